@@ -1,0 +1,121 @@
+#pragma once
+/// \file device.h
+/// \brief Device memory as the daemon and the client see it: export on the trainer side,
+/// import + copy on the daemon side, with one implementation per memory kind (host, emulated,
+/// CUDA, HIP). No vendor header is visible here; CUDA/HIP live in kernels/cuda, kernels/hip.
+///
+/// Save path (DESIGN.md §3, IPC pull): the trainer Export()s each registered buffer once and
+/// sends the MemoryExport to its daemon; the daemon Import()s it once (cached by the caller,
+/// keyed by exporter pid + allocation_id) and copies device->host into its pinned slot with
+/// CopyToHostAsync on its own stream. The trainer records a ready event before a snapshot
+/// and waits on the daemon's done event (the fence) before it modifies the buffers again.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reft/result.h"
+
+namespace reft::kernels {
+
+enum class MemoryKind : uint32_t {
+  kHost = 0,      ///< ordinary CPU memory: staged path (the trainer copies into its slot)
+  kEmulated = 1,  ///< memfd-backed "device" with a bandwidth-limited copy engine (CI)
+  kCuda = 2,
+  kHip = 3,
+};
+
+/// \brief "host", "emulated", "cuda", "hip".
+const char* MemoryKindName(MemoryKind kind);
+
+/// \brief What a trainer sends to describe one registered device buffer. Plain data, so the
+/// local channel can serialise it; `fd` travels out of band with SCM_RIGHTS.
+struct MemoryExport {
+  MemoryKind kind = MemoryKind::kHost;
+  int32_t device = 0;           ///< device ordinal (CUDA/HIP); 0 for emulated
+  std::string ipc_handle;       ///< opaque handle bytes of the allocation *base* (CUDA/HIP)
+  int fd = -1;                  ///< emulated: memfd of the allocation; -1 otherwise
+  uint64_t allocation_id = 0;   ///< exporter-unique id of the allocation (cache key)
+  uint64_t allocation_size = 0; ///< bytes of the whole allocation the handle refers to
+  uint64_t offset = 0;          ///< offset of the buffer inside the allocation
+  uint64_t size = 0;            ///< bytes of the buffer
+};
+
+/// \brief An event the other process can wait on (IPC event for CUDA/HIP; a shared counter
+/// for emulated). Exported as opaque bytes plus an optional fd.
+struct EventExport {
+  std::string ipc_handle;
+  int fd = -1;
+};
+
+/// \brief Daemon-side mapping of an exported allocation. Lives as long as any copy uses it;
+/// the importer closes it when the last reference goes (field-notes §1: never close a mapping
+/// a snapshot still reads).
+class ImportedMemory {
+ public:
+  virtual ~ImportedMemory() = default;
+  virtual MemoryKind kind() const = 0;
+  /// Base of the buffer (allocation base + export offset) in the importer's address space;
+  /// a device pointer for CUDA/HIP, a host pointer for emulated.
+  virtual void* data() const = 0;
+  virtual uint64_t size() const = 0;
+};
+
+/// \brief An ordered queue of copies (a CUDA/HIP stream, or a copy-engine queue for emulated).
+class CopyStream {
+ public:
+  virtual ~CopyStream() = default;
+  /// \brief Blocks until every copy queued so far has finished; returns the first error.
+  virtual Status Synchronize() = 0;
+  /// \brief Makes later copies on this stream wait until `event` (exported by the other
+  /// process) has completed. A null/empty event is a no-op.
+  virtual Status WaitEvent(const EventExport& event) = 0;
+  /// \brief Records a completion point after everything queued so far; returns it exported
+  /// so the other process can wait on it (the fence).
+  virtual Result<EventExport> RecordEvent() = 0;
+};
+
+/// \brief One memory kind's implementation. Thread-safe.
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual MemoryKind kind() const = 0;
+  /// \brief Number of usable devices now (0 when the driver or the GPU is missing).
+  virtual int DeviceCount() const = 0;
+
+  // ---- exporter side (trainer process) ----
+  /// \brief Describes [ptr, ptr+size) for another process: finds the allocation base (CUDA:
+  /// cuMemGetAddressRange), makes its IPC handle, and the offset. Unsupported when the memory
+  /// cannot be exported (e.g. VMM/expandable segments); the client then falls back to staged.
+  virtual Result<MemoryExport> Export(const void* ptr, uint64_t size) = 0;
+
+  // ---- importer side (daemon) ----
+  virtual Result<std::shared_ptr<ImportedMemory>> Import(const MemoryExport& exported) = 0;
+  virtual Result<std::unique_ptr<CopyStream>> CreateStream(int device) = 0;
+  /// \brief Page-locks host memory (a shm slot) so device copies run at full speed; a no-op
+  /// for host/emulated. Idempotent per range.
+  virtual Status PinHost(void* ptr, uint64_t size) = 0;
+  virtual Status UnpinHost(void* ptr) = 0;
+  /// \brief Queues a device->host copy of [offset, offset+size) of `src` into `dst`.
+  virtual Status CopyToHostAsync(const ImportedMemory& src, uint64_t offset, void* dst,
+                                 uint64_t size, CopyStream& stream) = 0;
+  /// \brief Queues a host->device copy (restore).
+  virtual Status CopyToDeviceAsync(const void* src, const ImportedMemory& dst, uint64_t offset,
+                                   uint64_t size, CopyStream& stream) = 0;
+  /// \brief dst = XOR of `nsrc` ranges of `size` bytes, all on the device, result copied to host
+  /// `dst_host`. Runs the XOR kernel on the GPU before the D2H copy (AEC "in bubbles").
+  /// Unsupported for kinds without a device kernel (the caller then XORs on the host).
+  virtual Status XorToHostAsync(const ImportedMemory* const* srcs, const uint64_t* offsets,
+                                size_t nsrc, void* dst_host, uint64_t size,
+                                CopyStream& stream) = 0;
+};
+
+/// \brief The backend for `kind`, or Unsupported when that kind was not built in.
+/// Host and emulated are always present; CUDA/HIP when compiled (REFT_HAVE_CUDA/HIP).
+Result<DeviceBackend*> GetDeviceBackend(MemoryKind kind);
+
+/// \brief Kinds built into this binary.
+std::vector<MemoryKind> BuiltDeviceKinds();
+
+}  // namespace reft::kernels

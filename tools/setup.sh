@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian bookworm package reft needs to build, test and run its demo.
+# Idempotent: packages already present are skipped by apt. Run as root (or with sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libboost-dev                       # Boost.Interprocess (header-only)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev libfmt-dev catch2 libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
+  libisal-dev libxxhash-dev libsystemd-dev systemd
+  prometheus-cpp-dev
+  pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest
+  python3-torch libopenblas0-pthread # Debian torch runs ~27x slower on reference BLAS
+  iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
