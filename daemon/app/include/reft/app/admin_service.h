@@ -1,0 +1,47 @@
+#pragma once
+/// \file admin_service.h
+/// \brief The Admin gRPC service (proto/reft/v1/admin.proto) over the node's snapshot store.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "reft/app/config.h"
+#include "reft/store/snapshot_store.h"
+#include "reft/v1/admin.grpc.pb.h"
+
+namespace reft::app {
+
+/// \brief Supplies the local sessions listed by Status (the local channel owns them).
+using SessionLister = std::function<std::vector<v1::SessionInfo>()>;
+
+/// \brief Handles Admin RPCs. Stateless apart from the references it holds; gRPC may call it
+/// from any thread (the store is thread-safe).
+class AdminService final : public v1::Admin::Service {
+ public:
+  AdminService(const DaemonConfig& config, store::SnapshotStore* store, SessionLister sessions);
+
+  grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest* req,
+                      v1::StatusResponse* resp) override;
+  grpc::Status ListSnapshots(grpc::ServerContext* ctx, const v1::ListSnapshotsRequest* req,
+                             v1::ListSnapshotsResponse* resp) override;
+  grpc::Status VerifySnapshot(grpc::ServerContext* ctx, const v1::VerifySnapshotRequest* req,
+                              v1::VerifySnapshotResponse* resp) override;
+  grpc::Status DropSnapshot(grpc::ServerContext* ctx, const v1::DropSnapshotRequest* req,
+                            v1::DropSnapshotResponse* resp) override;
+
+  /// \brief Newest step committed on every local rank of `job`, or -1.
+  static int64_t NewestCommittedStep(store::SnapshotStore* store, const std::string& job);
+
+ private:
+  const DaemonConfig& config_;
+  store::SnapshotStore* store_;
+  SessionLister sessions_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+/// \brief Maps a reft Status to a gRPC status (code + message + "reft-code" trailer).
+grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status);
+
+}  // namespace reft::app

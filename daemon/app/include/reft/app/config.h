@@ -1,0 +1,58 @@
+#pragma once
+/// \file config.h
+/// \brief reftd configuration: TOML file, then command-line flags (DESIGN.md §4), validated
+/// with errors that name the bad key.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reft/result.h"
+
+namespace reft::app {
+
+struct DaemonConfig {
+  std::string node_id;                       ///< default: hostname
+  std::string listen = "127.0.0.1:7070";     ///< gRPC (peers and admin)
+  std::string socket = "/run/reft/reftd.sock";
+  std::string shm_dir = "/dev/shm/reft";
+  std::string persist_dir;                   ///< empty = persistent tier disabled
+  std::vector<std::string> peers;            ///< seed list H:P
+  uint64_t memory_limit = 0;                 ///< 0 = unlimited
+  std::string log_level = "info";            ///< trace|debug|info|warn|error|critical|off
+
+  // [store]
+  uint64_t chunk_size = 4ull << 20;
+  uint32_t slots_per_rank = 3;
+  mode_t file_mode = 0600;
+  std::string file_group;                    ///< group name for 0640 files; empty = unchanged
+  int checksum_threads = 1;
+  bool prefault = true;
+
+  // [local]
+  std::vector<uint32_t> allowed_uids;        ///< empty = the daemon's own uid and root
+  std::vector<uint32_t> allowed_gids;
+  uint64_t max_message_bytes = 1ull << 20;   ///< upper bound of one local-channel frame
+  int copy_threads = 2;
+
+  // [emulated]
+  uint64_t emulated_bandwidth = 0;           ///< bytes/s of the emulated copy engine; 0 = memcpy
+
+  // [admin]
+  uint64_t max_grpc_message_bytes = 16ull << 20;
+};
+
+/// \brief Parses argv (flags override the file given by --config). On `--help`/`--version`
+/// returns Cancelled with the text to print in the message. Any usage or config error is
+/// InvalidArgument with one line naming the flag or key.
+Result<DaemonConfig> ParseDaemonArgs(int argc, const char* const* argv);
+
+/// \brief Reads and validates a TOML file into `config` (unknown keys are errors).
+Status LoadConfigFile(const std::string& path, DaemonConfig* config);
+
+/// \brief Cross-field validation (addresses, modes, sizes).
+Status ValidateConfig(const DaemonConfig& config);
+
+}  // namespace reft::app

@@ -1,0 +1,273 @@
+#include "reft/app/config.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "reft/units.h"
+
+namespace reft::app {
+namespace {
+
+Status KeyError(const std::string& key, const std::string& what) {
+  return Status::InvalidArgument("config key '" + key + "': " + what);
+}
+
+// Sizes may be written as integers (bytes) or strings with a suffix ("8G").
+Status ReadSize(const toml::node& node, const std::string& key, uint64_t* out) {
+  if (auto i = node.value<int64_t>(); i && node.is_integer()) {
+    if (*i < 0) return KeyError(key, "must not be negative");
+    *out = static_cast<uint64_t>(*i);
+    return Status::OK();
+  }
+  if (auto s = node.value<std::string>()) {
+    auto parsed = ParseByteSize(*s);
+    if (!parsed.ok()) return KeyError(key, parsed.status().message());
+    *out = *parsed;
+    return Status::OK();
+  }
+  return KeyError(key, "expected a byte size (integer or string like \"8G\")");
+}
+
+Status ReadString(const toml::node& node, const std::string& key, std::string* out) {
+  auto s = node.value<std::string>();
+  if (!s || !node.is_string()) return KeyError(key, "expected a string");
+  *out = *s;
+  return Status::OK();
+}
+
+Status ReadInt(const toml::node& node, const std::string& key, int64_t lo, int64_t hi,
+               int64_t* out) {
+  if (!node.is_integer()) return KeyError(key, "expected an integer");
+  int64_t v = *node.value<int64_t>();
+  if (v < lo || v > hi) {
+    return KeyError(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  *out = v;
+  return Status::OK();
+}
+
+Status ReadBool(const toml::node& node, const std::string& key, bool* out) {
+  if (!node.is_boolean()) return KeyError(key, "expected true or false");
+  *out = *node.value<bool>();
+  return Status::OK();
+}
+
+Status ReadStringList(const toml::node& node, const std::string& key,
+                      std::vector<std::string>* out) {
+  const toml::array* arr = node.as_array();
+  if (!arr) return KeyError(key, "expected an array of strings");
+  out->clear();
+  for (const auto& el : *arr) {
+    auto s = el.value<std::string>();
+    if (!s || !el.is_string()) return KeyError(key, "expected an array of strings");
+    out->push_back(*s);
+  }
+  return Status::OK();
+}
+
+Status ReadIdList(const toml::node& node, const std::string& key, std::vector<uint32_t>* out) {
+  const toml::array* arr = node.as_array();
+  if (!arr) return KeyError(key, "expected an array of integers");
+  out->clear();
+  for (const auto& el : *arr) {
+    if (!el.is_integer() || *el.value<int64_t>() < 0 || *el.value<int64_t>() > UINT32_MAX) {
+      return KeyError(key, "expected an array of non-negative integers");
+    }
+    out->push_back(static_cast<uint32_t>(*el.value<int64_t>()));
+  }
+  return Status::OK();
+}
+
+Status ParseFileMode(const std::string& text, const std::string& key, mode_t* out) {
+  if (text == "0600" || text == "600") *out = 0600;
+  else if (text == "0640" || text == "640") *out = 0640;
+  else return KeyError(key, "must be \"0600\" or \"0640\", got \"" + text + "\"");
+  return Status::OK();
+}
+
+// Splits "host:port" (host may be [v6]); returns false when malformed.
+bool ValidHostPort(const std::string& addr) {
+  auto colon = addr.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 >= addr.size()) return false;
+  const std::string port = addr.substr(colon + 1);
+  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5) return false;
+  return std::stoul(port) <= 65535;
+}
+
+Status ApplyTopLevel(const toml::table& root, DaemonConfig* c) {
+  static const std::set<std::string> kSections = {"store", "local", "emulated", "admin"};
+  for (const auto& [k, node] : root) {
+    const std::string key(k.str());
+    if (kSections.count(key)) {
+      if (!node.is_table()) return KeyError(key, "expected a table [" + key + "]");
+      continue;
+    }
+    if (key == "node_id") REFT_RETURN_NOT_OK(ReadString(node, key, &c->node_id));
+    else if (key == "listen") REFT_RETURN_NOT_OK(ReadString(node, key, &c->listen));
+    else if (key == "socket") REFT_RETURN_NOT_OK(ReadString(node, key, &c->socket));
+    else if (key == "shm_dir") REFT_RETURN_NOT_OK(ReadString(node, key, &c->shm_dir));
+    else if (key == "persist_dir") REFT_RETURN_NOT_OK(ReadString(node, key, &c->persist_dir));
+    else if (key == "peers") REFT_RETURN_NOT_OK(ReadStringList(node, key, &c->peers));
+    else if (key == "memory_limit") REFT_RETURN_NOT_OK(ReadSize(node, key, &c->memory_limit));
+    else if (key == "log_level") REFT_RETURN_NOT_OK(ReadString(node, key, &c->log_level));
+    else return KeyError(key, "unknown key");
+  }
+  return Status::OK();
+}
+
+Status ApplySection(const toml::table& root, const std::string& section, DaemonConfig* c) {
+  const toml::table* t = root[section].as_table();
+  if (!t) return Status::OK();
+  for (const auto& [k, node] : *t) {
+    const std::string key = section + "." + std::string(k.str());
+    int64_t v = 0;
+    if (key == "store.chunk_size") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->chunk_size));
+    } else if (key == "store.slots_per_rank") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 2, 16, &v));
+      c->slots_per_rank = static_cast<uint32_t>(v);
+    } else if (key == "store.file_mode") {
+      std::string s;
+      REFT_RETURN_NOT_OK(ReadString(node, key, &s));
+      REFT_RETURN_NOT_OK(ParseFileMode(s, key, &c->file_mode));
+    } else if (key == "store.file_group") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->file_group));
+    } else if (key == "store.checksum_threads") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 256, &v));
+      c->checksum_threads = static_cast<int>(v);
+    } else if (key == "store.prefault") {
+      REFT_RETURN_NOT_OK(ReadBool(node, key, &c->prefault));
+    } else if (key == "local.allowed_uids") {
+      REFT_RETURN_NOT_OK(ReadIdList(node, key, &c->allowed_uids));
+    } else if (key == "local.allowed_gids") {
+      REFT_RETURN_NOT_OK(ReadIdList(node, key, &c->allowed_gids));
+    } else if (key == "local.max_message_bytes") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->max_message_bytes));
+    } else if (key == "local.copy_threads") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 64, &v));
+      c->copy_threads = static_cast<int>(v);
+    } else if (key == "emulated.bandwidth") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->emulated_bandwidth));
+    } else if (key == "admin.max_grpc_message_bytes") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->max_grpc_message_bytes));
+    } else {
+      return KeyError(key, "unknown key");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << "config file '" << path << "': " << e.description();
+    const auto& where = e.source().begin;
+    if (where.line) msg << " (line " << where.line << ", column " << where.column << ")";
+    return Status::InvalidArgument(msg.str());
+  }
+  REFT_RETURN_NOT_OK(ApplyTopLevel(root, config));
+  for (const char* section : {"store", "local", "emulated", "admin"}) {
+    REFT_RETURN_NOT_OK(ApplySection(root, section, config));
+  }
+  return Status::OK();
+}
+
+Status ValidateConfig(const DaemonConfig& c) {
+  if (c.node_id.empty() || c.node_id.size() > 64 ||
+      c.node_id.find_first_of("/ \t\n") != std::string::npos) {
+    return KeyError("node_id", "must be 1..64 characters without '/' or whitespace");
+  }
+  if (!ValidHostPort(c.listen)) return KeyError("listen", "expected HOST:PORT, got '" + c.listen + "'");
+  for (const auto& p : c.peers) {
+    if (!ValidHostPort(p)) return KeyError("peers", "expected HOST:PORT, got '" + p + "'");
+  }
+  if (c.socket.empty() || c.socket.size() >= 108) {
+    return KeyError("socket", "must be a path shorter than 108 bytes");
+  }
+  if (c.shm_dir.empty() || c.shm_dir[0] != '/') return KeyError("shm_dir", "must be an absolute path");
+  if (!c.persist_dir.empty() && c.persist_dir[0] != '/') {
+    return KeyError("persist_dir", "must be an absolute path");
+  }
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn",
+                                                "error", "critical", "off"};
+  if (!kLevels.count(c.log_level)) {
+    return KeyError("log_level", "must be one of trace|debug|info|warn|error|critical|off");
+  }
+  if (c.chunk_size < 4096 || (c.chunk_size & (c.chunk_size - 1)) != 0 ||
+      c.chunk_size > (1ull << 30)) {
+    return KeyError("store.chunk_size", "must be a power of two between 4K and 1G");
+  }
+  if (c.max_message_bytes < 4096 || c.max_message_bytes > (64ull << 20)) {
+    return KeyError("local.max_message_bytes", "must be between 4K and 64M");
+  }
+  if (c.max_grpc_message_bytes < (64ull << 10) || c.max_grpc_message_bytes > (1ull << 30)) {
+    return KeyError("admin.max_grpc_message_bytes", "must be between 64K and 1G");
+  }
+  return Status::OK();
+}
+
+Result<DaemonConfig> ParseDaemonArgs(int argc, const char* const* argv) {
+  CLI::App app{"reftd: per-node checkpoint agent (keeps training state in host memory)"};
+  app.set_version_flag("--version", std::string("reftd ") + REFT_VERSION);
+  std::string config_path, node_id, listen, socket, shm_dir, persist_dir, peers, memory_limit,
+      log_level;
+  app.add_option("--config", config_path, "TOML configuration file")->check(CLI::ExistingFile);
+  app.add_option("--node-id", node_id, "node identity (default: hostname)");
+  app.add_option("--listen", listen, "gRPC address HOST:PORT for peers and admin");
+  app.add_option("--socket", socket, "local channel Unix socket path");
+  app.add_option("--shm-dir", shm_dir, "directory for snapshot segments (tmpfs)");
+  app.add_option("--persist-dir", persist_dir, "persistent tier directory");
+  app.add_option("--peers", peers, "comma-separated seed peers HOST:PORT,...");
+  app.add_option("--memory-limit", memory_limit, "snapshot memory limit (bytes, K/M/G suffixes)");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success&) {
+    return Status::Cancelled(app.help());
+  } catch (const CLI::CallForVersion& e) {
+    return Status::Cancelled(e.what());
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (what.empty()) what = e.get_name();
+    return Status::InvalidArgument(what + " (see reftd --help)");
+  }
+
+  DaemonConfig config;
+  if (!config_path.empty()) REFT_RETURN_NOT_OK(LoadConfigFile(config_path, &config));
+  if (!node_id.empty()) config.node_id = node_id;
+  if (!listen.empty()) config.listen = listen;
+  if (!socket.empty()) config.socket = socket;
+  if (!shm_dir.empty()) config.shm_dir = shm_dir;
+  if (!persist_dir.empty()) config.persist_dir = persist_dir;
+  if (!peers.empty()) {
+    config.peers.clear();
+    std::stringstream ss(peers);
+    for (std::string p; std::getline(ss, p, ',');) {
+      if (!p.empty()) config.peers.push_back(p);
+    }
+  }
+  if (!memory_limit.empty()) {
+    auto parsed = ParseByteSize(memory_limit);
+    if (!parsed.ok()) return Status::InvalidArgument("--memory-limit: " + parsed.status().message());
+    config.memory_limit = *parsed;
+  }
+  if (!log_level.empty()) config.log_level = log_level;
+  if (config.node_id.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    config.node_id = host;
+  }
+  REFT_RETURN_NOT_OK(ValidateConfig(config));
+  return config;
+}
+
+}  // namespace reft::app

@@ -1,0 +1,107 @@
+#include "reft/app/daemon.h"
+
+#include <grp.h>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include "reft/app/admin_service.h"
+#include "reft/app/notify.h"
+#include "reft/kernels/emulated.h"
+#include "reft/store/snapshot_store.h"
+#include "reft/units.h"
+
+namespace reft::app {
+
+struct Daemon::Impl {
+  DaemonConfig config;
+  std::unique_ptr<store::SnapshotStore> store;
+  std::unique_ptr<AdminService> admin;
+  std::unique_ptr<grpc::Server> grpc_server;
+};
+
+Daemon::Daemon(DaemonConfig config) : impl_(std::make_unique<Impl>()) {
+  impl_->config = std::move(config);
+}
+
+Daemon::~Daemon() { Shutdown(); }
+
+Result<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
+  return std::unique_ptr<Daemon>(new Daemon(std::move(config)));
+}
+
+namespace {
+
+Result<store::StoreOptions> MakeStoreOptions(const DaemonConfig& c) {
+  store::StoreOptions o;
+  o.shm_dir = c.shm_dir;
+  o.memory_limit = c.memory_limit;
+  o.chunk_size = c.chunk_size;
+  o.slots_per_rank = c.slots_per_rank;
+  o.file_mode = c.file_mode;
+  o.prefault = c.prefault;
+  o.checksum_threads = c.checksum_threads;
+  if (!c.file_group.empty()) {
+    struct group* g = getgrnam(c.file_group.c_str());
+    if (!g) return Status::InvalidArgument("store.file_group: no group named '" + c.file_group + "'");
+    o.file_group = g->gr_gid;
+  }
+  return o;
+}
+
+void LogAdoption(const store::AdoptionReport& report) {
+  for (const auto& slot : report.adopted) {
+    spdlog::info("adopted {} slot {} step {} ({})", slot.rank.ToString(), slot.index, slot.step,
+                 store::SlotStateName(slot.state));
+  }
+  for (const auto& path : report.discarded_partial) {
+    spdlog::warn("discarded partial snapshot {}", path);
+  }
+  for (const auto& reason : report.quarantined) spdlog::error("quarantined {}", reason);
+}
+
+}  // namespace
+
+Status Daemon::Start() {
+  const DaemonConfig& c = impl_->config;
+  kernels::SetEmulatedCopyBandwidth(c.emulated_bandwidth);
+
+  REFT_ASSIGN_OR_RETURN(auto options, MakeStoreOptions(c));
+  store::AdoptionReport report;
+  REFT_ASSIGN_OR_RETURN(impl_->store, store::SnapshotStore::Open(options, &report));
+  LogAdoption(report);
+
+  impl_->admin = std::make_unique<AdminService>(impl_->config, impl_->store.get(), nullptr);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(c.listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(c.max_grpc_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(c.max_grpc_message_bytes));
+  builder.RegisterService(impl_->admin.get());
+  impl_->grpc_server = builder.BuildAndStart();
+  if (!impl_->grpc_server || bound_port == 0) {
+    return Status::Unavailable("cannot listen on " + c.listen + " (address in use or invalid)");
+  }
+
+  auto usage = impl_->store->Usage();
+  std::string status = "node " + c.node_id + " serving on " + c.listen + ", " +
+                       std::to_string(report.adopted.size()) + " slots adopted";
+  spdlog::info("{}; memory {} of {}", status, FormatBytes(usage.used),
+               usage.limit ? FormatBytes(usage.limit) : std::string("unlimited"));
+  NotifyReady(status);
+  return Status::OK();
+}
+
+void Daemon::Shutdown() {
+  if (impl_->grpc_server) {
+    impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    impl_->grpc_server->Wait();
+    impl_->grpc_server.reset();
+  }
+  impl_->admin.reset();
+  impl_->store.reset();
+}
+
+}  // namespace reft::app

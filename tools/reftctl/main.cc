@@ -1,0 +1,49 @@
+// reftctl: operator CLI for reftd. `reftctl [--addr H:P | --socket PATH] [-o table|json] NOUN VERB`
+// Exit codes: 0 success, 1 operation failed, 2 usage error, 3 cannot reach the daemon.
+#include <cstdio>
+
+#include "command.h"
+
+namespace reft::ctl {
+void RegisterStatusCommand(CLI::App& root, CtlContext& ctx);
+void RegisterSnapshotsCommands(CLI::App& root, CtlContext& ctx);
+}  // namespace reft::ctl
+
+int main(int argc, char** argv) {
+  using namespace reft::ctl;
+  CtlContext ctx;
+  CLI::App app{"reftctl: operate reft checkpoint daemons"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("reftctl ") + REFT_VERSION);
+  std::string output = "table";
+  auto* addr = app.add_option("--addr", ctx.addr, "daemon gRPC address HOST:PORT");
+  auto* socket = app.add_option("--socket", ctx.socket, "daemon local socket PATH");
+  addr->excludes(socket);
+  app.add_option("-o,--output", output, "output format")
+      ->check(CLI::IsMember({"table", "json"}));
+  app.parse_complete_callback([&] {
+    ctx.format = output == "json" ? OutputFormat::kJson : OutputFormat::kTable;
+  });
+
+  RegisterStatusCommand(app, ctx);
+  RegisterSnapshotsCommands(app, ctx);
+  auto* plan = app.add_subcommand("plan", "offline planning (no daemon needed)");
+  plan->require_subcommand(1);
+#ifdef REFT_CTL_HAVE_PLAN
+  RegisterPlanCommands(*plan, ctx);
+  RegisterReliabilityCommands(app, ctx);
+#endif
+#ifdef REFT_CTL_HAVE_PROTECTION
+  RegisterProtectionPlanCommand(*plan, ctx);
+#endif
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "reftctl: %s\n", e.what());
+    std::fprintf(stderr, "Run with --help for usage.\n");
+    return kExitUsage;
+  }
+  return ctx.exit_code;
+}

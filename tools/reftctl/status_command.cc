@@ -1,0 +1,91 @@
+// reftctl status: health, memory used and limit, newest committed step per job, sessions, peers.
+#include <cstdio>
+
+#include "admin_client.h"
+#include "command.h"
+#include "reft/units.h"
+#include "table.h"
+
+namespace reft::ctl {
+namespace {
+
+nlohmann::json RankJson(const v1::RankId& r) {
+  return {{"job", r.job()}, {"pp", r.pp()}, {"tp", r.tp()}, {"dp", r.dp()}};
+}
+
+void RunStatus(CtlContext& ctx) {
+  auto stub = MakeAdminStub(ctx);
+  v1::StatusResponse resp;
+  auto call = MakeCallContext();
+  if (!CheckRpc(ctx, stub->Status(call.get(), v1::StatusRequest(), &resp), "status")) return;
+
+  nlohmann::json doc = {
+      {"node_id", resp.node_id()},
+      {"health", resp.health()},
+      {"version", resp.build().version()},
+      {"protocol_version", resp.build().protocol_version()},
+      {"device_kinds", std::vector<std::string>(resp.build().device_kinds().begin(),
+                                                resp.build().device_kinds().end())},
+      {"memory", {{"used", resp.memory_used()}, {"limit", resp.memory_limit()}, {"slots", resp.slots()}}},
+      {"listen", resp.listen()},
+      {"socket", resp.socket()},
+      {"shm_dir", resp.shm_dir()},
+      {"uptime_seconds", resp.uptime_seconds()},
+      {"peers", std::vector<std::string>(resp.peers().begin(), resp.peers().end())},
+      {"jobs", nlohmann::json::array()},
+      {"sessions", nlohmann::json::array()}};
+  for (const auto& j : resp.jobs()) {
+    doc["jobs"].push_back({{"job", j.job()},
+                           {"ranks", j.ranks()},
+                           {"newest_committed_step", j.newest_committed_step()}});
+  }
+  for (const auto& s : resp.sessions()) {
+    doc["sessions"].push_back(
+        {{"rank", RankJson(s.rank())}, {"pid", s.pid()}, {"uid", s.uid()}, {"buffers", s.buffers()}});
+  }
+  ctx.Emit(doc, [](const nlohmann::json& d) {
+    const uint64_t limit = d["memory"]["limit"];
+    std::printf("node      %s (%s)\n", d["node_id"].get<std::string>().c_str(),
+                d["health"].get<std::string>().c_str());
+    std::printf("version   %s, protocol %d, devices:", d["version"].get<std::string>().c_str(),
+                d["protocol_version"].get<int>());
+    for (const auto& k : d["device_kinds"]) std::printf(" %s", k.get<std::string>().c_str());
+    std::printf("\nmemory    %s used of %s in %llu slots\n",
+                FormatBytes(d["memory"]["used"]).c_str(),
+                limit ? FormatBytes(limit).c_str() : "unlimited",
+                static_cast<unsigned long long>(d["memory"]["slots"].get<uint64_t>()));
+    std::printf("listen    %s   socket %s\n", d["listen"].get<std::string>().c_str(),
+                d["socket"].get<std::string>().c_str());
+    std::string peers;
+    for (const auto& p : d["peers"]) peers += (peers.empty() ? "" : ",") + p.get<std::string>();
+    std::printf("peers     %s\n\n", peers.empty() ? "(none)" : peers.c_str());
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& j : d["jobs"]) {
+      int64_t step = j["newest_committed_step"];
+      rows.push_back({j["job"], std::to_string(j["ranks"].get<int>()),
+                      step < 0 ? "-" : std::to_string(step)});
+    }
+    PrintTable({"JOB", "RANKS", "COMMITTED"}, rows);
+    if (!d["sessions"].empty()) {
+      std::printf("\n");
+      rows.clear();
+      for (const auto& s : d["sessions"]) {
+        const auto& r = s["rank"];
+        rows.push_back({r["job"], "pp" + std::to_string(r["pp"].get<int>()) + "-tp" +
+                                      std::to_string(r["tp"].get<int>()) + "-dp" +
+                                      std::to_string(r["dp"].get<int>()),
+                        std::to_string(s["pid"].get<int>()), std::to_string(s["buffers"].get<int>())});
+      }
+      PrintTable({"SESSION JOB", "RANK", "PID", "BUFFERS"}, rows);
+    }
+  });
+}
+
+}  // namespace
+
+void RegisterStatusCommand(CLI::App& root, CtlContext& ctx) {
+  auto* cmd = root.add_subcommand("status", "health, memory, committed steps, sessions, peers");
+  cmd->callback([&ctx] { RunStatus(ctx); });
+}
+
+}  // namespace reft::ctl
