@@ -1,0 +1,108 @@
+#pragma once
+/// \file messages.h
+/// \brief The payloads of every local-channel message and their bounded codecs.
+///
+/// Each Decode() consumes the whole payload (trailing bytes are a Protocol error) and checks
+/// every string/count against Limits before allocating. fds travel out of band (SCM_RIGHTS)
+/// and are not part of these structs.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reft/local_proto/frame.h"
+#include "reft/result.h"
+
+namespace reft::local_proto {
+
+struct Layout {
+  int32_t dp = 1, tp = 1, pp = 1, zero = 0;
+};
+
+/// Client -> daemon, first message of a session.
+struct Hello {
+  std::string job;
+  int32_t pp = 0, tp = 0, dp = 0;  ///< this rank's coordinates
+  Layout layout;
+  std::string protection = "none";
+  std::string client_version;
+};
+struct HelloReply {
+  uint64_t session_id = 0;
+  std::string daemon_version;
+};
+
+enum class BufferKind : uint8_t { kReplicated = 0, kUnique = 1 };
+
+/// Mirrors kernels::MemoryExport on the wire (the codec does not depend on kernels).
+struct BufferMemory {
+  uint32_t memory_kind = 0;  ///< kernels::MemoryKind value: 0 host (staged), 1 emulated, 2 CUDA, 3 HIP
+  int32_t device = 0;
+  std::string ipc_handle;
+  uint64_t allocation_id = 0;
+  uint64_t allocation_size = 0;
+  uint64_t offset = 0;
+  bool has_fd = false;  ///< an fd (emulated memfd) rides with the frame
+};
+
+struct Register {
+  std::string name;
+  BufferKind kind = BufferKind::kReplicated;
+  std::string dtype;
+  int32_t layer = -1;  ///< -1: none
+  uint64_t size = 0;
+  BufferMemory memory;
+};
+struct RegisterReply {
+  uint32_t buffer_index = 0;
+};
+
+struct StepMessage {  ///< SnapshotBegin, SnapshotStaged, SnapshotDone, SnapshotAbort, QueryCommitted
+  int64_t step = 0;
+};
+
+/// Where one staged buffer lives in the slot file passed with the reply.
+struct Placement {
+  uint32_t buffer_index = 0;
+  uint64_t file_offset = 0;
+  uint64_t size = 0;
+};
+struct SlotReply {  ///< SnapshotBeginReply and RestoreReply; step -1 = nothing to restore
+  int64_t step = -1;
+  uint64_t file_size = 0;  ///< bytes the client maps (covers every placement)
+  std::vector<Placement> staged;
+};
+
+struct QueryCommittedReply {
+  bool committed = false;
+  int64_t newest_committed = -1;
+};
+
+struct ErrorReply {
+  uint32_t code = 0;  ///< reft::StatusCode value
+  std::string message;
+};
+
+std::vector<uint8_t> Encode(const Hello& m);
+std::vector<uint8_t> Encode(const HelloReply& m);
+std::vector<uint8_t> Encode(const Register& m);
+std::vector<uint8_t> Encode(const RegisterReply& m);
+std::vector<uint8_t> Encode(const StepMessage& m);
+std::vector<uint8_t> Encode(const SlotReply& m);
+std::vector<uint8_t> Encode(const QueryCommittedReply& m);
+std::vector<uint8_t> Encode(const ErrorReply& m);
+/// The error reply for a status (messages longer than 4 KiB are cut).
+std::vector<uint8_t> EncodeError(const Status& status);
+
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, Hello* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, HelloReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, RegisterReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, StepMessage* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, QueryCommittedReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, ErrorReply* m);
+/// The Status an error reply carries (unknown codes become Protocol errors).
+Status ToStatus(const ErrorReply& e);
+
+}  // namespace reft::local_proto

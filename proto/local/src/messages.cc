@@ -1,0 +1,200 @@
+#include "reft/local_proto/messages.h"
+
+#include <string>
+
+#include "reft/local_proto/codec.h"
+
+namespace reft::local_proto {
+namespace {
+
+constexpr size_t kMaxErrorMessage = 4096;
+
+void PutLayout(Writer& w, const Layout& l) {
+  w.I32(l.dp);
+  w.I32(l.tp);
+  w.I32(l.pp);
+  w.I32(l.zero);
+}
+
+Status GetLayout(Reader& r, Layout* l) {
+  REFT_RETURN_NOT_OK(r.I32(&l->dp, "layout.dp"));
+  REFT_RETURN_NOT_OK(r.I32(&l->tp, "layout.tp"));
+  REFT_RETURN_NOT_OK(r.I32(&l->pp, "layout.pp"));
+  return r.I32(&l->zero, "layout.zero");
+}
+
+Reader MakeReader(const std::vector<uint8_t>& p) { return Reader(p.data(), p.size()); }
+
+}  // namespace
+
+std::vector<uint8_t> Encode(const Hello& m) {
+  Writer w;
+  w.Bytes(m.job);
+  w.I32(m.pp);
+  w.I32(m.tp);
+  w.I32(m.dp);
+  PutLayout(w, m.layout);
+  w.Bytes(m.protection);
+  w.Bytes(m.client_version);
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, Hello* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(r.Bytes(&m->job, l.max_string_bytes, "job"));
+  REFT_RETURN_NOT_OK(r.I32(&m->pp, "pp"));
+  REFT_RETURN_NOT_OK(r.I32(&m->tp, "tp"));
+  REFT_RETURN_NOT_OK(r.I32(&m->dp, "dp"));
+  REFT_RETURN_NOT_OK(GetLayout(r, &m->layout));
+  REFT_RETURN_NOT_OK(r.Bytes(&m->protection, l.max_string_bytes, "protection"));
+  REFT_RETURN_NOT_OK(r.Bytes(&m->client_version, l.max_string_bytes, "client_version"));
+  return r.Finish("hello");
+}
+
+std::vector<uint8_t> Encode(const HelloReply& m) {
+  Writer w;
+  w.U64(m.session_id);
+  w.Bytes(m.daemon_version);
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, HelloReply* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(r.U64(&m->session_id, "session_id"));
+  REFT_RETURN_NOT_OK(r.Bytes(&m->daemon_version, l.max_string_bytes, "daemon_version"));
+  return r.Finish("hello_reply");
+}
+
+std::vector<uint8_t> Encode(const Register& m) {
+  Writer w;
+  w.Bytes(m.name);
+  w.U8(static_cast<uint8_t>(m.kind));
+  w.Bytes(m.dtype);
+  w.I32(m.layer);
+  w.U64(m.size);
+  w.U32(m.memory.memory_kind);
+  w.I32(m.memory.device);
+  w.Bytes(m.memory.ipc_handle);
+  w.U64(m.memory.allocation_id);
+  w.U64(m.memory.allocation_size);
+  w.U64(m.memory.offset);
+  w.U8(m.memory.has_fd ? 1 : 0);
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m) {
+  Reader r = MakeReader(p);
+  uint8_t kind = 0, has_fd = 0;
+  REFT_RETURN_NOT_OK(r.Bytes(&m->name, l.max_name_bytes, "name"));
+  REFT_RETURN_NOT_OK(r.U8(&kind, "kind"));
+  if (kind > 1) return Status::Protocol("register: unknown buffer kind " + std::to_string(kind));
+  m->kind = static_cast<BufferKind>(kind);
+  REFT_RETURN_NOT_OK(r.Bytes(&m->dtype, l.max_string_bytes, "dtype"));
+  REFT_RETURN_NOT_OK(r.I32(&m->layer, "layer"));
+  REFT_RETURN_NOT_OK(r.U64(&m->size, "size"));
+  REFT_RETURN_NOT_OK(r.U32(&m->memory.memory_kind, "memory_kind"));
+  REFT_RETURN_NOT_OK(r.I32(&m->memory.device, "device"));
+  REFT_RETURN_NOT_OK(r.Bytes(&m->memory.ipc_handle, l.max_handle_bytes, "ipc_handle"));
+  REFT_RETURN_NOT_OK(r.U64(&m->memory.allocation_id, "allocation_id"));
+  REFT_RETURN_NOT_OK(r.U64(&m->memory.allocation_size, "allocation_size"));
+  REFT_RETURN_NOT_OK(r.U64(&m->memory.offset, "offset"));
+  REFT_RETURN_NOT_OK(r.U8(&has_fd, "has_fd"));
+  if (has_fd > 1) return Status::Protocol("register: has_fd must be 0 or 1");
+  m->memory.has_fd = has_fd == 1;
+  return r.Finish("register");
+}
+
+std::vector<uint8_t> Encode(const RegisterReply& m) {
+  Writer w;
+  w.U32(m.buffer_index);
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits&, RegisterReply* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(r.U32(&m->buffer_index, "buffer_index"));
+  return r.Finish("register_reply");
+}
+
+std::vector<uint8_t> Encode(const StepMessage& m) {
+  Writer w;
+  w.I64(m.step);
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits&, StepMessage* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(r.I64(&m->step, "step"));
+  return r.Finish("step message");
+}
+
+std::vector<uint8_t> Encode(const SlotReply& m) {
+  Writer w;
+  w.I64(m.step);
+  w.U64(m.file_size);
+  w.U32(static_cast<uint32_t>(m.staged.size()));
+  for (const auto& s : m.staged) {
+    w.U32(s.buffer_index);
+    w.U64(s.file_offset);
+    w.U64(s.size);
+  }
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m) {
+  Reader r = MakeReader(p);
+  uint32_t n = 0;
+  REFT_RETURN_NOT_OK(r.I64(&m->step, "step"));
+  REFT_RETURN_NOT_OK(r.U64(&m->file_size, "file_size"));
+  REFT_RETURN_NOT_OK(r.Count(&n, l.max_buffers, 20, "staged"));
+  m->staged.resize(n);
+  for (auto& s : m->staged) {
+    REFT_RETURN_NOT_OK(r.U32(&s.buffer_index, "staged.buffer_index"));
+    REFT_RETURN_NOT_OK(r.U64(&s.file_offset, "staged.file_offset"));
+    REFT_RETURN_NOT_OK(r.U64(&s.size, "staged.size"));
+    // Overflow-safe bound check: every placement must lie inside the mapped file.
+    if (s.file_offset > m->file_size || s.size > m->file_size - s.file_offset) {
+      return Status::Protocol("slot reply: placement of buffer " + std::to_string(s.buffer_index) +
+                              " lies outside the slot file");
+    }
+  }
+  return r.Finish("slot reply");
+}
+
+std::vector<uint8_t> Encode(const QueryCommittedReply& m) {
+  Writer w;
+  w.U8(m.committed ? 1 : 0);
+  w.I64(m.newest_committed);
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits&, QueryCommittedReply* m) {
+  Reader r = MakeReader(p);
+  uint8_t c = 0;
+  REFT_RETURN_NOT_OK(r.U8(&c, "committed"));
+  m->committed = c != 0;
+  REFT_RETURN_NOT_OK(r.I64(&m->newest_committed, "newest_committed"));
+  return r.Finish("query_committed_reply");
+}
+
+std::vector<uint8_t> Encode(const ErrorReply& m) {
+  Writer w;
+  w.U32(m.code);
+  w.Bytes(m.message);
+  return w.Take();
+}
+std::vector<uint8_t> EncodeError(const Status& status) {
+  ErrorReply e;
+  e.code = static_cast<uint32_t>(status.code());
+  e.message = status.message().substr(0, kMaxErrorMessage);
+  return Encode(e);
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits&, ErrorReply* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(r.U32(&m->code, "code"));
+  REFT_RETURN_NOT_OK(r.Bytes(&m->message, kMaxErrorMessage, "message"));
+  return r.Finish("error");
+}
+
+Status ToStatus(const ErrorReply& e) {
+  if (e.code == 0 || e.code > static_cast<uint32_t>(StatusCode::kInternal)) {
+    return Status::Protocol("daemon sent unknown error code " + std::to_string(e.code) + ": " +
+                            e.message);
+  }
+  return Status(static_cast<StatusCode>(e.code), e.message);
+}
+
+}  // namespace reft::local_proto
