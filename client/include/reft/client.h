@@ -1,0 +1,100 @@
+#pragma once
+/// \file client.h
+/// \brief libreft C++ API: a trainer process's connection to its node's reftd (DESIGN.md §4).
+///
+/// One Client per trainer process and rank. It registers buffers once, then per step calls
+/// Snapshot(step) (returns at once), Fence() before the optimizer modifies the buffers again,
+/// and optionally WaitCommitted(step). After a restart, Restore() fills the registered buffers
+/// from the newest step committed job-wide.
+///
+/// The library is quiet: it prints nothing, uses no gRPC, and starts exactly one thread, the
+/// copy worker ("reft-copy"), which copies staged (CPU) buffers into the daemon's slot while
+/// the trainer continues. Device buffers (emulated, CUDA, HIP) are pulled by the daemon.
+/// Thread-safety: a Client may be used from several threads; calls are serialised internally.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "reft/result.h"
+#include "reft/status.h"
+
+#if defined(__GNUC__)
+#define REFT_CLIENT_API __attribute__((visibility("default")))
+#else
+#define REFT_CLIENT_API
+#endif
+
+namespace reft {
+
+/// \brief Parallel layout of the job.
+struct Layout {
+  int dp = 1, tp = 1, pp = 1, zero = 0;
+};
+
+struct ClientOptions {
+  /// reftd's local socket; empty = env REFT_SOCKET, else "/run/reft/reftd.sock".
+  std::string socket_path;
+  std::string job;             ///< job id (e.g. TORCHELASTIC_RUN_ID)
+  int pp = 0, tp = 0, dp = 0;  ///< this rank's coordinates
+  Layout layout;
+  std::string protection = "none";  ///< "none" | "arcR" | "aec" | "rsR" joined with "+"
+  int reply_timeout_ms = 60000;     ///< longest wait for one daemon reply
+};
+
+enum class BufferKind { kReplicated = 0, kUnique = 1 };
+
+/// \brief Where a buffer's memory lives. Values equal kernels::MemoryKind.
+enum class MemoryLocation { kHost = 0, kEmulated = 1, kCuda = 2, kHip = 3 };
+
+struct BufferOptions {
+  BufferKind kind = BufferKind::kReplicated;
+  std::string dtype = "uint8";
+  int layer = -1;  ///< -1: not a layer's buffer
+  MemoryLocation memory = MemoryLocation::kHost;
+};
+
+class REFT_CLIENT_API Client {
+ public:
+  /// \brief Connects and joins the job. Unavailable when reftd does not answer, InvalidArgument
+  /// for a bad job/layout/protection, PermissionDenied when this uid is not allowed.
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();  ///< Close()s
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// \brief Registers [data, data+size) under a unique `name` (at most 127 bytes). The memory
+  /// must stay valid until Close(). Host memory is staged by the copy worker; device memory
+  /// is exported (emulated memfd / CUDA or HIP IPC handle) and pulled by the daemon.
+  Status Register(const std::string& name, void* data, uint64_t size,
+                  const BufferOptions& options = {});
+
+  /// \brief Starts the snapshot of `step` and returns without waiting for the copy. If the
+  /// previous snapshot is still copying it is waited for first; if it failed and Fence() has
+  /// not reported that yet, its error is returned and no new snapshot starts.
+  Status Snapshot(int64_t step);
+  /// \brief Waits until the last snapshot's copy no longer needs the buffers; returns its error
+  /// (e.g. OutOfMemory: the snapshot was refused, training may continue). OK with none.
+  Status Fence();
+  /// \brief True once `step` (or a newer step) is committed job-wide; false on timeout
+  /// (nullopt = wait forever). An error when the daemon failed this step on this rank.
+  Result<bool> WaitCommitted(int64_t step,
+                             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  /// \brief Fills every registered buffer from the newest step committed job-wide and returns
+  /// it; nullopt when there is nothing to restore. Corrupted when a checksum fails (nothing is
+  /// partially restored from a corrupt slot).
+  Result<std::optional<int64_t>> Restore();
+  /// \brief Fences, hangs up and joins the copy worker. Idempotent.
+  Status Close();
+
+  uint64_t session_id() const;
+
+ private:
+  Client();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace reft

@@ -1,0 +1,93 @@
+/* reft.h: libreft C ABI (DESIGN.md §4). Opaque handles, a versioned options struct
+ * (struct_size first: older callers keep working when fields are appended), integer status
+ * codes equal to reft::StatusCode, and a thread-local message for the last error.
+ * Every function is thread-safe on distinct handles; one handle may be shared (calls are
+ * serialised inside). Nothing is ever printed. */
+#ifndef REFT_REFT_H_
+#define REFT_REFT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define REFT_C_API __attribute__((visibility("default")))
+#else
+#define REFT_C_API
+#endif
+
+/* Status codes: identical to reft::StatusCode (never renumbered, only appended). */
+enum {
+  REFT_OK = 0,
+  REFT_INVALID_ARGUMENT = 1,
+  REFT_NOT_FOUND = 2,
+  REFT_ALREADY_EXISTS = 3,
+  REFT_OUT_OF_MEMORY = 4,
+  REFT_CORRUPTED = 5,
+  REFT_UNAVAILABLE = 6,
+  REFT_TIMEOUT = 7,
+  REFT_PERMISSION_DENIED = 8,
+  REFT_LOST = 9,
+  REFT_IO_ERROR = 10,
+  REFT_PROTOCOL = 11,
+  REFT_BUSY = 12,
+  REFT_CANCELLED = 13,
+  REFT_UNSUPPORTED = 14,
+  REFT_INTERNAL = 15
+};
+
+enum { REFT_KIND_REPLICATED = 0, REFT_KIND_UNIQUE = 1 };
+enum { REFT_MEMORY_HOST = 0, REFT_MEMORY_EMULATED = 1, REFT_MEMORY_CUDA = 2, REFT_MEMORY_HIP = 3 };
+
+typedef struct reft_client reft_client;
+
+/* Connection options, version 1. Call reft_options_init() first, then set fields. */
+typedef struct reft_options {
+  uint32_t struct_size;     /* sizeof(reft_options) as compiled by the caller */
+  const char* socket_path;  /* NULL: env REFT_SOCKET, else /run/reft/reftd.sock */
+  const char* job;
+  int32_t pp, tp, dp;       /* this rank's coordinates */
+  int32_t layout_dp, layout_tp, layout_pp, layout_zero;
+  const char* protection;   /* NULL = "none" */
+  int32_t reply_timeout_ms; /* 0 = default (60 s) */
+} reft_options;
+
+typedef struct reft_buffer_options {
+  uint32_t struct_size;
+  int32_t kind;       /* REFT_KIND_* */
+  const char* dtype;  /* NULL = "uint8" */
+  int32_t layer;      /* -1 = none */
+  int32_t memory;     /* REFT_MEMORY_* */
+} reft_buffer_options;
+
+REFT_C_API void reft_options_init(reft_options* options);
+REFT_C_API void reft_buffer_options_init(reft_buffer_options* options);
+
+/* Connects and joins; *out is set only on REFT_OK. */
+REFT_C_API int reft_connect(const reft_options* options, reft_client** out);
+/* options may be NULL (replicated, uint8, no layer, host memory). */
+REFT_C_API int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
+                             const reft_buffer_options* options);
+REFT_C_API int reft_snapshot(reft_client* c, int64_t step);
+REFT_C_API int reft_fence(reft_client* c);
+/* timeout_ms < 0 waits forever; *committed = 1 when committed, 0 on timeout. */
+REFT_C_API int reft_wait_committed(reft_client* c, int64_t step, int64_t timeout_ms,
+                                   int* committed);
+/* *step = restored step, or -1 when there is nothing to restore. */
+REFT_C_API int reft_restore(reft_client* c, int64_t* step);
+/* Closes and frees the handle (NULL is ignored); returns the last snapshot's error, if any. */
+REFT_C_API int reft_close(reft_client* c);
+
+/* Message of the last failed call on this thread ("" after a success). */
+REFT_C_API const char* reft_last_error(void);
+/* "ok", "invalid_argument", ... */
+REFT_C_API const char* reft_status_name(int code);
+REFT_C_API const char* reft_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* REFT_REFT_H_ */

@@ -1,0 +1,160 @@
+// Python binding `reft._reft` over reft::Client. Buffers come in through the buffer protocol
+// (bytearray, numpy, CPU torch tensors) or as (data_ptr, nbytes) from reft/__init__.py; no
+// libtorch ABI coupling. Every blocking call releases the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <optional>
+
+#include "reft/client.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// Raises the Python exception for a status: reft.Error subclass chosen by code in __init__.py
+// through the registered translator below.
+struct ReftStatusError {
+  reft::Status status;
+};
+
+void Check(const reft::Status& st) {
+  if (!st.ok()) throw ReftStatusError{st};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_reft, m) {
+  m.doc() = "reft native client (use the `reft` package)";
+  static py::object raise_hook;  // reft._raise(code, message), set by __init__.py
+
+  m.def("_set_raise_hook", [](py::object hook) { raise_hook = hook; });
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ReftStatusError& e) {
+      if (raise_hook) {
+        // The hook raises; turn that into the active Python error.
+        try {
+          raise_hook(static_cast<int>(e.status.code()), e.status.message());
+        } catch (py::error_already_set& err) {
+          err.restore();
+          return;
+        }
+      }
+      PyErr_SetString(PyExc_RuntimeError, e.status.ToString().c_str());
+    }
+  });
+
+  py::class_<reft::Client>(m, "_Client")
+      .def(py::init([](const std::string& socket, const std::string& job, int pp, int tp, int dp,
+                       int ldp, int ltp, int lpp, int lzero, const std::string& protection,
+                       int timeout_ms) {
+             reft::ClientOptions o;
+             o.socket_path = socket;
+             o.job = job;
+             o.pp = pp;
+             o.tp = tp;
+             o.dp = dp;
+             o.layout = {ldp, ltp, lpp, lzero};
+             o.protection = protection;
+             o.reply_timeout_ms = timeout_ms;
+             reft::Result<std::unique_ptr<reft::Client>> c = reft::Status::Internal("unset");
+             {
+               py::gil_scoped_release nogil;
+               c = reft::Client::Connect(o);
+             }
+             Check(c.status());
+             return std::move(*c);
+           }))
+      .def("register_ptr",
+           [](reft::Client& c, const std::string& name, uintptr_t ptr, uint64_t nbytes, int kind,
+              const std::string& dtype, int layer, int memory) {
+             reft::BufferOptions o;
+             o.kind = static_cast<reft::BufferKind>(kind);
+             o.dtype = dtype;
+             o.layer = layer;
+             o.memory = static_cast<reft::MemoryLocation>(memory);
+             reft::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = c.Register(name, reinterpret_cast<void*>(ptr), nbytes, o);
+             }
+             Check(st);
+           })
+      .def("register_buffer",
+           [](reft::Client& c, const std::string& name, py::buffer obj, int kind,
+              const std::string& dtype, int layer) {
+             py::buffer_info info = obj.request(/*writable=*/true);
+             // Only C-contiguous memory is one region (restore writes it back in place).
+             py::ssize_t expect = info.itemsize;
+             for (int i = info.ndim - 1; i >= 0; --i) {
+               if (info.shape[i] > 1 && info.strides[i] != expect) {
+                 throw py::value_error("buffer '" + name + "' is not C-contiguous");
+               }
+               expect *= info.shape[i];
+             }
+             uint64_t nbytes = static_cast<uint64_t>(info.size) * info.itemsize;
+             reft::BufferOptions o;
+             o.kind = static_cast<reft::BufferKind>(kind);
+             o.dtype = dtype;
+             o.layer = layer;
+             reft::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = c.Register(name, info.ptr, nbytes, o);
+             }
+             Check(st);
+           })
+      .def("snapshot",
+           [](reft::Client& c, int64_t step) {
+             reft::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = c.Snapshot(step);
+             }
+             Check(st);
+           })
+      .def("fence",
+           [](reft::Client& c) {
+             reft::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = c.Fence();
+             }
+             Check(st);
+           })
+      .def("wait_committed",
+           [](reft::Client& c, int64_t step, std::optional<double> timeout) {
+             std::optional<std::chrono::milliseconds> t;
+             if (timeout) t = std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000.0));
+             reft::Result<bool> r = false;
+             {
+               py::gil_scoped_release nogil;
+               r = c.WaitCommitted(step, t);
+             }
+             Check(r.status());
+             return *r;
+           })
+      .def("restore",
+           [](reft::Client& c) -> std::optional<int64_t> {
+             reft::Result<std::optional<int64_t>> r = std::optional<int64_t>();
+             {
+               py::gil_scoped_release nogil;
+               r = c.Restore();
+             }
+             Check(r.status());
+             return *r;
+           })
+      .def("close",
+           [](reft::Client& c) {
+             reft::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = c.Close();
+             }
+             Check(st);
+           })
+      .def_property_readonly("session_id", &reft::Client::session_id);
+}

@@ -1,0 +1,145 @@
+// The C ABI over reft::Client. Errors never cross as exceptions; each call records its
+// message in a thread-local string returned by reft_last_error().
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "reft/client.h"
+#include "reft/reft.h"
+
+struct reft_client {
+  std::unique_ptr<reft::Client> impl;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+int Report(const reft::Status& st) {
+  g_last_error = st.ok() ? std::string() : st.ToString();
+  return static_cast<int>(st.code());
+}
+
+int NullHandle() { return Report(reft::Status::InvalidArgument("reft_client handle is NULL")); }
+
+// Reads a field only when the caller's struct is new enough to contain it.
+#define REFT_HAS_FIELD(ptr, type, field) \
+  ((ptr)->struct_size >= offsetof(type, field) + sizeof((ptr)->field))
+
+}  // namespace
+
+extern "C" {
+
+void reft_options_init(reft_options* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof(*o));
+  o->struct_size = sizeof(*o);
+  o->layout_dp = o->layout_tp = o->layout_pp = 1;
+}
+
+void reft_buffer_options_init(reft_buffer_options* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof(*o));
+  o->struct_size = sizeof(*o);
+  o->layer = -1;
+}
+
+int reft_connect(const reft_options* o, reft_client** out) {
+  if (o == nullptr || out == nullptr) {
+    return Report(reft::Status::InvalidArgument("reft_connect: options and out must not be NULL"));
+  }
+  if (o->struct_size < offsetof(reft_options, protection)) {
+    return Report(reft::Status::InvalidArgument("reft_options.struct_size " +
+                                                std::to_string(o->struct_size) +
+                                                " is too small (call reft_options_init)"));
+  }
+  reft::ClientOptions opts;
+  if (o->socket_path != nullptr) opts.socket_path = o->socket_path;
+  if (o->job != nullptr) opts.job = o->job;
+  opts.pp = o->pp;
+  opts.tp = o->tp;
+  opts.dp = o->dp;
+  opts.layout = {o->layout_dp, o->layout_tp, o->layout_pp, o->layout_zero};
+  if (REFT_HAS_FIELD(o, reft_options, protection) && o->protection != nullptr) {
+    opts.protection = o->protection;
+  }
+  if (REFT_HAS_FIELD(o, reft_options, reply_timeout_ms) && o->reply_timeout_ms > 0) {
+    opts.reply_timeout_ms = o->reply_timeout_ms;
+  }
+  auto c = reft::Client::Connect(opts);
+  if (!c.ok()) return Report(c.status());
+  auto* h = new (std::nothrow) reft_client;
+  if (h == nullptr) return Report(reft::Status::Internal("out of host memory"));
+  h->impl = std::move(*c);
+  *out = h;
+  return Report(reft::Status::OK());
+}
+
+int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
+                  const reft_buffer_options* o) {
+  if (c == nullptr) return NullHandle();
+  if (name == nullptr) return Report(reft::Status::InvalidArgument("buffer name is NULL"));
+  reft::BufferOptions opts;
+  if (o != nullptr) {
+    if (o->struct_size < offsetof(reft_buffer_options, memory) + sizeof(o->memory)) {
+      return Report(reft::Status::InvalidArgument("reft_buffer_options.struct_size too small"));
+    }
+    if (o->kind != REFT_KIND_REPLICATED && o->kind != REFT_KIND_UNIQUE) {
+      return Report(reft::Status::InvalidArgument("unknown buffer kind " + std::to_string(o->kind)));
+    }
+    if (o->memory < REFT_MEMORY_HOST || o->memory > REFT_MEMORY_HIP) {
+      return Report(reft::Status::InvalidArgument("unknown memory " + std::to_string(o->memory)));
+    }
+    opts.kind = static_cast<reft::BufferKind>(o->kind);
+    if (o->dtype != nullptr) opts.dtype = o->dtype;
+    opts.layer = o->layer;
+    opts.memory = static_cast<reft::MemoryLocation>(o->memory);
+  }
+  return Report(c->impl->Register(name, data, size, opts));
+}
+
+int reft_snapshot(reft_client* c, int64_t step) {
+  if (c == nullptr) return NullHandle();
+  return Report(c->impl->Snapshot(step));
+}
+
+int reft_fence(reft_client* c) {
+  if (c == nullptr) return NullHandle();
+  return Report(c->impl->Fence());
+}
+
+int reft_wait_committed(reft_client* c, int64_t step, int64_t timeout_ms, int* committed) {
+  if (c == nullptr) return NullHandle();
+  std::optional<std::chrono::milliseconds> t;
+  if (timeout_ms >= 0) t = std::chrono::milliseconds(timeout_ms);
+  auto r = c->impl->WaitCommitted(step, t);
+  if (!r.ok()) return Report(r.status());
+  if (committed != nullptr) *committed = *r ? 1 : 0;
+  return Report(reft::Status::OK());
+}
+
+int reft_restore(reft_client* c, int64_t* step) {
+  if (c == nullptr) return NullHandle();
+  auto r = c->impl->Restore();
+  if (!r.ok()) return Report(r.status());
+  if (step != nullptr) *step = r->value_or(-1);
+  return Report(reft::Status::OK());
+}
+
+int reft_close(reft_client* c) {
+  if (c == nullptr) return Report(reft::Status::OK());
+  reft::Status st = c->impl->Close();
+  delete c;
+  return Report(st);
+}
+
+const char* reft_last_error(void) { return g_last_error.c_str(); }
+
+const char* reft_status_name(int code) {
+  if (code < 0 || code > REFT_INTERNAL) return "unknown";
+  return reft::StatusCodeName(static_cast<reft::StatusCode>(code));
+}
+
+const char* reft_version(void) { return "0.1.0"; }
+
+}  // extern "C"

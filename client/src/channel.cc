@@ -1,0 +1,44 @@
+#include "channel.h"
+
+#include <sys/socket.h>
+
+namespace reft::client {
+
+using local_proto::MessageType;
+
+Result<local_proto::Frame> Channel::Call(MessageType type, const std::vector<uint8_t>& payload,
+                                         MessageType expect, const std::vector<int>& fds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!sock_.valid()) return Status::Unavailable("client is closed");
+  const uint32_t id = next_id_++;
+  REFT_RETURN_NOT_OK(local_proto::SendFrame(sock_.get(), type, id, payload, fds));
+  for (;;) {
+    auto frame = local_proto::RecvFrame(sock_.get(), limits_, timeout_ms_);
+    if (!frame.ok()) {
+      if (frame.status().code() == StatusCode::kUnavailable) {
+        return Status::Unavailable("reftd closed the connection (daemon stopped or restarted)");
+      }
+      return frame.status().WithContext(std::string("waiting for the reply to ") +
+                                        local_proto::MessageTypeName(type));
+    }
+    // A reply to an earlier request that timed out on our side: skip it.
+    if (frame->header.request_id != id && frame->header.request_id != 0) continue;
+    if (frame->header.type == MessageType::kError) {
+      local_proto::ErrorReply e;
+      REFT_RETURN_NOT_OK(local_proto::Decode(frame->payload, limits_, &e));
+      return local_proto::ToStatus(e);
+    }
+    if (frame->header.type != expect) {
+      return Status::Protocol(std::string("reftd answered ") + local_proto::MessageTypeName(type) +
+                              " with " + local_proto::MessageTypeName(frame->header.type));
+    }
+    return frame;
+  }
+}
+
+void Channel::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  sock_.reset();
+}
+
+}  // namespace reft::client

@@ -1,0 +1,356 @@
+#include "reft/client.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "channel.h"
+#include "reft/kernels/device.h"
+#include "reft/local_proto/protection.h"
+
+namespace reft {
+
+using local_proto::MessageType;
+
+static_assert(static_cast<int>(MemoryLocation::kEmulated) ==
+              static_cast<int>(kernels::MemoryKind::kEmulated));
+static_assert(static_cast<int>(MemoryLocation::kCuda) == static_cast<int>(kernels::MemoryKind::kCuda));
+static_assert(static_cast<int>(MemoryLocation::kHip) == static_cast<int>(kernels::MemoryKind::kHip));
+
+namespace {
+
+constexpr const char* kDefaultSocket = "/run/reft/reftd.sock";
+constexpr const char* kClientVersion = "libreft 0.1.0";
+
+/// One mapping of a slot file, kept across snapshots so steady-state copies take no page
+/// faults (slots rotate among a few files). Keyed by inode and size: a re-sized slot is
+/// re-mapped, so a copy never touches pages beyond the file (no SIGBUS).
+struct Mapping {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  uint64_t size = 0;
+  uint8_t* base = nullptr;
+};
+
+class MappingCache {
+ public:
+  ~MappingCache() { Clear(); }
+  Result<uint8_t*> Get(int fd, uint64_t needed) {
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "fstat of the slot fd");
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (needed > size) {
+      return Status::Protocol("slot file of " + std::to_string(size) + " bytes is smaller than the " +
+                              std::to_string(needed) + " bytes the daemon described");
+    }
+    for (auto it = maps_.begin(); it != maps_.end(); ++it) {
+      if (it->dev == st.st_dev && it->ino == st.st_ino && it->size == size) return it->base;
+    }
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) return Status::FromErrno(errno, "mapping the snapshot slot");
+    maps_.push_back({st.st_dev, st.st_ino, size, static_cast<uint8_t*>(p)});
+    // Bounded: a dropped slot's pages stay alive only while mapped here.
+    while (maps_.size() > kMaxMappings) {
+      ::munmap(maps_.front().base, maps_.front().size);
+      maps_.pop_front();
+    }
+    return static_cast<uint8_t*>(p);
+  }
+  void Clear() {
+    for (auto& m : maps_) ::munmap(m.base, m.size);
+    maps_.clear();
+  }
+
+ private:
+  static constexpr size_t kMaxMappings = 4;
+  std::deque<Mapping> maps_;
+};
+
+struct RegisteredBuffer {
+  std::string name;
+  void* data = nullptr;
+  uint64_t size = 0;
+  MemoryLocation memory = MemoryLocation::kHost;
+};
+
+}  // namespace
+
+struct Client::Impl {
+  ClientOptions options;
+  std::unique_ptr<client::Channel> channel;
+  uint64_t session_id = 0;
+  std::vector<RegisteredBuffer> buffers;  // guarded by mu (appended only when idle)
+  MappingCache mappings;                  // used only by the copy worker
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool in_flight = false;
+  bool job_ready = false;
+  int64_t job_step = -1;
+  Status last_result;
+  bool exit = false;
+  bool closed = false;
+  std::thread worker;
+
+  Status RunSnapshot(int64_t step);
+  void WorkerMain();
+  void WaitIdleLocked(std::unique_lock<std::mutex>& lock) {
+    cv.wait(lock, [&] { return !in_flight; });
+  }
+};
+
+Client::Client() : impl_(std::make_unique<Impl>()) {}
+Client::~Client() { (void)Close(); }
+
+uint64_t Client::session_id() const { return impl_->session_id; }
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  ClientOptions opts = options;
+  if (opts.socket_path.empty()) {
+    const char* env = std::getenv("REFT_SOCKET");
+    opts.socket_path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
+  }
+  if (opts.job.empty()) return Status::InvalidArgument("job id is empty");
+  if (opts.reply_timeout_ms <= 0) return Status::InvalidArgument("reply_timeout_ms must be > 0");
+  REFT_ASSIGN_OR_RETURN(local_proto::ProtectionSpec spec, local_proto::ParseProtection(opts.protection));
+  REFT_ASSIGN_OR_RETURN(local_proto::UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
+
+  std::unique_ptr<Client> c(new Client());
+  c->impl_->options = opts;
+  c->impl_->channel = std::make_unique<client::Channel>(std::move(sock), opts.reply_timeout_ms);
+  local_proto::Hello hello;
+  hello.job = opts.job;
+  hello.pp = opts.pp;
+  hello.tp = opts.tp;
+  hello.dp = opts.dp;
+  hello.layout = {opts.layout.dp, opts.layout.tp, opts.layout.pp, opts.layout.zero};
+  hello.protection = spec.ToString();
+  hello.client_version = kClientVersion;
+  REFT_ASSIGN_OR_RETURN(local_proto::Frame reply,
+                        c->impl_->channel->Call(MessageType::kHello, local_proto::Encode(hello),
+                                                MessageType::kHelloReply));
+  local_proto::HelloReply hr;
+  REFT_RETURN_NOT_OK(local_proto::Decode(reply.payload, local_proto::Limits{}, &hr));
+  c->impl_->session_id = hr.session_id;
+  Impl* impl = c->impl_.get();
+  impl->worker = std::thread([impl] { impl->WorkerMain(); });
+  return c;
+}
+
+Status Client::Register(const std::string& name, void* data, uint64_t size,
+                        const BufferOptions& options) {
+  Impl& d = *impl_;
+  if (data == nullptr || size == 0) {
+    return Status::InvalidArgument("buffer '" + name + "': memory is null or empty");
+  }
+  if (name.empty() || name.size() > 127) {
+    return Status::InvalidArgument("buffer name '" + name + "' must have 1 to 127 bytes");
+  }
+  std::unique_lock<std::mutex> lock(d.mu);
+  if (d.closed) return Status::Unavailable("client is closed");
+  d.WaitIdleLocked(lock);
+  local_proto::Register r;
+  r.name = name;
+  r.kind = options.kind == BufferKind::kUnique ? local_proto::BufferKind::kUnique
+                                               : local_proto::BufferKind::kReplicated;
+  r.dtype = options.dtype;
+  r.layer = options.layer;
+  r.size = size;
+  r.memory.memory_kind = static_cast<uint32_t>(options.memory);
+  std::vector<int> fds;
+  if (options.memory != MemoryLocation::kHost) {
+    auto kind = static_cast<kernels::MemoryKind>(options.memory);
+    REFT_ASSIGN_OR_RETURN(kernels::DeviceBackend * backend, kernels::GetDeviceBackend(kind));
+    auto ex = backend->Export(data, size);
+    if (!ex.ok()) return ex.status().WithContext("exporting buffer '" + name + "'");
+    r.memory.device = ex->device;
+    r.memory.ipc_handle = ex->ipc_handle;
+    r.memory.allocation_id = ex->allocation_id;
+    r.memory.allocation_size = ex->allocation_size;
+    r.memory.offset = ex->offset;
+    r.memory.has_fd = ex->fd >= 0;
+    if (ex->fd >= 0) fds.push_back(ex->fd);
+  }
+  REFT_ASSIGN_OR_RETURN(local_proto::Frame reply,
+                        d.channel->Call(MessageType::kRegister, local_proto::Encode(r),
+                                        MessageType::kRegisterReply, fds));
+  local_proto::RegisterReply rr;
+  REFT_RETURN_NOT_OK(local_proto::Decode(reply.payload, local_proto::Limits{}, &rr));
+  if (rr.buffer_index != d.buffers.size()) {
+    return Status::Protocol("reftd numbered buffer '" + name + "' out of order");
+  }
+  d.buffers.push_back({name, data, size, options.memory});
+  return Status::OK();
+}
+
+Status Client::Impl::RunSnapshot(int64_t step) {
+  local_proto::StepMessage m{step};
+  REFT_ASSIGN_OR_RETURN(local_proto::Frame begin,
+                        channel->Call(MessageType::kSnapshotBegin, local_proto::Encode(m),
+                                      MessageType::kSnapshotBeginReply));
+  local_proto::SlotReply slot;
+  REFT_RETURN_NOT_OK(local_proto::Decode(begin.payload, local_proto::Limits{}, &slot));
+  Status copied;
+  if (!slot.staged.empty()) {
+    if (begin.fds.size() != 1) {
+      copied = Status::Protocol("snapshot reply carries staged buffers but no slot fd");
+    } else {
+      auto base = mappings.Get(begin.fds[0].get(), slot.file_size);
+      copied = base.status();
+      for (size_t i = 0; copied.ok() && i < slot.staged.size(); ++i) {
+        const auto& p = slot.staged[i];
+        if (p.buffer_index >= buffers.size() || buffers[p.buffer_index].size != p.size) {
+          copied = Status::Protocol("snapshot reply places an unknown buffer");
+          break;
+        }
+        std::memcpy(*base + p.file_offset, buffers[p.buffer_index].data, p.size);
+      }
+    }
+  }
+  if (!copied.ok()) {
+    (void)channel->Call(MessageType::kSnapshotAbort, local_proto::Encode(m), MessageType::kAck);
+    return copied.WithContext("snapshot of step " + std::to_string(step));
+  }
+  REFT_ASSIGN_OR_RETURN(local_proto::Frame done,
+                        channel->Call(MessageType::kSnapshotStaged, local_proto::Encode(m),
+                                      MessageType::kSnapshotDone));
+  (void)done;
+  return Status::OK();
+}
+
+void Client::Impl::WorkerMain() {
+  pthread_setname_np(pthread_self(), "reft-copy");
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    cv.wait(lock, [&] { return exit || job_ready; });
+    if (!job_ready) return;
+    job_ready = false;
+    int64_t step = job_step;
+    lock.unlock();
+    Status st = RunSnapshot(step);
+    lock.lock();
+    last_result = st;
+    in_flight = false;
+    cv.notify_all();
+  }
+}
+
+Status Client::Snapshot(int64_t step) {
+  Impl& d = *impl_;
+  std::unique_lock<std::mutex> lock(d.mu);
+  if (d.closed) return Status::Unavailable("client is closed");
+  if (step < 0) return Status::InvalidArgument("step " + std::to_string(step) + " is negative");
+  if (d.buffers.empty()) return Status::InvalidArgument("snapshot with no registered buffer");
+  d.WaitIdleLocked(lock);
+  if (!d.last_result.ok()) {
+    Status previous = d.last_result;
+    d.last_result = Status::OK();
+    return previous.WithContext("previous snapshot failed");
+  }
+  d.in_flight = true;
+  d.job_ready = true;
+  d.job_step = step;
+  d.cv.notify_all();
+  return Status::OK();
+}
+
+Status Client::Fence() {
+  Impl& d = *impl_;
+  std::unique_lock<std::mutex> lock(d.mu);
+  d.WaitIdleLocked(lock);
+  Status result = d.last_result;
+  d.last_result = Status::OK();
+  return result;
+}
+
+Result<bool> Client::WaitCommitted(int64_t step, std::optional<std::chrono::milliseconds> timeout) {
+  Impl& d = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    if (d.closed) return Status::Unavailable("client is closed");
+  }
+  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
+                                : std::chrono::steady_clock::time_point::max();
+  auto delay = std::chrono::microseconds(200);
+  local_proto::StepMessage m{step};
+  for (;;) {
+    REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
+                          d.channel->Call(MessageType::kQueryCommitted, local_proto::Encode(m),
+                                          MessageType::kQueryCommittedReply));
+    local_proto::QueryCommittedReply r;
+    REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &r));
+    if (r.committed) return true;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    // Polling keeps the channel strictly request/reply (no unsolicited frames to demultiplex).
+    auto sleep = std::min<std::chrono::steady_clock::duration>(delay, deadline - now);
+    std::this_thread::sleep_for(sleep);
+    delay = std::min(delay * 2, std::chrono::microseconds(20000));
+  }
+}
+
+Result<std::optional<int64_t>> Client::Restore() {
+  Impl& d = *impl_;
+  std::unique_lock<std::mutex> lock(d.mu);
+  if (d.closed) return Status::Unavailable("client is closed");
+  if (d.buffers.empty()) return Status::InvalidArgument("restore with no registered buffer");
+  d.WaitIdleLocked(lock);
+  REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
+                        d.channel->Call(MessageType::kRestore, {}, MessageType::kRestoreReply));
+  local_proto::SlotReply slot;
+  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &slot));
+  if (slot.step < 0) return std::optional<int64_t>();
+  Status copied;
+  if (!slot.staged.empty()) {
+    if (f.fds.size() != 1) {
+      copied = Status::Protocol("restore reply carries staged buffers but no slot fd");
+    } else {
+      // A fresh read-only mapping: restore never writes into a committed slot.
+      void* p = ::mmap(nullptr, slot.file_size, PROT_READ, MAP_SHARED, f.fds[0].get(), 0);
+      if (p == MAP_FAILED) {
+        copied = Status::FromErrno(errno, "mapping the restored slot");
+      } else {
+        const auto* base = static_cast<const uint8_t*>(p);
+        for (const auto& pl : slot.staged) {
+          if (pl.buffer_index >= d.buffers.size() || d.buffers[pl.buffer_index].size != pl.size) {
+            copied = Status::Protocol("restore reply places an unknown buffer");
+            break;
+          }
+          std::memcpy(d.buffers[pl.buffer_index].data, base + pl.file_offset, pl.size);
+        }
+        ::munmap(p, slot.file_size);
+      }
+    }
+    Status done = d.channel->Call(MessageType::kRestoreDone, {}, MessageType::kAck).status();
+    if (copied.ok()) copied = done;
+  }
+  if (!copied.ok()) return copied.WithContext("restore of step " + std::to_string(slot.step));
+  return std::optional<int64_t>(slot.step);
+}
+
+Status Client::Close() {
+  Impl& d = *impl_;
+  Status result;
+  {
+    std::unique_lock<std::mutex> lock(d.mu);
+    if (d.closed) return Status::OK();
+    d.WaitIdleLocked(lock);
+    result = d.last_result;
+    d.closed = true;
+    d.exit = true;
+    d.cv.notify_all();
+  }
+  if (d.worker.joinable()) d.worker.join();
+  if (d.channel) d.channel->Close();
+  d.mappings.Clear();
+  return result;
+}
+
+}  // namespace reft

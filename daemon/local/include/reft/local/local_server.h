@@ -1,0 +1,96 @@
+#pragma once
+/// \file local_server.h
+/// \brief The daemon end of the local channel: a Unix SOCK_SEQPACKET socket that trainers
+/// (libreft) connect to. Owns the listening socket, one epoll loop thread, a small pool of
+/// copy workers, and one Session per connected client process.
+///
+/// Every accepted peer is checked with SO_PEERCRED against the allowed uid/gid lists; every
+/// frame is bounded (local_proto::Limits). A session's requests run in order on the worker
+/// pool; a client that hangs up (crash, SIGKILL, exit) has its writing slot aborted (the
+/// partial snapshot is discarded, the committed one untouched) and its device imports closed.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reft/local/commit_coordinator.h"
+#include "reft/local_proto/frame.h"
+#include "reft/result.h"
+#include "reft/store/snapshot_store.h"
+
+namespace reft::local {
+
+struct LocalServerOptions {
+  std::string socket_path;  ///< required; a stale socket file at this path is replaced
+  /// Peers allowed to connect. Both empty: only the daemon's own uid and root. Otherwise a peer
+  /// is allowed when its uid is listed, or its gid is listed, or it is root/the daemon's uid.
+  std::vector<uid_t> allowed_uids;
+  std::vector<gid_t> allowed_gids;
+  /// Mode of the socket file. 0 = derived: 0600 with no lists, 0660 with gids only, 0666 when
+  /// other uids are allowed (authorisation is then done by SO_PEERCRED, not by the mode).
+  mode_t socket_mode = 0;
+  int copy_threads = 2;           ///< workers running session requests (pulls, seals, restores)
+  uint32_t max_sessions = 1024;
+  uint32_t max_protocol_errors = 8;  ///< a client sending more bad frames is disconnected
+  int send_timeout_ms = 10000;       ///< a client that does not read its replies is dropped
+  local_proto::Limits limits;
+  std::string daemon_version = "0.1.0";
+};
+
+/// \brief One connected client, as shown by `reftctl status`.
+struct SessionInfo {
+  uint64_t id = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool joined = false;        ///< hello accepted
+  store::RankKey rank;        ///< valid when joined
+  JobLayout layout;
+  std::string protection;     ///< canonical protection string
+  uint32_t buffers = 0;       ///< registered buffers
+  uint64_t buffer_bytes = 0;
+  int64_t writing_step = -1;  ///< step being written, -1 = none
+  int64_t last_complete_step = -1;
+  uint64_t snapshots = 0;     ///< snapshots completed in this session
+};
+
+struct LocalServerStats {
+  uint64_t accepted = 0;
+  uint64_t rejected_peers = 0;   ///< refused by SO_PEERCRED or max_sessions
+  uint64_t rejected_frames = 0;  ///< malformed, truncated, oversized or out-of-order frames
+  uint64_t closed_sessions = 0;
+};
+
+/// \brief Thread-safe. Create() binds nothing; Start() binds, listens and starts the threads;
+/// Stop() (also run by the destructor) closes every session and joins every thread.
+class LocalServer {
+ public:
+  /// \brief `store` and `coordinator` must outlive the server.
+  static Result<std::unique_ptr<LocalServer>> Create(const LocalServerOptions& options,
+                                                     store::SnapshotStore* store,
+                                                     CommitCoordinator* coordinator);
+  ~LocalServer();
+  LocalServer(const LocalServer&) = delete;
+  LocalServer& operator=(const LocalServer&) = delete;
+
+  /// \brief Binds the socket (replacing a stale one; refusing when another server answers on
+  /// it), sets its mode, and starts the loop thread "reft-local" and workers "reft-copy-N".
+  Status Start();
+  /// \brief Stops accepting, hangs up every session (aborting their writing slots), joins all
+  /// threads and removes the socket file. Idempotent.
+  void Stop();
+
+  std::vector<SessionInfo> Sessions() const;
+  LocalServerStats Stats() const;
+  const std::string& socket_path() const;
+
+ private:
+  LocalServer() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace reft::local

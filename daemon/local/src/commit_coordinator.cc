@@ -1,0 +1,124 @@
+#include "reft/local/commit_coordinator.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace reft::local {
+
+std::string JobLayout::ToString() const {
+  return "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp) + ",pp=" + std::to_string(pp) +
+         ",zero=" + std::to_string(zero);
+}
+
+Status ValidateRankInLayout(const store::RankKey& rank, const JobLayout& l) {
+  constexpr int32_t kMaxDim = 65536;
+  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.dp > kMaxDim || l.tp > kMaxDim || l.pp > kMaxDim) {
+    return Status::InvalidArgument("layout " + l.ToString() +
+                                   ": dp, tp and pp must be between 1 and 65536");
+  }
+  if (l.zero < 0 || l.zero > 3) {
+    return Status::InvalidArgument("layout " + l.ToString() + ": zero must be 0, 1, 2 or 3");
+  }
+  if (rank.dp < 0 || rank.dp >= l.dp || rank.tp < 0 || rank.tp >= l.tp || rank.pp < 0 ||
+      rank.pp >= l.pp) {
+    return Status::InvalidArgument("rank " + rank.ToString() + " lies outside layout " +
+                                   l.ToString());
+  }
+  return Status::OK();
+}
+
+SingleNodeCommitCoordinator::SingleNodeCommitCoordinator(store::SnapshotStore* store)
+    : store_(store) {}
+
+SingleNodeCommitCoordinator::JobState& SingleNodeCommitCoordinator::StateLocked(
+    const std::string& job) {
+  JobState& st = jobs_[job];
+  if (st.recovered) return st;
+  st.recovered = true;
+  std::vector<store::RankKey> ranks = store_->Ranks(job);
+  std::optional<int64_t> newest;
+  for (const auto& r : ranks) {
+    auto c = store_->NewestCommitted(r);
+    if (c && (!newest || *c > *newest)) newest = c;
+  }
+  if (newest) {
+    // Roll a half-finished commit forward (see the class comment).
+    for (const auto& r : ranks) {
+      auto c = store_->NewestCommitted(r);
+      if (c && *c >= *newest) continue;
+      if (store_->Get(r, *newest).ok()) (void)store_->Commit(r, *newest);
+    }
+  }
+  st.newest_committed = newest;
+  return st;
+}
+
+Status SingleNodeCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
+  REFT_RETURN_NOT_OK(ValidateRankInLayout(rank, layout));
+  std::lock_guard<std::mutex> lock(mu_);
+  JobState& st = StateLocked(rank.job);
+  if (st.connected > 0 && !(st.layout == layout)) {
+    return Status::InvalidArgument("job '" + rank.job + "' is running with layout " +
+                                   st.layout.ToString() + "; rank " + rank.ToString() +
+                                   " connected with " + layout.ToString());
+  }
+  if (st.connected == 0 && !(st.layout == layout)) {
+    // A new layout (the job was reconfigured): completions counted for the old world are void.
+    st.completed.clear();
+  }
+  st.layout = layout;
+  ++st.connected;
+  return Status::OK();
+}
+
+void SingleNodeCommitCoordinator::Leave(const store::RankKey& rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(rank.job);
+  if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
+}
+
+Status SingleNodeCommitCoordinator::Complete(const store::RankKey& rank, int64_t step) {
+  std::vector<store::RankKey> to_commit;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = StateLocked(rank.job);
+    if (st.newest_committed && step <= *st.newest_committed) return Status::OK();
+    auto& done = st.completed[step];
+    done.insert(rank);
+    if (static_cast<int64_t>(done.size()) < st.layout.world()) return Status::OK();
+    to_commit.assign(done.begin(), done.end());
+  }
+  // Commit outside the lock (the store checksums nothing here, but may touch headers).
+  Status first_error;
+  for (const auto& r : to_commit) {
+    Status s = store_->Commit(r, step);
+    if (!s.ok() && first_error.ok()) first_error = s.WithContext("committing " + r.ToString());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[rank.job];
+    if (first_error.ok() && (!st.newest_committed || step > *st.newest_committed)) {
+      st.newest_committed = step;
+    }
+    st.completed.erase(st.completed.begin(), st.completed.upper_bound(step));
+  }
+  cv_.notify_all();
+  return first_error;
+}
+
+std::optional<int64_t> SingleNodeCommitCoordinator::NewestCommitted(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return StateLocked(job).newest_committed;
+}
+
+bool SingleNodeCommitCoordinator::WaitCommitted(const std::string& job, int64_t step,
+                                                std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] {
+    auto n = StateLocked(job).newest_committed;
+    return n && *n >= step;
+  });
+}
+
+}  // namespace reft::local

@@ -1,0 +1,342 @@
+#include "reft/local/local_server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "session.h"
+
+namespace reft::local {
+
+using local_proto::UniqueFd;
+
+struct LocalServer::Impl {
+  LocalServerOptions options;
+  store::SnapshotStore* store = nullptr;
+  CommitCoordinator* coordinator = nullptr;
+  ServerCounters counters;
+
+  UniqueFd listen_fd, epoll_fd, wake_fd;
+  std::thread loop;
+  std::vector<std::thread> workers;
+  bool started = false;
+  bool stopped = false;
+
+  mutable std::mutex mu;  // sessions + work queue
+  std::condition_variable work_cv;
+  std::deque<std::shared_ptr<Session>> work;
+  bool workers_exit = false;
+  std::map<int, std::shared_ptr<Session>> by_fd;        // sessions still in epoll
+  std::map<uint64_t, std::shared_ptr<Session>> alive;  // until their hang-up was processed
+  uint64_t next_id = 1;
+  std::atomic<bool> loop_exit{false};
+
+  bool PeerAllowed(const ucred& c) const;
+  void Accept();
+  void OnReadable(const std::shared_ptr<Session>& s);
+  void HangUp(const std::shared_ptr<Session>& s);  // loop thread
+  void Schedule(const std::shared_ptr<Session>& s);
+  void LoopMain();
+  void WorkerMain();
+};
+
+bool LocalServer::Impl::PeerAllowed(const ucred& c) const {
+  if (c.uid == 0 || c.uid == ::geteuid()) return true;
+  if (std::find(options.allowed_uids.begin(), options.allowed_uids.end(), c.uid) !=
+      options.allowed_uids.end()) {
+    return true;
+  }
+  return std::find(options.allowed_gids.begin(), options.allowed_gids.end(), c.gid) !=
+         options.allowed_gids.end();
+}
+
+void LocalServer::Impl::Schedule(const std::shared_ptr<Session>& s) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    work.push_back(s);
+  }
+  work_cv.notify_one();
+}
+
+void LocalServer::Impl::Accept() {
+  for (;;) {
+    UniqueFd fd(::accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) return;  // EAGAIN (listen socket is non-blocking) or a transient error
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      counters.rejected_peers++;
+      continue;
+    }
+    Status refuse;
+    if (!PeerAllowed(cred)) {
+      refuse = Status::PermissionDenied("uid " + std::to_string(cred.uid) + " gid " +
+                                        std::to_string(cred.gid) +
+                                        " is not allowed to use this reftd socket");
+    } else {
+      std::lock_guard<std::mutex> lock(mu);
+      if (alive.size() >= options.max_sessions) {
+        refuse = Status::Busy("reftd serves at most " + std::to_string(options.max_sessions) +
+                              " clients");
+      }
+    }
+    if (!refuse.ok()) {
+      counters.rejected_peers++;
+      // Tell the peer why, then hang up; a non-blocking send so a peer cannot stall the loop.
+      (void)local_proto::SendFrame(fd.get(), local_proto::MessageType::kError, 0,
+                                   local_proto::EncodeError(refuse));
+      continue;
+    }
+    timeval tv{options.send_timeout_ms / 1000, (options.send_timeout_ms % 1000) * 1000};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    int raw = fd.get();
+    std::shared_ptr<Session> s;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      s = std::make_shared<Session>(next_id++, std::move(fd), cred, options, store, coordinator,
+                                    &counters);
+      by_fd[raw] = s;
+      alive[s->id()] = s;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = raw;
+    if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, raw, &ev) != 0) {
+      HangUp(s);
+      continue;
+    }
+    counters.accepted++;
+  }
+}
+
+void LocalServer::Impl::HangUp(const std::shared_ptr<Session>& s) {
+  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, s->fd(), nullptr);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    by_fd.erase(s->fd());
+  }
+  if (s->EnqueueHangup()) Schedule(s);
+}
+
+void LocalServer::Impl::OnReadable(const std::shared_ptr<Session>& s) {
+  auto frame = local_proto::RecvFrame(s->fd(), options.limits, 0);
+  if (frame.ok()) {
+    if (s->Enqueue(std::move(*frame))) Schedule(s);
+    return;
+  }
+  const Status& st = frame.status();
+  if (st.code() == StatusCode::kProtocol) {
+    if (!s->RejectFrame(st)) HangUp(s);
+    return;
+  }
+  if (st.code() == StatusCode::kTimeout) return;  // spurious wake-up
+  HangUp(s);  // EOF, reset or an I/O error: the client is gone
+}
+
+void LocalServer::Impl::LoopMain() {
+  pthread_setname_np(pthread_self(), "reft-local");
+  epoll_event events[64];
+  while (!loop_exit.load()) {
+    int n = ::epoll_wait(epoll_fd.get(), events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wake_fd.get()) continue;
+      if (fd == listen_fd.get()) {
+        Accept();
+        continue;
+      }
+      std::shared_ptr<Session> s;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        auto it = by_fd.find(fd);
+        if (it == by_fd.end()) continue;
+        s = it->second;
+      }
+      // Read what is queued first (a last frame may precede the hang-up), then hang up.
+      if (events[i].events & EPOLLIN) OnReadable(s);
+      if (events[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (by_fd.count(fd) == 0) continue;
+      }
+      if (events[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
+        // Drain whatever frames remain before the hang-up, bounded by the error budget.
+        for (int k = 0; k < 64; ++k) {
+          auto f = local_proto::RecvFrame(s->fd(), options.limits, 0);
+          if (!f.ok()) break;
+          if (s->Enqueue(std::move(*f))) Schedule(s);
+        }
+        HangUp(s);
+      }
+    }
+  }
+}
+
+void LocalServer::Impl::WorkerMain() {
+  for (;;) {
+    std::shared_ptr<Session> s;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      work_cv.wait(lock, [&] { return workers_exit || !work.empty(); });
+      if (work.empty()) return;  // workers_exit and nothing left
+      s = std::move(work.front());
+      work.pop_front();
+    }
+    if (s->Drain()) {
+      std::lock_guard<std::mutex> lock(mu);
+      alive.erase(s->id());
+    }
+  }
+}
+
+Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOptions& options,
+                                                         store::SnapshotStore* store,
+                                                         CommitCoordinator* coordinator) {
+  if (store == nullptr || coordinator == nullptr) {
+    return Status::InvalidArgument("LocalServer needs a store and a commit coordinator");
+  }
+  if (options.socket_path.empty()) return Status::InvalidArgument("socket path is empty");
+  if (options.socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return Status::InvalidArgument("socket path '" + options.socket_path + "' is longer than " +
+                                   std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
+  }
+  if (options.copy_threads < 1 || options.copy_threads > 64) {
+    return Status::InvalidArgument("copy_threads must be between 1 and 64");
+  }
+  if (options.limits.max_fds_per_frame > 253 || options.limits.max_payload_bytes < 1024 ||
+      options.limits.max_payload_bytes > (16u << 20)) {
+    return Status::InvalidArgument("local channel limits out of range (fds <= 253, payload "
+                                   "between 1 KiB and 16 MiB)");
+  }
+  std::unique_ptr<LocalServer> server(new LocalServer());
+  server->impl_ = std::make_unique<Impl>();
+  server->impl_->options = options;
+  server->impl_->store = store;
+  server->impl_->coordinator = coordinator;
+  return server;
+}
+
+LocalServer::~LocalServer() { Stop(); }
+
+Status LocalServer::Start() {
+  Impl& d = *impl_;
+  if (d.started) return Status::InvalidArgument("LocalServer already started");
+  const std::string& path = d.options.socket_path;
+  // A socket file nobody answers on is stale (a crashed reftd): replace it. One that answers
+  // belongs to a running daemon: refuse rather than steal its clients.
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Status::AlreadyExists("'" + path + "' exists and is not a socket");
+    }
+    auto probe = local_proto::ConnectSeqpacket(path);
+    if (probe.ok()) return Status::AlreadyExists("another reftd is serving '" + path + "'");
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return Status::FromErrno(errno, "removing stale socket '" + path + "'");
+    }
+  }
+  d.listen_fd.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!d.listen_fd.valid()) return Status::FromErrno(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  mode_t mode = d.options.socket_mode;
+  if (mode == 0) {
+    mode = !d.options.allowed_uids.empty() ? 0666 : !d.options.allowed_gids.empty() ? 0660 : 0600;
+  }
+  // Bind under a umask that already yields the final mode: no window with a wider mode.
+  mode_t old = ::umask(static_cast<mode_t>(~mode & 0777));
+  int r = ::bind(d.listen_fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  ::umask(old);
+  if (r != 0) return Status::FromErrno(err, "binding '" + path + "'");
+  if (::chmod(path.c_str(), mode) != 0) return Status::FromErrno(errno, "chmod '" + path + "'");
+  if (::listen(d.listen_fd.get(), 128) != 0) return Status::FromErrno(errno, "listen");
+  d.epoll_fd.reset(::epoll_create1(EPOLL_CLOEXEC));
+  d.wake_fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!d.epoll_fd.valid() || !d.wake_fd.valid()) return Status::FromErrno(errno, "epoll/eventfd");
+  for (int fd : {d.listen_fd.get(), d.wake_fd.get()}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (::epoll_ctl(d.epoll_fd.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return Status::FromErrno(errno, "epoll_ctl");
+    }
+  }
+  d.started = true;
+  for (int i = 0; i < d.options.copy_threads; ++i) {
+    d.workers.emplace_back([&d, i] {
+      std::string name = "reft-copy-" + std::to_string(i);
+      pthread_setname_np(pthread_self(), name.c_str());
+      d.WorkerMain();
+    });
+  }
+  d.loop = std::thread([&d] { d.LoopMain(); });
+  return Status::OK();
+}
+
+void LocalServer::Stop() {
+  if (!impl_) return;
+  Impl& d = *impl_;
+  if (!d.started || d.stopped) return;
+  d.stopped = true;
+  d.loop_exit = true;
+  uint64_t one = 1;
+  (void)!::write(d.wake_fd.get(), &one, sizeof(one));
+  d.loop.join();
+  // Hang up every session still connected; the workers run their cleanups.
+  std::vector<std::shared_ptr<Session>> open;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    for (auto& [fd, s] : d.by_fd) open.push_back(s);
+  }
+  for (auto& s : open) d.HangUp(s);
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    d.workers_exit = true;
+  }
+  d.work_cv.notify_all();
+  for (auto& t : d.workers) t.join();
+  d.workers.clear();
+  ::unlink(d.options.socket_path.c_str());
+  d.listen_fd.reset();
+  d.epoll_fd.reset();
+  d.wake_fd.reset();
+}
+
+std::vector<SessionInfo> LocalServer::Sessions() const {
+  std::vector<std::shared_ptr<Session>> list;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto& [id, s] : impl_->alive) list.push_back(s);
+  }
+  std::vector<SessionInfo> out;
+  for (auto& s : list) out.push_back(s->Info());
+  return out;
+}
+
+LocalServerStats LocalServer::Stats() const {
+  const ServerCounters& c = impl_->counters;
+  return {c.accepted.load(), c.rejected_peers.load(), c.rejected_frames.load(),
+          c.closed_sessions.load()};
+}
+
+const std::string& LocalServer::socket_path() const { return impl_->options.socket_path; }
+
+}  // namespace reft::local
