@@ -65,6 +65,19 @@ Status RsCodec::Encode(const uint8_t* const* data, uint8_t* const* parity, size_
   return Status::OK();
 }
 
+Status RsCodec::EncodeRow(int row, const uint8_t* const* data, uint8_t* out, size_t len) const {
+  if (row < 0 || row >= impl_->m) {
+    return Status::InvalidArgument("RsCodec::EncodeRow: row " + std::to_string(row) + " outside 0.." +
+                                   std::to_string(impl_->m - 1));
+  }
+  if (len == 0) return Status::OK();
+  if (data == nullptr || out == nullptr) return Status::InvalidArgument("RsCodec::EncodeRow: null block");
+  // ec_init_tables lays the tables out row after row, 32·k bytes each.
+  unsigned char* tables = impl_->encode_tables.data() + static_cast<size_t>(32) * impl_->k * row;
+  EncodePieces(impl_->k, 1, tables, data, &out, len);
+  return Status::OK();
+}
+
 Status RsCodec::Decode(uint8_t* const* blocks, const std::vector<int>& erased, size_t len) const {
   const int k = impl_->k;
   const int m = impl_->m;

@@ -24,6 +24,10 @@ class RsCodec {
   /// \brief parity[j] (j < m) from data[i] (i < k); every block is `len` bytes.
   Status Encode(const uint8_t* const* data, uint8_t* const* parity, size_t len) const;
 
+  /// \brief Parity row `row` (0 <= row < m) only, bit-identical to Encode's parity[row]; used
+  /// when each member stores a different parity of a stripe.
+  Status EncodeRow(int row, const uint8_t* const* data, uint8_t* out, size_t len) const;
+
   /// \brief Rebuilds the erased blocks in place.
   /// \param blocks k + m pointers: data blocks 0..k-1 then parity 0..m-1, all `len` bytes.
   /// \param erased indices into `blocks` whose content is lost; they are overwritten.

@@ -1,0 +1,42 @@
+/// \file layout.cc
+/// \brief Layout validation and dtype sizes.
+
+#include "reft/protect/layout.h"
+
+namespace reft::protect {
+
+std::string RankCoord::ToString() const {
+  return "pp" + std::to_string(pp) + "-tp" + std::to_string(tp) + "-dp" + std::to_string(dp);
+}
+
+std::string Layout::NodeOf(const RankCoord& c) const {
+  const int g = GlobalRank(c);
+  if (nodes.empty()) return "rank" + std::to_string(g);
+  return nodes[static_cast<size_t>(g)];
+}
+
+Status Layout::Validate() const {
+  if (dp < 1 || tp < 1 || pp < 1) {
+    return Status::InvalidArgument("layout: dp, tp, pp must be >= 1 (dp=" + std::to_string(dp) +
+                                   " tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) + ")");
+  }
+  if (zero_stage < 0 || zero_stage > 3) {
+    return Status::InvalidArgument("layout: zero_stage must be 0..3, got " + std::to_string(zero_stage));
+  }
+  if (!nodes.empty() && nodes.size() != static_cast<size_t>(world())) {
+    return Status::InvalidArgument("layout: nodes has " + std::to_string(nodes.size()) +
+                                   " entries, expected dp*tp*pp = " + std::to_string(world()));
+  }
+  return Status::OK();
+}
+
+Result<int> DtypeSize(const std::string& dtype) {
+  if (dtype == "fp32" || dtype == "float32" || dtype == "int32") return 4;
+  if (dtype == "fp16" || dtype == "float16" || dtype == "bf16" || dtype == "bfloat16") return 2;
+  if (dtype == "fp64" || dtype == "float64" || dtype == "int64") return 8;
+  if (dtype == "int8" || dtype == "uint8" || dtype == "bytes") return 1;
+  return Status::InvalidArgument("unknown dtype '" + dtype +
+                                 "' (fp32, fp16, bf16, fp64, int8, uint8, int32, int64, bytes)");
+}
+
+}  // namespace reft::protect
