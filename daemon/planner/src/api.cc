@@ -1,0 +1,362 @@
+// JSON entry points: parse (errors name the field), call the typed planners, render JSON.
+#include "reft/planner/api.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "reft/planner/odyssey.h"
+#include "reft/planner/oobleck.h"
+#include "reft/planner/reliability.h"
+
+namespace reft::planner {
+
+using nlohmann::json;
+
+namespace {
+
+Result<std::vector<int>> IntList(const json& in, const std::string& name, int min_value) {
+  if (!in.is_array()) return Status::InvalidArgument(name + ": must be an array of integers");
+  std::vector<int> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!in[i].is_number_integer() || in[i].get<long long>() < min_value)
+      return Status::InvalidArgument(name + "[" + std::to_string(i) + "]: must be an integer >= " +
+                                     std::to_string(min_value) + ", got " + in[i].dump());
+    out.push_back(in[i].get<int>());
+  }
+  return out;
+}
+
+Result<std::vector<std::vector<int>>> IntLists(const json& in, const std::string& name, int min_value) {
+  if (!in.is_array()) return Status::InvalidArgument(name + ": must be an array of arrays");
+  std::vector<std::vector<int>> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    REFT_ASSIGN_OR_RETURN(auto v, IntList(in[i], name + "[" + std::to_string(i) + "]", min_value));
+    out.push_back(v);
+  }
+  return out;
+}
+
+const json& Field(const json& in, const char* key) {
+  static const json kNull;
+  if (!in.is_object()) return kNull;
+  auto it = in.find(key);
+  return it == in.end() ? kNull : *it;
+}
+
+struct Setup {
+  ModelProfile model;
+  ClusterSpec cluster;
+  JobSpec job;
+  oobleck::NodeSpec spec;
+};
+
+Result<Setup> ParseSetup(const json& in) {
+  if (!in.is_object()) return Status::InvalidArgument("input: must be an object");
+  Setup s;
+  REFT_ASSIGN_OR_RETURN(s.model, ParseModel(Field(in, "model")));
+  REFT_ASSIGN_OR_RETURN(s.cluster, ParseCluster(Field(in, "cluster")));
+  REFT_ASSIGN_OR_RETURN(s.job, ParseJob(in.contains("job") ? in["job"] : json::object()));
+  int n0 = s.job.n0 ? s.job.n0 : oobleck::MinNodesForMemory(s.model, s.cluster);
+  if (n0 > s.cluster.nodes)
+    return Status::InvalidArgument("cluster.nodes: the model needs at least " + std::to_string(n0) +
+                                   " nodes for one pipeline, the cluster has " + std::to_string(s.cluster.nodes));
+  REFT_ASSIGN_OR_RETURN(s.spec, oobleck::SpecifyNodes(s.cluster.nodes, s.job.f, n0, s.job.template_cap));
+  return s;
+}
+
+json TemplateJson(const oobleck::PipelineTemplate& t) {
+  json st = json::array();
+  for (const auto& s : t.stages)
+    st.push_back({{"layers", {s.first_layer, s.last_layer}}, {"node", s.node}, {"first_gpu", s.first_gpu},
+                  {"gpus", s.gpus}, {"forward_ms", s.forward}, {"backward_ms", s.backward}});
+  const int S = static_cast<int>(t.stages.size());
+  auto sim = SimulatePipeline(t.ToSpec(4 * S));
+  return {{"nodes", t.nodes}, {"num_stages", S}, {"stages", st}, {"t1_ms", t.t1},
+          {"t2_ms", (3.0 * S + t.kstar - 1) * t.slow}, {"t3_ms", t.t3}, {"kstar", t.kstar},
+          {"iteration_ms", t.iteration_time}, {"simulated_iteration_ms", sim.ok() ? sim->makespan : -1.0}};
+}
+
+Result<std::vector<oobleck::PipelineTemplate>> AllTemplates(const Setup& s, oobleck::TemplatePlanner& tp) {
+  std::vector<oobleck::PipelineTemplate> out(s.spec.sizes.size());
+  // Largest first: it fills the memo for the smaller ones.
+  for (int i = static_cast<int>(s.spec.sizes.size()) - 1; i >= 0; --i) {
+    auto t = tp.Plan(s.spec.sizes[i]);
+    if (!t.ok()) return t.status().WithContext("template " + std::to_string(s.spec.sizes[i]));
+    out[i] = *t;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<json> PlanTemplates(const json& in) {
+  REFT_ASSIGN_OR_RETURN(auto s, ParseSetup(in));
+  oobleck::TemplatePlanner tp(s.model, s.cluster);
+  const auto t0 = std::chrono::steady_clock::now();
+  REFT_ASSIGN_OR_RETURN(auto ts, AllTemplates(s, tp));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  json out = {{"n0", s.spec.n0}, {"n_max", s.spec.n_max}, {"f", s.job.f},
+              {"layers", s.model.layers.size()}, {"planning_seconds", secs}};
+  out["templates"] = json::array();
+  for (const auto& t : ts) out["templates"].push_back(TemplateJson(t));
+  return out;
+}
+
+Result<json> PlanInstantiate(const json& in) {
+  REFT_ASSIGN_OR_RETURN(auto s, ParseSetup(in));
+  if (s.job.global_batch <= 0) return Status::InvalidArgument("job.global_batch: missing required field");
+  int top = 10;
+  if (in.contains("top")) { REFT_ASSIGN_OR_RETURN(top, GetInt(in, "input", "top", false, 10, 1)); }
+  oobleck::TemplatePlanner tp(s.model, s.cluster);
+  REFT_ASSIGN_OR_RETURN(auto ts, AllTemplates(s, tp));
+  auto xs = oobleck::EnumerateInstantiations(s.spec.sizes, s.cluster.nodes, s.job.f + 1);
+  json opts = json::array();
+  std::string last_error;
+  for (const auto& x : xs) {
+    std::vector<const oobleck::PipelineTemplate*> pipes;
+    for (size_t j = 0; j < x.size(); ++j)
+      for (int c = 0; c < x[j]; ++c) pipes.push_back(&ts[j]);
+    auto bp = oobleck::DistributeBatch(pipes, s.job.global_batch, s.job.micro_batch);
+    if (!bp.ok()) { last_error = bp.status().message(); continue; }
+    json sizes = json::array();
+    for (auto* p : pipes) sizes.push_back(p->nodes);
+    opts.push_back({{"x", x}, {"pipeline_nodes", sizes}, {"micro_batches", bp->micro_batches},
+                    {"step_ms", bp->step_time}, {"throughput_samples_per_s", bp->throughput * 1000}});
+  }
+  if (opts.empty())
+    return Status::InvalidArgument(last_error.empty() ? "cluster.nodes: no instantiation with f+1 pipelines"
+                                                      : last_error);
+  std::stable_sort(opts.begin(), opts.end(), [](const json& a, const json& b) {
+    return a["throughput_samples_per_s"].get<double>() > b["throughput_samples_per_s"].get<double>();
+  });
+  const size_t total = opts.size();
+  if (opts.size() > static_cast<size_t>(top)) opts.erase(opts.begin() + top, opts.end());
+  return json{{"templates", s.spec.sizes}, {"num_options", total}, {"options", opts}, {"best", opts[0]}};
+}
+
+namespace {
+
+Result<json> OobleckFailover(const json& in) {
+  REFT_ASSIGN_OR_RETURN(auto s, ParseSetup(in));
+  REFT_ASSIGN_OR_RETURN(auto pipes, IntLists(Field(in, "pipelines"), "pipelines", 0));
+  std::vector<oobleck::Pipeline> cur;
+  for (auto& p : pipes) cur.push_back({p});
+  const json& fj = Field(in, "failure");
+  std::vector<int> failed, joined;
+  if (fj.contains("failed_nodes")) { REFT_ASSIGN_OR_RETURN(failed, IntList(fj["failed_nodes"], "failure.failed_nodes", 0)); }
+  if (fj.contains("joined_nodes")) { REFT_ASSIGN_OR_RETURN(joined, IntList(fj["joined_nodes"], "failure.joined_nodes", 0)); }
+  if (failed.empty() && joined.empty())
+    return Status::InvalidArgument("failure.failed_nodes: missing (or give failure.joined_nodes)");
+  oobleck::Reconfiguration r;
+  r.pipelines = cur;
+  if (!failed.empty()) r = oobleck::HandleFailures(s.spec, s.job.f, cur, failed);
+  if (!joined.empty() && !r.exit_required) {
+    auto j = oobleck::HandleJoins(s.spec, r.pipelines, joined);
+    r.pipelines = j.pipelines;
+    r.actions.insert(r.actions.end(), j.actions.begin(), j.actions.end());
+  }
+  json out = {{"mode", "oobleck"}, {"actions", r.actions}, {"exit_required", r.exit_required}};
+  if (r.exit_required) out["exit_reason"] = r.exit_reason;
+  json ps = json::array();
+  for (const auto& p : r.pipelines) ps.push_back(p.nodes);
+  out["pipelines"] = ps;
+  if (!r.exit_required && s.job.global_batch > 0) {
+    oobleck::TemplatePlanner tp(s.model, s.cluster);
+    std::vector<oobleck::PipelineTemplate> ts;
+    std::vector<const oobleck::PipelineTemplate*> ptr;
+    for (const auto& p : r.pipelines) {
+      REFT_ASSIGN_OR_RETURN(auto t, tp.Plan(static_cast<int>(p.nodes.size())));
+      ts.push_back(t);
+    }
+    for (auto& t : ts) ptr.push_back(&t);
+    REFT_ASSIGN_OR_RETURN(auto bp, oobleck::DistributeBatch(ptr, s.job.global_batch, s.job.micro_batch));
+    out["micro_batches"] = bp.micro_batches;
+    out["step_ms"] = bp.step_time;
+  }
+  return out;
+}
+
+Result<json> OdysseyFailover(const json& in) {
+  REFT_ASSIGN_OR_RETURN(auto model, ParseModel(Field(in, "model")));
+  const json& pj = Field(in, "plan");
+  if (!pj.is_object()) return Status::InvalidArgument("plan: missing or not an object");
+  odyssey::SearchOptions so;
+  REFT_ASSIGN_OR_RETURN(so.micro_batches, GetInt(pj, "plan", "micro_batches", true, 0, 1));
+  REFT_ASSIGN_OR_RETURN(so.edge_latency, GetNumber(pj, "plan", "edge_latency_ms", false, 0, 0));
+  if (in.contains("cluster")) {
+    REFT_ASSIGN_OR_RETURN(so.device_memory, GetBytes(in["cluster"], "cluster", "device_memory", false, 0));
+  }
+  odyssey::ExecutionPlan plan;
+  const int L = static_cast<int>(model.layers.size());
+  if (pj.contains("pipelines")) {
+    REFT_ASSIGN_OR_RETURN(plan.layers_per_stage, IntLists(pj["pipelines"], "plan.pipelines", 1));
+  } else {
+    REFT_ASSIGN_OR_RETURN(int dp, GetInt(pj, "plan", "dp", true, 0, 1));
+    REFT_ASSIGN_OR_RETURN(int pp, GetInt(pj, "plan", "pp", true, 0, 1));
+    if (pp > L) return Status::InvalidArgument("plan.pp: more stages than model layers");
+    std::vector<int> counts(pp, L / pp);
+    for (int i = 0; i < L % pp; ++i) ++counts[pp - 1 - i];
+    plan.layers_per_stage.assign(dp, counts);
+  }
+  for (size_t p = 0; p < plan.layers_per_stage.size(); ++p) {
+    int sum = 0;
+    for (int c : plan.layers_per_stage[p]) sum += c;
+    if (sum != L)
+      return Status::InvalidArgument("plan.pipelines[" + std::to_string(p) + "]: holds " + std::to_string(sum) +
+                                     " layers, the model has " + std::to_string(L));
+  }
+  std::vector<int> lens;
+  for (const auto& p : plan.layers_per_stage) lens.push_back(static_cast<int>(p.size()));
+  plan.micro_batches = odyssey::DistributeBatch(so.micro_batches, lens);
+  std::vector<PipelineSpec> specs;
+  for (size_t p = 0; p < lens.size(); ++p)
+    specs.push_back(odyssey::StageSpec(model, plan.layers_per_stage[p], plan.micro_batches[p], so.edge_latency));
+  REFT_ASSIGN_OR_RETURN(plan.step_time, SimulateStep(specs));
+  int units = 0;
+  for (int l : lens) units += l;
+  std::vector<int> ids(units);
+  for (int i = 0; i < units; ++i) ids[i] = i;
+  auto layout = odyssey::Layout::Of(plan, ids);
+  const json& fj = Field(in, "failure");
+  REFT_ASSIGN_OR_RETURN(auto failed, IntList(Field(fj, "failed_nodes"), "failure.failed_nodes", 0));
+  if (failed.empty()) return Status::InvalidArgument("failure.failed_nodes: empty");
+  std::vector<bool> alive(units, true);
+  for (int u : failed) {
+    if (u >= units) return Status::InvalidArgument("failure.failed_nodes: node " + std::to_string(u) +
+                                                   " is not in the plan (0.." + std::to_string(units - 1) + ")");
+    alive[u] = false;
+  }
+  const json& pol = Field(in, "policy");
+  const json polo = pol.is_object() ? pol : json::object();
+  odyssey::RecoveryCosts costs;
+  REFT_ASSIGN_OR_RETURN(costs.restart_ms, GetNumber(polo, "policy", "restart_ms", false, 60000, 0));
+  REFT_ASSIGN_OR_RETURN(costs.snapshot_load_ms, GetNumber(polo, "policy", "snapshot_load_ms", false, 5000, 0));
+  REFT_ASSIGN_OR_RETURN(double bw, GetNumber(polo, "policy", "transfer_bytes_per_s", false, 1.25e9, 1));
+  costs.transfer_bytes_per_ms = bw / 1000;
+  REFT_ASSIGN_OR_RETURN(double mtbf, GetNumber(polo, "policy", "mtbf_hours_per_node", false, 10, 1e-6));
+  int live = 0;
+  for (bool a : alive) live += a;
+  costs.expected_interval_ms = mtbf * 3.6e6 / std::max(1, live);
+  REFT_ASSIGN_OR_RETURN(int gb, GetInt(pj, "plan", "global_batch", false, so.micro_batches, 1));
+  auto ev = odyssey::EvaluateFailure(model, layout, failed, alive, gb, so, costs);
+  json cands = json::array();
+  for (const auto& c : ev.candidates) {
+    json x = {{"policy", odyssey::PolicyName(c.policy)}, {"feasible", c.feasible}};
+    if (c.feasible) {
+      x["step_ms"] = c.step_time;
+      x["transition_ms"] = c.transition;
+      x["score"] = c.score;
+    } else {
+      x["why"] = c.why;
+    }
+    cands.push_back(x);
+  }
+  const int pick = odyssey::ChooseCandidate(ev.candidates);
+  json out = {{"mode", "odyssey"}, {"current_step_ms", plan.step_time},
+              {"expected_interval_ms", costs.expected_interval_ms}, {"candidates", cands}};
+  if (ev.eq13_ms >= 0) out["reroute_eq13_ms"] = ev.eq13_ms;
+  if (pick < 0) {
+    out["choice"] = nullptr;
+    return out;
+  }
+  out["choice"] = odyssey::PolicyName(ev.candidates[pick].policy);
+  if (ev.new_plan.ok()) {
+    out["new_plan"] = {{"pipelines", ev.new_plan->layers_per_stage},
+                       {"micro_batches", ev.new_plan->micro_batches},
+                       {"step_ms", ev.new_plan->step_time}};
+    json moves = json::array();
+    for (const auto& mv : ev.transfer.moves)
+      moves.push_back({{"layer", mv.layer}, {"from_node", ev.live_ids[mv.from]},
+                       {"to_node", ev.live_ids[mv.to]}, {"bytes", mv.bytes}});
+    json assign = json::array();
+    for (size_t i = 0; i < ev.live_ids.size(); ++i)
+      assign.push_back({{"node", ev.live_ids[i]},
+                        {"position", ev.transfer.position_of_node.empty() ? -1 : ev.transfer.position_of_node[i]}});
+    out["transfer"] = {{"assignment", assign}, {"moves", moves}, {"total_bytes", ev.transfer.total_bytes},
+                       {"max_sender_bytes", ev.transfer.max_sender_bytes}};
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<json> PlanFailover(const json& in) {
+  if (!in.is_object()) return Status::InvalidArgument("input: must be an object");
+  const std::string mode = in.value("mode", std::string("odyssey"));
+  if (mode == "oobleck") return OobleckFailover(in);
+  if (mode == "odyssey") return OdysseyFailover(in);
+  return Status::InvalidArgument("mode: must be \"odyssey\" or \"oobleck\", got \"" + mode + "\"");
+}
+
+Result<json> PlanTransferJson(const json& in) {
+  if (!in.is_object()) return Status::InvalidArgument("input: must be an object");
+  REFT_ASSIGN_OR_RETURN(auto held, IntLists(Field(in, "held"), "held", 0));
+  REFT_ASSIGN_OR_RETURN(auto roles, IntLists(Field(in, "roles"), "roles", 0));
+  std::vector<uint64_t> bytes;
+  if (in.contains("layer_bytes")) {
+    const json& lb = in["layer_bytes"];
+    if (!lb.is_array()) return Status::InvalidArgument("layer_bytes: must be an array");
+    for (size_t i = 0; i < lb.size(); ++i) {
+      json wrap = {{"v", lb[i]}};
+      REFT_ASSIGN_OR_RETURN(auto b, GetBytes(wrap, "layer_bytes[" + std::to_string(i) + "]", "v", true, 0));
+      bytes.push_back(b);
+    }
+  }
+  std::vector<std::string> names;
+  if (in.contains("node_names")) {
+    if (!in["node_names"].is_array() || in["node_names"].size() != held.size())
+      return Status::InvalidArgument("node_names: must be an array with one name per held entry");
+    for (const auto& n : in["node_names"]) names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+  }
+  auto name = [&](int i) -> json { return names.empty() ? json(i) : json(names[i]); };
+  REFT_ASSIGN_OR_RETURN(auto km, odyssey::PlanTransfer(held, roles, bytes));
+  REFT_ASSIGN_OR_RETURN(auto pos, odyssey::PositionalTransfer(held, roles, bytes));
+  json assign = json::array(), moves = json::array();
+  for (size_t i = 0; i < held.size(); ++i) assign.push_back({{"node", name(static_cast<int>(i))}, {"position", km.position_of_node[i]}});
+  for (const auto& m : km.moves)
+    moves.push_back({{"layer", m.layer}, {"from", name(m.from)}, {"to", name(m.to)}, {"bytes", m.bytes}});
+  return json{{"assignment", assign}, {"moves", moves}, {"total_bytes", km.total_bytes},
+              {"total_layers", km.total_layers}, {"max_sender_bytes", km.max_sender_bytes},
+              {"positional_total_bytes", pos.total_bytes}, {"positional_total_layers", pos.total_layers}};
+}
+
+Result<json> Reliability(const json& in) {
+  const json obj = in.is_object() ? in : json::object();
+  ReliabilityParams p;
+  const std::string n = "reliability";
+  REFT_ASSIGN_OR_RETURN(p.nodes, GetInt(obj, n, "nodes", false, 3072, 1));
+  REFT_ASSIGN_OR_RETURN(p.sg_size, GetInt(obj, n, "sg_size", false, 6, 1));
+  REFT_ASSIGN_OR_RETURN(p.lambda_hw, GetNumber(obj, n, "lambda_hw", false, 1e-4, 0));
+  REFT_ASSIGN_OR_RETURN(p.lambda_sw, GetNumber(obj, n, "lambda_sw", false, 1e-5, 0));
+  REFT_ASSIGN_OR_RETURN(p.shape, GetNumber(obj, n, "shape", false, 1.3, 1e-9));
+  REFT_ASSIGN_OR_RETURN(p.p_smp, GetNumber(obj, n, "p_smp", false, 1.0, 1e-12));
+  REFT_RETURN_NOT_OK(Validate(p));
+  REFT_ASSIGN_OR_RETURN(double thr, GetNumber(obj, n, "threshold", false, 0.9, 1e-12));
+  if (thr >= 1) return Status::InvalidArgument("reliability.threshold: must be < 1");
+  REFT_ASSIGN_OR_RETURN(int trials, GetInt(obj, n, "trials", false, 0, 0));
+  const double t_reft = TimeToThreshold([&](double t) { return SurvivalReft(p, t); }, thr);
+  const double t_ck = TimeToThreshold([&](double t) { return SurvivalCheckpoint(p, t, true); }, thr);
+  const double t_hw = TimeToThreshold([&](double t) { return SurvivalCheckpoint(p, t, false); }, thr);
+  json out = {{"params", {{"nodes", p.nodes}, {"sg_size", p.sg_size}, {"lambda_hw", p.lambda_hw},
+                          {"lambda_sw", p.lambda_sw}, {"shape", p.shape}, {"p_smp", p.p_smp}}},
+              {"threshold", thr}, {"reft_days", t_reft}, {"checkpoint_days", t_ck},
+              {"checkpoint_hw_only_days", t_hw}};
+  if (trials > 0) {
+    std::vector<double> times;
+    for (double f : {0.25, 0.5, 1.0, 1.5}) times.push_back(f * t_reft);
+    const uint64_t seed = obj.value("seed", 1u);
+    auto mc = MonteCarloReft(p, times, trials, seed);
+    json rows = json::array();
+    double worst = 0;
+    for (size_t i = 0; i < times.size(); ++i) {
+      const double cf = SurvivalReft(p, times[i]);
+      worst = std::max(worst, std::fabs(cf - mc[i]));
+      rows.push_back({{"days", times[i]}, {"closed_form", cf}, {"monte_carlo", mc[i]}});
+    }
+    out["monte_carlo"] = {{"trials", trials}, {"points", rows}, {"max_abs_diff", worst}};
+  }
+  return out;
+}
+
+}  // namespace reft::planner

@@ -1,0 +1,214 @@
+// Odyssey estimator (§3.5) and planner (§3.3, Algorithm 1 corrected: plans per failure count,
+// asymmetric pipeline-length multisets, floor-proportional batch with round-robin remainder).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "reft/planner/odyssey.h"
+
+namespace reft::planner::odyssey {
+
+int ExecutionPlan::nodes() const {
+  int n = 0;
+  for (const auto& p : layers_per_stage) n += static_cast<int>(p.size());
+  return n;
+}
+
+double SymmetricStepTime(int n_pp, int n_m, double tf, double tb) { return (n_pp + n_m - 1) * (tf + tb); }
+
+Result<double> ReroutedStepTimeEq13(int n_pp, int n_dp, int n_m, double tf, double tb,
+                                    const std::vector<int>& failed) {
+  if (static_cast<int>(failed.size()) != n_pp)
+    return Status::InvalidArgument("failure.failed_per_stage: needs one entry per stage");
+  double extra = 0;
+  for (int i = 0; i < n_pp; ++i) {
+    if (failed[i] < 0) return Status::InvalidArgument("failure.failed_per_stage: negative count");
+    // Corrected boundary (D-G5): F_i >= N_dp leaves no replica of stage i.
+    if (failed[i] >= n_dp)
+      return Status::InvalidArgument("failure.failed_per_stage[" + std::to_string(i) +
+                                     "]: no surviving replica of the stage; rerouting is infeasible");
+    if (failed[i] > 0) extra += static_cast<double>(n_m) * failed[i] / (n_dp - failed[i]);
+  }
+  return (n_pp + n_m - 1 + extra) * (tf + tb);
+}
+
+Result<double> ReroutedStepTimeSim(const std::vector<double>& f, const std::vector<double>& b, int n_dp,
+                                   int n_m, const std::vector<int>& failed, double edge_latency) {
+  const int S = static_cast<int>(f.size());
+  if (static_cast<int>(failed.size()) != S)
+    return Status::InvalidArgument("failure.failed_per_stage: needs one entry per stage");
+  PipelineSpec p;
+  p.forward = f;
+  p.backward = b;
+  p.edge_latency.assign(S > 0 ? S - 1 : 0, edge_latency);
+  p.micro_batches = n_m;
+  p.rerouted.assign(S, 0);
+  for (int i = 0; i < S; ++i) {
+    if (failed[i] >= n_dp)
+      return Status::InvalidArgument("failure.failed_per_stage[" + std::to_string(i) +
+                                     "]: no surviving replica of the stage; rerouting is infeasible");
+    // The most loaded surviving peer of stage i takes the ceiling of the failed share.
+    if (failed[i] > 0) p.rerouted[i] = (failed[i] * n_m + (n_dp - failed[i]) - 1) / (n_dp - failed[i]);
+  }
+  REFT_ASSIGN_OR_RETURN(auto r, SimulatePipeline(p));
+  return r.makespan;
+}
+
+PipelineSpec StageSpec(const ModelProfile& m, const std::vector<int>& counts, int nb, double lat) {
+  PipelineSpec p;
+  int l = 0;
+  for (int c : counts) {
+    double f = 0, b = 0;
+    for (int k = 0; k < c; ++k, ++l) {
+      f += m.layers[l].forward;
+      b += m.layers[l].backward;
+    }
+    p.forward.push_back(f);
+    p.backward.push_back(b);
+  }
+  p.edge_latency.assign(counts.empty() ? 0 : counts.size() - 1, lat);
+  p.micro_batches = std::max(1, nb);
+  return p;
+}
+
+double StagePeakMemory(const ModelProfile& m, int first, int count, int n_pp, int i) {
+  double st = 0, act = 0;
+  for (int l = first; l < first + count; ++l) {
+    st += 2.0 * m.layers[l].param_bytes + m.layers[l].optimizer_bytes;
+    act += m.layers[l].activation_bytes;
+  }
+  return st + (n_pp - i) * act;
+}
+
+std::vector<int> DistributeBatch(int n_m, const std::vector<int>& nodes) {
+  const int x = static_cast<int>(nodes.size());
+  std::vector<int> out(x, 0);
+  if (x == 0) return out;
+  int total = 0;
+  for (int n : nodes) total += n;
+  int used = 0;
+  for (int i = 0; i < x; ++i) {
+    out[i] = static_cast<int>(static_cast<long>(n_m) * nodes[i] / total);
+    used += out[i];
+  }
+  for (int i = 0; used < n_m; i = (i + 1) % x, ++used) ++out[i];
+  // No idle partition: move one micro-batch from the largest (lowest id on ties).
+  for (int guard = 0; guard < n_m * x; ++guard) {
+    auto empty = std::find(out.begin(), out.end(), 0);
+    if (empty == out.end()) break;
+    auto largest = std::max_element(out.begin(), out.end());
+    if (*largest <= 1) break;
+    --*largest;
+    ++*empty;
+  }
+  return out;
+}
+
+Result<std::vector<int>> SplitLayers(const ModelProfile& m, int S, int nb, const SearchOptions& o) {
+  const int L = static_cast<int>(m.layers.size());
+  if (S < 1 || S > L) return Status::InvalidArgument("pipeline length " + std::to_string(S) + " outside [1, layers]");
+  const int base = L / S, rem = L % S;
+  std::vector<int> best;
+  double bt = std::numeric_limits<double>::infinity();
+  auto consider = [&](const std::vector<int>& counts) {
+    if (o.device_memory) {
+      int first = 0;
+      for (int i = 0; i < S; ++i) {
+        if (StagePeakMemory(m, first, counts[i], S, i) > o.device_memory * (1 - o.memory_margin)) return;
+        first += counts[i];
+      }
+    }
+    auto r = SimulatePipeline(StageSpec(m, counts, nb, o.edge_latency));
+    if (r.ok() && r->makespan < bt - 1e-9) { bt = r->makespan; best = counts; }
+  };
+  // Enumerate the placements of the remainder layers (capped; beyond the cap, the evenly spaced
+  // placements starting at each offset).
+  std::vector<int> counts(S, base);
+  long combos = 1;
+  for (int k = 0; k < rem; ++k) combos = combos * (S - k) / (k + 1);
+  if (combos <= 2048) {
+    std::function<void(int, int)> rec = [&](int from, int left) {
+      if (left == 0) { consider(counts); return; }
+      for (int i = from; i <= S - left; ++i) {
+        ++counts[i];
+        rec(i + 1, left - 1);
+        --counts[i];
+      }
+    };
+    rec(0, rem);
+  } else {
+    for (int off = 0; off < S; ++off) {
+      std::fill(counts.begin(), counts.end(), base);
+      for (int k = 0; k < rem; ++k) ++counts[(off + static_cast<long>(k) * S / rem) % S];
+      consider(counts);
+    }
+  }
+  if (best.empty())
+    return Status::OutOfMemory("no layer split of " + std::to_string(L) + " layers over " +
+                               std::to_string(S) + " stages fits device memory");
+  return best;
+}
+
+Result<ExecutionPlan> BestPlan(const ModelProfile& m, int nodes, const SearchOptions& o) {
+  const int L = static_cast<int>(m.layers.size());
+  if (nodes < 1) return Status::InvalidArgument("cluster.nodes: no live node to plan for");
+  const int max_pp = std::min({o.max_pp ? o.max_pp : nodes, nodes, L});
+  const int min_pp = std::max(1, o.min_pp);
+  const int max_dp = o.max_dp ? o.max_dp : nodes;
+  std::map<std::pair<int, int>, std::pair<std::vector<int>, double>> cache;  // (len, nb)
+  ExecutionPlan best;
+  best.step_time = std::numeric_limits<double>::infinity();
+  std::vector<int> lens;
+  std::function<void(int, int)> rec = [&](int left, int maxlen) {
+    if (left == 0) {
+      const int dp = static_cast<int>(lens.size());
+      if (dp < o.min_dp || dp > max_dp) return;
+      auto mb = DistributeBatch(o.micro_batches, lens);
+      if (std::find(mb.begin(), mb.end(), 0) != mb.end()) return;
+      ExecutionPlan p;
+      double step = 0;
+      for (int i = 0; i < dp; ++i) {
+        auto key = std::make_pair(lens[i], mb[i]);
+        auto it = cache.find(key);
+        if (it == cache.end()) {
+          auto s = SplitLayers(m, lens[i], mb[i], o);
+          std::pair<std::vector<int>, double> v{{}, std::numeric_limits<double>::infinity()};
+          if (s.ok()) {
+            v.first = *s;
+            v.second = SimulatePipeline(StageSpec(m, *s, mb[i], o.edge_latency))->makespan;
+          }
+          it = cache.emplace(key, v).first;
+        }
+        if (it->second.first.empty()) return;
+        step = std::max(step, it->second.second);
+        p.layers_per_stage.push_back(it->second.first);
+      }
+      p.micro_batches = mb;
+      p.step_time = step;
+      if (step < best.step_time - 1e-9) best = p;
+      return;
+    }
+    if (static_cast<int>(lens.size()) >= max_dp) return;
+    for (int len = std::min(left, maxlen); len >= min_pp; --len) {
+      lens.push_back(len);
+      rec(left - len, len);
+      lens.pop_back();
+    }
+  };
+  rec(nodes, max_pp);
+  if (best.layers_per_stage.empty())
+    return Status::InvalidArgument("cluster.nodes: no execution plan for " + std::to_string(nodes) +
+                                   " nodes within the DP/PP ranges and device memory");
+  return best;
+}
+
+std::vector<Result<ExecutionPlan>> PlanTable(const ModelProfile& m, int nodes, int max_faults,
+                                             const SearchOptions& o) {
+  std::vector<Result<ExecutionPlan>> out;
+  for (int i = 1; i <= max_faults; ++i) out.push_back(BestPlan(m, nodes - i, o));
+  return out;
+}
+
+}  // namespace reft::planner::odyssey

@@ -1,0 +1,65 @@
+#include <catch2/catch.hpp>
+
+#include "reft/planner/api.h"
+#include "reft/planner/profile.h"
+
+using namespace reft::planner;
+using nlohmann::json;
+
+namespace {
+json Load(const std::string& name) {
+  auto r = LoadDocument(std::string(REFT_PLANNER_EXAMPLES) + "/" + name);
+  REQUIRE(r.ok());
+  return *r;
+}
+std::string Err(const reft::Result<json>& r) { return r.ok() ? "" : r.status().message(); }
+}  // namespace
+
+TEST_CASE("worked examples run", "[api]") {
+  auto t = PlanTemplates(Load("templates.toml"));
+  REQUIRE(t.ok());
+  CHECK((*t)["templates"].size() == static_cast<size_t>((*t)["n_max"].get<int>() - (*t)["n0"].get<int>() + 1));
+  auto i = PlanInstantiate(Load("instantiate.json"));
+  REQUIRE(i.ok());
+  CHECK((*i)["best"]["micro_batches"].size() >= 2u);
+  auto f = PlanFailover(Load("failover_odyssey.json"));
+  REQUIRE(f.ok());
+  CHECK((*f)["candidates"].size() == 3u);
+  auto o = PlanFailover(Load("failover_oobleck.json"));
+  REQUIRE(o.ok());
+  auto x = PlanTransferJson(Load("transfer.json"));
+  REQUIRE(x.ok());
+  CHECK((*x)["total_layers"] == 3);
+  CHECK((*x)["positional_total_layers"] == 10);
+  for (const auto& m : (*x)["moves"]) {
+    CHECK(m.contains("from"));
+    CHECK(m.contains("to"));
+  }
+  auto r = Reliability(Load("reliability.toml"));
+  REQUIRE(r.ok());
+  CHECK((*r)["reft_days"].get<double>() == Approx(16.18).epsilon(0.002));
+}
+
+TEST_CASE("bad input names the field", "[api]") {
+  json base = Load("templates.toml");
+  json j = base;
+  j["model"]["layer"]["forward_ms"] = -1;
+  CHECK(Err(PlanTemplates(j)).find("model.layer.forward_ms") != std::string::npos);
+  j = base;
+  j["cluster"].erase("nodes");
+  CHECK(Err(PlanTemplates(j)).find("cluster.nodes: missing") != std::string::npos);
+  j = base;
+  j["cluster"]["nodes"] = 1;
+  j["job"]["f"] = 3;
+  CHECK(Err(PlanTemplates(j)).find("cluster.nodes") != std::string::npos);
+  j = base;
+  j["cluster"]["device_memory"] = "-5G";
+  CHECK(Err(PlanTemplates(j)).find("cluster.device_memory") != std::string::npos);
+  json t = Load("transfer.json");
+  t["layer_bytes"][0] = -3;
+  CHECK(Err(PlanTransferJson(t)).find("layer_bytes[0]") != std::string::npos);
+  CHECK(Err(Reliability(json{{"sg_size", 7}})).find("sg_size") != std::string::npos);
+  CHECK(Err(PlanFailover(json{{"mode", "bogus"}})).find("mode") != std::string::npos);
+  auto bad_toml = TomlToJson("x = [", "inline");
+  CHECK_FALSE(bad_toml.ok());
+}

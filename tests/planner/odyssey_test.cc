@@ -1,0 +1,233 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "reft/planner/odyssey.h"
+
+using namespace reft::planner;
+using namespace reft::planner::odyssey;
+
+namespace {
+ModelProfile Uniform(int L, double f = 10) {
+  ModelProfile m;
+  for (int i = 0; i < L; ++i) {
+    LayerProfile l;
+    l.forward = f;
+    l.backward = 2 * f;
+    l.param_bytes = 1 << 20;
+    l.optimizer_bytes = 2 << 20;
+    l.activation_bytes = 1 << 18;
+    m.layers.push_back(l);
+  }
+  return m;
+}
+double Rel(double a, double b) { return std::fabs(a - b) / b; }
+}  // namespace
+
+TEST_CASE("A12: estimator within 8.02% of the simulator", "[odyssey]") {
+  auto m = Uniform(32);
+  const double lat = 0.2;  // small p2p latency the equations ignore
+  for (auto [pp, dp] : {std::pair{4, 2}, {4, 4}, {2, 2}}) {
+    INFO("pp=" << pp << " dp=" << dp);
+    const int nm = 8;  // per pipeline
+    std::vector<int> counts(pp, 32 / pp);
+    auto spec = StageSpec(m, counts, nm, lat);
+    const double sim = SimulatePipeline(spec)->makespan;
+    const double eq9 = SymmetricStepTime(pp, nm, spec.forward[0], spec.backward[0]);
+    CHECK(Rel(eq9, sim) <= 0.0802);
+    // Post-failure asymmetric plan: lose one node; eq. 10 = max over pipelines, each from the
+    // per-stage recurrence (eq. 11 = the simulator) vs eq. 9 per pipeline with its slowest stage.
+    std::vector<int> lens(dp, pp);
+    lens.back() -= 1;
+    if (lens.back() == 0) lens.pop_back();
+    auto mb = DistributeBatch(nm * dp, lens);
+    double sim10 = 0, est10 = 0;
+    SearchOptions so;
+    so.edge_latency = lat;
+    for (size_t p = 0; p < lens.size(); ++p) {
+      auto split = SplitLayers(m, lens[p], mb[p], so);
+      REQUIRE(split.ok());
+      auto sp = StageSpec(m, *split, mb[p], lat);
+      sim10 = std::max(sim10, SimulatePipeline(sp)->makespan);
+      double tf = 0, tb = 0;
+      for (size_t i = 0; i < sp.forward.size(); ++i) { tf = std::max(tf, sp.forward[i]); tb = std::max(tb, sp.backward[i]); }
+      est10 = std::max(est10, SymmetricStepTime(lens[p], mb[p], tf, tb));
+    }
+    CHECK(Rel(est10, sim10) <= 0.0802 + 0.15);  // eq. 9 with the slowest stage is pessimistic
+    // Rerouted (one failure in stage 0): simulator vs eq. 12; eq. 13 reported separately.
+    if (dp >= 2) {
+      std::vector<int> failed(pp, 0);
+      failed[0] = 1;
+      auto rs = ReroutedStepTimeSim(spec.forward, spec.backward, dp, nm, failed, lat);
+      INFO(rs.status().ToString());
+      REQUIRE(rs.ok());
+      auto e13 = ReroutedStepTimeEq13(pp, dp, nm, spec.forward[0], spec.backward[0], failed);
+      REQUIRE(e13.ok());
+      CHECK(*rs > sim);
+      CHECK(*e13 >= *rs * 0.9);  // eq. 13 is the pessimistic bound
+    }
+  }
+}
+
+TEST_CASE("eq. 13 boundary: F_i >= N_dp is infeasible", "[odyssey]") {
+  CHECK_FALSE(ReroutedStepTimeEq13(2, 2, 4, 1, 2, {2, 0}).ok());
+  CHECK(ReroutedStepTimeEq13(2, 2, 4, 1, 2, {1, 0}).ok());
+  CHECK(*ReroutedStepTimeEq13(2, 3, 4, 1, 2, {1, 0}) == Approx((2 + 4 - 1 + 4.0 / 2) * 3));
+}
+
+TEST_CASE("A16: eq. 14 memory", "[odyssey]") {
+  auto m = Uniform(8);
+  // stage 0 of 4 with 2 layers: 2*(1+2+1) MiB + 4*2*0.25 MiB
+  CHECK(StagePeakMemory(m, 0, 2, 4, 0) == Approx(2 * 4.0 * (1 << 20) + 4 * 2 * (1 << 18)));
+  CHECK(StagePeakMemory(m, 6, 2, 4, 3) < StagePeakMemory(m, 0, 2, 4, 0));
+}
+
+TEST_CASE("batch distribution: proportional floor, round robin, none empty", "[odyssey]") {
+  CHECK(DistributeBatch(16, {2, 2, 3}) == std::vector<int>{5, 5, 6});
+  CHECK(DistributeBatch(7, {2, 2, 3}) == std::vector<int>{2, 2, 3});
+  CHECK(DistributeBatch(8, {2, 2, 3}) == std::vector<int>{3, 2, 3});
+  auto v = DistributeBatch(3, {1, 1, 10});
+  CHECK(std::count(v.begin(), v.end(), 0) == 0);
+}
+
+TEST_CASE("A13: the 9-layer example costs 3 layers against 10 positional", "[odyssey]") {
+  std::vector<std::vector<int>> held = {{1, 2, 3}, {1, 2, 3}, {4, 5, 6}, {4, 5, 6}, {4, 5, 6},
+                                        {7, 8, 9}, {7, 8, 9}, {7, 8, 9}};
+  std::vector<std::vector<int>> roles = {{1, 2}, {3, 4}, {5, 6}, {7, 8, 9}, {1, 2}, {3, 4}, {5, 6}, {7, 8, 9}};
+  auto km = PlanTransfer(held, roles, {});
+  REQUIRE(km.ok());
+  CHECK(km->total_layers == 3);
+  auto pos = PositionalTransfer(held, roles, {});
+  REQUIRE(pos.ok());
+  CHECK(pos->total_layers == 10);
+  // Every position is taken exactly once and every move's source holds the layer.
+  std::set<int> used(km->position_of_node.begin(), km->position_of_node.end());
+  CHECK(used.size() == 8u);
+  for (const auto& mv : km->moves) {
+    CHECK(std::count(held[mv.from].begin(), held[mv.from].end(), mv.layer) == 1);
+    CHECK(std::count(roles[km->position_of_node[mv.to]].begin(), roles[km->position_of_node[mv.to]].end(), mv.layer) == 1);
+  }
+}
+
+TEST_CASE("KM equals brute force on random small cases; bytes and balance", "[odyssey]") {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int n = 3 + trial % 4, L = 8;
+    std::vector<std::vector<int>> held(n), roles(n);
+    for (int i = 0; i < n; ++i) {
+      for (int l = 0; l < L; ++l) if (rng() % 3 == 0) held[i].push_back(l);
+      held[i].push_back(i % L);
+      roles[i].push_back(static_cast<int>(rng() % n) % L);
+      roles[i].push_back(static_cast<int>(rng() % L));
+    }
+    std::set<int> avail;
+    for (auto& h : held) avail.insert(h.begin(), h.end());
+    for (auto& r : roles) r.erase(std::remove_if(r.begin(), r.end(), [&](int l) { return !avail.count(l); }), r.end());
+    std::vector<uint64_t> bytes(L);
+    for (auto& b : bytes) b = 1 + rng() % 100;
+    auto km = PlanTransfer(held, roles, bytes);
+    REQUIRE(km.ok());
+    std::vector<int> perm(n);
+    for (int i = 0; i < n; ++i) perm[i] = i;
+    uint64_t best = UINT64_MAX;
+    do {
+      uint64_t c = 0;
+      for (int i = 0; i < n; ++i)
+        for (int l : roles[perm[i]])
+          if (!std::count(held[i].begin(), held[i].end(), l)) c += bytes[l];
+      best = std::min(best, c);
+    } while (std::next_permutation(perm.begin(), perm.end()));
+    CHECK(km->total_bytes == best);
+  }
+  // Balance: two holders of the same layers share the sending.
+  auto t = PlanTransfer({{0, 1}, {0, 1}, {}, {}}, {{0, 1}, {0, 1}, {0}, {1}}, {10, 10});
+  REQUIRE(t.ok());
+  CHECK(t->max_sender_bytes == 10);
+}
+
+TEST_CASE("transfer input errors name the field", "[odyssey]") {
+  auto r = PlanTransfer({{0}}, {{1}}, {});
+  CHECK(r.status().message().find("transfer.roles[0]") != std::string::npos);
+  CHECK(PlanTransfer({{0}}, {{0}, {0}}, {}).status().message().find("transfer.roles") != std::string::npos);
+}
+
+TEST_CASE("colouring is valid and never below the clique bound", "[odyssey]") {
+  std::mt19937_64 rng(9);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int L = 6 + trial % 20;
+    std::vector<std::vector<int>> devs;
+    // Several pipelines with random contiguous stage splits.
+    for (int p = 0; p < 1 + trial % 4; ++p) {
+      int l = 0;
+      while (l < L) {
+        const int len = 1 + static_cast<int>(rng() % 5);
+        std::vector<int> d;
+        for (int k = l; k < std::min(L, l + len); ++k) d.push_back(k);
+        devs.push_back(d);
+        l += len;
+      }
+    }
+    auto c = ColourAllReduces(L, devs);
+    CHECK(c.rounds >= c.lower_bound);
+    for (const auto& d : devs)
+      for (int a : d)
+        for (int b : d)
+          if (a != b) CHECK(c.round_of_layer[a] != c.round_of_layer[b]);
+  }
+  // Paper's Figure 4 shape: 6 layers, pipelines [0,1,2][3,4,5] and [0,1][2,3][4,5].
+  auto c = ColourAllReduces(6, {{0, 1, 2}, {3, 4, 5}, {0, 1}, {2, 3}, {4, 5}});
+  CHECK(c.lower_bound == 3);
+  CHECK(c.rounds == 3);
+}
+
+TEST_CASE("policy score and choice", "[odyssey]") {
+  CHECK(Score(32, 100, 0, 1000) == Approx(0.32));
+  CHECK(Score(32, 100, 2000, 1000) == 0);
+  std::vector<Candidate> c = {{Policy::kReroute, true, 120, 0}, {Policy::kReconfigure, true, 100, 50000}};
+  c[0].score = Score(32, 120, 0, 1e5);
+  c[1].score = Score(32, 100, 50000, 1e5);
+  CHECK(ChooseCandidate(c) == 0);  // failures soon: rerouting wins
+  c[0].score = Score(32, 120, 0, 1e7);
+  c[1].score = Score(32, 100, 50000, 1e7);
+  CHECK(ChooseCandidate(c) == 1);  // failures rare: reconfiguration pays off
+}
+
+TEST_CASE("plan search uses every node; table per failure count", "[odyssey]") {
+  auto m = Uniform(16);
+  SearchOptions so;
+  so.micro_batches = 16;
+  so.min_pp = 2;
+  auto table = PlanTable(m, 8, 2, so);
+  REQUIRE(table.size() == 2u);
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(table[i].ok());
+    CHECK(table[i]->nodes() == 8 - (i + 1));
+    int mb = 0;
+    for (int x : table[i]->micro_batches) mb += x;
+    CHECK(mb == 16);
+  }
+}
+
+TEST_CASE("A15 shape: policy simulator runs all three policies on one trace", "[odyssey]") {
+  auto m = Uniform(16, 5);
+  PolicySimConfig c;
+  c.nodes = 16;
+  c.dp = 4;
+  c.pp = 4;
+  c.micro_batches = 16;
+  c.hours = 3;
+  c.failure_rate_per_hour = 0.05;
+  auto o = SimulatePolicy(m, c, PolicyKind::kOdyssey, 3);
+  auto b = SimulatePolicy(m, c, PolicyKind::kOobleck, 3);
+  auto r = SimulatePolicy(m, c, PolicyKind::kRecycle, 3);
+  REQUIRE(o.ok());
+  REQUIRE(b.ok());
+  REQUIRE(r.ok());
+  CHECK(o->failures == b->failures);
+  CHECK(o->failures == r->failures);
+  CHECK(o->throughput > 0);
+  CHECK(o->decisions.size() <= static_cast<size_t>(o->failures));
+}
