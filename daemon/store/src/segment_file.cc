@@ -1,0 +1,120 @@
+#include "segment_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux >= 5.14
+#endif
+
+namespace reft::store::internal {
+namespace {
+
+Status PopulateWrite(uint8_t* data, uint64_t size, int fd) {
+  if (madvise(data, size, MADV_POPULATE_WRITE) == 0) return Status::OK();
+  int err = errno;
+  if (err != EINVAL) {
+    // EFAULT/ENOMEM: a page could not be allocated (tmpfs full); touching it would SIGBUS.
+    return Status::OutOfMemory(std::string("cannot allocate the segment's pages in shared memory "
+                                           "(tmpfs full?): ") + std::strerror(err));
+  }
+  // Older kernel: reserve the space first so that touching can never SIGBUS, then touch.
+  int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  if (rc != 0) return Status::FromErrno(rc, "fallocate of the segment");
+  const long page = sysconf(_SC_PAGESIZE);
+  for (uint64_t off = 0; off < size; off += static_cast<uint64_t>(page)) {
+    reinterpret_cast<volatile uint8_t*>(data)[off] = 0;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<SegmentFile>> SegmentFile::Create(const std::string& path, uint64_t size,
+                                                         mode_t mode, gid_t gid, bool prefault) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) return Status::FromErrno(errno, "creating segment " + path);
+  auto fail = [&](Status st) {
+    ::unlink(path.c_str());
+    ::close(fd);
+    return st;
+  };
+  // The umask must not widen or narrow the mode the operator asked for.
+  if (::fchmod(fd, mode) != 0) return fail(Status::FromErrno(errno, "fchmod " + path));
+  if (gid != static_cast<gid_t>(-1) && ::fchown(fd, static_cast<uid_t>(-1), gid) != 0) {
+    return fail(Status::FromErrno(errno, "chown to group " + std::to_string(gid) + " of " + path));
+  }
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    return fail(Status::FromErrno(errno, "ftruncate " + path));
+  }
+  if (!prefault) {
+    int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
+    if (rc != 0) {
+      return fail(Status::OutOfMemory("cannot reserve " + std::to_string(size) + " bytes for " +
+                                      path + ": " + std::strerror(rc)));
+    }
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return fail(Status::FromErrno(errno, "mmap " + path));
+  auto* data = static_cast<uint8_t*>(p);
+  if (prefault) {
+    Status st = PopulateWrite(data, size, fd);
+    if (!st.ok()) {
+      ::munmap(p, size);
+      return fail(st.WithContext(path));
+    }
+  }
+  return std::shared_ptr<SegmentFile>(new SegmentFile(fd, data, size));
+}
+
+Result<std::shared_ptr<SegmentFile>> SegmentFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::FromErrno(errno, "opening " + path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Status::FromErrno(err, "fstat " + path);
+  }
+  auto reject = [&](std::string why) {
+    ::close(fd);
+    return Status::PermissionDenied(path + ": " + why);
+  };
+  if (!S_ISREG(st.st_mode)) return reject("not a regular file");
+  if (st.st_uid != ::geteuid()) {
+    return reject("owned by uid " + std::to_string(st.st_uid) + ", not by this daemon (uid " +
+                  std::to_string(::geteuid()) + ")");
+  }
+  if ((st.st_mode & 0027) != 0) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return reject(std::string("mode ") + buf + " lets group write or others access it");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return Status::Corrupted(path + ": empty file");
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    ::close(fd);
+    return Status::FromErrno(err, "mmap " + path);
+  }
+  return std::shared_ptr<SegmentFile>(new SegmentFile(fd, static_cast<uint8_t*>(p), size));
+}
+
+void SegmentFile::PrefaultExisting() const { (void)madvise(data_, size_, MADV_POPULATE_WRITE); }
+
+SegmentFile::~SegmentFile() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace reft::store::internal

@@ -1,0 +1,77 @@
+#pragma once
+/// \file store_impl.h
+/// \brief The SnapshotStore implementation (internal). One mutex guards the index; long work
+/// (segment creation and pre-faulting, checksumming) runs outside it on a slot marked busy.
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "reft/store/snapshot_store.h"
+#include "segment_file.h"
+#include "segment_format.h"
+
+namespace reft::store::internal {
+
+/// \brief One slot of a rank. Guarded by StoreImpl::mu_.
+struct Slot {
+  uint32_t index = 0;
+  std::string path;
+  std::shared_ptr<SegmentFile> file;  ///< null: no segment yet
+  std::vector<RegionSpec> layout;     ///< layout the segment currently has
+  Geometry geometry;
+  ActiveRecord record;                ///< state in force (mirrors the header)
+  bool busy = false;                  ///< being created or sealed outside the lock
+  bool removed = false;               ///< dropped while busy
+
+  SlotState state() const { return record.state; }
+  int64_t step() const { return record.step; }
+  /// References beyond the store's own (SlotRefs held by writers/readers).
+  bool referenced() const { return file && file.use_count() > 1; }
+};
+
+struct RankState {
+  std::vector<RegionSpec> layout;  ///< empty until configured or adopted
+  std::map<uint32_t, std::shared_ptr<Slot>> slots;
+};
+
+class StoreImpl final : public SnapshotStore {
+ public:
+  explicit StoreImpl(StoreOptions options) : options_(std::move(options)) {}
+  Status Adopt(AdoptionReport* report);
+
+  Status ConfigureRank(const RankKey& rank, const std::vector<RegionSpec>& layout) override;
+  Result<std::shared_ptr<SlotRef>> BeginWrite(const RankKey& rank, int64_t step) override;
+  Status Seal(const RankKey& rank, int64_t step) override;
+  Status Abort(const RankKey& rank, int64_t step) override;
+  Status Commit(const RankKey& rank, int64_t step) override;
+  Result<std::shared_ptr<SlotRef>> Get(const RankKey& rank, int64_t step) override;
+  std::optional<int64_t> NewestCommitted(const RankKey& rank) override;
+  Result<VerifyReport> Verify(const RankKey& rank, int64_t step) override;
+  Status Drop(const std::string& job, int64_t step) override;
+  Status RemoveJob(const std::string& job) override;
+  std::vector<SlotInfo> List(const std::optional<std::string>& job) override;
+  std::vector<RankKey> Ranks(const std::optional<std::string>& job) override;
+  MemoryUsage Usage() override;
+
+ private:
+  RankState* FindRankLocked(const RankKey& rank);
+  std::shared_ptr<Slot> FindSlotLocked(RankState& rs, int64_t step, bool include_writing);
+  std::optional<int64_t> NewestCommittedLocked(const RankState& rs) const;
+  SlotInfo InfoLocked(const RankKey& rank, const Slot& slot) const;
+  void TransitionLocked(Slot& slot, SlotState state, int64_t step, uint64_t chunk_table_checksum);
+  /// Unlinks the slot's file and releases its memory charge (mapping lives on in SlotRefs).
+  void DeleteSegmentLocked(Slot& slot);
+  /// Unlinks free, unreferenced segments of other slots until `needed` more bytes fit.
+  bool MakeRoomLocked(uint64_t needed, const Slot* keep);
+  std::string QuarantinePath(const std::string& name) const;
+
+  const StoreOptions options_;
+  std::mutex mu_;
+  std::map<RankKey, RankState> ranks_;
+  uint64_t used_ = 0;
+};
+
+}  // namespace reft::store::internal
