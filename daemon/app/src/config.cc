@@ -231,10 +231,10 @@ Result<DaemonConfig> ParseDaemonArgs(int argc, const char* const* argv) {
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForVersion& e) {  // derives from CLI::Success: catch it first
+    return Status::Cancelled(e.what());
   } catch (const CLI::Success&) {
     return Status::Cancelled(app.help());
-  } catch (const CLI::CallForVersion& e) {
-    return Status::Cancelled(e.what());
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (what.empty()) what = e.get_name();

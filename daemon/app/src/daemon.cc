@@ -1,6 +1,10 @@
 #include "reft/app/daemon.h"
 
 #include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -61,6 +65,25 @@ void LogAdoption(const store::AdoptionReport& report) {
   for (const auto& reason : report.quarantined) spdlog::error("quarantined {}", reason);
 }
 
+std::string AdminSocketPath(const DaemonConfig& c) { return c.socket + ".admin"; }
+
+// Creates the socket's directory if needed and removes a stale socket left by a killed daemon
+// (refusing to remove anything that is not a socket).
+Status PrepareSocketPath(const std::string& path) {
+  std::error_code ec;
+  auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create socket directory " + dir.string() + ": " + ec.message());
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Status::AlreadyExists(path + " exists and is not a socket; refusing to replace it");
+    }
+    if (unlink(path.c_str()) != 0) return Status::FromErrno(errno, "cannot remove stale socket " + path);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status Daemon::Start() {
@@ -72,11 +95,16 @@ Status Daemon::Start() {
   REFT_ASSIGN_OR_RETURN(impl_->store, store::SnapshotStore::Open(options, &report));
   LogAdoption(report);
 
+  REFT_RETURN_NOT_OK(PrepareSocketPath(c.socket));
+  REFT_RETURN_NOT_OK(PrepareSocketPath(AdminSocketPath(c)));
+
   impl_->admin = std::make_unique<AdminService>(impl_->config, impl_->store.get(), nullptr);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(c.listen, grpc::InsecureServerCredentials(), &bound_port);
+  // reftctl --socket reaches Admin over a Unix socket next to the local channel's.
+  builder.AddListeningPort("unix:" + AdminSocketPath(c), grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(static_cast<int>(c.max_grpc_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(c.max_grpc_message_bytes));
   builder.RegisterService(impl_->admin.get());

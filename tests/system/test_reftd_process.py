@@ -1,0 +1,82 @@
+"""reftd as a process: flags, config errors, readiness, clean shutdown, exit codes."""
+import os
+import signal
+import socket
+import subprocess
+
+import pytest
+
+from reft_cluster import LocalCluster, find_build_dir
+
+BUILD = find_build_dir()
+REFTD = os.path.join(BUILD, "daemon", "app", "reftd")
+REFTCTL = os.path.join(BUILD, "tools", "reftctl", "reftctl")
+
+
+def run(*args, timeout=30):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def test_bad_flag_is_usage_error_with_one_line():
+    r = run(REFTD, "--no-such-flag")
+    assert r.returncode == 2
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "no-such-flag" in lines[0]
+
+
+def test_bad_memory_limit_is_usage_error():
+    r = run(REFTD, "--memory-limit", "12Q")
+    assert r.returncode == 2
+    assert "--memory-limit" in r.stderr
+
+
+def test_bad_config_names_the_key(tmp_path):
+    cfg = tmp_path / "reftd.toml"
+    cfg.write_text('[store]\nchunk_sise = "1M"\n')
+    r = run(REFTD, "--config", str(cfg))
+    assert r.returncode == 2
+    assert "store.chunk_sise" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_ready_status_and_clean_sigterm():
+    with LocalCluster(nodes=1) as cluster:
+        node = cluster.nodes[0]
+        status = node.ctl("status", json_output=True)
+        assert status["node_id"] == "node0"
+        assert status["health"] == "serving"
+        assert status["schema"] == 1
+        assert "emulated" in status["device_kinds"]
+        # SIGINT is as clean as SIGTERM.
+        node.proc.send_signal(signal.SIGINT)
+        assert node.proc.wait(timeout=30) == 0
+        assert "stopped" in node.log()
+
+
+def test_port_in_use_is_runtime_failure(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        r = run(REFTD, "--node-id", "x", "--listen", f"127.0.0.1:{port}",
+                "--socket", str(tmp_path / "s.sock"), "--shm-dir", str(tmp_path / "shm"))
+    assert r.returncode == 1
+    assert "cannot listen" in r.stderr
+
+
+def test_reftctl_exit_codes():
+    # 3: nothing listens there.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = run(REFTCTL, "--addr", f"127.0.0.1:{port}", "status")
+    assert r.returncode == 3 and "cannot reach" in r.stderr
+    # 2: usage.
+    assert run(REFTCTL, "snapshots", "verify").returncode == 2
+    assert run(REFTCTL, "-o", "yaml", "status").returncode == 2
+    with LocalCluster(nodes=1) as cluster:
+        node = cluster.nodes[0]
+        # 1: the operation failed (unknown job).
+        r = node.ctl("snapshots", "verify", "--job", "nope", check=False)
+        assert r.returncode == 1 and "nope" in r.stderr
+        listing = node.ctl("snapshots", "list", json_output=True)
+        assert listing["snapshots"] == []

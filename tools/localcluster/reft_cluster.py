@@ -1,0 +1,181 @@
+"""An embedded local reft cluster: several real reftd processes on loopback.
+
+Used by the demo (tools/demo.sh), the system tests (tests/system) and benchmarks. Every
+daemon gets its own shm dir, socket, persist dir and a free TCP port; everything lives under
+one temporary root that is removed on close(). Nothing here fakes a component: the daemons
+are the real binaries, killed with real signals.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_build_dir() -> str:
+    env = os.environ.get("REFT_BUILD_DIR")
+    if env:
+        return os.path.abspath(env)
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.abspath(os.path.join(here, "..", "..", "build"))
+
+
+@dataclass
+class Node:
+    """One reftd process and its private directories."""
+    cluster: "LocalCluster"
+    node_id: str
+    port: int
+    root: str
+    extra_args: List[str] = field(default_factory=list)
+    proc: Optional[subprocess.Popen] = None
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def socket(self) -> str:
+        return os.path.join(self.root, "reftd.sock")
+
+    @property
+    def shm_dir(self) -> str:
+        return os.path.join(self.cluster.shm_root, self.node_id)
+
+    @property
+    def persist_dir(self) -> str:
+        return os.path.join(self.root, "persist")
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.root, "reftd.log")
+
+    def args(self) -> List[str]:
+        peers = ",".join(n.addr for n in self.cluster.nodes if n is not self)
+        a = [self.cluster.reftd, "--node-id", self.node_id, "--listen", self.addr,
+             "--socket", self.socket, "--shm-dir", self.shm_dir,
+             "--persist-dir", self.persist_dir, "--log-level", self.cluster.log_level]
+        if peers:
+            a += ["--peers", peers]
+        return a + self.extra_args
+
+    def start(self, wait: bool = True, timeout: float = 20.0) -> "Node":
+        os.makedirs(self.root, exist_ok=True)
+        os.makedirs(self.persist_dir, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT,
+                                     env=self.cluster.env)
+        log.close()
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"reftd {self.node_id} exited with {self.proc.returncode}:\n"
+                                   + self.log())
+            r = self.ctl("status", check=False)
+            if r.returncode == 0 and os.path.exists(self.socket):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"reftd {self.node_id} not ready after {timeout}s:\n" + self.log())
+
+    def ctl(self, *args: str, check: bool = True, json_output: bool = False):
+        cmd = [self.cluster.reftctl, "--addr", self.addr]
+        if json_output:
+            cmd += ["-o", "json"]
+        r = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=120)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"reftctl {' '.join(args)} failed ({r.returncode}): {r.stderr}")
+        if json_output and r.returncode == 0:
+            return json.loads(r.stdout)
+        return r
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+                self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        return self.proc.returncode
+
+    def wipe_memory(self) -> None:
+        """What a lost node loses: its shared-memory segments."""
+        shutil.rmtree(self.shm_dir, ignore_errors=True)
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, "r", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+
+class LocalCluster:
+    """N reftd on loopback. Use as a context manager."""
+
+    def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
+                 log_level: str = "info", extra_args: Optional[List[str]] = None,
+                 keep: bool = False):
+        self.build_dir = build_dir or find_build_dir()
+        self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
+        self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
+        for b in (self.reftd, self.reftctl):
+            if not os.access(b, os.X_OK):
+                raise FileNotFoundError(f"{b} not built (set REFT_BUILD_DIR)")
+        self.root = tempfile.mkdtemp(prefix="reft-cluster-")
+        # Segments go to tmpfs like in production; a private subdirectory per cluster.
+        shm_base = "/dev/shm" if os.path.isdir("/dev/shm") else self.root
+        self.shm_root = tempfile.mkdtemp(prefix="reft-cluster-", dir=shm_base)
+        self.log_level = log_level
+        self.keep = keep
+        self.env = dict(os.environ)
+        self.nodes: List[Node] = []
+        for i in range(nodes):
+            self.nodes.append(Node(self, f"node{i}", free_port(),
+                                   os.path.join(self.root, f"node{i}"), list(extra_args or [])))
+
+    def start(self) -> "LocalCluster":
+        for n in self.nodes:
+            n.start(wait=False)
+        for n in self.nodes:
+            n.wait_ready()
+        return self
+
+    def close(self) -> None:
+        for n in self.nodes:
+            try:
+                n.stop()
+            except Exception:  # noqa: BLE001 - best effort teardown
+                n.kill()
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+            shutil.rmtree(self.shm_root, ignore_errors=True)
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
