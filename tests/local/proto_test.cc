@@ -1,0 +1,191 @@
+// Local-channel codec: round trips, and every malformed input rejected with Protocol.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "reft/local_proto/codec.h"
+#include "reft/local_proto/messages.h"
+#include "reft/local_proto/protection.h"
+
+using namespace reft;
+using namespace reft::local_proto;
+
+namespace {
+std::vector<uint8_t> Framed(const FrameHeader& h, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> out(kFrameHeaderSize);
+  EncodeHeader(h, out.data());
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("messages round-trip through the codec") {
+  Limits l;
+  Hello h;
+  h.job = "run-1";
+  h.pp = 1;
+  h.tp = 2;
+  h.dp = 3;
+  h.layout = {4, 3, 2, 1};
+  h.protection = "arc1+aec";
+  h.client_version = "v";
+  Hello h2;
+  REQUIRE(Decode(Encode(h), l, &h2).ok());
+  CHECK(h2.job == "run-1");
+  CHECK(h2.dp == 3);
+  CHECK(h2.layout.dp == 4);
+  CHECK(h2.layout.zero == 1);
+  CHECK(h2.protection == "arc1+aec");
+
+  Register r;
+  r.name = "params";
+  r.kind = BufferKind::kUnique;
+  r.dtype = "float32";
+  r.layer = 7;
+  r.size = 12345;
+  r.memory.memory_kind = 1;
+  r.memory.ipc_handle = std::string(64, '\x7f');
+  r.memory.allocation_id = 99;
+  r.memory.allocation_size = 1 << 20;
+  r.memory.offset = 4096;
+  r.memory.has_fd = true;
+  Register r2;
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.name == "params");
+  CHECK(r2.kind == BufferKind::kUnique);
+  CHECK(r2.layer == 7);
+  CHECK(r2.memory.ipc_handle == r.memory.ipc_handle);
+  CHECK(r2.memory.offset == 4096);
+  CHECK(r2.memory.has_fd);
+
+  SlotReply s;
+  s.step = 5;
+  s.file_size = 1 << 20;
+  s.staged = {{0, 4096, 100}, {2, 8192, 1}};
+  SlotReply s2;
+  REQUIRE(Decode(Encode(s), l, &s2).ok());
+  REQUIRE(s2.staged.size() == 2);
+  CHECK(s2.staged[1].buffer_index == 2);
+  CHECK(s2.staged[1].file_offset == 8192);
+
+  ErrorReply e;
+  REQUIRE(Decode(EncodeError(Status::Corrupted("bad chunk")), l, &e).ok());
+  CHECK(ToStatus(e).code() == StatusCode::kCorrupted);
+  CHECK(ToStatus(e).message() == "bad chunk");
+}
+
+TEST_CASE("truncated and trailing payloads are rejected") {
+  Limits l;
+  Hello h;
+  h.job = "job";
+  auto bytes = Encode(h);
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    std::vector<uint8_t> t(bytes.begin(), bytes.begin() + cut);
+    Hello out;
+    Status st = Decode(t, l, &out);
+    REQUIRE(st.code() == StatusCode::kProtocol);
+  }
+  bytes.push_back(0);
+  Hello out;
+  CHECK(Decode(bytes, l, &out).code() == StatusCode::kProtocol);
+}
+
+TEST_CASE("oversized strings and counts are rejected before allocating") {
+  Limits l;
+  Register r;
+  r.name = std::string(l.max_name_bytes + 1, 'x');
+  Register out;
+  Status st = Decode(Encode(r), l, &out);
+  CHECK(st.code() == StatusCode::kProtocol);
+  CHECK(st.message().find("name") != std::string::npos);
+
+  // A slot reply that claims 1000 placements but carries none.
+  Writer w;
+  w.I64(1);
+  w.U64(100);
+  w.U32(1000);
+  SlotReply s;
+  CHECK(Decode(w.Take(), l, &s).code() == StatusCode::kProtocol);
+  // A count over the limit.
+  Writer w2;
+  w2.I64(1);
+  w2.U64(100);
+  w2.U32(l.max_buffers + 1);
+  CHECK(Decode(w2.Take(), l, &s).code() == StatusCode::kProtocol);
+  // A placement outside the file (offset + size overflows).
+  SlotReply bad;
+  bad.file_size = 100;
+  bad.staged = {{0, 50, ~0ull}};
+  CHECK(Decode(Encode(bad), l, &s).code() == StatusCode::kProtocol);
+}
+
+TEST_CASE("frame headers are validated") {
+  Limits l;
+  FrameHeader h;
+  h.type = MessageType::kHello;
+  h.payload_length = 3;
+  auto ok = Framed(h, {1, 2, 3});
+  REQUIRE(DecodeHeader(ok.data(), ok.size(), 3, l).ok());
+
+  auto bad = ok;
+  bad[0] ^= 1;
+  CHECK(DecodeHeader(bad.data(), bad.size(), 3, l).status().message().find("magic") !=
+        std::string::npos);
+  FrameHeader v = h;
+  v.version = 2;
+  auto vb = Framed(v, {1, 2, 3});
+  CHECK(DecodeHeader(vb.data(), vb.size(), 3, l).status().message().find("version") !=
+        std::string::npos);
+  FrameHeader t = h;
+  t.type = static_cast<MessageType>(999);
+  auto tb = Framed(t, {1, 2, 3});
+  CHECK(DecodeHeader(tb.data(), tb.size(), 3, l).status().code() == StatusCode::kProtocol);
+  FrameHeader f = h;
+  f.flags = 1;
+  auto fb = Framed(f, {1, 2, 3});
+  CHECK(DecodeHeader(fb.data(), fb.size(), 3, l).status().code() == StatusCode::kProtocol);
+  CHECK(DecodeHeader(ok.data(), 10, 0, l).status().message().find("truncated") !=
+        std::string::npos);
+  CHECK(DecodeHeader(ok.data(), ok.size(), 2, l).status().code() == StatusCode::kProtocol);
+  FrameHeader big = h;
+  big.payload_length = l.max_payload_bytes + 1;
+  auto bb = Framed(big, {});
+  CHECK(DecodeHeader(bb.data(), bb.size(), big.payload_length, l).status().message().find(
+            "exceeds") != std::string::npos);
+}
+
+TEST_CASE("random bytes never crash any decoder") {
+  std::mt19937_64 rng(12345);
+  Limits l;
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<uint8_t> p(rng() % 64);
+    for (auto& b : p) b = static_cast<uint8_t>(rng());
+    Hello a;
+    Register b;
+    SlotReply c;
+    ErrorReply d;
+    QueryCommittedReply e;
+    (void)Decode(p, l, &a);
+    (void)Decode(p, l, &b);
+    (void)Decode(p, l, &c);
+    (void)Decode(p, l, &d);
+    (void)Decode(p, l, &e);
+    (void)DecodeHeader(p.data(), p.size(), 0, l);
+  }
+  SUCCEED();
+}
+
+TEST_CASE("protection strings follow the DESIGN grammar") {
+  CHECK(ParseProtection("none")->none());
+  auto p = ParseProtection("arc2+aec+rs1");
+  REQUIRE(p.ok());
+  CHECK(p->arc == 2);
+  CHECK(p->aec);
+  CHECK(p->rs == 1);
+  CHECK(p->ToString() == "arc2+aec+rs1");
+  for (const char* bad : {"", "arc", "arc0", "arc17", "aec+aec", "none+aec", "raid5", "arc1+",
+                          "+aec", "rsx"}) {
+    INFO(bad);
+    CHECK(ParseProtection(bad).status().code() == StatusCode::kInvalidArgument);
+  }
+}

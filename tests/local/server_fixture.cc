@@ -1,0 +1,31 @@
+#include "server_fixture.h"
+
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+namespace reft::testing {
+
+ServerFixture::ServerFixture(local::LocalServerOptions options) {
+  ::chmod(dir.path().c_str(), 0755);  // the disallowed-uid test connects as nobody
+  socket = dir.path() + "/reftd.sock";
+  store::StoreOptions so;
+  so.shm_dir = dir.path() + "/shm";
+  so.chunk_size = 64 * 1024;
+  so.prefault = false;
+  auto s = store::SnapshotStore::Open(so);
+  REQUIRE(s.ok());
+  store = std::move(*s);
+  coordinator = std::make_unique<local::SingleNodeCommitCoordinator>(store.get());
+  options.socket_path = socket;
+  auto srv = local::LocalServer::Create(options, store.get(), coordinator.get());
+  REQUIRE(srv.ok());
+  server = std::move(*srv);
+  Status st = server->Start();
+  INFO(st.ToString());
+  REQUIRE(st.ok());
+}
+
+ServerFixture::~ServerFixture() { server->Stop(); }
+
+}  // namespace reft::testing

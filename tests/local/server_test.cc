@@ -1,0 +1,373 @@
+// LocalServer + libreft against a real store: round trips, commit, bad input, dead clients.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "reft/client.h"
+#include "reft/kernels/emulated.h"
+#include "reft/local_proto/messages.h"
+#include "reft/local_proto/socket.h"
+#include "server_fixture.h"
+
+using namespace reft;
+using reft::testing::RandomBytes;
+using reft::testing::ServerFixture;
+
+namespace {
+
+ClientOptions Opts(const ServerFixture& f, int dp = 0, int world_dp = 1) {
+  ClientOptions o;
+  o.socket_path = f.socket;
+  o.job = "job1";
+  o.dp = dp;
+  o.layout.dp = world_dp;
+  return o;
+}
+
+std::unique_ptr<Client> Connect(const ClientOptions& o) {
+  auto c = Client::Connect(o);
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  return std::move(*c);
+}
+
+template <typename Pred>
+bool Eventually(Pred p, int ms = 5000) {
+  for (int i = 0; i < ms; ++i) {
+    if (p()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return p();
+}
+
+}  // namespace
+
+TEST_CASE("staged buffers of odd sizes and offsets round-trip bit-exactly") {
+  ServerFixture f;
+  uint64_t seed = reft::testing::TestSeed(7);
+  INFO("seed " << seed);
+  const std::vector<size_t> sizes = {1, 3, 4097, (1u << 20) + 13};
+  std::vector<std::vector<uint8_t>> backing;
+  std::vector<std::vector<uint8_t>> want;
+  auto c = Connect(Opts(f));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    backing.push_back(RandomBytes(sizes[i] + 7, seed + i));  // buffer starts at odd offset 7
+    want.emplace_back(backing[i].begin() + 7, backing[i].end());
+    REQUIRE(c->Register("buf" + std::to_string(i), backing[i].data() + 7, sizes[i]).ok());
+  }
+  REQUIRE(c->Restore().ok());  // nothing yet
+  CHECK_FALSE(c->Restore()->has_value());
+  REQUIRE(c->Snapshot(1).ok());
+  REQUIRE(c->Fence().ok());
+  auto committed = c->WaitCommitted(1, std::chrono::seconds(10));
+  REQUIRE(committed.ok());
+  CHECK(*committed);
+  for (auto& b : backing) std::memset(b.data() + 7, 0xEE, b.size() - 7);
+  auto step = c->Restore();
+  REQUIRE(step.ok());
+  REQUIRE(step->has_value());
+  CHECK(**step == 1);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    CHECK(std::memcmp(backing[i].data() + 7, want[i].data(), sizes[i]) == 0);
+    CHECK(backing[i][6] == RandomBytes(7, seed + i)[6]);  // bytes before the buffer untouched
+  }
+  // A second session (the trainer restarted) restores the same step.
+  REQUIRE(c->Close().ok());
+  std::vector<uint8_t> fresh(sizes[3], 0);
+  auto c2 = Connect(Opts(f));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    REQUIRE(c2->Register("buf" + std::to_string(i), backing[i].data() + 7, sizes[i]).ok());
+    std::memset(backing[i].data() + 7, 0, sizes[i]);
+  }
+  auto s2 = c2->Restore();
+  REQUIRE(s2.ok());
+  CHECK(s2->value_or(-1) == 1);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    CHECK(std::memcmp(backing[i].data() + 7, want[i].data(), sizes[i]) == 0);
+  }
+}
+
+TEST_CASE("a step commits only when every rank of the job completed it") {
+  ServerFixture f;
+  std::vector<uint8_t> a = RandomBytes(5000, 1), b = RandomBytes(5000, 2);
+  auto c0 = Connect(Opts(f, 0, 2));
+  auto c1 = Connect(Opts(f, 1, 2));
+  REQUIRE(c0->Register("p", a.data(), a.size()).ok());
+  REQUIRE(c1->Register("p", b.data(), b.size()).ok());
+  REQUIRE(c0->Snapshot(3).ok());
+  REQUIRE(c0->Fence().ok());
+  auto w = c0->WaitCommitted(3, std::chrono::milliseconds(100));
+  REQUIRE(w.ok());
+  CHECK_FALSE(*w);
+  REQUIRE(c1->Snapshot(3).ok());
+  REQUIRE(c1->Fence().ok());
+  CHECK(c0->WaitCommitted(3, std::chrono::seconds(10)).ValueOr(false));
+  CHECK(c1->WaitCommitted(3, std::chrono::seconds(10)).ValueOr(false));
+  // A rank outside the layout, or a different layout, is refused.
+  auto bad = Client::Connect(Opts(f, 2, 2));
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  auto other = Client::Connect(Opts(f, 0, 4));
+  CHECK(other.status().code() == StatusCode::kInvalidArgument);
+  CHECK(other.status().message().find("layout") != std::string::npos);
+}
+
+TEST_CASE("bad client arguments get clear errors") {
+  ServerFixture f;
+  ClientOptions o = Opts(f);
+  o.protection = "raid5";
+  CHECK(Client::Connect(o).status().code() == StatusCode::kInvalidArgument);
+  o = Opts(f);
+  o.job = "bad/job";
+  CHECK(Client::Connect(o).status().code() == StatusCode::kInvalidArgument);
+  o = Opts(f);
+  o.socket_path = f.dir.path() + "/nobody.sock";
+  CHECK(Client::Connect(o).status().code() == StatusCode::kUnavailable);
+  auto c = Connect(Opts(f));
+  std::vector<uint8_t> x(10);
+  REQUIRE(c->Register("x", x.data(), x.size()).ok());
+  CHECK(c->Register("x", x.data(), x.size()).code() == StatusCode::kAlreadyExists);
+  CHECK(c->Register(std::string(200, 'n'), x.data(), x.size()).code() ==
+        StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("malformed, truncated and oversized frames are rejected and the server keeps serving") {
+  ServerFixture f;
+  using namespace reft::local_proto;
+  auto sock = ConnectSeqpacket(f.socket);
+  REQUIRE(sock.ok());
+  int fd = sock->get();
+  Limits l;
+  auto expect_error = [&](const char* what) {
+    auto r = RecvFrame(fd, l, 5000);
+    INFO(what << ": " << r.status().ToString());
+    REQUIRE(r.ok());
+    REQUIRE(r->header.type == MessageType::kError);
+    ErrorReply e;
+    REQUIRE(Decode(r->payload, l, &e).ok());
+    CHECK(e.code == static_cast<uint32_t>(StatusCode::kProtocol));
+  };
+  // Garbage shorter than a header.
+  uint8_t junk[5] = {1, 2, 3, 4, 5};
+  REQUIRE(::send(fd, junk, sizeof(junk), 0) == 5);
+  expect_error("truncated header");
+  // Valid header, lying payload length.
+  std::vector<uint8_t> frame(kFrameHeaderSize + 4);
+  FrameHeader h;
+  h.type = MessageType::kHello;
+  h.payload_length = 100;
+  EncodeHeader(h, frame.data());
+  REQUIRE(::send(fd, frame.data(), frame.size(), 0) > 0);
+  expect_error("lying length");
+  // Bad magic.
+  h.payload_length = 4;
+  EncodeHeader(h, frame.data());
+  frame[0] ^= 0xff;
+  REQUIRE(::send(fd, frame.data(), frame.size(), 0) > 0);
+  expect_error("bad magic");
+  // Oversized frame.
+  std::vector<uint8_t> big(kFrameHeaderSize + l.max_payload_bytes + 100, 0);
+  h.payload_length = static_cast<uint32_t>(big.size() - kFrameHeaderSize);
+  EncodeHeader(h, big.data());
+  REQUIRE(::send(fd, big.data(), big.size(), 0) > 0);
+  expect_error("oversized");
+  // Well-framed hello whose payload is truncated.
+  Hello hello;
+  hello.job = "job1";
+  auto p = Encode(hello);
+  p.resize(p.size() - 3);
+  REQUIRE(SendFrame(fd, MessageType::kHello, 9, p).ok());
+  expect_error("truncated payload");
+  // Register before hello.
+  REQUIRE(SendFrame(fd, MessageType::kRegister, 10, Encode(Register{})).ok());
+  expect_error("out of order");
+  // The same connection still works with a good hello, and so do new clients.
+  hello.protection = "none";
+  REQUIRE(SendFrame(fd, MessageType::kHello, 11, Encode(hello)).ok());
+  auto r = RecvFrame(fd, l, 5000);
+  REQUIRE(r.ok());
+  CHECK(r->header.type == MessageType::kHelloReply);
+  CHECK(r->header.request_id == 11);
+  CHECK(f.server->Stats().rejected_frames >= 6);
+  std::vector<uint8_t> x = RandomBytes(999, 3);
+  auto c = Connect(Opts(f));
+  REQUIRE(c->Register("x", x.data(), x.size()).ok());
+  REQUIRE(c->Snapshot(1).ok());
+  REQUIRE(c->Fence().ok());
+
+  // A client that keeps sending garbage is disconnected; the server survives.
+  auto s2 = ConnectSeqpacket(f.socket);
+  REQUIRE(s2.ok());
+  for (int i = 0; i < 20; ++i) (void)::send(s2->get(), junk, sizeof(junk), MSG_NOSIGNAL);
+  CHECK(Eventually([&] { return f.server->Sessions().size() == 2; }));
+}
+
+TEST_CASE("a peer whose uid is not allowed is refused") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot setuid to test a foreign uid");
+    return;
+  }
+  local::LocalServerOptions o;
+  o.socket_mode = 0666;  // the file mode lets nobody connect; SO_PEERCRED must refuse it
+  ServerFixture f(o);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    auto c = Client::Connect(Opts(f));
+    if (c.ok()) ::_exit(1);
+    ::_exit(c.status().code() == StatusCode::kPermissionDenied ? 0 : 2);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(f.server->Stats().rejected_peers == 1);
+  // And the server keeps serving allowed peers.
+  std::vector<uint8_t> x(10, 1);
+  auto c = Connect(Opts(f));
+  REQUIRE(c->Register("x", x.data(), x.size()).ok());
+}
+
+TEST_CASE("a client SIGKILLed mid-snapshot leaves the committed step intact") {
+  ServerFixture f;
+  const size_t n = (4u << 20) + 5;
+  std::vector<uint8_t> v1 = RandomBytes(n, 11);
+  {
+    auto c = Connect(Opts(f));
+    std::vector<uint8_t> buf = v1;
+    REQUIRE(c->Register("state", buf.data(), n).ok());
+    REQUIRE(c->Snapshot(1).ok());
+    REQUIRE(c->Fence().ok());
+    REQUIRE(c->WaitCommitted(1, std::chrono::seconds(10)).ValueOr(false));
+  }
+  // The child begins step 2 by hand, writes half of it into the slot and is killed.
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    using namespace reft::local_proto;
+    Limits l;
+    auto s = ConnectSeqpacket(f.socket);
+    if (!s.ok()) ::_exit(1);
+    Hello h;
+    h.job = "job1";
+    if (!SendFrame(s->get(), MessageType::kHello, 1, Encode(h)).ok()) ::_exit(1);
+    if (!RecvFrame(s->get(), l, 5000).ok()) ::_exit(1);
+    Register r;
+    r.name = "state";
+    r.size = n;
+    if (!SendFrame(s->get(), MessageType::kRegister, 2, Encode(r)).ok()) ::_exit(1);
+    if (!RecvFrame(s->get(), l, 5000).ok()) ::_exit(1);
+    if (!SendFrame(s->get(), MessageType::kSnapshotBegin, 3, Encode(StepMessage{2})).ok()) ::_exit(1);
+    auto reply = RecvFrame(s->get(), l, 5000);
+    if (!reply.ok() || reply->header.type != MessageType::kSnapshotBeginReply) ::_exit(1);
+    SlotReply slot;
+    if (!Decode(reply->payload, l, &slot).ok() || reply->fds.size() != 1) ::_exit(1);
+    void* p = ::mmap(nullptr, slot.file_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     reply->fds[0].get(), 0);
+    if (p == MAP_FAILED) ::_exit(1);
+    std::memset(static_cast<uint8_t*>(p) + slot.staged[0].file_offset, 0x5A, n / 2);
+    char one = 1;
+    (void)!::write(ready[1], &one, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char byte = 0;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  // The server notices the hang-up and discards the partial slot.
+  CHECK(Eventually([&] { return f.server->Sessions().empty(); }));
+  CHECK(Eventually([&] {
+    for (const auto& s : f.store->List("job1")) {
+      if (s.state == store::SlotState::kWriting) return false;
+    }
+    return true;
+  }));
+  for (const auto& s : f.store->List("job1")) CHECK(s.step != 2);
+  auto c = Connect(Opts(f));
+  std::vector<uint8_t> out(n, 0);
+  REQUIRE(c->Register("state", out.data(), n).ok());
+  auto step = c->Restore();
+  REQUIRE(step.ok());
+  CHECK(step->value_or(-1) == 1);
+  CHECK(out == v1);
+  // Snapshots continue normally afterwards.
+  out[0] ^= 1;
+  REQUIRE(c->Snapshot(2).ok());
+  REQUIRE(c->Fence().ok());
+  CHECK(c->WaitCommitted(2, std::chrono::seconds(10)).ValueOr(false));
+}
+
+TEST_CASE("a corrupted slot is refused with an error naming the region and chunk") {
+  ServerFixture f;
+  std::vector<uint8_t> a = RandomBytes(300000, 5), b = RandomBytes(1000, 6);
+  auto c = Connect(Opts(f));
+  REQUIRE(c->Register("a", a.data(), a.size()).ok());
+  REQUIRE(c->Register("b", b.data(), b.size()).ok());
+  REQUIRE(c->Snapshot(1).ok());
+  REQUIRE(c->Fence().ok());
+  REQUIRE(c->WaitCommitted(1, std::chrono::seconds(10)).ValueOr(false));
+  store::RankKey rank{"job1", 0, 0, 0};
+  auto slot = f.store->Get(rank, 1);
+  REQUIRE(slot.ok());
+  size_t region = *(*slot)->FindRegion("a");
+  uint64_t off = (*slot)->region_file_offset(region) + 200000;  // chunk 3 of 64 KiB
+  int fd = ::open((*slot)->info().path.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  uint8_t byte = 0;
+  REQUIRE(::pread(fd, &byte, 1, off) == 1);
+  byte ^= 0x01;
+  REQUIRE(::pwrite(fd, &byte, 1, off) == 1);
+  ::close(fd);
+  auto r = c->Restore();
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kCorrupted);
+  INFO(r.status().message());
+  CHECK(r.status().message().find("region 'a' chunk 3") != std::string::npos);
+}
+
+TEST_CASE("emulated device buffers are pulled by the daemon and round-trip bit-exactly") {
+  ServerFixture f;
+  const uint64_t alloc_size = (2u << 20) + 4096;
+  auto alloc = kernels::EmulatedAllocation::Create(alloc_size);
+  REQUIRE(alloc.ok());
+  auto* base = static_cast<uint8_t*>((*alloc)->data());
+  std::vector<uint8_t> pattern = RandomBytes(alloc_size, 21);
+  std::memcpy(base, pattern.data(), alloc_size);
+  std::vector<uint8_t> host = RandomBytes(777, 22);
+  const std::vector<uint8_t> host_want = host;
+  auto c = Connect(Opts(f));
+  BufferOptions dev;
+  dev.memory = MemoryLocation::kEmulated;
+  // Two buffers inside one allocation at odd offsets: the daemon imports it once.
+  REQUIRE(c->Register("w1", base + 13, 1000001, dev).ok());
+  REQUIRE(c->Register("w2", base + 1000014 + 3, 65537, dev).ok());
+  REQUIRE(c->Register("host", host.data(), host.size()).ok());
+  REQUIRE(c->Snapshot(4).ok());
+  REQUIRE(c->Fence().ok());
+  REQUIRE(c->WaitCommitted(4, std::chrono::seconds(10)).ValueOr(false));
+  std::memset(base, 0, alloc_size);
+  std::memset(host.data(), 0, host.size());
+  auto step = c->Restore();
+  INFO(step.status().ToString());
+  REQUIRE(step.ok());
+  CHECK(step->value_or(-1) == 4);
+  CHECK(std::memcmp(base + 13, pattern.data() + 13, 1000001) == 0);
+  CHECK(std::memcmp(base + 1000017, pattern.data() + 1000017, 65537) == 0);
+  CHECK(base[12] == 0);  // outside the registered ranges nothing is written
+  CHECK(host == host_want);
+}
