@@ -14,7 +14,7 @@
 namespace reft::protect {
 namespace {
 
-/// Largest segment; also the size of the shared zero block standing in for padding.
+/// Size of the shared zero block standing in for padding (bounds segments that read padding).
 constexpr uint64_t kMaxSegment = 1 << 20;
 
 const uint8_t* ZeroBlock() {
@@ -66,11 +66,13 @@ Status ForSegments(const ShardReader& rd, const std::vector<std::pair<int, uint6
                    uint64_t len, Fn fn) {
   std::vector<const uint8_t*> ptrs(srcs.size());
   for (uint64_t off = 0; off < len;) {
-    uint64_t seg = std::min(kMaxSegment, len - off);
+    uint64_t seg = len - off;
     for (size_t i = 0; i < srcs.size(); ++i) {
       auto [p, run] = rd.Locate(srcs[i].first, srcs[i].second + off);
       ptrs[i] = p;
       seg = std::min(seg, run);
+      // Padding is read from the shared zero block, which bounds the segment.
+      if (p == nullptr) seg = std::min(seg, kMaxSegment);
     }
     REFT_RETURN_NOT_OK(fn(off, seg, ptrs));
     off += seg;
