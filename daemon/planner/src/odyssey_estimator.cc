@@ -128,7 +128,7 @@ Result<std::vector<int>> SplitLayers(const ModelProfile& m, int S, int nb, const
   std::vector<int> counts(S, base);
   long combos = 1;
   for (int k = 0; k < rem; ++k) combos = combos * (S - k) / (k + 1);
-  if (combos <= 2048) {
+  if (combos <= 256) {
     std::function<void(int, int)> rec = [&](int from, int left) {
       if (left == 0) { consider(counts); return; }
       for (int i = from; i <= S - left; ++i) {

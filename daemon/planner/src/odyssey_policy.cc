@@ -177,6 +177,8 @@ Result<PolicyRun> SimulatePolicy(const ModelProfile& m, const PolicySimConfig& c
   so.micro_batches = c.micro_batches;
   so.device_memory = c.device_memory;
   so.edge_latency = c.edge_latency;
+  so.min_pp = c.min_pp;
+  so.max_pp = c.max_pp ? c.max_pp : 2 * c.pp;
   // Failure trace: independent exponential lifetimes per unit; the same seed gives every policy
   // the same trace.
   std::mt19937_64 rng(seed);

@@ -161,6 +161,8 @@ struct PolicySimConfig {
   double snapshot_load_ms = 5000;           ///< load REFT in-memory snapshots
   double edge_latency = 0;
   uint64_t device_memory = 0;
+  int min_pp = 1;               ///< R_pp of the re-planning search
+  int max_pp = 0;               ///< 0 = 2·pp
 };
 struct PolicyRun {
   double samples = 0;
