@@ -11,9 +11,25 @@ Result<local_proto::Frame> Channel::Call(MessageType type, const std::vector<uin
   std::lock_guard<std::mutex> lock(mu_);
   if (!sock_.valid()) return Status::Unavailable("client is closed");
   const uint32_t id = next_id_++;
-  REFT_RETURN_NOT_OK(local_proto::SendFrame(sock_.get(), type, id, payload, fds));
+  Status sent = local_proto::SendFrame(sock_.get(), type, id, payload, fds);
+  if (!sent.ok()) {
+    // The daemon may have refused us and hung up (e.g. PermissionDenied at accept): its error
+    // frame is still queued on our side and says more than "connection closed".
+    auto pending = local_proto::RecvFrame(sock_.get(), limits_, 100);
+    if (pending.ok() && pending->header.type == MessageType::kError) {
+      local_proto::ErrorReply e;
+      if (local_proto::Decode(pending->payload, limits_, &e).ok()) return local_proto::ToStatus(e);
+    }
+    return sent;
+  }
   for (;;) {
     auto frame = local_proto::RecvFrame(sock_.get(), limits_, timeout_ms_);
+    if (!frame.ok() && frame.status().code() == StatusCode::kUnavailable) {
+      // A reset is reported before frames still queued (Linux returns sk_err first): the
+      // daemon's error reply may be right behind it.
+      auto queued = local_proto::RecvFrame(sock_.get(), limits_, 0);
+      if (queued.ok()) frame = std::move(queued);
+    }
     if (!frame.ok()) {
       if (frame.status().code() == StatusCode::kUnavailable) {
         return Status::Unavailable("reftd closed the connection (daemon stopped or restarted)");
