@@ -17,6 +17,13 @@
 namespace reft::store::internal {
 namespace {
 std::string StepStr(int64_t step) { return "step " + std::to_string(step); }
+bool RecordsBlank(const reft_segment_header* h) {
+  const auto* b = reinterpret_cast<const uint8_t*>(h->records);
+  for (size_t i = 0; i < sizeof h->records; ++i) {
+    if (b[i] != 0) return false;
+  }
+  return true;
+}
 }  // namespace
 }  // namespace reft::store::internal
 
@@ -49,7 +56,10 @@ Status ValidateOptions(const StoreOptions& o) {
 /// a real directory (no symlink), owned by us, not writable by group or others (otherwise
 /// someone else could plant or swap segment files).
 Status PrepareDir(const std::string& dir, mode_t mode) {
-  if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
+  if (::mkdir(dir.c_str(), mode) == 0) {
+    // mkdir applies the umask; the operator's group setting must hold whatever it is.
+    if (::chmod(dir.c_str(), mode) != 0) return Status::FromErrno(errno, "chmod shm_dir " + dir);
+  } else if (errno != EEXIST) {
     return Status::FromErrno(errno, "creating shm_dir " + dir);
   }
   struct stat st {};
@@ -129,6 +139,7 @@ Status StoreImpl::Adopt(AdoptionReport* report) {
   std::vector<ChunkRef> chunks;
   std::vector<uint64_t> expected;
   std::vector<size_t> owner;  // chunk -> candidate
+  std::vector<size_t> first_chunk(found.size(), 0);
   for (size_t i = 0; i < found.size(); ++i) {
     Candidate& c = found[i];
     auto f = SegmentFile::Open(c.path);
@@ -146,6 +157,15 @@ Status StoreImpl::Adopt(AdoptionReport* report) {
     }
     auto p = ParseSegment(c.file->data(), c.file->size());
     if (!p.ok()) {
+      const auto* h = reinterpret_cast<const reft_segment_header*>(c.file->data());
+      if (c.file->size() >= sizeof(reft_segment_header) && RecordsBlank(h)) {
+        // No state was ever published in it: the creation was interrupted mid-layout.
+        c.file.reset();
+        ::unlink(c.path.c_str());
+        report->discarded_partial.push_back(c.path + ": never published (" +
+                                            p.status().message() + "), removed");
+        continue;
+      }
       c.bad = p.status().message();
       continue;
     }
@@ -163,6 +183,7 @@ Status StoreImpl::Adopt(AdoptionReport* report) {
         continue;
       }
       auto list = ListChunks(c.file->data(), g);
+      first_chunk[i] = chunks.size();
       const auto* table = reinterpret_cast<const uint64_t*>(c.file->data() + g.chunk_table_offset);
       for (size_t k = 0; k < list.size(); ++k) {
         chunks.push_back(list[k]);
@@ -178,7 +199,7 @@ Status StoreImpl::Adopt(AdoptionReport* report) {
     Candidate& c = found[owner[k]];
     if (actual[k] != expected[k] && c.bad.empty()) {
       c.bad = StepStr(c.parsed.record.step) + " (" + SlotStateName(c.parsed.record.state) +
-              ") fails the checksum of payload chunk " + std::to_string(k);
+              ") fails the checksum of payload chunk " + std::to_string(k - first_chunk[owner[k]]);
     }
   }
   // 3. Index.

@@ -136,20 +136,25 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
     return Status::InvalidArgument(StepStr(step) + " of " + rank.ToString() +
                                    " is not newer than its committed " + StepStr(*newest));
   }
+  std::shared_ptr<Slot> slot;
   for (auto& [i, s] : rs->slots) {
     if (s->removed || s->state() == SlotState::kFree || s->step() != step) continue;
-    if (s->state() == SlotState::kWriting) {
+    if (s->state() == SlotState::kWriting || s->busy) {
       return Status::Busy(StepStr(step) + " of " + rank.ToString() + " is already being written");
     }
-    return Status::AlreadyExists(StepStr(step) + " of " + rank.ToString() + " is already " +
-                                 SlotStateName(s->state()));
+    // A complete but uncommitted snapshot of the same step (a trainer restarted from the
+    // previous commit and redoes the step): it is replaced in place.
+    if (s->referenced()) {
+      return Status::Busy(StepStr(step) + " of " + rank.ToString() +
+                          " is complete and being read; cannot rewrite it now");
+    }
+    slot = s;
   }
   const std::vector<RegionSpec> layout = rs->layout;
   const Geometry g = ComputeGeometry(layout, options_.chunk_size);
 
   // Pick the slot: a free one (preferably with a reusable segment nobody maps), else a new
   // index, else the oldest complete-but-uncommitted one. Never a committed or writing slot.
-  std::shared_ptr<Slot> slot;
   auto score = [&](const Slot& s) {
     int v = 0;
     if (s.file && s.file->size() == g.segment_bytes) v += 2;
@@ -157,6 +162,7 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
     return v;
   };
   for (auto& [i, s] : rs->slots) {
+    if (slot && slot->state() == SlotState::kComplete) break;  // same step, replaced
     if (s->busy || s->removed || s->state() != SlotState::kFree) continue;
     if (!slot || score(*s) > score(*slot)) slot = s;
   }

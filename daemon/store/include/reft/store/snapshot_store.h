@@ -123,11 +123,15 @@ class SnapshotStore {
   /// ones are kept until a newer step commits. Idempotent for the same layout.
   virtual Status ConfigureRank(const RankKey& rank, const std::vector<RegionSpec>& layout) = 0;
 
-  /// \brief Takes a slot for writing `step`: a free slot, else the oldest complete (uncommitted)
-  /// one, never a committed one (the newest committed is never overwritten). Creates the
-  /// segment if needed. OutOfMemory (nothing evicted) when it does not fit the memory limit;
-  /// Busy when every slot is committed or writing; InvalidArgument if `step` is not newer than
-  /// the newest committed step.
+  /// \brief Takes a slot for writing `step`: the slot of a complete (uncommitted) snapshot of
+  /// the same step if there is one (a restarted trainer redoing the step replaces it), else a
+  /// free slot (re-using its pre-faulted segment when the size matches), else a new slot while
+  /// fewer than slots_per_rank exist, else the oldest complete (uncommitted) one; never a
+  /// committed one (the newest committed is never overwritten). Creates the segment if needed.
+  /// OutOfMemory (nothing evicted; only free segments of any rank are reclaimed) when it does
+  /// not fit the memory limit; Busy when every slot is committed, writing or being read;
+  /// InvalidArgument if `step` is not newer than the newest committed step; NotFound if the
+  /// rank has no layout (neither configured nor adopted).
   virtual Result<std::shared_ptr<SlotRef>> BeginWrite(const RankKey& rank, int64_t step) = 0;
 
   /// \brief Checksums every chunk and marks the slot complete (durably in its header).
