@@ -38,10 +38,10 @@ def test_bytearray_numpy_torch_round_trip(daemon):
     ten = torch.randn(33, 7, dtype=torch.float64)
     want = (bytes(ba), arr.copy(), ten.clone())
     with client(daemon) as c:
-        assert c.restore() is None
         c.register("ba", ba)
         c.register("arr", arr, kind="unique", layer=3)
         c.register("ten", ten, layer=0)
+        assert c.restore() is None
         c.snapshot(5)
         c.fence()
         assert c.wait_committed(5, timeout=10) is True
@@ -109,12 +109,14 @@ def test_torch_module_and_optimizer_round_trip(daemon):
                      for k, v in opt.state_dict()["state"].items()}
         for _ in range(3):
             train_step()
-        assert c.restore() == 1
+        assert ck.restore() == 1
         for k, v in model.state_dict().items():
             assert torch.equal(v, saved_model[k]), k
         for k, v in opt.state_dict()["state"].items():
             assert torch.equal(v["exp_avg"], saved_opt[k][0])
             assert torch.equal(v["exp_avg_sq"], saved_opt[k][1])
+        # Training continues from the restored state.
+        train_step()
 
 
 def test_gil_released_while_waiting(daemon):
