@@ -82,7 +82,8 @@ struct RegisteredBuffer {
 
 }  // namespace
 
-struct Client::Impl {
+// Hidden: the version script exports reft::Client*, which would otherwise match Impl too.
+struct __attribute__((visibility("hidden"))) Client::Impl {
   ClientOptions options;
   std::unique_ptr<client::Channel> channel;
   uint64_t session_id = 0;
