@@ -18,6 +18,21 @@ int ExecutionPlan::nodes() const {
 
 double SymmetricStepTime(int n_pp, int n_m, double tf, double tb) { return (n_pp + n_m - 1) * (tf + tb); }
 
+double AnalyticStepTime(const PipelineSpec& p) {
+  const int S = static_cast<int>(p.forward.size());
+  double t1 = 0, slow = -1, lat = 0;
+  int kstar = 0;
+  for (int i = 0; i < S; ++i) {
+    const double c = p.forward[i] + p.backward[i];
+    t1 += c;
+    if (c > slow + 1e-12) { slow = c; kstar = i; }
+  }
+  double t3 = 0;
+  for (int i = kstar; i < S; ++i) t3 += p.forward[i] + p.backward[i];
+  for (double l : p.edge_latency) lat += 2 * l;  // activations down, gradients up, once each
+  return t1 + (p.micro_batches - S + kstar - 1) * slow + t3 + lat;
+}
+
 Result<double> ReroutedStepTimeEq13(int n_pp, int n_dp, int n_m, double tf, double tb,
                                     const std::vector<int>& failed) {
   if (static_cast<int>(failed.size()) != n_pp)

@@ -27,6 +27,10 @@ struct ExecutionPlan {
 // ---- Estimator (§3.5) --------------------------------------------------------------------
 /// eq. 9: (N_pp + N_m − 1)(T_f + T_b).
 double SymmetricStepTime(int n_pp, int n_m, double tf, double tb);
+/// Closed-form 1F1B step of one pipeline with unequal stages (eq. 9 generalised with the
+/// corrected T1/T2/T3 split): Σ(F+B) + (N − S + k* − 1)·max(F+B) + Σ_{k≥k*}(F+B), k* = slowest
+/// stage, plus the edge latencies on the fill and drain paths. Equals eq. 9 for equal stages.
+double AnalyticStepTime(const PipelineSpec& p);
 /// eq. 13 as printed (pessimistic; sum over stages); eq. 12 is the single-failure case.
 /// Error when some failed[i] >= n_dp (corrected boundary: no replica left).
 Result<double> ReroutedStepTimeEq13(int n_pp, int n_dp, int n_m, double tf, double tb,
