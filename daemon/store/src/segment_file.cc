@@ -8,6 +8,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
+#include <vector>
+#include <algorithm>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux >= 5.14
@@ -16,9 +19,30 @@
 namespace reft::store::internal {
 namespace {
 
-Status PopulateWrite(uint8_t* data, uint64_t size, int fd) {
-  if (madvise(data, size, MADV_POPULATE_WRITE) == 0) return Status::OK();
-  int err = errno;
+/// MADV_POPULATE_WRITE over [data, data+size), split across `threads` threads: page faults
+/// are CPU-bound, so two threads fault twice as fast (build-notes §2.2). Returns 0 or errno.
+int PopulateRange(uint8_t* data, uint64_t size, int threads) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t pages = size / page;
+  int n = static_cast<int>(std::min<uint64_t>(std::max(threads, 1), pages / 2048 + 1));
+  std::vector<int> errs(n, 0);
+  auto part = [&](int t) {
+    uint64_t b = pages * t / n * page, e = t + 1 == n ? size : pages * (t + 1) / n * page;
+    if (e > b && madvise(data + b, e - b, MADV_POPULATE_WRITE) != 0) errs[t] = errno;
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back(part, t);
+  part(0);
+  for (auto& th : pool) th.join();
+  for (int e : errs) {
+    if (e != 0) return e;
+  }
+  return 0;
+}
+
+Status PopulateWrite(uint8_t* data, uint64_t size, int fd, int threads) {
+  int err = PopulateRange(data, size, threads);
+  if (err == 0) return Status::OK();
   if (err != EINVAL) {
     // EFAULT/ENOMEM: a page could not be allocated (tmpfs full); touching it would SIGBUS.
     return Status::OutOfMemory(std::string("cannot allocate the segment's pages in shared memory "
@@ -37,7 +61,8 @@ Status PopulateWrite(uint8_t* data, uint64_t size, int fd) {
 }  // namespace
 
 Result<std::shared_ptr<SegmentFile>> SegmentFile::Create(const std::string& path, uint64_t size,
-                                                         mode_t mode, gid_t gid, bool prefault) {
+                                                         mode_t mode, gid_t gid, bool prefault,
+                                                         int threads) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) return Status::FromErrno(errno, "creating segment " + path);
   auto fail = [&](Status st) {
@@ -64,7 +89,7 @@ Result<std::shared_ptr<SegmentFile>> SegmentFile::Create(const std::string& path
   if (p == MAP_FAILED) return fail(Status::FromErrno(errno, "mmap " + path));
   auto* data = static_cast<uint8_t*>(p);
   if (prefault) {
-    Status st = PopulateWrite(data, size, fd);
+    Status st = PopulateWrite(data, size, fd, threads);
     if (!st.ok()) {
       ::munmap(p, size);
       return fail(st.WithContext(path));
@@ -110,7 +135,7 @@ Result<std::shared_ptr<SegmentFile>> SegmentFile::Open(const std::string& path) 
   return std::shared_ptr<SegmentFile>(new SegmentFile(fd, static_cast<uint8_t*>(p), size));
 }
 
-void SegmentFile::PrefaultExisting() const { (void)madvise(data_, size_, MADV_POPULATE_WRITE); }
+void SegmentFile::PrefaultExisting(int threads) const { (void)PopulateRange(data_, size_, threads); }
 
 SegmentFile::~SegmentFile() {
   if (data_ != nullptr) ::munmap(data_, size_);

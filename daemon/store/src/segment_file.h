@@ -21,11 +21,13 @@ class SegmentFile {
   /// \brief Creates `path` (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, exactly `mode`, group `gid`
   /// unless -1), sizes it to `size` and maps it. With `prefault` every page is allocated and
   /// mapped writable up front (MADV_POPULATE_WRITE, else fallocate + touch) so that snapshot
-  /// copies run at memory speed (build-notes §2.2: first-touch faults cap writes at ~1.3 GB/s);
+  /// copies run at memory speed (build-notes §2.2: first-touch faults cap writes at ~1.3 GB/s),
+  /// split over `threads` threads;
   /// without it the space is still reserved (fallocate) so tmpfs exhaustion is an error here,
   /// never a SIGBUS later.
   static Result<std::shared_ptr<SegmentFile>> Create(const std::string& path, uint64_t size,
-                                                     mode_t mode, gid_t gid, bool prefault);
+                                                     mode_t mode, gid_t gid, bool prefault,
+                                                     int threads);
   /// \brief Opens an existing segment for adoption: must be a regular file (no symlink),
   /// owned by this euid, with no write permission for group and no access for others.
   static Result<std::shared_ptr<SegmentFile>> Open(const std::string& path);
@@ -36,8 +38,9 @@ class SegmentFile {
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   int fd() const { return fd_; }
-  /// \brief Maps existing pages writable now (cheap for pages tmpfs already holds).
-  void PrefaultExisting() const;
+  /// \brief Maps the pages writable now, with up to `threads` threads (cheaper for pages tmpfs
+  /// already holds; done before verification so that reading faults nothing).
+  void PrefaultExisting(int threads) const;
 
  private:
   SegmentFile(int fd, uint8_t* data, uint64_t size) : fd_(fd), data_(data), size_(size) {}

@@ -176,6 +176,7 @@ Status StoreImpl::Adopt(AdoptionReport* report) {
       continue;
     }
     const ActiveRecord& r = c.parsed.record;
+    c.file->PrefaultExisting(options_.checksum_threads);  // one fault pass, before reading
     if (r.state == SlotState::kComplete || r.state == SlotState::kCommitted) {
       const Geometry& g = c.parsed.geometry;
       if (ChunkTableChecksum(c.file->data(), g) != r.chunk_table_checksum) {
@@ -222,7 +223,6 @@ Status StoreImpl::Adopt(AdoptionReport* report) {
                                           " (writing), slot freed");
       TransitionLocked(*slot, SlotState::kFree, -1, 0);
     }
-    slot->file->PrefaultExisting();
     used_ += slot->file->size();
     RankState& rs = ranks_[c.parsed.rank];
     rs.slots[slot->index] = slot;

@@ -220,7 +220,8 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
   lock.unlock();
 
   auto created = SegmentFile::Create(path, g.segment_bytes, options_.file_mode,
-                                     options_.file_group, options_.prefault);
+                                     options_.file_group, options_.prefault,
+                                     options_.checksum_threads);
   std::shared_ptr<SegmentFile> file;
   if (created.ok()) {
     file = *created;
