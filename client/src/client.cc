@@ -168,7 +168,14 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   std::vector<int> fds;
   if (options.memory != MemoryLocation::kHost) {
     auto kind = static_cast<kernels::MemoryKind>(options.memory);
+#if REFT_HAVE_DEVICE_BACKENDS
     REFT_ASSIGN_OR_RETURN(kernels::DeviceBackend * backend, kernels::GetDeviceBackend(kind));
+#else
+    (void)kind;
+    kernels::DeviceBackend* backend = nullptr;
+    return Status::Unsupported("buffer '" + name + "': this libreft was built without device "
+                               "backends; register host memory");
+#endif
     auto ex = backend->Export(data, size);
     if (!ex.ok()) return ex.status().WithContext("exporting buffer '" + name + "'");
     r.memory.device = ex->device;

@@ -192,7 +192,13 @@ Status Session::HandleRegister(Frame& f) {
                                      std::to_string(r.size) + " lies outside its allocation of " +
                                      std::to_string(r.memory.allocation_size) + " bytes");
     }
+#if REFT_HAVE_DEVICE_BACKENDS
     REFT_ASSIGN_OR_RETURN(buf.backend, kernels::GetDeviceBackend(kind));
+#else
+    return Status::Unsupported("buffer '" + r.name + "': this reftd was built without device "
+                               "backends (memory kind " + std::to_string(r.memory.memory_kind) +
+                               ")");
+#endif
     auto it = imports_.find(r.memory.allocation_id);
     if (it != imports_.end() && it->second->kind() == kind &&
         it->second->size() >= r.memory.allocation_size) {
