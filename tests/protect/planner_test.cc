@@ -67,6 +67,18 @@ TEST_CASE("Planner tolerance equals brute force over failure sets", "[protect][p
   }
 }
 
+TEST_CASE("Planner separates unique buffers' single ring copy from replicated tolerance", "[protect][planner]") {
+  ShardingInput in;
+  in.layout.dp = 5;
+  in.layout.zero_stage = 1;
+  in.scheme = *Scheme::Parse("rs3+aor");
+  in.buffers = {{"p", 1 << 16, "bf16"}, {"optim", 4096, "fp32", BufferKind::kUnique, -1, true}};
+  auto rep = *PlanProtection(in);
+  REQUIRE(rep.groups[0].node_failures == 1);
+  REQUIRE(rep.groups[0].replicated_node_failures == 3);
+  REQUIRE(rep.groups[0].first_fatal_loss.find("unique dp") != std::string::npos);
+}
+
 TEST_CASE("Planner reports arc1+aec as one failure with the fatal pair", "[protect][planner]") {
   ShardingInput in;
   in.layout.dp = 5;

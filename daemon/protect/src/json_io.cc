@@ -143,7 +143,8 @@ json ToJson(const ProtectionReport& rep, const Scheme& scheme) {
                       {"replicated_bytes", gp.replicated_bytes},
                       {"max_rank_bytes", gp.max_rank_bytes},
                       {"max_rank_redundancy_bytes", gp.max_rank_redundancy},
-                      {"node_failures", gp.node_failures}, {"exact", gp.exact},
+                      {"node_failures", gp.node_failures},
+                      {"replicated_node_failures", gp.replicated_node_failures}, {"exact", gp.exact},
                       {"first_fatal", gp.first_fatal}, {"first_fatal_loss", gp.first_fatal_loss},
                       {"failure_sets_analysed", gp.analyses}, {"formula", formula}, {"ranks", ranks}});
   }

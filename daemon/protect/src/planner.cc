@@ -26,6 +26,49 @@ bool NextCombination(std::vector<int>& idx, int n) {
 
 }  // namespace
 
+namespace {
+
+/// Enumerates node failure sets of `g` into out.node_failures / exact / first_fatal*.
+void Enumerate(const SgGeometry& g, const Scheme& scheme, const std::vector<std::string>& nodes,
+               std::map<std::string, std::vector<int>>& members_of, uint64_t max_analyses,
+               GroupProtection& out) {
+  const int n = static_cast<int>(nodes.size());
+  // Each component alone guarantees its r when members sit on distinct nodes (the tests check
+  // this exhaustively); a combination is at least the best component, and is enumerated above.
+  int start = 1;
+  if (n == g.m) {
+    int bound = std::max({scheme.arc, scheme.aec ? 1 : 0, scheme.rs});
+    if (g.total == 0) bound = n;
+    if (!g.unique.empty()) bound = std::min(bound, g.m >= 2 ? 1 : 0);
+    start = std::min(bound, n) + 1;
+  }
+  out.node_failures = start - 1;
+  for (int f = start; f <= n; ++f) {
+    std::vector<int> idx(static_cast<size_t>(f));
+    for (int i = 0; i < f; ++i) idx[i] = i;
+    do {
+      if (out.analyses >= max_analyses) {
+        out.exact = false;
+        return;
+      }
+      ++out.analyses;
+      std::vector<bool> alive(static_cast<size_t>(g.m), true);
+      for (int i : idx) {
+        for (int d : members_of[nodes[i]]) alive[d] = false;
+      }
+      auto a = AnalyzeRecovery(g, scheme, alive);
+      if (!a.ok() || !a->recoverable()) {
+        for (int i : idx) out.first_fatal.push_back(nodes[i]);
+        out.first_fatal_loss = a.ok() ? a->Describe() : a.status().ToString();
+        return;
+      }
+    } while (NextCombination(idx, n));
+    out.node_failures = f;
+  }
+}
+
+}  // namespace
+
 GroupProtection AnalyzeGroupProtection(const GroupPlan& group, const Scheme& scheme, uint64_t max_analyses) {
   const auto& g = group.geometry;
   GroupProtection out;
@@ -44,39 +87,18 @@ GroupProtection AnalyzeGroupProtection(const GroupPlan& group, const Scheme& sch
     if (members_of.find(n) == members_of.end()) nodes.push_back(n);
     members_of[n].push_back(d);
   }
-  const int n = static_cast<int>(nodes.size());
-  out.nodes = n;
-  // Each component alone guarantees its r when members sit on distinct nodes (the tests check
-  // this exhaustively); a combination is at least the best component, and is enumerated above.
-  int start = 1;
-  if (n == g.m) {
-    int bound = std::max({scheme.arc, scheme.aec ? 1 : 0, scheme.rs});
-    if (g.total == 0) bound = n;
-    if (!g.unique.empty()) bound = std::min(bound, g.m >= 2 ? 1 : 0);
-    start = std::min(bound, n) + 1;
-  }
-  out.node_failures = start - 1;
-  for (int f = start; f <= n; ++f) {
-    std::vector<int> idx(static_cast<size_t>(f));
-    for (int i = 0; i < f; ++i) idx[i] = i;
-    do {
-      if (out.analyses >= max_analyses) {
-        out.exact = false;
-        return out;
-      }
-      ++out.analyses;
-      std::vector<bool> alive(static_cast<size_t>(g.m), true);
-      for (int i : idx) {
-        for (int d : members_of[nodes[i]]) alive[d] = false;
-      }
-      auto a = AnalyzeRecovery(g, scheme, alive);
-      if (!a.ok() || !a->recoverable()) {
-        for (int i : idx) out.first_fatal.push_back(nodes[i]);
-        out.first_fatal_loss = a.ok() ? a->Describe() : a.status().ToString();
-        return out;
-      }
-    } while (NextCombination(idx, n));
-    out.node_failures = f;
+  out.nodes = static_cast<int>(nodes.size());
+  Enumerate(g, scheme, nodes, members_of, max_analyses, out);
+  out.replicated_node_failures = out.node_failures;
+  if (!g.unique.empty()) {
+    // Unique buffers have one ring copy; say separately what the replicated state survives.
+    SgGeometry rep_only = g;
+    rep_only.unique.clear();
+    GroupProtection r;
+    Enumerate(rep_only, scheme, nodes, members_of, max_analyses, r);
+    out.replicated_node_failures = r.node_failures;
+    out.exact = out.exact && r.exact;
+    out.analyses += r.analyses;
   }
   return out;
 }

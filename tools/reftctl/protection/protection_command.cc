@@ -32,7 +32,8 @@ void PrintTable(const nlohmann::json& doc) {
               << FormatBytes(g["replicated_bytes"].get<uint64_t>()) << ", max per rank "
               << FormatBytes(g["max_rank_bytes"].get<uint64_t>()) << " (redundancy "
               << FormatBytes(g["max_rank_redundancy_bytes"].get<uint64_t>()) << "), survives "
-              << g["node_failures"].get<int>() << (g["exact"].get<bool>() ? "" : " (lower bound)");
+              << g["node_failures"].get<int>() << (g["exact"].get<bool>() ? "" : " (lower bound)")
+              << " (replicated shards alone: " << g["replicated_node_failures"].get<int>() << ")";
     if (!g["first_fatal"].empty()) {
       std::cout << "; fatal e.g. {";
       bool first = true;

@@ -24,6 +24,8 @@ struct GroupProtection {
   uint64_t max_rank_redundancy = 0;  ///< largest redundancy of a member
   /// Every set of this many nodes can fail and everything of the SG is rebuilt.
   int node_failures = 0;
+  /// The same for the replicated shards alone (unique buffers have a single ring copy).
+  int replicated_node_failures = 0;
   /// True when every failure set up to node_failures + 1 was analysed; false when the
   /// enumeration budget ran out (node_failures is then a proven lower bound).
   bool exact = true;
