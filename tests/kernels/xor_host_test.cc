@@ -39,6 +39,29 @@ TEST_CASE("XorReduce matches the reference on every size and alignment", "[kerne
   }
 }
 
+TEST_CASE("XorReduce splits large inputs across threads bit-identically", "[kernels][xor]") {
+  // Above 4 MiB per thread the work is split; sizes and offsets make uneven, misaligned pieces.
+  const size_t size = (9u << 20) + 13;
+  for (size_t off : {size_t{0}, size_t{3}}) {
+    std::vector<std::vector<uint8_t>> bufs;
+    std::vector<const void*> srcs;
+    for (size_t s = 0; s < 3; ++s) {
+      bufs.push_back(reft::testing::RandomBytes(size + 8, 40 + s));
+      srcs.push_back(bufs.back().data() + off + s);  // mutually misaligned when off != 0
+    }
+    if (off == 0) {
+      for (size_t s = 0; s < 3; ++s) srcs[s] = bufs[s].data();
+    }
+    std::vector<uint8_t> want(size), got(size);
+    XorReduceRef(want.data(), srcs.data(), srcs.size(), size);
+    for (int threads : {2, 3, 8}) {
+      std::fill(got.begin(), got.end(), 0);
+      REQUIRE(XorReduce(got.data(), srcs.data(), srcs.size(), size, threads).ok());
+      REQUIRE(got == want);
+    }
+  }
+}
+
 TEST_CASE("XorReduce accumulates in place when dst aliases srcs[0]", "[kernels][xor]") {
   for (size_t size : {size_t{0}, size_t{100}, size_t{1} << 20}) {
     auto a = reft::testing::RandomBytes(size, 1);

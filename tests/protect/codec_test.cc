@@ -156,6 +156,37 @@ TEST_CASE("Unique buffers are lost only when the member and its ring predecessor
   REQUIRE(b->recoverable());
 }
 
+TEST_CASE("Encoding ignores registration order and source alignment", "[protect][codec]") {
+  const Scheme scheme = *Scheme::Parse("arc1+aec+rs2");
+  auto specs = MixedBuffers(300);
+  auto sim = MakeSim(5, scheme, specs, 64, kSeed + 300);
+  std::reverse(specs.begin(), specs.end());
+  auto g = BuildGeometry(5, specs, 64, scheme);
+  REQUIRE(g.ok());
+  // Copies of every buffer at odd addresses.
+  std::map<std::string, std::vector<uint8_t>> odd;
+  ReplicatedSource src;
+  size_t shift = 1;
+  for (const auto& [name, bytes] : sim.buffers) {
+    auto& v = odd[name];
+    v.assign(shift, 0);
+    v.insert(v.end(), bytes.begin(), bytes.end());
+    src[name] = ConstSpan{v.data() + shift, bytes.size()};
+    shift += 2;
+  }
+  for (int d = 0; d < 5; ++d) {
+    std::map<std::string, std::vector<uint8_t>> slot;
+    std::map<std::string, MutableSpan> spans;
+    for (const auto& [name, bytes] : sim.slots[static_cast<size_t>(d)]) {
+      if (name.rfind("rep/", 0) != 0) continue;
+      slot[name].assign(bytes.size(), 0xEE);
+    }
+    for (auto& [name, bytes] : slot) spans[name] = MutableSpan{bytes.data(), bytes.size()};
+    REQUIRE(EncodeMember(*g, scheme, d, src, spans, 2).ok());
+    for (const auto& [name, bytes] : slot) REQUIRE(bytes == sim.slots[static_cast<size_t>(d)].at(name));
+  }
+}
+
 TEST_CASE("Encoder rejects wrong sizes and missing buffers", "[protect][codec]") {
   const Scheme scheme = *Scheme::Parse("aec");
   auto specs = MixedBuffers(5);
