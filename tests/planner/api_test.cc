@@ -27,6 +27,9 @@ TEST_CASE("worked examples run", "[api]") {
   CHECK((*f)["candidates"].size() == 3u);
   auto o = PlanFailover(Load("failover_oobleck.json"));
   REQUIRE(o.ok());
+  CHECK_FALSE((*o)["exit_required"].get<bool>());
+  CHECK((*o)["copies"]["moves"].size() > 0u);  // the borrowed / joined nodes need layers
+  for (const auto& mv : (*o)["copies"]["moves"]) CHECK(mv["from_node"] != 7);  // never the failed node
   auto x = PlanTransferJson(Load("transfer.json"));
   REQUIRE(x.ok());
   CHECK((*x)["total_layers"] == 3);

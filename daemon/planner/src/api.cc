@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "reft/planner/odyssey.h"
 #include "reft/planner/oobleck.h"
@@ -161,15 +163,71 @@ Result<json> OobleckFailover(const json& in) {
   json ps = json::array();
   for (const auto& p : r.pipelines) ps.push_back(p.nodes);
   out["pipelines"] = ps;
-  if (!r.exit_required && s.job.global_batch > 0) {
-    oobleck::TemplatePlanner tp(s.model, s.cluster);
-    std::vector<oobleck::PipelineTemplate> ts;
-    std::vector<const oobleck::PipelineTemplate*> ptr;
-    for (const auto& p : r.pipelines) {
-      REFT_ASSIGN_OR_RETURN(auto t, tp.Plan(static_cast<int>(p.nodes.size())));
-      ts.push_back(t);
+  if (r.exit_required) return out;
+  // Layer placement: each node of a pipeline holds the layers of its template's stages on it.
+  oobleck::TemplatePlanner tp(s.model, s.cluster);
+  std::map<int, oobleck::PipelineTemplate> by_size;
+  auto tmpl = [&](int n) -> Result<const oobleck::PipelineTemplate*> {
+    auto it = by_size.find(n);
+    if (it == by_size.end()) {
+      REFT_ASSIGN_OR_RETURN(auto t, tp.Plan(n));
+      it = by_size.emplace(n, t).first;
     }
-    for (auto& t : ts) ptr.push_back(&t);
+    return &it->second;
+  };
+  auto node_layers = [](const oobleck::PipelineTemplate& t, int k) {
+    std::vector<int> v;
+    for (const auto& st : t.stages)
+      if (st.node == k)
+        for (int l = st.first_layer; l < st.last_layer; ++l) v.push_back(l);
+    return v;
+  };
+  std::map<int, std::vector<int>> holds;  // live node id -> layers it holds now
+  std::set<int> dead(failed.begin(), failed.end());
+  for (const auto& p : cur) {
+    if (p.nodes.size() < static_cast<size_t>(s.spec.n0)) continue;
+    auto t = tmpl(static_cast<int>(p.nodes.size()));
+    if (!t.ok()) continue;  // a size outside the templates: its layers are not counted as copies
+    for (size_t k = 0; k < p.nodes.size(); ++k)
+      if (!dead.count(p.nodes[k])) holds[p.nodes[k]] = node_layers(**t, static_cast<int>(k));
+  }
+  std::vector<int> ids;
+  std::vector<std::vector<int>> held, roles;
+  for (const auto& p : r.pipelines)
+    for (int id : p.nodes) {
+      ids.push_back(id);
+      held.push_back(holds.count(id) ? holds[id] : std::vector<int>{});
+    }
+  std::vector<const oobleck::PipelineTemplate*> ptr;
+  for (const auto& p : r.pipelines) {
+    REFT_ASSIGN_OR_RETURN(auto t, tmpl(static_cast<int>(p.nodes.size())));
+    ptr.push_back(t);
+    for (size_t k = 0; k < p.nodes.size(); ++k) roles.push_back(node_layers(*t, static_cast<int>(k)));
+  }
+  std::vector<uint64_t> bytes;
+  for (size_t l = 0; l < s.model.layers.size(); ++l) bytes.push_back(s.model.StateBytes(static_cast<int>(l)));
+  auto tr = odyssey::PlanTransfer(held, roles, bytes);
+  if (!tr.ok()) {
+    out["exit_required"] = true;
+    out["exit_reason"] = "a layer has no surviving copy: " + tr.status().message();
+    return out;
+  }
+  // KM chooses which live node takes which position; rewrite the pipelines accordingly.
+  std::vector<int> at(ids.size(), -1);
+  for (size_t i = 0; i < ids.size(); ++i) at[tr->position_of_node[i]] = ids[i];
+  json ps2 = json::array();
+  size_t pos = 0;
+  for (const auto& p : r.pipelines) {
+    json v = json::array();
+    for (size_t k = 0; k < p.nodes.size(); ++k) v.push_back(at[pos++]);
+    ps2.push_back(v);
+  }
+  out["pipelines"] = ps2;
+  json moves = json::array();
+  for (const auto& mv : tr->moves)
+    moves.push_back({{"layer", mv.layer}, {"from_node", ids[mv.from]}, {"to_node", ids[mv.to]}, {"bytes", mv.bytes}});
+  out["copies"] = {{"moves", moves}, {"total_bytes", tr->total_bytes}, {"max_sender_bytes", tr->max_sender_bytes}};
+  if (s.job.global_batch > 0) {
     REFT_ASSIGN_OR_RETURN(auto bp, oobleck::DistributeBatch(ptr, s.job.global_batch, s.job.micro_batch));
     out["micro_batches"] = bp.micro_batches;
     out["step_ms"] = bp.step_time;
