@@ -363,3 +363,28 @@ TEST_CASE("store: layout change keeps the committed snapshot until a newer commi
   CHECK(CheckPattern(**st->Get(rank, 2), 2));
   CHECK(st->List().size() == 1);
 }
+
+TEST_CASE("store: racing BeginWrite of the same step hands out one slot", "[store]") {
+  ShmTestDir dir;
+  auto st = OpenStore(TestOptions(dir.shm_dir()));
+  RankKey rank{"job", 0, 0, 0};
+  REQUIRE(st->ConfigureRank(rank, {{"big", 8u << 20}}).ok());
+  for (int64_t step = 1; step <= 6; ++step) {
+    std::vector<Result<std::shared_ptr<SlotRef>>> got(3, Status::Internal("unset"));
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 3; ++t) ts.emplace_back([&, t] { got[t] = st->BeginWrite(rank, step); });
+    for (auto& t : ts) t.join();
+    int ok = 0;
+    for (auto& g : got) {
+      if (g.ok()) {
+        ++ok;
+      } else {
+        CHECK(g.status().code() == StatusCode::kBusy);
+      }
+    }
+    REQUIRE(ok == 1);
+    REQUIRE(st->Seal(rank, step).ok());
+    REQUIRE(st->Commit(rank, step).ok());
+  }
+  CHECK(st->Usage().slots <= 3);
+}

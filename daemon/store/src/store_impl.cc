@@ -138,6 +138,9 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
   }
   std::shared_ptr<Slot> slot;
   for (auto& [i, s] : rs->slots) {
+    if (s->busy && s->pending_step == step) {
+      return Status::Busy(StepStr(step) + " of " + rank.ToString() + " is already being written");
+    }
     if (s->removed || s->state() == SlotState::kFree || s->step() != step) continue;
     if (s->state() == SlotState::kWriting || s->busy) {
       return Status::Busy(StepStr(step) + " of " + rank.ToString() + " is already being written");
@@ -215,6 +218,7 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
   DeleteSegmentLocked(*slot);  // unlinked; a reader still holding it keeps its mapping
   used_ += g.segment_bytes;    // reserved while the segment is created outside the lock
   slot->busy = true;
+  slot->pending_step = step;
   const std::string path = slot->path;
   const uint32_t index = slot->index;
   lock.unlock();
@@ -230,6 +234,7 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
 
   lock.lock();
   slot->busy = false;
+  slot->pending_step = -1;
   if (!created.ok() || slot->removed) {
     used_ -= g.segment_bytes;
     if (file) ::unlink(path.c_str());

@@ -24,6 +24,7 @@ struct Slot {
   Geometry geometry;
   ActiveRecord record;                ///< state in force (mirrors the header)
   bool busy = false;                  ///< being created or sealed outside the lock
+  int64_t pending_step = -1;          ///< step a busy slot is being created for
   bool removed = false;               ///< dropped while busy
 
   SlotState state() const { return record.state; }
