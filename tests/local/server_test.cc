@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -337,4 +339,45 @@ TEST_CASE("a corrupted slot is refused with an error naming the region and chunk
   CHECK(r.status().code() == StatusCode::kCorrupted);
   INFO(r.status().message());
   CHECK(r.status().message().find("region 'a' chunk 3") != std::string::npos);
+}
+
+TEST_CASE("the socket is private, a stale one is replaced, a live one is refused") {
+  ServerFixture f;
+  struct stat st{};
+  REQUIRE(::stat(f.socket.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  local::LocalServerOptions o;
+  o.socket_path = f.socket;
+  auto second = local::LocalServer::Create(o, f.store.get(), f.coordinator.get());
+  REQUIRE(second.ok());
+  CHECK((*second)->Start().code() == StatusCode::kAlreadyExists);
+  // Sessions are listed for `reftctl status`.
+  std::vector<uint8_t> x(4096, 1);
+  auto c = Connect(Opts(f));
+  REQUIRE(c->Register("x", x.data(), x.size()).ok());
+  REQUIRE(c->Snapshot(1).ok());
+  REQUIRE(c->Fence().ok());
+  REQUIRE(c->WaitCommitted(1, std::chrono::seconds(10)).ValueOr(false));
+  auto sessions = f.server->Sessions();
+  REQUIRE(sessions.size() == 1);
+  CHECK(sessions[0].pid == ::getpid());
+  CHECK(sessions[0].rank.job == "job1");
+  CHECK(sessions[0].buffers == 1);
+  CHECK(sessions[0].buffer_bytes == 4096);
+  CHECK(sessions[0].last_complete_step == 1);
+  CHECK(sessions[0].protection == "none");
+  c.reset();
+  f.server->Stop();
+  // A crashed daemon leaves its socket file behind: the next one replaces it.
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, f.socket.c_str());
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  ::close(fd);
+  auto third = local::LocalServer::Create(o, f.store.get(), f.coordinator.get());
+  REQUIRE(third.ok());
+  CHECK((*third)->Start().ok());
+  CHECK(Client::Connect(Opts(f)).ok());
+  (*third)->Stop();
 }
