@@ -6,6 +6,8 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <sstream>
+#include <vector>
 #include <string>
 
 #include "command.h"
@@ -64,23 +66,48 @@ void Run(CtlContext& ctx, const Options& opt) {
     ctx.Fail(kExitUsage, "plan protection: '" + opt.input + "' is not valid JSON");
     return;
   }
-  if (!opt.scheme.empty() && doc.is_object()) doc["scheme"] = opt.scheme;
-  auto in = protect::ShardingInputFromJson(doc);
-  if (!in.ok()) {
-    ctx.Fail(kExitUsage, "plan protection: " + in.status().message());
+  // --scheme a,b,c (or "schemes": [...] in the input) compares several configurations.
+  std::vector<std::string> schemes;
+  if (!opt.scheme.empty()) {
+    std::stringstream list(opt.scheme);
+    for (std::string one; std::getline(list, one, ',');) schemes.push_back(one);
+  } else if (doc.is_object() && doc.contains("schemes") && doc["schemes"].is_array()) {
+    for (const auto& one : doc["schemes"]) {
+      if (!one.is_string()) {
+        ctx.Fail(kExitUsage, "plan protection: schemes: every entry must be a string like \"arc1+aec\"");
+        return;
+      }
+      schemes.push_back(one.get<std::string>());
+    }
+  }
+  if (schemes.empty()) schemes.push_back(doc.is_object() ? doc.value("scheme", std::string("none")) : "none");
+  nlohmann::json plans = nlohmann::json::array();
+  for (const auto& scheme : schemes) {
+    if (doc.is_object()) doc["scheme"] = scheme;
+    auto in = protect::ShardingInputFromJson(doc);
+    if (!in.ok()) {
+      ctx.Fail(kExitUsage, "plan protection: " + in.status().message());
+      return;
+    }
+    auto rep = protect::PlanProtection(*in);
+    if (!rep.ok()) {
+      ctx.Fail(rep.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed,
+               "plan protection: " + rep.status().message());
+      return;
+    }
+    auto out = protect::ToJson(*rep, in->scheme);
+    if (!opt.ranks) {
+      for (auto& g : out["groups"]) g.erase("ranks");
+    }
+    plans.push_back(std::move(out));
+  }
+  if (plans.size() == 1) {
+    ctx.Emit(plans[0], PrintTable);
     return;
   }
-  auto rep = protect::PlanProtection(*in);
-  if (!rep.ok()) {
-    ctx.Fail(rep.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed,
-             "plan protection: " + rep.status().message());
-    return;
-  }
-  auto out = protect::ToJson(*rep, in->scheme);
-  if (!opt.ranks) {
-    for (auto& g : out["groups"]) g.erase("ranks");
-  }
-  ctx.Emit(out, PrintTable);
+  ctx.Emit(nlohmann::json{{"plans", plans}}, [](const nlohmann::json& d) {
+    for (const auto& p : d["plans"]) PrintTable(p);
+  });
 }
 
 }  // namespace
@@ -92,7 +119,8 @@ void RegisterProtectionPlanCommand(CLI::App& plan, CtlContext& ctx) {
       "per-rank slot layout and bytes, and guaranteed node failures per sharding group "
       "(input JSON: layout, scheme, buffers; see docs/protection.md)");
   cmd->add_option("-i,--input", opt->input, "input JSON file, '-' = stdin")->required();
-  cmd->add_option("--scheme", opt->scheme, "override the scheme, e.g. arc1, aec, rs2, arc1+aec");
+  cmd->add_option("--scheme", opt->scheme, "override the scheme, e.g. arc1+aec; a comma-separated list compares several "
+                  "(output {\"plans\": [...]})");
   cmd->add_flag("!--no-ranks", opt->ranks, "omit the per-rank layouts from the output");
   cmd->callback([&ctx, opt] { Run(ctx, *opt); });
 }
