@@ -1,6 +1,7 @@
 #include "reft/client.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -235,6 +236,11 @@ Status Client::Impl::RunSnapshot(int64_t step) {
 
 void Client::Impl::WorkerMain() {
   pthread_setname_np(pthread_self(), "reft-copy");
+  // SCHED_BATCH: a woken copy worker must not preempt the trainer thread that woke it (on a
+  // busy core CFS wake-up preemption would otherwise block snapshot() for a time slice).
+  // Best effort: the policy needs no privilege; if refused the worker stays SCHED_OTHER.
+  sched_param param{};
+  (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
     cv.wait(lock, [&] { return exit || job_ready; });
