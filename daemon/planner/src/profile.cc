@@ -82,9 +82,11 @@ Result<double> GetNumber(const json& j, const std::string& path, const char* key
   }
   if (!it->is_number()) return Status::InvalidArgument(name + ": must be a number, got " + it->dump());
   const double v = it->get<double>();
-  if (!std::isfinite(v) || v < min_value)
-    return Status::InvalidArgument(name + ": value " + it->dump() + " is below the minimum " +
-                                   std::to_string(min_value));
+  if (!std::isfinite(v) || v < min_value) {
+    std::ostringstream os;
+    os << name << ": value " << it->dump() << " is below the minimum " << min_value;
+    return Status::InvalidArgument(os.str());
+  }
   return v;
 }
 

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -87,11 +88,15 @@ int main(int argc, char** argv) {
     ClusterSpec cl;
     cl.nodes = n;
     cl.gpus_per_node = g;
-    const double largest = Seconds([&] { oobleck::TemplatePlanner tp(m, cl); (void)tp.Plan(n); });
-    const double all = Seconds([&] {
-      oobleck::TemplatePlanner tp(m, cl);
-      for (int k = n; k >= 2; --k) (void)tp.Plan(k);
-    });
+    // Best of 5 for both, so other work on the shared machine does not skew the ratio.
+    double largest = 1e9, all = 1e9;
+    for (int rep = 0; rep < 5; ++rep) {
+      largest = std::min(largest, Seconds([&] { oobleck::TemplatePlanner tp(m, cl); (void)tp.Plan(n); }));
+      all = std::min(all, Seconds([&] {
+        oobleck::TemplatePlanner tp(m, cl);
+        for (int k = n; k >= 2; --k) (void)tp.Plan(k);
+      }));
+    }
     std::printf("{\"bench\":\"table3_memo\",\"nodes\":%d,\"gpus\":%d,\"layers\":%d,\"largest_s\":%.4f,"
                 "\"all_templates_s\":%.4f,\"ratio\":%.3f}\n", n, g, L, largest, all, all / largest);
   }
