@@ -43,6 +43,17 @@ TEST_CASE("worked examples run", "[api]") {
   CHECK((*r)["reft_days"].get<double>() == Approx(16.18).epsilon(0.002));
 }
 
+TEST_CASE("n0 is derived from device memory when not given", "[api]") {
+  json j = Load("templates.toml");
+  j["job"].erase("n0");
+  j["cluster"]["device_memory"] = "2GiB";  // 24 layers x 256 MiB static: > 1 node of 2 x 2 GiB
+  auto t = PlanTemplates(j);
+  REQUIRE(t.ok());
+  CHECK((*t)["n0"].get<int>() >= 2);
+  j["cluster"]["device_memory"] = "64MiB";
+  CHECK(Err(PlanTemplates(j)).find("cluster.nodes") != std::string::npos);
+}
+
 TEST_CASE("bad input names the field", "[api]") {
   json base = Load("templates.toml");
   json j = base;

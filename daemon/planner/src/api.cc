@@ -59,7 +59,16 @@ Result<Setup> ParseSetup(const json& in) {
   REFT_ASSIGN_OR_RETURN(s.model, ParseModel(Field(in, "model")));
   REFT_ASSIGN_OR_RETURN(s.cluster, ParseCluster(Field(in, "cluster")));
   REFT_ASSIGN_OR_RETURN(s.job, ParseJob(in.contains("job") ? in["job"] : json::object()));
-  int n0 = s.job.n0 ? s.job.n0 : oobleck::MinNodesForMemory(s.model, s.cluster);
+  int n0 = s.job.n0;
+  if (n0 == 0) {
+    // Smallest node count whose stage mapping fits device memory (eq. 14 per stage); the
+    // aggregate bound is only the starting point.
+    n0 = oobleck::MinNodesForMemory(s.model, s.cluster);
+    if (s.cluster.device_memory_bytes != 0) {
+      oobleck::TemplatePlanner probe(s.model, s.cluster);
+      while (n0 <= s.cluster.nodes && !probe.Plan(n0).ok()) ++n0;
+    }
+  }
   if (n0 > s.cluster.nodes)
     return Status::InvalidArgument("cluster.nodes: the model needs at least " + std::to_string(n0) +
                                    " nodes for one pipeline, the cluster has " + std::to_string(s.cluster.nodes));
