@@ -388,3 +388,21 @@ TEST_CASE("store: racing BeginWrite of the same step hands out one slot", "[stor
   }
   CHECK(st->Usage().slots <= 3);
 }
+
+TEST_CASE("store: without pre-faulting, with a file group", "[store]") {
+  ShmTestDir dir;
+  auto o = TestOptions(dir.shm_dir());
+  o.prefault = false;  // space is still reserved (fallocate): no SIGBUS later
+  o.file_mode = 0640;
+  o.file_group = ::getegid();
+  auto st = OpenStore(o);
+  RankKey rank{"job", 0, 0, 0};
+  REQUIRE(st->ConfigureRank(rank, kLayout).ok());
+  WriteStep(*st, rank, 1);
+  CHECK(CheckPattern(**st->Get(rank, 1), 1));
+  struct stat fs {};
+  REQUIRE(::stat(st->List()[0].path.c_str(), &fs) == 0);
+  CHECK(fs.st_gid == ::getegid());
+  CHECK((fs.st_mode & 07777) == 0640u);
+  CHECK(static_cast<uint64_t>(fs.st_blocks) * 512 >= static_cast<uint64_t>(fs.st_size));
+}
