@@ -13,6 +13,8 @@
 #include "reft/app/admin_service.h"
 #include "reft/app/notify.h"
 #include "reft/kernels/emulated.h"
+#include "reft/local/commit_coordinator.h"
+#include "reft/local/local_server.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/units.h"
 
@@ -21,6 +23,8 @@ namespace reft::app {
 struct Daemon::Impl {
   DaemonConfig config;
   std::unique_ptr<store::SnapshotStore> store;
+  std::unique_ptr<local::CommitCoordinator> coordinator;
+  std::unique_ptr<local::LocalServer> local_server;
   std::unique_ptr<AdminService> admin;
   std::unique_ptr<grpc::Server> grpc_server;
 };
@@ -84,6 +88,36 @@ Status PrepareSocketPath(const std::string& path) {
   return Status::OK();
 }
 
+local::LocalServerOptions MakeLocalOptions(const DaemonConfig& c) {
+  local::LocalServerOptions o;
+  o.socket_path = c.socket;
+  o.allowed_uids.assign(c.allowed_uids.begin(), c.allowed_uids.end());
+  o.allowed_gids.assign(c.allowed_gids.begin(), c.allowed_gids.end());
+  o.copy_threads = c.copy_threads;
+  o.limits.max_payload_bytes = static_cast<uint32_t>(c.max_message_bytes);
+  o.daemon_version = REFT_VERSION;
+  return o;
+}
+
+// Sessions of the local channel as the Admin service reports them.
+std::vector<v1::SessionInfo> ListSessions(const local::LocalServer* server) {
+  std::vector<v1::SessionInfo> out;
+  if (!server) return out;
+  for (const auto& s : server->Sessions()) {
+    if (!s.joined) continue;
+    v1::SessionInfo info;
+    info.mutable_rank()->set_job(s.rank.job);
+    info.mutable_rank()->set_pp(s.rank.pp);
+    info.mutable_rank()->set_tp(s.rank.tp);
+    info.mutable_rank()->set_dp(s.rank.dp);
+    info.set_pid(s.pid);
+    info.set_uid(s.uid);
+    info.set_buffers(s.buffers);
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 }  // namespace
 
 Status Daemon::Start() {
@@ -98,7 +132,15 @@ Status Daemon::Start() {
   REFT_RETURN_NOT_OK(PrepareSocketPath(c.socket));
   REFT_RETURN_NOT_OK(PrepareSocketPath(AdminSocketPath(c)));
 
-  impl_->admin = std::make_unique<AdminService>(impl_->config, impl_->store.get(), nullptr);
+  impl_->coordinator = std::make_unique<local::SingleNodeCommitCoordinator>(impl_->store.get());
+  REFT_ASSIGN_OR_RETURN(impl_->local_server,
+                        local::LocalServer::Create(MakeLocalOptions(c), impl_->store.get(),
+                                                   impl_->coordinator.get()));
+  REFT_RETURN_NOT_OK(impl_->local_server->Start());
+
+  const local::LocalServer* server = impl_->local_server.get();
+  impl_->admin = std::make_unique<AdminService>(impl_->config, impl_->store.get(),
+                                                [server] { return ListSessions(server); });
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
@@ -123,12 +165,18 @@ Status Daemon::Start() {
 }
 
 void Daemon::Shutdown() {
+  // Trainers first: their in-flight copies finish or are aborted before the store goes away.
+  if (impl_->local_server) {
+    impl_->local_server->Stop();
+    impl_->local_server.reset();
+  }
   if (impl_->grpc_server) {
     impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     impl_->grpc_server->Wait();
     impl_->grpc_server.reset();
   }
   impl_->admin.reset();
+  impl_->coordinator.reset();
   impl_->store.reset();
 }
 

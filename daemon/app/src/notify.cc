@@ -1,6 +1,7 @@
 #include "reft/app/notify.h"
 
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 namespace reft::app {
 

@@ -34,7 +34,7 @@ struct DaemonConfig {
   // [local]
   std::vector<uint32_t> allowed_uids;        ///< empty = the daemon's own uid and root
   std::vector<uint32_t> allowed_gids;
-  uint64_t max_message_bytes = 1ull << 20;   ///< upper bound of one local-channel frame
+  uint64_t max_message_bytes = 64ull << 10;  ///< upper bound of one local-channel frame payload
   int copy_threads = 2;
 
   // [emulated]
