@@ -133,6 +133,38 @@ TEST_CASE("Combination arc1+aec is computed, not additive (seeds-spec 1.6)", "[p
   }
 }
 
+TEST_CASE("RequiredRegions is exactly enough to rebuild", "[protect][codec]") {
+  for (const char* text : {"arc2", "aec", "rs2", "arc1+aec+rs2"}) {
+    const Scheme scheme = *Scheme::Parse(text);
+    const int m = 5;
+    auto sim = MakeSim(m, scheme, MixedBuffers(70), 32, kSeed + 400);
+    const int f = scheme.aec && scheme.rs == 0 ? 1 : 2;
+    for (const auto& dead : Subsets(m, f)) {
+      std::vector<bool> alive(m, true);
+      for (int d : dead) alive[static_cast<size_t>(d)] = false;
+      auto a = AnalyzeRecovery(sim.geometry, scheme, alive);
+      REQUIRE(a.ok());
+      REQUIRE(a->recoverable());
+      const auto refs = RequiredRegions(sim.geometry, scheme, alive, *a);
+      // Only the listed regions are handed to the decoder.
+      std::vector<MemberRegions> views(m);
+      std::vector<const MemberRegions*> ptrs(m, nullptr);
+      for (const auto& ref : refs) {
+        REQUIRE(alive[static_cast<size_t>(ref.member)]);
+        const auto& bytes = sim.slots[static_cast<size_t>(ref.member)].at(ref.region);
+        views[static_cast<size_t>(ref.member)][ref.region] = ConstSpan{bytes.data(), bytes.size()};
+      }
+      for (int d = 0; d < m; ++d) {
+        if (alive[static_cast<size_t>(d)]) ptrs[static_cast<size_t>(d)] = &views[static_cast<size_t>(d)];
+      }
+      auto r = RebuildShards(sim.geometry, scheme, ptrs);
+      INFO(text << " " << (r.ok() ? "" : r.status().ToString()));
+      REQUIRE(r.ok());
+      for (int d : dead) REQUIRE((*r)[static_cast<size_t>(d)] == sim.canonical_shards[static_cast<size_t>(d)]);
+    }
+  }
+}
+
 TEST_CASE("Lost reports name the shard bytes and their buffers", "[protect][codec]") {
   auto sim = MakeSim(4, *Scheme::Parse("arc1"), MixedBuffers(30), 16, kSeed);
   auto r = sim.Rebuild({1, 2});

@@ -51,8 +51,14 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(const SgGeometry& g, con
 
   const uint64_t padded = g.PaddedShard();
   std::vector<std::vector<uint8_t>> work(static_cast<size_t>(g.m), std::vector<uint8_t>(padded, 0));
+  // Only the survivors' shards that some operation reads are loaded (RequiredRegions), so a
+  // recovering daemon may pass just the regions it fetched.
+  std::vector<bool> needed(static_cast<size_t>(g.m), false);
+  for (const auto& ref : RequiredRegions(g, scheme, alive, analysis)) {
+    if (ref.region == kRegionShard) needed[ref.member] = true;
+  }
   for (int d = 0; d < g.m; ++d) {
-    if (!alive[d]) continue;
+    if (!alive[d] || !needed[d]) continue;
     REFT_ASSIGN_OR_RETURN(const uint8_t* p, RegionBytes(members, d, kRegionShard, 0, g.ShardSize(d)));
     if (g.ShardSize(d) > 0) std::memcpy(work[d].data(), p, g.ShardSize(d));
   }

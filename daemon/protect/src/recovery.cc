@@ -234,4 +234,33 @@ Result<RecoveryAnalysis> AnalyzeRecovery(const SgGeometry& geometry, const Schem
   return Analyzer(geometry, scheme, alive).Run();
 }
 
+std::vector<RegionRef> RequiredRegions(const SgGeometry& g, const Scheme& scheme, const std::vector<bool>& alive,
+                                       const RecoveryAnalysis& analysis) {
+  std::vector<RegionRef> out;
+  auto shard = [&](int j) {
+    if (alive[j]) out.push_back({j, kRegionShard});
+  };
+  for (const auto& op : analysis.ops) {
+    switch (op.kind) {
+      case RecoveryOp::Kind::kCopy:
+        out.push_back({op.holder, op.region});
+        break;
+      case RecoveryOp::Kind::kXor:
+        out.push_back({op.holder, op.region});
+        for (const auto& src : op.sources) shard(src.first);
+        break;
+      case RecoveryOp::Kind::kRs:
+        for (int p = 0; p < g.m - scheme.rs; ++p) shard(RsDataShard(g.m, scheme.rs, op.stripe, p));
+        for (int q = 0; q < scheme.rs; ++q) {
+          const int holder = RsParityHolder(g.m, op.stripe, q);
+          if (alive[holder]) out.push_back({holder, kRegionRs});
+        }
+        break;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 }  // namespace reft::protect

@@ -70,4 +70,20 @@ int AecIndex(int m, int j, int k);
 Result<RecoveryAnalysis> AnalyzeRecovery(const SgGeometry& geometry, const Scheme& scheme,
                                          const std::vector<bool>& alive);
 
+/// \brief One region a rebuild reads: region `region` of surviving member `member`.
+struct RegionRef {
+  int member = -1;
+  std::string region;
+  bool operator==(const RegionRef& o) const { return member == o.member && region == o.region; }
+  bool operator<(const RegionRef& o) const {
+    return member != o.member ? member < o.member : region < o.region;
+  }
+};
+
+/// \brief The surviving regions `analysis.ops` read (sorted, unique): what a recovering daemon
+/// fetches from its peers before RebuildShards. Survivors' "rep/shard" are included only where
+/// an operation reads that shard.
+std::vector<RegionRef> RequiredRegions(const SgGeometry& geometry, const Scheme& scheme,
+                                       const std::vector<bool>& alive, const RecoveryAnalysis& analysis);
+
 }  // namespace reft::protect
