@@ -176,3 +176,32 @@ TEST_CASE("failures: reinstantiate, borrow, merge; joins", "[oobleck]") {
     CHECK(total == 16);
   }
 }
+
+TEST_CASE("general D&C form gives valid templates close to the chain form", "[oobleck]") {
+  for (int trial = 0; trial < 6; ++trial) {
+    auto m = SyntheticModel(8 + trial, 40 + trial, 0.3);
+    ClusterSpec c;
+    c.nodes = 3;
+    c.gpus_per_node = 1 + trial % 2;
+    TemplatePlanner tp(m, c);
+    for (int n = 1; n <= 3; ++n) {
+      auto chain = tp.Plan(n);
+      auto gen = tp.PlanGeneral(n);
+      REQUIRE(chain.ok());
+      REQUIRE(gen.ok());
+      int layer = 0;
+      std::vector<int> used(n, 0);
+      for (const auto& s : gen->stages) {
+        CHECK(s.first_layer == layer);
+        layer = s.last_layer;
+        REQUIRE(s.node < n);
+        CHECK(s.first_gpu + s.gpus <= c.gpus_per_node);
+        used[s.node] += s.gpus;
+      }
+      CHECK(layer == static_cast<int>(m.layers.size()));
+      for (int u : used) CHECK(u == c.gpus_per_node);
+      // Both compose the heuristic T2 differently; they stay within 10 % of each other.
+      CHECK(gen->iteration_time == Approx(chain->iteration_time).epsilon(0.10));
+    }
+  }
+}

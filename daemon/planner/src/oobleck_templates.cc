@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <unordered_map>
 
 #include "reft/planner/oobleck.h"
 
@@ -221,6 +222,125 @@ Result<PipelineTemplate> TemplatePlanner::Plan(int nodes) {
     --sp;
   }
   return t;
+}
+
+}  // namespace reft::planner::oobleck
+
+namespace reft::planner::oobleck {
+namespace {
+
+// General form: device group G = GPU count, either G <= M (GPUs of one node) or whole nodes
+// (G % M == 0). Halves: whole nodes split into whole nodes, one node's GPUs into two parts.
+struct GeneralSolver {
+  struct Sub {
+    double t1 = 0, slow = 0, t3 = 0;
+    int kstar = 0, s = 0, k = 0, g1 = 0;
+    bool ok = false;
+  };
+  const ModelProfile& m;
+  int L, M, S_total;
+  uint64_t mem;
+  double margin;
+  std::vector<std::vector<double>> pre_fb;
+  std::vector<double> pre_static, pre_act;
+  std::unordered_map<uint64_t, Sub> memo;
+
+  static int Nodes(int g, int M) { return g <= M ? 1 : g / M; }
+  uint64_t Key(int sp, int u, int v, int g) const {
+    return ((static_cast<uint64_t>(sp) * (L + 1) + u) * (L + 1) + v) * 4096 + g;
+  }
+  const Sub& Solve(int sp, int u, int v, int g) {
+    const uint64_t key = Key(sp, u, v, g);
+    auto it = memo.find(key);
+    if (it != memo.end()) return it->second;
+    Sub best;
+    if (sp == 1) {
+      if (g <= M) {
+        const double need = ((pre_static[v] - pre_static[u]) + S_total * (pre_act[v] - pre_act[u])) / g;
+        if (mem == 0 || need <= mem * (1 - margin)) {
+          best.t1 = best.slow = best.t3 = pre_fb[g][v] - pre_fb[g][u];
+          best.ok = true;
+        }
+      }
+      return memo[key] = best;
+    }
+    double bt = std::numeric_limits<double>::infinity();
+    std::vector<int> firsts;
+    if (g > M) {
+      for (int a1 = 1; a1 < g / M; ++a1) firsts.push_back(a1 * M);
+    } else {
+      for (int g1 = 1; g1 < g; ++g1) firsts.push_back(g1);
+    }
+    for (int g1 : firsts) {
+      const int g2 = g - g1;
+      for (int s1 = 1; s1 < sp; ++s1) {
+        if (g1 < s1 || g2 < sp - s1 || Nodes(g1, M) > s1 || Nodes(g2, M) > sp - s1) continue;
+        for (int k = u + s1; k <= v - (sp - s1); ++k) {
+          const Sub a = Solve(s1, u, k, g1);  // copies: the map may rehash
+          if (!a.ok) continue;
+          const Sub z = Solve(sp - s1, k, v, g2);
+          if (!z.ok) continue;
+          Sub c;
+          c.t1 = a.t1 + z.t1;
+          if (a.slow >= z.slow) { c.slow = a.slow; c.kstar = a.kstar; c.t3 = a.t3 + z.t1; }
+          else { c.slow = z.slow; c.kstar = s1 + z.kstar; c.t3 = z.t3; }
+          const double tot = c.t1 + (3.0 * sp + c.kstar - 1) * c.slow + c.t3;
+          if (tot < bt) {
+            bt = tot;
+            c.s = s1; c.k = k; c.g1 = g1; c.ok = true;
+            best = c;
+          }
+        }
+      }
+    }
+    return memo[key] = best;
+  }
+  void Emit(int sp, int u, int v, int g, int off, PipelineTemplate& t) {
+    const Sub sub = Solve(sp, u, v, g);
+    if (sp == 1) {
+      Stage st;
+      st.first_layer = u; st.last_layer = v; st.gpus = g;
+      st.node = off / M; st.first_gpu = off % M;
+      double f = 0;
+      for (int l = u; l < v; ++l) f += m.F(l, g);
+      st.forward = f;
+      st.backward = (pre_fb[g][v] - pre_fb[g][u]) - f;
+      t.stages.push_back(st);
+      return;
+    }
+    Emit(sub.s, u, sub.k, sub.g1, off, t);
+    Emit(sp - sub.s, sub.k, v, g - sub.g1, off + sub.g1, t);
+  }
+};
+
+}  // namespace
+
+Result<PipelineTemplate> TemplatePlanner::PlanGeneral(int nodes) {
+  const Impl& im = *impl_;
+  if (nodes < 1) return Status::InvalidArgument("template nodes must be >= 1");
+  if (im.L == 0) return Status::InvalidArgument("model.layers: empty");
+  const int G = nodes * im.M;
+  if (G >= 4096) return Status::InvalidArgument("cluster: the general form supports < 4096 GPUs");
+  PipelineTemplate best;
+  best.iteration_time = kInf;
+  for (int S = nodes; S <= std::min(im.L, G); ++S) {
+    GeneralSolver gs{im.model, im.L, im.M, S, im.cluster.device_memory_bytes, im.cluster.memory_margin,
+                     im.pre_fb, im.pre_static, im.pre_act, {}};
+    const auto r = gs.Solve(S, 0, im.L, G);
+    if (!r.ok) continue;
+    const double t = r.t1 + (3.0 * S + r.kstar - 1) * r.slow + r.t3;
+    if (t < best.iteration_time) {
+      best = PipelineTemplate{};
+      best.nodes = nodes;
+      best.t1 = r.t1; best.slow = r.slow; best.t3 = r.t3; best.kstar = r.kstar;
+      best.iteration_time = t;
+      gs.Emit(S, 0, im.L, G, 0, best);
+    }
+  }
+  if (!std::isfinite(best.iteration_time))
+    return Status::InvalidArgument("cluster.device_memory: no stage mapping of " + std::to_string(im.L) +
+                                   " layers on " + std::to_string(nodes) + " nodes fits in device memory");
+  return best;
 }
 
 }  // namespace reft::planner::oobleck

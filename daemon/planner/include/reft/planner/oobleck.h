@@ -61,6 +61,10 @@ class TemplatePlanner {
   ~TemplatePlanner();
   /// \brief Best template over S in [n, min(L, n·M)]; error if no stage split fits memory.
   Result<PipelineTemplate> Plan(int nodes);
+  /// \brief The paper's general divide-and-conquer form (split into (s, k, G1) halves, memo key
+  /// (S', u, v, G)) for fidelity comparisons on small cases: O(L⁴·n) keys, no memory check of
+  /// activations beyond the template's stage count. Same T1/T2/T3 composition as Plan().
+  Result<PipelineTemplate> PlanGeneral(int nodes);
   /// \brief Memo entries computed so far (for benchmarks).
   size_t cache_entries() const;
 
