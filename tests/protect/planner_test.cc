@@ -79,6 +79,20 @@ TEST_CASE("Planner separates unique buffers' single ring copy from replicated to
   REQUIRE(rep.groups[0].first_fatal_loss.find("unique dp") != std::string::npos);
 }
 
+TEST_CASE("Scheme recommendation follows the seeds-spec 1.7 rule", "[protect][planner]") {
+  ShardingInput in;
+  in.layout.dp = 4;
+  in.layout.zero_stage = 1;
+  in.buffers = {{"p", 400, "uint8"}, {"optim", 64, "fp32", BufferKind::kUnique, -1, true}};
+  // W/m = 100: ARC needs 200 B, AEC 100 + 400/12 = 133.3 B.
+  REQUIRE(RecommendScheme(in, 100, 2.0)->scheme.ToString() == "arc1+aor");
+  REQUIRE(RecommendScheme(in, 100, 1.5)->scheme.ToString() == "aec+aor");
+  auto slow = *RecommendScheme(in, 100, 0.5);
+  REQUIRE(slow.scheme.ToString() == "aec+aor");
+  REQUIRE(slow.reason.find("every 3 iterations") != std::string::npos);
+  REQUIRE(RecommendScheme(in, 0, 1.0).status().code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("Planner reports arc1+aec as one failure with the fatal pair", "[protect][planner]") {
   ShardingInput in;
   in.layout.dp = 5;

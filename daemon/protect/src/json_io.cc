@@ -114,6 +114,20 @@ Result<ShardingInput> ShardingInputFromJson(const json& doc) {
   return in;
 }
 
+Result<json> RecommendationJson(const json& doc, const ShardingInput& input) {
+  if (!doc.is_object() || !doc.contains("io")) return json();
+  const auto& io = doc["io"];
+  if (!io.is_object()) return Status::InvalidArgument("io: expected {\"bandwidth\", \"window_s\"}");
+  if (!io.contains("bandwidth")) return Status::InvalidArgument("io.bandwidth: missing (bytes per second)");
+  REFT_ASSIGN_OR_RETURN(uint64_t bw, Bytes(io["bandwidth"], "io.bandwidth"));
+  if (!io.contains("window_s") || !io["window_s"].is_number()) {
+    return Status::InvalidArgument("io.window_s: missing number (seconds of snapshot window per iteration)");
+  }
+  REFT_ASSIGN_OR_RETURN(auto rec, RecommendScheme(input, static_cast<double>(bw), io["window_s"].get<double>()));
+  return json{{"scheme", rec.scheme.ToString()}, {"reason", rec.reason}, {"arc_seconds", rec.arc_seconds},
+              {"aec_seconds", rec.aec_seconds}};
+}
+
 json ToJson(const RankPlan& p) {
   json pieces = json::array();
   for (const auto& s : p.pieces) {

@@ -4,6 +4,7 @@
 #include "reft/protect/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "reft/protect/recovery.h"
@@ -114,6 +115,45 @@ Result<ProtectionReport> PlanProtection(const ShardingInput& input) {
   }
   if (rep.node_failures < 0) rep.node_failures = 0;
   return rep;
+}
+
+Result<Recommendation> RecommendScheme(const ShardingInput& input, double bandwidth, double window_s) {
+  if (!(bandwidth > 0) || !(window_s > 0)) {
+    return Status::InvalidArgument("io: bandwidth and window_s must be > 0");
+  }
+  REFT_RETURN_NOT_OK(input.layout.Validate());
+  const int m = input.layout.dp;
+  uint64_t w = 0;
+  bool optimizer = false;
+  for (int pp = 0; pp < input.layout.pp; ++pp) {
+    for (int tp = 0; tp < input.layout.tp; ++tp) {
+      uint64_t sg = 0;
+      for (const auto& b : input.BuffersOf(pp, tp)) {
+        if (b.kind == BufferKind::kReplicated) sg += b.size;
+        optimizer |= b.kind == BufferKind::kUnique && b.optimizer;
+      }
+      w = std::max(w, sg);
+    }
+  }
+  Recommendation rec;
+  const double wm = static_cast<double>(w) / m;
+  rec.arc_seconds = 2 * wm / bandwidth;
+  rec.aec_seconds = m >= 2 ? (wm + static_cast<double>(w) / (m * (m - 1.0))) / bandwidth : wm / bandwidth;
+  if (m < 2) {
+    rec.reason = "dp=1: no sharding-group peer, no in-memory redundancy possible";
+  } else if (rec.arc_seconds <= window_s) {
+    rec.scheme.arc = 1;
+    rec.reason = "ARC(1) fits the window (default, no decode at restore)";
+  } else if (rec.aec_seconds <= window_s) {
+    rec.scheme.aec = true;
+    rec.reason = "ARC(1) does not fit the window, AEC does";
+  } else {
+    rec.scheme.aec = true;
+    rec.reason = "neither fits the window: AEC, and snapshot every " +
+                 std::to_string(static_cast<int>(std::ceil(rec.aec_seconds / window_s))) + " iterations";
+  }
+  if (optimizer && input.layout.zero_stage == 1) rec.scheme.aor = true;
+  return rec;
 }
 
 }  // namespace reft::protect

@@ -25,6 +25,11 @@ struct Options {
 };
 
 void PrintTable(const nlohmann::json& doc) {
+  if (doc.contains("recommendation")) {
+    const auto& r = doc["recommendation"];
+    std::cout << "recommended: " << r["scheme"].get<std::string>() << " (" << r["reason"].get<std::string>()
+              << ")\n";
+  }
   std::cout << "scheme " << doc["scheme"].get<std::string>() << ": job survives "
             << doc["node_failures"].get<int>() << " node failure(s) in every sharding group\n";
   for (const auto& w : doc["warnings"]) std::cout << "warning: " << w.get<std::string>() << "\n";
@@ -80,7 +85,24 @@ void Run(CtlContext& ctx, const Options& opt) {
       schemes.push_back(one.get<std::string>());
     }
   }
-  if (schemes.empty()) schemes.push_back(doc.is_object() ? doc.value("scheme", std::string("none")) : "none");
+  nlohmann::json recommendation;
+  if (doc.is_object() && doc.contains("io")) {
+    auto in = protect::ShardingInputFromJson(doc);
+    auto rec = in.ok() ? protect::RecommendationJson(doc, *in) : Result<nlohmann::json>(in.status());
+    if (!rec.ok()) {
+      ctx.Fail(kExitUsage, "plan protection: " + rec.status().message());
+      return;
+    }
+    recommendation = *rec;
+  }
+  if (schemes.empty()) {
+    // No scheme given but an io section: plan the recommended one.
+    if (doc.is_object() && !doc.contains("scheme") && recommendation.is_object()) {
+      schemes.push_back(recommendation["scheme"].get<std::string>());
+    } else {
+      schemes.push_back(doc.is_object() ? doc.value("scheme", std::string("none")) : "none");
+    }
+  }
   nlohmann::json plans = nlohmann::json::array();
   for (const auto& scheme : schemes) {
     if (doc.is_object()) doc["scheme"] = scheme;
@@ -96,6 +118,7 @@ void Run(CtlContext& ctx, const Options& opt) {
       return;
     }
     auto out = protect::ToJson(*rep, in->scheme);
+    if (!recommendation.is_null()) out["recommendation"] = recommendation;
     if (!opt.ranks) {
       for (auto& g : out["groups"]) g.erase("ranks");
     }

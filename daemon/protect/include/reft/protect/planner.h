@@ -46,6 +46,18 @@ struct ProtectionReport {
 GroupProtection AnalyzeGroupProtection(const GroupPlan& group, const Scheme& scheme,
                                        uint64_t max_analyses = 200000);
 
+/// \brief Start-up choice between ARC and AEC (seeds-spec §1.7 sound rule): ARC(1) when its
+/// per-rank bytes (1+1)·W/m move to host within `window_s` at `bandwidth` B/s, else AEC when
+/// W/m + W/(m(m−1)) does, else AEC with a note to lower the snapshot frequency; "+aor" whenever
+/// ZeRO-1 optimizer shards are registered. Uses the largest SG of `plan`.
+struct Recommendation {
+  Scheme scheme;
+  std::string reason;
+  double arc_seconds = 0;  ///< per-rank host write time of ARC(1)
+  double aec_seconds = 0;  ///< per-rank host write time of AEC
+};
+Result<Recommendation> RecommendScheme(const ShardingInput& input, double bandwidth, double window_s);
+
 /// \brief Sharding plus protection of every SG.
 Result<ProtectionReport> PlanProtection(const ShardingInput& input);
 
