@@ -15,8 +15,8 @@ namespace reft::kernels {
 struct RsCodec::Impl {
   int k = 0;
   int m = 0;
-  std::vector<uint8_t> matrix;        ///< (k+m)×k generator, identity on top
-  std::vector<uint8_t> encode_tables; ///< ec_init_tables of the m parity rows
+  std::vector<uint8_t> matrix;         ///< (k+m)×k generator, identity on top
+  std::vector<uint8_t> encode_tables;  ///< ec_init_tables of the m parity rows
 };
 
 RsCodec::RsCodec() : impl_(std::make_unique<Impl>()) {}
@@ -60,18 +60,20 @@ void EncodePieces(int k, int rows, unsigned char* tables, const uint8_t* const* 
 
 Status RsCodec::Encode(const uint8_t* const* data, uint8_t* const* parity, size_t len) const {
   if (len == 0) return Status::OK();
-  if (data == nullptr || parity == nullptr) return Status::InvalidArgument("RsCodec::Encode: null block array");
+  if (data == nullptr || parity == nullptr)
+    return Status::InvalidArgument("RsCodec::Encode: null block array");
   EncodePieces(impl_->k, impl_->m, impl_->encode_tables.data(), data, parity, len);
   return Status::OK();
 }
 
 Status RsCodec::EncodeRow(int row, const uint8_t* const* data, uint8_t* out, size_t len) const {
   if (row < 0 || row >= impl_->m) {
-    return Status::InvalidArgument("RsCodec::EncodeRow: row " + std::to_string(row) + " outside 0.." +
-                                   std::to_string(impl_->m - 1));
+    return Status::InvalidArgument("RsCodec::EncodeRow: row " + std::to_string(row) +
+                                   " outside 0.." + std::to_string(impl_->m - 1));
   }
   if (len == 0) return Status::OK();
-  if (data == nullptr || out == nullptr) return Status::InvalidArgument("RsCodec::EncodeRow: null block");
+  if (data == nullptr || out == nullptr)
+    return Status::InvalidArgument("RsCodec::EncodeRow: null block");
   // ec_init_tables lays the tables out row after row, 32·k bytes each.
   unsigned char* tables = impl_->encode_tables.data() + static_cast<size_t>(32) * impl_->k * row;
   EncodePieces(impl_->k, 1, tables, data, &out, len);
@@ -108,7 +110,8 @@ Status RsCodec::Decode(uint8_t* const* blocks, const std::vector<int>& erased, s
   const auto& a = impl_->matrix;
   std::vector<uint8_t> b(static_cast<size_t>(k) * k);
   for (int r = 0; r < k; ++r) {
-    std::copy_n(a.data() + static_cast<size_t>(survivors[r]) * k, k, b.data() + static_cast<size_t>(r) * k);
+    std::copy_n(a.data() + static_cast<size_t>(survivors[r]) * k, k,
+                b.data() + static_cast<size_t>(r) * k);
   }
   std::vector<uint8_t> inv(static_cast<size_t>(k) * k);
   if (gf_invert_matrix(b.data(), inv.data(), k) != 0) {

@@ -155,9 +155,11 @@ void XorRangeAnyCount(uint8_t* dst, const void* const* srcs, size_t nsrc, size_t
 Status XorReduce(void* dst, const void* const* srcs, size_t nsrc, size_t size, int threads) {
   if (nsrc == 0) return Status::InvalidArgument("XorReduce: nsrc must be >= 1");
   if (size == 0) return Status::OK();
-  if (dst == nullptr || srcs == nullptr) return Status::InvalidArgument("XorReduce: null dst or srcs");
+  if (dst == nullptr || srcs == nullptr)
+    return Status::InvalidArgument("XorReduce: null dst or srcs");
   for (size_t s = 0; s < nsrc; ++s) {
-    if (srcs[s] == nullptr) return Status::InvalidArgument("XorReduce: srcs[" + std::to_string(s) + "] is null");
+    if (srcs[s] == nullptr)
+      return Status::InvalidArgument("XorReduce: srcs[" + std::to_string(s) + "] is null");
   }
   auto* d = static_cast<uint8_t*>(dst);
   size_t nthreads = threads > 1 ? static_cast<size_t>(threads) : 1;

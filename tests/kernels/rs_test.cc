@@ -1,9 +1,10 @@
 // RS codec: every erasure pattern up to m is rebuilt bit-exactly; m+1 is Lost; EncodeRow
 // equals Encode; odd lengths.
 
+#include "reft/kernels/rs.h"
+
 #include <catch2/catch.hpp>
 
-#include "reft/kernels/rs.h"
 #include "test_support.h"
 
 namespace reft::kernels {
@@ -16,7 +17,8 @@ TEST_CASE("RS decodes every erasure pattern of up to m blocks", "[kernels][rs]")
       const size_t len = 1000 + static_cast<size_t>(k * 13 + m);  // odd lengths, unaligned tails
       auto codec = RsCodec::Create(k, m);
       REQUIRE(codec.ok());
-      std::vector<std::vector<uint8_t>> blocks(static_cast<size_t>(k + m), std::vector<uint8_t>(len));
+      std::vector<std::vector<uint8_t>> blocks(static_cast<size_t>(k + m),
+                                               std::vector<uint8_t>(len));
       for (int i = 0; i < k; ++i) blocks[i] = reft::testing::RandomBytes(len, seed + i);
       std::vector<uint8_t*> ptrs;
       for (auto& b : blocks) ptrs.push_back(b.data());

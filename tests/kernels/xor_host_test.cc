@@ -2,7 +2,6 @@
 // misaligned and mutually misaligned pointers, many sources, in-place accumulate, threads.
 
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
 #include "reft/kernels/xor.h"
@@ -19,7 +18,8 @@ TEST_CASE("XorReduce matches the reference on every size and alignment", "[kerne
       if (size > 100000 && nsrc > 8) continue;
       for (int align_case = 0; align_case < 3; ++align_case) {
         for (int threads : {1, 3}) {
-          INFO("size " << size << " nsrc " << nsrc << " align " << align_case << " threads " << threads);
+          INFO("size " << size << " nsrc " << nsrc << " align " << align_case << " threads "
+                       << threads);
           std::vector<std::vector<uint8_t>> bufs;
           std::vector<const void*> srcs;
           for (size_t s = 0; s < nsrc; ++s) {

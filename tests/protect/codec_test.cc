@@ -20,7 +20,8 @@ void ExpectRecovered(const SimSg& sim, const std::vector<int>& dead) {
   INFO("dead set size " << dead.size() << " first " << dead.front() << ": "
                         << (r.ok() ? std::string("ok") : r.status().ToString()));
   REQUIRE(r.ok());
-  for (int d : dead) REQUIRE((*r)[static_cast<size_t>(d)] == sim.canonical_shards[static_cast<size_t>(d)]);
+  for (int d : dead)
+    REQUIRE((*r)[static_cast<size_t>(d)] == sim.canonical_shards[static_cast<size_t>(d)]);
 }
 
 void ExpectLost(const SimSg& sim, const std::vector<int>& dead) {
@@ -37,7 +38,8 @@ bool RecoveredOrLost(const SimSg& sim, const std::vector<int>& dead) {
     REQUIRE(r.status().code() == StatusCode::kLost);
     return false;
   }
-  for (int d : dead) REQUIRE((*r)[static_cast<size_t>(d)] == sim.canonical_shards[static_cast<size_t>(d)]);
+  for (int d : dead)
+    REQUIRE((*r)[static_cast<size_t>(d)] == sim.canonical_shards[static_cast<size_t>(d)]);
   return true;
 }
 
@@ -73,7 +75,8 @@ TEST_CASE("AEC and ARC(1) survive every single failure, m = 2..8", "[protect][co
   }
 }
 
-TEST_CASE("ARC(2) and RS(2) survive every pair, RS(3) every triple, m up to 8", "[protect][codec]") {
+TEST_CASE("ARC(2) and RS(2) survive every pair, RS(3) every triple, m up to 8",
+          "[protect][codec]") {
   INFO("seed " << kSeed);
   struct Case {
     const char* scheme;
@@ -155,12 +158,14 @@ TEST_CASE("RequiredRegions is exactly enough to rebuild", "[protect][codec]") {
         views[static_cast<size_t>(ref.member)][ref.region] = ConstSpan{bytes.data(), bytes.size()};
       }
       for (int d = 0; d < m; ++d) {
-        if (alive[static_cast<size_t>(d)]) ptrs[static_cast<size_t>(d)] = &views[static_cast<size_t>(d)];
+        if (alive[static_cast<size_t>(d)])
+          ptrs[static_cast<size_t>(d)] = &views[static_cast<size_t>(d)];
       }
       auto r = RebuildShards(sim.geometry, scheme, ptrs);
       INFO(text << " " << (r.ok() ? "" : r.status().ToString()));
       REQUIRE(r.ok());
-      for (int d : dead) REQUIRE((*r)[static_cast<size_t>(d)] == sim.canonical_shards[static_cast<size_t>(d)]);
+      for (int d : dead)
+        REQUIRE((*r)[static_cast<size_t>(d)] == sim.canonical_shards[static_cast<size_t>(d)]);
     }
   }
 }
@@ -171,11 +176,13 @@ TEST_CASE("Lost reports name the shard bytes and their buffers", "[protect][code
   REQUIRE(r.status().code() == StatusCode::kLost);
   const std::string msg = r.status().message();
   INFO(msg);
-  REQUIRE(msg.find("shard dp2 bytes [0," + std::to_string(sim.geometry.ShardSize(2)) + ")") != std::string::npos);
+  REQUIRE(msg.find("shard dp2 bytes [0," + std::to_string(sim.geometry.ShardSize(2)) + ")") !=
+          std::string::npos);
   REQUIRE(msg.find("shard dp1") == std::string::npos);
 }
 
-TEST_CASE("Unique buffers are lost only when the member and its ring predecessor fail", "[protect][codec]") {
+TEST_CASE("Unique buffers are lost only when the member and its ring predecessor fail",
+          "[protect][codec]") {
   auto specs = MixedBuffers(10);
   specs.push_back({"rng", 16, "uint8", BufferKind::kUnique, -1, false});
   auto g = BuildGeometry(4, specs, 8, *Scheme::Parse("arc2"));
@@ -215,7 +222,8 @@ TEST_CASE("Encoding ignores registration order and source alignment", "[protect]
     }
     for (auto& [name, bytes] : slot) spans[name] = MutableSpan{bytes.data(), bytes.size()};
     REQUIRE(EncodeMember(*g, scheme, d, src, spans, 2).ok());
-    for (const auto& [name, bytes] : slot) REQUIRE(bytes == sim.slots[static_cast<size_t>(d)].at(name));
+    for (const auto& [name, bytes] : slot)
+      REQUIRE(bytes == sim.slots[static_cast<size_t>(d)].at(name));
   }
 }
 

@@ -1,11 +1,11 @@
 // Protection planner guarantees against brute force with real encode/decode of bytes.
 
-#include <catch2/catch.hpp>
+#include "reft/protect/planner.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 
 #include "protect_fixture.h"
-#include "reft/protect/planner.h"
 
 namespace reft::protect {
 namespace {
@@ -29,7 +29,8 @@ int BruteForceTolerance(const testing::SimSg& sim, const std::vector<std::string
       auto r = sim.Rebuild(dead);
       if (!r.ok()) return f - 1;
       for (int d : dead) {
-        if ((*r)[static_cast<size_t>(d)] != sim.canonical_shards[static_cast<size_t>(d)]) return -100;  // wrong bytes
+        if ((*r)[static_cast<size_t>(d)] != sim.canonical_shards[static_cast<size_t>(d)])
+          return -100;  // wrong bytes
       }
     }
   }
@@ -40,8 +41,8 @@ int BruteForceTolerance(const testing::SimSg& sim, const std::vector<std::string
 
 TEST_CASE("Planner tolerance equals brute force over failure sets", "[protect][planner]") {
   const auto specs = testing::MixedBuffers(25);
-  for (const char* text : {"none", "arc1", "arc2", "aec", "rs1", "rs2", "rs3", "arc1+aec", "arc2+aec",
-                           "aec+rs2", "arc1+rs2"}) {
+  for (const char* text : {"none", "arc1", "arc2", "aec", "rs1", "rs2", "rs3", "arc1+aec",
+                           "arc2+aec", "aec+rs2", "arc1+rs2"}) {
     const Scheme scheme = *Scheme::Parse(text);
     for (int m = 2; m <= 6; ++m) {
       if (scheme.arc >= m || scheme.rs >= m) continue;
@@ -49,7 +50,8 @@ TEST_CASE("Planner tolerance equals brute force over failure sets", "[protect][p
         INFO(text << " m=" << m << " shared=" << shared);
         ShardingInput in;
         in.layout.dp = m;
-        for (int d = 0; d < m; ++d) in.layout.nodes.push_back("n" + std::to_string(shared && d == 1 ? 0 : d));
+        for (int d = 0; d < m; ++d)
+          in.layout.nodes.push_back("n" + std::to_string(shared && d == 1 ? 0 : d));
         in.scheme = scheme;
         in.chunk = 16;
         in.buffers = specs;
@@ -67,7 +69,8 @@ TEST_CASE("Planner tolerance equals brute force over failure sets", "[protect][p
   }
 }
 
-TEST_CASE("Planner separates unique buffers' single ring copy from replicated tolerance", "[protect][planner]") {
+TEST_CASE("Planner separates unique buffers' single ring copy from replicated tolerance",
+          "[protect][planner]") {
   ShardingInput in;
   in.layout.dp = 5;
   in.layout.zero_stage = 1;

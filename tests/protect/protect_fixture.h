@@ -23,8 +23,8 @@ inline std::vector<BufferSpec> MixedBuffers(uint64_t scale) {
 struct SimSg {
   SgGeometry geometry;
   Scheme scheme;
-  std::map<std::string, std::vector<uint8_t>> buffers;  ///< the replicated content
-  std::vector<std::vector<uint8_t>> canonical_shards;   ///< truth
+  std::map<std::string, std::vector<uint8_t>> buffers;             ///< the replicated content
+  std::vector<std::vector<uint8_t>> canonical_shards;              ///< truth
   std::vector<std::map<std::string, std::vector<uint8_t>>> slots;  ///< per member, by region
 
   /// Rebuild with the members in `dead` lost.
@@ -32,7 +32,8 @@ struct SimSg {
     std::vector<MemberRegions> views(slots.size());
     std::vector<const MemberRegions*> ptrs(slots.size());
     for (size_t d = 0; d < slots.size(); ++d) {
-      for (const auto& [name, bytes] : slots[d]) views[d][name] = ConstSpan{bytes.data(), bytes.size()};
+      for (const auto& [name, bytes] : slots[d])
+        views[d][name] = ConstSpan{bytes.data(), bytes.size()};
       ptrs[d] = &views[d];
     }
     for (int d : dead) ptrs[static_cast<size_t>(d)] = nullptr;
@@ -41,8 +42,8 @@ struct SimSg {
 };
 
 /// Builds and encodes an SG of m members; REQUIREs success.
-inline SimSg MakeSim(int m, const Scheme& scheme, const std::vector<BufferSpec>& specs, uint64_t chunk,
-                     uint64_t seed) {
+inline SimSg MakeSim(int m, const Scheme& scheme, const std::vector<BufferSpec>& specs,
+                     uint64_t chunk, uint64_t seed) {
   SimSg sim;
   sim.scheme = scheme;
   auto g = BuildGeometry(m, specs, chunk, scheme);
@@ -62,8 +63,9 @@ inline SimSg MakeSim(int m, const Scheme& scheme, const std::vector<BufferSpec>&
   Layout layout;
   layout.dp = m;
   for (int d = 0; d < m; ++d) {
-    sim.canonical_shards.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(sim.geometry.shard_begin[d]),
-                                      flat.begin() + static_cast<std::ptrdiff_t>(sim.geometry.shard_begin[d + 1]));
+    sim.canonical_shards.emplace_back(
+        flat.begin() + static_cast<std::ptrdiff_t>(sim.geometry.shard_begin[d]),
+        flat.begin() + static_cast<std::ptrdiff_t>(sim.geometry.shard_begin[d + 1]));
     auto plan = ComputeRankPlan(layout, scheme, RankCoord{0, 0, d}, specs, chunk);
     REQUIRE(plan.ok());
     std::map<std::string, std::vector<uint8_t>> slot;

@@ -2,11 +2,12 @@
 // every source stays inside one buffer; replaying them with the reference XOR loop gives the
 // same parity as EncodeMember.
 
+#include "reft/protect/segments.h"
+
 #include <catch2/catch.hpp>
 
 #include "protect_fixture.h"
 #include "reft/kernels/xor.h"
-#include "reft/protect/segments.h"
 
 namespace reft::protect {
 
@@ -25,7 +26,8 @@ TEST_CASE("AEC and RS segment plans tile the output within buffer bounds", "[pro
           REQUIRE(s.size > 0);
           next += s.size;
           for (const auto& src : s.sources) {
-            if (src.buffer >= 0) REQUIRE(src.offset + s.size <= g.buffers[static_cast<size_t>(src.buffer)].size);
+            if (src.buffer >= 0)
+              REQUIRE(src.offset + s.size <= g.buffers[static_cast<size_t>(src.buffer)].size);
           }
         }
         REQUIRE(next == (p == 0 ? g.aec_sub : g.rs_sub));
@@ -35,7 +37,9 @@ TEST_CASE("AEC and RS segment plans tile the output within buffer bounds", "[pro
       for (const auto& s : plans[0]) {
         std::vector<const void*> srcs;
         for (const auto& src : s.sources) {
-          if (src.buffer >= 0) srcs.push_back(sim.buffers.at(g.buffers[static_cast<size_t>(src.buffer)].name).data() + src.offset);
+          if (src.buffer >= 0)
+            srcs.push_back(sim.buffers.at(g.buffers[static_cast<size_t>(src.buffer)].name).data() +
+                           src.offset);
         }
         if (srcs.empty()) {
           std::fill_n(parity.begin() + static_cast<std::ptrdiff_t>(s.out_offset), s.size, 0);

@@ -1,10 +1,11 @@
 // Sharding function: canonical order, chunk-aligned ranges, slot layouts, byte formulas,
 // placement checks and input validation.
 
+#include "reft/protect/sharding.h"
+
 #include <catch2/catch.hpp>
 
 #include "reft/protect/json_io.h"
-#include "reft/protect/sharding.h"
 
 namespace reft::protect {
 
@@ -49,7 +50,8 @@ TEST_CASE("Bytes per rank follow the formulas up to chunk padding", "[protect][s
       Scheme rs;
       rs.rs = r;
       auto p = *ComputeRankPlan(layout, rs, {0, 0, 0}, bufs, chunk);
-      REQUIRE(std::abs(static_cast<double>(p.total_bytes) - (wm + r * wm / (m - r))) <= 2.0 * chunk + r);
+      REQUIRE(std::abs(static_cast<double>(p.total_bytes) - (wm + r * wm / (m - r))) <=
+              2.0 * chunk + r);
     }
     Scheme aec;
     aec.aec = true;
@@ -89,7 +91,8 @@ TEST_CASE("SG members sharing a node are reported by name", "[protect][sharding]
   auto plan = PlanSharding(in);
   REQUIRE(plan.ok());
   REQUIRE(plan->warnings.size() == 1);
-  REQUIRE(plan->warnings[0].find("SG pp0-tp0: members dp0 dp1 share node 'n0'") != std::string::npos);
+  REQUIRE(plan->warnings[0].find("SG pp0-tp0: members dp0 dp1 share node 'n0'") !=
+          std::string::npos);
   in.strict_placement = true;
   auto strict = PlanSharding(in);
   REQUIRE(strict.status().code() == StatusCode::kInvalidArgument);
@@ -109,7 +112,8 @@ TEST_CASE("Invalid inputs are rejected with the bad field named", "[protect][sha
   REQUIRE(arc.status().message().find("arc2 needs dp >= 3") != std::string::npos);
   REQUIRE(Scheme::Parse("arc1+xyz").status().message().find("'xyz'") != std::string::npos);
   REQUIRE(Scheme::Parse("Arc + AEC")->ToString() == "arc1+aec");
-  auto j = ShardingInputFromJson(nlohmann::json::parse(R"({"layout":{"dp":2},"buffers":[{"name":"a","size":"1KiB","kind":"weird"}]})"));
+  auto j = ShardingInputFromJson(nlohmann::json::parse(
+      R"({"layout":{"dp":2},"buffers":[{"name":"a","size":"1KiB","kind":"weird"}]})"));
   REQUIRE(j.status().message().find("buffers[0].kind") != std::string::npos);
   auto k = ShardingInputFromJson(nlohmann::json::parse(R"({"layout":{"dp":2,"nodes":["a"]}})"));
   REQUIRE(k.status().message().find("layout: nodes has 1 entries") != std::string::npos);

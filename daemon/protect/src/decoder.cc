@@ -20,8 +20,8 @@ Result<const uint8_t*> RegionBytes(const std::vector<const MemberRegions*>& memb
                                    " did not provide region '" + name + "'");
   }
   if (it->second.size < offset + len || (len > 0 && it->second.data == nullptr)) {
-    return Status::InvalidArgument("decode: region '" + name + "' of dp" + std::to_string(holder) + " has " +
-                                   std::to_string(it->second.size) + " bytes, need " +
+    return Status::InvalidArgument("decode: region '" + name + "' of dp" + std::to_string(holder) +
+                                   " has " + std::to_string(it->second.size) + " bytes, need " +
                                    std::to_string(offset + len));
   }
   return it->second.data + offset;
@@ -29,11 +29,11 @@ Result<const uint8_t*> RegionBytes(const std::vector<const MemberRegions*>& memb
 
 }  // namespace
 
-Result<std::vector<std::vector<uint8_t>>> RebuildShards(const SgGeometry& g, const Scheme& scheme,
-                                                        const std::vector<const MemberRegions*>& members) {
+Result<std::vector<std::vector<uint8_t>>> RebuildShards(
+    const SgGeometry& g, const Scheme& scheme, const std::vector<const MemberRegions*>& members) {
   if (members.size() != static_cast<size_t>(g.m)) {
-    return Status::InvalidArgument("decode: " + std::to_string(members.size()) + " members given, SG has " +
-                                   std::to_string(g.m));
+    return Status::InvalidArgument("decode: " + std::to_string(members.size()) +
+                                   " members given, SG has " + std::to_string(g.m));
   }
   std::vector<bool> alive(static_cast<size_t>(g.m));
   for (int d = 0; d < g.m; ++d) alive[d] = members[d] != nullptr;
@@ -59,7 +59,8 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(const SgGeometry& g, con
   }
   for (int d = 0; d < g.m; ++d) {
     if (!alive[d] || !needed[d]) continue;
-    REFT_ASSIGN_OR_RETURN(const uint8_t* p, RegionBytes(members, d, kRegionShard, 0, g.ShardSize(d)));
+    REFT_ASSIGN_OR_RETURN(const uint8_t* p,
+                          RegionBytes(members, d, kRegionShard, 0, g.ShardSize(d)));
     if (g.ShardSize(d) > 0) std::memcpy(work[d].data(), p, g.ShardSize(d));
   }
   std::shared_ptr<const kernels::RsCodec> codec;
@@ -71,16 +72,19 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(const SgGeometry& g, con
     const uint64_t len = op.end - op.begin;
     switch (op.kind) {
       case RecoveryOp::Kind::kCopy: {
-        REFT_ASSIGN_OR_RETURN(const uint8_t* p, RegionBytes(members, op.holder, op.region, op.region_offset, len));
+        REFT_ASSIGN_OR_RETURN(const uint8_t* p,
+                              RegionBytes(members, op.holder, op.region, op.region_offset, len));
         std::memcpy(work[op.target].data() + op.begin, p, len);
         break;
       }
       case RecoveryOp::Kind::kXor: {
         std::vector<const void*> srcs;
-        REFT_ASSIGN_OR_RETURN(const uint8_t* p, RegionBytes(members, op.holder, op.region, op.region_offset, len));
+        REFT_ASSIGN_OR_RETURN(const uint8_t* p,
+                              RegionBytes(members, op.holder, op.region, op.region_offset, len));
         srcs.push_back(p);
         for (const auto& [j, off] : op.sources) srcs.push_back(work[j].data() + off);
-        REFT_RETURN_NOT_OK(kernels::XorReduce(work[op.target].data() + op.begin, srcs.data(), srcs.size(), len));
+        REFT_RETURN_NOT_OK(
+            kernels::XorReduce(work[op.target].data() + op.begin, srcs.data(), srcs.size(), len));
         break;
       }
       case RecoveryOp::Kind::kRs: {
@@ -89,7 +93,8 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(const SgGeometry& g, con
         std::vector<uint8_t*> blocks(static_cast<size_t>(k + r));
         for (int p = 0; p < k; ++p) {
           const int j = RsDataShard(g.m, r, op.stripe, p);
-          blocks[p] = work[j].data() + static_cast<uint64_t>(AecIndex(g.m, j, op.stripe)) * g.rs_sub + op.begin;
+          blocks[p] = work[j].data() +
+                      static_cast<uint64_t>(AecIndex(g.m, j, op.stripe)) * g.rs_sub + op.begin;
         }
         scratch.assign(len * static_cast<uint64_t>(r), 0);
         for (int q = 0; q < r; ++q) {
@@ -98,8 +103,9 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(const SgGeometry& g, con
             blocks[k + q] = scratch.data() + static_cast<uint64_t>(q) * len;
             continue;
           }
-          REFT_ASSIGN_OR_RETURN(const uint8_t* p, RegionBytes(members, holder, kRegionRs,
-                                                              static_cast<uint64_t>(q) * g.rs_sub + op.begin, len));
+          REFT_ASSIGN_OR_RETURN(const uint8_t* p,
+                                RegionBytes(members, holder, kRegionRs,
+                                            static_cast<uint64_t>(q) * g.rs_sub + op.begin, len));
           // Decode writes only the erased blocks; survivors' parities are read-only.
           blocks[k + q] = const_cast<uint8_t*>(p);
         }

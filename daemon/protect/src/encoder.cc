@@ -22,14 +22,17 @@ const uint8_t* ZeroBlock() {
   return zeros.data();
 }
 
-Result<std::vector<const uint8_t*>> ResolveBuffers(const SgGeometry& g, const ReplicatedSource& src) {
+Result<std::vector<const uint8_t*>> ResolveBuffers(const SgGeometry& g,
+                                                   const ReplicatedSource& src) {
   std::vector<const uint8_t*> ptrs;
   for (const auto& b : g.buffers) {
     auto it = src.find(b.name);
-    if (it == src.end()) return Status::InvalidArgument("encode: replicated buffer '" + b.name + "' not provided");
+    if (it == src.end())
+      return Status::InvalidArgument("encode: replicated buffer '" + b.name + "' not provided");
     if (it->second.size != b.size || (b.size > 0 && it->second.data == nullptr)) {
-      return Status::InvalidArgument("encode: buffer '" + b.name + "' has " + std::to_string(it->second.size) +
-                                     " bytes, the layout says " + std::to_string(b.size));
+      return Status::InvalidArgument("encode: buffer '" + b.name + "' has " +
+                                     std::to_string(it->second.size) + " bytes, the layout says " +
+                                     std::to_string(b.size));
     }
     ptrs.push_back(it->second.data);
   }
@@ -40,7 +43,8 @@ const uint8_t* Ptr(const std::vector<const uint8_t*>& bufs, const SegmentSource&
   return s.buffer < 0 ? nullptr : bufs[static_cast<size_t>(s.buffer)] + s.offset;
 }
 
-void CopySegments(const std::vector<CodingSegment>& segs, const std::vector<const uint8_t*>& bufs, uint8_t* out) {
+void CopySegments(const std::vector<CodingSegment>& segs, const std::vector<const uint8_t*>& bufs,
+                  uint8_t* out) {
   for (const auto& s : segs) std::memcpy(out + s.out_offset, Ptr(bufs, s.sources[0]), s.size);
 }
 
@@ -55,7 +59,8 @@ Status XorSegments(const std::vector<CodingSegment>& segs, const std::vector<con
     if (live.empty()) {
       std::memset(out + s.out_offset, 0, s.size);
     } else {
-      REFT_RETURN_NOT_OK(kernels::XorReduce(out + s.out_offset, live.data(), live.size(), s.size, threads));
+      REFT_RETURN_NOT_OK(
+          kernels::XorReduce(out + s.out_offset, live.data(), live.size(), s.size, threads));
     }
   }
   return Status::OK();
@@ -83,20 +88,23 @@ Status RsRow(const kernels::RsCodec& codec, int q, const std::vector<CodingSegme
 
 }  // namespace
 
-Status EncodeMember(const SgGeometry& g, const Scheme& scheme, int dp, const ReplicatedSource& source,
+Status EncodeMember(const SgGeometry& g, const Scheme& scheme, int dp,
+                    const ReplicatedSource& source,
                     const std::map<std::string, MutableSpan>& regions, int threads) {
-  if (dp < 0 || dp >= g.m) return Status::InvalidArgument("encode: dp " + std::to_string(dp) + " outside the SG");
+  if (dp < 0 || dp >= g.m)
+    return Status::InvalidArgument("encode: dp " + std::to_string(dp) + " outside the SG");
   if (scheme.rs > 0 && scheme.rs != g.rs_r) {
-    return Status::InvalidArgument("encode: geometry built for rs" + std::to_string(g.rs_r) + ", scheme is " +
-                                   scheme.ToString());
+    return Status::InvalidArgument("encode: geometry built for rs" + std::to_string(g.rs_r) +
+                                   ", scheme is " + scheme.ToString());
   }
   REFT_ASSIGN_OR_RETURN(auto bufs, ResolveBuffers(g, source));
   auto region = [&](const std::string& name, uint64_t size) -> Result<uint8_t*> {
     auto it = regions.find(name);
     if (it == regions.end()) return static_cast<uint8_t*>(nullptr);
     if (it->second.size != size || (size > 0 && it->second.data == nullptr)) {
-      return Status::InvalidArgument("encode: region '" + name + "' has " + std::to_string(it->second.size) +
-                                     " bytes, the layout says " + std::to_string(size));
+      return Status::InvalidArgument("encode: region '" + name + "' has " +
+                                     std::to_string(it->second.size) + " bytes, the layout says " +
+                                     std::to_string(size));
     }
     return it->second.data;
   };
@@ -112,11 +120,13 @@ Status EncodeMember(const SgGeometry& g, const Scheme& scheme, int dp, const Rep
     if (dst != nullptr) REFT_RETURN_NOT_OK(XorSegments(AecSegments(g, dp), bufs, dst, threads));
   }
   if (scheme.rs > 0) {
-    REFT_ASSIGN_OR_RETURN(uint8_t * dst, region(kRegionRs, g.rs_sub * static_cast<uint64_t>(scheme.rs)));
+    REFT_ASSIGN_OR_RETURN(uint8_t * dst,
+                          region(kRegionRs, g.rs_sub * static_cast<uint64_t>(scheme.rs)));
     if (dst != nullptr) {
       REFT_ASSIGN_OR_RETURN(auto codec, kernels::RsCodec::Create(g.m - scheme.rs, scheme.rs));
       for (int q = 0; q < scheme.rs; ++q) {
-        REFT_RETURN_NOT_OK(RsRow(*codec, q, RsSegments(g, dp, q), bufs, dst + static_cast<uint64_t>(q) * g.rs_sub));
+        REFT_RETURN_NOT_OK(RsRow(*codec, q, RsSegments(g, dp, q), bufs,
+                                 dst + static_cast<uint64_t>(q) * g.rs_sub));
       }
     }
   }

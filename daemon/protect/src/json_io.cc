@@ -11,7 +11,8 @@ namespace {
 using nlohmann::json;
 
 Result<uint64_t> Bytes(const json& v, const std::string& field) {
-  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)) return v.get<uint64_t>();
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0))
+    return v.get<uint64_t>();
   if (v.is_string()) {
     auto r = ParseByteSize(v.get<std::string>());
     if (!r.ok()) return r.status().WithContext(field);
@@ -23,7 +24,8 @@ Result<uint64_t> Bytes(const json& v, const std::string& field) {
 Result<int> Int(const json& obj, const std::string& key, int def, const std::string& where) {
   if (!obj.contains(key)) return def;
   const auto& v = obj.at(key);
-  if (!v.is_number_integer()) return Status::InvalidArgument(where + "." + key + ": expected an integer");
+  if (!v.is_number_integer())
+    return Status::InvalidArgument(where + "." + key + ": expected an integer");
   return v.get<int>();
 }
 
@@ -35,7 +37,8 @@ Result<std::vector<BufferSpec>> Buffers(const json& arr, const std::string& wher
     const std::string at = where + "[" + std::to_string(i) + "]";
     if (!b.is_object()) return Status::InvalidArgument(at + ": expected an object");
     BufferSpec s;
-    if (!b.contains("name") || !b["name"].is_string()) return Status::InvalidArgument(at + ".name: missing string");
+    if (!b.contains("name") || !b["name"].is_string())
+      return Status::InvalidArgument(at + ".name: missing string");
     s.name = b["name"].get<std::string>();
     if (!b.contains("size")) return Status::InvalidArgument(at + ".size: missing");
     REFT_ASSIGN_OR_RETURN(s.size, Bytes(b["size"], at + ".size"));
@@ -78,15 +81,18 @@ Result<ShardingInput> ShardingInputFromJson(const json& doc) {
   REFT_ASSIGN_OR_RETURN(in.layout.pp, Int(l, "pp", 1, "layout"));
   REFT_ASSIGN_OR_RETURN(in.layout.zero_stage, Int(l, "zero_stage", 0, "layout"));
   if (l.contains("nodes")) {
-    if (!l["nodes"].is_array()) return Status::InvalidArgument("layout.nodes: expected an array of node names");
+    if (!l["nodes"].is_array())
+      return Status::InvalidArgument("layout.nodes: expected an array of node names");
     for (const auto& n : l["nodes"]) {
-      if (!n.is_string()) return Status::InvalidArgument("layout.nodes: every entry must be a string");
+      if (!n.is_string())
+        return Status::InvalidArgument("layout.nodes: every entry must be a string");
       in.layout.nodes.push_back(n.get<std::string>());
     }
   }
   REFT_RETURN_NOT_OK(in.layout.Validate());
   if (doc.contains("scheme")) {
-    if (!doc["scheme"].is_string()) return Status::InvalidArgument("scheme: expected a string like \"arc1+aec\"");
+    if (!doc["scheme"].is_string())
+      return Status::InvalidArgument("scheme: expected a string like \"arc1+aec\"");
     auto s = Scheme::Parse(doc["scheme"].get<std::string>());
     if (!s.ok()) return s.status();
     in.scheme = *s;
@@ -118,25 +124,38 @@ Result<json> RecommendationJson(const json& doc, const ShardingInput& input) {
   if (!doc.is_object() || !doc.contains("io")) return json();
   const auto& io = doc["io"];
   if (!io.is_object()) return Status::InvalidArgument("io: expected {\"bandwidth\", \"window_s\"}");
-  if (!io.contains("bandwidth")) return Status::InvalidArgument("io.bandwidth: missing (bytes per second)");
+  if (!io.contains("bandwidth"))
+    return Status::InvalidArgument("io.bandwidth: missing (bytes per second)");
   REFT_ASSIGN_OR_RETURN(uint64_t bw, Bytes(io["bandwidth"], "io.bandwidth"));
   if (!io.contains("window_s") || !io["window_s"].is_number()) {
-    return Status::InvalidArgument("io.window_s: missing number (seconds of snapshot window per iteration)");
+    return Status::InvalidArgument(
+        "io.window_s: missing number (seconds of snapshot window per iteration)");
   }
-  REFT_ASSIGN_OR_RETURN(auto rec, RecommendScheme(input, static_cast<double>(bw), io["window_s"].get<double>()));
-  return json{{"scheme", rec.scheme.ToString()}, {"reason", rec.reason}, {"arc_seconds", rec.arc_seconds},
+  REFT_ASSIGN_OR_RETURN(
+      auto rec, RecommendScheme(input, static_cast<double>(bw), io["window_s"].get<double>()));
+  return json{{"scheme", rec.scheme.ToString()},
+              {"reason", rec.reason},
+              {"arc_seconds", rec.arc_seconds},
               {"aec_seconds", rec.aec_seconds}};
 }
 
 json ToJson(const RankPlan& p) {
   json pieces = json::array();
   for (const auto& s : p.pieces) {
-    pieces.push_back({{"buffer", s.buffer}, {"buffer_offset", s.buffer_offset},
-                      {"shard_offset", s.shard_offset}, {"size", s.size}});
+    pieces.push_back({{"buffer", s.buffer},
+                      {"buffer_offset", s.buffer_offset},
+                      {"shard_offset", s.shard_offset},
+                      {"size", s.size}});
   }
-  return {{"rank", p.coord.ToString()}, {"pp", p.coord.pp}, {"tp", p.coord.tp}, {"dp", p.coord.dp},
-          {"node", p.node}, {"shard", {p.shard_begin, p.shard_end}}, {"pieces", pieces},
-          {"regions", Regions(p.regions)}, {"total_bytes", p.total_bytes},
+  return {{"rank", p.coord.ToString()},
+          {"pp", p.coord.pp},
+          {"tp", p.coord.tp},
+          {"dp", p.coord.dp},
+          {"node", p.node},
+          {"shard", {p.shard_begin, p.shard_end}},
+          {"pieces", pieces},
+          {"regions", Regions(p.regions)},
+          {"total_bytes", p.total_bytes},
           {"redundancy_bytes", p.redundancy_bytes}};
 }
 
@@ -153,17 +172,26 @@ json ToJson(const ProtectionReport& rep, const Scheme& scheme) {
     if (scheme.arc > 0) formula["arc_bytes_per_rank"] = (1 + scheme.arc) * w / m;
     if (scheme.aec && m >= 2) formula["aec_bytes_per_rank"] = w / m + w / (m * (m - 1));
     if (scheme.rs > 0) formula["rs_bytes_per_rank"] = w / m + scheme.rs * w / (m * (m - scheme.rs));
-    groups.push_back({{"pp", gp.pp}, {"tp", gp.tp}, {"members", gp.members}, {"nodes", gp.nodes},
+    groups.push_back({{"pp", gp.pp},
+                      {"tp", gp.tp},
+                      {"members", gp.members},
+                      {"nodes", gp.nodes},
                       {"replicated_bytes", gp.replicated_bytes},
                       {"max_rank_bytes", gp.max_rank_bytes},
                       {"max_rank_redundancy_bytes", gp.max_rank_redundancy},
                       {"node_failures", gp.node_failures},
-                      {"replicated_node_failures", gp.replicated_node_failures}, {"exact", gp.exact},
-                      {"first_fatal", gp.first_fatal}, {"first_fatal_loss", gp.first_fatal_loss},
-                      {"failure_sets_analysed", gp.analyses}, {"formula", formula}, {"ranks", ranks}});
+                      {"replicated_node_failures", gp.replicated_node_failures},
+                      {"exact", gp.exact},
+                      {"first_fatal", gp.first_fatal},
+                      {"first_fatal_loss", gp.first_fatal_loss},
+                      {"failure_sets_analysed", gp.analyses},
+                      {"formula", formula},
+                      {"ranks", ranks}});
   }
-  return {{"scheme", scheme.ToString()}, {"node_failures", rep.node_failures},
-          {"warnings", rep.sharding.warnings}, {"groups", groups}};
+  return {{"scheme", scheme.ToString()},
+          {"node_failures", rep.node_failures},
+          {"warnings", rep.sharding.warnings},
+          {"groups", groups}};
 }
 
 }  // namespace reft::protect

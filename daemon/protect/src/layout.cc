@@ -21,7 +21,8 @@ Status Layout::Validate() const {
                                    " tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) + ")");
   }
   if (zero_stage < 0 || zero_stage > 3) {
-    return Status::InvalidArgument("layout: zero_stage must be 0..3, got " + std::to_string(zero_stage));
+    return Status::InvalidArgument("layout: zero_stage must be 0..3, got " +
+                                   std::to_string(zero_stage));
   }
   if (!nodes.empty() && nodes.size() != static_cast<size_t>(world())) {
     return Status::InvalidArgument("layout: nodes has " + std::to_string(nodes.size()) +

@@ -70,7 +70,8 @@ void Enumerate(const SgGeometry& g, const Scheme& scheme, const std::vector<std:
 
 }  // namespace
 
-GroupProtection AnalyzeGroupProtection(const GroupPlan& group, const Scheme& scheme, uint64_t max_analyses) {
+GroupProtection AnalyzeGroupProtection(const GroupPlan& group, const Scheme& scheme,
+                                       uint64_t max_analyses) {
   const auto& g = group.geometry;
   GroupProtection out;
   out.pp = group.pp;
@@ -117,7 +118,8 @@ Result<ProtectionReport> PlanProtection(const ShardingInput& input) {
   return rep;
 }
 
-Result<Recommendation> RecommendScheme(const ShardingInput& input, double bandwidth, double window_s) {
+Result<Recommendation> RecommendScheme(const ShardingInput& input, double bandwidth,
+                                       double window_s) {
   if (!(bandwidth > 0) || !(window_s > 0)) {
     return Status::InvalidArgument("io: bandwidth and window_s must be > 0");
   }
@@ -138,7 +140,8 @@ Result<Recommendation> RecommendScheme(const ShardingInput& input, double bandwi
   Recommendation rec;
   const double wm = static_cast<double>(w) / m;
   rec.arc_seconds = 2 * wm / bandwidth;
-  rec.aec_seconds = m >= 2 ? (wm + static_cast<double>(w) / (m * (m - 1.0))) / bandwidth : wm / bandwidth;
+  rec.aec_seconds =
+      m >= 2 ? (wm + static_cast<double>(w) / (m * (m - 1.0))) / bandwidth : wm / bandwidth;
   if (m < 2) {
     rec.reason = "dp=1: no sharding-group peer, no in-memory redundancy possible";
   } else if (rec.arc_seconds <= window_s) {
@@ -150,7 +153,8 @@ Result<Recommendation> RecommendScheme(const ShardingInput& input, double bandwi
   } else {
     rec.scheme.aec = true;
     rec.reason = "neither fits the window: AEC, and snapshot every " +
-                 std::to_string(static_cast<int>(std::ceil(rec.aec_seconds / window_s))) + " iterations";
+                 std::to_string(static_cast<int>(std::ceil(rec.aec_seconds / window_s))) +
+                 " iterations";
   }
   if (optimizer && input.layout.zero_stage == 1) rec.scheme.aor = true;
   return rec;

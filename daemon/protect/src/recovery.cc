@@ -92,7 +92,8 @@ class Analyzer {
     for (int j = 0; j < m_; ++j) {
       const uint64_t begin = g_.shard_begin[j];
       for (const auto& iv : known_[j].Missing(0, g_.ShardSize(j))) {
-        out_.lost.push_back({j, iv.first, iv.second, g_.DescribeRange(begin + iv.first, begin + iv.second)});
+        out_.lost.push_back(
+            {j, iv.first, iv.second, g_.DescribeRange(begin + iv.first, begin + iv.second)});
       }
     }
     // Unique buffers: member d-1 keeps a copy (peer copy or AOR replica) of member d's.
@@ -100,7 +101,8 @@ class Analyzer {
       if (alive_[d]) continue;
       const int holder = (d - 1 + m_) % m_;
       if (m_ >= 2 && alive_[holder]) continue;
-      for (const auto& u : g_.unique) out_.lost_unique.push_back("dp" + std::to_string(d) + "/" + u);
+      for (const auto& u : g_.unique)
+        out_.lost_unique.push_back("dp" + std::to_string(d) + "/" + u);
     }
     return std::move(out_);
   }
@@ -225,7 +227,8 @@ Result<RecoveryAnalysis> AnalyzeRecovery(const SgGeometry& geometry, const Schem
   }
   if (scheme.rs > 0 && scheme.rs != geometry.rs_r) {
     return Status::InvalidArgument("AnalyzeRecovery: geometry built for rs" +
-                                   std::to_string(geometry.rs_r) + ", scheme is " + scheme.ToString());
+                                   std::to_string(geometry.rs_r) + ", scheme is " +
+                                   scheme.ToString());
   }
   if ((scheme.arc > 0 && scheme.arc >= geometry.m) || (scheme.aec && geometry.m < 2)) {
     return Status::InvalidArgument("AnalyzeRecovery: scheme " + scheme.ToString() +
@@ -234,7 +237,8 @@ Result<RecoveryAnalysis> AnalyzeRecovery(const SgGeometry& geometry, const Schem
   return Analyzer(geometry, scheme, alive).Run();
 }
 
-std::vector<RegionRef> RequiredRegions(const SgGeometry& g, const Scheme& scheme, const std::vector<bool>& alive,
+std::vector<RegionRef> RequiredRegions(const SgGeometry& g, const Scheme& scheme,
+                                       const std::vector<bool>& alive,
                                        const RecoveryAnalysis& analysis) {
   std::vector<RegionRef> out;
   auto shard = [&](int j) {

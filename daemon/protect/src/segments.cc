@@ -24,8 +24,8 @@ std::pair<SegmentSource, uint64_t> Locate(const SgGeometry& g, int j, uint64_t p
 }
 
 /// Segments of [0, len) for sources (shard, base offset) in the padded shards.
-std::vector<CodingSegment> Split(const SgGeometry& g, const std::vector<std::pair<int, uint64_t>>& srcs,
-                                 uint64_t len) {
+std::vector<CodingSegment> Split(const SgGeometry& g,
+                                 const std::vector<std::pair<int, uint64_t>>& srcs, uint64_t len) {
   std::vector<CodingSegment> out;
   for (uint64_t off = 0; off < len;) {
     CodingSegment seg;

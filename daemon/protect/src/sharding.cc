@@ -17,8 +17,10 @@ Status ValidateBuffers(const std::vector<BufferSpec>& buffers) {
   std::set<std::string> names;
   for (const auto& b : buffers) {
     if (b.name.empty()) return Status::InvalidArgument("buffer with empty name");
-    if (b.name.size() > 100) return Status::InvalidArgument("buffer name '" + b.name + "' longer than 100 bytes");
-    if (!names.insert(b.name).second) return Status::InvalidArgument("buffer '" + b.name + "' registered twice");
+    if (b.name.size() > 100)
+      return Status::InvalidArgument("buffer name '" + b.name + "' longer than 100 bytes");
+    if (!names.insert(b.name).second)
+      return Status::InvalidArgument("buffer '" + b.name + "' registered twice");
     auto es = DtypeSize(b.dtype);
     if (!es.ok()) return es.status().WithContext("buffer '" + b.name + "'");
     if (b.size % static_cast<uint64_t>(*es) != 0) {
@@ -57,7 +59,8 @@ std::string SgGeometry::DescribeRange(uint64_t begin, uint64_t end) const {
 
 Result<SgGeometry> BuildGeometry(int m, const std::vector<BufferSpec>& buffers, uint64_t chunk,
                                  const Scheme& scheme) {
-  if (m < 1) return Status::InvalidArgument("sharding group size must be >= 1, got " + std::to_string(m));
+  if (m < 1)
+    return Status::InvalidArgument("sharding group size must be >= 1, got " + std::to_string(m));
   if (chunk == 0) return Status::InvalidArgument("chunk must be > 0");
   REFT_RETURN_NOT_OK(ValidateBuffers(buffers));
   if (scheme.arc > 0 && scheme.arc > m - 1) {
@@ -126,7 +129,8 @@ RankPlan MakeRankPlan(const Layout& layout, const Scheme& scheme, const RankCoor
     if (lo < hi) p.pieces.push_back({b.name, lo - b.offset, lo - p.shard_begin, hi - lo});
   }
   p.regions.push_back({kRegionShard, g.ShardSize(d)});
-  for (int o = 1; o <= scheme.arc; ++o) p.regions.push_back({ArcRegionName(o), g.ShardSize((d + o) % m)});
+  for (int o = 1; o <= scheme.arc; ++o)
+    p.regions.push_back({ArcRegionName(o), g.ShardSize((d + o) % m)});
   if (scheme.aec) p.regions.push_back({kRegionAec, g.aec_sub});
   if (scheme.rs > 0) p.regions.push_back({kRegionRs, g.rs_sub * static_cast<uint64_t>(scheme.rs)});
   std::map<std::string, const BufferSpec*> uniq;
@@ -170,9 +174,9 @@ Result<RankPlan> ComputeRankPlan(const Layout& layout, const Scheme& scheme, con
   REFT_RETURN_NOT_OK(layout.Validate());
   if (coord.pp < 0 || coord.pp >= layout.pp || coord.tp < 0 || coord.tp >= layout.tp ||
       coord.dp < 0 || coord.dp >= layout.dp) {
-    return Status::InvalidArgument("rank " + coord.ToString() + " outside layout dp=" +
-                                   std::to_string(layout.dp) + " tp=" + std::to_string(layout.tp) +
-                                   " pp=" + std::to_string(layout.pp));
+    return Status::InvalidArgument(
+        "rank " + coord.ToString() + " outside layout dp=" + std::to_string(layout.dp) +
+        " tp=" + std::to_string(layout.tp) + " pp=" + std::to_string(layout.pp));
   }
   REFT_RETURN_NOT_OK(CheckZero(layout, buffers));
   REFT_ASSIGN_OR_RETURN(auto g, BuildGeometry(layout.dp, buffers, chunk, scheme));
@@ -183,8 +187,8 @@ Result<ShardingPlan> PlanSharding(const ShardingInput& in) {
   REFT_RETURN_NOT_OK(in.layout.Validate());
   for (const auto& gb : in.group_buffers) {
     if (gb.pp < 0 || gb.pp >= in.layout.pp || gb.tp < 0 || gb.tp >= in.layout.tp) {
-      return Status::InvalidArgument("group_buffers entry pp=" + std::to_string(gb.pp) + " tp=" +
-                                     std::to_string(gb.tp) + " is outside the layout");
+      return Status::InvalidArgument("group_buffers entry pp=" + std::to_string(gb.pp) +
+                                     " tp=" + std::to_string(gb.tp) + " is outside the layout");
     }
   }
   ShardingPlan out;
@@ -196,7 +200,8 @@ Result<ShardingPlan> PlanSharding(const ShardingInput& in) {
       gp.pp = pp;
       gp.tp = tp;
       auto g = BuildGeometry(in.layout.dp, bufs, in.chunk, in.scheme);
-      if (!g.ok()) return g.status().WithContext("SG pp" + std::to_string(pp) + "-tp" + std::to_string(tp));
+      if (!g.ok())
+        return g.status().WithContext("SG pp" + std::to_string(pp) + "-tp" + std::to_string(tp));
       gp.geometry = std::move(*g);
       std::map<std::string, std::vector<int>> by_node;
       for (int d = 0; d < in.layout.dp; ++d) {

@@ -57,9 +57,12 @@ int main(int argc, char** argv) {
   int threads = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--mib") mib = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--reps") reps = std::atoi(argv[i + 1]);
-    else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    if (a == "--mib")
+      mib = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else if (a == "--threads")
+      threads = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: protect_bench [--mib W] [--reps N] [--threads T]\n");
       return 2;
@@ -105,13 +108,17 @@ int main(int argc, char** argv) {
       }
       auto [ours, theirs] = TimeBoth(
           reps, [&] { (void)EncodeMember(g, s, k, src, regions, threads); },
-          [&] { xor_gen(static_cast<int>(ptrs.size()), static_cast<int>(g.aec_sub), ptrs.data()); });
+          [&] {
+            xor_gen(static_cast<int>(ptrs.size()), static_cast<int>(g.aec_sub), ptrs.data());
+          });
       const bool same = full && out == ref;
-      std::printf("{\"bench\":\"aec_encode\",\"m\":%d,\"w_bytes\":%llu,\"parity_bytes\":%llu,\"threads\":%d,"
-                  "\"ours_gbps\":%.3f,\"xor_gen_gbps\":%.3f,\"ratio\":%.3f,\"identical\":%s}\n",
-                  m, static_cast<unsigned long long>(g.total), static_cast<unsigned long long>(g.aec_sub), threads,
-                  (m - 1) * g.aec_sub / ours / 1e9, (m - 1) * g.aec_sub / theirs / 1e9, theirs / ours,
-                  same ? "true" : "false");
+      std::printf(
+          "{\"bench\":\"aec_encode\",\"m\":%d,\"w_bytes\":%llu,\"parity_bytes\":%llu,\"threads\":%"
+          "d,"
+          "\"ours_gbps\":%.3f,\"xor_gen_gbps\":%.3f,\"ratio\":%.3f,\"identical\":%s}\n",
+          m, static_cast<unsigned long long>(g.total), static_cast<unsigned long long>(g.aec_sub),
+          threads, (m - 1) * g.aec_sub / ours / 1e9, (m - 1) * g.aec_sub / theirs / 1e9,
+          theirs / ours, same ? "true" : "false");
     }
     // RS
     for (int r : {2, 3}) {
@@ -121,7 +128,8 @@ int main(int argc, char** argv) {
       auto g = *BuildGeometry(m, specs, chunk, s);
       const int k = m - r;
       std::vector<uint8_t> out(g.rs_sub * r), ref(g.rs_sub * r);
-      std::vector<unsigned char> mat(static_cast<size_t>(m) * k), tables(static_cast<size_t>(32) * k * r);
+      std::vector<unsigned char> mat(static_cast<size_t>(m) * k),
+          tables(static_cast<size_t>(32) * k * r);
       gf_gen_cauchy1_matrix(mat.data(), m, k);
       ec_init_tables(k, r, mat.data() + k * k, tables.data());
       const int member = 0;
@@ -142,15 +150,19 @@ int main(int argc, char** argv) {
           [&] {
             for (int q = 0; q < r; ++q) {
               unsigned char* dst = ref.data() + q * g.rs_sub;
-              ec_encode_data(static_cast<int>(g.rs_sub), k, 1, tables.data() + 32 * k * q, data[q].data(), &dst);
+              ec_encode_data(static_cast<int>(g.rs_sub), k, 1, tables.data() + 32 * k * q,
+                             data[q].data(), &dst);
             }
           });
       const bool same = full && out == ref;
-      std::printf("{\"bench\":\"rs_encode\",\"m\":%d,\"r\":%d,\"w_bytes\":%llu,\"parity_bytes\":%llu,"
-                  "\"ours_gbps\":%.3f,\"ec_encode_data_gbps\":%.3f,\"ratio\":%.3f,\"identical\":%s}\n",
-                  m, r, static_cast<unsigned long long>(g.total), static_cast<unsigned long long>(g.rs_sub * r),
-                  static_cast<double>(k) * r * g.rs_sub / ours / 1e9,
-                  static_cast<double>(k) * r * g.rs_sub / theirs / 1e9, theirs / ours, same ? "true" : "false");
+      std::printf(
+          "{\"bench\":\"rs_encode\",\"m\":%d,\"r\":%d,\"w_bytes\":%llu,\"parity_bytes\":%llu,"
+          "\"ours_gbps\":%.3f,\"ec_encode_data_gbps\":%.3f,\"ratio\":%.3f,\"identical\":%s}\n",
+          m, r, static_cast<unsigned long long>(g.total),
+          static_cast<unsigned long long>(g.rs_sub * r),
+          static_cast<double>(k) * r * g.rs_sub / ours / 1e9,
+          static_cast<double>(k) * r * g.rs_sub / theirs / 1e9, theirs / ours,
+          same ? "true" : "false");
     }
   }
   std::free(raw);

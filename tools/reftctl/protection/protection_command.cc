@@ -7,8 +7,8 @@
 #include <iterator>
 #include <memory>
 #include <sstream>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "reft/protect/json_io.h"
@@ -27,15 +27,15 @@ struct Options {
 void PrintTable(const nlohmann::json& doc) {
   if (doc.contains("recommendation")) {
     const auto& r = doc["recommendation"];
-    std::cout << "recommended: " << r["scheme"].get<std::string>() << " (" << r["reason"].get<std::string>()
-              << ")\n";
+    std::cout << "recommended: " << r["scheme"].get<std::string>() << " ("
+              << r["reason"].get<std::string>() << ")\n";
   }
   std::cout << "scheme " << doc["scheme"].get<std::string>() << ": job survives "
             << doc["node_failures"].get<int>() << " node failure(s) in every sharding group\n";
   for (const auto& w : doc["warnings"]) std::cout << "warning: " << w.get<std::string>() << "\n";
   for (const auto& g : doc["groups"]) {
-    std::cout << "SG pp" << g["pp"].get<int>() << "-tp" << g["tp"].get<int>() << ": " << g["members"].get<int>()
-              << " members on " << g["nodes"].get<int>() << " nodes, W "
+    std::cout << "SG pp" << g["pp"].get<int>() << "-tp" << g["tp"].get<int>() << ": "
+              << g["members"].get<int>() << " members on " << g["nodes"].get<int>() << " nodes, W "
               << FormatBytes(g["replicated_bytes"].get<uint64_t>()) << ", max per rank "
               << FormatBytes(g["max_rank_bytes"].get<uint64_t>()) << " (redundancy "
               << FormatBytes(g["max_rank_redundancy_bytes"].get<uint64_t>()) << "), survives "
@@ -79,7 +79,8 @@ void Run(CtlContext& ctx, const Options& opt) {
   } else if (doc.is_object() && doc.contains("schemes") && doc["schemes"].is_array()) {
     for (const auto& one : doc["schemes"]) {
       if (!one.is_string()) {
-        ctx.Fail(kExitUsage, "plan protection: schemes: every entry must be a string like \"arc1+aec\"");
+        ctx.Fail(kExitUsage,
+                 "plan protection: schemes: every entry must be a string like \"arc1+aec\"");
         return;
       }
       schemes.push_back(one.get<std::string>());
@@ -88,7 +89,8 @@ void Run(CtlContext& ctx, const Options& opt) {
   nlohmann::json recommendation;
   if (doc.is_object() && doc.contains("io")) {
     auto in = protect::ShardingInputFromJson(doc);
-    auto rec = in.ok() ? protect::RecommendationJson(doc, *in) : Result<nlohmann::json>(in.status());
+    auto rec =
+        in.ok() ? protect::RecommendationJson(doc, *in) : Result<nlohmann::json>(in.status());
     if (!rec.ok()) {
       ctx.Fail(kExitUsage, "plan protection: " + rec.status().message());
       return;
@@ -142,7 +144,8 @@ void RegisterProtectionPlanCommand(CLI::App& plan, CtlContext& ctx) {
       "per-rank slot layout and bytes, and guaranteed node failures per sharding group "
       "(input JSON: layout, scheme, buffers; see docs/protection.md)");
   cmd->add_option("-i,--input", opt->input, "input JSON file, '-' = stdin")->required();
-  cmd->add_option("--scheme", opt->scheme, "override the scheme, e.g. arc1+aec; a comma-separated list compares several "
+  cmd->add_option("--scheme", opt->scheme,
+                  "override the scheme, e.g. arc1+aec; a comma-separated list compares several "
                   "(output {\"plans\": [...]})");
   cmd->add_flag("!--no-ranks", opt->ranks, "omit the per-rank layouts from the output");
   cmd->callback([&ctx, opt] { Run(ctx, *opt); });

@@ -36,8 +36,8 @@ using ReplicatedSource = std::map<std::string, ConstSpan>;
 /// caller may pass only what it wants computed. Unique/peer/aor regions are not touched.
 /// Thread-safe for distinct outputs. \param threads XOR threads for large parities.
 Status EncodeMember(const SgGeometry& geometry, const Scheme& scheme, int dp,
-                    const ReplicatedSource& source, const std::map<std::string, MutableSpan>& regions,
-                    int threads = 1);
+                    const ReplicatedSource& source,
+                    const std::map<std::string, MutableSpan>& regions, int threads = 1);
 
 /// \brief The surviving regions of one member's slot (same step!), by region name.
 using MemberRegions = std::map<std::string, ConstSpan>;
@@ -47,8 +47,8 @@ using MemberRegions = std::map<std::string, ConstSpan>;
 ///        redundancy regions of `scheme`; spans are checked against the geometry.
 /// \return for each dp (size m): the rebuilt shard for failed members, empty for survivors;
 ///         Lost naming exactly which shard bytes (and buffers) cannot be rebuilt.
-Result<std::vector<std::vector<uint8_t>>> RebuildShards(const SgGeometry& geometry,
-                                                        const Scheme& scheme,
-                                                        const std::vector<const MemberRegions*>& members);
+Result<std::vector<std::vector<uint8_t>>> RebuildShards(
+    const SgGeometry& geometry, const Scheme& scheme,
+    const std::vector<const MemberRegions*>& members);
 
 }  // namespace reft::protect

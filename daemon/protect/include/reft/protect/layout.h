@@ -43,11 +43,11 @@ enum class BufferKind { kReplicated, kUnique };
 /// \brief One registered buffer of a rank.
 struct BufferSpec {
   std::string name;
-  uint64_t size = 0;              ///< bytes
-  std::string dtype = "uint8";    ///< fp32, fp16, bf16, fp64, int8, uint8, int32, int64
+  uint64_t size = 0;            ///< bytes
+  std::string dtype = "uint8";  ///< fp32, fp16, bf16, fp64, int8, uint8, int32, int64
   BufferKind kind = BufferKind::kReplicated;
-  int layer = -1;                 ///< optional layer index, -1 = none
-  bool optimizer = false;         ///< a ZeRO-1 optimizer shard (AOR-eligible when unique)
+  int layer = -1;          ///< optional layer index, -1 = none
+  bool optimizer = false;  ///< a ZeRO-1 optimizer shard (AOR-eligible when unique)
 };
 
 /// \brief Element size of a dtype name, or InvalidArgument naming it.

@@ -56,7 +56,8 @@ struct Recommendation {
   double arc_seconds = 0;  ///< per-rank host write time of ARC(1)
   double aec_seconds = 0;  ///< per-rank host write time of AEC
 };
-Result<Recommendation> RecommendScheme(const ShardingInput& input, double bandwidth, double window_s);
+Result<Recommendation> RecommendScheme(const ShardingInput& input, double bandwidth,
+                                       double window_s);
 
 /// \brief Sharding plus protection of every SG.
 Result<ProtectionReport> PlanProtection(const ShardingInput& input);

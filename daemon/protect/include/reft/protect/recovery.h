@@ -40,15 +40,15 @@ struct RecoveryOp {
 
 /// \brief Bytes of a shard that cannot be rebuilt.
 struct LostRange {
-  int shard = -1;  ///< dp member
+  int shard = -1;      ///< dp member
   uint64_t begin = 0;  ///< within the shard
   uint64_t end = 0;
   std::string buffers;  ///< buffers these bytes belong to, "name[a,b)"
 };
 
 struct RecoveryAnalysis {
-  std::vector<RecoveryOp> ops;         ///< in execution order
-  std::vector<LostRange> lost;         ///< empty = every failed shard is recoverable
+  std::vector<RecoveryOp> ops;           ///< in execution order
+  std::vector<LostRange> lost;           ///< empty = every failed shard is recoverable
   std::vector<std::string> lost_unique;  ///< "dp<d>/<buffer>" unique buffers with no copy left
   bool recoverable() const { return lost.empty() && lost_unique.empty(); }
   /// \brief "shard dp2 bytes [0,4096) (w[0,4096)); unique dp3/rng" or "nothing lost".
@@ -84,6 +84,7 @@ struct RegionRef {
 /// fetches from its peers before RebuildShards. Survivors' "rep/shard" are included only where
 /// an operation reads that shard.
 std::vector<RegionRef> RequiredRegions(const SgGeometry& geometry, const Scheme& scheme,
-                                       const std::vector<bool>& alive, const RecoveryAnalysis& analysis);
+                                       const std::vector<bool>& alive,
+                                       const RecoveryAnalysis& analysis);
 
 }  // namespace reft::protect

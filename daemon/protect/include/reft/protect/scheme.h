@@ -16,7 +16,8 @@ struct Scheme {
   int arc = 0;       ///< ARC(r): member d also stores shards d+1..d+r of its SG
   bool aec = false;  ///< rotated sub-chunk XOR parity (seeds-spec §1.4 corrected indices)
   int rs = 0;        ///< RS(r): rotated Cauchy Reed–Solomon stripes, any r failures
-  bool aor = false;  ///< ZeRO-1 optimizer shards replicated by optimizer replay (daemon/protect/aor)
+  bool aor =
+      false;  ///< ZeRO-1 optimizer shards replicated by optimizer replay (daemon/protect/aor)
 
   /// \brief Parses "none", "arc<r>", "aec", "rs<r>", "aor" joined with '+' ("arc" = "arc1").
   static Result<Scheme> Parse(const std::string& text);

@@ -19,13 +19,13 @@
 namespace reft::protect {
 
 /// Region names of a slot (the store's RegionSpec names).
-inline constexpr const char* kRegionShard = "rep/shard";   ///< own shard
-inline constexpr const char* kRegionAec = "rep/aec";       ///< AEC parity, one sub-chunk
-inline constexpr const char* kRegionRs = "rep/rs";         ///< RS parities, r sub-blocks
-std::string ArcRegionName(int offset);                     ///< "rep/arc+<offset>"
-std::string UniqueRegionName(const std::string& buffer);   ///< "unique/<name>" own copy
-std::string PeerRegionName(const std::string& buffer);     ///< "peer/<name>" copy of dp+1's
-std::string AorRegionName(const std::string& buffer);      ///< "aor/<name>" replay of dp+1's
+inline constexpr const char* kRegionShard = "rep/shard";  ///< own shard
+inline constexpr const char* kRegionAec = "rep/aec";      ///< AEC parity, one sub-chunk
+inline constexpr const char* kRegionRs = "rep/rs";        ///< RS parities, r sub-blocks
+std::string ArcRegionName(int offset);                    ///< "rep/arc+<offset>"
+std::string UniqueRegionName(const std::string& buffer);  ///< "unique/<name>" own copy
+std::string PeerRegionName(const std::string& buffer);    ///< "peer/<name>" copy of dp+1's
+std::string AorRegionName(const std::string& buffer);     ///< "aor/<name>" replay of dp+1's
 
 /// \brief A replicated buffer's place in the SG's canonical byte vector.
 struct BufferExtent {
@@ -109,12 +109,12 @@ struct GroupPlan {
   int pp = 0;
   int tp = 0;
   SgGeometry geometry;
-  std::vector<RankPlan> ranks;  ///< indexed by dp
+  std::vector<RankPlan> ranks;            ///< indexed by dp
   std::vector<std::string> member_nodes;  ///< node of each dp member
 };
 
 struct ShardingPlan {
-  std::vector<GroupPlan> groups;  ///< ordered by (pp, tp)
+  std::vector<GroupPlan> groups;      ///< ordered by (pp, tp)
   std::vector<std::string> warnings;  ///< e.g. SG members sharing a node
 };
 
