@@ -5,7 +5,9 @@
 
 #include "reft/kernels/xor.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <isa-l/raid.h>
 
 #include <algorithm>
