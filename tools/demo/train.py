@@ -59,7 +59,7 @@ def main():
     ap.add_argument("--socket", required=True)
     ap.add_argument("--job", default="demo")
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--record-dir", required=True)
     ap.add_argument("--step-sleep", type=float, default=0.0)
     args = ap.parse_args()
