@@ -57,7 +57,8 @@ class Node:
 
     @property
     def persist_dir(self) -> str:
-        return os.path.join(self.root, "persist")
+        # One directory for the whole cluster, like an NFS mount shared by the nodes.
+        return self.cluster.persist_dir
 
     @property
     def log_path(self) -> str:
@@ -149,6 +150,7 @@ class LocalCluster:
         # Segments go to tmpfs like in production; a private subdirectory per cluster.
         shm_base = "/dev/shm" if os.path.isdir("/dev/shm") else self.root
         self.shm_root = tempfile.mkdtemp(prefix="reft-cluster-", dir=shm_base)
+        self.persist_dir = os.path.join(self.root, "persist")
         self.log_level = log_level
         self.keep = keep
         self.env = dict(os.environ)
