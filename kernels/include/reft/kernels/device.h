@@ -90,6 +90,18 @@ class DeviceBackend {
   /// cannot be exported (e.g. VMM/expandable segments); the client then falls back to staged.
   virtual Result<MemoryExport> Export(const void* ptr, uint64_t size) = 0;
 
+  // ---- fences (either side; DESIGN.md §3) ----
+  /// \brief Records a completion point after the work queued so far on `native_stream` of
+  /// `device` (CUDA/HIP: a cudaStream_t/hipStream_t, nullptr = the legacy default stream; an
+  /// interprocess event re-recorded each call). Emulated/host: the host writes that precede the
+  /// call are complete, so the event is signalled at once. The trainer calls it in snapshot()
+  /// ("ready"), sends the EventExport (fd with SCM_RIGHTS), and the daemon's stream WaitEvent()s it.
+  virtual Result<EventExport> RecordReadyEvent(int device, void* native_stream) = 0;
+  /// \brief Blocks the calling thread until `event` (recorded by either process) completed;
+  /// Timeout after `timeout_ms` (< 0: forever). The trainer waits on the daemon's "done" event
+  /// (from CopyStream::RecordEvent) before it modifies the buffers again.
+  virtual Status WaitEventOnHost(const EventExport& event, int64_t timeout_ms) = 0;
+
   // ---- importer side (daemon) ----
   virtual Result<std::shared_ptr<ImportedMemory>> Import(const MemoryExport& exported) = 0;
   virtual Result<std::unique_ptr<CopyStream>> CreateStream(int device) = 0;
