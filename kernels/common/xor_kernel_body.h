@@ -21,6 +21,9 @@ struct XorArgs {
   bool accumulate;  ///< dst ^= ... (second and later launches of a split reduction)
 };
 
+// Internal linkage: the CUDA and HIP objects each define their own copy in one binary.
+namespace {
+
 REFT_GPU_GLOBAL void XorKernel(XorArgs args) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -49,4 +52,5 @@ REFT_GPU_GLOBAL void XorKernel(XorArgs args) {
   }
 }
 
+}  // namespace
 }  // namespace reft::kernels::gpu
