@@ -8,5 +8,5 @@ bash tools/setup.sh
 build="${REFT_BUILD_DIR:-build}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DPython_EXECUTABLE=/usr/bin/python3 >/dev/null
-cmake --build "$build" -j"$(nproc)" --target reftd reftctl reft_python
+cmake --build "$build" -j"$(nproc)" --target reftd reftctl reft_python reft_sample_trainer
 REFT_BUILD_DIR="$build" exec /usr/bin/python3 tools/demo/demo.py

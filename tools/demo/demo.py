@@ -18,15 +18,31 @@ from reft_cluster import LocalCluster, find_build_dir  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def have_torch():
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
 class Trainer:
+    """The torch sample trainer (train.py), or the C++ one when torch is not installed. Both
+    print the same events and verify restored bytes against what they saved."""
+
     def __init__(self, cluster, node, record_dir, steps):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.path.join(cluster.build_dir, "client", "python")
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "train.py"), "--socket", node.socket,
-             "--job", "demo", "--steps", str(steps), "--record-dir", record_dir,
-             "--step-sleep", "0.02"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        if have_torch():
+            cmd = [sys.executable, os.path.join(HERE, "train.py"), "--socket", node.socket,
+                   "--job", "demo", "--steps", str(steps), "--record-dir", record_dir,
+                   "--step-sleep", "0.02"]
+        else:
+            cmd = [os.path.join(cluster.build_dir, "tools", "demo", "reft_sample_trainer"),
+                   "--socket", node.socket, "--job", "demo", "--steps", str(steps),
+                   "--size", "3000001", "--sleep-us", "20000"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env)
         self.events = []
 
     def wait_for(self, word, min_step=-1, timeout=120):
@@ -38,6 +54,8 @@ class Trainer:
                 raise RuntimeError(f"trainer exited ({self.proc.wait()}) before '{word}':\n{err}")
             parts = line.split()
             self.events.append(parts)
+            if parts[0] in ("restore-error", "connect-error"):
+                raise RuntimeError(f"trainer failed: {line.strip()}")
             if parts[0] == "restored" and len(parts) > 2 and parts[2] == "MISMATCH":
                 raise RuntimeError(f"restored step {parts[1]} does not match what was saved")
             if parts[0] == word and int(parts[1]) >= min_step:
@@ -54,9 +72,8 @@ def say(msg):
 
 
 def main():
-    python = sys.executable
-    if not os.access(python, os.X_OK):
-        return 1
+    say("trainer: " + ("torch sample (tools/demo/train.py)" if have_torch()
+                       else "C++ sample (torch not installed)"))
     with LocalCluster(nodes=1, build_dir=find_build_dir()) as cluster:
         node = cluster.nodes[0]
         record = os.path.join(cluster.root, "records")

@@ -1,0 +1,143 @@
+// A C++ trainer for the demo (when torch is missing) and for the crash tests: registers K
+// buffers, fills them with a pattern that is a pure function of (step, buffer, offset),
+// snapshots every step, and after a restart restores and checks every byte of the pattern of
+// the restored step. One line per event on stdout:
+//   restored <step> ok | restored -1 fresh | restored <step> MISMATCH <buffer> <offset>
+//   restore-error <code> <message>      snapshot-error <step> <code> <message>
+//   committed <step>                    done <step>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "reft/client.h"
+
+namespace {
+
+uint64_t Mix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+void Fill(std::vector<uint8_t>& buf, int64_t step, size_t index) {
+  const uint64_t seed = Mix(static_cast<uint64_t>(step) * 1315423911u + index);
+  size_t i = 0;
+  for (; i + 8 <= buf.size(); i += 8) {
+    uint64_t v = Mix(seed ^ i);
+    std::memcpy(buf.data() + i, &v, 8);
+  }
+  uint64_t v = Mix(seed ^ i);
+  for (; i < buf.size(); ++i, v >>= 8) buf[i] = static_cast<uint8_t>(v);
+}
+
+// Returns the first mismatching offset, or -1.
+int64_t Check(const std::vector<uint8_t>& buf, int64_t step, size_t index) {
+  std::vector<uint8_t> expect(buf.size());
+  Fill(expect, step, index);
+  for (size_t i = 0; i < buf.size(); ++i) {
+    if (buf[i] != expect[i]) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"reft sample trainer"};
+  reft::ClientOptions options;
+  int64_t steps = 100;
+  uint64_t size = 1 << 20;
+  int nbuffers = 3;
+  int sleep_us = 0;
+  bool restore_only = false;
+  app.add_option("--socket", options.socket_path)->required();
+  app.add_option("--job", options.job)->required();
+  app.add_option("--dp", options.dp);
+  app.add_option("--dp-size", options.layout.dp);
+  app.add_option("--protection", options.protection);
+  app.add_option("--steps", steps);
+  app.add_option("--size", size, "bytes per buffer (odd sizes welcome)");
+  app.add_option("--buffers", nbuffers);
+  app.add_option("--sleep-us", sleep_us, "pause per step");
+  app.add_flag("--restore-only", restore_only, "restore, verify, exit");
+  CLI11_PARSE(app, argc, argv);
+
+  auto client = reft::Client::Connect(options);
+  if (!client.ok()) {
+    std::printf("connect-error %d %s\n", static_cast<int>(client.status().code()),
+                client.status().message().c_str());
+    return 2;
+  }
+  std::vector<std::vector<uint8_t>> buffers(nbuffers, std::vector<uint8_t>(size));
+  for (int b = 0; b < nbuffers; ++b) {
+    // Sizes differ per buffer so regions have odd, unaligned lengths.
+    buffers[b].resize(size + 7 * b);
+    reft::BufferOptions bo;
+    bo.kind = b == nbuffers - 1 ? reft::BufferKind::kUnique : reft::BufferKind::kReplicated;
+    auto st = (*client)->Register("buf" + std::to_string(b), buffers[b].data(), buffers[b].size(), bo);
+    if (!st.ok()) {
+      std::printf("register-error %d %s\n", static_cast<int>(st.code()), st.message().c_str());
+      return 2;
+    }
+  }
+
+  auto restored = (*client)->Restore();
+  if (!restored.ok()) {
+    std::printf("restore-error %d %s\n", static_cast<int>(restored.status().code()),
+                restored.status().message().c_str());
+    std::fflush(stdout);
+    return 3;
+  }
+  int64_t start = 0;
+  if (!restored->has_value()) {
+    std::printf("restored -1 fresh\n");
+  } else {
+    const int64_t step = **restored;
+    for (int b = 0; b < nbuffers; ++b) {
+      int64_t bad = Check(buffers[b], step, b);
+      if (bad >= 0) {
+        std::printf("restored %lld MISMATCH %d %lld\n", static_cast<long long>(step), b,
+                    static_cast<long long>(bad));
+        return 4;
+      }
+    }
+    std::printf("restored %lld ok\n", static_cast<long long>(step));
+    start = step + 1;
+  }
+  std::fflush(stdout);
+  if (restore_only) return 0;
+
+  for (int64_t step = start; step < start + steps; ++step) {
+    auto st = (*client)->Fence();  // the previous copy no longer reads the buffers
+    if (st.ok()) {
+      for (int b = 0; b < nbuffers; ++b) Fill(buffers[b], step, b);
+      st = (*client)->Snapshot(step);
+    }
+    if (!st.ok()) {
+      std::printf("snapshot-error %lld %d %s\n", static_cast<long long>(step),
+                  static_cast<int>(st.code()), st.message().c_str());
+      std::fflush(stdout);
+      continue;  // training goes on; the next step tries again
+    }
+    if (step > start) {
+      auto committed = (*client)->WaitCommitted(step - 1, std::chrono::milliseconds(30000));
+      if (committed.ok() && *committed) {
+        std::printf("committed %lld\n", static_cast<long long>(step - 1));
+        std::fflush(stdout);
+      }
+    }
+    if (sleep_us) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+  }
+  (void)(*client)->Fence();
+  auto last = start + steps - 1;
+  auto committed = (*client)->WaitCommitted(last, std::chrono::milliseconds(30000));
+  if (committed.ok() && *committed) std::printf("committed %lld\n", static_cast<long long>(last));
+  std::printf("done %lld\n", static_cast<long long>(last));
+  return 0;
+}
