@@ -28,12 +28,14 @@ REFT_GPU_GLOBAL void XorKernel(XorArgs args) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   bool aligned = (reinterpret_cast<uintptr_t>(args.dst) & 15) == 0;
-  for (int s = 0; s < args.nsrc; ++s) aligned &= (reinterpret_cast<uintptr_t>(args.src[s]) & 15) == 0;
+  for (int s = 0; s < args.nsrc; ++s)
+    aligned &= (reinterpret_cast<uintptr_t>(args.src[s]) & 15) == 0;
   uint64_t head = 0;
   if (aligned) {
     const uint64_t nvec = args.size / 16;
     for (uint64_t i = tid; i < nvec; i += stride) {
-      uint4 acc = args.accumulate ? reinterpret_cast<const uint4*>(args.dst)[i] : make_uint4(0, 0, 0, 0);
+      uint4 acc =
+          args.accumulate ? reinterpret_cast<const uint4*>(args.dst)[i] : make_uint4(0, 0, 0, 0);
       for (int s = 0; s < args.nsrc; ++s) {
         const uint4 v = reinterpret_cast<const uint4*>(args.src[s])[i];
         acc.x ^= v.x;

@@ -21,7 +21,8 @@ using PointerGetAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdevicep
 
 // Allocation base, size and legacy-IPC capability of the allocation holding `ptr`.
 // IS_LEGACY_CUDA_IPC_CAPABLE is 0 for VMM memory (cuMemCreate, PyTorch expandable segments).
-Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* size, bool* ipc_capable) {
+Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* size,
+                       bool* ipc_capable) {
   cudaPointerAttributes attrs{};
   if (cudaPointerGetAttributes(&attrs, ptr) != cudaSuccess || attrs.type != cudaMemoryTypeDevice) {
     (void)cudaGetLastError();
@@ -31,15 +32,16 @@ Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* si
   static PointerGetAttributeFn fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess) {
       (void)cudaGetLastError();
       f = nullptr;
     }
     return reinterpret_cast<PointerGetAttributeFn>(f);
   }();
-  if (!fn) return Status::Unsupported("CUDA driver entry point cuPointerGetAttribute not available");
+  if (!fn)
+    return Status::Unsupported("CUDA driver entry point cuPointerGetAttribute not available");
   const CUdeviceptr p = reinterpret_cast<CUdeviceptr>(ptr);
   CUdeviceptr start = 0;
   size_t range = 0;

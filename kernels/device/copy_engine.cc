@@ -1,7 +1,7 @@
 #include "copy_engine.h"
 
-#include <linux/futex.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>

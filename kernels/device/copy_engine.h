@@ -71,9 +71,9 @@ class HostCopyStream final : public CopyStream {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<Status()>> queue_;
-  uint64_t enqueued_ = 0;   // operations queued so far
-  uint64_t finished_ = 0;   // operations executed so far
-  uint64_t recorded_ = 0;   // last event target handed out
+  uint64_t enqueued_ = 0;  // operations queued so far
+  uint64_t finished_ = 0;  // operations executed so far
+  uint64_t recorded_ = 0;  // last event target handed out
   Status first_error_;
   bool stop_ = false;
   std::thread worker_;

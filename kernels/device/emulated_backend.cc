@@ -197,7 +197,8 @@ Result<std::unique_ptr<EmulatedAllocation>> EmulatedAllocation::Create(uint64_t 
     close(impl->fd);
     return st;
   };
-  if (ftruncate(impl->fd, static_cast<off_t>(impl->mapped)) != 0) return fail("ftruncate(emulated device)");
+  if (ftruncate(impl->fd, static_cast<off_t>(impl->mapped)) != 0)
+    return fail("ftruncate(emulated device)");
   // The importer relies on the size: forbid shrinking (a SIGBUS in the daemon) and growing.
   if (fcntl(impl->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) return fail("F_ADD_SEALS");
   impl->data = mmap(nullptr, impl->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, impl->fd, 0);

@@ -4,18 +4,24 @@ namespace reft::kernels {
 
 const char* MemoryKindName(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::kHost: return "host";
-    case MemoryKind::kEmulated: return "emulated";
-    case MemoryKind::kCuda: return "cuda";
-    case MemoryKind::kHip: return "hip";
+    case MemoryKind::kHost:
+      return "host";
+    case MemoryKind::kEmulated:
+      return "emulated";
+    case MemoryKind::kCuda:
+      return "cuda";
+    case MemoryKind::kHip:
+      return "hip";
   }
   return "unknown";
 }
 
 Result<DeviceBackend*> GetDeviceBackend(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::kHost: return HostDeviceBackend();
-    case MemoryKind::kEmulated: return EmulatedDeviceBackend();
+    case MemoryKind::kHost:
+      return HostDeviceBackend();
+    case MemoryKind::kEmulated:
+      return EmulatedDeviceBackend();
     case MemoryKind::kCuda:
 #ifdef REFT_HAVE_CUDA
       return CudaDeviceBackend();

@@ -16,9 +16,11 @@ namespace {
 
 // Allocation base, size and legacy-IPC capability of the allocation holding `ptr`
 // (0 for VMM memory from hipMemCreate, which needs hipMemExportToShareableHandle instead).
-Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* size, bool* ipc_capable) {
+Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* size,
+                       bool* ipc_capable) {
   hipPointerAttribute_t attrs{};
-  if (hipPointerGetAttributes(&attrs, ptr) != hipSuccess || attrs.memoryType != hipMemoryTypeDevice) {
+  if (hipPointerGetAttributes(&attrs, ptr) != hipSuccess ||
+      attrs.memoryType != hipMemoryTypeDevice) {
     (void)hipGetLastError();
     return Status::Unsupported("pointer is not HIP device memory");
   }
@@ -31,7 +33,8 @@ Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* si
   }
   int capable = 1;
   if (hipPointerGetAttribute(&capable, HIP_POINTER_ATTRIBUTE_IS_LEGACY_HIP_IPC_CAPABLE,
-                             reinterpret_cast<hipDeviceptr_t>(const_cast<void*>(ptr))) != hipSuccess) {
+                             reinterpret_cast<hipDeviceptr_t>(const_cast<void*>(ptr))) !=
+      hipSuccess) {
     (void)hipGetLastError();
     capable = 1;  // older runtimes lack the attribute; IpcGetMemHandle then reports the error
   }

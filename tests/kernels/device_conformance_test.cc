@@ -2,7 +2,6 @@
 // XOR path against memcpy / XorReduceRef on random data, sizes 0..several MiB, misaligned
 // offsets; plus the emulated copy engine's bandwidth pacing.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -19,7 +18,8 @@ using reft::testing::TestSeed;
 namespace {
 
 constexpr uint64_t kAlloc = 6ull << 20;
-const uint64_t kSizes[] = {0, 1, 3, 15, 16, 17, 63, 64, 65, 4095, 4096, 4097, (1ull << 20) + 13, (5ull << 20) + 3};
+const uint64_t kSizes[] = {
+    0, 1, 3, 15, 16, 17, 63, 64, 65, 4095, 4096, 4097, (1ull << 20) + 13, (5ull << 20) + 3};
 const uint64_t kOffsets[] = {0, 1, 7, 33};
 
 std::unique_ptr<EmulatedAllocation> RandomAllocation(uint64_t seed) {
@@ -31,7 +31,9 @@ std::unique_ptr<EmulatedAllocation> RandomAllocation(uint64_t seed) {
 }
 
 struct BandwidthGuard {
-  explicit BandwidthGuard(uint64_t bw) : saved(EmulatedCopyBandwidth()) { SetEmulatedCopyBandwidth(bw); }
+  explicit BandwidthGuard(uint64_t bw) : saved(EmulatedCopyBandwidth()) {
+    SetEmulatedCopyBandwidth(bw);
+  }
   ~BandwidthGuard() { SetEmulatedCopyBandwidth(saved); }
   uint64_t saved;
 };
@@ -95,7 +97,8 @@ TEST_CASE("emulated copies match memcpy for every size and misalignment", "[kern
         INFO("export_off=" << export_off << " size=" << size << " off=" << off << " seed=" << seed);
         std::vector<uint8_t> dst(size + 64, 0xAB), want(size + 64, 0xAB);
         const uint64_t dst_off = off % 13;
-        std::memcpy(want.data() + dst_off, static_cast<uint8_t*>(alloc->data()) + export_off + off, size);
+        std::memcpy(want.data() + dst_off, static_cast<uint8_t*>(alloc->data()) + export_off + off,
+                    size);
         REQUIRE(b->CopyToHostAsync(**mem, off, dst.data() + dst_off, size, **stream).ok());
         REQUIRE((*stream)->Synchronize().ok());
         REQUIRE(dst == want);
@@ -103,7 +106,8 @@ TEST_CASE("emulated copies match memcpy for every size and misalignment", "[kern
         auto fresh = RandomBytes(size, seed + size + off);
         REQUIRE(b->CopyToDeviceAsync(fresh.data(), **mem, off, size, **stream).ok());
         REQUIRE((*stream)->Synchronize().ok());
-        REQUIRE(std::memcmp(static_cast<uint8_t*>(alloc->data()) + export_off + off, fresh.data(), size) == 0);
+        REQUIRE(std::memcmp(static_cast<uint8_t*>(alloc->data()) + export_off + off, fresh.data(),
+                            size) == 0);
       }
     }
     CHECK_FALSE(b->CopyToHostAsync(**mem, (*mem)->size(), nullptr, 1, **stream).ok());
@@ -139,7 +143,8 @@ TEST_CASE("emulated XOR matches XorReduceRef", "[kernels][emulated][xor]") {
       }
       std::vector<uint8_t> want(size + 1), got(size + 1, 0x5A);
       XorReduceRef(want.data(), ref_srcs.data(), nsrc, size);
-      REQUIRE(b->XorToHostAsync(srcs.data(), offs.data(), nsrc, got.data() + 1, size, **stream).ok());
+      REQUIRE(
+          b->XorToHostAsync(srcs.data(), offs.data(), nsrc, got.data() + 1, size, **stream).ok());
       REQUIRE((*stream)->Synchronize().ok());
       REQUIRE(got[0] == 0x5A);
       REQUIRE(std::memcmp(got.data() + 1, want.data(), size) == 0);

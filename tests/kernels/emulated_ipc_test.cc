@@ -1,12 +1,11 @@
 // Emulated device across real processes: a forked trainer exports memfd memory and its ready
 // event over a Unix socket (SCM_RIGHTS), the parent (the daemon's role) imports, copies after
 // the ready event, writes a marker back and records the done event the child waits on.
-#include <catch2/catch.hpp>
-
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <thread>

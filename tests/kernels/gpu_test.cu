@@ -3,14 +3,13 @@
 // XOR kernel (more sources than one launch takes, mutually misaligned), writes a marker back
 // and records the done event the child waits on. Exits 77 (CTest: skipped) without a device.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -38,7 +37,8 @@ int Child(int sock, uint64_t seed) {
   uint8_t* dev = nullptr;
   if (cudaMalloc(&dev, kAlloc) != cudaSuccess) return 21;
   auto bytes = reft::testing::RandomBytes(kSize, seed);
-  if (cudaMemcpy(dev + kOffset, bytes.data(), kSize, cudaMemcpyHostToDevice) != cudaSuccess) return 22;
+  if (cudaMemcpy(dev + kOffset, bytes.data(), kSize, cudaMemcpyHostToDevice) != cudaSuccess)
+    return 22;
   auto ex = b->Export(dev + kOffset, kSize);
   if (!ex.ok()) {
     std::fprintf(stderr, "child export: %s\n", ex.status().ToString().c_str());
@@ -51,7 +51,8 @@ int Child(int sock, uint64_t seed) {
   if (!RecvEvent(sock, &done)) return 26;
   if (!b->WaitEventOnHost(done, 30000).ok()) return 27;
   uint64_t marker = 0;
-  if (cudaMemcpy(&marker, dev + kOffset, sizeof(marker), cudaMemcpyDeviceToHost) != cudaSuccess) return 28;
+  if (cudaMemcpy(&marker, dev + kOffset, sizeof(marker), cudaMemcpyDeviceToHost) != cudaSuccess)
+    return 28;
   if (marker != kMarker) return 29;  // the done fence returned before the daemon's write
   // Wait for the importer to close its mapping before freeing (field-notes §1.1).
   std::string bye;
@@ -100,7 +101,8 @@ TEST_CASE("CUDA IPC pull, XOR kernel and fences across processes", "[kernels][gp
 
     std::vector<uint8_t> host(kSize + 64, 0);
     REQUIRE(b->PinHost(host.data(), host.size()).ok());
-    for (uint64_t size : std::vector<uint64_t>{0ull, 1ull, 17ull, 4097ull, (1ull << 20) + 3, kSize - 9}) {
+    for (uint64_t size :
+         std::vector<uint64_t>{0ull, 1ull, 17ull, 4097ull, (1ull << 20) + 3, kSize - 9}) {
       for (uint64_t off : std::vector<uint64_t>{0ull, 3ull, 9ull}) {
         if (off + size > kSize) continue;
         INFO("copy size=" << size << " off=" << off);
@@ -123,7 +125,8 @@ TEST_CASE("CUDA IPC pull, XOR kernel and fences across processes", "[kernels][gp
         }
         std::vector<uint8_t> expect(size);
         XorReduceRef(expect.data(), ref.data(), nsrc, size);
-        REQUIRE(b->XorToHostAsync(srcs.data(), offs.data(), nsrc, host.data(), size, **stream).ok());
+        REQUIRE(
+            b->XorToHostAsync(srcs.data(), offs.data(), nsrc, host.data(), size, **stream).ok());
         REQUIRE((*stream)->Synchronize().ok());
         REQUIRE(std::memcmp(host.data(), expect.data(), size) == 0);
       }

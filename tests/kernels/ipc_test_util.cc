@@ -40,7 +40,8 @@ bool RecvWithFd(int sock, std::string* bytes, int* fd) {
   bytes->assign(buf.data(), static_cast<size_t>(n));
   *fd = -1;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(fd, CMSG_DATA(c), sizeof(int));
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+      std::memcpy(fd, CMSG_DATA(c), sizeof(int));
   }
   return true;
 }
@@ -76,14 +77,17 @@ bool RecvExport(int sock, MemoryExport* ex) {
   if (!RecvWithFd(sock, &s, &ex->fd)) return false;
   size_t pos = 0;
   if (!Get(s, &pos, &ex->kind) || !Get(s, &pos, &ex->device) || !Get(s, &pos, &ex->allocation_id) ||
-      !Get(s, &pos, &ex->allocation_size) || !Get(s, &pos, &ex->offset) || !Get(s, &pos, &ex->size)) {
+      !Get(s, &pos, &ex->allocation_size) || !Get(s, &pos, &ex->offset) ||
+      !Get(s, &pos, &ex->size)) {
     return false;
   }
   ex->ipc_handle = s.substr(pos);
   return true;
 }
 
-bool SendEvent(int sock, const EventExport& ev) { return SendWithFd(sock, "E" + ev.ipc_handle, ev.fd); }
+bool SendEvent(int sock, const EventExport& ev) {
+  return SendWithFd(sock, "E" + ev.ipc_handle, ev.fd);
+}
 
 bool RecvEvent(int sock, EventExport* ev) {
   std::string s;

@@ -77,7 +77,8 @@ int RunGpuXorBench(uint64_t size, int reps, const char* self) {
         }
         return best;
       };
-      double t_d2h = time_it([&] { (void)b->CopyToHostAsync(**mem, 0, host.data(), size, **stream); });
+      double t_d2h =
+          time_it([&] { (void)b->CopyToHostAsync(**mem, 0, host.data(), size, **stream); });
       double t_xor = time_it([&] {
         (void)b->XorToHostAsync(srcs.data(), offs.data(), kSources, host.data(), part, **stream);
       });

@@ -22,7 +22,9 @@ int GpuExportChild(int sock, uint64_t size);
 
 namespace {
 
-double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 template <typename F>
 double BestOf(int reps, F&& f) {

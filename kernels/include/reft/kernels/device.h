@@ -7,8 +7,17 @@
 /// Save path (DESIGN.md §3, IPC pull): the trainer Export()s each registered buffer once and
 /// sends the MemoryExport to its daemon; the daemon Import()s it once (cached by the caller,
 /// keyed by exporter pid + allocation_id) and copies device->host into its pinned slot with
-/// CopyToHostAsync on its own stream. The trainer records a ready event before a snapshot
-/// and waits on the daemon's done event (the fence) before it modifies the buffers again.
+/// CopyToHostAsync on its own stream.
+///
+/// Fence protocol (every kind, same calls):
+///   trainer, in snapshot():  ready = backend->RecordReadyEvent(device, current_stream);
+///                            send `ready` (fd, if >= 0, with SCM_RIGHTS) with the request
+///   daemon:                  stream->WaitEvent(ready); CopyToHostAsync(...) per buffer;
+///                            done = stream->RecordEvent(); send `done` back (fd likewise)
+///   trainer, before writing the buffers again:  backend->WaitEventOnHost(done, timeout_ms)
+/// Emulated/host events are a 64-bit counter in a small memfd (fd + 8-byte target), CUDA/HIP
+/// events are interprocess events (fd = -1, ipc_handle = device + event handle). A received
+/// fd is owned by the receiver (WaitEvent/WaitEventOnHost dup what they keep), so close it.
 
 #include <cstdint>
 #include <memory>
@@ -33,13 +42,13 @@ const char* MemoryKindName(MemoryKind kind);
 /// local channel can serialise it; `fd` travels out of band with SCM_RIGHTS.
 struct MemoryExport {
   MemoryKind kind = MemoryKind::kHost;
-  int32_t device = 0;           ///< device ordinal (CUDA/HIP); 0 for emulated
-  std::string ipc_handle;       ///< opaque handle bytes of the allocation *base* (CUDA/HIP)
-  int fd = -1;                  ///< emulated: memfd of the allocation; -1 otherwise
-  uint64_t allocation_id = 0;   ///< exporter-unique id of the allocation (cache key)
-  uint64_t allocation_size = 0; ///< bytes of the whole allocation the handle refers to
-  uint64_t offset = 0;          ///< offset of the buffer inside the allocation
-  uint64_t size = 0;            ///< bytes of the buffer
+  int32_t device = 0;            ///< device ordinal (CUDA/HIP); 0 for emulated
+  std::string ipc_handle;        ///< opaque handle bytes of the allocation *base* (CUDA/HIP)
+  int fd = -1;                   ///< emulated: memfd of the allocation; -1 otherwise
+  uint64_t allocation_id = 0;    ///< exporter-unique id of the allocation (cache key)
+  uint64_t allocation_size = 0;  ///< bytes of the whole allocation the handle refers to
+  uint64_t offset = 0;           ///< offset of the buffer inside the allocation
+  uint64_t size = 0;             ///< bytes of the buffer
 };
 
 /// \brief An event the other process can wait on (IPC event for CUDA/HIP; a shared counter
@@ -95,7 +104,8 @@ class DeviceBackend {
   /// `device` (CUDA/HIP: a cudaStream_t/hipStream_t, nullptr = the legacy default stream; an
   /// interprocess event re-recorded each call). Emulated/host: the host writes that precede the
   /// call are complete, so the event is signalled at once. The trainer calls it in snapshot()
-  /// ("ready"), sends the EventExport (fd with SCM_RIGHTS), and the daemon's stream WaitEvent()s it.
+  /// ("ready"), sends the EventExport (fd with SCM_RIGHTS), and the daemon's stream WaitEvent()s
+  /// it.
   virtual Result<EventExport> RecordReadyEvent(int device, void* native_stream) = 0;
   /// \brief Blocks the calling thread until `event` (recorded by either process) completed;
   /// Timeout after `timeout_ms` (< 0: forever). The trainer waits on the daemon's "done" event
@@ -119,8 +129,7 @@ class DeviceBackend {
   /// `dst_host`. Runs the XOR kernel on the GPU before the D2H copy (AEC "in bubbles").
   /// Unsupported for kinds without a device kernel (the caller then XORs on the host).
   virtual Status XorToHostAsync(const ImportedMemory* const* srcs, const uint64_t* offsets,
-                                size_t nsrc, void* dst_host, uint64_t size,
-                                CopyStream& stream) = 0;
+                                size_t nsrc, void* dst_host, uint64_t size, CopyStream& stream) = 0;
 };
 
 /// \brief The backend for `kind`, or Unsupported when that kind was not built in.

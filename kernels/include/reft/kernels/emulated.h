@@ -3,6 +3,8 @@
 /// \brief The emulated device: host memory in memfds that behaves like GPU memory for the IPC
 /// pull path (export as an fd, import by mmap, copies through a copy engine that enforces a
 /// configurable bandwidth), so every line of the pull path, fences and scheduler runs in CI.
+/// Export/Import/copies/fences go through GetDeviceBackend(MemoryKind::kEmulated) (device.h);
+/// each CopyStream is one named worker thread ("reft-emu-copy") executing its queue in order.
 
 #include <cstdint>
 #include <memory>
