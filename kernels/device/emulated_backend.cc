@@ -107,6 +107,13 @@ class EmulatedBackend final : public DeviceBackend {
     if (ex.offset > ex.allocation_size || ex.size > ex.allocation_size - ex.offset) {
       return Status::InvalidArgument("emulated export range outside its allocation");
     }
+    // An exporter that could still shrink the memfd would turn the daemon's next copy into a
+    // SIGBUS: only sealed allocations (EmulatedAllocation) are imported.
+    const int seals = fcntl(ex.fd, F_GET_SEALS);
+    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+      return Status::PermissionDenied(
+          "emulated memfd is not sealed against shrinking (F_SEAL_SHRINK)");
+    }
     const uint64_t mapped = std::max<uint64_t>(ex.allocation_size, 1);
     void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, ex.fd, 0);
     if (base == MAP_FAILED) return Status::FromErrno(errno, "mmap(emulated memfd)");

@@ -1,6 +1,9 @@
 // Conformance of the device backends built without hardware (host, emulated): copies and the
 // XOR path against memcpy / XorReduceRef on random data, sizes 0..several MiB, misaligned
 // offsets; plus the emulated copy engine's bandwidth pacing.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -78,6 +81,17 @@ TEST_CASE("emulated export rejects foreign pointers and overruns", "[kernels][em
   MemoryExport bad = *ex;
   bad.allocation_size = kAlloc * 2;  // claims more than the memfd holds
   CHECK_FALSE(b->Import(bad).ok());
+  // An unsealed memfd could shrink under the importer (SIGBUS): refused.
+  int raw = memfd_create("unsealed", MFD_CLOEXEC);
+  REQUIRE(raw >= 0);
+  REQUIRE(ftruncate(raw, 4096) == 0);
+  MemoryExport unsealed = *ex;
+  unsealed.fd = raw;
+  unsealed.allocation_size = 4096;
+  unsealed.offset = 0;
+  unsealed.size = 4096;
+  CHECK(b->Import(unsealed).status().code() == reft::StatusCode::kPermissionDenied);
+  close(raw);
 }
 
 TEST_CASE("emulated copies match memcpy for every size and misalignment", "[kernels][emulated]") {
