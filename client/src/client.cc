@@ -79,6 +79,14 @@ struct RegisteredBuffer {
   void* data = nullptr;
   uint64_t size = 0;
   MemoryLocation memory = MemoryLocation::kHost;
+  int device = 0;
+};
+
+/// A ready event recorded by snapshot() on the trainer thread for one (memory kind, device).
+struct PendingEvent {
+  MemoryLocation memory;
+  int device;
+  kernels::EventExport event;  // fd borrowed from the backend (lives as long as the process)
 };
 
 }  // namespace
@@ -96,12 +104,14 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   bool in_flight = false;
   bool job_ready = false;
   int64_t job_step = -1;
+  std::vector<PendingEvent> job_events;
   Status last_result;
   bool exit = false;
   bool closed = false;
   std::thread worker;
 
-  Status RunSnapshot(int64_t step);
+  Status RunSnapshot(int64_t step, const std::vector<PendingEvent>& events);
+  Result<std::vector<PendingEvent>> RecordReadyEvents();
   void WorkerMain();
   void WaitIdleLocked(std::unique_lock<std::mutex>& lock) {
     cv.wait(lock, [&] { return !in_flight; });
@@ -195,11 +205,30 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (rr.buffer_index != d.buffers.size()) {
     return Status::Protocol("reftd numbered buffer '" + name + "' out of order");
   }
-  d.buffers.push_back({name, data, size, options.memory});
+  d.buffers.push_back({name, data, size, options.memory, r.memory.device});
   return Status::OK();
 }
 
-Status Client::Impl::RunSnapshot(int64_t step) {
+Result<std::vector<PendingEvent>> Client::Impl::RecordReadyEvents() {
+  std::vector<PendingEvent> out;
+#if REFT_HAVE_DEVICE_BACKENDS
+  for (const auto& b : buffers) {
+    if (b.memory == MemoryLocation::kHost) continue;
+    bool seen = false;
+    for (const auto& e : out) seen = seen || (e.memory == b.memory && e.device == b.device);
+    if (seen) continue;
+    REFT_ASSIGN_OR_RETURN(kernels::DeviceBackend * backend,
+                          kernels::GetDeviceBackend(static_cast<kernels::MemoryKind>(b.memory)));
+    // CUDA/HIP: recorded on the legacy default stream after the trainer's queued work (the
+    // optimizer step); the daemon's copy stream waits on it before reading the buffers.
+    REFT_ASSIGN_OR_RETURN(kernels::EventExport ev, backend->RecordReadyEvent(b.device, nullptr));
+    out.push_back({b.memory, b.device, ev});
+  }
+#endif
+  return out;
+}
+
+Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& events) {
   local_proto::StepMessage m{step};
   REFT_ASSIGN_OR_RETURN(local_proto::Frame begin,
                         channel->Call(MessageType::kSnapshotBegin, local_proto::Encode(m),
@@ -227,9 +256,21 @@ Status Client::Impl::RunSnapshot(int64_t step) {
     (void)channel->Call(MessageType::kSnapshotAbort, local_proto::Encode(m), MessageType::kAck);
     return copied.WithContext("snapshot of step " + std::to_string(step));
   }
+  local_proto::SnapshotStaged staged;
+  staged.step = step;
+  std::vector<int> event_fds;
+  for (const auto& e : events) {
+    local_proto::ReadyEvent re;
+    re.memory_kind = static_cast<uint32_t>(e.memory);
+    re.device = e.device;
+    re.ipc_handle = e.event.ipc_handle;
+    re.has_fd = e.event.fd >= 0;
+    if (re.has_fd) event_fds.push_back(e.event.fd);
+    staged.events.push_back(re);
+  }
   REFT_ASSIGN_OR_RETURN(local_proto::Frame done,
-                        channel->Call(MessageType::kSnapshotStaged, local_proto::Encode(m),
-                                      MessageType::kSnapshotDone));
+                        channel->Call(MessageType::kSnapshotStaged, local_proto::Encode(staged),
+                                      MessageType::kSnapshotDone, event_fds));
   (void)done;
   return Status::OK();
 }
@@ -247,8 +288,10 @@ void Client::Impl::WorkerMain() {
     if (!job_ready) return;
     job_ready = false;
     int64_t step = job_step;
+    std::vector<PendingEvent> events = std::move(job_events);
+    job_events.clear();
     lock.unlock();
-    Status st = RunSnapshot(step);
+    Status st = RunSnapshot(step, events);
     lock.lock();
     last_result = st;
     in_flight = false;
@@ -268,6 +311,7 @@ Status Client::Snapshot(int64_t step) {
     d.last_result = Status::OK();
     return previous.WithContext("previous snapshot failed");
   }
+  REFT_ASSIGN_OR_RETURN(d.job_events, d.RecordReadyEvents());
   d.in_flight = true;
   d.job_ready = true;
   d.job_step = step;

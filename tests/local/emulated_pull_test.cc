@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "reft/client.h"
-#include "reft/kernels/emulated.h"
 #include "server_fixture.h"
 
 using namespace reft;
@@ -28,7 +27,7 @@ std::unique_ptr<Client> Connect(const ServerFixture& f) {
 TEST_CASE("emulated device buffers are pulled by the daemon and round-trip bit-exactly") {
   ServerFixture f;
   const uint64_t alloc_size = (2u << 20) + 4096;
-  auto alloc = kernels::EmulatedAllocation::Create(alloc_size);
+  auto alloc = EmulatedBuffer::Create(alloc_size);
   REQUIRE(alloc.ok());
   auto* base = static_cast<uint8_t*>((*alloc)->data());
   std::vector<uint8_t> pattern = RandomBytes(alloc_size, 21);
@@ -39,7 +38,9 @@ TEST_CASE("emulated device buffers are pulled by the daemon and round-trip bit-e
   BufferOptions dev;
   dev.memory = MemoryLocation::kEmulated;
   // Two buffers inside one allocation at odd offsets: the daemon imports it once.
-  REQUIRE(c->Register("w1", base + 13, 1000001, dev).ok());
+  Status reg = c->Register("w1", base + 13, 1000001, dev);
+  INFO(reg.ToString());
+  REQUIRE(reg.ok());
   REQUIRE(c->Register("w2", base + 1000014 + 3, 65537, dev).ok());
   REQUIRE(c->Register("host", host.data(), host.size()).ok());
   REQUIRE(c->Snapshot(4).ok());

@@ -56,6 +56,24 @@ struct BufferOptions {
   MemoryLocation memory = MemoryLocation::kHost;
 };
 
+/// \brief Emulated device memory (a memfd-backed "device", DESIGN.md §3) allocated through
+/// libreft, so that Register(..., MemoryLocation::kEmulated) can export it and the daemon pulls
+/// it like GPU memory. For CI and benchmarks; Unsupported in a build without device backends.
+class REFT_CLIENT_API EmulatedBuffer {
+ public:
+  static Result<std::unique_ptr<EmulatedBuffer>> Create(uint64_t size);
+  ~EmulatedBuffer();
+  EmulatedBuffer(const EmulatedBuffer&) = delete;
+  EmulatedBuffer& operator=(const EmulatedBuffer&) = delete;
+  void* data() const;
+  uint64_t size() const;
+
+ private:
+  EmulatedBuffer();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 class REFT_CLIENT_API Client {
  public:
   /// \brief Connects and joins the job. Unavailable when reftd does not answer, InvalidArgument

@@ -311,7 +311,9 @@ Result<kernels::CopyStream*> Session::StreamFor(kernels::DeviceBackend* backend,
   return raw;
 }
 
-Status Session::PullDeviceBuffers(const store::SlotRef& slot) {
+Status Session::PullDeviceBuffers(const store::SlotRef& slot,
+                                  const std::vector<kernels::EventExport>& ready,
+                                  const std::vector<std::pair<int, int>>& ready_keys) {
   std::vector<kernels::CopyStream*> used;
   for (const auto& b : buffers_) {
     if (b.backend == nullptr) continue;
@@ -319,6 +321,13 @@ Status Session::PullDeviceBuffers(const store::SlotRef& slot) {
     uint8_t* dst = slot.region_data(region);
     REFT_RETURN_NOT_OK(b.backend->PinHost(dst, b.reg.size));
     REFT_ASSIGN_OR_RETURN(kernels::CopyStream * stream, StreamFor(b.backend, b.reg.memory.device));
+    if (std::find(used.begin(), used.end(), stream) == used.end()) {
+      // First copy on this stream: wait for the trainer's ready event of this device.
+      const auto key = std::make_pair(static_cast<int>(b.backend->kind()), b.reg.memory.device);
+      for (size_t e = 0; e < ready_keys.size(); ++e) {
+        if (ready_keys[e] == key) REFT_RETURN_NOT_OK(stream->WaitEvent(ready[e]));
+      }
+    }
     REFT_RETURN_NOT_OK(b.backend->CopyToHostAsync(*b.memory, b.reg.memory.offset, dst, b.reg.size,
                                                   *stream)
                            .WithContext("pulling buffer '" + b.reg.name + "'"));
@@ -360,14 +369,29 @@ void Session::AbortWriting(const char* why) {
 }
 
 Status Session::HandleSnapshotStaged(const Frame& f) {
-  local_proto::StepMessage m;
-  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &m));
+  local_proto::SnapshotStaged staged;
+  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &staged));
+  local_proto::StepMessage m{staged.step};
+  std::vector<kernels::EventExport> ready;
+  std::vector<std::pair<int, int>> ready_keys;
+  size_t next_fd = 0;
+  for (const auto& e : staged.events) {
+    kernels::EventExport ev;
+    ev.ipc_handle = e.ipc_handle;
+    if (e.has_fd) {
+      if (next_fd >= f.fds.size()) return Status::Protocol("snapshot_staged: event fd missing");
+      ev.fd = f.fds[next_fd++].get();  // owned by the frame, alive until the copies finished
+    }
+    ready.push_back(ev);
+    ready_keys.emplace_back(static_cast<int>(e.memory_kind), e.device);
+  }
+  if (next_fd != f.fds.size()) return Status::Protocol("snapshot_staged: unexpected fds");
   if (!writing_ || writing_->step != m.step) {
     return Status::Protocol("snapshot_staged for step " + std::to_string(m.step) +
                             " that is not being written");
   }
   std::shared_ptr<store::SlotRef> slot = writing_->slot;
-  Status pulled = PullDeviceBuffers(*slot);
+  Status pulled = PullDeviceBuffers(*slot, ready, ready_keys);
   if (!pulled.ok()) {
     AbortWriting("device pull failed");
     return pulled.WithContext("snapshot of step " + std::to_string(m.step));

@@ -76,7 +76,9 @@ class Session {
   Status Reply(local_proto::MessageType type, uint32_t request_id,
                const std::vector<uint8_t>& payload, const std::vector<int>& fds = {});
   /// Queues device<->host copies for every device buffer and waits for them.
-  Status PullDeviceBuffers(const store::SlotRef& slot);
+  Status PullDeviceBuffers(const store::SlotRef& slot,
+                           const std::vector<kernels::EventExport>& ready,
+                           const std::vector<std::pair<int, int>>& ready_keys);
   Status PushDeviceBuffers(const store::SlotRef& slot);
   Result<kernels::CopyStream*> StreamFor(kernels::DeviceBackend* backend, int device);
   Status CheckSlotMatchesBuffers(const store::SlotRef& slot) const;

@@ -155,6 +155,36 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m) {
   return r.Finish("slot reply");
 }
 
+std::vector<uint8_t> Encode(const SnapshotStaged& m) {
+  Writer w;
+  w.I64(m.step);
+  w.U32(static_cast<uint32_t>(m.events.size()));
+  for (const auto& e : m.events) {
+    w.U32(e.memory_kind);
+    w.I32(e.device);
+    w.Bytes(e.ipc_handle);
+    w.U8(e.has_fd ? 1 : 0);
+  }
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotStaged* m) {
+  Reader r = MakeReader(p);
+  uint32_t n = 0;
+  REFT_RETURN_NOT_OK(r.I64(&m->step, "step"));
+  REFT_RETURN_NOT_OK(r.Count(&n, l.max_fds_per_frame, 13, "events"));
+  m->events.resize(n);
+  for (auto& e : m->events) {
+    uint8_t has_fd = 0;
+    REFT_RETURN_NOT_OK(r.U32(&e.memory_kind, "event.memory_kind"));
+    REFT_RETURN_NOT_OK(r.I32(&e.device, "event.device"));
+    REFT_RETURN_NOT_OK(r.Bytes(&e.ipc_handle, l.max_handle_bytes, "event.ipc_handle"));
+    REFT_RETURN_NOT_OK(r.U8(&has_fd, "event.has_fd"));
+    if (has_fd > 1) return Status::Protocol("snapshot_staged: has_fd must be 0 or 1");
+    e.has_fd = has_fd == 1;
+  }
+  return r.Finish("snapshot_staged");
+}
+
 std::vector<uint8_t> Encode(const QueryCommittedReply& m) {
   Writer w;
   w.U8(m.committed ? 1 : 0);

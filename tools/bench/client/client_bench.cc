@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
 #if REFT_HAVE_DEVICE_BACKENDS
   if (rc == 0) {
     kernels::SetEmulatedCopyBandwidth(0);  // unlimited: measures the pull path itself
-    auto alloc = kernels::EmulatedAllocation::Create(size);
+    auto alloc = EmulatedBuffer::Create(size);
     if (!alloc.ok()) return Fail("emulated allocation", alloc.status());
     std::memcpy((*alloc)->data(), src.data(), size);
     rc = run_mode("emulated_pull", "bench-emulated", (*alloc)->data(), MemoryLocation::kEmulated);

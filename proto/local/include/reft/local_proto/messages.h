@@ -73,6 +73,20 @@ struct SlotReply {  ///< SnapshotBeginReply and RestoreReply; step -1 = nothing 
   std::vector<Placement> staged;
 };
 
+/// A trainer-side "ready" event of one device (CUDA/HIP IPC event, emulated shared counter):
+/// the daemon's copy stream waits on it before pulling that device's buffers, so it never
+/// reads a buffer the trainer's stream is still writing. At most Limits::max_fds_per_frame.
+struct ReadyEvent {
+  uint32_t memory_kind = 0;
+  int32_t device = 0;
+  std::string ipc_handle;
+  bool has_fd = false;  ///< fds ride with the frame, in the order of the events that have one
+};
+struct SnapshotStaged {
+  int64_t step = 0;
+  std::vector<ReadyEvent> events;
+};
+
 struct QueryCommittedReply {
   bool committed = false;
   int64_t newest_committed = -1;
@@ -90,6 +104,7 @@ std::vector<uint8_t> Encode(const RegisterReply& m);
 std::vector<uint8_t> Encode(const StepMessage& m);
 std::vector<uint8_t> Encode(const SlotReply& m);
 std::vector<uint8_t> Encode(const QueryCommittedReply& m);
+std::vector<uint8_t> Encode(const SnapshotStaged& m);
 std::vector<uint8_t> Encode(const ErrorReply& m);
 /// The error reply for a status (messages longer than 4 KiB are cut).
 std::vector<uint8_t> EncodeError(const Status& status);
@@ -101,6 +116,7 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RegisterReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, StepMessage* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, QueryCommittedReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotStaged* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, ErrorReply* m);
 /// The Status an error reply carries (unknown codes become Protocol errors).
 Status ToStatus(const ErrorReply& e);
