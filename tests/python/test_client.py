@@ -132,13 +132,15 @@ def test_gil_released_while_waiting(daemon):
 
     with client(daemon) as c:
         c.register("big", big)
-        t = threading.Thread(target=ticker)
+        t = threading.Thread(target=ticker, daemon=True)
         t.start()
-        c.snapshot(1)
-        c.fence()
-        c.wait_committed(1, timeout=10)
-        stop.set()
-        t.join()
+        try:
+            c.snapshot(1)
+            c.fence()
+            assert c.wait_committed(1, timeout=10)
+        finally:
+            stop.set()
+            t.join()
     assert len(ticks) > 0
 
 
