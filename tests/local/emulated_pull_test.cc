@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "reft/client.h"
+#include "reft/kernels/emulated.h"
 #include "server_fixture.h"
 
 using namespace reft;
@@ -56,4 +57,33 @@ TEST_CASE("emulated device buffers are pulled by the daemon and round-trip bit-e
   CHECK(std::memcmp(base + 1000017, pattern.data() + 1000017, 65537) == 0);
   CHECK(base[12] == 0);  // outside the registered ranges nothing is written
   CHECK(host == host_want);
+}
+
+TEST_CASE("snapshot() returns at once; fence() waits for the paced device copy") {
+  ServerFixture f;
+  const uint64_t size = 8u << 20;
+  const uint64_t bandwidth = 80ull << 20;  // 80 MiB/s: the pull takes >= 100 ms
+  kernels::SetEmulatedCopyBandwidth(bandwidth);
+  auto alloc = EmulatedBuffer::Create(size);
+  REQUIRE(alloc.ok());
+  std::vector<uint8_t> pattern = RandomBytes(size, 31);
+  std::memcpy((*alloc)->data(), pattern.data(), size);
+  auto c = Connect(f);
+  BufferOptions dev;
+  dev.memory = MemoryLocation::kEmulated;
+  REQUIRE(c->Register("w", (*alloc)->data(), size, dev).ok());
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(c->Snapshot(1).ok());
+  auto t1 = std::chrono::steady_clock::now();
+  REQUIRE(c->Fence().ok());
+  auto t2 = std::chrono::steady_clock::now();
+  kernels::SetEmulatedCopyBandwidth(0);
+  using ms = std::chrono::duration<double, std::milli>;
+  INFO("snapshot " << ms(t1 - t0).count() << " ms, fence " << ms(t2 - t1).count() << " ms");
+  CHECK(ms(t1 - t0).count() < 20.0);
+  CHECK(ms(t2 - t0).count() >= 90.0);
+  REQUIRE(c->WaitCommitted(1, std::chrono::seconds(10)).ValueOr(false));
+  std::memset((*alloc)->data(), 0, size);
+  REQUIRE(c->Restore().ok());
+  CHECK(std::memcmp((*alloc)->data(), pattern.data(), size) == 0);
 }
