@@ -1,9 +1,12 @@
 #include "reft/app/daemon.h"
 
 #include <grp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include <grpcpp/grpcpp.h>
@@ -71,20 +74,28 @@ void LogAdoption(const store::AdoptionReport& report) {
 
 std::string AdminSocketPath(const DaemonConfig& c) { return c.socket + ".admin"; }
 
-// Creates the socket's directory if needed and removes a stale socket left by a killed daemon
-// (refusing to remove anything that is not a socket).
+// Creates the socket's directory if needed and removes a stale socket left by a killed daemon.
+// A socket some process still answers on is refused, so a second reftd cannot take over the
+// first one's admin endpoint; anything that is not a socket is never removed.
 Status PrepareSocketPath(const std::string& path) {
   std::error_code ec;
   auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
   if (ec) return Status::IoError("cannot create socket directory " + dir.string() + ": " + ec.message());
   struct stat st;
-  if (lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return Status::AlreadyExists(path + " exists and is not a socket; refusing to replace it");
-    }
-    if (unlink(path.c_str()) != 0) return Status::FromErrno(errno, "cannot remove stale socket " + path);
+  if (lstat(path.c_str(), &st) != 0) return Status::OK();
+  if (!S_ISSOCK(st.st_mode)) {
+    return Status::AlreadyExists(path + " exists and is not a socket; refusing to replace it");
   }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(errno, "socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  if (live) return Status::AlreadyExists("another process is serving on " + path);
+  if (unlink(path.c_str()) != 0) return Status::FromErrno(errno, "cannot remove stale socket " + path);
   return Status::OK();
 }
 
@@ -129,14 +140,13 @@ Status Daemon::Start() {
   REFT_ASSIGN_OR_RETURN(impl_->store, store::SnapshotStore::Open(options, &report));
   LogAdoption(report);
 
-  REFT_RETURN_NOT_OK(PrepareSocketPath(c.socket));
-  REFT_RETURN_NOT_OK(PrepareSocketPath(AdminSocketPath(c)));
 
   impl_->coordinator = std::make_unique<local::SingleNodeCommitCoordinator>(impl_->store.get());
   REFT_ASSIGN_OR_RETURN(impl_->local_server,
                         local::LocalServer::Create(MakeLocalOptions(c), impl_->store.get(),
                                                    impl_->coordinator.get()));
-  REFT_RETURN_NOT_OK(impl_->local_server->Start());
+  REFT_RETURN_NOT_OK(impl_->local_server->Start());  // refuses a socket a live reftd serves
+  REFT_RETURN_NOT_OK(PrepareSocketPath(AdminSocketPath(c)));
 
   const local::LocalServer* server = impl_->local_server.get();
   impl_->admin = std::make_unique<AdminService>(impl_->config, impl_->store.get(),
