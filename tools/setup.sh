@@ -10,7 +10,7 @@ packages=(
   libspdlog-dev libfmt-dev catch2 libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libisal-dev libxxhash-dev libsystemd-dev systemd
   prometheus-cpp-dev
-  pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest
+  pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest python3-jsonschema
   python3-torch libopenblas0-pthread # Debian torch runs ~27x slower on reference BLAS
   iproute2 procps
 )
