@@ -1,0 +1,47 @@
+#include "reft/has/release_gate.h"
+
+#include <algorithm>
+
+namespace reft::has {
+
+void ReleaseGate::Begin(double now, uint64_t total_bytes) {
+  (void)total_bytes;
+  start_ = now;
+}
+
+Layer ReleaseGate::Decide(double now, uint64_t remaining_bytes, uint64_t chunk_bytes,
+                          bool in_bubble, bool fence_waiting) const {
+  if (remaining_bytes == 0) return Layer::kDeferred;
+  if (fence_waiting) return Layer::kCompute;  // the deadline is here: the trainer waits
+  const double rel = now - start_;
+  if (in_bubble) {
+    // Issue a chunk only if the predicted bubble still holds it, so the copy lands inside the
+    // bubble rather than spilling into the next compute op. A bubble the profiler did not
+    // predict (hint without matching window) is used as it comes.
+    const double chunk_time = static_cast<double>(chunk_bytes) / bw_;
+    bool predicted = false;
+    for (const auto& [s, e] : profiler_.windows()) {
+      if (rel >= s && rel < e) {
+        predicted = true;
+        if (e - rel >= chunk_time) return Layer::kBubble;
+      }
+    }
+    if (!predicted) return Layer::kBubble;
+  }
+  if (!profiler_.has_prediction()) return Layer::kCompute;  // nothing known: plain async copy
+  const double deadline = profiler_.deadline();
+  // Time still needed, with one chunk of margin (a released chunk cannot be interrupted).
+  const double need = static_cast<double>(remaining_bytes + chunk_bytes) / bw_;
+  const double bubbles = options_.safety * profiler_.IdleBetween(rel, deadline);
+  // Algorithm 1 split evaluated now: what the bubbles cannot hold goes alongside compute.
+  if (need > bubbles || rel >= deadline) return Layer::kCompute;
+  return Layer::kDeferred;
+}
+
+void ReleaseGate::ObserveCopy(uint64_t bytes, double seconds) {
+  if (seconds <= 0 || bytes == 0) return;
+  const double measured = static_cast<double>(bytes) / seconds;
+  bw_ += options_.bandwidth_weight * (measured - bw_);
+}
+
+}  // namespace reft::has
