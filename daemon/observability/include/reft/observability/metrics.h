@@ -1,0 +1,113 @@
+#pragma once
+/// \file metrics.h
+/// \brief reftd's Prometheus metrics (docs/metrics.md): one registry, an optional HTTP
+/// exposer, and typed handles that the daemon components keep and bump on their hot paths.
+///
+/// Every labelled series is created once in the constructor and stored in an array indexed
+/// by an enum, so recording never looks anything up in a map and never takes a lock of ours
+/// (prometheus-cpp counters/gauges are atomics; a histogram observation takes one short
+/// per-histogram mutex).
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "reft/result.h"
+
+namespace prometheus {
+class Counter;
+class Exposer;
+class Gauge;
+class Histogram;
+class Registry;
+}  // namespace prometheus
+
+namespace reft::observability {
+
+/// Where bytes of a restore or rebuild came from (label `source`).
+enum class RecoverySource : int { kLocal = 0, kReplica, kParity, kPersistent, kCount };
+
+/// Restore/rebuild operation (label `operation`).
+enum class RecoveryOperation : int { kRestore = 0, kRebuild, kCount };
+
+/// Phases of a restore or rebuild (label `phase`): plan the sources, fetch chunks, decode
+/// parity, verify checksums, load into the trainer / re-protect.
+enum class RecoveryPhase : int { kPlan = 0, kFetch, kDecode, kVerify, kLoad, kCount };
+
+/// Membership state of a peer as seen by this node (label `state`).
+enum class PeerState : int { kAlive = 0, kSuspect, kDead, kLeft, kCount };
+
+const char* ToString(RecoverySource source);
+const char* ToString(RecoveryOperation operation);
+const char* ToString(RecoveryPhase phase);
+const char* ToString(PeerState state);
+
+/// \brief Owns the metric families. Thread-safe: all recording methods may be called from
+/// any thread concurrently. Handles stay valid for the lifetime of the Metrics object.
+class Metrics {
+ public:
+  /// \brief Creates the registry and, when `listen_address` is not empty, an HTTP exposer
+  /// serving GET /metrics on it ("HOST:PORT"; port 0 picks a free port). An address that
+  /// cannot be bound is InvalidArgument naming the config key `metrics_listen`.
+  static Result<std::unique_ptr<Metrics>> Create(const std::string& listen_address);
+
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  /// Port the exposer listens on; 0 when the exposer is disabled.
+  int port() const { return port_; }
+
+  /// Registry, e.g. for `reftctl metrics`-style text serialisation without HTTP.
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+  /// Prometheus text exposition (format 0.0.4) of everything in the registry.
+  std::string Serialize() const;
+
+  // --- snapshots (store / local channel) ---
+  /// One snapshot of `bytes` was taken (copied into host memory).
+  void RecordSnapshot(uint64_t bytes);
+  /// The trainer was blocked for `seconds` by a snapshot call (fence wait + handoff).
+  void ObserveTrainerBlocked(double seconds);
+  /// A step became committed `seconds` after the snapshot started.
+  void ObserveCommitLatency(double seconds);
+
+  // --- store state (gauges; set, not accumulated) ---
+  void SetSlots(double slots);
+  void SetMemoryUsed(double bytes);
+  void SetMemoryLimit(double bytes);
+
+  // --- recovery ---
+  void ObserveRecoveryPhase(RecoveryOperation operation, RecoveryPhase phase, double seconds);
+  void AddBytesRecovered(RecoverySource source, uint64_t bytes);
+  void IncChecksumFailures(uint64_t n = 1);
+
+  // --- membership ---
+  /// Number of peers currently in `state` (the peer component sets all states each round).
+  void SetPeers(PeerState state, double count);
+  void ObserveGossipRoundTrip(double seconds);
+
+ private:
+  Metrics();
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+
+  prometheus::Counter* snapshot_bytes_ = nullptr;
+  prometheus::Counter* snapshots_ = nullptr;
+  prometheus::Histogram* trainer_blocked_ = nullptr;
+  prometheus::Histogram* commit_latency_ = nullptr;
+  prometheus::Gauge* slots_ = nullptr;
+  prometheus::Gauge* memory_used_ = nullptr;
+  prometheus::Gauge* memory_limit_ = nullptr;
+  std::array<std::array<prometheus::Histogram*, static_cast<int>(RecoveryPhase::kCount)>,
+             static_cast<int>(RecoveryOperation::kCount)>
+      phase_{};
+  std::array<prometheus::Counter*, static_cast<int>(RecoverySource::kCount)> recovered_{};
+  prometheus::Counter* checksum_failures_ = nullptr;
+  std::array<prometheus::Gauge*, static_cast<int>(PeerState::kCount)> peers_{};
+  prometheus::Histogram* gossip_rtt_ = nullptr;
+};
+
+}  // namespace reft::observability

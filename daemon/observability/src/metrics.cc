@@ -1,0 +1,196 @@
+#include "reft/observability/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <exception>
+
+namespace reft::observability {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using Buckets = prometheus::Histogram::BucketBoundaries;
+
+// Bucket layouts, chosen for the expected range of each quantity (docs/metrics.md).
+// The trainer should block for milliseconds; anything near a second is an incident.
+const Buckets kBlockedBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                 0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+// Commit waits for every rank and for protection: up to minutes on a slow job.
+const Buckets kCommitBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                1,     2.5,  5,     10,   30,  60,   120};
+// Restore/rebuild phases move gigabytes: sub-second to tens of minutes.
+const Buckets kPhaseBuckets = {0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
+// Gossip is a small RPC on the cluster network.
+const Buckets kGossipBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                0.01,   0.025,   0.05,   0.1,   0.25,   1};
+
+}  // namespace
+
+const char* ToString(RecoverySource source) {
+  switch (source) {
+    case RecoverySource::kLocal: return "local";
+    case RecoverySource::kReplica: return "replica";
+    case RecoverySource::kParity: return "parity";
+    case RecoverySource::kPersistent: return "persistent";
+    case RecoverySource::kCount: break;
+  }
+  return "unknown";
+}
+
+const char* ToString(RecoveryOperation operation) {
+  switch (operation) {
+    case RecoveryOperation::kRestore: return "restore";
+    case RecoveryOperation::kRebuild: return "rebuild";
+    case RecoveryOperation::kCount: break;
+  }
+  return "unknown";
+}
+
+const char* ToString(RecoveryPhase phase) {
+  switch (phase) {
+    case RecoveryPhase::kPlan: return "plan";
+    case RecoveryPhase::kFetch: return "fetch";
+    case RecoveryPhase::kDecode: return "decode";
+    case RecoveryPhase::kVerify: return "verify";
+    case RecoveryPhase::kLoad: return "load";
+    case RecoveryPhase::kCount: break;
+  }
+  return "unknown";
+}
+
+const char* ToString(PeerState state) {
+  switch (state) {
+    case PeerState::kAlive: return "alive";
+    case PeerState::kSuspect: return "suspect";
+    case PeerState::kDead: return "dead";
+    case PeerState::kLeft: return "left";
+    case PeerState::kCount: break;
+  }
+  return "unknown";
+}
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  snapshot_bytes_ = &BuildCounter()
+                         .Name("reft_snapshot_bytes_total")
+                         .Help("Bytes copied into host memory by snapshots; rate() is bytes/s")
+                         .Register(r)
+                         .Add({});
+  snapshots_ = &BuildCounter()
+                    .Name("reft_snapshots_total")
+                    .Help("Snapshots taken (one per rank and step)")
+                    .Register(r)
+                    .Add({});
+  trainer_blocked_ = &BuildHistogram()
+                          .Name("reft_trainer_blocked_seconds")
+                          .Help("Time a trainer call to snapshot() was blocked")
+                          .Register(r)
+                          .Add({}, kBlockedBuckets);
+  commit_latency_ = &BuildHistogram()
+                         .Name("reft_commit_latency_seconds")
+                         .Help("From snapshot start to the step being committed job-wide")
+                         .Register(r)
+                         .Add({}, kCommitBuckets);
+  slots_ = &BuildGauge().Name("reft_slots").Help("Snapshot slots allocated").Register(r).Add({});
+  memory_used_ = &BuildGauge()
+                      .Name("reft_memory_used_bytes")
+                      .Help("Host memory held by snapshot segments")
+                      .Register(r)
+                      .Add({});
+  memory_limit_ = &BuildGauge()
+                       .Name("reft_memory_limit_bytes")
+                       .Help("Configured memory_limit; 0 means unlimited")
+                       .Register(r)
+                       .Add({});
+  auto& phases = BuildHistogram()
+                     .Name("reft_recovery_phase_duration_seconds")
+                     .Help("Duration of each phase of a restore or rebuild")
+                     .Register(r);
+  for (int op = 0; op < static_cast<int>(RecoveryOperation::kCount); ++op) {
+    for (int ph = 0; ph < static_cast<int>(RecoveryPhase::kCount); ++ph) {
+      phase_[op][ph] = &phases.Add({{"operation", ToString(static_cast<RecoveryOperation>(op))},
+                                    {"phase", ToString(static_cast<RecoveryPhase>(ph))}},
+                                   kPhaseBuckets);
+    }
+  }
+  auto& recovered = BuildCounter()
+                        .Name("reft_recovered_bytes_total")
+                        .Help("Bytes recovered by restore or rebuild, by source")
+                        .Register(r);
+  for (int s = 0; s < static_cast<int>(RecoverySource::kCount); ++s) {
+    recovered_[s] = &recovered.Add({{"source", ToString(static_cast<RecoverySource>(s))}});
+  }
+  checksum_failures_ = &BuildCounter()
+                            .Name("reft_checksum_failures_total")
+                            .Help("Chunks whose checksum did not match (must stay 0)")
+                            .Register(r)
+                            .Add({});
+  auto& peers = BuildGauge().Name("reft_peers").Help("Peers known to this node, by state").Register(r);
+  for (int s = 0; s < static_cast<int>(PeerState::kCount); ++s) {
+    peers_[s] = &peers.Add({{"state", ToString(static_cast<PeerState>(s))}});
+  }
+  gossip_rtt_ = &BuildHistogram()
+                     .Name("reft_gossip_round_trip_seconds")
+                     .Help("Round-trip time of one gossip exchange with a peer")
+                     .Register(r)
+                     .Add({}, kGossipBuckets);
+}
+
+Metrics::~Metrics() = default;
+
+Result<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen_address) {
+  std::unique_ptr<Metrics> m(new Metrics());
+  if (listen_address.empty()) return m;
+  try {
+    // One worker thread: scrapes are rare and small.
+    m->exposer_ = std::make_unique<prometheus::Exposer>(listen_address, 1);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument("config key 'metrics_listen': cannot listen on '" +
+                                   listen_address + "': " + e.what());
+  }
+  m->exposer_->RegisterCollectable(m->registry_);
+  auto ports = m->exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    return Status::InvalidArgument("config key 'metrics_listen': no port bound for '" +
+                                   listen_address + "'");
+  }
+  m->port_ = ports.front();
+  return m;
+}
+
+std::string Metrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+void Metrics::RecordSnapshot(uint64_t bytes) {
+  snapshot_bytes_->Increment(static_cast<double>(bytes));
+  snapshots_->Increment();
+}
+void Metrics::ObserveTrainerBlocked(double seconds) { trainer_blocked_->Observe(seconds); }
+void Metrics::ObserveCommitLatency(double seconds) { commit_latency_->Observe(seconds); }
+void Metrics::SetSlots(double slots) { slots_->Set(slots); }
+void Metrics::SetMemoryUsed(double bytes) { memory_used_->Set(bytes); }
+void Metrics::SetMemoryLimit(double bytes) { memory_limit_->Set(bytes); }
+
+void Metrics::ObserveRecoveryPhase(RecoveryOperation operation, RecoveryPhase phase,
+                                   double seconds) {
+  phase_[static_cast<int>(operation)][static_cast<int>(phase)]->Observe(seconds);
+}
+void Metrics::AddBytesRecovered(RecoverySource source, uint64_t bytes) {
+  recovered_[static_cast<int>(source)]->Increment(static_cast<double>(bytes));
+}
+void Metrics::IncChecksumFailures(uint64_t n) {
+  checksum_failures_->Increment(static_cast<double>(n));
+}
+void Metrics::SetPeers(PeerState state, double count) {
+  peers_[static_cast<int>(state)]->Set(count);
+}
+void Metrics::ObserveGossipRoundTrip(double seconds) { gossip_rtt_->Observe(seconds); }
+
+}  // namespace reft::observability
