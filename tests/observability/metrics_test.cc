@@ -110,7 +110,7 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
   CHECK(Sample(m.Serialize(), "reft_snapshot_bytes_total") == 1024);
 }
 
-TEST_CASE("empty address disables the exposer; a bad address names the config key") {
+TEST_CASE("empty address disables the exposer, a bad address names the config key") {
   auto disabled = obs::Metrics::Create("");
   REQUIRE(disabled.ok());
   CHECK((*disabled)->port() == 0);
