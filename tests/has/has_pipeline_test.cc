@@ -1,0 +1,133 @@
+// Harness-style integration tests: a real reftd (emulated device, paced copy engine), stage
+// processes running 1F1B with HAS hints. Short: a few hundred ms per pipeline.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "pipeline.h"
+#include "reft/client.h"
+#include "test_support.h"
+
+using namespace reft::has_bench;
+
+namespace {
+
+constexpr double kBandwidth = 200e6;
+
+PipelineOptions Short(const std::string& socket, double ss_over_idle) {
+  PipelineOptions o;
+  o.socket = socket;
+  o.stages = 3;
+  o.micro_batches = 4;
+  o.forward_s = 0.010;
+  o.backward_s = 0.020;
+  o.warmup = 2;
+  o.iterations = 4;
+  o.mode = Mode::kHas;
+  const double idle = (o.stages - 1) * (o.forward_s + o.backward_s);  // simulated, uniform 1F1B
+  o.bytes = static_cast<uint64_t>(ss_over_idle * idle * kBandwidth) / (256 << 10) * (256 << 10);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("HAS harness: no deadline miss; >= 95 % of bytes in bubbles when t_ss <= t_bubble",
+          "[has][integration]") {
+  reft::testing::TempDir dir;
+  auto daemon = ReftdProcess::Start(REFT_TEST_REFTD, dir.path(), static_cast<uint64_t>(kBandwidth), 256 << 10);
+  REQUIRE(daemon.ok());
+  SECTION("snapshot fits the bubbles") {
+    auto o = Short((*daemon)->socket(), 0.5);
+    o.job = "has-fit";
+    auto res = RunPipeline(o);
+    REQUIRE(res.ok());
+    for (const auto& r : *res) {
+      INFO("stage " << r.stage << " max fence wait " << r.max_fence_wait);
+      CHECK(r.deadline_misses == 0);
+      REQUIRE(r.snapshot_bytes > 0);
+      CHECK(r.bubble_bytes + r.compute_bytes == r.snapshot_bytes);
+      CHECK(static_cast<double>(r.landed_in_bubble_bytes) >= 0.95 * r.snapshot_bytes);
+    }
+  }
+  SECTION("snapshot exceeds the bubbles: the rest goes alongside compute, still on time") {
+    auto o = Short((*daemon)->socket(), 1.5);
+    o.job = "has-exceed";
+    auto res = RunPipeline(o);
+    REQUIRE(res.ok());
+    for (const auto& r : *res) {
+      INFO("stage " << r.stage << " max fence wait " << r.max_fence_wait);
+      CHECK(r.deadline_misses == 0);
+      CHECK(r.bubble_bytes > 0);
+      CHECK(r.compute_bytes > 0);
+    }
+  }
+}
+
+TEST_CASE("restore after kill -9 of a stage under HAS is bit-exact", "[has][integration]") {
+  reft::testing::TempDir dir;
+  auto daemon = ReftdProcess::Start(REFT_TEST_REFTD, dir.path(), static_cast<uint64_t>(kBandwidth), 256 << 10);
+  REQUIRE(daemon.ok());
+  const uint64_t bytes = 3 << 20;
+  const std::string socket = (*daemon)->socket();
+  auto pattern = [&](int64_t step) { return reft::testing::RandomBytes(bytes, 1000 + static_cast<uint64_t>(step)); };
+  reft::ClientOptions co;
+  co.socket_path = socket;
+  co.job = "has-kill";
+  int pfd[2];
+  REQUIRE(::pipe(pfd) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The stage: state(step) = pattern(step); snapshot every step with bubble hints; reports
+    // each committed step; runs until killed.
+    ::close(pfd[0]);
+    auto c = reft::Client::Connect(co);
+    auto buf = reft::EmulatedBuffer::Create(bytes);
+    if (!c.ok() || !buf.ok()) ::_exit(3);
+    reft::BufferOptions bo;
+    bo.memory = reft::MemoryLocation::kEmulated;
+    if (!(*c)->Register("params", (*buf)->data(), bytes, bo).ok()) ::_exit(4);
+    for (int64_t step = 0;; ++step) {
+      auto p = pattern(step);
+      std::memcpy((*buf)->data(), p.data(), bytes);
+      if (!(*c)->Snapshot(step).ok()) ::_exit(5);
+      (void)(*c)->BubbleBegin();
+      ::usleep(5000);  // idle: the copy runs here
+      (void)(*c)->BubbleEnd();
+      ::usleep(5000);  // "compute"
+      if (!(*c)->Fence().ok()) ::_exit(6);
+      auto committed = (*c)->WaitCommitted(step, std::chrono::milliseconds(5000));
+      if (!committed.ok() || !*committed) ::_exit(7);
+      if (::write(pfd[1], &step, sizeof(step)) != sizeof(step)) ::_exit(8);
+    }
+  }
+  ::close(pfd[1]);
+  int64_t last = -1;
+  while (last < 4) REQUIRE(::read(pfd[0], &last, sizeof(last)) == sizeof(last));
+  ::usleep(3000);  // somewhere inside the next step's gated copy
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(pfd[0]);
+  CHECK(WIFSIGNALED(status));
+
+  // Restart the stage and restore.
+  auto c = reft::Client::Connect(co);
+  REQUIRE(c.ok());
+  auto buf = reft::EmulatedBuffer::Create(bytes);
+  REQUIRE(buf.ok());
+  reft::BufferOptions bo;
+  bo.memory = reft::MemoryLocation::kEmulated;
+  REQUIRE((*c)->Register("params", (*buf)->data(), bytes, bo).ok());
+  REQUIRE((*c)->EnableHas().ok());
+  auto restored = (*c)->Restore();
+  REQUIRE(restored.ok());
+  REQUIRE(restored->has_value());
+  CHECK(**restored >= last);
+  auto expect = pattern(**restored);
+  CHECK(std::memcmp((*buf)->data(), expect.data(), bytes) == 0);
+}
