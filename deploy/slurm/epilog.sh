@@ -8,7 +8,7 @@
 #
 # The reft job id is the Slurm job id unless the trainer sets another one: export
 # REFT_JOB=<name> in the job and in slurm.conf's TaskEpilog environment, or edit JOB below.
-set -u
+set -u -o pipefail
 REFTCTL=${REFTCTL:-/usr/bin/reftctl}
 SOCKET=${REFT_SOCKET:-/run/reft/reftd.sock}
 JOB=${REFT_JOB:-${SLURM_JOB_ID:?SLURM_JOB_ID not set}}
