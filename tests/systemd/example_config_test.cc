@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "reft/app/config.h"
+#include "test_support.h"
 
 using reft::app::DaemonConfig;
 
@@ -85,4 +86,35 @@ TEST_CASE("example config passes through reftd's own argument parsing", "[deploy
 TEST_CASE("example config documents node_id, the one key without a fixed default", "[deploy]") {
   const std::string text = ReadAll(REFT_EXAMPLE_CONFIG);
   CHECK(text.find("\n# node_id = ") != std::string::npos);
+}
+
+TEST_CASE("the Kubernetes ConfigMap embeds a config reftd accepts", "[deploy]") {
+  // Extract the block scalar under `reftd.toml: |` (indented by 4 spaces) into a file.
+  std::istringstream in(ReadAll(REFT_K8S_CONFIGMAP));
+  std::string line, toml;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (!inside) {
+      inside = line.find("reftd.toml: |") != std::string::npos;
+      continue;
+    }
+    if (!line.empty() && line.rfind("    ", 0) != 0) break;  // dedent ends the block
+    toml += (line.size() >= 4 ? line.substr(4) : std::string()) + "\n";
+  }
+  REQUIRE(inside);
+  REQUIRE(toml.find("[store]") != std::string::npos);
+  reft::testing::TempDir dir;
+  const std::string path = dir.path() + "/reftd.toml";
+  std::ofstream(path) << toml;
+
+  DaemonConfig config;
+  auto st = reft::app::LoadConfigFile(path, &config);
+  INFO(st.message());
+  REQUIRE(st.ok());
+  CHECK(config.memory_limit == (200ull << 30));
+  CHECK(config.allowed_uids == std::vector<uint32_t>{1000});
+  config.node_id = "k8s-node";  // the DaemonSet passes --node-id $(NODE_NAME)
+  auto valid = reft::app::ValidateConfig(config);
+  INFO(valid.message());
+  CHECK(valid.ok());
 }
