@@ -124,3 +124,20 @@ TEST_CASE("empty address disables the exposer, a bad address names the config ke
   REQUIRE_FALSE(clash.ok());
   CHECK(clash.status().message().find("metrics_listen") != std::string::npos);
 }
+
+TEST_CASE("the refresh hook runs before every scrape and sets gauges") {
+  auto created = obs::Metrics::Create("127.0.0.1:0");
+  REQUIRE(created.ok());
+  auto& m = **created;
+  int calls = 0;
+  m.SetRefreshHook([&calls](obs::Metrics& metrics) {
+    ++calls;
+    metrics.SetMemoryUsed(1000.0 * calls);
+  });
+  CHECK(Sample(Scrape(m.port()), "reft_memory_used_bytes") == 1000);
+  CHECK(Sample(Scrape(m.port()), "reft_memory_used_bytes") == 2000);
+  CHECK(Sample(m.Serialize(), "reft_memory_used_bytes") == 3000);
+  m.SetRefreshHook({});
+  CHECK(Sample(Scrape(m.port()), "reft_memory_used_bytes") == 3000);
+  CHECK(calls == 3);
+}

@@ -1,5 +1,6 @@
 #include "reft/observability/metrics.h"
 
+#include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
@@ -8,6 +9,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <exception>
+#include <vector>
 
 namespace reft::observability {
 namespace {
@@ -75,7 +77,22 @@ const char* ToString(PeerState state) {
   return "unknown";
 }
 
-Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+// The exposer collects this instead of the registry, so the refresh hook runs per scrape.
+class Metrics::Refreshing : public prometheus::Collectable {
+ public:
+  explicit Refreshing(const Metrics* owner) : owner_(owner) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    owner_->RunRefreshHook();
+    return owner_->registry_->Collect();
+  }
+
+ private:
+  const Metrics* owner_;
+};
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      refreshing_(std::make_shared<Refreshing>(this)) {
   auto& r = *registry_;
   snapshot_bytes_ = &BuildCounter()
                          .Name("reft_snapshot_bytes_total")
@@ -142,7 +159,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Add({}, kGossipBuckets);
 }
 
-Metrics::~Metrics() = default;
+// Stop the exposer before any member goes away, so no scrape runs into a half-destroyed
+// object.
+Metrics::~Metrics() { exposer_.reset(); }
 
 Result<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen_address) {
   std::unique_ptr<Metrics> m(new Metrics());
@@ -154,7 +173,7 @@ Result<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen_addre
     return Status::InvalidArgument("config key 'metrics_listen': cannot listen on '" +
                                    listen_address + "': " + e.what());
   }
-  m->exposer_->RegisterCollectable(m->registry_);
+  m->exposer_->RegisterCollectable(m->refreshing_);
   auto ports = m->exposer_->GetListeningPorts();
   if (ports.empty()) {
     return Status::InvalidArgument("config key 'metrics_listen': no port bound for '" +
@@ -165,7 +184,19 @@ Result<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen_addre
 }
 
 std::string Metrics::Serialize() const {
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+  return prometheus::TextSerializer().Serialize(refreshing_->Collect());
+}
+
+void Metrics::SetRefreshHook(std::function<void(Metrics&)> hook) {
+  std::lock_guard<std::mutex> lock(hook_mu_);
+  hook_ = std::move(hook);
+}
+
+void Metrics::RunRefreshHook() const {
+  // Held while the hook runs: SetRefreshHook() cannot swap it out mid-call, and concurrent
+  // scrapes run the hook one at a time.
+  std::lock_guard<std::mutex> lock(hook_mu_);
+  if (hook_) hook_(const_cast<Metrics&>(*this));
 }
 
 void Metrics::RecordSnapshot(uint64_t bytes) {

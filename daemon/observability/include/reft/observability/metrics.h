@@ -9,7 +9,9 @@
 /// per-histogram mutex).
 
 #include <array>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "reft/result.h"
@@ -61,8 +63,15 @@ class Metrics {
   /// Registry, e.g. for `reftctl metrics`-style text serialisation without HTTP.
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
-  /// Prometheus text exposition (format 0.0.4) of everything in the registry.
+  /// Prometheus text exposition (format 0.0.4) of everything in the registry (runs the
+  /// refresh hook first, like a scrape).
   std::string Serialize() const;
+
+  /// \brief Sets a function run right before every scrape and Serialize(), for gauges that
+  /// are cheaper to read on demand than to keep current (e.g. the store's Usage() for
+  /// slots/memory). It runs on the exposer's thread; it must be thread-safe and must not
+  /// call Serialize(). Pass an empty function to remove it.
+  void SetRefreshHook(std::function<void(Metrics&)> hook);
 
   // --- snapshots (store / local channel) ---
   /// One snapshot of `bytes` was taken (copied into host memory).
@@ -88,10 +97,15 @@ class Metrics {
   void ObserveGossipRoundTrip(double seconds);
 
  private:
+  class Refreshing;
   Metrics();
+  void RunRefreshHook() const;
 
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<Refreshing> refreshing_;  // what the exposer collects: hook, then registry
   std::unique_ptr<prometheus::Exposer> exposer_;
+  mutable std::mutex hook_mu_;
+  std::function<void(Metrics&)> hook_;  // guarded by hook_mu_
   int port_ = 0;
 
   prometheus::Counter* snapshot_bytes_ = nullptr;
