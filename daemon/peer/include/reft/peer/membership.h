@@ -1,0 +1,122 @@
+#pragma once
+/// \file membership.h
+/// \brief SWIM-style membership of reftd nodes (seeds-spec §1.9: OFFLINE is raised by the
+/// survivors on heartbeat timeout, never broadcast by the failed node).
+///
+/// Every probe_interval the node pings the next member of a shuffled round-robin order (so every
+/// member is probed at least once per n periods: bounded detection time); without an ack within
+/// probe_timeout it asks `indirect_probes` other members to PingReq the target; without any ack
+/// the target becomes SUSPECT, and DEAD after suspicion_timeout unless it refutes by gossiping a
+/// higher incarnation. Membership facts travel piggybacked on pings (the full table: clusters
+/// here are tens of nodes, and full-state gossip converges in O(log n) periods).
+///
+/// Epochs fence: a (node, epoch) declared DEAD stays dead; its RPCs are refused with a
+/// "fenced:" error. When this node learns it was declared dead it takes a new epoch, rejoins,
+/// and stays IsFenced() (its snapshots are stale) until the daemon calls ClearFence().
+/// Thread-safe. Owns one probe thread (Start/Stop).
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reft/peer/peer_client.h"
+#include "reft/peer/peer_options.h"
+#include "reft/v1/peer.pb.h"
+
+namespace reft::peer {
+
+enum class MemberState { kAlive = 0, kSuspect = 1, kDead = 2 };
+const char* MemberStateName(MemberState s);  ///< "alive", "suspect", "dead"
+
+struct MemberInfo {
+  std::string node_id;
+  std::string address;
+  uint64_t epoch = 0;
+  uint64_t incarnation = 0;
+  MemberState state = MemberState::kAlive;
+  bool self = false;
+};
+
+class Membership {
+ public:
+  /// A change of a member's state (or a new member); `self` events report this node's fencing.
+  using Listener = std::function<void(const MemberInfo& member, MemberState previous)>;
+
+  /// `client` must outlive the Membership; Membership installs itself as its fenced handler.
+  Membership(PeerOptions options, PeerClient* client);
+  ~Membership();
+
+  /// Sets the address peers reach this node at (when it was not known at construction, e.g.
+  /// a port chosen by the server). Call before Start().
+  void SetAdvertiseAddress(const std::string& address);
+  /// Starts the probe thread (contacts the seeds first, in the background).
+  void Start();
+  void Stop();
+
+  /// Stamp for outgoing requests: protocol version, node id, current epoch, address.
+  v1::Caller SelfCaller() const;
+  uint64_t epoch() const;
+  const std::string& node_id() const { return options_.node_id; }
+
+  std::vector<MemberInfo> Members() const;        ///< everyone known, self included
+  std::vector<MemberInfo> LiveMembers() const;    ///< alive or suspect, self excluded
+  std::optional<MemberInfo> Find(const std::string& node_id) const;
+
+  /// True once this node learned it had been declared dead: its snapshots are stale.
+  bool IsFenced() const;
+  /// The daemon dropped (or re-validated) its stale state; the node serves again.
+  void ClearFence();
+  void AddListener(Listener listener);
+
+  // --- server side (PeerService) ---
+  /// Refuses incompatible protocol versions and fenced callers; records the caller as alive
+  /// (a joiner, or a rejoin with a newer epoch).
+  Status AdmitCaller(const v1::Caller& caller);
+  /// Merges gossip; refutes suspicion of this node; fences this node if it was declared dead.
+  void Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate>& updates);
+  void FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const;
+  PeerClient* client() const { return client_; }
+  std::chrono::milliseconds probe_timeout() const { return options_.probe_timeout; }
+
+ private:
+  struct Entry {
+    MemberInfo info;
+    std::chrono::steady_clock::time_point suspect_since;
+  };
+  using Event = std::pair<MemberInfo, MemberState>;
+
+  void Run();
+  void ContactSeeds();
+  void ProbeOnce();
+  bool ProbeIndirect(const MemberInfo& target);
+  void MarkSuspect(const std::string& node_id, uint64_t epoch, uint64_t incarnation,
+                   std::vector<Event>* events);
+  void ExpireSuspectsLocked(std::vector<Event>* events);
+  void MergeOneLocked(const MemberInfo& update, std::vector<Event>* events);
+  void OnFenced(const std::string& message);
+  void Notify(const std::vector<Event>& events);
+
+  PeerOptions options_;
+  PeerClient* client_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool running_ = false;
+  bool fenced_ = false;
+  MemberInfo self_;
+  std::map<std::string, Entry> members_;  // by node id, self excluded
+  std::vector<std::string> probe_order_;
+  size_t probe_next_ = 0;
+  std::mt19937_64 rng_;
+  std::vector<Listener> listeners_;
+  std::thread thread_;
+};
+
+}  // namespace reft::peer

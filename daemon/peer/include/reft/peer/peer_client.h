@@ -1,0 +1,75 @@
+#pragma once
+/// \file peer_client.h
+/// \brief Client side of the Peer service: one channel per peer address, deadlines on every
+/// call, explicit message size limits, and a TokenBucket per peer shared by its FetchRegion
+/// streams (PeerOptions::peer_stream_bandwidth). Thread-safe.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "reft/peer/peer_options.h"
+#include "reft/result.h"
+#include "reft/store/snapshot_store.h"
+#include "reft/token_bucket.h"
+#include "reft/v1/peer.grpc.pb.h"
+
+namespace reft::peer {
+
+class PeerClient {
+ public:
+  /// `caller` stamps every request (protocol version, node id, current epoch).
+  /// `on_fenced` runs when a peer answers that this node's epoch was declared dead.
+  PeerClient(PeerOptions options, std::function<v1::Caller()> caller,
+             std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+
+  void SetFencedHandler(std::function<void(const std::string& message)> handler);
+
+  Result<v1::HelloResponse> Hello(const std::string& address);
+  Result<v1::PingResponse> Ping(const std::string& address, v1::PingRequest request,
+                                std::chrono::milliseconds timeout);
+  Result<v1::PingReqResponse> PingReq(const std::string& address, v1::PingReqRequest request,
+                                      std::chrono::milliseconds timeout);
+  Result<v1::ReportCompleteResponse> ReportComplete(const std::string& address,
+                                                    const v1::JobCommitState& state);
+  Result<v1::ExchangeCommitStateResponse> ExchangeCommitState(
+      const std::string& address, v1::ExchangeCommitStateRequest request);
+  /// Manifest of the peer's complete/committed slots (`job` empty = all jobs).
+  Result<v1::GetManifestResponse> GetManifest(const std::string& address, const std::string& job);
+
+  /// \brief Fetches bytes [offset, offset + dst_size) of `region` of `rank`'s slot of `step`
+  /// from the peer at `address` into `dst`, verifying every chunk's checksum.
+  /// Corrupted names the chunk (transit or server-side sealed-checksum failure); Unavailable
+  /// when the peer cannot be reached; Timeout when fetch_deadline passes (a hung peer);
+  /// NotFound when the peer lacks the slot/region; Protocol on a malformed stream.
+  Status FetchRegion(const std::string& address, const store::RankKey& rank, int64_t step,
+                     const std::string& region, uint8_t* dst, uint64_t dst_size,
+                     uint64_t offset = 0);
+
+  /// Drops the cached channel of `address` (e.g. after the peer was declared dead).
+  void Forget(const std::string& address);
+
+ private:
+  struct Conn {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::Peer::Stub> stub;
+    std::unique_ptr<TokenBucket> bucket;
+  };
+  std::shared_ptr<Conn> Get(const std::string& address);
+  v1::Caller Stamp();
+  Status Check(const grpc::Status& s, const std::string& what);
+
+  PeerOptions options_;
+  std::function<v1::Caller()> caller_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Conn>> conns_;
+  std::function<void(const std::string&)> on_fenced_;
+};
+
+}  // namespace reft::peer

@@ -1,0 +1,58 @@
+#pragma once
+/// \file peer_node.h
+/// \brief The node-to-node layer of reftd in one object: PeerClient pool, Membership,
+/// DistributedCommitCoordinator and the Peer service. The daemon creates it, registers
+/// service() on its grpc::ServerBuilder, starts the server, then calls Start().
+/// Thread-safe after Start(); Stop() before destroying the server's services.
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "reft/peer/distributed_commit.h"
+#include "reft/peer/membership.h"
+#include "reft/peer/peer_client.h"
+#include "reft/peer/peer_options.h"
+#include "reft/peer/peer_service.h"
+
+namespace reft::peer {
+
+class PeerNode {
+ public:
+  /// `store` must outlive the node. Fails InvalidArgument naming a bad option.
+  static Result<std::unique_ptr<PeerNode>> Create(PeerOptions options, store::SnapshotStore* store,
+                                                  std::shared_ptr<grpc::ChannelCredentials>
+                                                      credentials = nullptr);
+  ~PeerNode();
+
+  /// Registers the Peer service and sets message size limits on `builder`.
+  void Register(grpc::ServerBuilder* builder);
+  /// Starts membership (seeds) and the commit exchange. `advertise_address` overrides the
+  /// option when the listening port was only known after the server started ("" = keep).
+  Status Start(const std::string& advertise_address = "");
+  void Stop();
+
+  Membership& membership() { return *membership_; }
+  PeerClient& client() { return *client_; }
+  /// The commit coordinator to hand to the local channel (owned by this node).
+  DistributedCommitCoordinator* coordinator() { return coordinator_.get(); }
+  PeerService* service() { return service_.get(); }
+
+  /// Restore path helpers: address of a live member, or NotFound/Unavailable.
+  Result<std::string> AddressOf(const std::string& node_id) const;
+  /// FetchRegion from node `node_id` (see PeerClient::FetchRegion).
+  Status FetchRegion(const std::string& node_id, const store::RankKey& rank, int64_t step,
+                     const std::string& region, uint8_t* dst, uint64_t dst_size,
+                     uint64_t offset = 0);
+
+ private:
+  PeerNode() = default;
+  PeerOptions options_;
+  std::unique_ptr<PeerClient> client_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<DistributedCommitCoordinator> coordinator_;
+  std::unique_ptr<PeerService> service_;
+};
+
+}  // namespace reft::peer

@@ -1,0 +1,45 @@
+#pragma once
+/// \file peer_options.h
+/// \brief Configuration of the node-to-node layer (Peer service, membership, global commit,
+/// peer streams). Plain values; the daemon fills them from its TOML config / flags.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reft::peer {
+
+/// Wire protocol version of proto/reft/v1/peer.proto; peers with another version are refused.
+constexpr uint32_t kProtocolVersion = 1;
+/// Largest data chunk of a FetchRegion stream (DESIGN.md §4: big messages are chunked).
+constexpr uint64_t kMaxWireChunk = 1ull << 20;
+
+struct PeerOptions {
+  std::string node_id;             ///< unique per node (DESIGN.md --node-id)
+  std::string advertise_address;   ///< host:port peers reach this node's Peer service at
+  std::vector<std::string> seeds;  ///< --peers list (host:port); may include this node
+  uint64_t epoch = 0;              ///< 0 = a fresh one (NewEpoch()); tests may pin it
+
+  std::chrono::milliseconds probe_interval{500};     ///< SWIM protocol period
+  std::chrono::milliseconds probe_timeout{250};      ///< deadline of one Ping
+  uint32_t indirect_probes = 2;                      ///< k members asked to PingReq
+  std::chrono::milliseconds suspicion_timeout{2000}; ///< suspect -> dead
+  std::chrono::milliseconds rpc_deadline{2000};      ///< control RPCs (commit, manifest, hello)
+  std::chrono::milliseconds fetch_deadline{120000};  ///< one FetchRegion stream
+  std::chrono::milliseconds anti_entropy_interval{500};  ///< commit-state exchange period
+
+  uint64_t peer_stream_bandwidth = 0;   ///< bytes/s per peer (shared by its streams); 0 = unlimited
+  uint64_t wire_chunk_bytes = kMaxWireChunk;   ///< <= kMaxWireChunk
+  int max_message_bytes = 2 << 20;      ///< gRPC send/receive limit, both ends (> one chunk)
+};
+
+/// \brief A fresh epoch: nanoseconds of the realtime clock, strictly increasing in the process.
+uint64_t NewEpoch();
+
+/// \brief Checks ranges (non-empty node id and address, timeouts > 0, chunk sizes).
+struct PeerOptionsCheck {
+  static std::string Validate(const PeerOptions& o);  ///< "" when fine, else the bad field
+};
+
+}  // namespace reft::peer

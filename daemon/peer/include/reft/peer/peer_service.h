@@ -1,0 +1,52 @@
+#pragma once
+/// \file peer_service.h
+/// \brief Server side of the Peer service (proto/reft/v1/peer.proto). FetchRegion is served
+/// raw: each chunk is a grpc::ByteBuffer made of a small header slice (the RegionChunk fields in
+/// protobuf wire format) and a slice that references the mapped shared-memory slot, so the
+/// payload is never copied into a protobuf field; the slice keeps the SlotRef alive until gRPC
+/// releases it. Before a chunk is sent its bytes are checked against the checksums sealed in the
+/// slot (a byte flipped in memory after sealing fails the stream with DATA_LOSS naming the chunk,
+/// or, when wire chunks coincide with sealed chunks, reaches the client with the sealed checksum
+/// and is reported by it). Handlers are thread-safe (gRPC sync server threads).
+
+#include <grpcpp/grpcpp.h>
+
+#include "reft/peer/distributed_commit.h"
+#include "reft/peer/membership.h"
+#include "reft/peer/peer_options.h"
+#include "reft/store/snapshot_store.h"
+#include "reft/v1/peer.grpc.pb.h"
+
+namespace reft::peer {
+
+class PeerService final : public v1::Peer::Service {
+ public:
+  PeerService(PeerOptions options, store::SnapshotStore* store, Membership* membership,
+              DistributedCommitCoordinator* coordinator);
+
+  grpc::Status Hello(grpc::ServerContext*, const v1::HelloRequest*, v1::HelloResponse*) override;
+  grpc::Status Ping(grpc::ServerContext*, const v1::PingRequest*, v1::PingResponse*) override;
+  grpc::Status PingReq(grpc::ServerContext*, const v1::PingReqRequest*,
+                       v1::PingReqResponse*) override;
+  grpc::Status ReportComplete(grpc::ServerContext*, const v1::ReportCompleteRequest*,
+                              v1::ReportCompleteResponse*) override;
+  grpc::Status ExchangeCommitState(grpc::ServerContext*, const v1::ExchangeCommitStateRequest*,
+                                   v1::ExchangeCommitStateResponse*) override;
+  grpc::Status GetManifest(grpc::ServerContext*, const v1::GetManifestRequest*,
+                           v1::GetManifestResponse*) override;
+
+  /// Sets the server-wide limits this service needs (max send/receive message sizes).
+  static void ConfigureServerBuilder(const PeerOptions& options, grpc::ServerBuilder* builder);
+
+ private:
+  grpc::Status FetchRegionRaw(grpc::ServerContext* ctx, const grpc::ByteBuffer* request,
+                              grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer);
+  Status Admit(const v1::Caller& caller, bool serves_snapshots);
+
+  PeerOptions options_;
+  store::SnapshotStore* store_;
+  Membership* membership_;
+  DistributedCommitCoordinator* coordinator_;
+};
+
+}  // namespace reft::peer

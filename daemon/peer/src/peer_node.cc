@@ -1,0 +1,67 @@
+#include "reft/peer/peer_node.h"
+
+namespace reft::peer {
+
+Result<std::unique_ptr<PeerNode>> PeerNode::Create(
+    PeerOptions options, store::SnapshotStore* store,
+    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  PeerOptions check = options;
+  if (check.advertise_address.empty()) check.advertise_address = "pending:0";
+  std::string bad = PeerOptionsCheck::Validate(check);
+  if (!bad.empty()) return Status::InvalidArgument(bad);
+  if (options.epoch == 0) options.epoch = NewEpoch();
+  std::unique_ptr<PeerNode> n(new PeerNode());
+  n->options_ = options;
+  PeerNode* raw = n.get();
+  n->client_ = std::make_unique<PeerClient>(
+      options, [raw] { return raw->membership_->SelfCaller(); }, std::move(credentials));
+  n->membership_ = std::make_unique<Membership>(options, n->client_.get());
+  n->coordinator_ = std::make_unique<DistributedCommitCoordinator>(
+      store, n->membership_.get(), n->client_.get(), options.anti_entropy_interval);
+  n->service_ = std::make_unique<PeerService>(options, store, n->membership_.get(),
+                                              n->coordinator_.get());
+  return n;
+}
+
+PeerNode::~PeerNode() { Stop(); }
+
+void PeerNode::Register(grpc::ServerBuilder* builder) {
+  PeerService::ConfigureServerBuilder(options_, builder);
+  builder->RegisterService(service_.get());
+}
+
+Status PeerNode::Start(const std::string& advertise_address) {
+  if (!advertise_address.empty()) {
+    options_.advertise_address = advertise_address;
+    membership_->SetAdvertiseAddress(advertise_address);
+  }
+  if (options_.advertise_address.empty()) {
+    return Status::InvalidArgument("peer.advertise_address must not be empty");
+  }
+  membership_->Start();
+  coordinator_->Start();
+  return Status::OK();
+}
+
+void PeerNode::Stop() {
+  if (coordinator_) coordinator_->Stop();
+  if (membership_) membership_->Stop();
+}
+
+Result<std::string> PeerNode::AddressOf(const std::string& node_id) const {
+  auto m = membership_->Find(node_id);
+  if (!m) return Status::NotFound("node '" + node_id + "' is not a known member");
+  if (m->state == MemberState::kDead) {
+    return Status::Unavailable("node '" + node_id + "' was declared dead");
+  }
+  return m->address;
+}
+
+Status PeerNode::FetchRegion(const std::string& node_id, const store::RankKey& rank, int64_t step,
+                             const std::string& region, uint8_t* dst, uint64_t dst_size,
+                             uint64_t offset) {
+  REFT_ASSIGN_OR_RETURN(std::string address, AddressOf(node_id));
+  return client_->FetchRegion(address, rank, step, region, dst, dst_size, offset);
+}
+
+}  // namespace reft::peer

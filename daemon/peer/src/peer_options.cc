@@ -1,0 +1,38 @@
+#include "reft/peer/peer_options.h"
+
+#include <atomic>
+#include <chrono>
+
+namespace reft::peer {
+
+uint64_t NewEpoch() {
+  static std::atomic<uint64_t> last{0};
+  uint64_t now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count());
+  uint64_t prev = last.load();
+  uint64_t next;
+  do {
+    next = now > prev ? now : prev + 1;
+  } while (!last.compare_exchange_weak(prev, next));
+  return next;
+}
+
+std::string PeerOptionsCheck::Validate(const PeerOptions& o) {
+  if (o.node_id.empty()) return "peer.node_id must not be empty";
+  if (o.advertise_address.empty()) return "peer.advertise_address must not be empty";
+  if (o.probe_interval.count() <= 0) return "peer.probe_interval must be > 0";
+  if (o.probe_timeout.count() <= 0) return "peer.probe_timeout must be > 0";
+  if (o.suspicion_timeout.count() <= 0) return "peer.suspicion_timeout must be > 0";
+  if (o.rpc_deadline.count() <= 0) return "peer.rpc_deadline must be > 0";
+  if (o.fetch_deadline.count() <= 0) return "peer.fetch_deadline must be > 0";
+  if (o.wire_chunk_bytes < 4096 || o.wire_chunk_bytes > kMaxWireChunk) {
+    return "peer.wire_chunk_bytes must be between 4 KiB and 1 MiB";
+  }
+  if (static_cast<uint64_t>(o.max_message_bytes) < o.wire_chunk_bytes + 4096) {
+    return "peer.max_message_bytes must exceed wire_chunk_bytes by at least 4 KiB";
+  }
+  return "";
+}
+
+}  // namespace reft::peer

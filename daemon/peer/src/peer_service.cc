@@ -1,0 +1,265 @@
+#include "reft/peer/peer_service.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "grpc_status.h"
+#include "reft/checksum.h"
+#include "sealed_checksums.h"
+
+namespace reft::peer {
+
+namespace {
+
+// Index of FetchRegion in `service Peer` (declaration order in peer.proto).
+constexpr int kFetchRegionMethodIndex = 6;
+
+store::RankKey FromRankId(const v1::RankId& r) {
+  store::RankKey k;
+  k.job = r.job();
+  k.pp = r.pp();
+  k.tp = r.tp();
+  k.dp = r.dp();
+  return k;
+}
+
+size_t PutVarint(uint8_t* p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    p[n++] = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  p[n++] = static_cast<uint8_t>(v);
+  return n;
+}
+
+// RegionChunk fields 1..3 plus the tag and length of field 15 (`data`), in protobuf wire format.
+size_t EncodeChunkHeader(uint64_t offset, uint64_t length, uint64_t checksum, uint8_t* p) {
+  size_t n = 0;
+  p[n++] = 0x08;  // field 1, varint
+  n += PutVarint(p + n, offset);
+  p[n++] = 0x10;  // field 2, varint
+  n += PutVarint(p + n, length);
+  p[n++] = 0x19;  // field 3, fixed64
+  for (int i = 0; i < 8; ++i) p[n++] = static_cast<uint8_t>(checksum >> (8 * i));
+  p[n++] = 0x7A;  // field 15, length-delimited
+  n += PutVarint(p + n, length);
+  return n;
+}
+
+void ReleaseSlot(void* holder) { delete static_cast<std::shared_ptr<store::SlotRef>*>(holder); }
+
+}  // namespace
+
+PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, Membership* membership,
+                         DistributedCommitCoordinator* coordinator)
+    : options_(std::move(options)),
+      store_(store),
+      membership_(membership),
+      coordinator_(coordinator) {
+  // Replace the generated (copying) FetchRegion handler by a sync handler on raw ByteBuffers.
+  // gRPC marks a "streamed" method bidi internally (the handler reads the request itself); on
+  // the wire this is the same server-streaming call: one request message, then the chunks.
+  MarkMethodStreamed(
+      kFetchRegionMethodIndex,
+      new grpc::internal::BidiStreamingHandler<PeerService, grpc::ByteBuffer, grpc::ByteBuffer>(
+          [](PeerService* self, grpc::ServerContext* ctx,
+             grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+            grpc::ByteBuffer request;
+            if (!stream->Read(&request)) {
+              return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  "FetchRegion without a request message");
+            }
+            return self->FetchRegionRaw(ctx, &request, stream);
+          },
+          this));
+}
+
+void PeerService::ConfigureServerBuilder(const PeerOptions& options, grpc::ServerBuilder* b) {
+  b->SetMaxReceiveMessageSize(options.max_message_bytes);
+  b->SetMaxSendMessageSize(options.max_message_bytes);
+}
+
+Status PeerService::Admit(const v1::Caller& caller, bool serves_snapshots) {
+  REFT_RETURN_NOT_OK(membership_->AdmitCaller(caller));
+  if (serves_snapshots && membership_->IsFenced()) {
+    return Status::Protocol("stale: node '" + membership_->node_id() +
+                            "' was declared dead and its snapshots are stale; use another source");
+  }
+  return Status::OK();
+}
+
+grpc::Status PeerService::Hello(grpc::ServerContext*, const v1::HelloRequest* req,
+                                v1::HelloResponse* resp) {
+  Status s = Admit(req->caller(), false);
+  if (!s.ok()) return ToGrpc(s);
+  *resp->mutable_server() = membership_->SelfCaller();
+  membership_->FillUpdates(resp->mutable_members());
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::Ping(grpc::ServerContext*, const v1::PingRequest* req,
+                               v1::PingResponse* resp) {
+  Status s = Admit(req->caller(), false);
+  if (!s.ok()) return ToGrpc(s);
+  membership_->Merge(req->updates());
+  membership_->FillUpdates(resp->mutable_updates());
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::PingReq(grpc::ServerContext*, const v1::PingReqRequest* req,
+                                  v1::PingReqResponse* resp) {
+  Status s = Admit(req->caller(), false);
+  if (!s.ok()) return ToGrpc(s);
+  membership_->Merge(req->updates());
+  auto timeout = std::min(std::chrono::milliseconds(req->timeout_ms()),
+                          2 * membership_->probe_timeout());
+  v1::PingRequest ping;
+  membership_->FillUpdates(ping.mutable_updates());
+  auto r = membership_->client()->Ping(req->target_address(), ping, timeout);
+  resp->set_target_acked(r.ok());
+  if (r.ok()) membership_->Merge(r->updates());
+  membership_->FillUpdates(resp->mutable_updates());
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::ReportComplete(grpc::ServerContext*, const v1::ReportCompleteRequest* req,
+                                         v1::ReportCompleteResponse* resp) {
+  Status s = Admit(req->caller(), false);
+  if (!s.ok()) return ToGrpc(s);
+  auto merged = coordinator_->MergeRemote(req->state());
+  if (!merged.ok()) return ToGrpc(merged.status());
+  *resp->mutable_state() = std::move(*merged);
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext*,
+                                              const v1::ExchangeCommitStateRequest* req,
+                                              v1::ExchangeCommitStateResponse* resp) {
+  Status s = Admit(req->caller(), false);
+  if (!s.ok()) return ToGrpc(s);
+  Status first;
+  for (const auto& j : req->jobs()) {
+    auto merged = coordinator_->MergeRemote(j);
+    if (!merged.ok() && first.ok()) first = merged.status();
+  }
+  for (auto& j : coordinator_->AllStates()) *resp->add_jobs() = std::move(j);
+  return ToGrpc(first);
+}
+
+grpc::Status PeerService::GetManifest(grpc::ServerContext*, const v1::GetManifestRequest* req,
+                                      v1::GetManifestResponse* resp) {
+  Status s = Admit(req->caller(), true);
+  if (!s.ok()) return ToGrpc(s);
+  *resp->mutable_server() = membership_->SelfCaller();
+  std::optional<std::string> job;
+  if (!req->job().empty()) job = req->job();
+  for (const auto& info : store_->List(job)) {
+    if (info.state != store::SlotState::kComplete && info.state != store::SlotState::kCommitted) {
+      continue;
+    }
+    auto ref = store_->Get(info.rank, info.step);
+    if (!ref.ok()) continue;  // freed since List (a newer commit): not a source any more
+    auto* slot = resp->add_slots();
+    auto* id = slot->mutable_rank();
+    id->set_job(info.rank.job);
+    id->set_pp(info.rank.pp);
+    id->set_tp(info.rank.tp);
+    id->set_dp(info.rank.dp);
+    slot->set_step(info.step);
+    slot->set_state(store::SlotStateName((*ref)->info().state));
+    for (size_t i = 0; i < (*ref)->info().regions.size(); ++i) {
+      auto* region = slot->add_regions();
+      region->set_name((*ref)->info().regions[i].name);
+      region->set_size((*ref)->region_size(i));
+      auto sealed = ReadSealedChecksums(**ref, i);
+      if (!sealed.ok()) return ToGrpc(sealed.status());
+      region->set_chunk_size(sealed->chunk_size);
+      for (uint64_t c : sealed->chunks) region->add_chunk_checksums(c);
+      region->set_checksum(Checksum64(sealed->chunks.data(), sealed->chunks.size() * 8));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::ByteBuffer* raw,
+                                         grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer) {
+  v1::FetchRegionRequest req;
+  {
+    std::vector<grpc::Slice> slices;
+    if (!raw->Dump(&slices).ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unreadable FetchRegion request");
+    }
+    std::string bytes;
+    for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    if (!req.ParseFromString(bytes)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed FetchRegionRequest");
+    }
+  }
+  Status s = Admit(req.caller(), true);
+  if (!s.ok()) return ToGrpc(s);
+  store::RankKey rank = FromRankId(req.rank());
+  const std::string what = rank.ToString() + " step " + std::to_string(req.step()) +
+                           " region '" + req.region() + "'";
+  auto ref = store_->Get(rank, req.step());
+  if (!ref.ok()) return ToGrpc(ref.status());
+  auto slot = std::move(*ref);
+  auto idx = slot->FindRegion(req.region());
+  if (!idx.ok()) return ToGrpc(idx.status().WithContext(what));
+  const uint64_t size = slot->region_size(*idx);
+  const uint64_t begin = req.offset();
+  const uint64_t length = req.length() ? req.length() : (begin <= size ? size - begin : 0);
+  if (begin > size || length > size - begin) {
+    return grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                        what + ": bytes " + std::to_string(begin) + "+" + std::to_string(length) +
+                            " exceed the region size " + std::to_string(size));
+  }
+  auto sealed = ReadSealedChecksums(*slot, *idx);
+  if (!sealed.ok()) return ToGrpc(sealed.status());
+  const uint64_t C = sealed->chunk_size;
+  const uint64_t W = std::min<uint64_t>(options_.wire_chunk_bytes, C);
+  uint8_t* base = slot->region_data(*idx);
+  uint64_t verified = UINT64_MAX;  // last sealed chunk checked against its checksum
+  uint64_t pos = begin;
+  const uint64_t end = begin + length;
+  while (pos < end) {
+    if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled");
+    // Wire chunks never straddle a sealed chunk: [pos, next) lies inside sealed chunk pos / C.
+    const uint64_t sc = pos / C;
+    const uint64_t sc_end = std::min(size, (sc + 1) * C);
+    const uint64_t next = std::min({end, pos + W, sc_end});
+    const uint64_t n = next - pos;
+    uint64_t checksum;
+    if (pos == sc * C && next == sc_end) {
+      // The wire chunk is exactly a sealed chunk: send the sealed checksum (end to end: a byte
+      // changed in memory after Seal() is caught by the client, naming this chunk).
+      checksum = sealed->chunks[sc];
+    } else {
+      if (verified != sc) {
+        uint64_t actual = Checksum64(base + sc * C, sc_end - sc * C);
+        if (actual != sealed->chunks[sc]) {
+          return grpc::Status(grpc::StatusCode::DATA_LOSS,
+                              what + ": sealed chunk " + std::to_string(sc) + " (region bytes " +
+                                  std::to_string(sc * C) + ".." + std::to_string(sc_end) +
+                                  ") fails its checksum on node '" + membership_->node_id() + "'");
+        }
+        verified = sc;
+      }
+      checksum = Checksum64(base + pos, n);
+    }
+    uint8_t header[40];
+    size_t hn = EncodeChunkHeader(pos, n, checksum, header);
+    grpc::Slice parts[2] = {
+        grpc::Slice(header, hn),
+        grpc::Slice(base + pos, n, ReleaseSlot, new std::shared_ptr<store::SlotRef>(slot))};
+    grpc::ByteBuffer msg(parts, 2);
+    if (!writer->Write(msg)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, what + ": client went away");
+    }
+    pos = next;
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace reft::peer

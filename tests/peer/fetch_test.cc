@@ -1,0 +1,104 @@
+// FetchRegion: bit-exact chunked transfer, corruption detection, manifests, bandwidth limit.
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "peer_fixture.h"
+#include "reft/checksum.h"
+
+using namespace reft;
+using namespace reft::peer;
+using namespace reft::peer::test;
+using namespace reft::testing;
+using namespace std::chrono_literals;
+
+namespace {
+struct Pair {
+  Pair(uint64_t chunk_size, uint64_t bandwidth = 0)
+      : src("s", d0.path(), {}, 0, chunk_size),
+        dst("d", d1.path(), {src.address}, 0, 64 << 10, bandwidth) {
+    REQUIRE(Eventually([&] { return dst.peer->membership().Find("s").has_value(); }, 3s));
+  }
+  TempDir d0{"reft-peer"}, d1{"reft-peer"};
+  TestNode src, dst;
+};
+const store::RankKey kRank{"job", 1, 0, 2};
+}  // namespace
+
+TEST_CASE("FetchRegion returns the region bit-exactly, whole and in ranges", "[peer]") {
+  for (uint64_t chunk_size : {uint64_t{64} << 10, uint64_t{4} << 20}) {
+    Pair p(chunk_size);
+    auto bytes = RandomBytes((3 << 20) + 12345, TestSeed(1));
+    WriteSlot(p.src.store.get(), kRank, 7, bytes);
+    std::vector<uint8_t> got(bytes.size());
+    REQUIRE(p.dst.peer->FetchRegion("s", kRank, 7, "params", got.data(), got.size()).ok());
+    CHECK(got == bytes);
+    std::vector<uint8_t> part(1500000);
+    REQUIRE(p.dst.peer->FetchRegion("s", kRank, 7, "params", part.data(), part.size(), 777).ok());
+    CHECK(std::equal(part.begin(), part.end(), bytes.begin() + 777));
+    // Errors are clear.
+    CHECK(p.dst.peer->FetchRegion("s", kRank, 8, "params", got.data(), 10).code() ==
+          StatusCode::kNotFound);
+    CHECK(p.dst.peer->FetchRegion("s", kRank, 7, "nope", got.data(), 10).code() ==
+          StatusCode::kNotFound);
+    CHECK(p.dst.peer->FetchRegion("s", kRank, 7, "params", got.data(), 10, bytes.size()).code() ==
+          StatusCode::kInvalidArgument);
+
+    auto m = p.dst.peer->client().GetManifest(p.src.address, "job");
+    REQUIRE(m.ok());
+    REQUIRE(m->slots_size() == 1);
+    CHECK(m->slots(0).step() == 7);
+    CHECK(m->slots(0).state() == "complete");
+    REQUIRE(m->slots(0).regions_size() == 1);
+    const auto& rm = m->slots(0).regions(0);
+    CHECK(rm.size() == bytes.size());
+    CHECK(rm.chunk_size() == chunk_size);
+    REQUIRE(rm.chunk_checksums_size() == static_cast<int>((bytes.size() + chunk_size - 1) / chunk_size));
+    const uint64_t last = rm.chunk_checksums_size() - 1;
+    CHECK(rm.chunk_checksums(0) == Checksum64(bytes.data(), std::min<uint64_t>(chunk_size, bytes.size())));
+    CHECK(rm.chunk_checksums(last) ==
+          Checksum64(bytes.data() + last * chunk_size, bytes.size() - last * chunk_size));
+  }
+}
+
+TEST_CASE("a byte flipped in the served slot after sealing is reported as Corrupted", "[peer]") {
+  SECTION("sealed chunks travel as wire chunks: the client catches it") {
+    Pair p(64 << 10);
+    auto bytes = RandomBytes(1 << 20, TestSeed(1));
+    WriteSlot(p.src.store.get(), kRank, 3, bytes);
+    auto ref = p.src.store->Get(kRank, 3);
+    REQUIRE(ref.ok());
+    (*ref)->region_data(0)[5 * (64 << 10) + 17] ^= 0x40;
+    std::vector<uint8_t> got(bytes.size());
+    Status s = p.dst.peer->FetchRegion("s", kRank, 3, "params", got.data(), got.size());
+    CHECK(s.code() == StatusCode::kCorrupted);
+    CHECK_THAT(s.message(), Catch::Contains("chunk 5"));
+    CHECK_THAT(s.message(), Catch::Contains("327680..393216"));
+  }
+  SECTION("sealed chunks larger than wire chunks: the server refuses to send it") {
+    Pair p(4 << 20);
+    auto bytes = RandomBytes(6 << 20, TestSeed(1));
+    WriteSlot(p.src.store.get(), kRank, 3, bytes);
+    auto ref = p.src.store->Get(kRank, 3);
+    REQUIRE(ref.ok());
+    (*ref)->region_data(0)[(4 << 20) + 3] ^= 1;
+    std::vector<uint8_t> got(bytes.size());
+    Status s = p.dst.peer->FetchRegion("s", kRank, 3, "params", got.data(), got.size());
+    CHECK(s.code() == StatusCode::kCorrupted);
+    CHECK_THAT(s.message(), Catch::Contains("sealed chunk 1"));
+    // The first, intact sealed chunk still arrives when asked for alone.
+    CHECK(p.dst.peer->FetchRegion("s", kRank, 3, "params", got.data(), 4 << 20).ok());
+  }
+}
+
+TEST_CASE("the per-peer token bucket paces FetchRegion", "[peer]") {
+  Pair p(64 << 10, /*bandwidth=*/16 << 20);
+  auto bytes = RandomBytes(8 << 20, TestSeed(1));
+  WriteSlot(p.src.store.get(), kRank, 1, bytes);
+  std::vector<uint8_t> got(bytes.size());
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(p.dst.peer->FetchRegion("s", kRank, 1, "params", got.data(), got.size()).ok());
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(got == bytes);
+  // 8 MiB at 16 MiB/s with a 1 MiB burst: at least (8 - 1) / 16 s.
+  CHECK(took >= 430ms);
+}

@@ -1,0 +1,202 @@
+// Membership: handshake, convergence, failure detection (link drop, hung peer), fencing.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+
+#include "peer_fixture.h"
+#include "reft/v1/peer.grpc.pb.h"
+
+extern char** environ;
+
+using namespace reft;
+using namespace reft::peer;
+using namespace reft::peer::test;
+using namespace reft::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Cluster {
+  explicit Cluster(int n) {
+    for (int i = 0; i < n; ++i) dirs.push_back(std::make_unique<TempDir>("reft-peer"));
+    nodes.push_back(std::make_unique<TestNode>("n0", dirs[0]->path(), std::vector<std::string>{}));
+    for (int i = 1; i < n; ++i) {
+      nodes.push_back(std::make_unique<TestNode>("n" + std::to_string(i), dirs[i]->path(),
+                                                 std::vector<std::string>{nodes[0]->address}));
+    }
+  }
+  bool Converged(size_t expect_alive) {
+    for (auto& n : nodes) {
+      if (!n->server) continue;
+      size_t alive = 0;
+      for (const auto& m : n->peer->membership().LiveMembers()) {
+        if (m.state == MemberState::kAlive) ++alive;
+      }
+      if (alive != expect_alive) return false;
+    }
+    return true;
+  }
+  std::vector<std::unique_ptr<TempDir>> dirs;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+};
+
+// Upper bound of detection: n probe periods to reach the target in the round robin, the
+// direct and indirect probe deadlines, the suspicion timeout, plus scheduling slack.
+constexpr auto kDetectBound = 3000ms;
+
+}  // namespace
+
+TEST_CASE("Hello with another protocol version is refused with a clear message", "[peer]") {
+  TempDir dir("reft-peer");
+  TestNode node("solo", dir.path(), {});
+  auto channel = grpc::CreateChannel(node.address, grpc::InsecureChannelCredentials());
+  auto stub = v1::Peer::NewStub(channel);
+  v1::HelloRequest req;
+  req.mutable_caller()->set_protocol_version(kProtocolVersion + 98);
+  req.mutable_caller()->set_node_id("stranger");
+  req.mutable_caller()->set_epoch(1);
+  v1::HelloResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+  grpc::Status s = stub->Hello(&ctx, req, &resp);
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK_THAT(s.error_message(), Catch::Contains("protocol version " +
+                                                std::to_string(kProtocolVersion + 98)));
+  CHECK_THAT(s.error_message(), Catch::Contains("speaks protocol version 1"));
+  // The same version is accepted.
+  req.mutable_caller()->set_protocol_version(kProtocolVersion);
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(std::chrono::system_clock::now() + 2s);
+  REQUIRE(stub->Hello(&ctx2, req, &resp).ok());
+  CHECK(resp.server().node_id() == "solo");
+}
+
+TEST_CASE("membership converges from one seed, and a dropped link is detected", "[peer]") {
+  Cluster c(3);
+  REQUIRE(Eventually([&] { return c.Converged(2); }, 3s));
+  std::atomic<int> dead_events{0};
+  c.nodes[0]->peer->membership().AddListener([&](const MemberInfo& m, MemberState) {
+    if (m.node_id == "n2" && m.state == MemberState::kDead) ++dead_events;
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  c.nodes[2]->Kill();
+  REQUIRE(Eventually(
+      [&] {
+        return StateOf(*c.nodes[0], "n2") == MemberState::kDead &&
+               StateOf(*c.nodes[1], "n2") == MemberState::kDead;
+      },
+      kDetectBound));
+  auto took = std::chrono::steady_clock::now() - t0;
+  INFO("detected after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                         << " ms");
+  CHECK(took >= 400ms);  // never before the suspicion timeout
+  CHECK(dead_events == 1);
+  CHECK(StateOf(*c.nodes[0], "n1") == MemberState::kAlive);
+}
+
+TEST_CASE("a hung peer (SIGSTOP) is detected and calls to it time out", "[peer]") {
+  Cluster c(2);
+  TempDir child_dir("reft-peer");
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  std::string seed = c.nodes[0]->address;
+  const char* argv[] = {REFT_PEER_TESTD, "hung", child_dir.path().c_str(), seed.c_str(), nullptr};
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, REFT_PEER_TESTD, &fa, nullptr, const_cast<char**>(argv), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  FILE* child_out = fdopen(out[0], "r");
+  char line[256] = {0};
+  REQUIRE(fgets(line, sizeof line, child_out) != nullptr);
+  REQUIRE(std::strncmp(line, "ADDR ", 5) == 0);
+  std::string child_addr(line + 5);
+  child_addr.erase(child_addr.find_last_not_of("\n") + 1);
+
+  REQUIRE(Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kAlive &&
+                                  StateOf(*c.nodes[1], "hung") == MemberState::kAlive; }, 3s));
+  REQUIRE(kill(pid, SIGSTOP) == 0);
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kDead &&
+                                  StateOf(*c.nodes[1], "hung") == MemberState::kDead; },
+                     kDetectBound));
+  INFO("detected after " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - t0).count() << " ms");
+
+  // Calls to the stopped process end at their deadline instead of hanging: Timeout on an
+  // established stream, Unavailable when the (new) connection gets no HTTP/2 SETTINGS.
+  std::vector<uint8_t> buf(1 << 20);
+  auto f0 = std::chrono::steady_clock::now();
+  Status fs = c.nodes[0]->peer->client().FetchRegion(child_addr, {"job", 0, 0, 0}, 1, "params",
+                                                     buf.data(), buf.size());
+  auto fetch_took = std::chrono::steady_clock::now() - f0;
+  INFO(fs.ToString());
+  CHECK((fs.code() == StatusCode::kTimeout || fs.code() == StatusCode::kUnavailable));
+  CHECK(fetch_took < 2500ms);
+  auto m = c.nodes[0]->peer->client().GetManifest(child_addr, "");
+  CHECK((m.status().code() == StatusCode::kTimeout ||
+         m.status().code() == StatusCode::kUnavailable));
+  // The restore path's node-id lookup refuses a dead node at once.
+  CHECK(c.nodes[0]->peer->AddressOf("hung").status().code() == StatusCode::kUnavailable);
+
+  // Resumed, the peer learns it was declared dead: fenced, it rejoins with a new epoch.
+  REQUIRE(kill(pid, SIGCONT) == 0);
+  REQUIRE(fgets(line, sizeof line, child_out) != nullptr);
+  CHECK(std::string(line) == "FENCED\n");
+  CHECK(Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kAlive; }, 3s));
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  fclose(child_out);
+}
+
+TEST_CASE("a node declared dead that comes back with its old epoch is fenced", "[peer]") {
+  Cluster c(3);
+  REQUIRE(Eventually([&] { return c.Converged(2); }, 3s));
+  const uint64_t old_epoch = c.nodes[2]->peer->membership().epoch();
+  const std::string n2_dir = c.dirs[2]->path();
+  c.nodes[2].reset();
+  REQUIRE(Eventually([&] { return StateOf(*c.nodes[0], "n2") == MemberState::kDead &&
+                                  StateOf(*c.nodes[1], "n2") == MemberState::kDead; },
+                     kDetectBound));
+
+  // A raw call carrying the old (node, epoch) is refused with a clear error.
+  auto stub = v1::Peer::NewStub(
+      grpc::CreateChannel(c.nodes[0]->address, grpc::InsecureChannelCredentials()));
+  v1::GetManifestRequest req;
+  req.mutable_caller()->set_protocol_version(kProtocolVersion);
+  req.mutable_caller()->set_node_id("n2");
+  req.mutable_caller()->set_epoch(old_epoch);
+  v1::GetManifestResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+  grpc::Status s = stub->GetManifest(&ctx, req, &resp);
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK_THAT(s.error_message(), Catch::StartsWith("fenced:"));
+  CHECK_THAT(s.error_message(), Catch::Contains("declared dead"));
+
+  // The node itself comes back with the old epoch: it is told, fences itself, takes a new
+  // epoch and rejoins; until the daemon clears the fence its snapshots are not served.
+  auto back = std::make_unique<TestNode>("n2", n2_dir,
+                                         std::vector<std::string>{c.nodes[0]->address,
+                                                                  c.nodes[1]->address},
+                                         old_epoch);
+  REQUIRE(Eventually([&] { return back->peer->membership().IsFenced(); }, 3s));
+  CHECK(back->peer->membership().epoch() != old_epoch);
+  REQUIRE(Eventually([&] { return StateOf(*c.nodes[0], "n2") == MemberState::kAlive &&
+                                  StateOf(*c.nodes[1], "n2") == MemberState::kAlive; }, 3s));
+  CHECK(c.nodes[0]->peer->membership().Find("n2")->epoch == back->peer->membership().epoch());
+  auto stale = c.nodes[0]->peer->client().GetManifest(back->address, "");
+  CHECK(stale.status().code() == StatusCode::kProtocol);
+  CHECK_THAT(stale.status().message(), Catch::Contains("stale"));
+  back->peer->membership().ClearFence();
+  CHECK(c.nodes[0]->peer->client().GetManifest(back->address, "").ok());
+}

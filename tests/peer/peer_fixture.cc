@@ -1,0 +1,76 @@
+#include "peer_fixture.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace reft::peer::test {
+
+PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> seeds) {
+  PeerOptions o;
+  o.node_id = node_id;
+  o.seeds = std::move(seeds);
+  o.probe_interval = std::chrono::milliseconds(100);
+  o.probe_timeout = std::chrono::milliseconds(100);
+  o.suspicion_timeout = std::chrono::milliseconds(400);
+  o.rpc_deadline = std::chrono::milliseconds(500);
+  o.fetch_deadline = std::chrono::milliseconds(1500);
+  o.anti_entropy_interval = std::chrono::milliseconds(200);
+  return o;
+}
+
+TestNode::TestNode(const std::string& id, const std::string& shm_dir,
+                   std::vector<std::string> seeds, uint64_t epoch, uint64_t chunk_size,
+                   uint64_t bandwidth)
+    : node_id(id) {
+  store::StoreOptions so;
+  so.shm_dir = shm_dir;
+  so.prefault = false;
+  so.chunk_size = chunk_size;
+  auto s = store::SnapshotStore::Open(so);
+  if (!s.ok()) throw std::runtime_error(s.status().ToString());
+  store = std::move(*s);
+  PeerOptions o = FastOptions(id, std::move(seeds));
+  o.epoch = epoch;
+  o.peer_stream_bandwidth = bandwidth;
+  auto p = PeerNode::Create(o, store.get());
+  if (!p.ok()) throw std::runtime_error(p.status().ToString());
+  peer = std::move(*p);
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  peer->Register(&b);
+  server = b.BuildAndStart();
+  if (!server || port == 0) throw std::runtime_error("cannot start the Peer server");
+  address = "127.0.0.1:" + std::to_string(port);
+  Status st = peer->Start(address);
+  if (!st.ok()) throw std::runtime_error(st.ToString());
+}
+
+TestNode::~TestNode() { Kill(); }
+
+void TestNode::Kill() {
+  if (peer) peer->Stop();
+  if (server) {
+    server->Shutdown(std::chrono::system_clock::now());
+    server.reset();
+  }
+}
+
+void WriteSlot(store::SnapshotStore* st, const store::RankKey& rank, int64_t step,
+               const std::vector<uint8_t>& bytes) {
+  Status s = st->ConfigureRank(rank, {{"params", bytes.size()}});
+  if (!s.ok()) throw std::runtime_error(s.ToString());
+  auto w = st->BeginWrite(rank, step);
+  if (!w.ok()) throw std::runtime_error(w.status().ToString());
+  std::memcpy((*w)->region_data(0), bytes.data(), bytes.size());
+  w->reset();
+  s = st->Seal(rank, step);
+  if (!s.ok()) throw std::runtime_error(s.ToString());
+}
+
+MemberState StateOf(TestNode& observer, const std::string& node_id) {
+  auto m = observer.peer->membership().Find(node_id);
+  return m ? m->state : MemberState::kDead;
+}
+
+}  // namespace reft::peer::test

@@ -1,0 +1,54 @@
+#pragma once
+// In-process reftd peer layer for tests: a store in a TempDir, a PeerNode and a gRPC server on
+// 127.0.0.1:0. Fast timers so failure detection takes well under a second or two.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "reft/peer/peer_node.h"
+#include "reft/store/snapshot_store.h"
+#include "test_support.h"
+
+namespace reft::peer::test {
+
+PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> seeds);
+
+struct TestNode {
+  /// Opens the store in `dir` (created by the caller, so a restart can reuse it).
+  TestNode(const std::string& node_id, const std::string& shm_dir, std::vector<std::string> seeds,
+           uint64_t epoch = 0, uint64_t chunk_size = 64 << 10, uint64_t bandwidth = 0);
+  ~TestNode();
+  /// Stops the server at once (a link drop as seen by the peers) and the node's threads.
+  void Kill();
+
+  std::string node_id;
+  std::string address;
+  std::unique_ptr<store::SnapshotStore> store;
+  std::unique_ptr<PeerNode> peer;
+  std::unique_ptr<grpc::Server> server;
+};
+
+/// Writes `bytes` as region "params" of `rank`'s slot for `step` and seals it.
+void WriteSlot(store::SnapshotStore* store, const store::RankKey& rank, int64_t step,
+               const std::vector<uint8_t>& bytes);
+
+/// Polls `pred` every 10 ms until true or `timeout`; returns whether it became true.
+template <typename Pred>
+bool Eventually(Pred pred, std::chrono::milliseconds timeout) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+/// State of `node_id` as `observer` sees it (kDead when unknown).
+MemberState StateOf(TestNode& observer, const std::string& node_id);
+
+}  // namespace reft::peer::test
