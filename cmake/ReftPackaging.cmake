@@ -59,7 +59,7 @@ foreach(script postinst prerm postrm)
                  GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 endforeach()
 file(WRITE ${_reft_deb_dir}/conffiles
-     "${CMAKE_INSTALL_FULL_SYSCONFDIR}/reft/reftd.toml\n")
+     "${CMAKE_INSTALL_FULL_SYSCONFDIR}/reft/reftd.toml\n${CMAKE_INSTALL_FULL_SYSCONFDIR}/default/reftd\n")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${_reft_deb_dir}/postinst ${_reft_deb_dir}/prerm ${_reft_deb_dir}/postrm
     ${_reft_deb_dir}/conffiles)

@@ -114,6 +114,7 @@ Status ApplyTopLevel(const toml::table& root, DaemonConfig* c) {
     else if (key == "peers") REFT_RETURN_NOT_OK(ReadStringList(node, key, &c->peers));
     else if (key == "memory_limit") REFT_RETURN_NOT_OK(ReadSize(node, key, &c->memory_limit));
     else if (key == "log_level") REFT_RETURN_NOT_OK(ReadString(node, key, &c->log_level));
+    else if (key == "metrics_listen") REFT_RETURN_NOT_OK(ReadString(node, key, &c->metrics_listen));
     else return KeyError(key, "unknown key");
   }
   return Status::OK();
@@ -187,6 +188,9 @@ Status ValidateConfig(const DaemonConfig& c) {
     return KeyError("node_id", "must be 1..64 characters without '/' or whitespace");
   }
   if (!ValidHostPort(c.listen)) return KeyError("listen", "expected HOST:PORT, got '" + c.listen + "'");
+  if (!c.metrics_listen.empty() && !ValidHostPort(c.metrics_listen)) {
+    return KeyError("metrics_listen", "expected HOST:PORT, got '" + c.metrics_listen + "'");
+  }
   for (const auto& p : c.peers) {
     if (!ValidHostPort(p)) return KeyError("peers", "expected HOST:PORT, got '" + p + "'");
   }
@@ -219,7 +223,7 @@ Result<DaemonConfig> ParseDaemonArgs(int argc, const char* const* argv) {
   CLI::App app{"reftd: per-node checkpoint agent (keeps training state in host memory)"};
   app.set_version_flag("--version", std::string("reftd ") + REFT_VERSION);
   std::string config_path, node_id, listen, socket, shm_dir, persist_dir, peers, memory_limit,
-      log_level;
+      log_level, metrics_listen;
   app.add_option("--config", config_path, "TOML configuration file")->check(CLI::ExistingFile);
   app.add_option("--node-id", node_id, "node identity (default: hostname)");
   app.add_option("--listen", listen, "gRPC address HOST:PORT for peers and admin");
@@ -229,6 +233,7 @@ Result<DaemonConfig> ParseDaemonArgs(int argc, const char* const* argv) {
   app.add_option("--peers", peers, "comma-separated seed peers HOST:PORT,...");
   app.add_option("--memory-limit", memory_limit, "snapshot memory limit (bytes, K/M/G suffixes)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  app.add_option("--metrics-listen", metrics_listen, "Prometheus endpoint HOST:PORT (off when empty)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion& e) {  // derives from CLI::Success: catch it first
@@ -261,6 +266,7 @@ Result<DaemonConfig> ParseDaemonArgs(int argc, const char* const* argv) {
     config.memory_limit = *parsed;
   }
   if (!log_level.empty()) config.log_level = log_level;
+  if (!metrics_listen.empty()) config.metrics_listen = metrics_listen;
   if (config.node_id.empty()) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);

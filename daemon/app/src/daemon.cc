@@ -14,10 +14,12 @@
 #include <spdlog/spdlog.h>
 
 #include "reft/app/admin_service.h"
+#include "metered_commit_coordinator.h"
 #include "reft/app/notify.h"
 #include "reft/kernels/emulated.h"
 #include "reft/local/commit_coordinator.h"
 #include "reft/local/local_server.h"
+#include "reft/observability/metrics.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/units.h"
 
@@ -25,6 +27,7 @@ namespace reft::app {
 
 struct Daemon::Impl {
   DaemonConfig config;
+  std::unique_ptr<observability::Metrics> metrics;  // outlives every component that records
   std::unique_ptr<store::SnapshotStore> store;
   std::unique_ptr<local::CommitCoordinator> coordinator;
   std::unique_ptr<local::LocalServer> local_server;
@@ -135,13 +138,25 @@ Status Daemon::Start() {
   const DaemonConfig& c = impl_->config;
   kernels::SetEmulatedCopyBandwidth(c.emulated_bandwidth);
 
+  REFT_ASSIGN_OR_RETURN(impl_->metrics, observability::Metrics::Create(c.metrics_listen));
+
   REFT_ASSIGN_OR_RETURN(auto options, MakeStoreOptions(c));
   store::AdoptionReport report;
   REFT_ASSIGN_OR_RETURN(impl_->store, store::SnapshotStore::Open(options, &report));
   LogAdoption(report);
+  impl_->metrics->SetMemoryLimit(static_cast<double>(c.memory_limit));
+  store::SnapshotStore* store = impl_->store.get();
+  // Store gauges are read when Prometheus scrapes, not maintained on the hot path.
+  impl_->metrics->SetRefreshHook([store](observability::Metrics& m) {
+    auto usage = store->Usage();
+    m.SetMemoryUsed(static_cast<double>(usage.used));
+    m.SetSlots(static_cast<double>(usage.slots));
+  });
 
 
-  impl_->coordinator = std::make_unique<local::SingleNodeCommitCoordinator>(impl_->store.get());
+  impl_->coordinator = std::make_unique<MeteredCommitCoordinator>(
+      std::make_unique<local::SingleNodeCommitCoordinator>(impl_->store.get()), store,
+      impl_->metrics.get());
   REFT_ASSIGN_OR_RETURN(impl_->local_server,
                         local::LocalServer::Create(MakeLocalOptions(c), impl_->store.get(),
                                                    impl_->coordinator.get()));
@@ -187,6 +202,7 @@ void Daemon::Shutdown() {
   }
   impl_->admin.reset();
   impl_->coordinator.reset();
+  impl_->metrics.reset();  // stops scrapes (and the refresh hook) before the store goes
   impl_->store.reset();
 }
 

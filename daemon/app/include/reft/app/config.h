@@ -22,6 +22,7 @@ struct DaemonConfig {
   std::vector<std::string> peers;            ///< seed list H:P
   uint64_t memory_limit = 0;                 ///< 0 = unlimited
   std::string log_level = "info";            ///< trace|debug|info|warn|error|critical|off
+  std::string metrics_listen;                ///< Prometheus endpoint HOST:PORT; empty = off
 
   // [store]
   uint64_t chunk_size = 4ull << 20;

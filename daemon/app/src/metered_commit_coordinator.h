@@ -1,0 +1,41 @@
+#pragma once
+/// \file metered_commit_coordinator.h
+/// \brief A CommitCoordinator decorator that records snapshot and commit metrics, so the
+/// local channel and the coordinators stay free of metrics plumbing.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "reft/local/commit_coordinator.h"
+#include "reft/observability/metrics.h"
+
+namespace reft::app {
+
+/// \brief Forwards every call to `inner`; on Complete() it counts the rank's snapshot bytes,
+/// and when a step becomes committed it observes the latency from the step's first completion
+/// on this node to its commit. Thread-safe.
+class MeteredCommitCoordinator final : public local::CommitCoordinator {
+ public:
+  MeteredCommitCoordinator(std::unique_ptr<local::CommitCoordinator> inner,
+                           store::SnapshotStore* store, observability::Metrics* metrics);
+
+  Status Join(const store::RankKey& rank, const local::JobLayout& layout) override;
+  void Leave(const store::RankKey& rank) override;
+  Status Complete(const store::RankKey& rank, int64_t step) override;
+  std::optional<int64_t> NewestCommitted(const std::string& job) override;
+  bool WaitCommitted(const std::string& job, int64_t step,
+                     std::chrono::milliseconds timeout) override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::unique_ptr<local::CommitCoordinator> inner_;
+  store::SnapshotStore* store_;
+  observability::Metrics* metrics_;
+  std::mutex mu_;
+  std::map<std::pair<std::string, int64_t>, Clock::time_point> first_complete_;
+};
+
+}  // namespace reft::app
