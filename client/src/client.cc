@@ -5,15 +5,21 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <new>
 #include <thread>
 #include <vector>
 
 #include "channel.h"
 #include "reft/kernels/device.h"
+#include "reft/local_proto/has_hints.h"
 #include "reft/local_proto/protection.h"
 
 namespace reft {
@@ -98,6 +104,9 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   uint64_t session_id = 0;
   std::vector<RegisteredBuffer> buffers;  // guarded by mu (appended only when idle)
   MappingCache mappings;                  // used only by the copy worker
+
+  std::atomic<local_proto::HasHintPage*> has_page{nullptr};  // HAS hints; set once, under mu
+  bool has_disabled = false;                                 // reftd refused has_attach
 
   std::mutex mu;
   std::condition_variable cv;
@@ -312,6 +321,9 @@ Status Client::Snapshot(int64_t step) {
     return previous.WithContext("previous snapshot failed");
   }
   REFT_ASSIGN_OR_RETURN(d.job_events, d.RecordReadyEvents());
+  if (auto* page = d.has_page.load(std::memory_order_relaxed)) {
+    page->snapshot_ns.store(local_proto::MonotonicNs(), std::memory_order_release);
+  }
   d.in_flight = true;
   d.job_ready = true;
   d.job_step = step;
@@ -322,7 +334,14 @@ Status Client::Snapshot(int64_t step) {
 Status Client::Fence() {
   Impl& d = *impl_;
   std::unique_lock<std::mutex> lock(d.mu);
+  auto* page = d.has_page.load(std::memory_order_relaxed);
+  if (page != nullptr) {
+    // The deadline is here: reftd's release gate sees it and lets every remaining chunk out.
+    page->fence_ns.store(local_proto::MonotonicNs(), std::memory_order_release);
+    page->fence_waiting.store(1, std::memory_order_release);
+  }
   d.WaitIdleLocked(lock);
+  if (page != nullptr) page->fence_waiting.store(0, std::memory_order_release);
   Status result = d.last_result;
   d.last_result = Status::OK();
   return result;
@@ -408,7 +427,96 @@ Status Client::Close() {
   if (d.worker.joinable()) d.worker.join();
   if (d.channel) d.channel->Close();
   d.mappings.Clear();
+  if (auto* page = d.has_page.exchange(nullptr)) ::munmap(page, local_proto::kHasHintPageBytes);
   return result;
+}
+
+Status Client::EnableHas(const HasPipelineHint& hint) {
+  Impl& d = *impl_;
+  std::unique_lock<std::mutex> lock(d.mu);
+  if (d.closed) return Status::Unavailable("client is closed");
+  if (d.has_page.load() != nullptr) return Status::OK();
+  std::vector<uint8_t> payload;
+  if (hint.stages > 0) {
+    if (hint.stage < 0 || hint.stage >= hint.stages || hint.micro_batches < 1 ||
+        hint.forward_seconds < 0 || hint.backward_seconds < 0) {
+      return Status::InvalidArgument("HasPipelineHint: stage " + std::to_string(hint.stage) +
+                                     " of " + std::to_string(hint.stages) + ", micro_batches " +
+                                     std::to_string(hint.micro_batches) +
+                                     " and non-negative times required");
+    }
+    const int64_t v[5] = {hint.stages, hint.stage, hint.micro_batches,
+                          static_cast<int64_t>(hint.forward_seconds * 1e9),
+                          static_cast<int64_t>(hint.backward_seconds * 1e9)};
+    payload.resize(sizeof(v));
+    std::memcpy(payload.data(), v, sizeof(v));
+  }
+  d.WaitIdleLocked(lock);  // the channel carries one request at a time
+  local_proto::UniqueFd fd(::memfd_create("reft-has-hints", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
+  if (::ftruncate(fd.get(), local_proto::kHasHintPageBytes) != 0 ||
+      ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+    return Status::IoError(std::string("HAS hint page: ") + std::strerror(errno));
+  }
+  void* map = ::mmap(nullptr, local_proto::kHasHintPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     fd.get(), 0);
+  if (map == MAP_FAILED) return Status::IoError(std::string("HAS hint page mmap: ") + std::strerror(errno));
+  auto* page = new (map) local_proto::HasHintPage();  // zero-filled memfd; atomics value-initialised
+  page->magic.store(local_proto::HasHintPage::kMagic);
+  auto reply = d.channel->Call(MessageType::kHasAttach, payload, MessageType::kAck, {fd.get()});
+  if (!reply.ok()) {
+    ::munmap(map, local_proto::kHasHintPageBytes);
+    if (reply.status().code() == StatusCode::kUnsupported) d.has_disabled = true;
+    return reply.status().WithContext("enabling HAS hints");
+  }
+  d.has_page.store(page, std::memory_order_release);
+  return Status::OK();
+}
+
+Status Client::BubbleBegin() {
+  Impl& d = *impl_;
+  auto* page = d.has_page.load(std::memory_order_acquire);
+  if (page == nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(d.mu);
+      if (d.has_disabled) return Status::OK();
+    }
+    Status st = EnableHas();
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(d.mu);
+      d.has_disabled = true;  // hints are advisory: report once, then ignore
+      return st;
+    }
+    page = d.has_page.load(std::memory_order_acquire);
+  }
+  page->bubble_begin_ns.store(local_proto::MonotonicNs(), std::memory_order_relaxed);
+  page->bubble_seq.fetch_add(1, std::memory_order_acq_rel);
+  page->in_bubble.store(1, std::memory_order_release);
+  return Status::OK();
+}
+
+Status Client::BubbleEnd() {
+  auto* page = impl_->has_page.load(std::memory_order_acquire);
+  if (page == nullptr || page->in_bubble.load(std::memory_order_relaxed) == 0) return Status::OK();
+  page->in_bubble.store(0, std::memory_order_release);
+  const uint64_t head = page->ring_head.load(std::memory_order_relaxed);
+  auto& r = page->ring[head % local_proto::HasHintPage::kRing];
+  r.begin_ns.store(page->bubble_begin_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  r.end_ns.store(local_proto::MonotonicNs(), std::memory_order_relaxed);
+  page->ring_head.store(head + 1, std::memory_order_release);
+  return Status::OK();
+}
+
+Result<HasCounters> Client::has_counters() const {
+  auto* page = impl_->has_page.load(std::memory_order_acquire);
+  if (page == nullptr) return Status::NotFound("HAS hints are not enabled (call EnableHas() or BubbleBegin() first)");
+  HasCounters c;
+  c.bubble_bytes = page->released_bytes[1].load();
+  c.compute_bytes = page->released_bytes[2].load() + page->released_bytes[3].load();
+  c.landed_in_bubble_bytes = page->landed_in_bubble_bytes.load();
+  c.gated_snapshots = page->gated_snapshots.load();
+  c.copying = page->copying.load(std::memory_order_acquire) != 0;
+  return c;
 }
 
 }  // namespace reft

@@ -74,6 +74,24 @@ class REFT_CLIENT_API EmulatedBuffer {
   std::unique_ptr<Impl> impl_;
 };
 
+/// \brief Optional description of this rank's pipeline for HAS (daemon/has): lets reftd start
+/// from the 1F1B simulator's bubble estimate before it has measured one iteration.
+struct HasPipelineHint {
+  int stages = 0;         ///< |P|; 0 = no hint (reftd learns the bubbles online)
+  int stage = 0;          ///< this rank's stage, 0-based
+  int micro_batches = 0;  ///< micro-batches per step
+  double forward_seconds = 0, backward_seconds = 0;  ///< per micro-batch on this stage
+};
+
+/// \brief What reftd's HAS release gate did with this client's device pulls (cumulative).
+struct HasCounters {
+  uint64_t bubble_bytes = 0;    ///< released inside a bubble hint (layer 1)
+  uint64_t compute_bytes = 0;   ///< released alongside compute, or when fence() waited (layer 2)
+  uint64_t landed_in_bubble_bytes = 0;  ///< layer-1 bytes whose copy also ended in that bubble
+  uint64_t gated_snapshots = 0;
+  bool copying = false;  ///< a device-copy chunk is in flight right now
+};
+
 class REFT_CLIENT_API Client {
  public:
   /// \brief Connects and joins the job. Unavailable when reftd does not answer, InvalidArgument
@@ -104,6 +122,20 @@ class REFT_CLIENT_API Client {
   /// it; nullopt when there is nothing to restore. Corrupted when a checksum fails (nothing is
   /// partially restored from a corrupt slot).
   Result<std::optional<int64_t>> Restore();
+  /// \brief HAS hints (DESIGN.md §3): the device is idle (pipeline bubble) from BubbleBegin()
+  /// until BubbleEnd(). Two atomic stores in a page shared with reftd, no system call; reftd
+  /// releases the device pull of the current snapshot into these windows first, alongside
+  /// compute only what the bubbles cannot hold before the deadline (the next Fence()). The
+  /// first call attaches the page (EnableHas() with no pipeline hint) and waits for an
+  /// in-flight snapshot; if reftd has no HAS it returns that error once and later calls are
+  /// no-ops. Call from the training thread.
+  Status BubbleBegin();
+  Status BubbleEnd();
+  /// \brief Attaches the HAS hint page explicitly, with an optional pipeline description.
+  Status EnableHas(const HasPipelineHint& hint = {});
+  /// \brief reftd's HAS counters for this client; NotFound before EnableHas().
+  Result<HasCounters> has_counters() const;
+
   /// \brief Fences, hangs up and joins the copy worker. Idempotent.
   Status Close();
 

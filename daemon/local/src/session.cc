@@ -1,10 +1,27 @@
 #include "session.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
+#include "reft/local_proto/has_hints.h"
 #include "reft/local_proto/protection.h"
+#include "reft/units.h"
+// HAS (daemon/has) gates the device pull when reft_has is linked into this library.
+#if __has_include("reft/has/release_gate.h")
+#define REFT_LOCAL_WITH_HAS 1
+#include "reft/has/bubble_estimate.h"
+#include "reft/has/release_gate.h"
+#include "reft/kernels/emulated.h"
+#else
+#define REFT_LOCAL_WITH_HAS 0
+#endif
 
 namespace reft::local {
 
@@ -32,6 +49,19 @@ bool RangeInside(uint64_t offset, uint64_t size, uint64_t limit) {
 }
 
 }  // namespace
+
+struct Session::HasState {
+  local_proto::HasHintPage* page = nullptr;
+  int64_t prev_snapshot_ns = -1;
+  uint64_t chunk_bytes = 1ull << 20;
+#if REFT_LOCAL_WITH_HAS
+  has::ReleaseGate gate{has::GateOptions{}};
+  explicit HasState(has::GateOptions o) : gate(o) {}
+#endif
+  ~HasState() {
+    if (page != nullptr) ::munmap(page, local_proto::kHasHintPageBytes);
+  }
+};
 
 Session::Session(uint64_t id, local_proto::UniqueFd sock, const ucred& cred,
                  const LocalServerOptions& options, store::SnapshotStore* store,
@@ -119,6 +149,7 @@ void Session::Handle(Frame& f) {
     case MessageType::kQueryCommitted: st = HandleQueryCommitted(f); break;
     case MessageType::kRestore: st = HandleRestore(f); break;
     case MessageType::kRestoreDone: st = HandleRestoreDone(f); break;
+    case MessageType::kHasAttach: st = HandleHasAttach(f); break;
     default:
       st = Status::Protocol(std::string("unexpected message '") +
                             local_proto::MessageTypeName(f.header.type) + "' from a client");
@@ -391,7 +422,8 @@ Status Session::HandleSnapshotStaged(const Frame& f) {
                             " that is not being written");
   }
   std::shared_ptr<store::SlotRef> slot = writing_->slot;
-  Status pulled = PullDeviceBuffers(*slot, ready, ready_keys);
+  Status pulled = has_ ? PullDeviceBuffersGated(*slot, ready, ready_keys)
+                       : PullDeviceBuffers(*slot, ready, ready_keys);
   if (!pulled.ok()) {
     AbortWriting("device pull failed");
     return pulled.WithContext("snapshot of step " + std::to_string(m.step));
@@ -494,10 +526,181 @@ Status Session::HandleRestoreDone(const Frame& f) {
   return Reply(MessageType::kAck, f.header.request_id, {});
 }
 
+Status Session::HandleHasAttach(Frame& f) {
+  if (!joined_) return Status::Protocol("has_attach before hello");
+  if (f.fds.size() != 1) return Status::Protocol("has_attach must carry exactly one fd");
+#if REFT_LOCAL_WITH_HAS
+  // Optional payload: the pipeline as five little-endian int64 (stages, this stage,
+  // micro-batches, forward ns, backward ns) -> the simulator's bubble estimate seeds the gate.
+  if (!f.payload.empty() && f.payload.size() != 5 * sizeof(int64_t)) {
+    return Status::Protocol("has_attach payload must be empty or 40 bytes");
+  }
+  struct stat st {};
+  if (::fstat(f.fds[0].get(), &st) != 0 ||
+      static_cast<uint64_t>(st.st_size) < local_proto::kHasHintPageBytes) {
+    return Status::InvalidArgument("has_attach: the hint page fd is smaller than one page");
+  }
+  void* map = ::mmap(nullptr, local_proto::kHasHintPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     f.fds[0].get(), 0);
+  if (map == MAP_FAILED) return Status::IoError(std::string("has_attach: mmap: ") + std::strerror(errno));
+  has::GateOptions options;
+  const uint64_t emulated = kernels::EmulatedCopyBandwidth();
+  if (emulated > 0) options.bytes_per_second = static_cast<double>(emulated);
+  auto state = std::make_unique<HasState>(options);
+  state->page = static_cast<local_proto::HasHintPage*>(map);
+  if (state->page->magic.load() != local_proto::HasHintPage::kMagic) {
+    return Status::InvalidArgument("has_attach: the hint page has a bad magic number");
+  }
+  if (const char* env = std::getenv("REFT_HAS_CHUNK"); env != nullptr && *env != '\0') {
+    REFT_ASSIGN_OR_RETURN(uint64_t c, ParseByteSize(env));
+    if (c == 0) return Status::InvalidArgument("REFT_HAS_CHUNK must be > 0");
+    state->chunk_bytes = c;
+  }
+  if (!f.payload.empty()) {
+    int64_t v[5];
+    std::memcpy(v, f.payload.data(), sizeof(v));
+    if (v[0] < 1 || v[0] > 1024 || v[1] < 0 || v[1] >= v[0] || v[2] < 1 || v[2] > 1 << 20 ||
+        v[3] < 0 || v[4] < 0) {
+      return Status::InvalidArgument("has_attach: bad pipeline hint (stages " +
+                                     std::to_string(v[0]) + ", stage " + std::to_string(v[1]) +
+                                     ", micro-batches " + std::to_string(v[2]) + ")");
+    }
+    planner::PipelineSpec spec;
+    spec.forward.assign(static_cast<size_t>(v[0]), static_cast<double>(v[3]) * 1e-9);
+    spec.backward.assign(static_cast<size_t>(v[0]), static_cast<double>(v[4]) * 1e-9);
+    spec.micro_batches = static_cast<int>(v[2]);
+    REFT_ASSIGN_OR_RETURN(auto est, has::EstimateBubbles(spec));
+    const auto& stage = est[static_cast<size_t>(v[1])];
+    state->gate.profiler().Seed(stage.windows, stage.makespan);
+  }
+  has_ = std::move(state);
+  return Reply(MessageType::kAck, f.header.request_id, {});
+#else
+  return Status::Unsupported("this reftd was built without HAS (daemon/has)");
+#endif
+}
+
+Status Session::PullDeviceBuffersGated(const store::SlotRef& slot,
+                                       const std::vector<kernels::EventExport>& ready,
+                                       const std::vector<std::pair<int, int>>& ready_keys) {
+#if REFT_LOCAL_WITH_HAS
+  HasState& h = *has_;
+  local_proto::HasHintPage* pg = h.page;
+  constexpr double kNs = 1e-9;
+  // Online profiler: the previous iteration's bubbles, relative to its snapshot() call, and
+  // its deadline (its fence() call, just before the optimizer step).
+  const int64_t snap_ns = pg->snapshot_ns.load(std::memory_order_acquire);
+  const int64_t fence_ns = pg->fence_ns.load(std::memory_order_acquire);
+  const uint64_t head = pg->ring_head.load(std::memory_order_acquire);
+  if (h.prev_snapshot_ns > 0 && fence_ns > h.prev_snapshot_ns && fence_ns <= snap_ns) {
+    std::vector<std::pair<double, double>> windows;
+    const uint64_t kRing = local_proto::HasHintPage::kRing;
+    // Every remembered bubble, clipped to the previous iteration: a bubble may have ended
+    // before that iteration's pull started, so "seen" entries are not skipped.
+    for (uint64_t i = head > kRing ? head - kRing : 0; i < head; ++i) {
+      const auto& r = pg->ring[i % kRing];
+      const int64_t b = std::max(r.begin_ns.load(), h.prev_snapshot_ns);
+      const int64_t e = std::min(r.end_ns.load(), fence_ns);
+      if (e > b) windows.emplace_back((b - h.prev_snapshot_ns) * kNs, (e - h.prev_snapshot_ns) * kNs);
+    }
+    h.gate.profiler().Observe(windows, (fence_ns - h.prev_snapshot_ns) * kNs);
+  }
+  h.prev_snapshot_ns = snap_ns;
+
+  struct Chunk {
+    const Buffer* b;
+    uint64_t offset, size;
+    uint8_t* dst;
+    kernels::CopyStream* stream;
+  };
+  std::vector<Chunk> chunks;
+  std::vector<kernels::CopyStream*> used;
+  uint64_t total = 0;
+  for (const auto& b : buffers_) {
+    if (b.backend == nullptr) continue;
+    REFT_ASSIGN_OR_RETURN(size_t region, slot.FindRegion(b.reg.name));
+    uint8_t* dst = slot.region_data(region);
+    REFT_RETURN_NOT_OK(b.backend->PinHost(dst, b.reg.size));
+    REFT_ASSIGN_OR_RETURN(kernels::CopyStream * stream, StreamFor(b.backend, b.reg.memory.device));
+    if (std::find(used.begin(), used.end(), stream) == used.end()) {
+      const auto key = std::make_pair(static_cast<int>(b.backend->kind()), b.reg.memory.device);
+      for (size_t e = 0; e < ready_keys.size(); ++e) {
+        if (ready_keys[e] == key) REFT_RETURN_NOT_OK(stream->WaitEvent(ready[e]));
+      }
+      used.push_back(stream);
+    }
+    for (uint64_t off = 0; off < b.reg.size; off += h.chunk_bytes) {
+      chunks.push_back({&b, off, std::min(h.chunk_bytes, b.reg.size - off), dst + off, stream});
+    }
+    total += b.reg.size;
+  }
+  h.gate.Begin(snap_ns * kNs, total);
+  uint64_t remaining = total;
+  size_t next = 0;
+  while (next < chunks.size()) {
+    has::ReleaseGate::Release rel;
+    for (;;) {
+      rel = h.gate.DecideBatch(local_proto::MonotonicNs() * kNs, remaining, chunks[next].size,
+                               pg->in_bubble.load(std::memory_order_acquire) != 0,
+                               pg->fence_waiting.load(std::memory_order_acquire) != 0);
+      if (rel.layer != has::Layer::kDeferred) break;
+      const timespec pause{0, 200 * 1000};  // poll the hint page every 0.2 ms
+      ::nanosleep(&pause, nullptr);
+    }
+    // Issue the batch, then synchronise once (one wake-up per batch, not per chunk).
+    const uint64_t seq = pg->bubble_seq.load(std::memory_order_acquire);
+    const int64_t t0 = local_proto::MonotonicNs();
+    pg->copying.store(1, std::memory_order_release);
+    uint64_t batch = 0;
+    Status copied;
+    std::vector<kernels::CopyStream*> touched;
+    while (next < chunks.size() && (batch == 0 || batch + chunks[next].size <= rel.bytes)) {
+      const Chunk& c = chunks[next++];
+      copied = c.b->backend->CopyToHostAsync(*c.b->memory, c.b->reg.memory.offset + c.offset,
+                                             c.dst, c.size, *c.stream)
+                   .WithContext("pulling buffer '" + c.b->reg.name + "'");
+      if (!copied.ok()) break;
+      if (std::find(touched.begin(), touched.end(), c.stream) == touched.end()) touched.push_back(c.stream);
+      batch += c.size;
+    }
+    for (auto* s : touched) {
+      Status st = s->Synchronize();
+      if (copied.ok()) copied = st;
+    }
+    pg->copying.store(0, std::memory_order_release);
+    REFT_RETURN_NOT_OK(copied);
+    h.gate.ObserveCopy(batch, (local_proto::MonotonicNs() - t0) * kNs);
+    pg->released_bytes[static_cast<int>(rel.layer)].fetch_add(batch);
+    if (rel.layer == has::Layer::kBubble) {
+      const int64_t t1 = local_proto::MonotonicNs();
+      if (pg->in_bubble.load() != 0 && pg->bubble_seq.load() == seq) {
+        pg->landed_in_bubble_bytes.fetch_add(batch);
+      } else if (pg->bubble_seq.load() == seq && t1 > t0) {
+        // The bubble ended during the batch: the bytes copied before its end (at the batch's
+        // measured rate) landed inside it.
+        const uint64_t h2 = pg->ring_head.load(std::memory_order_acquire);
+        const int64_t end = h2 > 0 ? pg->ring[(h2 - 1) % local_proto::HasHintPage::kRing].end_ns.load() : t0;
+        if (end > t0) {
+          const double share = std::min(1.0, static_cast<double>(end - t0) / static_cast<double>(t1 - t0));
+          pg->landed_in_bubble_bytes.fetch_add(static_cast<uint64_t>(share * static_cast<double>(batch)));
+        }
+      }
+    }
+    remaining -= batch;
+  }
+  for (auto* s : used) REFT_RETURN_NOT_OK(s->Synchronize());  // streams with no chunk (ready waits)
+  pg->gated_snapshots.fetch_add(1);
+  return Status::OK();
+#else
+  return PullDeviceBuffers(slot, ready, ready_keys);
+#endif
+}
+
 void Session::Cleanup() {
   // The client is gone (exit, crash, SIGKILL): whatever it was writing is undefined.
   AbortWriting("client hung up");
   restoring_.reset();
+  has_.reset();
   streams_.clear();
   buffers_.clear();
   imports_.clear();  // field-notes §1: close mappings only after the last copy finished (strand)

@@ -73,6 +73,7 @@ class Session {
   Status HandleQueryCommitted(const local_proto::Frame& f);
   Status HandleRestore(const local_proto::Frame& f);
   Status HandleRestoreDone(const local_proto::Frame& f);
+  Status HandleHasAttach(local_proto::Frame& f);
   Status Reply(local_proto::MessageType type, uint32_t request_id,
                const std::vector<uint8_t>& payload, const std::vector<int>& fds = {});
   /// Queues device<->host copies for every device buffer and waits for them.
@@ -80,6 +81,12 @@ class Session {
                            const std::vector<kernels::EventExport>& ready,
                            const std::vector<std::pair<int, int>>& ready_keys);
   Status PushDeviceBuffers(const store::SlotRef& slot);
+  /// HAS (daemon/has): the same pull split into chunks that the release gate lets out into the
+  /// trainer's bubbles first, alongside compute when the bubbles cannot hold the rest before
+  /// the deadline, and at once when the trainer waits in fence().
+  Status PullDeviceBuffersGated(const store::SlotRef& slot,
+                                const std::vector<kernels::EventExport>& ready,
+                                const std::vector<std::pair<int, int>>& ready_keys);
   Result<kernels::CopyStream*> StreamFor(kernels::DeviceBackend* backend, int device);
   Status CheckSlotMatchesBuffers(const store::SlotRef& slot) const;
   void AbortWriting(const char* why);
@@ -112,6 +119,8 @@ class Session {
   std::optional<Writing> writing_;
   std::shared_ptr<store::SlotRef> restoring_;
   std::map<int64_t, Status> failed_steps_;  // seal/commit failures reported to wait_committed
+  struct HasState;                  // the client's hint page + release gate (session.cc)
+  std::unique_ptr<HasState> has_;   // null until the client sends has_attach
 };
 
 }  // namespace reft::local

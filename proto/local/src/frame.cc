@@ -1,10 +1,19 @@
 #include "reft/local_proto/frame.h"
 
+#include <time.h>
+
 #include <string>
 
 #include "reft/local_proto/codec.h"
+#include "reft/local_proto/has_hints.h"
 
 namespace reft::local_proto {
+
+int64_t MonotonicNs() {  // declared in has_hints.h
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 const char* MessageTypeName(MessageType type) {
   switch (type) {
@@ -24,6 +33,7 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kAck: return "ack";
     case MessageType::kError: return "error";
     case MessageType::kSnapshotAbort: return "snapshot_abort";
+    case MessageType::kHasAttach: return "has_attach";
   }
   return "unknown";
 }

@@ -18,6 +18,8 @@ struct GateOptions {
   double safety = 0.8;              ///< share of predicted bubble time that is trusted
   double bytes_per_second = 1e9;    ///< initial copy bandwidth estimate (B_io)
   double bandwidth_weight = 0.3;    ///< EWMA weight of measured chunk bandwidth
+  double deadline_margin_s = 0.002; ///< seconds before the predicted deadline kept free (jitter)
+  uint32_t max_bubble_batch_chunks = 2;  ///< chunks issued at once inside a bubble
 };
 
 class ReleaseGate {
@@ -30,6 +32,16 @@ class ReleaseGate {
   /// again (the caller polls the hint page). `chunk_bytes` is the next chunk's size.
   Layer Decide(double now, uint64_t remaining_bytes, uint64_t chunk_bytes, bool in_bubble,
                bool fence_waiting) const;
+  /// \brief Decide() plus how many bytes to issue as one batch before synchronising (a whole
+  /// number of chunks, at least one, at most `remaining_bytes`): the rest of the predicted
+  /// bubble in layer 1, the W_* excess in layer 2, everything when the fence waits. Batching
+  /// keeps the per-chunk synchronisation cost off the copy link.
+  struct Release {
+    Layer layer = Layer::kDeferred;
+    uint64_t bytes = 0;
+  };
+  Release DecideBatch(double now, uint64_t remaining_bytes, uint64_t chunk_bytes, bool in_bubble,
+                      bool fence_waiting) const;
   /// \brief A chunk of `bytes` took `seconds`: refines B_io.
   void ObserveCopy(uint64_t bytes, double seconds);
 

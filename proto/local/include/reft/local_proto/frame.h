@@ -35,8 +35,9 @@ enum class MessageType : uint16_t {
   kAck = 14,                 ///< empty reply
   kError = 15,               ///< reply: status code + message
   kSnapshotAbort = 16,       ///< client gave up a snapshot it began (copy failed)
+  kHasAttach = 17,           ///< client shares its HAS hint page (memfd, has_hints.h); reply ack
 };
-constexpr uint16_t kMaxMessageType = 16;
+constexpr uint16_t kMaxMessageType = 17;
 
 /// \brief "hello", "snapshot_begin", ... or "unknown".
 const char* MessageTypeName(MessageType type);
