@@ -125,6 +125,21 @@ PYBIND11_MODULE(_reft, m) {
              }
              Check(st);
            })
+      // HAS hints: two atomic stores, no GIL release needed (the first call may attach the
+      // hint page and wait for an in-flight snapshot, which is short and rare).
+      .def("bubble_begin", [](reft::Client& c) { Check(c.BubbleBegin()); })
+      .def("bubble_end", [](reft::Client& c) { Check(c.BubbleEnd()); })
+      .def("enable_has",
+           [](reft::Client& c, int stages, int stage, int micro_batches, double forward,
+              double backward) {
+             reft::HasPipelineHint h{stages, stage, micro_batches, forward, backward};
+             reft::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = c.EnableHas(h);
+             }
+             Check(st);
+           })
       .def("wait_committed",
            [](reft::Client& c, int64_t step, std::optional<double> timeout) {
              std::optional<std::chrono::milliseconds> t;

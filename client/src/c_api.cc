@@ -108,6 +108,28 @@ int reft_fence(reft_client* c) {
   return Report(c->impl->Fence());
 }
 
+int reft_bubble_begin(reft_client* c) {
+  if (c == nullptr) return NullHandle();
+  return Report(c->impl->BubbleBegin());
+}
+
+int reft_bubble_end(reft_client* c) {
+  if (c == nullptr) return NullHandle();
+  return Report(c->impl->BubbleEnd());
+}
+
+int reft_enable_has(reft_client* c, int32_t stages, int32_t stage, int32_t micro_batches,
+                    double forward_seconds, double backward_seconds) {
+  if (c == nullptr) return NullHandle();
+  reft::HasPipelineHint h;
+  h.stages = stages;
+  h.stage = stage;
+  h.micro_batches = micro_batches;
+  h.forward_seconds = forward_seconds;
+  h.backward_seconds = backward_seconds;
+  return Report(c->impl->EnableHas(h));
+}
+
 int reft_wait_committed(reft_client* c, int64_t step, int64_t timeout_ms, int* committed) {
   if (c == nullptr) return NullHandle();
   std::optional<std::chrono::milliseconds> t;

@@ -73,6 +73,15 @@ REFT_C_API int reft_register(reft_client* c, const char* name, void* data, uint6
                              const reft_buffer_options* options);
 REFT_C_API int reft_snapshot(reft_client* c, int64_t step);
 REFT_C_API int reft_fence(reft_client* c);
+/* HAS hints (docs/has.md): the device is idle (pipeline bubble) between these calls; reftd copies
+ * the current snapshot there first. Cheap (two atomic stores); the first call attaches the hint
+ * page. Advisory: a reftd without HAS reports it once, then the calls do nothing. */
+REFT_C_API int reft_bubble_begin(reft_client* c);
+REFT_C_API int reft_bubble_end(reft_client* c);
+/* Optional: attach the hint page with this rank's pipeline (stages = 0: no description) so
+ * reftd starts from the 1F1B simulator's bubble estimate. */
+REFT_C_API int reft_enable_has(reft_client* c, int32_t stages, int32_t stage, int32_t micro_batches,
+                               double forward_seconds, double backward_seconds);
 /* timeout_ms < 0 waits forever; *committed = 1 when committed, 0 on timeout. */
 REFT_C_API int reft_wait_committed(reft_client* c, int64_t step, int64_t timeout_ms,
                                    int* committed);

@@ -179,6 +179,24 @@ class Client:
         """Waits until the last snapshot no longer needs the buffers; raises its error."""
         self._c.fence()
 
+    def bubble_begin(self):
+        """HAS hint: the device is idle (a pipeline bubble) from now until bubble_end().
+
+        Cheap (two atomic stores in a page shared with reftd); reftd copies the current
+        snapshot into these windows first. The first call attaches the hint page.
+        """
+        self._c.bubble_begin()
+
+    def bubble_end(self):
+        """HAS hint: the bubble started by bubble_begin() is over."""
+        self._c.bubble_end()
+
+    def enable_has(self, stages=0, stage=0, micro_batches=0, forward=0.0, backward=0.0):
+        """Attaches the HAS hint page, optionally describing this rank's 1F1B pipeline
+        (seconds per micro-batch) so reftd starts from the simulator's bubble estimate."""
+        self._c.enable_has(int(stages), int(stage), int(micro_batches), float(forward),
+                           float(backward))
+
     def wait_committed(self, step, timeout=None):
         """True once `step` is committed job-wide; False when `timeout` seconds pass."""
         return self._c.wait_committed(int(step), None if timeout is None else float(timeout))
