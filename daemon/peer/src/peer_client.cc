@@ -1,6 +1,11 @@
 #include "reft/peer/peer_client.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
+
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/sync_stream.h>
 
 #include "grpc_status.h"
 #include "reft/checksum.h"
@@ -43,6 +48,8 @@ std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     // A channel per peer (not a shared subchannel pool), so one peer's trouble stays its own.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // Let a region stream keep several 1 MiB chunks in flight (HTTP/2 flow-control window).
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
     c = std::make_shared<Conn>();
     c->channel = grpc::CreateCustomChannel(address, credentials_, args);
     c->stub = v1::Peer::NewStub(c->channel);
@@ -141,6 +148,95 @@ Result<v1::GetManifestResponse> PeerClient::GetManifest(const std::string& addre
   return resp;
 }
 
+namespace {
+
+// A cursor over the slices of one received message.
+class SliceCursor {
+ public:
+  explicit SliceCursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {}
+  bool Byte(uint8_t* out) {
+    while (i_ < slices_.size() && pos_ == slices_[i_].size()) { ++i_; pos_ = 0; }
+    if (i_ == slices_.size()) return false;
+    *out = slices_[i_].begin()[pos_++];
+    return true;
+  }
+  bool Varint(uint64_t* out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b;
+      if (!Byte(&b)) return false;
+      v |= uint64_t{b & 0x7Fu} << shift;
+      if (!(b & 0x80)) { *out = v; return true; }
+    }
+    return false;
+  }
+  bool Fixed64(uint64_t* out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) {
+      uint8_t b;
+      if (!Byte(&b)) return false;
+      v |= uint64_t{b} << (8 * i);
+    }
+    *out = v;
+    return true;
+  }
+  /// Copies the next `n` bytes to `dst` (one memcpy per slice); false if fewer remain.
+  bool Copy(uint8_t* dst, uint64_t n) {
+    while (n > 0) {
+      while (i_ < slices_.size() && pos_ == slices_[i_].size()) { ++i_; pos_ = 0; }
+      if (i_ == slices_.size()) return false;
+      uint64_t take = std::min<uint64_t>(n, slices_[i_].size() - pos_);
+      std::memcpy(dst, slices_[i_].begin() + pos_, take);
+      dst += take;
+      pos_ += take;
+      n -= take;
+    }
+    return true;
+  }
+  bool AtEnd() {
+    while (i_ < slices_.size() && pos_ == slices_[i_].size()) { ++i_; pos_ = 0; }
+    return i_ == slices_.size();
+  }
+
+ private:
+  const std::vector<grpc::Slice>& slices_;
+  size_t i_ = 0;
+  size_t pos_ = 0;
+};
+
+struct ChunkHeader {
+  uint64_t offset = 0, length = 0, checksum = 0, data_size = 0;
+};
+
+// Parses a RegionChunk whose `data` field comes last (as PeerService writes it) and copies the
+// data straight from the received slices to `dst_for(offset)`, without a protobuf string.
+// Returns false on anything else (the caller falls back to a full protobuf parse).
+bool ParseChunkInto(const std::vector<grpc::Slice>& slices, ChunkHeader* h, uint8_t* dst_base,
+                    uint64_t range_begin, uint64_t range_size) {
+  SliceCursor c(slices);
+  while (true) {
+    uint64_t tag;
+    if (!c.Varint(&tag)) return false;
+    switch (tag) {
+      case 0x08: if (!c.Varint(&h->offset)) return false; break;
+      case 0x10: if (!c.Varint(&h->length)) return false; break;
+      case 0x19: if (!c.Fixed64(&h->checksum)) return false; break;
+      case 0x7A: {
+        if (!c.Varint(&h->data_size)) return false;
+        if (h->offset < range_begin || h->data_size > range_size ||
+            h->offset - range_begin > range_size - h->data_size) {
+          return false;
+        }
+        if (!c.Copy(dst_base + (h->offset - range_begin), h->data_size)) return false;
+        return c.AtEnd();
+      }
+      default: return false;
+    }
+  }
+}
+
+}  // namespace
+
 Status PeerClient::FetchRegion(const std::string& address, const store::RankKey& rank,
                                int64_t step, const std::string& region, uint8_t* dst,
                                uint64_t dst_size, uint64_t offset) {
@@ -157,31 +253,56 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   req.set_length(dst_size);
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(options_.fetch_deadline));
-  auto reader = conn->stub->FetchRegion(&ctx, req);
-  v1::RegionChunk chunk;
+  // Raw stream: chunks arrive as ByteBuffers and their data is copied once, from gRPC's
+  // receive slices straight into `dst` (no intermediate protobuf string).
+  grpc::Slice req_slice(req.SerializeAsString());
+  grpc::ByteBuffer req_buf(&req_slice, 1);
+  static const char* kMethod = "/reft.v1.Peer/FetchRegion";
+  grpc::internal::RpcMethod method(kMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
+                                   conn->channel);
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(conn->channel.get(), method,
+                                                                    &ctx, req_buf));
+  grpc::ByteBuffer msg;
+  std::vector<grpc::Slice> slices;
   uint64_t expect = offset;
   uint64_t chunk_no = 0;
   Status failure;
-  while (reader->Read(&chunk)) {
-    const std::string& data = chunk.data();
-    if (chunk.offset() != expect || chunk.length() != data.size() ||
-        chunk.length() > options_.wire_chunk_bytes || expect - offset + data.size() > dst_size) {
+  while (reader->Read(&msg)) {
+    slices.clear();
+    ChunkHeader h;
+    bool parsed = msg.Dump(&slices).ok() && ParseChunkInto(slices, &h, dst, offset, dst_size);
+    if (!parsed) {
+      // Not the layout PeerService writes: parse it as a protobuf message.
+      std::string bytes;
+      for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+      v1::RegionChunk chunk;
+      if (chunk.ParseFromString(bytes) && chunk.offset() >= offset &&
+          chunk.data().size() <= dst_size && chunk.offset() - offset <= dst_size - chunk.data().size()) {
+        h.offset = chunk.offset();
+        h.length = chunk.length();
+        h.checksum = chunk.checksum();
+        h.data_size = chunk.data().size();
+        std::memcpy(dst + (h.offset - offset), chunk.data().data(), h.data_size);
+        parsed = true;
+      }
+    }
+    if (!parsed || h.offset != expect || h.length != h.data_size ||
+        h.length > options_.wire_chunk_bytes) {
       failure = Status::Protocol(what + ": chunk " + std::to_string(chunk_no) + " at offset " +
-                                 std::to_string(chunk.offset()) + " with length " +
-                                 std::to_string(chunk.length()) + " is out of sequence");
+                                 std::to_string(h.offset) + " with length " +
+                                 std::to_string(h.length) + " is malformed or out of sequence");
       break;
     }
-    if (Checksum64(data.data(), data.size()) != chunk.checksum()) {
+    if (Checksum64(dst + (h.offset - offset), h.data_size) != h.checksum) {
       failure = Status::Corrupted(what + ": chunk " + std::to_string(chunk_no) + " (region bytes " +
-                                  std::to_string(chunk.offset()) + ".." +
-                                  std::to_string(chunk.offset() + chunk.length()) +
-                                  ") fails its checksum");
+                                  std::to_string(h.offset) + ".." +
+                                  std::to_string(h.offset + h.length) + ") fails its checksum");
       break;
     }
-    // Pace after receipt: the window gRPC buffers is bounded, so the sender is held back too.
-    conn->bucket->Acquire(data.size());
-    std::memcpy(dst + (expect - offset), data.data(), data.size());
-    expect += data.size();
+    // Pace after receipt: gRPC's flow-control window is bounded, so the sender is held back too.
+    conn->bucket->Acquire(h.data_size);
+    expect += h.data_size;
     ++chunk_no;
   }
   if (!failure.ok()) {
