@@ -97,3 +97,19 @@ TEST_CASE("idle profiler starts from the seed and follows measurements", "[has]"
   p.Observe({{0, 1}, {2, 3}}, 5);  // structure changed: replaced
   CHECK(p.windows().size() == 2);
 }
+
+TEST_CASE("a missed deadline lowers the trust in bubbles; clean snapshots restore it", "[has]") {
+  GateOptions o;
+  o.safety = 0.8;
+  ReleaseGate gate(o);
+  gate.profiler().Seed({{0.0, 0.5}}, 1.0);
+  gate.Begin(0, 0);
+  // 0.35 s of copy, 0.4 s of trusted bubble: waits for the bubble; after a miss 0.3 s.
+  const uint64_t bytes = 350'000'000;
+  CHECK(gate.Decide(0.0, bytes, 1, false, false) == Layer::kDeferred);
+  gate.EndSnapshot(true);
+  CHECK(gate.trust() == Approx(0.6));
+  CHECK(gate.Decide(0.0, bytes, 1, false, false) == Layer::kCompute);  // W_* goes now
+  for (int i = 0; i < 10; ++i) gate.EndSnapshot(false);
+  CHECK(gate.trust() == Approx(0.8));
+}

@@ -4,6 +4,15 @@
 
 namespace reft::has {
 
+namespace {
+constexpr double kMinTrust = 0.1;
+}  // namespace
+
+void ReleaseGate::EndSnapshot(bool missed) {
+  const double t = trust_ < 0 ? options_.safety : trust_;
+  trust_ = missed ? std::max(kMinTrust, t * 0.75) : std::min(options_.safety, t + 0.1);
+}
+
 void ReleaseGate::Begin(double now, uint64_t total_bytes) {
   (void)total_bytes;
   start_ = now;
@@ -33,7 +42,7 @@ Layer ReleaseGate::Decide(double now, uint64_t remaining_bytes, uint64_t chunk_b
   const double deadline = profiler_.deadline() - options_.deadline_margin_s;
   // Time still needed, with one chunk of margin (a released chunk cannot be interrupted).
   const double need = static_cast<double>(remaining_bytes + chunk_bytes) / bw_;
-  const double bubbles = options_.safety * profiler_.IdleBetween(rel, deadline);
+  const double bubbles = Trust() * profiler_.IdleBetween(rel, deadline);
   // Algorithm 1 split evaluated now: what the bubbles cannot hold goes alongside compute.
   if (need > bubbles || need > deadline - rel) return Layer::kCompute;
   return Layer::kDeferred;
@@ -59,13 +68,13 @@ ReleaseGate::Release ReleaseGate::DecideBatch(double now, uint64_t remaining_byt
     }
     // Small batches inside a bubble: a bubble that ends earlier than predicted then costs
     // at most one small batch outside it.
-    r.bytes = std::min(whole(options_.safety * left * bw_),
+    r.bytes = std::min(whole(Trust() * left * bw_),
                        std::max<uint64_t>(1, options_.max_bubble_batch_chunks) * chunk_bytes);
     r.bytes = std::min(r.bytes, remaining_bytes);
   } else {
     // W_*: what the remaining predicted bubbles cannot hold before the deadline.
     const double deadline = profiler_.deadline() - options_.deadline_margin_s;
-    const double bubble_bytes = options_.safety * profiler_.IdleBetween(rel, deadline) * bw_;
+    const double bubble_bytes = Trust() * profiler_.IdleBetween(rel, deadline) * bw_;
     r.bytes = whole(static_cast<double>(remaining_bytes + chunk_bytes) - bubble_bytes);
   }
   return r;

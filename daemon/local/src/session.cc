@@ -637,6 +637,7 @@ Status Session::PullDeviceBuffersGated(const store::SlotRef& slot,
   h.gate.Begin(snap_ns * kNs, total);
   uint64_t remaining = total;
   size_t next = 0;
+  bool missed = false;  // the fence arrived before the last byte: feedback for the gate
   while (next < chunks.size()) {
     has::ReleaseGate::Release rel;
     for (;;) {
@@ -647,6 +648,7 @@ Status Session::PullDeviceBuffersGated(const store::SlotRef& slot,
       const timespec pause{0, 200 * 1000};  // poll the hint page every 0.2 ms
       ::nanosleep(&pause, nullptr);
     }
+    if (pg->fence_waiting.load(std::memory_order_acquire) != 0) missed = true;
     // Issue the batch, then synchronise once (one wake-up per batch, not per chunk).
     const uint64_t seq = pg->bubble_seq.load(std::memory_order_acquire);
     const int64_t t0 = local_proto::MonotonicNs();
@@ -688,6 +690,7 @@ Status Session::PullDeviceBuffersGated(const store::SlotRef& slot,
     }
     remaining -= batch;
   }
+  h.gate.EndSnapshot(missed);
   for (auto* s : used) REFT_RETURN_NOT_OK(s->Synchronize());  // streams with no chunk (ready waits)
   pg->gated_snapshots.fetch_add(1);
   return Status::OK();

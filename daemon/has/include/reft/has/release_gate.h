@@ -42,6 +42,11 @@ class ReleaseGate {
   };
   Release DecideBatch(double now, uint64_t remaining_bytes, uint64_t chunk_bytes, bool in_bubble,
                       bool fence_waiting) const;
+  /// \brief The snapshot ended; `missed` = the fence had to wait for it (deadline missed). A
+  /// miss lowers the trust in predicted bubbles (more W_* alongside compute next time); clean
+  /// snapshots restore it step by step up to GateOptions::safety.
+  void EndSnapshot(bool missed);
+  double trust() const { return Trust(); }
   /// \brief A chunk of `bytes` took `seconds`: refines B_io.
   void ObserveCopy(uint64_t bytes, double seconds);
 
@@ -54,6 +59,8 @@ class ReleaseGate {
   IdleProfiler profiler_;
   double bw_;
   double start_ = 0;
+  double trust_ = -1;  // current bubble trust; < 0 = options_.safety
+  double Trust() const { return trust_ < 0 ? options_.safety : trust_; }
 };
 
 }  // namespace reft::has
