@@ -1,5 +1,7 @@
 #include "reft/peer/peer_options.h"
 
+#include <malloc.h>
+
 #include <atomic>
 #include <chrono>
 
@@ -16,6 +18,14 @@ uint64_t NewEpoch() {
     next = now > prev ? now : prev + 1;
   } while (!last.compare_exchange_weak(prev, next));
   return next;
+}
+
+bool TuneMallocForPeerStreams() {
+  bool ok = mallopt(M_ARENA_MAX, 1) == 1;
+  ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && ok;
+  ok = mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1 && ok;
+  ok = mallopt(M_TOP_PAD, 64 << 20) == 1 && ok;
+  return ok;
 }
 
 std::string PeerOptionsCheck::Validate(const PeerOptions& o) {

@@ -82,6 +82,8 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   uint64_t size = 256ull << 20;
   int reps = 5;
+  int streams = 1;
+  bool tune_malloc = true;
   std::string shm_root = "/dev/shm";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -91,12 +93,20 @@ int main(int argc, char** argv) {
       size = *r;
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--no-malloc-tuning") {
+      tune_malloc = false;
+    } else if (a == "--streams" && i + 1 < argc) {
+      streams = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--shm-dir" && i + 1 < argc) {
       shm_root = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: reft_bench_peer [--size BYTES] [--reps N] [--shm-dir DIR]\n");
+      std::fprintf(stderr, "usage: reft_bench_peer [--size BYTES] [--reps N] [--streams N] [--no-malloc-tuning] [--shm-dir DIR]\n");
       return 2;
     }
+  }
+  // Before any thread exists (see TuneMallocForPeerStreams; reftd should do the same).
+  if (tune_malloc && !peer::TuneMallocForPeerStreams()) {
+    std::fprintf(stderr, "reft_bench_peer: mallopt refused a setting\n");
   }
   std::string dir = shm_root + "/reft-bench-peer-" + std::to_string(getpid());
   store::StoreOptions so;
@@ -151,7 +161,20 @@ int main(int argc, char** argv) {
   std::vector<double> grpc_s, tcp_s;
   for (int r = 0; r <= reps; ++r) {  // r == 0 is the warm-up
     auto t0 = Clock::now();
-    Status s = client.FetchRegion(addr, rank, 1, "params", dst.data(), size);
+    // `streams` concurrent FetchRegion calls on disjoint byte ranges (the restore path's
+    // bounded concurrency), sharing the peer's channel.
+    std::vector<Status> results(streams);
+    std::vector<std::thread> workers;
+    const uint64_t part = (size / streams + 4095) & ~uint64_t{4095};
+    for (int k = 0; k < streams; ++k) {
+      uint64_t b0 = std::min(size, part * k), b1 = std::min(size, part * (k + 1));
+      workers.emplace_back([&, k, b0, b1] {
+        results[k] = client.FetchRegion(addr, rank, 1, "params", dst.data() + b0, b1 - b0, b0);
+      });
+    }
+    for (auto& w : workers) w.join();
+    Status s;
+    for (auto& rs : results) if (!rs.ok() && s.ok()) s = rs;
     double g = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!s.ok()) Die("FetchRegion", s);
     if (std::memcmp(dst.data(), src_bytes, size) != 0) Die("verify", Status::Corrupted("mismatch"));
@@ -162,15 +185,15 @@ int main(int argc, char** argv) {
   }
   const double gb = static_cast<double>(size) / 1e9;
   for (int r = 0; r < reps; ++r) {
-    std::printf("{\"bench\":\"peer_fetch\",\"rep\":%d,\"bytes\":%llu,\"grpc_gb_per_s\":%.3f,"
-                "\"tcp_gb_per_s\":%.3f,\"ratio\":%.3f}\n",
-                r, static_cast<unsigned long long>(size), gb / grpc_s[r], gb / tcp_s[r],
+    std::printf("{\"bench\":\"peer_fetch\",\"rep\":%d,\"streams\":%d,\"bytes\":%llu,"
+                "\"grpc_gb_per_s\":%.3f,\"tcp_gb_per_s\":%.3f,\"ratio\":%.3f}\n",
+                r, streams, static_cast<unsigned long long>(size), gb / grpc_s[r], gb / tcp_s[r],
                 tcp_s[r] / grpc_s[r]);
   }
   double gm = Median(grpc_s), tm = Median(tcp_s);
-  std::printf("{\"bench\":\"peer_fetch_median\",\"bytes\":%llu,\"reps\":%d,\"grpc_gb_per_s\":%.3f,"
-              "\"tcp_gb_per_s\":%.3f,\"ratio\":%.3f}\n",
-              static_cast<unsigned long long>(size), reps, gb / gm, gb / tm, tm / gm);
+  std::printf("{\"bench\":\"peer_fetch_median\",\"streams\":%d,\"malloc_tuning\":%s,\"bytes\":%llu,\"reps\":%d,"
+              "\"grpc_gb_per_s\":%.3f,\"tcp_gb_per_s\":%.3f,\"ratio\":%.3f}\n",
+              streams, tune_malloc ? "true" : "false", static_cast<unsigned long long>(size), reps, gb / gm, gb / tm, tm / gm);
   slot->reset();
   (*src)->Stop();
   server->Shutdown(std::chrono::system_clock::now());
