@@ -50,6 +50,43 @@ struct Cluster {
 // direct and indirect probe deadlines, the suspicion timeout, plus scheduling slack.
 constexpr auto kDetectBound = 3000ms;
 
+struct Child {
+  Child(const std::string& node_id, const std::string& seed, const std::string& region_bytes = "") {
+    int out[2];
+    REQUIRE(pipe(out) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    std::vector<const char*> argv = {REFT_PEER_TESTD, node_id.c_str(), dir.path().c_str(),
+                                     seed.c_str()};
+    if (!region_bytes.empty()) argv.push_back(region_bytes.c_str());
+    argv.push_back(nullptr);
+    REQUIRE(posix_spawn(&pid, REFT_PEER_TESTD, &fa, nullptr, const_cast<char**>(argv.data()),
+                        environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    out_ = fdopen(out[0], "r");
+    std::string line = ReadLine();
+    REQUIRE(line.rfind("ADDR ", 0) == 0);
+    address = line.substr(5, line.size() - 6);
+  }
+  ~Child() {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    fclose(out_);
+  }
+  std::string ReadLine() {
+    char line[256] = {0};
+    if (!fgets(line, sizeof line, out_)) return "";
+    return line;
+  }
+  TempDir dir{"reft-peer"};
+  pid_t pid = 0;
+  std::string address;
+  FILE* out_ = nullptr;
+};
+
 }  // namespace
 
 TEST_CASE("Hello with another protocol version is refused with a clear message", "[peer]") {
@@ -102,25 +139,9 @@ TEST_CASE("membership converges from one seed, and a dropped link is detected", 
 
 TEST_CASE("a hung peer (SIGSTOP) is detected and calls to it time out", "[peer]") {
   Cluster c(2);
-  TempDir child_dir("reft-peer");
-  int out[2];
-  REQUIRE(pipe(out) == 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  std::string seed = c.nodes[0]->address;
-  const char* argv[] = {REFT_PEER_TESTD, "hung", child_dir.path().c_str(), seed.c_str(), nullptr};
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, REFT_PEER_TESTD, &fa, nullptr, const_cast<char**>(argv), environ) == 0);
-  posix_spawn_file_actions_destroy(&fa);
-  close(out[1]);
-  FILE* child_out = fdopen(out[0], "r");
-  char line[256] = {0};
-  REQUIRE(fgets(line, sizeof line, child_out) != nullptr);
-  REQUIRE(std::strncmp(line, "ADDR ", 5) == 0);
-  std::string child_addr(line + 5);
-  child_addr.erase(child_addr.find_last_not_of("\n") + 1);
+  Child child("hung", c.nodes[0]->address);
+  const std::string& child_addr = child.address;
+  const pid_t pid = child.pid;
 
   REQUIRE(Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kAlive &&
                                   StateOf(*c.nodes[1], "hung") == MemberState::kAlive; }, 3s));
@@ -150,12 +171,29 @@ TEST_CASE("a hung peer (SIGSTOP) is detected and calls to it time out", "[peer]"
 
   // Resumed, the peer learns it was declared dead: fenced, it rejoins with a new epoch.
   REQUIRE(kill(pid, SIGCONT) == 0);
-  REQUIRE(fgets(line, sizeof line, child_out) != nullptr);
-  CHECK(std::string(line) == "FENCED\n");
+  CHECK(child.ReadLine() == "FENCED\n");
   CHECK(Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kAlive; }, 3s));
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  fclose(child_out);
+}
+
+TEST_CASE("a FetchRegion stream from a peer stopped mid-transfer ends with Timeout", "[peer]") {
+  TempDir d("reft-peer");
+  // 16 MiB/s per peer: the 32 MiB region would take 2 s, longer than fetch_deadline (1.5 s)...
+  TestNode reader("reader", d.path(), {}, 0, 64 << 10, /*bandwidth=*/16 << 20);
+  Child child("source", reader.address, std::to_string(32 << 20));
+  std::vector<uint8_t> buf(32 << 20);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(300ms);
+    kill(child.pid, SIGSTOP);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = reader.peer->client().FetchRegion(child.address, {"job", 0, 0, 0}, 1, "params",
+                                               buf.data(), buf.size());
+  auto took = std::chrono::steady_clock::now() - t0;
+  stopper.join();
+  INFO(s.ToString());
+  CHECK(s.code() == StatusCode::kTimeout);
+  CHECK(took < 2500ms);  // ...so the stream ends at its deadline, it never hangs
+  kill(child.pid, SIGCONT);
 }
 
 TEST_CASE("a node declared dead that comes back with its old epoch is fenced", "[peer]") {
