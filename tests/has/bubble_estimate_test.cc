@@ -20,7 +20,7 @@ PipelineSpec Uniform(int stages, int micro, double f, double b) {
 }
 }  // namespace
 
-TEST_CASE("simulated idle of a uniform 1F1B stage is (S-1)(F+B); the paper formula is ~2x", "[has]") {
+TEST_CASE("simulated idle of a uniform 1F1B stage is (S-1)(F+B) and the paper formula about 2x", "[has]") {
   auto r = EstimateBubbles(Uniform(4, 16, 1.0, 2.0), 0.8);
   REQUIRE(r.ok());
   REQUIRE(r->size() == 4);

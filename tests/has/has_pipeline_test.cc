@@ -37,7 +37,7 @@ PipelineOptions Short(const std::string& socket, double ss_over_idle) {
 
 }  // namespace
 
-TEST_CASE("HAS harness: no deadline miss; >= 95 % of bytes in bubbles when t_ss <= t_bubble",
+TEST_CASE("HAS harness: no deadline miss and >= 95 % of bytes in bubbles when t_ss <= t_bubble",
           "[has][integration]") {
   reft::testing::TempDir dir;
   auto daemon = ReftdProcess::Start(REFT_TEST_REFTD, dir.path(), static_cast<uint64_t>(kBandwidth), 128 << 10);

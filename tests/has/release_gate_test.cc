@@ -70,7 +70,7 @@ TEST_CASE("release gate: deadline kept and >= 95 % in bubbles when t_ss <= t_bub
   }
 }
 
-TEST_CASE("release gate without a prediction copies at once; fence releases everything", "[has]") {
+TEST_CASE("release gate without a prediction copies at once and a fence releases everything", "[has]") {
   ReleaseGate gate(GateOptions{});
   gate.Begin(10.0, 100);
   CHECK(gate.Decide(10.0, 100, 10, false, false) == Layer::kCompute);
@@ -98,7 +98,7 @@ TEST_CASE("idle profiler starts from the seed and follows measurements", "[has]"
   CHECK(p.windows().size() == 2);
 }
 
-TEST_CASE("a missed deadline lowers the trust in bubbles; clean snapshots restore it", "[has]") {
+TEST_CASE("a missed deadline lowers the trust in bubbles and clean snapshots restore it", "[has]") {
   GateOptions o;
   o.safety = 0.8;
   ReleaseGate gate(o);

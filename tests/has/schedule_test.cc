@@ -103,7 +103,7 @@ TEST_CASE("when t_ss <= t_bubble at least 95 % of the bytes land in predicted bu
   }
 }
 
-TEST_CASE("AEC parity work is placed in bubbles too, after the copies", "[has]") {
+TEST_CASE("AEC parity work is placed in bubbles too after the copies", "[has]") {
   PlanOptions o;
   o.chunk_bytes = 1 << 20;
   o.deadline = 1.0;
@@ -117,7 +117,7 @@ TEST_CASE("AEC parity work is placed in bubbles too, after the copies", "[has]")
   CHECK(plan->deferred_bytes() == 0);
 }
 
-TEST_CASE("what cannot finish before the deadline is deferred, never placed late", "[has]") {
+TEST_CASE("what cannot finish before the deadline is deferred and never placed late", "[has]") {
   PlanOptions o;
   o.chunk_bytes = 1 << 20;
   o.deadline = 0.01;  // 10 ms at 1 GB/s holds 9 whole chunks
