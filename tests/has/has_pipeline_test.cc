@@ -10,6 +10,7 @@
 
 #include "pipeline.h"
 #include "reft/client.h"
+#include "reft/reft.h"
 #include "test_support.h"
 
 using namespace reft::has_bench;
@@ -149,4 +150,34 @@ TEST_CASE("restore after kill -9 of a stage under HAS is bit-exact", "[has][inte
   CHECK(**restored >= last);
   auto expect = pattern(**restored);
   CHECK(std::memcmp((*buf)->data(), expect.data(), bytes) == 0);
+}
+
+TEST_CASE("C ABI: enable_has validates the pipeline and hints drive a gated device pull", "[has][integration]") {
+  reft::testing::TempDir dir;
+  auto daemon = ReftdProcess::Start(REFT_TEST_REFTD, dir.path(), static_cast<uint64_t>(kBandwidth), 128 << 10);
+  REQUIRE(daemon.ok());
+  CHECK(reft_bubble_begin(nullptr) != REFT_OK);
+  reft_options opts;
+  reft_options_init(&opts);
+  const std::string socket = (*daemon)->socket();
+  opts.socket_path = socket.c_str();
+  opts.job = "has-c";
+  reft_client* c = nullptr;
+  REQUIRE(reft_connect(&opts, &c) == REFT_OK);
+  auto buf = reft::EmulatedBuffer::Create(1 << 20);
+  REQUIRE(buf.ok());
+  reft_buffer_options bo;
+  reft_buffer_options_init(&bo);
+  bo.memory = REFT_MEMORY_EMULATED;
+  REQUIRE(reft_register(c, "w", (*buf)->data(), 1 << 20, &bo) == REFT_OK);
+  CHECK(reft_enable_has(c, 2, 5, 4, 0.01, 0.02) == REFT_INVALID_ARGUMENT);  // stage >= stages
+  REQUIRE(reft_enable_has(c, 2, 1, 4, 0.01, 0.02) == REFT_OK);
+  for (int64_t step = 0; step < 3; ++step) {
+    REQUIRE(reft_snapshot(c, step) == REFT_OK);
+    REQUIRE(reft_bubble_begin(c) == REFT_OK);
+    ::usleep(20000);  // 1 MiB at 200 MB/s takes ~5 ms: fits this bubble
+    REQUIRE(reft_bubble_end(c) == REFT_OK);
+    REQUIRE(reft_fence(c) == REFT_OK);
+  }
+  REQUIRE(reft_close(c) == REFT_OK);
 }
