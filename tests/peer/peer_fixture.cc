@@ -39,6 +39,7 @@ TestNode::TestNode(const std::string& id, const std::string& shm_dir,
   int port = 0;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   peer->Register(&b);
+  PeerService::ConfigureServerBuilder(FastOptions(id, {}), &b);
   server = b.BuildAndStart();
   if (!server || port == 0) throw std::runtime_error("cannot start the Peer server");
   address = "127.0.0.1:" + std::to_string(port);

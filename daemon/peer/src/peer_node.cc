@@ -25,9 +25,34 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
 
 PeerNode::~PeerNode() { Stop(); }
 
-void PeerNode::Register(grpc::ServerBuilder* builder) {
-  PeerService::ConfigureServerBuilder(options_, builder);
-  builder->RegisterService(service_.get());
+void PeerNode::Register(grpc::ServerBuilder* builder) { builder->RegisterService(service_.get()); }
+
+namespace {
+class ForwardingCoordinator final : public local::CommitCoordinator {
+ public:
+  explicit ForwardingCoordinator(local::CommitCoordinator* inner) : inner_(inner) {}
+  Status Join(const store::RankKey& r, const local::JobLayout& l) override {
+    return inner_->Join(r, l);
+  }
+  void Leave(const store::RankKey& r) override { inner_->Leave(r); }
+  Status Complete(const store::RankKey& r, int64_t step) override {
+    return inner_->Complete(r, step);
+  }
+  std::optional<int64_t> NewestCommitted(const std::string& job) override {
+    return inner_->NewestCommitted(job);
+  }
+  bool WaitCommitted(const std::string& job, int64_t step,
+                     std::chrono::milliseconds timeout) override {
+    return inner_->WaitCommitted(job, step, timeout);
+  }
+
+ private:
+  local::CommitCoordinator* inner_;
+};
+}  // namespace
+
+std::unique_ptr<local::CommitCoordinator> PeerNode::CoordinatorHandle() {
+  return std::make_unique<ForwardingCoordinator>(coordinator_.get());
 }
 
 Status PeerNode::Start(const std::string& advertise_address) {

@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
   int port = 0;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   (*src)->Register(&b);
+  peer::PeerService::ConfigureServerBuilder(so_src, &b);
   auto server = b.BuildAndStart();
   std::string addr = "127.0.0.1:" + std::to_string(port);
   if (Status s = (*src)->Start(addr); !s.ok()) Die("start", s);

@@ -26,7 +26,9 @@ class PeerNode {
                                                       credentials = nullptr);
   ~PeerNode();
 
-  /// Registers the Peer service and sets message size limits on `builder`.
+  /// Registers the Peer service on `builder`. The server's max send size must be at least
+  /// options.max_message_bytes (PeerService::ConfigureServerBuilder sets both limits, for a
+  /// server of its own; a shared server sets its own limits >= that).
   void Register(grpc::ServerBuilder* builder);
   /// Starts membership (seeds) and the commit exchange. `advertise_address` overrides the
   /// option when the listening port was only known after the server started ("" = keep).
@@ -38,6 +40,10 @@ class PeerNode {
   /// The commit coordinator to hand to the local channel (owned by this node).
   DistributedCommitCoordinator* coordinator() { return coordinator_.get(); }
   PeerService* service() { return service_.get(); }
+  /// A non-owning CommitCoordinator that forwards to coordinator(), for wrappers that take
+  /// ownership of their inner coordinator (reftd's MeteredCommitCoordinator). Must not outlive
+  /// this PeerNode.
+  std::unique_ptr<local::CommitCoordinator> CoordinatorHandle();
 
   /// Restore path helpers: address of a live member, or NotFound/Unavailable.
   Result<std::string> AddressOf(const std::string& node_id) const;
