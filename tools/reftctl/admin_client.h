@@ -19,8 +19,10 @@ std::string AdminTarget(const CtlContext& ctx);
 
 std::unique_ptr<v1::Admin::Stub> MakeAdminStub(const CtlContext& ctx);
 
-/// \brief A client context with a deadline (seconds) for one call.
-std::unique_ptr<grpc::ClientContext> MakeCallContext(double timeout_s = 10);
+/// \brief A client context with a deadline (seconds) for one call, carrying the shared token
+/// when one is configured. Failing to read the token file is reported through ctx.Fail
+/// (exit 2) and returns null.
+std::unique_ptr<grpc::ClientContext> MakeCallContext(CtlContext& ctx, double timeout_s = 10);
 
 /// \brief Reports a failed RPC through ctx.Fail with the right exit code; returns false then.
 bool CheckRpc(CtlContext& ctx, const grpc::Status& status, const std::string& what);

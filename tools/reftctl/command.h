@@ -25,6 +25,8 @@ struct CtlContext {
   std::string addr;        ///< --addr H:P (gRPC Admin endpoint)
   std::string socket;      ///< --socket PATH (local socket; Admin is reached over its sibling)
   OutputFormat format = OutputFormat::kTable;
+  std::string token_file;  ///< --token-file or $REFT_TOKEN_FILE: shared token for the daemon
+  std::string tls_ca, tls_cert, tls_key;  ///< --tls-*: mutual TLS to the daemon
   int exit_code = kExitOk;
 
   /// \brief Prints `doc` as JSON (with "schema") or, in table mode, through `table`

@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   auto* addr = app.add_option("--addr", ctx.addr, "daemon gRPC address HOST:PORT");
   auto* socket = app.add_option("--socket", ctx.socket, "daemon local socket PATH");
   addr->excludes(socket);
+  app.add_option("--token-file", ctx.token_file, "shared token file (default $REFT_TOKEN_FILE)");
+  app.add_option("--tls-ca", ctx.tls_ca, "CA bundle for mutual TLS to the daemon");
+  app.add_option("--tls-cert", ctx.tls_cert, "client certificate for mutual TLS");
+  app.add_option("--tls-key", ctx.tls_key, "client key for mutual TLS");
   app.add_option("-o,--output", output, "output format")
       ->check(CLI::IsMember({"table", "json"}));
   app.parse_complete_callback([&] {

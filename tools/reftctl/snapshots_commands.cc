@@ -23,7 +23,8 @@ void RunList(CtlContext& ctx, const std::string& job) {
   v1::ListSnapshotsRequest req;
   req.set_job(job);
   v1::ListSnapshotsResponse resp;
-  auto call = MakeCallContext();
+  auto call = MakeCallContext(ctx);
+  if (!call) return;
   if (!CheckRpc(ctx, stub->ListSnapshots(call.get(), req, &resp), "snapshots list")) return;
   nlohmann::json doc = {{"snapshots", nlohmann::json::array()}};
   for (const auto& s : resp.snapshots()) {
@@ -57,7 +58,8 @@ void RunVerify(CtlContext& ctx, const std::string& job, const std::optional<int6
     req.set_has_step(true);
   }
   v1::VerifySnapshotResponse resp;
-  auto call = MakeCallContext(600);
+  auto call = MakeCallContext(ctx, 600);
+  if (!call) return;
   if (!CheckRpc(ctx, stub->VerifySnapshot(call.get(), req, &resp), "snapshots verify")) return;
   nlohmann::json doc = {{"job", resp.job()},
                         {"step", resp.step()},
@@ -93,7 +95,8 @@ void RunDrop(CtlContext& ctx, const std::string& job, int64_t step, bool force) 
   req.set_step(step);
   req.set_force(force);
   v1::DropSnapshotResponse resp;
-  auto call = MakeCallContext();
+  auto call = MakeCallContext(ctx);
+  if (!call) return;
   if (!CheckRpc(ctx, stub->DropSnapshot(call.get(), req, &resp), "snapshots drop")) return;
   nlohmann::json doc = {{"job", job}, {"step", step}, {"slots_freed", resp.slots_freed()}};
   ctx.Emit(doc, [](const nlohmann::json& d) {

@@ -16,7 +16,8 @@ nlohmann::json RankJson(const v1::RankId& r) {
 void RunStatus(CtlContext& ctx) {
   auto stub = MakeAdminStub(ctx);
   v1::StatusResponse resp;
-  auto call = MakeCallContext();
+  auto call = MakeCallContext(ctx);
+  if (!call) return;
   if (!CheckRpc(ctx, stub->Status(call.get(), v1::StatusRequest(), &resp), "status")) return;
 
   nlohmann::json doc = {

@@ -53,10 +53,11 @@ grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status) 
 }
 
 AdminService::AdminService(const DaemonConfig& config, store::SnapshotStore* store,
-                           SessionLister sessions)
+                           SessionLister sessions, const security::TokenAuthorizer* auth)
     : config_(config),
       store_(store),
       sessions_(std::move(sessions)),
+      auth_(auth),
       started_(std::chrono::steady_clock::now()) {}
 
 int64_t AdminService::NewestCommittedStep(store::SnapshotStore* store, const std::string& job) {
@@ -71,8 +72,9 @@ int64_t AdminService::NewestCommittedStep(store::SnapshotStore* store, const std
   return newest;
 }
 
-grpc::Status AdminService::Status(grpc::ServerContext*, const v1::StatusRequest*,
+grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequest*,
                                   v1::StatusResponse* resp) {
+  if (auto denied = auth_->Check(ctx, "Admin/Status"); !denied.ok()) return denied;
   resp->set_node_id(config_.node_id);
   resp->set_health("serving");
   auto* build = resp->mutable_build();
@@ -107,6 +109,7 @@ grpc::Status AdminService::Status(grpc::ServerContext*, const v1::StatusRequest*
 grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
                                          const v1::ListSnapshotsRequest* req,
                                          v1::ListSnapshotsResponse* resp) {
+  if (auto denied = auth_->Check(ctx, "Admin/ListSnapshots"); !denied.ok()) return denied;
   std::optional<std::string> job;
   if (!req->job().empty()) {
     if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
@@ -132,6 +135,7 @@ grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
 grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
                                           const v1::VerifySnapshotRequest* req,
                                           v1::VerifySnapshotResponse* resp) {
+  if (auto denied = auth_->Check(ctx, "Admin/VerifySnapshot"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
   auto ranks = store_->Ranks(req->job());
   if (ranks.empty()) {
@@ -172,6 +176,7 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
 grpc::Status AdminService::DropSnapshot(grpc::ServerContext* ctx,
                                         const v1::DropSnapshotRequest* req,
                                         v1::DropSnapshotResponse* resp) {
+  if (auto denied = auth_->Check(ctx, "Admin/DropSnapshot"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
   if (!req->force() && req->step() == NewestCommittedStep(store_, req->job())) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,

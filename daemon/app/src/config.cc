@@ -99,7 +99,7 @@ bool ValidHostPort(const std::string& addr) {
 }
 
 Status ApplyTopLevel(const toml::table& root, DaemonConfig* c) {
-  static const std::set<std::string> kSections = {"store", "local", "emulated", "admin"};
+  static const std::set<std::string> kSections = {"store", "local", "emulated", "admin", "security"};
   for (const auto& [k, node] : root) {
     const std::string key(k.str());
     if (kSections.count(key)) {
@@ -155,6 +155,16 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->emulated_bandwidth));
     } else if (key == "admin.max_grpc_message_bytes") {
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->max_grpc_message_bytes));
+    } else if (key == "security.tls_cert") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.tls_cert));
+    } else if (key == "security.tls_key") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.tls_key));
+    } else if (key == "security.tls_ca") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.tls_ca));
+    } else if (key == "security.token_file") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.token_file));
+    } else if (key == "security.allow_insecure") {
+      REFT_RETURN_NOT_OK(ReadBool(node, key, &c->security.allow_insecure));
     } else {
       return KeyError(key, "unknown key");
     }
@@ -176,7 +186,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
     return Status::InvalidArgument(msg.str());
   }
   REFT_RETURN_NOT_OK(ApplyTopLevel(root, config));
-  for (const char* section : {"store", "local", "emulated", "admin"}) {
+  for (const char* section : {"store", "local", "emulated", "admin", "security"}) {
     REFT_RETURN_NOT_OK(ApplySection(root, section, config));
   }
   return Status::OK();
@@ -200,6 +210,12 @@ Status ValidateConfig(const DaemonConfig& c) {
   if (c.shm_dir.empty() || c.shm_dir[0] != '/') return KeyError("shm_dir", "must be an absolute path");
   if (!c.persist_dir.empty() && c.persist_dir[0] != '/') {
     return KeyError("persist_dir", "must be an absolute path");
+  }
+  std::vector<std::string> addresses = c.peers;
+  addresses.push_back(c.listen);
+  REFT_RETURN_NOT_OK(security::ValidateSecurity(c.security, addresses));
+  if (!c.security.token_file.empty()) {
+    REFT_RETURN_NOT_OK(security::ReadTokenFile(c.security.token_file).status());
   }
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn",
                                                 "error", "critical", "off"};

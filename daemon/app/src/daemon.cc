@@ -31,6 +31,7 @@ struct Daemon::Impl {
   std::unique_ptr<store::SnapshotStore> store;
   std::unique_ptr<local::CommitCoordinator> coordinator;
   std::unique_ptr<local::LocalServer> local_server;
+  std::unique_ptr<security::TokenAuthorizer> auth;
   std::unique_ptr<AdminService> admin;
   std::unique_ptr<grpc::Server> grpc_server;
 };
@@ -164,12 +165,23 @@ Status Daemon::Start() {
   REFT_RETURN_NOT_OK(PrepareSocketPath(AdminSocketPath(c)));
 
   const local::LocalServer* server = impl_->local_server.get();
+  std::string token;
+  if (!c.security.token_file.empty()) {
+    REFT_ASSIGN_OR_RETURN(token, security::ReadTokenFile(c.security.token_file));
+  }
+  impl_->auth = std::make_unique<security::TokenAuthorizer>(std::move(token));
+  REFT_ASSIGN_OR_RETURN(auto credentials, security::MakeServerCredentials(c.security));
+  if (!c.security.tls() && !impl_->auth->enabled() && !security::IsLoopbackAddress(c.listen)) {
+    spdlog::warn("serving gRPC in plain text without a token on {} (security.allow_insecure)",
+                 c.listen);
+  }
   impl_->admin = std::make_unique<AdminService>(impl_->config, impl_->store.get(),
-                                                [server] { return ListSessions(server); });
+                                                [server] { return ListSessions(server); },
+                                                impl_->auth.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(c.listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(c.listen, credentials, &bound_port);
   // reftctl --socket reaches Admin over a Unix socket next to the local channel's.
   builder.AddListeningPort("unix:" + AdminSocketPath(c), grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(static_cast<int>(c.max_grpc_message_bytes));
@@ -201,6 +213,7 @@ void Daemon::Shutdown() {
     impl_->grpc_server.reset();
   }
   impl_->admin.reset();
+  impl_->auth.reset();
   impl_->coordinator.reset();
   impl_->metrics.reset();  // stops scrapes (and the refresh hook) before the store goes
   impl_->store.reset();

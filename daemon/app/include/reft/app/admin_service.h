@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reft/app/config.h"
+#include "reft/security/grpc_auth.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/v1/admin.grpc.pb.h"
 
@@ -20,7 +21,9 @@ using SessionLister = std::function<std::vector<v1::SessionInfo>()>;
 /// from any thread (the store is thread-safe).
 class AdminService final : public v1::Admin::Service {
  public:
-  AdminService(const DaemonConfig& config, store::SnapshotStore* store, SessionLister sessions);
+  /// \brief `auth` checks the shared token of every call (it may require none).
+  AdminService(const DaemonConfig& config, store::SnapshotStore* store, SessionLister sessions,
+               const security::TokenAuthorizer* auth);
 
   grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest* req,
                       v1::StatusResponse* resp) override;
@@ -38,6 +41,7 @@ class AdminService final : public v1::Admin::Service {
   const DaemonConfig& config_;
   store::SnapshotStore* store_;
   SessionLister sessions_;
+  const security::TokenAuthorizer* auth_;
   std::chrono::steady_clock::time_point started_;
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reft/result.h"
+#include "reft/security/grpc_auth.h"
 
 namespace reft::app {
 
@@ -43,6 +44,9 @@ struct DaemonConfig {
 
   // [admin]
   uint64_t max_grpc_message_bytes = 16ull << 20;
+
+  // [security]
+  security::SecurityOptions security;
 };
 
 /// \brief Parses argv (flags override the file given by --config). On `--help`/`--version`
