@@ -53,11 +53,13 @@ grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status) 
 }
 
 AdminService::AdminService(const DaemonConfig& config, store::SnapshotStore* store,
-                           SessionLister sessions, const security::TokenAuthorizer* auth)
+                           SessionLister sessions, const security::TokenAuthorizer* auth,
+                           const peer::Membership* membership)
     : config_(config),
       store_(store),
       sessions_(std::move(sessions)),
       auth_(auth),
+      membership_(membership),
       started_(std::chrono::steady_clock::now()) {}
 
 int64_t AdminService::NewestCommittedStep(store::SnapshotStore* store, const std::string& job) {
@@ -96,7 +98,7 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
   if (sessions_) {
     for (auto& s : sessions_()) *resp->add_sessions() = std::move(s);
   }
-  for (const auto& p : config_.peers) resp->add_peers(p);
+  for (const auto& m : membership_->LiveMembers()) resp->add_peers(m.address);
   resp->set_listen(config_.listen);
   resp->set_socket(config_.socket);
   resp->set_shm_dir(config_.shm_dir);
@@ -190,6 +192,21 @@ grpc::Status AdminService::DropSnapshot(grpc::ServerContext* ctx,
   }
   if (auto st = store_->Drop(req->job(), req->step()); !st.ok()) return ToGrpcStatus(ctx, st);
   resp->set_slots_freed(freed);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest*,
+                                    v1::ListNodesResponse* resp) {
+  if (auto denied = auth_->Check(ctx, "Admin/ListNodes"); !denied.ok()) return denied;
+  for (const auto& m : membership_->Members()) {
+    auto* n = resp->add_nodes();
+    n->set_node_id(m.node_id);
+    n->set_address(m.address);
+    n->set_state(peer::MemberStateName(m.state));
+    n->set_epoch(m.epoch);
+    n->set_incarnation(m.incarnation);
+    n->set_self(m.self);
+  }
   return grpc::Status::OK;
 }
 

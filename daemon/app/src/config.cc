@@ -99,7 +99,8 @@ bool ValidHostPort(const std::string& addr) {
 }
 
 Status ApplyTopLevel(const toml::table& root, DaemonConfig* c) {
-  static const std::set<std::string> kSections = {"store", "local", "emulated", "admin", "security"};
+  static const std::set<std::string> kSections = {"store", "local", "emulated", "admin", "peer",
+                                                  "security"};
   for (const auto& [k, node] : root) {
     const std::string key(k.str());
     if (kSections.count(key)) {
@@ -155,6 +156,22 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->emulated_bandwidth));
     } else if (key == "admin.max_grpc_message_bytes") {
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->max_grpc_message_bytes));
+    } else if (key == "peer.advertise") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->advertise));
+    } else if (key == "peer.probe_interval_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 10, 600000, &v));
+      c->probe_interval_ms = static_cast<uint32_t>(v);
+    } else if (key == "peer.probe_timeout_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 5, 600000, &v));
+      c->probe_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "peer.indirect_probes") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 16, &v));
+      c->indirect_probes = static_cast<uint32_t>(v);
+    } else if (key == "peer.suspicion_timeout_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 10, 3600000, &v));
+      c->suspicion_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "peer.bandwidth") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->peer_bandwidth));
     } else if (key == "security.tls_cert") {
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.tls_cert));
     } else if (key == "security.tls_key") {
@@ -186,7 +203,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
     return Status::InvalidArgument(msg.str());
   }
   REFT_RETURN_NOT_OK(ApplyTopLevel(root, config));
-  for (const char* section : {"store", "local", "emulated", "admin", "security"}) {
+  for (const char* section : {"store", "local", "emulated", "admin", "peer", "security"}) {
     REFT_RETURN_NOT_OK(ApplySection(root, section, config));
   }
   return Status::OK();
@@ -198,6 +215,12 @@ Status ValidateConfig(const DaemonConfig& c) {
     return KeyError("node_id", "must be 1..64 characters without '/' or whitespace");
   }
   if (!ValidHostPort(c.listen)) return KeyError("listen", "expected HOST:PORT, got '" + c.listen + "'");
+  if (!c.advertise.empty() && !ValidHostPort(c.advertise)) {
+    return KeyError("peer.advertise", "expected HOST:PORT, got '" + c.advertise + "'");
+  }
+  if (c.probe_timeout_ms >= c.probe_interval_ms) {
+    return KeyError("peer.probe_timeout_ms", "must be shorter than peer.probe_interval_ms");
+  }
   if (!c.metrics_listen.empty() && !ValidHostPort(c.metrics_listen)) {
     return KeyError("metrics_listen", "expected HOST:PORT, got '" + c.metrics_listen + "'");
   }

@@ -20,15 +20,22 @@
 #include "reft/local/commit_coordinator.h"
 #include "reft/local/local_server.h"
 #include "reft/observability/metrics.h"
+#include "reft/peer/peer_node.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/units.h"
 
 namespace reft::app {
 
 struct Daemon::Impl {
+  Result<size_t> OpenStore();  ///< returns the number of adopted slots
+  Status CreatePeer();
+  Status StartLocalChannel();
+  Status StartGrpc();
+
   DaemonConfig config;
   std::unique_ptr<observability::Metrics> metrics;  // outlives every component that records
   std::unique_ptr<store::SnapshotStore> store;
+  std::unique_ptr<peer::PeerNode> peer;
   std::unique_ptr<local::CommitCoordinator> coordinator;
   std::unique_ptr<local::LocalServer> local_server;
   std::unique_ptr<security::TokenAuthorizer> auth;
@@ -138,46 +145,103 @@ std::vector<v1::SessionInfo> ListSessions(const local::LocalServer* server) {
 Status Daemon::Start() {
   const DaemonConfig& c = impl_->config;
   kernels::SetEmulatedCopyBandwidth(c.emulated_bandwidth);
-
   REFT_ASSIGN_OR_RETURN(impl_->metrics, observability::Metrics::Create(c.metrics_listen));
+  REFT_ASSIGN_OR_RETURN(size_t adopted, impl_->OpenStore());
+  REFT_RETURN_NOT_OK(impl_->CreatePeer());
+  REFT_RETURN_NOT_OK(impl_->StartLocalChannel());
+  REFT_RETURN_NOT_OK(impl_->StartGrpc());
 
-  REFT_ASSIGN_OR_RETURN(auto options, MakeStoreOptions(c));
+  auto usage = impl_->store->Usage();
+  std::string status = "node " + c.node_id + " serving on " + c.listen + ", " +
+                       std::to_string(adopted) + " slots adopted";
+  spdlog::info("{}; memory {} of {}", status, FormatBytes(usage.used),
+               usage.limit ? FormatBytes(usage.limit) : std::string("unlimited"));
+  NotifyReady(status);
+  return Status::OK();
+}
+
+Result<size_t> Daemon::Impl::OpenStore() {
+  REFT_ASSIGN_OR_RETURN(auto options, MakeStoreOptions(config));
   store::AdoptionReport report;
-  REFT_ASSIGN_OR_RETURN(impl_->store, store::SnapshotStore::Open(options, &report));
+  REFT_ASSIGN_OR_RETURN(store, store::SnapshotStore::Open(options, &report));
   LogAdoption(report);
-  impl_->metrics->SetMemoryLimit(static_cast<double>(c.memory_limit));
-  store::SnapshotStore* store = impl_->store.get();
+  metrics->SetMemoryLimit(static_cast<double>(config.memory_limit));
+  store::SnapshotStore* s = store.get();
   // Store gauges are read when Prometheus scrapes, not maintained on the hot path.
-  impl_->metrics->SetRefreshHook([store](observability::Metrics& m) {
-    auto usage = store->Usage();
+  metrics->SetRefreshHook([s](observability::Metrics& m) {
+    auto usage = s->Usage();
     m.SetMemoryUsed(static_cast<double>(usage.used));
     m.SetSlots(static_cast<double>(usage.slots));
   });
+  return report.adopted.size();
+}
 
+// Membership, manifests, shard streaming and the job-wide commit (DESIGN.md §3 Commit). Every
+// daemon runs it, also alone: a job whose ranks are all local simply commits without peers.
+Status Daemon::Impl::CreatePeer() {
+  const DaemonConfig& c = config;
+  peer::PeerOptions po;
+  po.node_id = c.node_id;
+  po.advertise_address = c.advertise.empty() ? c.listen : c.advertise;
+  po.seeds = c.peers;
+  po.probe_interval = std::chrono::milliseconds(c.probe_interval_ms);
+  po.probe_timeout = std::chrono::milliseconds(c.probe_timeout_ms);
+  po.indirect_probes = c.indirect_probes;
+  po.suspicion_timeout = std::chrono::milliseconds(c.suspicion_timeout_ms);
+  po.peer_stream_bandwidth = c.peer_bandwidth;
+  po.max_message_bytes = static_cast<int>(c.max_grpc_message_bytes);
+  REFT_ASSIGN_OR_RETURN(auto credentials, security::MakeChannelCredentials(c.security));
+  REFT_ASSIGN_OR_RETURN(peer, peer::PeerNode::Create(po, store.get(), credentials));
+  coordinator = std::make_unique<MeteredCommitCoordinator>(peer->CoordinatorHandle(), store.get(),
+                                                           metrics.get());
+  peer::Membership* membership = &peer->membership();
+  observability::Metrics* m = metrics.get();
+  membership->AddListener([membership, m](const peer::MemberInfo& info, peer::MemberState) {
+    if (info.self) {
+      // Declared dead while alive (a hang, a partition): the node rejoined with a new epoch.
+      // Its slots hold sealed, checksummed bytes of the steps they name, and restores only
+      // read the job-wide committed step, so nothing stale can be served; serve again.
+      spdlog::warn("this node was declared dead by its peers; rejoined with epoch {}",
+                   membership->epoch());
+      membership->ClearFence();
+    } else {
+      spdlog::info("peer {} ({}) is {}", info.node_id, info.address,
+                   peer::MemberStateName(info.state));
+    }
+    uint32_t counts[3] = {0, 0, 0};
+    for (const auto& member : membership->Members()) {
+      if (!member.self) counts[static_cast<int>(member.state)]++;
+    }
+    m->SetPeers(observability::PeerState::kAlive, counts[0]);
+    m->SetPeers(observability::PeerState::kSuspect, counts[1]);
+    m->SetPeers(observability::PeerState::kDead, counts[2]);
+  });
+  return Status::OK();
+}
 
-  impl_->coordinator = std::make_unique<MeteredCommitCoordinator>(
-      std::make_unique<local::SingleNodeCommitCoordinator>(impl_->store.get()), store,
-      impl_->metrics.get());
-  REFT_ASSIGN_OR_RETURN(impl_->local_server,
-                        local::LocalServer::Create(MakeLocalOptions(c), impl_->store.get(),
-                                                   impl_->coordinator.get()));
-  REFT_RETURN_NOT_OK(impl_->local_server->Start());  // refuses a socket a live reftd serves
+Status Daemon::Impl::StartLocalChannel() {
+  REFT_ASSIGN_OR_RETURN(local_server, local::LocalServer::Create(MakeLocalOptions(config),
+                                                                 store.get(), coordinator.get()));
+  return local_server->Start();  // refuses a socket a live reftd serves
+}
+
+Status Daemon::Impl::StartGrpc() {
+  const DaemonConfig& c = config;
   REFT_RETURN_NOT_OK(PrepareSocketPath(AdminSocketPath(c)));
-
-  const local::LocalServer* server = impl_->local_server.get();
   std::string token;
   if (!c.security.token_file.empty()) {
     REFT_ASSIGN_OR_RETURN(token, security::ReadTokenFile(c.security.token_file));
   }
-  impl_->auth = std::make_unique<security::TokenAuthorizer>(std::move(token));
+  auth = std::make_unique<security::TokenAuthorizer>(std::move(token));
   REFT_ASSIGN_OR_RETURN(auto credentials, security::MakeServerCredentials(c.security));
-  if (!c.security.tls() && !impl_->auth->enabled() && !security::IsLoopbackAddress(c.listen)) {
+  if (!c.security.tls() && !auth->enabled() && !security::IsLoopbackAddress(c.listen)) {
     spdlog::warn("serving gRPC in plain text without a token on {} (security.allow_insecure)",
                  c.listen);
   }
-  impl_->admin = std::make_unique<AdminService>(impl_->config, impl_->store.get(),
-                                                [server] { return ListSessions(server); },
-                                                impl_->auth.get());
+  const local::LocalServer* server = local_server.get();
+  admin = std::make_unique<AdminService>(config, store.get(),
+                                         [server] { return ListSessions(server); }, auth.get(),
+                                         &peer->membership());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
@@ -186,19 +250,13 @@ Status Daemon::Start() {
   builder.AddListeningPort("unix:" + AdminSocketPath(c), grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(static_cast<int>(c.max_grpc_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(c.max_grpc_message_bytes));
-  builder.RegisterService(impl_->admin.get());
-  impl_->grpc_server = builder.BuildAndStart();
-  if (!impl_->grpc_server || bound_port == 0) {
+  builder.RegisterService(admin.get());
+  peer->Register(&builder);
+  grpc_server = builder.BuildAndStart();
+  if (!grpc_server || bound_port == 0) {
     return Status::Unavailable("cannot listen on " + c.listen + " (address in use or invalid)");
   }
-
-  auto usage = impl_->store->Usage();
-  std::string status = "node " + c.node_id + " serving on " + c.listen + ", " +
-                       std::to_string(report.adopted.size()) + " slots adopted";
-  spdlog::info("{}; memory {} of {}", status, FormatBytes(usage.used),
-               usage.limit ? FormatBytes(usage.limit) : std::string("unlimited"));
-  NotifyReady(status);
-  return Status::OK();
+  return peer->Start();
 }
 
 void Daemon::Shutdown() {
@@ -207,6 +265,7 @@ void Daemon::Shutdown() {
     impl_->local_server->Stop();
     impl_->local_server.reset();
   }
+  if (impl_->peer) impl_->peer->Stop();  // no more probes or commit exchanges
   if (impl_->grpc_server) {
     impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     impl_->grpc_server->Wait();
@@ -215,6 +274,7 @@ void Daemon::Shutdown() {
   impl_->admin.reset();
   impl_->auth.reset();
   impl_->coordinator.reset();
+  impl_->peer.reset();
   impl_->metrics.reset();  // stops scrapes (and the refresh hook) before the store goes
   impl_->store.reset();
 }

@@ -12,6 +12,7 @@
 #include "reft/app/config.h"
 #include "reft/app/daemon.h"
 #include "reft/app/notify.h"
+#include "reft/peer/peer_options.h"
 
 namespace {
 
@@ -31,6 +32,9 @@ sigset_t BlockShutdownSignals() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread exists: keeps glibc from returning gRPC's ~1 MiB receive buffers to the
+  // kernel after every read, which made shard streaming 7-10x slower (docs/bench/peer.md).
+  reft::peer::TuneMallocForPeerStreams();
   sigset_t signals = BlockShutdownSignals();
   auto config = reft::app::ParseDaemonArgs(argc, argv);
   if (!config.ok()) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reft/app/config.h"
+#include "reft/peer/membership.h"
 #include "reft/security/grpc_auth.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/v1/admin.grpc.pb.h"
@@ -23,7 +24,7 @@ class AdminService final : public v1::Admin::Service {
  public:
   /// \brief `auth` checks the shared token of every call (it may require none).
   AdminService(const DaemonConfig& config, store::SnapshotStore* store, SessionLister sessions,
-               const security::TokenAuthorizer* auth);
+               const security::TokenAuthorizer* auth, const peer::Membership* membership);
 
   grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest* req,
                       v1::StatusResponse* resp) override;
@@ -33,6 +34,8 @@ class AdminService final : public v1::Admin::Service {
                               v1::VerifySnapshotResponse* resp) override;
   grpc::Status DropSnapshot(grpc::ServerContext* ctx, const v1::DropSnapshotRequest* req,
                             v1::DropSnapshotResponse* resp) override;
+  grpc::Status ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest* req,
+                         v1::ListNodesResponse* resp) override;
 
   /// \brief Newest step committed on every local rank of `job`, or -1.
   static int64_t NewestCommittedStep(store::SnapshotStore* store, const std::string& job);
@@ -42,6 +45,7 @@ class AdminService final : public v1::Admin::Service {
   store::SnapshotStore* store_;
   SessionLister sessions_;
   const security::TokenAuthorizer* auth_;
+  const peer::Membership* membership_;
   std::chrono::steady_clock::time_point started_;
 };
 

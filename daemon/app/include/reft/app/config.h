@@ -45,6 +45,14 @@ struct DaemonConfig {
   // [admin]
   uint64_t max_grpc_message_bytes = 16ull << 20;
 
+  // [peer]
+  std::string advertise;                     ///< address peers reach us at; default = listen
+  uint32_t probe_interval_ms = 500;          ///< SWIM protocol period
+  uint32_t probe_timeout_ms = 250;           ///< deadline of one ping
+  uint32_t indirect_probes = 2;
+  uint32_t suspicion_timeout_ms = 2000;      ///< suspect -> dead
+  uint64_t peer_bandwidth = 0;               ///< bytes/s per peer stream set; 0 = unlimited
+
   // [security]
   security::SecurityOptions security;
 };
