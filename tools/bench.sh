@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every benchmark of BENCHMARKS.md and writes their JSON lines to out/bench/<name>.jsonl.
+# Slow (minutes) and kept out of the test command. Usage: tools/bench.sh [quick]
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+build="${REFT_BUILD_DIR:-build}"
+bash "$here/tools/build.sh" reftd reftctl reft_bench_client store_bench reft_bench_kernels \
+  protect_bench reft_bench_peer planner_table3_bench planner_policy_bench \
+  planner_transfer_bench planner_estimator_bench has_pipeline_bench
+cd "$here"
+out=out/bench
+mkdir -p "$out"
+size=1G; [ "${1:-}" = quick ] && size=256M
+b="$build/tools/bench"
+run() { local name=$1; shift; echo "== $name: $*" >&2; "$@" | tee "$out/$name.jsonl"; }
+run client   "$b/client/reft_bench_client" --size "$size" --reps 11
+run store    "$b/store/store_bench" --bytes $((1 << 30)) --runs 5
+run kernels  "$b/kernels/reft_bench_kernels" --size "$size" --reps 3
+run protect  "$b/protect/protect_bench" --mib 128 --reps 15
+run peer     "$b/peer/reft_bench_peer" --size 256M --reps 5
+run planner_table3    "$b/planner/planner_table3_bench"
+run planner_policy    "$b/planner/planner_policy_bench" 20
+run planner_transfer  "$b/planner/planner_transfer_bench"
+run planner_estimator "$b/planner/planner_estimator_bench"
+for s in 2 3 4; do for r in 0.25 1.0; do
+  run "has_pp${s}_${r}" "$b/has/has_pipeline_bench" --reftd "$build/daemon/app/reftd" \
+      --stages "$s" --iterations 6 --ss-over-bubble "$r" --chunk 131072
+done; done
