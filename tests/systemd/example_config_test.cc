@@ -114,6 +114,12 @@ TEST_CASE("the Kubernetes ConfigMap embeds a config reftd accepts", "[deploy]") 
   CHECK(config.memory_limit == (200ull << 30));
   CHECK(config.allowed_uids == std::vector<uint32_t>{1000});
   config.node_id = "k8s-node";  // the DaemonSet passes --node-id $(NODE_NAME)
+  // A non-loopback listen address needs a token or TLS; the DaemonSet mounts the Secret's
+  // token at this path. Validation reads the file, so stand in a token of the same shape.
+  CHECK(config.security.token_file == "/etc/reft-secret/token");
+  const std::string token = dir.path() + "/token";
+  std::ofstream(token) << "0123456789abcdef0123456789abcdef\n";
+  config.security.token_file = token;
   auto valid = reft::app::ValidateConfig(config);
   INFO(valid.message());
   CHECK(valid.ok());
