@@ -20,7 +20,7 @@
 #include "channel.h"
 #include "reft/kernels/device.h"
 #include "reft/local_proto/has_hints.h"
-#include "reft/local_proto/protection.h"
+#include "reft/protect/scheme.h"
 
 namespace reft {
 
@@ -140,7 +140,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   }
   if (opts.job.empty()) return Status::InvalidArgument("job id is empty");
   if (opts.reply_timeout_ms <= 0) return Status::InvalidArgument("reply_timeout_ms must be > 0");
-  REFT_ASSIGN_OR_RETURN(local_proto::ProtectionSpec spec, local_proto::ParseProtection(opts.protection));
+  REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::Scheme::Parse(opts.protection));
   REFT_ASSIGN_OR_RETURN(local_proto::UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
 
   std::unique_ptr<Client> c(new Client());

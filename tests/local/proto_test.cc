@@ -5,7 +5,6 @@
 
 #include "reft/local_proto/codec.h"
 #include "reft/local_proto/messages.h"
-#include "reft/local_proto/protection.h"
 
 using namespace reft;
 using namespace reft::local_proto;
@@ -175,17 +174,3 @@ TEST_CASE("random bytes never crash any decoder") {
   SUCCEED();
 }
 
-TEST_CASE("protection strings follow the DESIGN grammar") {
-  CHECK(ParseProtection("none")->none());
-  auto p = ParseProtection("arc2+aec+rs1");
-  REQUIRE(p.ok());
-  CHECK(p->arc == 2);
-  CHECK(p->aec);
-  CHECK(p->rs == 1);
-  CHECK(p->ToString() == "arc2+aec+rs1");
-  for (const char* bad : {"", "arc", "arc0", "arc17", "aec+aec", "none+aec", "raid5", "arc1+",
-                          "+aec", "rsx"}) {
-    INFO(bad);
-    CHECK(ParseProtection(bad).status().code() == StatusCode::kInvalidArgument);
-  }
-}

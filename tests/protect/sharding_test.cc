@@ -119,4 +119,24 @@ TEST_CASE("Invalid inputs are rejected with the bad field named", "[protect][sha
   REQUIRE(k.status().message().find("layout: nodes has 1 entries") != std::string::npos);
 }
 
+TEST_CASE("protection strings follow the DESIGN grammar", "[protect][scheme]") {
+  CHECK(Scheme::Parse("none")->empty());
+  auto p = Scheme::Parse("arc2+aec+rs1+aor");
+  REQUIRE(p.ok());
+  CHECK(p->arc == 2);
+  CHECK(p->aec);
+  CHECK(p->rs == 1);
+  CHECK(p->aor);
+  CHECK(p->ToString() == "arc2+aec+rs1+aor");
+  CHECK(Scheme::Parse("arc")->arc == 1);
+  CHECK(Scheme::Parse("rs16")->rs == 16);
+  for (const char* bad : {"", "arc0", "arc17", "rs123", "aec+aec", "none+aec", "raid5", "arc1+",
+                          "+aec", "rsx", "aor+aor"}) {
+    INFO(bad);
+    CHECK(Scheme::Parse(bad).status().code() == StatusCode::kInvalidArgument);
+  }
+  CHECK(Scheme::Parse(std::string(65, 'a')).status().message().find("longer than 64") !=
+        std::string::npos);
+}
+
 }  // namespace reft::protect

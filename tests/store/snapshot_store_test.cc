@@ -406,3 +406,71 @@ TEST_CASE("store: without pre-faulting, with a file group", "[store]") {
   CHECK((fs.st_mode & 07777) == 0640u);
   CHECK(static_cast<uint64_t>(fs.st_blocks) * 512 >= static_cast<uint64_t>(fs.st_size));
 }
+
+TEST_CASE("store: published regions are readable before the seal, until withdrawn", "[store]") {
+  ShmTestDir dir;
+  auto st = OpenStore(TestOptions(dir.shm_dir()));
+  RankKey rank{"job-p", 0, 0, 1};
+  REQUIRE(st->ConfigureRank(rank, kLayout).ok());
+  auto w = st->BeginWrite(rank, 3);
+  REQUIRE(w.ok());
+  FillPattern(**w, 3);
+  CHECK(st->GetPublished(rank, 3, "rng").status().code() == StatusCode::kNotFound);
+  CHECK(st->Publish(rank, 3, {"nope"}).code() == StatusCode::kNotFound);
+  CHECK(st->Publish(rank, 4, {"rng"}).code() == StatusCode::kNotFound);
+  REQUIRE(st->Publish(rank, 3, {"rng", "optim"}).ok());
+  auto pub = st->GetPublished(rank, 3, "rng");
+  REQUIRE(pub.ok());
+  CHECK((*pub)->info().state == SlotState::kWriting);
+  CHECK(st->GetPublished(rank, 3, "params/shard").status().code() == StatusCode::kNotFound);
+  // Still unsealed for everyone else, and the seal keeps what was published.
+  CHECK(st->Get(rank, 3).status().code() == StatusCode::kNotFound);
+  REQUIRE(st->Seal(rank, 3).ok());
+  CHECK(st->GetPublished(rank, 3, "optim").ok());
+  auto report = st->Verify(rank, 3);
+  REQUIRE(report.ok());
+  CHECK(report->bad.empty());
+  // The trainer went away: a redo of step 3 may write other bytes, so nothing is served.
+  st->Unpublish(rank);
+  CHECK(st->GetPublished(rank, 3, "rng").status().code() == StatusCode::kNotFound);
+  REQUIRE(st->Publish(rank, 3, {"rng"}).ok());
+  // A new write of the same step clears the publication.
+  pub->reset();
+  w->reset();
+  auto redo = st->BeginWrite(rank, 3);
+  REQUIRE(redo.ok());
+  CHECK(st->GetPublished(rank, 3, "rng").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("store: publishing checksums the chunks a peer copy is verified against", "[store]") {
+  ShmTestDir dir;
+  auto st = OpenStore(TestOptions(dir.shm_dir()));
+  RankKey rank{"job-q", 0, 0, 0};
+  REQUIRE(st->ConfigureRank(rank, kLayout).ok());
+  auto w = st->BeginWrite(rank, 1);
+  REQUIRE(w.ok());
+  FillPattern(**w, 1);
+  REQUIRE(st->Publish(rank, 1, {"optim"}).ok());
+  // The chunk table entries of the published region equal what Seal() computes later.
+  const auto& info = (*w)->info();
+  std::vector<uint8_t> before(4096), after(4096);
+  auto read_table = [&](std::vector<uint8_t>* out) {
+    auto fd = (*w)->DupFd();
+    REQUIRE(fd.ok());
+    reft_segment_header h{};
+    REQUIRE(::pread(*fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)));
+    out->resize(h.chunk_count * 8);
+    REQUIRE(::pread(*fd, out->data(), out->size(), static_cast<off_t>(h.chunk_table_offset)) ==
+            static_cast<ssize_t>(out->size()));
+    ::close(*fd);
+  };
+  read_table(&before);
+  REQUIRE(st->Seal(rank, 1).ok());
+  read_table(&after);
+  REQUIRE(info.regions.size() == 3);
+  // Region order: params/shard, optim, rng; compare optim's entries only.
+  const uint64_t chunk = TestOptions(dir.shm_dir()).chunk_size;
+  const uint64_t first = (kLayout[0].size + chunk - 1) / chunk;
+  const uint64_t count = (kLayout[1].size + chunk - 1) / chunk;
+  CHECK(std::memcmp(before.data() + first * 8, after.data() + first * 8, count * 8) == 0);
+}

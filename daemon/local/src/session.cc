@@ -11,7 +11,7 @@
 #include <string>
 
 #include "reft/local_proto/has_hints.h"
-#include "reft/local_proto/protection.h"
+#include "reft/protect/scheme.h"
 #include "reft/units.h"
 // HAS (daemon/has) gates the device pull when reft_has is linked into this library.
 #if __has_include("reft/has/release_gate.h")
@@ -169,7 +169,7 @@ Status Session::HandleHello(const Frame& f) {
   local_proto::Hello h;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &h));
   REFT_RETURN_NOT_OK(ValidateJob(h.job));
-  REFT_ASSIGN_OR_RETURN(local_proto::ProtectionSpec spec, local_proto::ParseProtection(h.protection));
+  REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::Scheme::Parse(h.protection));
   store::RankKey rank{h.job, h.pp, h.tp, h.dp};
   JobLayout layout{h.layout.dp, h.layout.tp, h.layout.pp, h.layout.zero};
   REFT_RETURN_NOT_OK(coordinator_->Join(rank, layout));

@@ -22,11 +22,17 @@ const uint8_t* ZeroBlock() {
   return zeros.data();
 }
 
+/// Pointers of the geometry's buffers in order; nullptr for a buffer missing from a partial
+/// source.
 Result<std::vector<const uint8_t*>> ResolveBuffers(const SgGeometry& g,
-                                                   const ReplicatedSource& src) {
+                                                   const ReplicatedSource& src, bool partial) {
   std::vector<const uint8_t*> ptrs;
   for (const auto& b : g.buffers) {
     auto it = src.find(b.name);
+    if (it == src.end() && partial) {
+      ptrs.push_back(nullptr);
+      continue;
+    }
     if (it == src.end())
       return Status::InvalidArgument("encode: replicated buffer '" + b.name + "' not provided");
     if (it->second.size != b.size || (b.size > 0 && it->second.data == nullptr)) {
@@ -39,13 +45,35 @@ Result<std::vector<const uint8_t*>> ResolveBuffers(const SgGeometry& g,
   return ptrs;
 }
 
+/// The source's bytes; nullptr for padding and for a buffer a partial source lacks.
 const uint8_t* Ptr(const std::vector<const uint8_t*>& bufs, const SegmentSource& s) {
-  return s.buffer < 0 ? nullptr : bufs[static_cast<size_t>(s.buffer)] + s.offset;
+  if (s.buffer < 0) return nullptr;
+  const uint8_t* base = bufs[static_cast<size_t>(s.buffer)];
+  return base == nullptr ? nullptr : base + s.offset;
 }
 
+/// Copies every segment whose buffer is present (a copy segment has one non-padding source).
 void CopySegments(const std::vector<CodingSegment>& segs, const std::vector<const uint8_t*>& bufs,
                   uint8_t* out) {
-  for (const auto& s : segs) std::memcpy(out + s.out_offset, Ptr(bufs, s.sources[0]), s.size);
+  for (const auto& s : segs) {
+    const uint8_t* src = Ptr(bufs, s.sources[0]);
+    if (src != nullptr) std::memcpy(out + s.out_offset, src, s.size);
+  }
+}
+
+/// InvalidArgument naming the first buffer a parity reads that a partial source lacks.
+Status CheckParitySources(const SgGeometry& g, const std::vector<CodingSegment>& segs,
+                          const std::vector<const uint8_t*>& bufs, const char* what) {
+  for (const auto& s : segs) {
+    for (const auto& src : s.sources) {
+      if (src.buffer >= 0 && bufs[static_cast<size_t>(src.buffer)] == nullptr) {
+        return Status::InvalidArgument(std::string("encode: the ") + what + " parity reads '" +
+                                       g.buffers[static_cast<size_t>(src.buffer)].name +
+                                       "', which is not in this memory");
+      }
+    }
+  }
+  return Status::OK();
 }
 
 Status XorSegments(const std::vector<CodingSegment>& segs, const std::vector<const uint8_t*>& bufs,
@@ -90,14 +118,15 @@ Status RsRow(const kernels::RsCodec& codec, int q, const std::vector<CodingSegme
 
 Status EncodeMember(const SgGeometry& g, const Scheme& scheme, int dp,
                     const ReplicatedSource& source,
-                    const std::map<std::string, MutableSpan>& regions, int threads) {
+                    const std::map<std::string, MutableSpan>& regions, int threads,
+                    bool partial_source) {
   if (dp < 0 || dp >= g.m)
     return Status::InvalidArgument("encode: dp " + std::to_string(dp) + " outside the SG");
   if (scheme.rs > 0 && scheme.rs != g.rs_r) {
     return Status::InvalidArgument("encode: geometry built for rs" + std::to_string(g.rs_r) +
                                    ", scheme is " + scheme.ToString());
   }
-  REFT_ASSIGN_OR_RETURN(auto bufs, ResolveBuffers(g, source));
+  REFT_ASSIGN_OR_RETURN(auto bufs, ResolveBuffers(g, source, partial_source));
   auto region = [&](const std::string& name, uint64_t size) -> Result<uint8_t*> {
     auto it = regions.find(name);
     if (it == regions.end()) return static_cast<uint8_t*>(nullptr);
@@ -117,7 +146,11 @@ Status EncodeMember(const SgGeometry& g, const Scheme& scheme, int dp,
   }
   if (scheme.aec) {
     REFT_ASSIGN_OR_RETURN(uint8_t * dst, region(kRegionAec, g.aec_sub));
-    if (dst != nullptr) REFT_RETURN_NOT_OK(XorSegments(AecSegments(g, dp), bufs, dst, threads));
+    if (dst != nullptr) {
+      const auto segs = AecSegments(g, dp);
+      REFT_RETURN_NOT_OK(CheckParitySources(g, segs, bufs, "AEC"));
+      REFT_RETURN_NOT_OK(XorSegments(segs, bufs, dst, threads));
+    }
   }
   if (scheme.rs > 0) {
     REFT_ASSIGN_OR_RETURN(uint8_t * dst,
@@ -125,8 +158,9 @@ Status EncodeMember(const SgGeometry& g, const Scheme& scheme, int dp,
     if (dst != nullptr) {
       REFT_ASSIGN_OR_RETURN(auto codec, kernels::RsCodec::Create(g.m - scheme.rs, scheme.rs));
       for (int q = 0; q < scheme.rs; ++q) {
-        REFT_RETURN_NOT_OK(RsRow(*codec, q, RsSegments(g, dp, q), bufs,
-                                 dst + static_cast<uint64_t>(q) * g.rs_sub));
+        const auto segs = RsSegments(g, dp, q);
+        REFT_RETURN_NOT_OK(CheckParitySources(g, segs, bufs, "RS"));
+        REFT_RETURN_NOT_OK(RsRow(*codec, q, segs, bufs, dst + static_cast<uint64_t>(q) * g.rs_sub));
       }
     }
   }

@@ -29,7 +29,15 @@ Result<int> Int(const json& obj, const std::string& key, int def, const std::str
   return v.get<int>();
 }
 
-Result<std::vector<BufferSpec>> Buffers(const json& arr, const std::string& where) {
+json Regions(const std::vector<Region>& regions) {
+  json arr = json::array();
+  for (const auto& r : regions) arr.push_back({{"name", r.name}, {"size", r.size}});
+  return arr;
+}
+
+}  // namespace
+
+Result<std::vector<BufferSpec>> BuffersFromJson(const json& arr, const std::string& where) {
   if (!arr.is_array()) return Status::InvalidArgument(where + ": expected an array of buffers");
   std::vector<BufferSpec> out;
   for (size_t i = 0; i < arr.size(); ++i) {
@@ -46,6 +54,8 @@ Result<std::vector<BufferSpec>> Buffers(const json& arr, const std::string& wher
       if (!b["dtype"].is_string()) return Status::InvalidArgument(at + ".dtype: expected a string");
       s.dtype = b["dtype"].get<std::string>();
     }
+    if (b.contains("kind") && !b["kind"].is_string())
+      return Status::InvalidArgument(at + ".kind: expected \"replicated\" or \"unique\"");
     const std::string kind = b.value("kind", std::string("replicated"));
     if (kind == "replicated") {
       s.kind = BufferKind::kReplicated;
@@ -55,19 +65,26 @@ Result<std::vector<BufferSpec>> Buffers(const json& arr, const std::string& wher
       return Status::InvalidArgument(at + ".kind: '" + kind + "' is not replicated or unique");
     }
     REFT_ASSIGN_OR_RETURN(s.layer, Int(b, "layer", -1, at));
+    if (b.contains("optimizer") && !b["optimizer"].is_boolean())
+      return Status::InvalidArgument(at + ".optimizer: expected true or false");
     s.optimizer = b.value("optimizer", false);
     out.push_back(std::move(s));
   }
   return out;
 }
 
-json Regions(const std::vector<Region>& regions) {
+json BuffersToJson(const std::vector<BufferSpec>& buffers) {
   json arr = json::array();
-  for (const auto& r : regions) arr.push_back({{"name", r.name}, {"size", r.size}});
+  for (const auto& b : buffers) {
+    arr.push_back({{"name", b.name},
+                   {"size", b.size},
+                   {"dtype", b.dtype},
+                   {"kind", b.kind == BufferKind::kUnique ? "unique" : "replicated"},
+                   {"layer", b.layer},
+                   {"optimizer", b.optimizer}});
+  }
   return arr;
 }
-
-}  // namespace
 
 Result<ShardingInput> ShardingInputFromJson(const json& doc) {
   if (!doc.is_object()) return Status::InvalidArgument("input: expected a JSON object");
@@ -101,7 +118,7 @@ Result<ShardingInput> ShardingInputFromJson(const json& doc) {
     REFT_ASSIGN_OR_RETURN(in.chunk, Bytes(doc["chunk"], "chunk"));
   }
   if (doc.contains("buffers")) {
-    REFT_ASSIGN_OR_RETURN(in.buffers, Buffers(doc["buffers"], "buffers"));
+    REFT_ASSIGN_OR_RETURN(in.buffers, BuffersFromJson(doc["buffers"], "buffers"));
   }
   if (doc.contains("groups")) {
     if (!doc["groups"].is_array()) return Status::InvalidArgument("groups: expected an array");
@@ -112,10 +129,12 @@ Result<ShardingInput> ShardingInputFromJson(const json& doc) {
       REFT_ASSIGN_OR_RETURN(gb.pp, Int(gj, "pp", 0, at));
       REFT_ASSIGN_OR_RETURN(gb.tp, Int(gj, "tp", 0, at));
       if (!gj.contains("buffers")) return Status::InvalidArgument(at + ".buffers: missing");
-      REFT_ASSIGN_OR_RETURN(gb.buffers, Buffers(gj["buffers"], at + ".buffers"));
+      REFT_ASSIGN_OR_RETURN(gb.buffers, BuffersFromJson(gj["buffers"], at + ".buffers"));
       in.group_buffers.push_back(std::move(gb));
     }
   }
+  if (doc.contains("strict_placement") && !doc["strict_placement"].is_boolean())
+    return Status::InvalidArgument("strict_placement: expected true or false");
   in.strict_placement = doc.value("strict_placement", false);
   return in;
 }

@@ -8,15 +8,18 @@
 
 namespace reft::store::internal {
 
+void AppendRegionChunks(const uint8_t* base, const Geometry& g, const reft_segment_region& r,
+                        std::vector<ChunkRef>* out) {
+  for (uint64_t c = 0; c < r.chunk_count; ++c) {
+    const uint64_t off = c * g.chunk_size;
+    out->push_back({base + r.offset + off, std::min(g.chunk_size, r.size - off)});
+  }
+}
+
 std::vector<ChunkRef> ListChunks(const uint8_t* base, const Geometry& g) {
   std::vector<ChunkRef> out;
   out.reserve(g.chunk_count);
-  for (const auto& r : g.regions) {
-    for (uint64_t c = 0; c < r.chunk_count; ++c) {
-      uint64_t off = c * g.chunk_size;
-      out.push_back({base + r.offset + off, std::min(g.chunk_size, r.size - off)});
-    }
-  }
+  for (const auto& r : g.regions) AppendRegionChunks(base, g, r, &out);
   return out;
 }
 

@@ -15,6 +15,9 @@ struct ChunkRef {
   uint64_t size;
 };
 
+/// \brief Appends the chunks of region `r` of `g` (table entries r.first_chunk onwards).
+void AppendRegionChunks(const uint8_t* base, const Geometry& g, const reft_segment_region& r,
+                        std::vector<ChunkRef>* out);
 /// \brief The chunks of every region of `g` in a segment mapped at `base`, in table order.
 std::vector<ChunkRef> ListChunks(const uint8_t* base, const Geometry& g);
 

@@ -83,6 +83,8 @@ SlotInfo StoreImpl::InfoLocked(const RankKey& rank, const Slot& slot) const {
 }
 
 void StoreImpl::TransitionLocked(Slot& slot, SlotState state, int64_t step, uint64_t ctc) {
+  // Published bytes belong to one write of one step: a new write or a free slot has none.
+  if (state == SlotState::kFree || state == SlotState::kWriting) slot.published.clear();
   auto* h = reinterpret_cast<reft_segment_header*>(slot.file->data());
   slot.record = WriteRecord(h, slot.record, state, state == SlotState::kFree ? -1 : step, ctc);
 }
@@ -343,6 +345,70 @@ std::optional<int64_t> StoreImpl::NewestCommitted(const RankKey& rank) {
   std::lock_guard<std::mutex> lock(mu_);
   RankState* rs = FindRankLocked(rank);
   return rs ? NewestCommittedLocked(*rs) : std::nullopt;
+}
+
+Status StoreImpl::Publish(const RankKey& rank, int64_t step,
+                          const std::vector<std::string>& regions) {
+  std::unique_lock<std::mutex> lock(mu_);
+  RankState* rs = FindRankLocked(rank);
+  std::shared_ptr<Slot> slot = rs ? FindSlotLocked(*rs, step, true) : nullptr;
+  if (!slot || !slot->file) {
+    return Status::NotFound("no slot of " + rank.ToString() + " holds " + StepStr(step));
+  }
+  std::shared_ptr<SegmentFile> file = slot->file;
+  const Geometry g = slot->geometry;
+  const bool sealed = slot->state() != SlotState::kWriting;
+  lock.unlock();
+
+  std::vector<ChunkRef> chunks;
+  std::vector<uint64_t> first;
+  for (const auto& name : regions) {
+    auto it = std::find_if(g.regions.begin(), g.regions.end(),
+                           [&](const reft_segment_region& r) { return name == r.name; });
+    if (it == g.regions.end()) {
+      return Status::NotFound("region '" + name + "' is not in the slot of " + StepStr(step) +
+                              " of " + rank.ToString());
+    }
+    AppendRegionChunks(file->data(), g, *it, &chunks);
+    for (uint64_t c = 0; c < it->chunk_count; ++c) first.push_back(it->first_chunk + c);
+  }
+  if (!sealed) {
+    // A writing slot's chunk table is not pinned by its state record yet: fill these entries
+    // now (Seal() recomputes the whole table and pins it). A sealed slot already has them.
+    std::vector<uint64_t> sums(chunks.size());
+    ChecksumChunks(chunks, sums.data(), options_.checksum_threads);
+    auto* table = reinterpret_cast<uint64_t*>(file->data() + g.chunk_table_offset);
+    for (size_t i = 0; i < sums.size(); ++i) table[first[i]] = sums[i];
+  }
+
+  lock.lock();
+  if (slot->removed || slot->file != file || slot->step() != step ||
+      slot->state() == SlotState::kFree) {
+    return Status::NotFound(StepStr(step) + " of " + rank.ToString() +
+                            " was dropped while it was being published");
+  }
+  slot->published.insert(regions.begin(), regions.end());
+  return Status::OK();
+}
+
+void StoreImpl::Unpublish(const RankKey& rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RankState* rs = FindRankLocked(rank);
+  if (rs == nullptr) return;
+  for (auto& [i, s] : rs->slots) s->published.clear();
+}
+
+Result<std::shared_ptr<SlotRef>> StoreImpl::GetPublished(const RankKey& rank, int64_t step,
+                                                         const std::string& region) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RankState* rs = FindRankLocked(rank);
+  std::shared_ptr<Slot> slot = rs ? FindSlotLocked(*rs, step, true) : nullptr;
+  if (!slot || !slot->published.count(region)) {
+    return Status::NotFound("region '" + region + "' of " + StepStr(step) + " of " +
+                            rank.ToString() + " is not published (yet)");
+  }
+  return std::shared_ptr<SlotRef>(
+      std::make_shared<SlotRefImpl>(InfoLocked(rank, *slot), slot->file, slot->geometry));
 }
 
 Result<VerifyReport> StoreImpl::Verify(const RankKey& rank, int64_t step) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct Slot {
   bool busy = false;                  ///< being created or sealed outside the lock
   int64_t pending_step = -1;          ///< step a busy slot is being created for
   bool removed = false;               ///< dropped while busy
+  std::set<std::string> published;    ///< regions peers may copy before the seal (Publish)
 
   SlotState state() const { return record.state; }
   int64_t step() const { return record.step; }
@@ -50,6 +52,10 @@ class StoreImpl final : public SnapshotStore {
   Status Commit(const RankKey& rank, int64_t step) override;
   Result<std::shared_ptr<SlotRef>> Get(const RankKey& rank, int64_t step) override;
   std::optional<int64_t> NewestCommitted(const RankKey& rank) override;
+  Status Publish(const RankKey& rank, int64_t step, const std::vector<std::string>& regions) override;
+  void Unpublish(const RankKey& rank) override;
+  Result<std::shared_ptr<SlotRef>> GetPublished(const RankKey& rank, int64_t step,
+                                                const std::string& region) override;
   Result<VerifyReport> Verify(const RankKey& rank, int64_t step) override;
   Status Drop(const std::string& job, int64_t step) override;
   Status RemoveJob(const std::string& job) override;

@@ -35,9 +35,14 @@ using ReplicatedSource = std::map<std::string, ConstSpan>;
 /// `regions` are skipped (e.g. the daemon already copied "rep/shard" from the device), so a
 /// caller may pass only what it wants computed. Unique/peer/aor regions are not touched.
 /// Thread-safe for distinct outputs. \param threads XOR threads for large parities.
+/// \param partial_source when true, `source` may lack buffers: the bytes of the copy regions
+///        (own shard, ARC copies) that come from a missing buffer are left untouched (someone
+///        else writes them: reftd pulls device buffers while the client copies host ones);
+///        parity regions still need every buffer they read (InvalidArgument naming it).
 Status EncodeMember(const SgGeometry& geometry, const Scheme& scheme, int dp,
                     const ReplicatedSource& source,
-                    const std::map<std::string, MutableSpan>& regions, int threads = 1);
+                    const std::map<std::string, MutableSpan>& regions, int threads = 1,
+                    bool partial_source = false);
 
 /// \brief The surviving regions of one member's slot (same step!), by region name.
 using MemberRegions = std::map<std::string, ConstSpan>;

@@ -18,6 +18,10 @@ namespace reft::protect {
 /// \brief Parses the input document; errors name the offending field.
 Result<ShardingInput> ShardingInputFromJson(const nlohmann::json& doc);
 
+/// \brief The "buffers" array of the input format; errors name `where`[i].field.
+Result<std::vector<BufferSpec>> BuffersFromJson(const nlohmann::json& arr, const std::string& where);
+nlohmann::json BuffersToJson(const std::vector<BufferSpec>& buffers);
+
 /// \brief When `doc` has "io": {"bandwidth": bytes per second | "10GiB", "window_s": s}, the
 /// §1.7 recommendation {"scheme", "reason", "arc_seconds", "aec_seconds"}; null otherwise.
 Result<nlohmann::json> RecommendationJson(const nlohmann::json& doc, const ShardingInput& input);

@@ -19,7 +19,9 @@ struct Scheme {
   bool aor =
       false;  ///< ZeRO-1 optimizer shards replicated by optimizer replay (daemon/protect/aor)
 
-  /// \brief Parses "none", "arc<r>", "aec", "rs<r>", "aor" joined with '+' ("arc" = "arc1").
+  /// \brief Parses "none", "arc<r>", "aec", "rs<r>", "aor" joined with '+' ("arc" = "arc1"),
+  /// ignoring case and spaces; r in 1..16, each component once, "none" only alone, at most 64
+  /// bytes. InvalidArgument naming the offending term otherwise (also for an empty string).
   static Result<Scheme> Parse(const std::string& text);
   /// \brief Canonical text, components in the order arc, aec, rs, aor ("none" when empty).
   std::string ToString() const;

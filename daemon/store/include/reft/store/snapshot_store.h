@@ -149,6 +149,21 @@ class SnapshotStore {
   /// \brief Newest committed step of `rank`, if any.
   virtual std::optional<int64_t> NewestCommitted(const RankKey& rank) = 0;
 
+  /// \brief Makes `regions` of the slot holding `step` (in any state but free) readable by peer
+  /// copies before the slot is sealed: checksums their chunks into the chunk table and marks
+  /// them published. A neighbour's daemon copies them into its own slot of the same step
+  /// (DESIGN.md §2 "peer copy") while this slot is still being completed, so no member waits for
+  /// another member's seal. Cleared by any transition to free or writing and by Unpublish().
+  /// NotFound when no slot holds `step`, or a region is not in its layout.
+  virtual Status Publish(const RankKey& rank, int64_t step,
+                         const std::vector<std::string>& regions) = 0;
+  /// \brief Withdraws every published region of `rank` (its trainer went away: a redo of the
+  /// step may write other bytes, so copies must wait for the new writer's Publish()).
+  virtual void Unpublish(const RankKey& rank) = 0;
+  /// \brief The slot holding `step` when its `region` is published; NotFound otherwise.
+  virtual Result<std::shared_ptr<SlotRef>> GetPublished(const RankKey& rank, int64_t step,
+                                                        const std::string& region) = 0;
+
   /// \brief Re-checks every chunk checksum of the slot holding `step`.
   virtual Result<VerifyReport> Verify(const RankKey& rank, int64_t step) = 0;
 
