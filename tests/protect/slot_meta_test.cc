@@ -121,4 +121,26 @@ TEST_CASE("partial sources: two writers together produce the full encoding", "[p
   CHECK_FALSE(EncodeMember(*g, aec, 1, a, {}, 1, false).ok());  // a full source is required
 }
 
+TEST_CASE("assembling the shards gives back every replicated buffer", "[protect][codec]") {
+  for (int m : {1, 2, 3, 5}) {
+    auto specs = testing::MixedBuffers(29 + m);
+    auto sim = testing::MakeSim(m, Scheme{}, specs, 48, reft::testing::TestSeed(13) + m);
+    std::vector<ConstSpan> shards;
+    for (const auto& s : sim.canonical_shards) shards.push_back({s.data(), s.size()});
+    std::map<std::string, std::vector<uint8_t>> out;
+    std::map<std::string, MutableSpan> spans;
+    for (const auto& b : specs) {
+      out[b.name].assign(b.size, 0);
+      spans[b.name] = {out[b.name].data(), b.size};
+    }
+    REQUIRE(AssembleBuffers(sim.geometry, shards, spans).ok());
+    for (const auto& b : specs) {
+      INFO("m=" << m << " " << b.name);
+      CHECK(out[b.name] == sim.buffers[b.name]);
+    }
+    shards.pop_back();
+    CHECK(AssembleBuffers(sim.geometry, shards, spans).code() == StatusCode::kInvalidArgument);
+  }
+}
+
 }  // namespace reft::protect

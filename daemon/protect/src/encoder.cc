@@ -167,4 +167,38 @@ Status EncodeMember(const SgGeometry& g, const Scheme& scheme, int dp,
   return Status::OK();
 }
 
+Status AssembleBuffers(const SgGeometry& g, const std::vector<ConstSpan>& shards,
+                       const std::map<std::string, MutableSpan>& out) {
+  if (shards.size() != static_cast<size_t>(g.m)) {
+    return Status::InvalidArgument("assemble: " + std::to_string(shards.size()) +
+                                   " shards for an SG of " + std::to_string(g.m));
+  }
+  for (int d = 0; d < g.m; ++d) {
+    if (shards[d].size != g.ShardSize(d) || (shards[d].size > 0 && shards[d].data == nullptr)) {
+      return Status::InvalidArgument("assemble: shard dp" + std::to_string(d) + " has " +
+                                     std::to_string(shards[d].size) + " bytes, the layout says " +
+                                     std::to_string(g.ShardSize(d)));
+    }
+  }
+  for (const auto& b : g.buffers) {
+    auto it = out.find(b.name);
+    if (it == out.end()) continue;
+    if (it->second.size != b.size || (b.size > 0 && it->second.data == nullptr)) {
+      return Status::InvalidArgument("assemble: buffer '" + b.name + "' has " +
+                                     std::to_string(it->second.size) + " bytes, the layout says " +
+                                     std::to_string(b.size));
+    }
+    // The buffer occupies canonical bytes [offset, offset+size); walk the shards covering it.
+    for (int d = 0; d < g.m; ++d) {
+      const uint64_t lo = std::max(b.offset, g.shard_begin[d]);
+      const uint64_t hi = std::min(b.offset + b.size, g.shard_begin[d + 1]);
+      if (lo < hi) {
+        std::memcpy(it->second.data + (lo - b.offset), shards[d].data + (lo - g.shard_begin[d]),
+                    hi - lo);
+      }
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace reft::protect

@@ -44,6 +44,12 @@ Status EncodeMember(const SgGeometry& geometry, const Scheme& scheme, int dp,
                     const std::map<std::string, MutableSpan>& regions, int threads = 1,
                     bool partial_source = false);
 
+/// \brief Scatters the SG's shards (shard d = member d's "rep/shard", ShardSize(d) bytes each)
+/// back into full replicated buffers: out[name] receives the buffer's bytes (its size must equal
+/// the buffer's). Buffers not in `out` are skipped. REFT-load's last step.
+Status AssembleBuffers(const SgGeometry& geometry, const std::vector<ConstSpan>& shards,
+                       const std::map<std::string, MutableSpan>& out);
+
 /// \brief The surviving regions of one member's slot (same step!), by region name.
 using MemberRegions = std::map<std::string, ConstSpan>;
 
