@@ -1,6 +1,7 @@
 // Global commit across three nodes with ranks spread over them.
 #include <catch2/catch.hpp>
 #include <future>
+#include <thread>
 
 #include "peer_fixture.h"
 
@@ -93,4 +94,44 @@ TEST_CASE("a lost report is repaired by anti-entropy and a restarted node recove
   CHECK(n0->peer->coordinator()->WaitCommitted("job", 5, 4s));
   CHECK(n0->store->NewestCommitted(r0) == 5);
   CHECK(n1->store->NewestCommitted(r1) == 5);
+}
+
+TEST_CASE("SyncNow makes a node that missed the commit learn it at once", "[peer]") {
+  // Anti-entropy every minute: only the push on completion and SyncNow move commit state.
+  auto slow = [](PeerOptions* o) { o->anti_entropy_interval = std::chrono::milliseconds(60000); };
+  TempDir d0("reft-peer"), d1("reft-peer"), d2("reft-peer");
+  TestNode a("s0", d0.path(), {}, 0, 64 << 10, 0, slow);
+  TestNode b("s1", d1.path(), {a.address}, 0, 64 << 10, 0, slow);
+  REQUIRE(Eventually([&] { return a.peer->membership().LiveMembers().size() == 1 &&
+                                  b.peer->membership().LiveMembers().size() == 1; }, 3s));
+  const local::JobLayout layout{2, 1, 1, 0};
+  store::RankKey r0{"job", 0, 0, 0}, r1{"job", 0, 0, 1};
+  REQUIRE(a.peer->coordinator()->Join(r0, layout).ok());
+  REQUIRE(b.peer->coordinator()->Join(r1, layout).ok());
+  WriteSlot(a.store.get(), r0, 3, RandomBytes(4096, 1));
+  WriteSlot(b.store.get(), r1, 3, RandomBytes(4096, 2));
+  REQUIRE(a.peer->coordinator()->Complete(r0, 3).ok());
+  REQUIRE(b.peer->coordinator()->Complete(r1, 3).ok());
+  REQUIRE(a.peer->coordinator()->WaitCommitted("job", 3, 3s));
+  REQUIRE(b.peer->coordinator()->WaitCommitted("job", 3, 3s));
+
+  // A replacement node joins after the commit: nobody pushes the job to it for a minute.
+  TestNode c("s2", d2.path(), {a.address}, 0, 64 << 10, 0, slow);
+  REQUIRE(Eventually([&] { return c.peer->membership().LiveMembers().size() == 2; }, 3s));
+  std::this_thread::sleep_for(300ms);
+  CHECK(c.peer->coordinator()->NewestCommitted("job") == std::nullopt);
+  Status s = c.peer->coordinator()->SyncNow("job", 1s);
+  CHECK(s.ok());
+  CHECK(c.peer->coordinator()->NewestCommitted("job") == 3);
+
+  // A member that no longer answers is named, and SyncNow still returns within its bound.
+  b.Kill();
+  auto t0 = std::chrono::steady_clock::now();
+  s = c.peer->coordinator()->SyncNow("job", 500ms);
+  auto took = std::chrono::steady_clock::now() - t0;
+  // (s1 is still a live member: detection takes at least the suspicion timeout.)
+  CHECK(s.code() == StatusCode::kUnavailable);
+  CHECK_THAT(s.message(), Catch::Contains("s1"));
+  CHECK(took < 1500ms);
+  CHECK(c.peer->coordinator()->NewestCommitted("job") == 3);
 }

@@ -1,6 +1,7 @@
 // FetchRegion: bit-exact chunked transfer, corruption detection, manifests, bandwidth limit.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstring>
 
 #include "peer_fixture.h"
 #include "reft/checksum.h"
@@ -101,4 +102,66 @@ TEST_CASE("the per-peer token bucket paces FetchRegion", "[peer]") {
   CHECK(got == bytes);
   // 8 MiB at 16 MiB/s with a 1 MiB burst: at least (8 - 1) / 16 s.
   CHECK(took >= 430ms);
+}
+
+TEST_CASE("FetchRegion published_only serves a writing slot's region once it is published",
+          "[peer]") {
+  Pair p(64 << 10);
+  auto bytes = RandomBytes(300000, TestSeed(3));
+  REQUIRE(p.src.store->ConfigureRank(kRank, {{"unique/rng", bytes.size()}, {"rest", 5000}}).ok());
+  auto w = p.src.store->BeginWrite(kRank, 4);
+  REQUIRE(w.ok());
+  std::memcpy((*w)->region_data(0), bytes.data(), bytes.size());
+  std::vector<uint8_t> got(bytes.size());
+  FetchOptions pub;
+  pub.published_only = true;
+  // Not published yet: NotFound (the copier polls); a plain fetch never serves a writing slot.
+  CHECK(p.dst.peer->client().FetchRegion(p.src.address, kRank, 4, "unique/rng", got.data(),
+                                         got.size(), 0, pub).code() == StatusCode::kNotFound);
+  REQUIRE(p.src.store->Publish(kRank, 4, {"unique/rng"}).ok());
+  CHECK(p.dst.peer->client().FetchRegion(p.src.address, kRank, 4, "unique/rng", got.data(),
+                                         got.size()).code() == StatusCode::kNotFound);
+  REQUIRE(p.dst.peer->client().FetchRegion(p.src.address, kRank, 4, "unique/rng", got.data(),
+                                           got.size(), 0, pub).ok());
+  CHECK(got == bytes);
+  // Only the published region is served.
+  std::vector<uint8_t> rest(5000);
+  CHECK(p.dst.peer->client().FetchRegion(p.src.address, kRank, 4, "rest", rest.data(),
+                                         rest.size(), 0, pub).code() == StatusCode::kNotFound);
+  // A caller whose buffer has another size than the region is refused, never given a prefix.
+  pub.expect_region_size = bytes.size() + 1;
+  Status s = p.dst.peer->client().FetchRegion(p.src.address, kRank, 4, "unique/rng", got.data(),
+                                              got.size(), 0, pub);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("expects"));
+  // Bytes changed after Publish are caught against the checksums Publish recorded.
+  pub.expect_region_size = bytes.size();
+  (*w)->region_data(0)[70000] ^= 4;
+  s = p.dst.peer->client().FetchRegion(p.src.address, kRank, 4, "unique/rng", got.data(),
+                                       got.size(), 0, pub);
+  CHECK(s.code() == StatusCode::kCorrupted);
+  // Unpublish withdraws it.
+  p.src.store->Unpublish(kRank);
+  CHECK(p.dst.peer->client().FetchRegion(p.src.address, kRank, 4, "unique/rng", got.data(),
+                                         got.size(), 0, pub).code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("GetManifest lists the ranks whose trainer is connected to the node", "[peer]") {
+  Pair p(64 << 10);
+  const local::JobLayout layout{4, 1, 1, 0};
+  const store::RankKey r1{"job", 0, 0, 1}, r3{"job", 0, 0, 3}, other{"other", 0, 0, 0};
+  REQUIRE(p.src.peer->coordinator()->Join(r1, layout).ok());
+  REQUIRE(p.src.peer->coordinator()->Join(r3, layout).ok());
+  REQUIRE(p.src.peer->coordinator()->Join(other, {1, 1, 1, 0}).ok());
+  auto m = p.dst.peer->client().GetManifest(p.src.address, "job");
+  REQUIRE(m.ok());
+  REQUIRE(m->joined_size() == 2);
+  CHECK(m->joined(0).dp() == 1);
+  CHECK(m->joined(1).dp() == 3);
+  CHECK(p.src.peer->coordinator()->IsJoined(r3));
+  p.src.peer->coordinator()->Leave(r3);
+  CHECK_FALSE(p.src.peer->coordinator()->IsJoined(r3));
+  m = p.dst.peer->client().GetManifest(p.src.address, "");
+  REQUIRE(m.ok());
+  CHECK(m->joined_size() == 2);  // job/dp1 and other/dp0
 }

@@ -20,7 +20,7 @@ PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> see
 
 TestNode::TestNode(const std::string& id, const std::string& shm_dir,
                    std::vector<std::string> seeds, uint64_t epoch, uint64_t chunk_size,
-                   uint64_t bandwidth)
+                   uint64_t bandwidth, const std::function<void(PeerOptions*)>& tweak)
     : node_id(id) {
   store::StoreOptions so;
   so.shm_dir = shm_dir;
@@ -32,6 +32,7 @@ TestNode::TestNode(const std::string& id, const std::string& shm_dir,
   PeerOptions o = FastOptions(id, std::move(seeds));
   o.epoch = epoch;
   o.peer_stream_bandwidth = bandwidth;
+  if (tweak) tweak(&o);
   auto p = PeerNode::Create(o, store.get());
   if (!p.ok()) throw std::runtime_error(p.status().ToString());
   peer = std::move(*p);

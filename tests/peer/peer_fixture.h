@@ -3,6 +3,7 @@
 // 127.0.0.1:0. Fast timers so failure detection takes well under a second or two.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -20,8 +21,10 @@ PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> see
 
 struct TestNode {
   /// Opens the store in `dir` (created by the caller, so a restart can reuse it).
+  /// `tweak` (optional) adjusts the node's PeerOptions after FastOptions().
   TestNode(const std::string& node_id, const std::string& shm_dir, std::vector<std::string> seeds,
-           uint64_t epoch = 0, uint64_t chunk_size = 64 << 10, uint64_t bandwidth = 0);
+           uint64_t epoch = 0, uint64_t chunk_size = 64 << 10, uint64_t bandwidth = 0,
+           const std::function<void(PeerOptions*)>& tweak = nullptr);
   ~TestNode();
   /// Stops the server at once (a link drop as seen by the peers) and the node's threads.
   void Kill();

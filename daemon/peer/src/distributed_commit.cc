@@ -104,6 +104,7 @@ Status DistributedCommitCoordinator::Join(const store::RankKey& rank,
   st.layout = layout;
   st.has_layout = true;
   ++st.connected;
+  ++joined_[rank];
   return Status::OK();
 }
 
@@ -111,6 +112,56 @@ void DistributedCommitCoordinator::Leave(const store::RankKey& rank) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(rank.job);
   if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
+  auto j = joined_.find(rank);
+  if (j != joined_.end() && --j->second <= 0) joined_.erase(j);
+}
+
+std::vector<store::RankKey> DistributedCommitCoordinator::JoinedRanks(
+    const std::optional<std::string>& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<store::RankKey> out;
+  for (const auto& [rank, n] : joined_) {
+    if (!job || rank.job == *job) out.push_back(rank);
+  }
+  return out;
+}
+
+bool DistributedCommitCoordinator::IsJoined(const store::RankKey& rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return joined_.count(rank) > 0;
+}
+
+Status DistributedCommitCoordinator::SyncNow(const std::string& job,
+                                             std::chrono::milliseconds timeout) {
+  if (job.empty()) return Status::InvalidArgument("SyncNow: empty job id");
+  v1::ExchangeCommitStateRequest req;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    *req.add_jobs() = ExportLocked(job, StateLocked(job));
+  }
+  // One call per live member at once; each ends at its own deadline, so this returns within
+  // about `timeout` even when a member hangs (its future is then an error, not a wait).
+  std::vector<std::pair<std::string, std::future<Status>>> calls;
+  for (const auto& m : membership_->LiveMembers()) {
+    calls.emplace_back(m.node_id, std::async(std::launch::async, [this, m, req, timeout]() {
+                         auto r = client_->ExchangeCommitState(m.address, req, timeout);
+                         if (!r.ok()) return r.status();
+                         for (const auto& j : r->jobs()) (void)MergeRemote(j);
+                         return Status::OK();
+                       }));
+  }
+  std::string missing;
+  for (auto& [node, f] : calls) {
+    Status s = f.get();
+    if (s.ok()) continue;
+    if (!missing.empty()) missing += "; ";
+    missing += node + " (" + s.ToString() + ")";
+  }
+  if (!missing.empty()) {
+    return Status::Unavailable("commit state of job '" + job +
+                               "' could not be exchanged with: " + missing);
+  }
+  return Status::OK();
 }
 
 Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_t step) {

@@ -125,24 +125,26 @@ Result<v1::ReportCompleteResponse> PeerClient::ReportComplete(const std::string&
 }
 
 Result<v1::ExchangeCommitStateResponse> PeerClient::ExchangeCommitState(
-    const std::string& address, v1::ExchangeCommitStateRequest req) {
+    const std::string& address, v1::ExchangeCommitStateRequest req,
+    std::chrono::milliseconds timeout) {
   *req.mutable_caller() = Stamp();
   v1::ExchangeCommitStateResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(options_.rpc_deadline));
+  ctx.set_deadline(DeadlineIn(timeout.count() > 0 ? timeout : options_.rpc_deadline));
   REFT_RETURN_NOT_OK(Check(Get(address)->stub->ExchangeCommitState(&ctx, req, &resp),
                            "ExchangeCommitState " + address));
   return resp;
 }
 
 Result<v1::GetManifestResponse> PeerClient::GetManifest(const std::string& address,
-                                                        const std::string& job) {
+                                                        const std::string& job,
+                                                        std::chrono::milliseconds timeout) {
   v1::GetManifestRequest req;
   *req.mutable_caller() = Stamp();
   req.set_job(job);
   v1::GetManifestResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(options_.rpc_deadline));
+  ctx.set_deadline(DeadlineIn(timeout.count() > 0 ? timeout : options_.rpc_deadline));
   REFT_RETURN_NOT_OK(
       Check(Get(address)->stub->GetManifest(&ctx, req, &resp), "GetManifest " + address));
   return resp;
@@ -240,8 +242,15 @@ bool ParseChunkInto(const std::vector<grpc::Slice>& slices, ChunkHeader* h, uint
 Status PeerClient::FetchRegion(const std::string& address, const store::RankKey& rank,
                                int64_t step, const std::string& region, uint8_t* dst,
                                uint64_t dst_size, uint64_t offset) {
+  return FetchRegion(address, rank, step, region, dst, dst_size, offset, FetchOptions{});
+}
+
+Status PeerClient::FetchRegion(const std::string& address, const store::RankKey& rank,
+                               int64_t step, const std::string& region, uint8_t* dst,
+                               uint64_t dst_size, uint64_t offset, const FetchOptions& fo) {
   const std::string what = "FetchRegion " + rank.ToString() + " step " + std::to_string(step) +
-                           " region '" + region + "' from " + address;
+                           " region '" + region + "'" + (fo.published_only ? " (published)" : "") +
+                           " from " + address;
   if (dst_size == 0) return Status::OK();
   auto conn = Get(address);
   v1::FetchRegionRequest req;
@@ -251,8 +260,10 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   req.set_region(region);
   req.set_offset(offset);
   req.set_length(dst_size);
+  req.set_published_only(fo.published_only);
+  req.set_expect_region_size(fo.expect_region_size);
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(options_.fetch_deadline));
+  ctx.set_deadline(DeadlineIn(fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline));
   // Raw stream: chunks arrive as ByteBuffers and their data is copied once, from gRPC's
   // receive slices straight into `dst` (no intermediate protobuf string).
   grpc::Slice req_slice(req.SerializeAsString());

@@ -6,7 +6,7 @@
 
 #include "grpc_status.h"
 #include "reft/checksum.h"
-#include "sealed_checksums.h"
+#include "reft/peer/sealed_checksums.h"
 
 namespace reft::peer {
 
@@ -155,6 +155,13 @@ grpc::Status PeerService::GetManifest(grpc::ServerContext*, const v1::GetManifes
   *resp->mutable_server() = membership_->SelfCaller();
   std::optional<std::string> job;
   if (!req->job().empty()) job = req->job();
+  for (const auto& r : coordinator_->JoinedRanks(job)) {
+    auto* id = resp->add_joined();
+    id->set_job(r.job);
+    id->set_pp(r.pp);
+    id->set_tp(r.tp);
+    id->set_dp(r.dp);
+  }
   for (const auto& info : store_->List(job)) {
     if (info.state != store::SlotState::kComplete && info.state != store::SlotState::kCommitted) {
       continue;
@@ -202,12 +209,20 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
   store::RankKey rank = FromRankId(req.rank());
   const std::string what = rank.ToString() + " step " + std::to_string(req.step()) +
                            " region '" + req.region() + "'";
-  auto ref = store_->Get(rank, req.step());
+  // published_only: a writing slot's region its owner published for peer copies (the chunk
+  // table entries were filled by Publish, so the checks below work unchanged).
+  auto ref = req.published_only() ? store_->GetPublished(rank, req.step(), req.region())
+                                   : store_->Get(rank, req.step());
   if (!ref.ok()) return ToGrpc(ref.status());
   auto slot = std::move(*ref);
   auto idx = slot->FindRegion(req.region());
   if (!idx.ok()) return ToGrpc(idx.status().WithContext(what));
   const uint64_t size = slot->region_size(*idx);
+  if (req.expect_region_size() != 0 && req.expect_region_size() != size) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        what + " has " + std::to_string(size) + " bytes, the caller expects " +
+                            std::to_string(req.expect_region_size()));
+  }
   const uint64_t begin = req.offset();
   const uint64_t length = req.length() ? req.length() : (begin <= size ? size - begin : 0);
   if (begin > size || length > size - begin) {

@@ -1,9 +1,11 @@
-#include "sealed_checksums.h"
+#include "reft/peer/sealed_checksums.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
+#include "reft/checksum.h"
 #include "reft/store/segment_layout.h"
 
 namespace reft::peer {
@@ -50,6 +52,33 @@ Result<SealedChecksums> ReadSealedChecksums(const store::SlotRef& slot, size_t r
   ::close(fd);
   if (!s.ok()) return s;
   return out;
+}
+
+Status VerifySealedRange(const store::SlotRef& slot, size_t region, uint64_t offset,
+                         uint64_t size, const std::string& where) {
+  const uint64_t region_size = slot.region_size(region);
+  if (offset > region_size || size > region_size - offset) {
+    return Status::InvalidArgument("bytes " + std::to_string(offset) + "+" + std::to_string(size) +
+                                   " exceed region '" + slot.info().regions[region].name +
+                                   "' of " + std::to_string(region_size) + " bytes");
+  }
+  if (size == 0) return Status::OK();
+  REFT_ASSIGN_OR_RETURN(SealedChecksums sealed, ReadSealedChecksums(slot, region));
+  const uint64_t c = sealed.chunk_size;
+  if (c == 0) return Status::Corrupted(where + ": chunk size 0 in " + slot.info().path);
+  const uint8_t* base = slot.region_data(region);
+  for (uint64_t i = offset / c; i * c < offset + size; ++i) {
+    const uint64_t begin = i * c;
+    const uint64_t end = std::min(region_size, begin + c);
+    if (i >= sealed.chunks.size() || Checksum64(base + begin, end - begin) != sealed.chunks[i]) {
+      return Status::Corrupted(slot.info().rank.ToString() + " step " +
+                               std::to_string(slot.info().step) + " region '" +
+                               slot.info().regions[region].name + "' on " + where + ": chunk " +
+                               std::to_string(i) + " (region bytes " + std::to_string(begin) +
+                               ".." + std::to_string(end) + ") fails its sealed checksum");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace reft::peer

@@ -47,6 +47,20 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   bool WaitCommitted(const std::string& job, int64_t step,
                      std::chrono::milliseconds timeout) override;
 
+  /// \brief Exchanges `job`'s commit state with every live member now, in parallel, each call
+  /// bounded by `timeout`, and merges the answers: afterwards NewestCommitted(job) covers every
+  /// commit a reachable member knows. A restore calls it before choosing its step, so a node
+  /// that missed a commit message (or just replaced a dead one) never restores an older step
+  /// than the job committed. OK when every live member answered; otherwise Unavailable naming
+  /// the members that did not (what the others said is merged all the same).
+  Status SyncNow(const std::string& job, std::chrono::milliseconds timeout);
+
+  /// \brief Ranks whose trainer is connected to this node now (Join without a matching Leave),
+  /// of `job` or of every job; sorted. Served in GetManifest's `joined`.
+  std::vector<store::RankKey> JoinedRanks(const std::optional<std::string>& job = std::nullopt);
+  /// \brief True when `rank`'s trainer is connected to this node.
+  bool IsJoined(const store::RankKey& rank);
+
   // --- server side (PeerService) ---
   /// Merges a peer's view of a job and returns the merged view. InvalidArgument on a layout
   /// that differs from the known one.
@@ -75,6 +89,7 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, JobState> jobs_;
+  std::map<store::RankKey, int> joined_;  // rank -> connected sessions (Join - Leave)
   std::set<std::string> dirty_;
   bool running_ = false;
   std::thread thread_;

@@ -4,6 +4,7 @@
 /// call, explicit message size limits, and a TokenBucket per peer shared by its FetchRegion
 /// streams (PeerOptions::peer_stream_bandwidth). Thread-safe.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -21,6 +22,18 @@
 
 namespace reft::peer {
 
+/// \brief Per-call settings of PeerClient::FetchRegion beyond the byte range.
+struct FetchOptions {
+  /// Serve the region of a slot still being written once its owner published it
+  /// (SnapshotStore::Publish); NotFound while it is not published. Default: complete or
+  /// committed slots only.
+  bool published_only = false;
+  /// Non-zero: the region must have exactly this size (InvalidArgument otherwise).
+  uint64_t expect_region_size = 0;
+  /// Deadline of the whole stream; 0 = PeerOptions::fetch_deadline.
+  std::chrono::milliseconds timeout{0};
+};
+
 class PeerClient {
  public:
   /// `caller` stamps every request (protocol version, node id, current epoch).
@@ -37,10 +50,15 @@ class PeerClient {
                                       std::chrono::milliseconds timeout);
   Result<v1::ReportCompleteResponse> ReportComplete(const std::string& address,
                                                     const v1::JobCommitState& state);
+  /// `timeout` 0 = PeerOptions::rpc_deadline.
   Result<v1::ExchangeCommitStateResponse> ExchangeCommitState(
-      const std::string& address, v1::ExchangeCommitStateRequest request);
-  /// Manifest of the peer's complete/committed slots (`job` empty = all jobs).
-  Result<v1::GetManifestResponse> GetManifest(const std::string& address, const std::string& job);
+      const std::string& address, v1::ExchangeCommitStateRequest request,
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  /// Manifest of the peer's complete/committed slots and joined ranks (`job` empty = all jobs).
+  /// `timeout` 0 = PeerOptions::rpc_deadline.
+  Result<v1::GetManifestResponse> GetManifest(
+      const std::string& address, const std::string& job,
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   /// \brief Fetches bytes [offset, offset + dst_size) of `region` of `rank`'s slot of `step`
   /// from the peer at `address` into `dst`, verifying every chunk's checksum.
@@ -50,6 +68,11 @@ class PeerClient {
   Status FetchRegion(const std::string& address, const store::RankKey& rank, int64_t step,
                      const std::string& region, uint8_t* dst, uint64_t dst_size,
                      uint64_t offset = 0);
+  /// \brief The same with per-call options (published regions, expected size, deadline);
+  /// NotFound with `published_only` also means "not published yet".
+  Status FetchRegion(const std::string& address, const store::RankKey& rank, int64_t step,
+                     const std::string& region, uint8_t* dst, uint64_t dst_size, uint64_t offset,
+                     const FetchOptions& options);
 
   /// Drops the cached channel of `address` (e.g. after the peer was declared dead).
   void Forget(const std::string& address);
