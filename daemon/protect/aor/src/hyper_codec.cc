@@ -77,8 +77,8 @@ Result<StepHyper> DecodeStepHyper(const uint8_t* data, size_t size) {
   h.skipped = (data[1] & kFlagSkipped) != 0;
   h.iteration = GetU64(data + kOffIteration);
   h.step = GetU64(data + kOffStep);
-  double* fields[7] = {&h.lr, &h.beta1, &h.beta2, &h.eps, &h.weight_decay, &h.clip_coef,
-                       &h.grad_scale};
+  double* fields[7] = {&h.lr,           &h.beta1,     &h.beta2,     &h.eps,
+                       &h.weight_decay, &h.clip_coef, &h.grad_scale};
   for (int i = 0; i < 7; ++i) *fields[i] = GetF64(data + kOffDoubles + 8 * i);
   REFT_RETURN_NOT_OK(ValidateStepHyper(h));
   return h;

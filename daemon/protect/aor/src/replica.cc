@@ -37,8 +37,8 @@ Status AorReplica::Apply(const StepHyper& hyper, const void* grad, GradDtype dty
   }
   if (hyper.iteration <= iteration_) {
     return Status::InvalidArgument("aor replica: iteration " + std::to_string(hyper.iteration) +
-                                   " already applied (replica is at " +
-                                   std::to_string(iteration_) + ")");
+                                   " already applied (replica is at " + std::to_string(iteration_) +
+                                   ")");
   }
   if (hyper.iteration != iteration_ + 1) {
     MarkStale("missed iterations " + std::to_string(iteration_ + 1) + ".." +

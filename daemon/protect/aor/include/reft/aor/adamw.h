@@ -38,7 +38,14 @@
 /// addcmul_, sqrt, div, add_(eps), addcdiv_) with the scalars rounded to fp32 the way ATen
 /// rounds a Python scalar for a float tensor. It is not bit-identical to torch: ATen's
 /// vectorised `add(alpha)` uses a fused multiply-add, its scalar tail does not, and the kernel
-/// chosen depends on the CPU (docs/protection.md "AOR" gives the measured difference).
+/// chosen depends on the CPU. With ATen's portable kernels (ATEN_CPU_CAPABILITY=default on
+/// x86-64) torch and this kernel agree bit for bit; with its AVX2 kernels they differ by a few
+/// ulps (docs/protection.md "AOR" gives the measured difference).
+///
+/// Floating-point environment: bit-identity between owner and replica assumes both run with
+/// the default environment (round to nearest, no flush-to-zero / denormals-are-zero). A process
+/// that sets FTZ/DAZ (e.g. torch.set_flush_denormal(True)) computes subnormal intermediates
+/// differently from one that does not.
 
 #include <cstddef>
 #include <cstdint>
@@ -89,7 +96,9 @@ void AdamWStepRange(const AdamWCoefficients& c, const AdamWState& state, const v
 /// \param[in] hyper      validated here; if hyper.skipped nothing is read or written
 /// \param[in] grad       `n` gradients of type `dtype` (may be nullptr only when n == 0)
 /// \param[in] n          must equal state.size
-/// \param[in] threads    >= 1; values above n are clamped
+/// \param[in] threads    >= 1; values above n are clamped. Workers are std::threads started
+///                       for this call and joined before it returns (~tens of µs, negligible
+///                       next to a shard of millions of elements).
 /// \return InvalidArgument (nothing changed) for an invalid hyper, a size mismatch, a null
 ///         array or threads < 1.
 Status AdamWUpdate(const AdamWState& state, const StepHyper& hyper, const void* grad,

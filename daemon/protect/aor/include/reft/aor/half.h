@@ -2,12 +2,12 @@
 /// \file half.h
 /// \brief Exact fp16/bf16 → fp32 conversions and round-to-nearest-even fp32 → fp16/bf16.
 ///
-/// Integer-only bit manipulation (no floating-point arithmetic, so no dependence on the
-/// rounding mode, FMA contraction or -ffast-math of the including translation unit), inline
-/// so the AdamW kernel can convert gradients on the fly. Every fp16 and bf16 value, subnormals
-/// included, is exactly representable in fp32, so widening is exact; narrowing rounds to
-/// nearest, ties to even (what torch's .half() / .bfloat16() do), overflows to infinity and
-/// keeps NaNs NaN (quiet).
+/// Bit manipulation (the only floating-point operation, in HalfToFloat, is exact), so the
+/// results do not depend on the rounding mode, FMA contraction or -ffast-math of the including
+/// translation unit; inline so the AdamW kernel can convert gradients on the fly. Every fp16 and
+/// bf16 value, subnormals included, is exactly representable in fp32, so widening is exact;
+/// narrowing rounds to nearest, ties to even (what torch's .half() / .bfloat16() do), overflows to
+/// infinity and keeps NaNs NaN (quiet).
 
 #include <cstdint>
 #include <cstring>
@@ -29,22 +29,23 @@ inline float BitsToFloat(uint32_t u) {
 }
 
 /// \brief Exact widening of an IEEE binary16 bit pattern.
+///
+/// Branch-free so that the AdamW kernel's conversion loop vectorises. The one
+/// floating-point operation, for subnormals, is exact: an integer below 1024 converted to float
+/// and scaled by 2^-24 gives a normal float, whatever the rounding mode or FTZ/DAZ.
 inline float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return BitsToFloat(sign | 0x7f800000u | (mant << 13));  // inf / NaN
-  if (exp == 0) {
-    if (mant == 0) return BitsToFloat(sign);  // ±0
-    // Subnormal: value = mant · 2^-24. Normalise: shift the leading one up to the implicit
-    // bit (0x400, which has 21 leading zeros in 32 bits) and lower the exponent to match.
-    const uint32_t shift = static_cast<uint32_t>(__builtin_clz(mant)) - 21u;  // 1..10
-    mant = (mant << shift) & 0x3ffu;
-    exp = 1u - shift;
-  }
-  // Rebias 15 → 127. For subnormals exp = 1 − shift wraps below zero as an unsigned value; the
-  // sum is computed modulo 2^32 and lands in range (103..112).
-  return BitsToFloat(sign | ((exp + (127u - 15u)) << 23) | (mant << 13));
+  const uint32_t em = h & 0x7fffu;                    // exponent and mantissa
+  const uint32_t normal = (em << 13) + 0x38000000u;   // rebias 15 → 127
+  const uint32_t inf_nan = (em << 13) | 0x7f800000u;  // keeps the NaN payload
+  const uint32_t subnormal =                          // mant · 2^-24 (±0 for mant = 0)
+      FloatBits(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f);
+  // Masks rather than ?: so that compilers if-convert and vectorise the loop.
+  const uint32_t is_inf_nan = 0u - static_cast<uint32_t>(em >= 0x7c00u);
+  const uint32_t is_subnormal = 0u - static_cast<uint32_t>(em < 0x0400u);
+  uint32_t bits = (normal & ~is_inf_nan) | (inf_nan & is_inf_nan);
+  bits = (bits & ~is_subnormal) | (subnormal & is_subnormal);
+  return BitsToFloat(sign | bits);
 }
 
 /// \brief Round-to-nearest-even narrowing to binary16.
@@ -53,7 +54,8 @@ inline uint16_t FloatToHalf(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t ax = x & 0x7fffffffu;
   if (ax >= 0x7f800000u) {  // inf or NaN (NaN keeps its top payload bits and is made quiet)
-    return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
+    return static_cast<uint16_t>(sign | 0x7c00u |
+                                 (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
   }
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
   if (ax >= 0x38800000u) {  // normal binary16 range (>= 2^-14)
@@ -79,7 +81,8 @@ inline float BFloat16ToFloat(uint16_t b) { return BitsToFloat(static_cast<uint32
 /// \brief Round-to-nearest-even narrowing to bfloat16.
 inline uint16_t FloatToBFloat16(float f) {
   const uint32_t x = FloatBits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   const uint32_t lsb = (x >> 16) & 1u;
   return static_cast<uint16_t>((x + 0x7fffu + lsb) >> 16);  // overflow carries into inf
 }

@@ -44,8 +44,8 @@ class AorReplica {
   Status Apply(const StepHyper& hyper, const void* grad, GradDtype dtype, size_t n);
 
   /// \brief DecodeStepHyper (hyper_codec.h) then Apply.
-  Status ApplyEncoded(const uint8_t* hyper, size_t hyper_size, const void* grad,
-                      GradDtype dtype, size_t n);
+  Status ApplyEncoded(const uint8_t* hyper, size_t hyper_size, const void* grad, GradDtype dtype,
+                      size_t n);
 
   /// \brief Marks the replica stale, e.g. when the caller dropped an update under
   /// back-pressure before it reached Apply. Idempotent; keeps the first reason.
