@@ -1,0 +1,84 @@
+#pragma once
+/// \file cluster_view.h
+/// \brief Where the snapshots of one job are: every complete or committed slot (node, rank,
+/// step, state, regions with sizes and sealed chunk checksums) in this node's store and in every
+/// live member's manifest, and which node hosts which connected trainer ("joined" ranks).
+///
+/// A view is a snapshot of the cluster at one moment: a slot listed may be gone when it is
+/// read (its node died, a newer commit freed it); readers treat that as a failed source and move
+/// on. Members that did not answer are listed in `unreachable` and hold nothing in the view.
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reft/result.h"
+#include "reft/store/snapshot_store.h"
+
+namespace reft::peer {
+class PeerNode;
+}  // namespace reft::peer
+
+namespace reft::recovery {
+
+/// \brief One region of a located slot, with the checksums its holder sealed.
+struct RegionEntry {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t chunk_size = 0;       ///< sealed checksum granularity of the holder's store
+  std::vector<uint64_t> chunks;  ///< XXH3-64 of every chunk of the region
+};
+
+/// \brief One complete or committed slot somewhere in the cluster.
+struct SlotEntry {
+  std::string node;     ///< node id of the holder
+  std::string address;  ///< its Peer address; empty for this node
+  bool local = false;   ///< held by this node's store
+  store::RankKey rank;
+  int64_t step = -1;
+  std::string state;  ///< "complete" | "committed"
+  std::vector<RegionEntry> regions;
+
+  /// The region named `name`, or nullptr.
+  const RegionEntry* Region(const std::string& name) const;
+  /// "this node (n0)" or "node 'n1'", for messages.
+  std::string Where() const;
+};
+
+struct ClusterView {
+  std::string job;
+  std::string self;  ///< this node's id
+  std::vector<SlotEntry> slots;
+  /// Ranks whose trainer is connected now, and the nodes they are connected to.
+  std::map<store::RankKey, std::set<std::string>> joined;
+  /// Node id -> Peer address of every member that answered (this node: "").
+  std::map<std::string, std::string> addresses;
+  /// "node: reason" for live members whose manifest could not be read.
+  std::vector<std::string> unreachable;
+
+  /// Slots of `rank` holding `step`, this node's first.
+  std::vector<const SlotEntry*> Find(const store::RankKey& rank, int64_t step) const;
+  /// Every rank with a slot at `step`.
+  std::set<store::RankKey> RanksAt(int64_t step) const;
+};
+
+/// \brief Builds ClusterViews from the local store and the live members' manifests.
+/// Thread-safe (no state of its own).
+class Locator {
+ public:
+  /// Both must outlive the locator.
+  Locator(store::SnapshotStore* store, peer::PeerNode* peer);
+
+  /// \brief Lists `job` on this node and asks every live member for its manifest in parallel,
+  /// each call bounded by `timeout`. Never fails because of a member: unreachable ones are
+  /// listed in the view. IoError/Corrupted only when this node's own chunk tables are unreadable.
+  Result<ClusterView> Collect(const std::string& job, std::chrono::milliseconds timeout) const;
+
+ private:
+  store::SnapshotStore* store_;
+  peer::PeerNode* peer_;
+};
+
+}  // namespace reft::recovery

@@ -1,0 +1,86 @@
+#pragma once
+/// \file fetcher.h
+/// \brief Fetches many byte ranges with bounded concurrency, deadlines and retry on another
+/// source.
+///
+/// Each item is split into pieces (RecoveryOptions::piece_bytes rounded up to the first source's
+/// sealed chunk size). `concurrency` workers take pieces from one queue; a worker tries a
+/// piece's sources in order. A source failing with Corrupted, NotFound or InvalidArgument fails
+/// only that piece there; one failing with Unavailable, Timeout, Protocol or Cancelled (the
+/// holder died, hangs, or is fenced) is remembered as a bad node for the rest of the fetcher's
+/// life, so later pieces skip it at once instead of waiting for their own deadline. A piece is
+/// tried on each source at most once. When a piece runs out of sources its item fails (its other
+/// pieces are skipped) with every attempt's error in the message. Thread-compatible: one Run at
+/// a time.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reft/recovery/cluster_view.h"
+#include "reft/recovery/recovery_options.h"
+#include "reft/recovery/region_reader.h"
+#include "reft/recovery/restore_stats.h"
+
+namespace reft::recovery {
+
+/// \brief What a fetched region is, for RestoreStats' byte counters.
+enum class ByteKind { kShard, kReplica, kParity, kUnique, kOther };
+
+/// \brief One place the bytes of an item can be read: region `region` of `slot`, starting at
+/// `region_offset` (the item's byte 0).
+struct Source {
+  const SlotEntry* slot = nullptr;
+  std::string region;
+  uint64_t region_offset = 0;
+  ByteKind kind = ByteKind::kShard;
+  std::string Label() const;  ///< "rep/arc+1 of pp0-tp0-dp1 on node 'n2'"
+};
+
+/// \brief One range to fill, with its sources in order of preference.
+struct FetchItem {
+  std::string what;  ///< "shard dp2", for messages
+  uint8_t* dst = nullptr;
+  uint64_t size = 0;
+  std::vector<Source> sources;
+
+  // Results of Run():
+  Status status;                 ///< OK, or why every source failed for some piece
+  std::set<std::string> served;  ///< labels of the sources that served its pieces
+};
+
+class Fetcher {
+ public:
+  /// `reader` must outlive the fetcher. `stats` (optional) receives byte counters and retries;
+  /// `progress` (optional) is called after every verified piece.
+  Fetcher(const RegionReader* reader, RecoveryOptions options, RestoreStats* stats = nullptr,
+          ProgressCallback progress = nullptr);
+
+  /// \brief Fetches every item; returns when all pieces are done or abandoned. Each piece
+  /// attempt ends by min(now + piece_timeout, deadline); past `deadline` nothing new starts and
+  /// the remaining pieces fail with Timeout. Item results in `items[i].status`.
+  void Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline);
+
+  /// Nodes given up on so far ("node: reason").
+  std::map<std::string, std::string> bad_nodes() const;
+
+ private:
+  struct RunState;  // one Run(): pieces, queue position, per-item failure flags
+  void Work(RunState* run);
+  bool IsBad(const std::string& node) const;
+  void MarkBad(const std::string& node, const Status& why);
+
+  const RegionReader* reader_;
+  RecoveryOptions options_;
+  RestoreStats* stats_;
+  ProgressCallback progress_;
+  mutable std::mutex mu_;  // bad_nodes_, stats_, progress_, item results
+  std::map<std::string, std::string> bad_nodes_;
+  uint64_t done_ = 0;
+};
+
+}  // namespace reft::recovery

@@ -1,0 +1,51 @@
+#pragma once
+/// \file published_copier.h
+/// \brief local::PeerCopier for reftd: copies a ring neighbour's published region ("unique/<n>"
+/// of rank dp+1, DESIGN.md §2 "peer copy") into this rank's slot before it is sealed.
+///
+/// Locating rank `from`: this node first (its trainer is connected here, or its slot of the
+/// step is here), then the node that served it last time (cached), then the members' manifests
+/// (`joined`, then slots). Copy: local GetPublished + checksum check against the chunk table
+/// Publish filled, or FetchRegion(published_only, expect_region_size) from the peer, whose
+/// chunks are verified by the peer layer. While the region is not published yet (NotFound) it
+/// polls with a doubling backoff (copy_backoff_min..max), re-reading the manifests every
+/// relocate_interval; a dead or hung holder is located again. Gives up at `timeout`.
+/// Thread-safe.
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "reft/local/recovery_hooks.h"
+#include "reft/recovery/cluster_view.h"
+#include "reft/recovery/recovery_options.h"
+
+namespace reft::recovery {
+
+class PublishedCopier final : public local::PeerCopier {
+ public:
+  /// `store` and `peer` must outlive this object.
+  PublishedCopier(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOptions options = {});
+
+  /// \brief See local::PeerCopier. Timeout (with the last reason) when the region is not
+  /// published within `timeout`; InvalidArgument when its size differs from `size`; Corrupted
+  /// is retried (the owner may re-publish) and reported at the timeout.
+  Status CopyPublished(const store::RankKey& from, int64_t step, const std::string& region,
+                       uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout) override;
+
+ private:
+  Status CopyLocal(const store::RankKey& from, int64_t step, const std::string& region,
+                   uint8_t* dst, uint64_t size);
+  /// Node ids that may host `from`, best first ("" = this node).
+  std::vector<std::string> Locate(const store::RankKey& from, int64_t step,
+                                  std::chrono::milliseconds timeout);
+
+  store::SnapshotStore* store_;
+  peer::PeerNode* peer_;
+  RecoveryOptions options_;
+  Locator locator_;
+  std::mutex mu_;
+  std::map<store::RankKey, std::string> cache_;  // rank -> node that served it last
+};
+
+}  // namespace reft::recovery

@@ -1,0 +1,105 @@
+#pragma once
+/// \file reft_load.h
+/// \brief REFT-load (seeds-spec §1.8, DESIGN.md §3 "Restore" and "Rebuild"): the cluster side of
+/// restore. Implements local::RestoreProvider for the local channel, and offers the rebuild of
+/// lost ranks and the restore check to the Admin service.
+///
+/// Step choice (deviation from the paper's coordinator, seeds-spec §1.8 step 2): the paper's
+/// coordinator picks "the newest version every shard of every SG can be rebuilt at". Here the
+/// step is the newest step *committed* job-wide by the distributed commit (after SyncNow with
+/// every live member), never an older one: once step S committed, every node frees the slots
+/// older than S, so no older in-memory step is complete anywhere, and restoring different steps
+/// on different ranks would mix versions. If S cannot be rebuilt the answer is Lost (the
+/// persistent tier is the fallback, phase 2), never silently an older step. There is no
+/// coordinator process either: each restoring daemon locates the slots itself (manifests of all
+/// live members) and pulls what its rank needs, which is REFT-load's all-gather done per rank.
+///
+/// Thread-safe: concurrent restores of different ranks run independently (each has its own
+/// fetcher with RecoveryOptions::concurrency workers).
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reft/local/recovery_hooks.h"
+#include "reft/recovery/cluster_view.h"
+#include "reft/recovery/recovery_options.h"
+#include "reft/recovery/region_reader.h"
+#include "reft/recovery/restore_check.h"
+#include "reft/recovery/restore_stats.h"
+
+namespace reft::recovery {
+
+/// \brief Outcome of RebuildLostRanks for one rank.
+struct RankRebuild {
+  store::RankKey rank;
+  Status status;       ///< OK: its slot was regenerated and committed on this node
+  std::string detail;  ///< where its state came from
+};
+
+struct RebuildReport {
+  std::string job;
+  int64_t step = -1;  ///< the newest committed step; -1 = nothing committed
+  std::vector<RankRebuild> ranks;  ///< every rank no live node held at `step`
+  RestoreStats stats;
+};
+
+class ReftLoad final : public local::RestoreProvider {
+ public:
+  /// Called after every Restore / RebuildLostRanks with the operation ("restore" or "rebuild"),
+  /// its status and its stats (metrics, logs). Runs on the calling thread.
+  using Observer =
+      std::function<void(const std::string& operation, const Status&, const RestoreStats&)>;
+
+  /// `store` and `peer` must outlive this object.
+  ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOptions options = {});
+
+  /// \brief RestoreProvider: see Restore(meta, stats, progress).
+  Result<local::RestoredState> Restore(const protect::SlotMeta& meta) override;
+
+  /// \brief The newest step committed job-wide, assembled for the rank `meta` describes: its
+  /// sharding group's replicated buffers (own shards from the members' slots, lost ones rebuilt
+  /// from ARC copies, AEC or RS) and its unique buffers (own slot, else rank dp−1's peer/AOR
+  /// copy), verified, in a memfd: replicated buffers back to back in name order from offset 0
+  /// (the SG's canonical vector), then each unique buffer at a 4 KiB boundary.
+  /// When this node holds no slot of the rank at that step (a replacement node) and
+  /// rebuild_on_restore is set, the slot is regenerated and committed here (a failure to do so
+  /// is a warning in `stats`, the restore still succeeds).
+  /// \return step -1 when nothing is committed; InvalidArgument naming the differences when the
+  /// trainer declares other buffers/layout/protection than the snapshot; Lost naming exactly what
+  /// cannot be rebuilt; Timeout past restore_timeout. Never reads a step other than the newest
+  /// committed one.
+  Result<local::RestoredState> Restore(const protect::SlotMeta& meta, RestoreStats* stats,
+                                       const ProgressCallback& progress = nullptr);
+
+  /// \brief Regenerates onto this node the slot of every rank of `job` that no live node holds
+  /// at the newest committed step (world from the snapshots' layout). Per-rank outcomes in the
+  /// report (Lost for ranks that cannot be rebuilt). NotFound when nothing is committed or no
+  /// slot of the step is left anywhere. Backs `reftctl rebuild`.
+  Result<RebuildReport> RebuildLostRanks(const std::string& job,
+                                         const ProgressCallback& progress = nullptr);
+
+  /// \brief Whether the newest committed step of `job` can be rebuilt, and from what (no bytes
+  /// are moved). step -1 when nothing is committed.
+  Result<RestoreCheck> CheckRestore(const std::string& job);
+
+  /// Sets the observer (call before use; not synchronised with running operations).
+  void SetObserver(Observer observer) { observer_ = std::move(observer); }
+
+ private:
+  /// Sync + newest committed step + located slots.
+  Result<int64_t> ChooseStep(const std::string& job, RestoreStats* stats);
+  Result<local::RestoredState> RestoreImpl(const protect::SlotMeta& meta, RestoreStats* stats,
+                                           const ProgressCallback& progress);
+  Result<RebuildReport> RebuildImpl(const std::string& job, const ProgressCallback& progress);
+
+  store::SnapshotStore* store_;
+  peer::PeerNode* peer_;
+  RecoveryOptions options_;
+  Locator locator_;
+  RegionReader reader_;
+  Observer observer_;
+};
+
+}  // namespace reft::recovery

@@ -1,0 +1,58 @@
+#pragma once
+/// \file restore_check.h
+/// \brief `reftctl restore-check`: can the newest committed step of a job be rebuilt in memory,
+/// and from what. Computed from the located slots and the recovery analysis only (the slots'
+/// "meta" regions are read, no payload), so it is cheap and changes nothing.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reft/store/snapshot_store.h"
+
+namespace reft::recovery {
+
+/// \brief How one member's shard of the replicated buffers would be obtained.
+struct ShardCheck {
+  int dp = 0;
+  /// "slot": its own slot serves it; "rebuilt": decoded/copied from the survivors' redundancy;
+  /// "lost": some of its bytes cannot be rebuilt.
+  std::string state;
+  std::string node;    ///< node serving it ("slot"), else ""
+  std::string detail;  ///< the source, the rebuild ("rebuilt from rep/arc+1 of dp0"), or the loss
+};
+
+/// \brief One rank of the group.
+struct RankCheck {
+  store::RankKey rank;
+  std::vector<std::string> nodes;  ///< nodes holding its slot at the step (empty: lost slot)
+  /// Where its unique buffers would come from: "own slot on node 'n1'", "peer/<b> of
+  /// pp0-tp0-dp1 on node 'n2'", "none" (it has none), or "lost".
+  std::string unique;
+  bool rebuildable = false;  ///< slot lost but RebuildLostRanks could regenerate it
+};
+
+struct GroupCheck {
+  int pp = 0;
+  int tp = 0;
+  int members = 0;
+  std::string scheme;
+  std::vector<int> alive;  ///< dp of the members whose slot a live node holds
+  std::vector<ShardCheck> shards;
+  std::vector<RankCheck> ranks;
+  bool recoverable = false;
+  std::string lost;  ///< exactly what is lost ("" when recoverable)
+};
+
+struct RestoreCheck {
+  std::string job;
+  int64_t step = -1;  ///< newest committed step; -1: nothing committed
+  bool recoverable = false;
+  std::vector<GroupCheck> groups;  ///< ordered by (pp, tp)
+  std::vector<std::string> unreachable;  ///< members whose manifest could not be read
+  std::vector<std::string> warnings;
+  /// \brief One line: "step 7: recoverable (2 shards rebuilt)" or "step 7: LOST: ...".
+  std::string Summary() const;
+};
+
+}  // namespace reft::recovery

@@ -1,0 +1,142 @@
+/// \file cluster_view.cc
+/// \brief Locating a job's slots: this node's store plus every live member's manifest.
+
+#include "reft/recovery/cluster_view.h"
+
+#include <future>
+#include <utility>
+
+#include "reft/peer/peer_node.h"
+#include "reft/peer/sealed_checksums.h"
+
+namespace reft::recovery {
+
+namespace {
+
+store::RankKey FromRankId(const v1::RankId& r) {
+  store::RankKey k;
+  k.job = r.job();
+  k.pp = r.pp();
+  k.tp = r.tp();
+  k.dp = r.dp();
+  return k;
+}
+
+// Slots of one member's manifest, as view entries.
+void AddManifest(const std::string& node, const std::string& address, const std::string& job,
+                 const v1::GetManifestResponse& m, ClusterView* view) {
+  for (const auto& s : m.slots()) {
+    if (s.rank().job() != job) continue;
+    SlotEntry e;
+    e.node = node;
+    e.address = address;
+    e.rank = FromRankId(s.rank());
+    e.step = s.step();
+    e.state = s.state();
+    for (const auto& r : s.regions()) {
+      RegionEntry re;
+      re.name = r.name();
+      re.size = r.size();
+      re.chunk_size = r.chunk_size();
+      re.chunks.assign(r.chunk_checksums().begin(), r.chunk_checksums().end());
+      e.regions.push_back(std::move(re));
+    }
+    view->slots.push_back(std::move(e));
+  }
+  for (const auto& r : m.joined()) {
+    if (r.job() == job) view->joined[FromRankId(r)].insert(node);
+  }
+}
+
+}  // namespace
+
+const RegionEntry* SlotEntry::Region(const std::string& name) const {
+  for (const auto& r : regions) {
+    if (r.name == name) return &r;
+  }
+  return nullptr;
+}
+
+std::string SlotEntry::Where() const {
+  return local ? "this node (" + node + ")" : "node '" + node + "'";
+}
+
+std::vector<const SlotEntry*> ClusterView::Find(const store::RankKey& rank, int64_t step) const {
+  std::vector<const SlotEntry*> out;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& s : slots) {
+      if (s.local == (pass == 0) && s.step == step && s.rank == rank) out.push_back(&s);
+    }
+  }
+  return out;
+}
+
+std::set<store::RankKey> ClusterView::RanksAt(int64_t step) const {
+  std::set<store::RankKey> out;
+  for (const auto& s : slots) {
+    if (s.step == step) out.insert(s.rank);
+  }
+  return out;
+}
+
+Locator::Locator(store::SnapshotStore* store, peer::PeerNode* peer) : store_(store), peer_(peer) {}
+
+Result<ClusterView> Locator::Collect(const std::string& job,
+                                     std::chrono::milliseconds timeout) const {
+  ClusterView view;
+  view.job = job;
+  view.self = peer_->membership().node_id();
+  view.addresses[view.self] = "";
+  // Ask every live member at once; each call ends at its own deadline.
+  std::vector<std::pair<peer::MemberInfo, std::future<Result<v1::GetManifestResponse>>>> calls;
+  for (const auto& m : peer_->membership().LiveMembers()) {
+    calls.emplace_back(m, std::async(std::launch::async, [this, m, job, timeout] {
+                         return peer_->client().GetManifest(m.address, job, timeout);
+                       }));
+  }
+  // This node: complete and committed slots with the checksums sealed in their chunk tables.
+  Status local_error;
+  for (const auto& info : store_->List(job)) {
+    if (info.state != store::SlotState::kComplete && info.state != store::SlotState::kCommitted) {
+      continue;
+    }
+    auto ref = store_->Get(info.rank, info.step);
+    if (!ref.ok()) continue;  // freed since List (a newer commit)
+    SlotEntry e;
+    e.node = view.self;
+    e.local = true;
+    e.rank = info.rank;
+    e.step = info.step;
+    e.state = store::SlotStateName((*ref)->info().state);
+    bool readable = true;
+    for (size_t i = 0; i < (*ref)->info().regions.size(); ++i) {
+      auto sealed = peer::ReadSealedChecksums(**ref, i);
+      if (!sealed.ok()) {
+        if (local_error.ok()) local_error = sealed.status();
+        readable = false;
+        break;
+      }
+      RegionEntry re;
+      re.name = (*ref)->info().regions[i].name;
+      re.size = (*ref)->region_size(i);
+      re.chunk_size = sealed->chunk_size;
+      re.chunks = std::move(sealed->chunks);
+      e.regions.push_back(std::move(re));
+    }
+    if (readable) view.slots.push_back(std::move(e));
+  }
+  for (const auto& r : peer_->coordinator()->JoinedRanks(job)) view.joined[r].insert(view.self);
+  for (auto& [member, call] : calls) {
+    auto m = call.get();
+    if (!m.ok()) {
+      view.unreachable.push_back(member.node_id + ": " + m.status().ToString());
+      continue;
+    }
+    view.addresses[member.node_id] = member.address;
+    AddManifest(member.node_id, member.address, job, *m, &view);
+  }
+  if (view.slots.empty() && !local_error.ok()) return local_error;
+  return view;
+}
+
+}  // namespace reft::recovery

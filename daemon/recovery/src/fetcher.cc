@@ -1,0 +1,178 @@
+/// \file fetcher.cc
+/// \brief Bounded-concurrency piece fetching with per-piece deadlines and source failover.
+
+#include "reft/recovery/fetcher.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+namespace reft::recovery {
+
+namespace {
+
+// Failures that say the holder itself is gone or hanging (not just this piece's bytes).
+bool IsNodeFailure(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kTimeout:
+    case StatusCode::kProtocol:
+    case StatusCode::kCancelled:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::string Source::Label() const {
+  return region + " of " + slot->rank.ToString().substr(slot->rank.job.size() + 1) + " on " +
+         slot->Where();
+}
+
+struct Fetcher::RunState {
+  struct Piece {
+    size_t item = 0;
+    uint64_t offset = 0;
+    uint64_t size = 0;
+  };
+  std::vector<FetchItem>* items = nullptr;
+  std::vector<Piece> pieces;
+  std::atomic<size_t> next{0};
+  std::vector<char> failed;  // per item, under Fetcher::mu_
+  std::chrono::steady_clock::time_point deadline;
+  uint64_t total = 0;
+};
+
+Fetcher::Fetcher(const RegionReader* reader, RecoveryOptions options, RestoreStats* stats,
+                 ProgressCallback progress)
+    : reader_(reader),
+      options_(std::move(options)),
+      stats_(stats),
+      progress_(std::move(progress)) {}
+
+bool Fetcher::IsBad(const std::string& node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bad_nodes_.count(node) > 0;
+}
+
+void Fetcher::MarkBad(const std::string& node, const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bad_nodes_.emplace(node, why.ToString());
+}
+
+std::map<std::string, std::string> Fetcher::bad_nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bad_nodes_;
+}
+
+void Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline) {
+  RunState run;
+  run.items = items;
+  run.deadline = deadline;
+  run.failed.assign(items->size(), 0);
+  const uint64_t want = std::max<uint64_t>(options_.piece_bytes, 1);
+  for (size_t i = 0; i < items->size(); ++i) {
+    FetchItem& item = (*items)[i];
+    item.status = Status::OK();
+    item.served.clear();
+    if (item.size == 0) continue;
+    if (item.sources.empty()) {
+      item.status = Status::NotFound(item.what + ": no live node holds a copy");
+      run.failed[i] = 1;
+      continue;
+    }
+    // Pieces cover whole sealed chunks of the preferred source, so each is verified entirely.
+    uint64_t chunk = 0;
+    if (const RegionEntry* r = item.sources.front().slot->Region(item.sources.front().region)) {
+      chunk = r->chunk_size;
+    }
+    const uint64_t piece = chunk > 0 ? (want + chunk - 1) / chunk * chunk : want;
+    for (uint64_t off = 0; off < item.size; off += piece) {
+      run.pieces.push_back({i, off, std::min(piece, item.size - off)});
+      run.total += std::min(piece, item.size - off);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = 0;
+  }
+  const size_t workers =
+      std::min<size_t>(std::max(1, options_.concurrency), std::max<size_t>(1, run.pieces.size()));
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < workers; ++w) threads.emplace_back([this, &run] { Work(&run); });
+  Work(&run);
+  for (auto& t : threads) t.join();
+}
+
+void Fetcher::Work(RunState* run) {
+  using Clock = std::chrono::steady_clock;
+  while (true) {
+    const size_t p = run->next.fetch_add(1);
+    if (p >= run->pieces.size()) return;
+    const RunState::Piece piece = run->pieces[p];
+    FetchItem& item = (*run->items)[piece.item];
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (run->failed[piece.item]) continue;  // another piece of it already ran out of sources
+    }
+    const std::string range = "bytes " + std::to_string(piece.offset) + ".." +
+                              std::to_string(piece.offset + piece.size);
+    std::string errors;
+    Status last;
+    bool ok = false;
+    for (size_t s = 0; s < item.sources.size() && !ok; ++s) {
+      const Source& src = item.sources[s];
+      if (!errors.empty()) errors += "; ";
+      if (!src.slot->local && IsBad(src.slot->node)) {
+        errors += src.Label() + ": skipped, the node failed earlier";
+        if (last.ok()) last = Status::Unavailable("node failed earlier");
+        continue;
+      }
+      const auto now = Clock::now();
+      if (now >= run->deadline) {
+        last = Status::Timeout("the restore deadline passed");
+        errors += src.Label() + ": not tried, the restore deadline passed";
+        break;
+      }
+      const auto piece_deadline = std::min(run->deadline, now + options_.piece_timeout);
+      Status st = reader_->Read(*src.slot, src.region, src.region_offset + piece.offset,
+                                item.dst + piece.offset, piece.size, piece_deadline);
+      if (st.ok()) {
+        ok = true;
+        std::lock_guard<std::mutex> lock(mu_);
+        item.served.insert(src.Label());
+        if (stats_ != nullptr) {
+          (src.slot->local ? stats_->bytes_local : stats_->bytes_peer) += piece.size;
+          switch (src.kind) {
+            case ByteKind::kShard: stats_->bytes_shard += piece.size; break;
+            case ByteKind::kReplica: stats_->bytes_replica += piece.size; break;
+            case ByteKind::kParity: stats_->bytes_parity += piece.size; break;
+            case ByteKind::kUnique: stats_->bytes_unique += piece.size; break;
+            case ByteKind::kOther: stats_->bytes_other += piece.size; break;
+          }
+        }
+        done_ += piece.size;
+        if (progress_) progress_(Progress{Phase::kFetch, done_, run->total, item.what});
+        break;
+      }
+      errors += src.Label() + ": " + st.ToString();
+      last = st;
+      if (!src.slot->local && IsNodeFailure(st)) MarkBad(src.slot->node, st);
+      if (s + 1 < item.sources.size() && stats_ != nullptr) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_->retries;
+      }
+    }
+    if (ok) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!run->failed[piece.item]) {
+      run->failed[piece.item] = 1;
+      item.status = Status(last.ok() ? StatusCode::kUnavailable : last.code(),
+                           item.what + " (" + range + "): every source failed: " + errors);
+    }
+  }
+}
+
+}  // namespace reft::recovery

@@ -1,0 +1,292 @@
+/// \file group_assembler.cc
+/// \brief One SG's replicated bytes at one step: fetch what survives, rebuild what does not,
+/// re-analysing whenever a source fails (fixed point).
+
+#include "reft/recovery/group_assembler.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "reft/protect/codec.h"
+#include "reft/protect/sharding.h"
+
+namespace reft::recovery {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Join(const std::set<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+std::string SgName(const protect::SlotMeta& meta) {
+  return "SG pp" + std::to_string(meta.coord.pp) + "-tp" + std::to_string(meta.coord.tp);
+}
+
+// Size of `region` in member `dp`'s slot layout (0 when the plan has no such region).
+Result<uint64_t> PlannedRegionSize(const protect::SlotMeta& meta, int dp,
+                                   const std::string& region) {
+  REFT_ASSIGN_OR_RETURN(protect::RankPlan plan, meta.ForMember(dp).Plan());
+  for (const auto& r : plan.regions) {
+    if (r.name == region) return r.size;
+  }
+  return Status::Internal("member dp" + std::to_string(dp) + " has no region '" + region + "'");
+}
+
+}  // namespace
+
+store::RankKey MemberRank(const protect::SlotMeta& meta, int dp) {
+  return store::RankKey{meta.job, meta.coord.pp, meta.coord.tp, dp};
+}
+
+std::vector<Source> ShardSources(const ClusterView& view, const protect::SlotMeta& meta,
+                                 const protect::SgGeometry& g, int64_t step, int d) {
+  std::vector<Source> out;
+  for (const SlotEntry* s : view.Find(MemberRank(meta, d), step)) {
+    const RegionEntry* r = s->Region(protect::kRegionShard);
+    if (r != nullptr && r->size == g.ShardSize(d)) {
+      out.push_back({s, protect::kRegionShard, 0, ByteKind::kShard});
+    }
+  }
+  for (int o = 1; o <= meta.scheme.arc && o < g.m; ++o) {
+    const int holder = (d - o + g.m) % g.m;
+    const std::string region = protect::ArcRegionName(o);
+    for (const SlotEntry* s : view.Find(MemberRank(meta, holder), step)) {
+      const RegionEntry* r = s->Region(region);
+      if (r != nullptr && r->size == g.ShardSize(d)) {
+        out.push_back({s, region, 0, ByteKind::kReplica});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Source> UniqueSources(const ClusterView& view, const protect::SlotMeta& meta,
+                                  int64_t step, int dp, const std::string& name) {
+  std::vector<Source> out;
+  for (const SlotEntry* s : view.Find(MemberRank(meta, dp), step)) {
+    if (s->Region(protect::UniqueRegionName(name)) != nullptr) {
+      out.push_back({s, protect::UniqueRegionName(name), 0, ByteKind::kUnique});
+    }
+  }
+  const int m = meta.layout.dp;
+  if (m >= 2) {
+    const int holder = (dp - 1 + m) % m;
+    for (const SlotEntry* s : view.Find(MemberRank(meta, holder), step)) {
+      for (const std::string& region :
+           {protect::PeerRegionName(name), protect::AorRegionName(name)}) {
+        if (s->Region(region) != nullptr) out.push_back({s, region, 0, ByteKind::kReplica});
+      }
+    }
+  }
+  return out;
+}
+
+std::string DescribeRebuild(const protect::SgGeometry& g, const protect::Scheme& scheme,
+                            const protect::RecoveryAnalysis& analysis, int d) {
+  std::set<std::string> how;
+  for (const auto& op : analysis.ops) {
+    switch (op.kind) {
+      case protect::RecoveryOp::Kind::kCopy:
+        if (op.target == d) how.insert(op.region + " of dp" + std::to_string(op.holder));
+        break;
+      case protect::RecoveryOp::Kind::kXor:
+        if (op.target == d) how.insert("AEC parity of dp" + std::to_string(op.holder));
+        break;
+      case protect::RecoveryOp::Kind::kRs: {
+        const int k = g.m - scheme.rs;
+        for (int pos : op.erased) {
+          if (pos < k && protect::RsDataShard(g.m, scheme.rs, op.stripe, pos) == d) {
+            how.insert("RS(" + std::to_string(scheme.rs) + ") stripes");
+          }
+        }
+        break;
+      }
+    }
+  }
+  if (how.empty()) return "zero padding only";
+  return "rebuilt from " + Join(how);
+}
+
+Result<GroupOutcome> PlanGroup(const ClusterView& view, const protect::SlotMeta& meta,
+                               int64_t step) {
+  REFT_ASSIGN_OR_RETURN(protect::SgGeometry g, meta.Geometry());
+  GroupOutcome out;
+  out.alive.assign(static_cast<size_t>(g.m), false);
+  out.member_source.assign(static_cast<size_t>(g.m), "");
+  for (int d = 0; d < g.m; ++d) {
+    auto src = ShardSources(view, meta, g, step, d);
+    out.alive[d] = !src.empty() && src.front().kind == ByteKind::kShard;
+    if (out.alive[d]) out.member_source[d] = src.front().Label();
+  }
+  REFT_ASSIGN_OR_RETURN(out.analysis, protect::AnalyzeRecovery(g, meta.scheme, out.alive));
+  for (int d = 0; d < g.m; ++d) {
+    if (out.alive[d]) continue;
+    bool lost = false;
+    for (const auto& l : out.analysis.lost) lost |= l.shard == d;
+    out.member_source[d] = lost ? "lost" : DescribeRebuild(g, meta.scheme, out.analysis, d);
+  }
+  return out;
+}
+
+Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotMeta& meta,
+                                   int64_t step, uint8_t* canonical, Fetcher* fetcher,
+                                   std::vector<FetchItem>* extra, RestoreStats* stats,
+                                   Clock::time_point deadline) {
+  REFT_ASSIGN_OR_RETURN(protect::SgGeometry g, meta.Geometry());
+  const int m = g.m;
+  const std::string sg = SgName(meta) + " step " + std::to_string(step);
+  GroupOutcome out;
+  out.alive.assign(static_cast<size_t>(m), false);
+  out.member_source.assign(static_cast<size_t>(m), "");
+  std::vector<std::string> why_dead(static_cast<size_t>(m));
+  for (int d = 0; d < m; ++d) {
+    out.alive[d] = !view.Find(MemberRank(meta, d), step).empty();
+    if (!out.alive[d]) why_dead[d] = "no live node holds its slot";
+  }
+  std::vector<bool> have(static_cast<size_t>(m), false);
+  std::map<protect::RegionRef, std::vector<uint8_t>> fetched;  // redundancy regions
+  bool extra_pending = extra != nullptr && !extra->empty();
+
+  while (true) {
+    REFT_ASSIGN_OR_RETURN(out.analysis, protect::AnalyzeRecovery(g, meta.scheme, out.alive));
+    if (!out.analysis.lost.empty()) {
+      protect::RecoveryAnalysis shards_only = out.analysis;
+      shards_only.lost_unique.clear();
+      std::string dead;
+      for (int d = 0; d < m; ++d) {
+        if (out.alive[d]) continue;
+        dead += (dead.empty() ? "" : "; ") + ("dp" + std::to_string(d) + ": " + why_dead[d]);
+      }
+      return Status::Lost(sg + " (" + meta.scheme.ToString() + ") cannot be rebuilt: " +
+                          shards_only.Describe() + " [lost members: " + dead + "]");
+    }
+    if (Clock::now() >= deadline) {
+      return Status::Timeout(sg + ": the restore deadline passed while assembling");
+    }
+    // This round's items: shards of live members not fetched yet, regions the rebuild reads.
+    std::vector<FetchItem> items;
+    std::vector<int> shard_of;                  // per item: member, or -1
+    std::vector<protect::RegionRef> region_of;  // per item: redundancy region, when shard_of < 0
+    for (int d = 0; d < m; ++d) {
+      if (!out.alive[d] || have[d]) continue;
+      if (g.ShardSize(d) == 0) {
+        have[d] = true;
+        continue;
+      }
+      FetchItem it;
+      it.what = "shard dp" + std::to_string(d) + " of " + sg;
+      it.dst = canonical + g.shard_begin[d];
+      it.size = g.ShardSize(d);
+      it.sources = ShardSources(view, meta, g, step, d);
+      items.push_back(std::move(it));
+      shard_of.push_back(d);
+      region_of.emplace_back();
+    }
+    std::map<protect::RegionRef, std::vector<uint8_t>> pending;
+    for (const auto& ref :
+         protect::RequiredRegions(g, meta.scheme, out.alive, out.analysis)) {
+      if (ref.region == protect::kRegionShard || fetched.count(ref)) continue;
+      REFT_ASSIGN_OR_RETURN(uint64_t size, PlannedRegionSize(meta, ref.member, ref.region));
+      auto& buf = pending[ref];
+      buf.resize(size);
+      FetchItem it;
+      it.what = ref.region + " of dp" + std::to_string(ref.member) + " of " + sg;
+      it.dst = buf.data();
+      it.size = size;
+      const ByteKind kind =
+          ref.region.rfind("rep/arc+", 0) == 0 ? ByteKind::kReplica : ByteKind::kParity;
+      for (const SlotEntry* s : view.Find(MemberRank(meta, ref.member), step)) {
+        const RegionEntry* r = s->Region(ref.region);
+        if (r != nullptr && r->size == size) it.sources.push_back({s, ref.region, 0, kind});
+      }
+      items.push_back(std::move(it));
+      shard_of.push_back(-1);
+      region_of.push_back(ref);
+    }
+    const size_t own_items = items.size();
+    if (extra_pending) {
+      for (auto& e : *extra) items.push_back(std::move(e));
+    }
+    if (items.empty()) break;
+
+    const auto t0 = Clock::now();
+    fetcher->Run(&items, deadline);
+    if (stats != nullptr) stats->fetch += Clock::now() - t0;
+
+    if (extra_pending) {
+      for (size_t i = 0; i < extra->size(); ++i) (*extra)[i] = std::move(items[own_items + i]);
+      items.resize(own_items);
+      extra_pending = false;
+    }
+    bool changed = false;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int d = shard_of[i];
+      if (d >= 0) {
+        if (items[i].status.ok()) {
+          have[d] = true;
+          out.member_source[d] = Join(items[i].served);
+        } else {
+          out.alive[d] = false;
+          why_dead[d] = items[i].status.message();
+          changed = true;
+        }
+        continue;
+      }
+      const auto& ref = region_of[i];
+      if (items[i].status.ok()) {
+        fetched[ref] = std::move(pending[ref]);
+      } else if (out.alive[ref.member]) {
+        out.alive[ref.member] = false;
+        why_dead[ref.member] = items[i].status.message();
+        changed = true;
+      }
+    }
+    if (!changed) break;
+  }
+  for (int d = 0; d < m; ++d) {
+    if (!out.alive[d] && stats != nullptr && why_dead[d] != "no live node holds its slot") {
+      stats->warnings.push_back("dp" + std::to_string(d) + " of " + sg +
+                                " treated as lost: " + why_dead[d]);
+    }
+  }
+
+  // Decode the shards of the dead members from what the survivors served.
+  bool any_dead = false;
+  for (int d = 0; d < m; ++d) any_dead |= !out.alive[d];
+  if (any_dead) {
+    const auto t0 = Clock::now();
+    std::vector<protect::MemberRegions> regions(static_cast<size_t>(m));
+    std::vector<const protect::MemberRegions*> members(static_cast<size_t>(m), nullptr);
+    for (int d = 0; d < m; ++d) {
+      if (!out.alive[d]) continue;
+      regions[d][protect::kRegionShard] = {canonical + g.shard_begin[d], g.ShardSize(d)};
+      members[d] = &regions[d];
+    }
+    for (const auto& [ref, buf] : fetched) {
+      if (out.alive[ref.member]) regions[ref.member][ref.region] = {buf.data(), buf.size()};
+    }
+    auto rebuilt = protect::RebuildShards(g, meta.scheme, members);
+    if (!rebuilt.ok()) return rebuilt.status().WithContext(sg);
+    for (int d = 0; d < m; ++d) {
+      if (out.alive[d]) continue;
+      const auto& shard = (*rebuilt)[d];
+      if (shard.size() != g.ShardSize(d)) {
+        return Status::Internal(sg + ": rebuilt shard dp" + std::to_string(d) + " has " +
+                                std::to_string(shard.size()) + " bytes, expected " +
+                                std::to_string(g.ShardSize(d)));
+      }
+      if (!shard.empty()) std::memcpy(canonical + g.shard_begin[d], shard.data(), shard.size());
+      out.member_source[d] = DescribeRebuild(g, meta.scheme, out.analysis, d);
+      if (stats != nullptr) stats->bytes_rebuilt += shard.size();
+    }
+    if (stats != nullptr) stats->decode += Clock::now() - t0;
+  }
+  return out;
+}
+
+}  // namespace reft::recovery

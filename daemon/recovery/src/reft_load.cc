@@ -1,0 +1,436 @@
+/// \file reft_load.cc
+/// \brief REFT-load: restore of one rank, rebuild of lost ranks, restore check.
+
+#include "reft/recovery/reft_load.h"
+
+#include <map>
+#include <optional>
+
+#include "memfd.h"
+#include "reft/peer/peer_node.h"
+#include "reft/recovery/fetcher.h"
+#include "reft/recovery/group_assembler.h"
+#include "reft/recovery/slot_rebuilder.h"
+#include "reft/recovery/snapshot_meta.h"
+
+namespace reft::recovery {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kUniqueAlign = 4096;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::string SgName(int pp, int tp) {
+  return "SG pp" + std::to_string(pp) + "-tp" + std::to_string(tp);
+}
+
+// Every located slot of the SG's members at `step`, `first` member's slots first.
+std::vector<const SlotEntry*> GroupSlots(const ClusterView& view, const std::string& job, int pp,
+                                         int tp, int m, int first, int64_t step) {
+  std::vector<const SlotEntry*> out;
+  for (int i = 0; i < m; ++i) {
+    const int d = (first + i) % m;
+    for (const SlotEntry* s : view.Find({job, pp, tp, d}, step)) out.push_back(s);
+  }
+  return out;
+}
+
+uint64_t BufferSize(const protect::SlotMeta& meta, const std::string& name) {
+  for (const auto& b : meta.buffers) {
+    if (b.name == name) return b.size;
+  }
+  return 0;
+}
+
+// The "meta" region size RebuildSlot should use, from the slot the meta was read from.
+uint64_t MetaRegionSize(const LocatedMeta& m) {
+  return m.region_size == m.encoded_size ? 0 : m.region_size;
+}
+
+std::string DescribeGroup(const GroupOutcome& g) {
+  std::string out;
+  for (size_t d = 0; d < g.member_source.size(); ++d) {
+    out += (out.empty() ? "" : "; ") + ("dp" + std::to_string(d) + " " + g.member_source[d]);
+  }
+  return out;
+}
+
+// Status of a failed unique-buffer item: Timeout stays Timeout, anything else means no copy
+// of the buffer could be read anywhere.
+Status UniqueLoss(const FetchItem& item) {
+  if (item.status.code() == StatusCode::kTimeout) return item.status;
+  return Status::Lost(item.status.message());
+}
+
+}  // namespace
+
+ReftLoad::ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOptions options)
+    : store_(store),
+      peer_(peer),
+      options_(std::move(options)),
+      locator_(store, peer),
+      reader_(store, peer) {}
+
+Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta) {
+  RestoreStats stats;
+  return Restore(meta, &stats, nullptr);
+}
+
+Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta, RestoreStats* stats,
+                                               const ProgressCallback& progress) {
+  RestoreStats own;
+  RestoreStats* st = stats != nullptr ? stats : &own;
+  *st = RestoreStats{};
+  auto r = RestoreImpl(meta, st, progress);
+  if (observer_) observer_("restore", r.status(), *st);
+  return r;
+}
+
+Result<int64_t> ReftLoad::ChooseStep(const std::string& job, RestoreStats* stats) {
+  Status sync = peer_->coordinator()->SyncNow(job, options_.sync_timeout);
+  if (!sync.ok()) stats->warnings.push_back(sync.message());
+  auto newest = peer_->coordinator()->NewestCommitted(job);
+  if (!newest) return Status::NotFound("job '" + job + "' has no committed step");
+  return *newest;
+}
+
+Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta,
+                                                   RestoreStats* stats,
+                                                   const ProgressCallback& progress) {
+  const auto start = Clock::now();
+  const auto deadline = start + options_.restore_timeout;
+  REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
+  const store::RankKey rank = MemberRank(meta, meta.coord.dp);
+  if (progress) progress(Progress{Phase::kLocate, 0, 0, "locating step of " + rank.ToString()});
+
+  auto step_or = ChooseStep(meta.job, stats);
+  if (!step_or.ok()) {
+    if (step_or.status().code() != StatusCode::kNotFound) return step_or.status();
+    local::RestoredState none;
+    none.step = -1;
+    none.source = "memory";
+    none.detail = "nothing committed for job '" + meta.job + "'";
+    stats->detail = none.detail;
+    stats->locate = Clock::now() - start;
+    return none;
+  }
+  const int64_t step = *step_or;
+  stats->step = step;
+  REFT_ASSIGN_OR_RETURN(ClusterView view, locator_.Collect(meta.job, options_.locate_timeout));
+  for (const auto& u : view.unreachable) stats->warnings.push_back("manifest unreadable: " + u);
+  const std::string sg = SgName(meta.coord.pp, meta.coord.tp);
+  const std::string what = rank.ToString() + " step " + std::to_string(step);
+
+  const auto candidates = GroupSlots(view, meta.job, meta.coord.pp, meta.coord.tp,
+                                     meta.layout.dp, meta.coord.dp, step);
+  if (candidates.empty()) {
+    std::string why = "step " + std::to_string(step) + " of job '" + meta.job +
+                      "' is committed, but no live node holds a slot of " + sg +
+                      " at it: all its members are lost";
+    if (!view.unreachable.empty()) why += " (unreachable: " + view.unreachable.front() + ")";
+    return Status::Lost(why);
+  }
+  auto snap = ReadSnapshotMeta(candidates, reader_, deadline);
+  if (!snap.ok()) {
+    if (snap.status().code() == StatusCode::kTimeout) return snap.status();
+    return Status::Lost(what + ": " + snap.status().message());
+  }
+  (snap->from->local ? stats->bytes_local : stats->bytes_peer) += snap->region_size;
+  stats->bytes_other += snap->region_size;
+  const protect::SlotMeta snapshot = snap->meta.ForMember(meta.coord.dp);
+  const std::string diff = DescribeMetaDifference(meta, snapshot);
+  if (!diff.empty()) {
+    return Status::InvalidArgument("the restarted trainer of " + rank.ToString() +
+                                   " declares another job layout than its snapshot of step " +
+                                   std::to_string(step) + ": " + diff);
+  }
+  REFT_ASSIGN_OR_RETURN(protect::SgGeometry g, snapshot.Geometry());
+  stats->locate = Clock::now() - start;
+
+  // The memfd: the SG's canonical replicated vector at 0, then the unique buffers.
+  std::map<std::string, uint64_t> offsets;
+  for (const auto& b : g.buffers) offsets[b.name] = b.offset;
+  uint64_t end = g.total;
+  for (const auto& name : g.unique) {
+    end = AlignUp(end, kUniqueAlign);
+    offsets[name] = end;
+    end += BufferSize(snapshot, name);
+  }
+  REFT_ASSIGN_OR_RETURN(MappedMemfd mem, MappedMemfd::Create("reft-restore " + what, end));
+
+  Fetcher fetcher(&reader_, options_, stats, progress);
+  std::vector<FetchItem> unique_items;
+  for (const auto& name : g.unique) {
+    FetchItem it;
+    it.what = "unique buffer '" + name + "' of " + what;
+    it.dst = mem.data() + offsets[name];
+    it.size = BufferSize(snapshot, name);
+    it.sources = UniqueSources(view, snapshot, step, meta.coord.dp, name);
+    unique_items.push_back(std::move(it));
+  }
+  REFT_ASSIGN_OR_RETURN(GroupOutcome group, AssembleGroup(view, snapshot, step, mem.data(),
+                                                          &fetcher, &unique_items, stats,
+                                                          deadline));
+  std::string detail = what + " from memory: " + DescribeGroup(group);
+  std::map<std::string, protect::ConstSpan> unique;
+  for (size_t i = 0; i < unique_items.size(); ++i) {
+    const FetchItem& it = unique_items[i];
+    if (!it.status.ok()) return UniqueLoss(it);
+    unique[g.unique[i]] = {mem.data() + offsets[g.unique[i]], it.size};
+    std::string served;
+    for (const auto& s : it.served) served += (served.empty() ? "" : ", ") + s;
+    detail += "; " + g.unique[i] + " " + (it.size == 0 ? std::string("empty") : served);
+  }
+
+  // Node rebuild: a replacement node regenerates the slot it now hosts.
+  bool local = false;
+  for (const SlotEntry* s : view.Find(rank, step)) local |= s->local;
+  if (options_.rebuild_on_restore && !local) {
+    if (progress) progress(Progress{Phase::kRebuild, 0, 0, "regenerating the slot of " + what});
+    AssembledRank ar{snapshot, g, step, mem.data(), unique, MetaRegionSize(*snap)};
+    Status rs = RebuildSlot(store_, view, &fetcher, ar, stats, deadline);
+    if (rs.ok()) {
+      detail += "; slot regenerated on this node";
+    } else {
+      stats->warnings.push_back("the slot of " + what + " was not regenerated here: " +
+                                rs.ToString());
+    }
+  }
+
+  const auto t_deliver = Clock::now();
+  local::RestoredState out;
+  out.step = step;
+  out.source = "memory";
+  out.size = mem.size();
+  out.offsets = std::move(offsets);
+  out.fd = mem.Release();
+  out.detail = detail;
+  stats->detail = detail;
+  stats->deliver = Clock::now() - t_deliver;
+  if (progress) progress(Progress{Phase::kDeliver, out.size, out.size, what});
+  return out;
+}
+
+Result<RebuildReport> ReftLoad::RebuildLostRanks(const std::string& job,
+                                                 const ProgressCallback& progress) {
+  auto r = RebuildImpl(job, progress);
+  if (observer_) {
+    RestoreStats empty;
+    observer_("rebuild", r.status(), r.ok() ? r->stats : empty);
+  }
+  return r;
+}
+
+Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
+                                            const ProgressCallback& progress) {
+  const auto start = Clock::now();
+  const auto deadline = start + options_.restore_timeout;
+  RebuildReport rep;
+  rep.job = job;
+  RestoreStats* stats = &rep.stats;
+  REFT_ASSIGN_OR_RETURN(int64_t step, ChooseStep(job, stats));
+  rep.step = step;
+  stats->step = step;
+  REFT_ASSIGN_OR_RETURN(ClusterView view, locator_.Collect(job, options_.locate_timeout));
+  for (const auto& u : view.unreachable) stats->warnings.push_back("manifest unreadable: " + u);
+  std::vector<const SlotEntry*> all;
+  for (const auto& s : view.slots) {
+    if (s.step == step) all.push_back(&s);
+  }
+  if (all.empty()) {
+    return Status::NotFound("no live node holds any slot of step " + std::to_string(step) +
+                            " of job '" + job + "'");
+  }
+  REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
+  const protect::Layout layout = any.meta.layout;
+  stats->locate = Clock::now() - start;
+  Fetcher fetcher(&reader_, options_, stats, progress);
+
+  for (int pp = 0; pp < layout.pp; ++pp) {
+    for (int tp = 0; tp < layout.tp; ++tp) {
+      std::vector<int> missing;
+      for (int d = 0; d < layout.dp; ++d) {
+        if (view.Find({job, pp, tp, d}, step).empty()) missing.push_back(d);
+      }
+      if (missing.empty()) continue;
+      auto fail_all = [&](const Status& s) {
+        for (int d : missing) rep.ranks.push_back({{job, pp, tp, d}, s, ""});
+      };
+      const auto candidates = GroupSlots(view, job, pp, tp, layout.dp, 0, step);
+      if (candidates.empty()) {
+        fail_all(Status::Lost("every member of " + SgName(pp, tp) + " is lost at step " +
+                              std::to_string(step)));
+        continue;
+      }
+      auto snap = ReadSnapshotMeta(candidates, reader_, deadline);
+      if (!snap.ok()) {
+        fail_all(snap.status());
+        continue;
+      }
+      auto g = snap->meta.Geometry();
+      if (!g.ok()) {
+        fail_all(g.status());
+        continue;
+      }
+      auto canonical = MappedMemfd::Create("reft-rebuild " + SgName(pp, tp), g->total);
+      if (!canonical.ok()) {
+        fail_all(canonical.status());
+        continue;
+      }
+      // Unique buffers of every missing rank: from dp-1's peer/AOR copies.
+      std::map<int, std::map<std::string, std::vector<uint8_t>>> uniq;
+      std::vector<FetchItem> items;
+      std::vector<std::pair<int, std::string>> item_of;
+      for (int d : missing) {
+        const protect::SlotMeta member = snap->meta.ForMember(d);
+        for (const auto& name : g->unique) {
+          auto& buf = uniq[d][name];
+          buf.resize(BufferSize(member, name));
+          FetchItem it;
+          it.what = "unique buffer '" + name + "' of " + job + "/" + member.coord.ToString();
+          it.dst = buf.data();
+          it.size = buf.size();
+          it.sources = UniqueSources(view, member, step, d, name);
+          items.push_back(std::move(it));
+          item_of.emplace_back(d, name);
+        }
+      }
+      auto group = AssembleGroup(view, snap->meta, step, canonical->data(), &fetcher, &items,
+                                 stats, deadline);
+      if (!group.ok()) {
+        fail_all(group.status());
+        continue;
+      }
+      for (int d : missing) {
+        RankRebuild rr{{job, pp, tp, d}, Status::OK(), DescribeGroup(*group)};
+        AssembledRank ar{snap->meta.ForMember(d), *g, step, canonical->data(), {},
+                         MetaRegionSize(*snap)};
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (item_of[i].first != d) continue;
+          if (!items[i].status.ok() && rr.status.ok()) rr.status = UniqueLoss(items[i]);
+          const auto& buf = uniq[d][item_of[i].second];
+          ar.unique[item_of[i].second] = {buf.data(), buf.size()};
+        }
+        if (rr.status.ok()) {
+          if (progress) {
+            progress(Progress{Phase::kRebuild, 0, 0, "regenerating " + rr.rank.ToString()});
+          }
+          rr.status = RebuildSlot(store_, view, &fetcher, ar, stats, deadline);
+        }
+        rep.ranks.push_back(std::move(rr));
+      }
+    }
+  }
+  return rep;
+}
+
+Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job) {
+  const auto deadline = Clock::now() + options_.restore_timeout;
+  RestoreCheck out;
+  out.job = job;
+  RestoreStats scratch;
+  auto step = ChooseStep(job, &scratch);
+  out.warnings = scratch.warnings;
+  if (!step.ok()) {
+    if (step.status().code() != StatusCode::kNotFound) return step.status();
+    out.warnings.push_back(step.status().message());
+    return out;
+  }
+  out.step = *step;
+  REFT_ASSIGN_OR_RETURN(ClusterView view, locator_.Collect(job, options_.locate_timeout));
+  out.unreachable = view.unreachable;
+  std::vector<const SlotEntry*> all;
+  for (const auto& s : view.slots) {
+    if (s.step == out.step) all.push_back(&s);
+  }
+  if (all.empty()) {
+    out.warnings.push_back("no live node holds any slot of step " + std::to_string(out.step));
+    return out;
+  }
+  REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
+  const protect::Layout layout = any.meta.layout;
+  out.recoverable = true;
+  for (int pp = 0; pp < layout.pp; ++pp) {
+    for (int tp = 0; tp < layout.tp; ++tp) {
+      GroupCheck gc;
+      gc.pp = pp;
+      gc.tp = tp;
+      gc.members = layout.dp;
+      gc.scheme = any.meta.scheme.ToString();
+      for (int d = 0; d < layout.dp; ++d) {
+        RankCheck rc;
+        rc.rank = {job, pp, tp, d};
+        for (const SlotEntry* s : view.Find(rc.rank, out.step)) rc.nodes.push_back(s->node);
+        if (!rc.nodes.empty()) gc.alive.push_back(d);
+        gc.ranks.push_back(std::move(rc));
+      }
+      const auto candidates = GroupSlots(view, job, pp, tp, layout.dp, 0, out.step);
+      auto snap = candidates.empty() ? Result<LocatedMeta>(Status::NotFound("no slot"))
+                                     : ReadSnapshotMeta(candidates, reader_, deadline);
+      auto plan = snap.ok() ? PlanGroup(view, snap->meta, out.step)
+                            : Result<GroupOutcome>(snap.status());
+      if (!plan.ok()) {
+        gc.lost = candidates.empty() ? "every member's slot is lost"
+                                     : "no readable snapshot meta: " + plan.status().ToString();
+        for (int d = 0; d < layout.dp; ++d) {
+          gc.shards.push_back({d, "lost", "", "the whole shard"});
+          gc.ranks[d].unique = "lost";
+        }
+        out.recoverable = false;
+        out.groups.push_back(std::move(gc));
+        continue;
+      }
+      gc.scheme = snap->meta.scheme.ToString();
+      const protect::SgGeometry g = *snap->meta.Geometry();
+      const auto& a = plan->analysis;
+      for (int d = 0; d < layout.dp; ++d) {
+        ShardCheck sc;
+        sc.dp = d;
+        std::string lost;
+        for (const auto& l : a.lost) {
+          if (l.shard != d) continue;
+          lost += (lost.empty() ? "" : ", ") + ("bytes [" + std::to_string(l.begin) + "," +
+                                                std::to_string(l.end) + ")" +
+                                                (l.buffers.empty() ? "" : " (" + l.buffers + ")"));
+        }
+        if (plan->alive[d]) {
+          sc.state = "slot";
+          sc.node = view.Find(MemberRank(snap->meta, d), out.step).front()->node;
+          sc.detail = plan->member_source[d];
+        } else if (!lost.empty()) {
+          sc.state = "lost";
+          sc.detail = lost;
+        } else {
+          sc.state = "rebuilt";
+          sc.detail = plan->member_source[d];
+        }
+        gc.shards.push_back(std::move(sc));
+      }
+      bool unique_lost = false;
+      for (int d = 0; d < layout.dp; ++d) {
+        RankCheck& rc = gc.ranks[d];
+        if (g.unique.empty()) {
+          rc.unique = "none";
+        } else {
+          auto src = UniqueSources(view, snap->meta.ForMember(d), out.step, d, g.unique.front());
+          rc.unique = src.empty() ? "lost" : src.front().Label();
+          unique_lost |= src.empty();
+        }
+        const int next = (d + 1) % layout.dp;
+        const bool neighbour_ok = g.unique.empty() || layout.dp < 2 ||
+                                  !view.Find(MemberRank(snap->meta, next), out.step).empty();
+        rc.rebuildable = rc.nodes.empty() && a.lost.empty() && rc.unique != "lost" && neighbour_ok;
+      }
+      gc.recoverable = a.lost.empty() && !unique_lost;
+      if (!gc.recoverable) gc.lost = a.Describe();
+      out.recoverable &= gc.recoverable;
+      out.groups.push_back(std::move(gc));
+    }
+  }
+  return out;
+}
+
+}  // namespace reft::recovery
