@@ -1,0 +1,270 @@
+// REFT-load over real nodes: a lost node's ranks restored bit-exactly and their slots
+// regenerated; two failures in one SG; more failures than the protection tolerates; restore-check.
+#include <catch2/catch.hpp>
+
+#include "recovery_fixture.h"
+#include "reft/recovery/reft_load.h"
+
+using namespace reft;
+using namespace reft::recovery;
+using namespace reft::recovery::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Restores every rank of `spec` at `step`, each on the node `where` says (the rank's node, or
+// a replacement), and checks the bytes.
+void RestoreAll(Cluster& c, const JobSpec& spec, const std::map<std::string, size_t>& where,
+                int64_t step, RestoreStats* total = nullptr) {
+  for (const auto& rc : spec.Ranks()) {
+    TestNode& n = c.node(where.at(rc.ToString()));
+    ReftLoad load(n.store.get(), n.peer.get(), TestOptions());
+    RestoreStats stats;
+    auto st = load.Restore(spec.Meta(rc), &stats);
+    INFO("restoring " << spec.Key(rc).ToString() << " on " << n.node_id);
+    REQUIRE(st.ok());
+    CheckRestored(*st, spec, rc, step);
+    if (total != nullptr) total->Add(stats);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a lost node's ranks are restored bit-exactly and its slots regenerated",
+          "[recovery]") {
+  for (const std::string scheme : {"arc1", "aec", "rs2+aor"}) {
+    SECTION(scheme) {
+      INFO("scheme " << scheme);
+      Cluster c(4);
+      c.Converge();
+      const JobSpec spec = MakeJob(/*dp=*/4, /*tp=*/1, /*pp=*/2, scheme);
+      auto place = RotatedPlacement(spec, 4);
+      c.WriteStep(spec, place, 1);
+      c.WriteStep(spec, place, 2);  // step 1 is freed everywhere: 2 is the one to restore
+
+      c.KillAndWipe(1);
+      const size_t r1 = c.Add("r1");
+      c.Converge();
+      // Before anything moves: the check says what will be rebuilt from what.
+      {
+        ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+        auto check = load.CheckRestore(spec.job);
+        REQUIRE(check.ok());
+        INFO(check->Summary());
+        CHECK(check->step == 2);
+        CHECK(check->recoverable);
+        REQUIRE(check->groups.size() == 2);
+        for (const auto& g : check->groups) {
+          // Node 1 held member dp (1 - pp) of SG pp: that shard is rebuilt, the others served.
+          const int lost_dp = (1 - g.pp + 4) % 4;
+          CHECK(g.alive.size() == 3);
+          for (const auto& s : g.shards) {
+            INFO("pp" << g.pp << " dp" << s.dp << ": " << s.state << " " << s.detail);
+            CHECK(s.state == (s.dp == lost_dp ? "rebuilt" : "slot"));
+          }
+          CHECK(g.ranks[lost_dp].nodes.empty());
+          CHECK(g.ranks[lost_dp].rebuildable);
+          CHECK_THAT(g.ranks[lost_dp].unique, Catch::Contains("of pp" + std::to_string(g.pp) +
+                                                              "-tp0-dp" +
+                                                              std::to_string((lost_dp + 3) % 4)));
+          if (scheme == "arc1") {
+            CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("rep/arc+1"));
+          } else if (scheme == "aec") {
+            CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("AEC"));
+          } else {
+            CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("RS(2)"));
+          }
+        }
+      }
+      // The restarted trainers: node 1's ranks now run on the replacement node.
+      auto where = place;
+      for (auto& [rank, node] : where) {
+        if (node == 1) node = r1;
+      }
+      RestoreStats total;
+      RestoreAll(c, spec, where, 2, &total);
+      CHECK(total.bytes_rebuilt > 0);
+      CHECK(total.bytes_peer > 0);
+      CHECK(total.bytes_local > 0);
+      if (scheme == "arc1") CHECK(total.bytes_replica > 0);
+      if (scheme != "arc1") CHECK(total.bytes_parity > 0);
+      // The replacement regenerated the lost slots: same bytes as the originals, committed.
+      for (const auto& rc : spec.Ranks()) {
+        if (place.at(rc.ToString()) == 1) CheckSlotEqualsOriginal(c.node(r1).store.get(), spec, rc, 2);
+      }
+      // The job is protected again: lose another node, and everything still comes back.
+      c.KillAndWipe(2);
+      const size_t r2 = c.Add("r2");
+      c.Converge();
+      for (auto& [rank, node] : where) {
+        if (node == 2) node = r2;
+      }
+      RestoreAll(c, spec, where, 2);
+      for (const auto& rc : spec.Ranks()) {
+        if (place.at(rc.ToString()) == 2) CheckSlotEqualsOriginal(c.node(r2).store.get(), spec, rc, 2);
+      }
+    }
+  }
+}
+
+TEST_CASE("RebuildLostRanks regenerates every lost slot without a trainer", "[recovery]") {
+  Cluster c(3);
+  c.Converge();
+  const JobSpec spec = MakeJob(3, 2, 1, "arc1");
+  auto place = RotatedPlacement(spec, 3);
+  c.WriteStep(spec, place, 5);
+  c.KillAndWipe(0);
+  const size_t r = c.Add("r0");
+  c.Converge();
+  ReftLoad load(c.node(r).store.get(), c.node(r).peer.get(), TestOptions());
+  auto report = load.RebuildLostRanks(spec.job);
+  REQUIRE(report.ok());
+  CHECK(report->step == 5);
+  size_t lost = 0;
+  for (const auto& rc : spec.Ranks()) lost += place.at(rc.ToString()) == 0;
+  REQUIRE(report->ranks.size() == lost);
+  for (const auto& rr : report->ranks) {
+    INFO(rr.rank.ToString() << ": " << rr.status.ToString() << " " << rr.detail);
+    CHECK(rr.status.ok());
+    CheckSlotEqualsOriginal(c.node(r).store.get(), spec, {rr.rank.pp, rr.rank.tp, rr.rank.dp}, 5);
+  }
+  // Nothing is left to rebuild; every rank restores, the lost ones from the new local slots.
+  auto again = load.RebuildLostRanks(spec.job);
+  REQUIRE(again.ok());
+  CHECK(again->ranks.empty());
+  for (auto& [rank, node] : place) {
+    if (node == 0) node = r;
+  }
+  RestoreAll(c, spec, place, 5);
+}
+
+TEST_CASE("two nodes of one SG lost under arc2 and rs2 are restored", "[recovery]") {
+  for (const std::string scheme : {"arc2", "rs2"}) {
+    SECTION(scheme) {
+      SECTION("adjacent members, no unique buffers") {
+        Cluster c(4);
+        c.Converge();
+        const JobSpec spec = MakeJob(4, 1, 1, scheme, /*with_unique=*/false);
+        auto place = RotatedPlacement(spec, 4);
+        c.WriteStep(spec, place, 3);
+        c.KillAndWipe(1);
+        c.KillAndWipe(2);
+        const size_t r = c.Add("r");
+        c.Converge();
+        for (auto& [rank, node] : place) {
+          if (node == 1 || node == 2) node = r;
+        }
+        RestoreAll(c, spec, place, 3);
+        CheckSlotEqualsOriginal(c.node(r).store.get(), spec, {0, 0, 1}, 3);
+        CheckSlotEqualsOriginal(c.node(r).store.get(), spec, {0, 0, 2}, 3);
+      }
+      SECTION("members 1 and 3 with unique buffers (each has its ring copy)") {
+        Cluster c(4);
+        c.Converge();
+        const JobSpec spec = MakeJob(4, 1, 1, scheme);
+        auto place = RotatedPlacement(spec, 4);
+        c.WriteStep(spec, place, 3);
+        c.KillAndWipe(1);
+        c.KillAndWipe(3);
+        const size_t r = c.Add("r");
+        c.Converge();
+        for (auto& [rank, node] : place) {
+          if (node == 1 || node == 3) node = r;
+        }
+        RestoreAll(c, spec, place, 3);
+      }
+      SECTION("adjacent members with unique buffers: the second one's unique state is lost") {
+        Cluster c(4);
+        c.Converge();
+        const JobSpec spec = MakeJob(4, 1, 1, scheme);
+        auto place = RotatedPlacement(spec, 4);
+        c.WriteStep(spec, place, 3);
+        c.KillAndWipe(1);
+        c.KillAndWipe(2);
+        const size_t r = c.Add("r");
+        c.Converge();
+        ReftLoad load(c.node(r).store.get(), c.node(r).peer.get(), TestOptions());
+        // dp1's unique buffers live on in dp0's peer copy: restored.
+        auto st1 = load.Restore(spec.Meta({0, 0, 1}));
+        REQUIRE(st1.ok());
+        CheckRestored(*st1, spec, {0, 0, 1}, 3);
+        // dp2's had their only copy in dp1's slot: Lost, naming the buffer.
+        auto st2 = load.Restore(spec.Meta({0, 0, 2}));
+        REQUIRE_FALSE(st2.ok());
+        CHECK(st2.status().code() == StatusCode::kLost);
+        CHECK_THAT(st2.status().message(), Catch::Contains("unique buffer"));
+        CHECK_THAT(st2.status().message(), Catch::Contains("dp2"));
+      }
+    }
+  }
+}
+
+TEST_CASE("more failures than AEC tolerates: Lost naming exactly what is lost", "[recovery]") {
+  Cluster c(4);
+  c.Converge();
+  const JobSpec spec = MakeJob(4, 1, 1, "aec");
+  auto place = RotatedPlacement(spec, 4);
+  c.WriteStep(spec, place, 2);
+  c.KillAndWipe(1);
+  c.KillAndWipe(2);
+  c.Converge();
+  ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+  auto st = load.Restore(spec.Meta({0, 0, 0}));
+  REQUIRE_FALSE(st.ok());
+  INFO(st.status().ToString());
+  CHECK(st.status().code() == StatusCode::kLost);
+  CHECK_THAT(st.status().message(), Catch::Contains("shard dp1 bytes ["));
+  CHECK_THAT(st.status().message(), Catch::Contains("shard dp2 bytes ["));
+  CHECK_THAT(st.status().message(), Catch::Contains("w.layers["));
+  CHECK_THAT(st.status().message(), Catch::Contains("no live node holds its slot"));
+
+  auto check = load.CheckRestore(spec.job);
+  REQUIRE(check.ok());
+  INFO(check->Summary());
+  CHECK_FALSE(check->recoverable);
+  REQUIRE(check->groups.size() == 1);
+  const auto& g = check->groups[0];
+  CHECK(g.alive == std::vector<int>{0, 3});
+  CHECK(g.shards[0].state == "slot");
+  CHECK(g.shards[0].node == "n0");
+  CHECK(g.shards[1].state == "lost");
+  CHECK(g.shards[2].state == "lost");
+  CHECK(g.shards[3].node == "n3");
+  CHECK_THAT(g.lost, Catch::Contains("unique dp2/rng"));
+  CHECK_THAT(check->Summary(), Catch::Contains("LOST"));
+  // And a rebuild says so per rank instead of writing anything.
+  auto report = load.RebuildLostRanks(spec.job);
+  REQUIRE(report.ok());
+  REQUIRE(report->ranks.size() == 2);
+  for (const auto& rr : report->ranks) CHECK(rr.status.code() == StatusCode::kLost);
+  CHECK(c.node(0).store->List(spec.job).size() == 1);
+}
+
+TEST_CASE("a trainer declaring another layout than its snapshot is refused by name",
+          "[recovery]") {
+  Cluster c(2);
+  c.Converge();
+  const JobSpec spec = MakeJob(2, 1, 1, "arc1");
+  auto place = RotatedPlacement(spec, 2);
+  c.WriteStep(spec, place, 1);
+  ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+  protect::SlotMeta other = spec.Meta({0, 0, 0});
+  other.buffers[0].size += 4;
+  auto st = load.Restore(other);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(st.status().message(), Catch::Contains("w.layers"));
+  CHECK_THAT(st.status().message(), Catch::Contains("400016"));
+  other = spec.Meta({0, 0, 0});
+  other.scheme = *protect::Scheme::Parse("aec");
+  st = load.Restore(other);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(st.status().message(), Catch::Contains("protection aec (snapshot: arc1)"));
+  // A job with nothing committed: step -1, nothing to restore.
+  JobSpec fresh = spec;
+  fresh.job = "fresh";
+  auto none = load.Restore(fresh.Meta({0, 0, 0}));
+  REQUIRE(none.ok());
+  CHECK(none->step == -1);
+}
