@@ -79,8 +79,7 @@ TEST_CASE("PeerCopier waits for a late Publish on another node", "[recovery]") {
   CHECK(took < 2500ms);
 }
 
-TEST_CASE("PeerCopier copies from this node when the neighbour's trainer is local",
-          "[recovery]") {
+TEST_CASE("PeerCopier copies from this node when the neighbour's trainer is local", "[recovery]") {
   Cluster c(1);
   const store::RankKey next{"job", 0, 0, 2};
   REQUIRE(c.node(0).peer->coordinator()->Join(next, kLayout).ok());

@@ -119,9 +119,9 @@ TEST_CASE("a peer that hangs mid-stream is abandoned at the piece deadline", "[r
         }
       });
       auto took = std::chrono::steady_clock::now() - t0;
-      INFO(st.status().ToString() << " after "
-                                  << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                                  << " ms; " << stats.detail);
+      INFO(st.status().ToString()
+           << " after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+           << " ms; " << stats.detail);
       CHECK(stopped);
       CHECK(took < 6s);  // never hangs: one piece deadline, then the other source
       if (scheme == "arc1") {

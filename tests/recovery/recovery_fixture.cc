@@ -118,8 +118,9 @@ std::vector<uint8_t> BufferBytes(const JobSpec& spec, const protect::RankCoord& 
   return out;
 }
 
-std::vector<std::pair<std::string, std::vector<uint8_t>>> SlotRegions(
-    const JobSpec& spec, const protect::RankCoord& c, int64_t step) {
+std::vector<std::pair<std::string, std::vector<uint8_t>>> SlotRegions(const JobSpec& spec,
+                                                                      const protect::RankCoord& c,
+                                                                      int64_t step) {
   const protect::SlotMeta meta = spec.Meta(c);
   auto plan = meta.Plan();
   Fail(plan.status());
@@ -174,8 +175,8 @@ void WriteContractSlot(store::SnapshotStore* store, const JobSpec& spec,
   if (commit) Fail(store->Commit(key, step));
 }
 
-void CheckRestored(const local::RestoredState& st, const JobSpec& spec,
-                   const protect::RankCoord& c, int64_t step) {
+void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const protect::RankCoord& c,
+                   int64_t step) {
   INFO(spec.Key(c).ToString() << ": " << st.detail);
   REQUIRE(st.step == step);
   REQUIRE(st.fd.valid());
@@ -245,8 +246,8 @@ size_t Cluster::Add(const std::string& id) {
     }
   }
   dirs_.push_back(std::make_unique<reft::testing::TempDir>("reft-recovery"));
-  nodes_.push_back(std::make_unique<TestNode>(id, dirs_.back()->path(), seeds, 0, chunk_size_,
-                                              bandwidth_));
+  nodes_.push_back(
+      std::make_unique<TestNode>(id, dirs_.back()->path(), seeds, 0, chunk_size_, bandwidth_));
   return nodes_.size() - 1;
 }
 
@@ -298,8 +299,8 @@ void Cluster::WriteStep(const JobSpec& spec, const std::map<std::string, size_t>
   }
   for (const auto& c : spec.Ranks()) {
     TestNode& n = node(placement.at(c.ToString()));
-    REQUIRE(peer::test::Eventually(
-        [&] { return n.store->NewestCommitted(spec.Key(c)) == step; }, 3s));
+    REQUIRE(
+        peer::test::Eventually([&] { return n.store->NewestCommitted(spec.Key(c)) == step; }, 3s));
   }
 }
 

@@ -44,16 +44,17 @@ std::vector<uint8_t> BufferBytes(const JobSpec& spec, const protect::RankCoord& 
                                  const protect::BufferSpec& b, int64_t step);
 
 /// \brief The rank's slot, region by region, as the save path writes it.
-std::vector<std::pair<std::string, std::vector<uint8_t>>> SlotRegions(
-    const JobSpec& spec, const protect::RankCoord& c, int64_t step);
+std::vector<std::pair<std::string, std::vector<uint8_t>>> SlotRegions(const JobSpec& spec,
+                                                                      const protect::RankCoord& c,
+                                                                      int64_t step);
 
 /// \brief Writes and seals the rank's slot of `step` in `store`; commits it too when `commit`.
 void WriteContractSlot(store::SnapshotStore* store, const JobSpec& spec,
                        const protect::RankCoord& c, int64_t step, bool commit = false);
 
 /// \brief Checks that `st` holds every buffer of rank `c` at `step` bit-exactly.
-void CheckRestored(const local::RestoredState& st, const JobSpec& spec,
-                   const protect::RankCoord& c, int64_t step);
+void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const protect::RankCoord& c,
+                   int64_t step);
 
 /// \brief Checks that `store` holds the rank's committed slot of `step`, equal region by region
 /// to the slot the save path wrote.
@@ -82,8 +83,7 @@ class Cluster {
 
   /// Placement: rank -> node index. Writes `step` of every rank on its node through the real
   /// commit path (Join once, seal, Complete) and waits until every live node committed it.
-  void WriteStep(const JobSpec& spec, const std::map<std::string, size_t>& placement,
-                 int64_t step);
+  void WriteStep(const JobSpec& spec, const std::map<std::string, size_t>& placement, int64_t step);
 
  private:
   uint64_t chunk_size_;

@@ -30,8 +30,7 @@ void RestoreAll(Cluster& c, const JobSpec& spec, const std::map<std::string, siz
 
 }  // namespace
 
-TEST_CASE("a lost node's ranks are restored bit-exactly and its slots regenerated",
-          "[recovery]") {
+TEST_CASE("a lost node's ranks are restored bit-exactly and its slots regenerated", "[recovery]") {
   for (const std::string scheme : {"arc1", "aec", "rs2+aor"}) {
     SECTION(scheme) {
       INFO("scheme " << scheme);
@@ -64,9 +63,9 @@ TEST_CASE("a lost node's ranks are restored bit-exactly and its slots regenerate
           }
           CHECK(g.ranks[lost_dp].nodes.empty());
           CHECK(g.ranks[lost_dp].rebuildable);
-          CHECK_THAT(g.ranks[lost_dp].unique, Catch::Contains("of pp" + std::to_string(g.pp) +
-                                                              "-tp0-dp" +
-                                                              std::to_string((lost_dp + 3) % 4)));
+          CHECK_THAT(g.ranks[lost_dp].unique,
+                     Catch::Contains("of pp" + std::to_string(g.pp) + "-tp0-dp" +
+                                     std::to_string((lost_dp + 3) % 4)));
           if (scheme == "arc1") {
             CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("rep/arc+1"));
           } else if (scheme == "aec") {
@@ -90,7 +89,8 @@ TEST_CASE("a lost node's ranks are restored bit-exactly and its slots regenerate
       if (scheme != "arc1") CHECK(total.bytes_parity > 0);
       // The replacement regenerated the lost slots: same bytes as the originals, committed.
       for (const auto& rc : spec.Ranks()) {
-        if (place.at(rc.ToString()) == 1) CheckSlotEqualsOriginal(c.node(r1).store.get(), spec, rc, 2);
+        if (place.at(rc.ToString()) == 1)
+          CheckSlotEqualsOriginal(c.node(r1).store.get(), spec, rc, 2);
       }
       // The job is protected again: lose another node, and everything still comes back.
       c.KillAndWipe(2);
@@ -101,7 +101,8 @@ TEST_CASE("a lost node's ranks are restored bit-exactly and its slots regenerate
       }
       RestoreAll(c, spec, where, 2);
       for (const auto& rc : spec.Ranks()) {
-        if (place.at(rc.ToString()) == 2) CheckSlotEqualsOriginal(c.node(r2).store.get(), spec, rc, 2);
+        if (place.at(rc.ToString()) == 2)
+          CheckSlotEqualsOriginal(c.node(r2).store.get(), spec, rc, 2);
       }
     }
   }
@@ -240,8 +241,7 @@ TEST_CASE("more failures than AEC tolerates: Lost naming exactly what is lost", 
   CHECK(c.node(0).store->List(spec.job).size() == 1);
 }
 
-TEST_CASE("a trainer declaring another layout than its snapshot is refused by name",
-          "[recovery]") {
+TEST_CASE("a trainer declaring another layout than its snapshot is refused by name", "[recovery]") {
   Cluster c(2);
   c.Converge();
   const JobSpec spec = MakeJob(2, 1, 1, "arc1");

@@ -117,8 +117,8 @@ void Fetcher::Work(RunState* run) {
       std::lock_guard<std::mutex> lock(mu_);
       if (run->failed[piece.item]) continue;  // another piece of it already ran out of sources
     }
-    const std::string range = "bytes " + std::to_string(piece.offset) + ".." +
-                              std::to_string(piece.offset + piece.size);
+    const std::string range =
+        "bytes " + std::to_string(piece.offset) + ".." + std::to_string(piece.offset + piece.size);
     std::string errors;
     Status last;
     bool ok = false;
@@ -146,11 +146,21 @@ void Fetcher::Work(RunState* run) {
         if (stats_ != nullptr) {
           (src.slot->local ? stats_->bytes_local : stats_->bytes_peer) += piece.size;
           switch (src.kind) {
-            case ByteKind::kShard: stats_->bytes_shard += piece.size; break;
-            case ByteKind::kReplica: stats_->bytes_replica += piece.size; break;
-            case ByteKind::kParity: stats_->bytes_parity += piece.size; break;
-            case ByteKind::kUnique: stats_->bytes_unique += piece.size; break;
-            case ByteKind::kOther: stats_->bytes_other += piece.size; break;
+            case ByteKind::kShard:
+              stats_->bytes_shard += piece.size;
+              break;
+            case ByteKind::kReplica:
+              stats_->bytes_replica += piece.size;
+              break;
+            case ByteKind::kParity:
+              stats_->bytes_parity += piece.size;
+              break;
+            case ByteKind::kUnique:
+              stats_->bytes_unique += piece.size;
+              break;
+            case ByteKind::kOther:
+              stats_->bytes_other += piece.size;
+              break;
           }
         }
         done_ += piece.size;

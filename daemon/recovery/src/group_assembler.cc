@@ -188,8 +188,7 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
       region_of.emplace_back();
     }
     std::map<protect::RegionRef, std::vector<uint8_t>> pending;
-    for (const auto& ref :
-         protect::RequiredRegions(g, meta.scheme, out.alive, out.analysis)) {
+    for (const auto& ref : protect::RequiredRegions(g, meta.scheme, out.alive, out.analysis)) {
       if (ref.region == protect::kRegionShard || fetched.count(ref)) continue;
       REFT_ASSIGN_OR_RETURN(uint64_t size, PlannedRegionSize(meta, ref.member, ref.region));
       auto& buf = pending[ref];

@@ -32,7 +32,8 @@ Result<MappedMemfd> MappedMemfd::Create(const std::string& name, uint64_t size) 
 }
 
 MappedMemfd::MappedMemfd(MappedMemfd&& o) noexcept
-    : fd_(std::move(o.fd_)), data_(std::exchange(o.data_, nullptr)),
+    : fd_(std::move(o.fd_)),
+      data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)) {}
 
 MappedMemfd& MappedMemfd::operator=(MappedMemfd&& o) noexcept {

@@ -124,8 +124,8 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   const std::string sg = SgName(meta.coord.pp, meta.coord.tp);
   const std::string what = rank.ToString() + " step " + std::to_string(step);
 
-  const auto candidates = GroupSlots(view, meta.job, meta.coord.pp, meta.coord.tp,
-                                     meta.layout.dp, meta.coord.dp, step);
+  const auto candidates =
+      GroupSlots(view, meta.job, meta.coord.pp, meta.coord.tp, meta.layout.dp, meta.coord.dp, step);
   if (candidates.empty()) {
     std::string why = "step " + std::to_string(step) + " of job '" + meta.job +
                       "' is committed, but no live node holds a slot of " + sg +
@@ -171,9 +171,9 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     it.sources = UniqueSources(view, snapshot, step, meta.coord.dp, name);
     unique_items.push_back(std::move(it));
   }
-  REFT_ASSIGN_OR_RETURN(GroupOutcome group, AssembleGroup(view, snapshot, step, mem.data(),
-                                                          &fetcher, &unique_items, stats,
-                                                          deadline));
+  REFT_ASSIGN_OR_RETURN(
+      GroupOutcome group,
+      AssembleGroup(view, snapshot, step, mem.data(), &fetcher, &unique_items, stats, deadline));
   std::string detail = what + " from memory: " + DescribeGroup(group);
   std::map<std::string, protect::ConstSpan> unique;
   for (size_t i = 0; i < unique_items.size(); ++i) {
@@ -195,8 +195,8 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     if (rs.ok()) {
       detail += "; slot regenerated on this node";
     } else {
-      stats->warnings.push_back("the slot of " + what + " was not regenerated here: " +
-                                rs.ToString());
+      stats->warnings.push_back("the slot of " + what +
+                                " was not regenerated here: " + rs.ToString());
     }
   }
 
@@ -298,16 +298,16 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
           item_of.emplace_back(d, name);
         }
       }
-      auto group = AssembleGroup(view, snap->meta, step, canonical->data(), &fetcher, &items,
-                                 stats, deadline);
+      auto group = AssembleGroup(view, snap->meta, step, canonical->data(), &fetcher, &items, stats,
+                                 deadline);
       if (!group.ok()) {
         fail_all(group.status());
         continue;
       }
       for (int d : missing) {
         RankRebuild rr{{job, pp, tp, d}, Status::OK(), DescribeGroup(*group)};
-        AssembledRank ar{snap->meta.ForMember(d), *g, step, canonical->data(), {},
-                         MetaRegionSize(*snap)};
+        AssembledRank ar{snap->meta.ForMember(d), *g, step,
+                         canonical->data(),       {}, MetaRegionSize(*snap)};
         for (size_t i = 0; i < items.size(); ++i) {
           if (item_of[i].first != d) continue;
           if (!items[i].status.ok() && rr.status.ok()) rr.status = UniqueLoss(items[i]);
@@ -370,8 +370,8 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job) {
       const auto candidates = GroupSlots(view, job, pp, tp, layout.dp, 0, out.step);
       auto snap = candidates.empty() ? Result<LocatedMeta>(Status::NotFound("no slot"))
                                      : ReadSnapshotMeta(candidates, reader_, deadline);
-      auto plan = snap.ok() ? PlanGroup(view, snap->meta, out.step)
-                            : Result<GroupOutcome>(snap.status());
+      auto plan =
+          snap.ok() ? PlanGroup(view, snap->meta, out.step) : Result<GroupOutcome>(snap.status());
       if (!plan.ok()) {
         gc.lost = candidates.empty() ? "every member's slot is lost"
                                      : "no readable snapshot meta: " + plan.status().ToString();
@@ -392,9 +392,9 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job) {
         std::string lost;
         for (const auto& l : a.lost) {
           if (l.shard != d) continue;
-          lost += (lost.empty() ? "" : ", ") + ("bytes [" + std::to_string(l.begin) + "," +
-                                                std::to_string(l.end) + ")" +
-                                                (l.buffers.empty() ? "" : " (" + l.buffers + ")"));
+          lost += (lost.empty() ? "" : ", ") +
+                  ("bytes [" + std::to_string(l.begin) + "," + std::to_string(l.end) + ")" +
+                   (l.buffers.empty() ? "" : " (" + l.buffers + ")"));
         }
         if (plan->alive[d]) {
           sc.state = "slot";

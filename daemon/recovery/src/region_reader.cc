@@ -54,11 +54,11 @@ Status RegionReader::ReadRemote(const SlotEntry& slot, const std::string& region
   // A holder declared dead since the view was taken is not worth a connection attempt.
   REFT_ASSIGN_OR_RETURN(std::string address, peer_->AddressOf(slot.node));
   peer::FetchOptions fo;
-  fo.timeout = std::max(std::chrono::milliseconds(1),
-                        std::chrono::duration_cast<std::chrono::milliseconds>(
-                            deadline - std::chrono::steady_clock::now()));
-  REFT_RETURN_NOT_OK(peer_->client().FetchRegion(address, slot.rank, slot.step, region, dst, size,
-                                                 offset, fo));
+  fo.timeout =
+      std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 deadline - std::chrono::steady_clock::now()));
+  REFT_RETURN_NOT_OK(
+      peer_->client().FetchRegion(address, slot.rank, slot.step, region, dst, size, offset, fo));
   // Second, independent check against the holder's manifest: every sealed chunk wholly inside
   // the range (the edges of a partial chunk were checked by the server against the same table).
   const RegionEntry& e = *slot.Region(region);

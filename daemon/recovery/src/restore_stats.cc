@@ -7,11 +7,16 @@ namespace reft::recovery {
 
 const char* PhaseName(Phase phase) {
   switch (phase) {
-    case Phase::kLocate: return "locate";
-    case Phase::kFetch: return "fetch";
-    case Phase::kDecode: return "decode";
-    case Phase::kDeliver: return "deliver";
-    case Phase::kRebuild: return "rebuild";
+    case Phase::kLocate:
+      return "locate";
+    case Phase::kFetch:
+      return "fetch";
+    case Phase::kDecode:
+      return "decode";
+    case Phase::kDeliver:
+      return "deliver";
+    case Phase::kRebuild:
+      return "rebuild";
   }
   return "unknown";
 }
@@ -41,8 +46,8 @@ std::string RestoreCheck::Summary() const {
     std::string lost;
     for (const auto& g : groups) {
       if (g.recoverable) continue;
-      lost += (lost.empty() ? "" : "; ") + ("SG pp" + std::to_string(g.pp) + "-tp" +
-                                            std::to_string(g.tp) + ": " + g.lost);
+      lost += (lost.empty() ? "" : "; ") +
+              ("SG pp" + std::to_string(g.pp) + "-tp" + std::to_string(g.tp) + ": " + g.lost);
     }
     if (lost.empty()) lost = "no slot of the step is left";
     return head + "LOST: " + lost;

@@ -86,8 +86,7 @@ Status RebuildSlot(store::SnapshotStore* store, const ClusterView& view, Fetcher
       const std::string& name = slot->info().regions[i].name;
       if (name.rfind("rep/", 0) == 0) rep[name] = {slot->region_data(i), slot->region_size(i)};
     }
-    REFT_RETURN_NOT_OK(
-        protect::EncodeMember(g, meta.scheme, meta.coord.dp, source, rep, 1, false));
+    REFT_RETURN_NOT_OK(protect::EncodeMember(g, meta.scheme, meta.coord.dp, source, rep, 1, false));
     for (const auto& name : g.unique) {
       auto it = rank.unique.find(name);
       if (it == rank.unique.end()) {

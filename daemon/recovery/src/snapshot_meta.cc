@@ -55,8 +55,7 @@ Result<LocatedMeta> ReadSnapshotMeta(const std::vector<const SlotEntry*>& candid
         auto meta = DecodeMetaRegion(bytes.data(), bytes.size(), &encoded);
         if (meta.ok() && (meta->job != slot->rank.job || meta->coord.pp != slot->rank.pp ||
                           meta->coord.tp != slot->rank.tp || meta->coord.dp != slot->rank.dp)) {
-          st = Status::Corrupted("its meta describes " + meta->job + "/" +
-                                 meta->coord.ToString());
+          st = Status::Corrupted("its meta describes " + meta->job + "/" + meta->coord.ToString());
         } else if (!meta.ok()) {
           st = meta.status();
         } else {

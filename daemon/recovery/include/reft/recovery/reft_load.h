@@ -40,7 +40,7 @@ struct RankRebuild {
 
 struct RebuildReport {
   std::string job;
-  int64_t step = -1;  ///< the newest committed step; -1 = nothing committed
+  int64_t step = -1;               ///< the newest committed step; -1 = nothing committed
   std::vector<RankRebuild> ranks;  ///< every rank no live node held at `step`
   RestoreStats stats;
 };

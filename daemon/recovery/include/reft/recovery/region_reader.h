@@ -33,11 +33,10 @@ class RegionReader {
               uint64_t size, std::chrono::steady_clock::time_point deadline) const;
 
  private:
-  Status ReadLocal(const SlotEntry& slot, const std::string& region, uint64_t offset,
-                   uint8_t* dst, uint64_t size) const;
-  Status ReadRemote(const SlotEntry& slot, const std::string& region, uint64_t offset,
-                    uint8_t* dst, uint64_t size,
-                    std::chrono::steady_clock::time_point deadline) const;
+  Status ReadLocal(const SlotEntry& slot, const std::string& region, uint64_t offset, uint8_t* dst,
+                   uint64_t size) const;
+  Status ReadRemote(const SlotEntry& slot, const std::string& region, uint64_t offset, uint8_t* dst,
+                    uint64_t size, std::chrono::steady_clock::time_point deadline) const;
 
   store::SnapshotStore* store_;
   peer::PeerNode* peer_;

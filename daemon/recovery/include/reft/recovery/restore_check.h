@@ -48,7 +48,7 @@ struct RestoreCheck {
   std::string job;
   int64_t step = -1;  ///< newest committed step; -1: nothing committed
   bool recoverable = false;
-  std::vector<GroupCheck> groups;  ///< ordered by (pp, tp)
+  std::vector<GroupCheck> groups;        ///< ordered by (pp, tp)
   std::vector<std::string> unreachable;  ///< members whose manifest could not be read
   std::vector<std::string> warnings;
   /// \brief One line: "step 7: recoverable (2 shards rebuilt)" or "step 7: LOST: ...".

@@ -15,10 +15,10 @@ namespace reft::recovery {
 
 /// \brief A slot meta and where it was read.
 struct LocatedMeta {
-  protect::SlotMeta meta;            ///< as stored (coord = the slot's rank)
-  const SlotEntry* from = nullptr;   ///< the slot it was read from
-  uint64_t region_size = 0;          ///< size of that slot's "meta" region
-  uint64_t encoded_size = 0;         ///< JSON bytes in it (the rest is zero padding)
+  protect::SlotMeta meta;           ///< as stored (coord = the slot's rank)
+  const SlotEntry* from = nullptr;  ///< the slot it was read from
+  uint64_t region_size = 0;         ///< size of that slot's "meta" region
+  uint64_t encoded_size = 0;        ///< JSON bytes in it (the rest is zero padding)
 };
 
 /// \brief Parses a "meta" region: JSON (SlotMeta::Decode), optionally followed by zero padding.
