@@ -1,5 +1,6 @@
 #include "recovery_fixture.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include <catch2/catch.hpp>
@@ -181,6 +182,10 @@ void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const pr
   REQUIRE(st.step == step);
   REQUIRE(st.fd.valid());
   REQUIRE(st.source == "memory");
+  // Handed to an untrusted trainer: it can neither shrink nor change what the daemon maps.
+  const int seals = ::fcntl(st.fd.get(), F_GET_SEALS);
+  CHECK((seals & F_SEAL_SHRINK) != 0);
+  CHECK((seals & F_SEAL_WRITE) != 0);
   void* p = ::mmap(nullptr, st.size, PROT_READ, MAP_SHARED, st.fd.get(), 0);
   REQUIRE(p != MAP_FAILED);
   const auto* base = static_cast<const uint8_t*>(p);

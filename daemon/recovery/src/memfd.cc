@@ -1,6 +1,7 @@
 /// \file memfd.cc
 #include "memfd.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,7 +12,7 @@ namespace reft::recovery {
 
 Result<MappedMemfd> MappedMemfd::Create(const std::string& name, uint64_t size) {
   MappedMemfd m;
-  const int fd = ::memfd_create(name.substr(0, 200).c_str(), MFD_CLOEXEC);
+  const int fd = ::memfd_create(name.substr(0, 200).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Status::FromErrno(errno, "memfd_create for a restore");
   m.fd_.reset(fd);
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -22,6 +23,9 @@ Result<MappedMemfd> MappedMemfd::Create(const std::string& name, uint64_t size) 
     }
     return Status::FromErrno(err, "ftruncate of the restore memfd");
   }
+  // The fd goes to an untrusted trainer while the daemon may still map it: a file it could
+  // shrink would SIGBUS the daemon's readers.
+  (void)::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
   m.size_ = size;
   if (size > 0) {
     void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -55,6 +59,8 @@ void MappedMemfd::Unmap() {
 
 local_proto::UniqueFd MappedMemfd::Release() {
   Unmap();
+  // Filled: nobody writes it any more (possible only once no writable mapping is left).
+  if (fd_.valid()) (void)::fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_WRITE);
   return std::move(fd_);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file memfd.h
-/// \brief An anonymous memfd mapped read-write while a restore fills it; the fd is handed on.
+/// \brief An anonymous memfd mapped read-write while a restore fills it; the fd is handed on
+/// sealed against shrinking, growing and (once released) writing.
 
 #include <cstdint>
 #include <string>
@@ -25,7 +26,7 @@ class MappedMemfd {
 
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
-  /// \brief Unmaps and returns the fd (the bytes stay in the memfd).
+  /// \brief Unmaps, seals the memfd against writes and returns the fd (the bytes stay).
   local_proto::UniqueFd Release();
 
  private:
