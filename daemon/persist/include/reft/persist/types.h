@@ -1,0 +1,91 @@
+#pragma once
+/// \file types.h
+/// \brief Plain value types of the persistent tier: what goes in (RankImage), what comes out
+/// (RankFileInfo, PersistReport, StepStatus, Manifest, CleanupReport).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reft/store/segment_image.h"
+#include "reft/store/snapshot_store.h"
+
+namespace reft::persist {
+
+/// \brief The sizes of a job's rank grid: ranks are pp < `pp`, tp < `tp`, dp < `dp`. A step
+/// is complete for a layout when every rank of the grid has a valid file and no rank outside
+/// it has one.
+struct JobLayout {
+  int32_t pp = 1;
+  int32_t tp = 1;
+  int32_t dp = 1;
+  uint64_t ranks() const { return uint64_t(pp) * uint64_t(tp) * uint64_t(dp); }
+  std::string ToString() const;  ///< "pp2 x tp1 x dp4"
+};
+
+/// \brief One rank to persist: the rank and the regions of its slot to write (in practice
+/// "meta", "rep/shard" and the "unique/*" regions: its own data, not the redundancy). The bytes
+/// are read, never modified; they must stay valid and unchanged until the call returns (a
+/// store::SlotRef held on the committed slot guarantees that).
+struct RankImage {
+  store::RankKey rank;
+  std::vector<store::ImageRegion> regions;
+};
+
+/// \brief A rank file as written (and as listed in a manifest).
+struct RankFileInfo {
+  store::RankKey rank;
+  int64_t step = -1;
+  std::string file;                   ///< name inside the step directory: "pp0-tp0-dp3.reft"
+  std::string path;                   ///< full path (empty when read from a manifest)
+  uint64_t file_bytes = 0;            ///< size of the file
+  uint64_t payload_bytes = 0;         ///< sum of region sizes
+  uint64_t chunk_size = 0;
+  uint64_t chunk_count = 0;
+  uint64_t chunk_table_checksum = 0;  ///< XXH3-64 of the chunk table: identifies the content
+  std::vector<store::RegionSpec> regions;
+  double seconds = 0;                 ///< wall time of the write (not in the manifest)
+};
+
+/// \brief What PersistStep did.
+struct PersistReport {
+  std::string job;
+  int64_t step = -1;
+  std::vector<RankFileInfo> files;    ///< rank files written, in input order
+  std::string manifest_path;          ///< this node's manifest of the step
+  uint64_t bytes_written = 0;         ///< rank files and manifest together
+  double seconds = 0;                 ///< wall time of the whole call
+  std::vector<int64_t> removed_steps; ///< deleted by retention afterwards
+  std::string retention_error;        ///< non-empty if retention failed (the persist did not)
+};
+
+/// \brief The state of one persisted step for a layout.
+struct StepStatus {
+  int64_t step = -1;
+  bool complete = false;               ///< every rank of the layout valid, none outside it
+  std::vector<store::RankKey> valid;   ///< ranks whose file checked out (header + chunk table)
+  /// One line per problem: "pp0-tp0-dp1: missing", "pp0-tp0-dp2: corrupted: ...",
+  /// "pp1-tp0-dp0: outside the layout pp1 x tp1 x dp2".
+  std::vector<std::string> problems;
+  std::vector<std::string> manifests;  ///< node ids that wrote a manifest for the step
+  uint64_t temp_files = 0;             ///< writes in progress (or abandoned) in the step directory
+};
+
+/// \brief A node's manifest of one step (`manifest.<node_id>.json`).
+struct Manifest {
+  std::string path;
+  std::string node_id;
+  std::string job;
+  int64_t step = -1;
+  JobLayout layout;
+  int64_t created_unix_ms = 0;
+  std::vector<RankFileInfo> files;  ///< `path` and `seconds` are not stored
+};
+
+/// \brief What CleanupStale (and Open) removed or could not remove.
+struct CleanupReport {
+  std::vector<std::string> removed;  ///< stale temp files and half-deleted step directories
+  std::vector<std::string> errors;   ///< what could not be removed, with the reason
+};
+
+}  // namespace reft::persist

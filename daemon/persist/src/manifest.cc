@@ -1,0 +1,117 @@
+#include "manifest.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "paths.h"
+
+namespace reft::persist::internal {
+namespace {
+
+constexpr const char* kFormat = "reft-persist-manifest";
+constexpr int kVersion = 1;
+
+std::string Hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+bool ParseHex64(const std::string& s, uint64_t* out) {
+  if (s.size() != 16) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else {
+      return false;
+    }
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeManifest(const Manifest& m) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : m.files) {
+    nlohmann::json regions = nlohmann::json::array();
+    for (const auto& r : f.regions) regions.push_back({{"name", r.name}, {"size", r.size}});
+    files.push_back({{"file", f.file},
+                     {"pp", f.rank.pp},
+                     {"tp", f.rank.tp},
+                     {"dp", f.rank.dp},
+                     {"bytes", f.file_bytes},
+                     {"payload_bytes", f.payload_bytes},
+                     {"chunk_size", f.chunk_size},
+                     {"chunk_count", f.chunk_count},
+                     {"chunk_table_xxh3", Hex64(f.chunk_table_checksum)},
+                     {"regions", std::move(regions)}});
+  }
+  nlohmann::json j = {{"format", kFormat},
+                      {"version", kVersion},
+                      {"job", m.job},
+                      {"step", m.step},
+                      {"node_id", m.node_id},
+                      {"layout", {{"pp", m.layout.pp}, {"tp", m.layout.tp}, {"dp", m.layout.dp}}},
+                      {"created_unix_ms", m.created_unix_ms},
+                      {"files", std::move(files)}};
+  return j.dump(1) + "\n";
+}
+
+Result<Manifest> DecodeManifest(const std::string& text, const std::string& name) {
+  auto bad = [&](const std::string& why) { return Status::Corrupted(name + ": " + why); };
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  try {
+    if (j.at("format").get<std::string>() != kFormat) return bad("not a reft manifest");
+    if (j.at("version").get<int>() != kVersion) {
+      return bad("manifest version " + j.at("version").dump() + " (this reads " +
+                 std::to_string(kVersion) + ")");
+    }
+    Manifest m;
+    m.path = name;
+    m.job = j.at("job").get<std::string>();
+    m.step = j.at("step").get<int64_t>();
+    m.node_id = j.at("node_id").get<std::string>();
+    const auto& l = j.at("layout");
+    m.layout.pp = l.at("pp").get<int32_t>();
+    m.layout.tp = l.at("tp").get<int32_t>();
+    m.layout.dp = l.at("dp").get<int32_t>();
+    m.created_unix_ms = j.at("created_unix_ms").get<int64_t>();
+    for (const auto& f : j.at("files")) {
+      RankFileInfo info;
+      info.file = f.at("file").get<std::string>();
+      info.rank.job = m.job;
+      info.rank.pp = f.at("pp").get<int32_t>();
+      info.rank.tp = f.at("tp").get<int32_t>();
+      info.rank.dp = f.at("dp").get<int32_t>();
+      info.step = m.step;
+      info.file_bytes = f.at("bytes").get<uint64_t>();
+      info.payload_bytes = f.at("payload_bytes").get<uint64_t>();
+      info.chunk_size = f.at("chunk_size").get<uint64_t>();
+      info.chunk_count = f.at("chunk_count").get<uint64_t>();
+      if (!ParseHex64(f.at("chunk_table_xxh3").get<std::string>(), &info.chunk_table_checksum)) {
+        return bad("bad chunk_table_xxh3 of " + info.file);
+      }
+      for (const auto& r : f.at("regions")) {
+        info.regions.push_back({r.at("name").get<std::string>(), r.at("size").get<uint64_t>()});
+      }
+      if (info.file != RankFileName(info.rank)) {
+        return bad("entry '" + info.file + "' does not match its coordinates");
+      }
+      m.files.push_back(std::move(info));
+    }
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    return bad(std::string("malformed manifest: ") + e.what());
+  }
+}
+
+}  // namespace reft::persist::internal
