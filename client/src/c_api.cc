@@ -94,6 +94,7 @@ int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
     if (o->dtype != nullptr) opts.dtype = o->dtype;
     opts.layer = o->layer;
     opts.memory = static_cast<reft::MemoryLocation>(o->memory);
+    if (REFT_HAS_FIELD(o, reft_buffer_options, optimizer)) opts.optimizer = o->optimizer != 0;
   }
   return Report(c->impl->Register(name, data, size, opts));
 }

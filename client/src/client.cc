@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <new>
 #include <thread>
 #include <vector>
@@ -20,7 +21,9 @@
 #include "channel.h"
 #include "reft/kernels/device.h"
 #include "reft/local_proto/has_hints.h"
+#include "reft/protect/codec.h"
 #include "reft/protect/scheme.h"
+#include "reft/protect/slot_meta.h"
 
 namespace reft {
 
@@ -86,7 +89,32 @@ struct RegisteredBuffer {
   uint64_t size = 0;
   MemoryLocation memory = MemoryLocation::kHost;
   int device = 0;
+  BufferOptions options;
 };
+
+/// This rank's slot plan, computed with the same pure function and inputs as reftd
+/// (protect::SlotMeta), so the copy worker knows which region bytes come from host memory.
+struct SlotPlan {
+  protect::SlotMeta meta;
+  protect::RankPlan rank;
+  protect::SgGeometry geometry;
+  protect::ReplicatedSource host_replicated;  ///< replicated buffers in host memory
+  bool all_replicated_on_host = true;
+  /// AEC/RS parity is computed where every replicated buffer is: here when all are host memory.
+  bool parity_on_host = false;
+};
+
+protect::BufferSpec SpecOf(const RegisteredBuffer& b) {
+  protect::BufferSpec s;
+  s.name = b.name;
+  s.size = b.size;
+  s.dtype = b.options.dtype;
+  s.kind = b.options.kind == BufferKind::kUnique ? protect::BufferKind::kUnique
+                                                 : protect::BufferKind::kReplicated;
+  s.layer = b.options.layer;
+  s.optimizer = b.options.optimizer;
+  return s;
+}
 
 /// A ready event recorded by snapshot() on the trainer thread for one (memory kind, device).
 struct PendingEvent {
@@ -102,7 +130,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   ClientOptions options;
   std::unique_ptr<client::Channel> channel;
   uint64_t session_id = 0;
+  uint64_t shard_chunk = 0;               // from reftd's hello reply
+  protect::Scheme scheme;
   std::vector<RegisteredBuffer> buffers;  // guarded by mu (appended only when idle)
+  std::shared_ptr<const SlotPlan> plan;   // guarded by mu; reset by Register()
   MappingCache mappings;                  // used only by the copy worker
 
   std::atomic<local_proto::HasHintPage*> has_page{nullptr};  // HAS hints; set once, under mu
@@ -119,7 +150,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   bool closed = false;
   std::thread worker;
 
-  Status RunSnapshot(int64_t step, const std::vector<PendingEvent>& events);
+  Status RunSnapshot(int64_t step, const std::vector<PendingEvent>& events, const SlotPlan& plan);
+  Status FillHostRegions(const local_proto::Frame& begin, const local_proto::SlotReply& slot,
+                         const SlotPlan& plan);
+  Result<std::shared_ptr<const SlotPlan>> MakePlanLocked() const;
   Result<std::vector<PendingEvent>> RecordReadyEvents();
   void WorkerMain();
   void WaitIdleLocked(std::unique_lock<std::mutex>& lock) {
@@ -159,7 +193,10 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
                                                 MessageType::kHelloReply));
   local_proto::HelloReply hr;
   REFT_RETURN_NOT_OK(local_proto::Decode(reply.payload, local_proto::Limits{}, &hr));
+  if (hr.shard_chunk == 0) return Status::Protocol("reftd sent no shard alignment");
   c->impl_->session_id = hr.session_id;
+  c->impl_->shard_chunk = hr.shard_chunk;
+  c->impl_->scheme = spec;
   Impl* impl = c->impl_.get();
   impl->worker = std::thread([impl] { impl->WorkerMain(); });
   return c;
@@ -171,8 +208,9 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (data == nullptr || size == 0) {
     return Status::InvalidArgument("buffer '" + name + "': memory is null or empty");
   }
-  if (name.empty() || name.size() > 127) {
-    return Status::InvalidArgument("buffer name '" + name + "' must have 1 to 127 bytes");
+  if (name.empty() || name.size() > protect::kMaxBufferName) {
+    return Status::InvalidArgument("buffer name '" + name + "' must have 1 to " +
+                                   std::to_string(protect::kMaxBufferName) + " bytes");
   }
   std::unique_lock<std::mutex> lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
@@ -184,6 +222,7 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   r.dtype = options.dtype;
   r.layer = options.layer;
   r.size = size;
+  r.optimizer = options.optimizer;
   r.memory.memory_kind = static_cast<uint32_t>(options.memory);
   std::vector<int> fds;
   if (options.memory != MemoryLocation::kHost) {
@@ -214,7 +253,8 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (rr.buffer_index != d.buffers.size()) {
     return Status::Protocol("reftd numbered buffer '" + name + "' out of order");
   }
-  d.buffers.push_back({name, data, size, options.memory, r.memory.device});
+  d.buffers.push_back({name, data, size, options.memory, r.memory.device, options});
+  d.plan.reset();
   return Status::OK();
 }
 
@@ -237,30 +277,92 @@ Result<std::vector<PendingEvent>> Client::Impl::RecordReadyEvents() {
   return out;
 }
 
-Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& events) {
+Result<std::shared_ptr<const SlotPlan>> Client::Impl::MakePlanLocked() const {
+  auto plan = std::make_shared<SlotPlan>();
+  protect::SlotMeta& m = plan->meta;
+  m.job = options.job;
+  m.coord = {options.pp, options.tp, options.dp};
+  m.layout.dp = options.layout.dp;
+  m.layout.tp = options.layout.tp;
+  m.layout.pp = options.layout.pp;
+  m.layout.zero_stage = options.layout.zero;
+  m.scheme = scheme;
+  m.shard_chunk = shard_chunk;
+  bool any_replicated_on_device = false;
+  for (const auto& b : buffers) {
+    m.buffers.push_back(SpecOf(b));
+    if (b.options.kind != BufferKind::kReplicated) continue;
+    if (b.memory == MemoryLocation::kHost) {
+      plan->host_replicated[b.name] = {static_cast<const uint8_t*>(b.data), b.size};
+    } else {
+      any_replicated_on_device = true;
+    }
+  }
+  REFT_ASSIGN_OR_RETURN(plan->rank, m.Plan());
+  REFT_ASSIGN_OR_RETURN(plan->geometry, m.Geometry());
+  plan->all_replicated_on_host = !any_replicated_on_device;
+  const bool parity = (scheme.aec || scheme.rs > 0) && plan->geometry.m >= 2;
+  if (parity && any_replicated_on_device && !plan->host_replicated.empty()) {
+    return Status::InvalidArgument(
+        "protection '" + scheme.ToString() + "' computes parity over all replicated buffers, "
+        "which must then live in one memory: '" + plan->host_replicated.begin()->first +
+        "' is host memory while others are on a device");
+  }
+  plan->parity_on_host = parity && plan->all_replicated_on_host;
+  return std::shared_ptr<const SlotPlan>(std::move(plan));
+}
+
+Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
+                                     const local_proto::SlotReply& slot, const SlotPlan& plan) {
+  std::map<std::string, const local_proto::RegionPlacement*> placed;
+  for (const auto& r : slot.regions) placed[r.name] = &r;
+  for (const auto& r : plan.rank.regions) {
+    auto it = placed.find(r.name);
+    if (it == placed.end() || it->second->size != r.size) {
+      return Status::Protocol("reftd's slot layout differs from this client's plan at region '" +
+                              r.name + "' (different reft versions?)");
+    }
+  }
+  bool host_unique = false;
+  for (const auto& b : buffers) {
+    host_unique |= b.options.kind == BufferKind::kUnique && b.memory == MemoryLocation::kHost;
+  }
+  if (plan.host_replicated.empty() && !host_unique) return Status::OK();  // all on a device
+  if (begin.fds.size() != 1) return Status::Protocol("snapshot reply carries no slot fd");
+  REFT_ASSIGN_OR_RETURN(uint8_t * base, mappings.Get(begin.fds[0].get(), slot.file_size));
+  auto span = [&](const std::string& name) {
+    const auto* p = placed.at(name);
+    return protect::MutableSpan{base + p->file_offset, p->size};
+  };
+  if (!plan.host_replicated.empty()) {
+    const protect::SgGeometry& g = plan.geometry;
+    std::map<std::string, protect::MutableSpan> regions;
+    regions[protect::kRegionShard] = span(protect::kRegionShard);
+    for (int o = 1; o <= scheme.arc; ++o) {
+      regions[protect::ArcRegionName(o)] = span(protect::ArcRegionName(o));
+    }
+    if (plan.parity_on_host && scheme.aec) regions[protect::kRegionAec] = span(protect::kRegionAec);
+    if (plan.parity_on_host && scheme.rs > 0) regions[protect::kRegionRs] = span(protect::kRegionRs);
+    REFT_RETURN_NOT_OK(protect::EncodeMember(g, scheme, options.dp, plan.host_replicated, regions,
+                                             1, !plan.all_replicated_on_host));
+  }
+  for (const auto& b : buffers) {
+    if (b.options.kind != BufferKind::kUnique || b.memory != MemoryLocation::kHost) continue;
+    auto dst = span(protect::UniqueRegionName(b.name));
+    std::memcpy(dst.data, b.data, b.size);
+  }
+  return Status::OK();
+}
+
+Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& events,
+                                 const SlotPlan& plan) {
   local_proto::StepMessage m{step};
   REFT_ASSIGN_OR_RETURN(local_proto::Frame begin,
                         channel->Call(MessageType::kSnapshotBegin, local_proto::Encode(m),
                                       MessageType::kSnapshotBeginReply));
   local_proto::SlotReply slot;
   REFT_RETURN_NOT_OK(local_proto::Decode(begin.payload, local_proto::Limits{}, &slot));
-  Status copied;
-  if (!slot.staged.empty()) {
-    if (begin.fds.size() != 1) {
-      copied = Status::Protocol("snapshot reply carries staged buffers but no slot fd");
-    } else {
-      auto base = mappings.Get(begin.fds[0].get(), slot.file_size);
-      copied = base.status();
-      for (size_t i = 0; copied.ok() && i < slot.staged.size(); ++i) {
-        const auto& p = slot.staged[i];
-        if (p.buffer_index >= buffers.size() || buffers[p.buffer_index].size != p.size) {
-          copied = Status::Protocol("snapshot reply places an unknown buffer");
-          break;
-        }
-        std::memcpy(*base + p.file_offset, buffers[p.buffer_index].data, p.size);
-      }
-    }
-  }
+  Status copied = FillHostRegions(begin, slot, plan);
   if (!copied.ok()) {
     (void)channel->Call(MessageType::kSnapshotAbort, local_proto::Encode(m), MessageType::kAck);
     return copied.WithContext("snapshot of step " + std::to_string(step));
@@ -299,8 +401,9 @@ void Client::Impl::WorkerMain() {
     int64_t step = job_step;
     std::vector<PendingEvent> events = std::move(job_events);
     job_events.clear();
+    std::shared_ptr<const SlotPlan> slot_plan = plan;
     lock.unlock();
-    Status st = RunSnapshot(step, events);
+    Status st = RunSnapshot(step, events, *slot_plan);
     lock.lock();
     last_result = st;
     in_flight = false;
@@ -319,6 +422,9 @@ Status Client::Snapshot(int64_t step) {
     Status previous = d.last_result;
     d.last_result = Status::OK();
     return previous.WithContext("previous snapshot failed");
+  }
+  if (!d.plan) {
+    REFT_ASSIGN_OR_RETURN(d.plan, d.MakePlanLocked());  // once per set of registered buffers
   }
   REFT_ASSIGN_OR_RETURN(d.job_events, d.RecordReadyEvents());
   if (auto* page = d.has_page.load(std::memory_order_relaxed)) {

@@ -37,11 +37,15 @@ ClientOptions Opts(const ServerFixture& f) {
   return o;
 }
 
-[[noreturn]] void TrainerLoop(const ServerFixture& f, int64_t first_step) {
+/// Snapshots every step until killed; writes one byte to `started` once it is registered, so
+/// the kill lands in the snapshot loop whatever the machine's load.
+[[noreturn]] void TrainerLoop(const ServerFixture& f, int64_t first_step, int started) {
   auto c = Client::Connect(Opts(f));
   if (!c.ok()) ::_exit(1);
   std::vector<uint8_t> buf(kSize);
   if (!(*c)->Register("state", buf.data(), kSize).ok()) ::_exit(1);
+  const char one = 1;
+  if (::write(started, &one, 1) != 1) ::_exit(1);
   for (int64_t step = first_step;; ++step) {
     if (!(*c)->Fence().ok()) ::_exit(1);  // buffers may be modified again
     Fill(buf, step);
@@ -59,10 +63,20 @@ TEST_CASE("trainer SIGKILL at many points of a snapshot never loses the committe
   int64_t next_first = 1;
   int64_t last_restored = 0;
   for (int round = 0; round < 12; ++round) {
+    int started[2];
+    REQUIRE(::pipe(started) == 0);
     pid_t child = ::fork();
     REQUIRE(child >= 0);
-    if (child == 0) TrainerLoop(f, next_first);
-    std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 40000));
+    if (child == 0) TrainerLoop(f, next_first, started[1]);
+    ::close(started[1]);
+    char byte = 0;
+    REQUIRE(::read(started[0], &byte, 1) == 1);
+    ::close(started[0]);
+    if (round == 0) {
+      // At least one commit before the first kill, so the test checks a restored state.
+      CHECK(reft::testing::Eventually([&] { return f.store->NewestCommitted({"killjob", 0, 0, 0}).has_value(); }));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40000));
     ::kill(child, SIGKILL);
     int status = 0;
     REQUIRE(::waitpid(child, &status, 0) == child);

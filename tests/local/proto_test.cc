@@ -131,7 +131,7 @@ TEST_CASE("frame headers are validated") {
   CHECK(DecodeHeader(bad.data(), bad.size(), 3, l).status().message().find("magic") !=
         std::string::npos);
   FrameHeader v = h;
-  v.version = 2;
+  v.version = kProtocolVersion + 1;
   auto vb = Framed(v, {1, 2, 3});
   CHECK(DecodeHeader(vb.data(), vb.size(), 3, l).status().message().find("version") !=
         std::string::npos);

@@ -25,6 +25,8 @@ using reft::testing::ServerFixture;
 
 namespace {
 
+using reft::testing::Eventually;
+
 ClientOptions Opts(const ServerFixture& f, int dp = 0, int world_dp = 1) {
   ClientOptions o;
   o.socket_path = f.socket;
@@ -39,15 +41,6 @@ std::unique_ptr<Client> Connect(const ClientOptions& o) {
   INFO(c.status().ToString());
   REQUIRE(c.ok());
   return std::move(*c);
-}
-
-template <typename Pred>
-bool Eventually(Pred p, int ms = 5000) {
-  for (int i = 0; i < ms; ++i) {
-    if (p()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return p();
 }
 
 }  // namespace
@@ -266,9 +259,11 @@ TEST_CASE("a client SIGKILLed mid-snapshot leaves the committed step intact") {
     if (!RecvFrame(s->get(), l, 5000).ok()) ::_exit(1);
     Register r;
     r.name = "state";
+    r.dtype = "uint8";
     r.size = n;
     if (!SendFrame(s->get(), MessageType::kRegister, 2, Encode(r)).ok()) ::_exit(1);
-    if (!RecvFrame(s->get(), l, 5000).ok()) ::_exit(1);
+    auto registered = RecvFrame(s->get(), l, 5000);
+    if (!registered.ok() || registered->header.type != MessageType::kRegisterReply) ::_exit(1);
     if (!SendFrame(s->get(), MessageType::kSnapshotBegin, 3, Encode(StepMessage{2})).ok()) ::_exit(1);
     auto reply = RecvFrame(s->get(), l, 5000);
     if (!reply.ok() || reply->header.type != MessageType::kSnapshotBeginReply) ::_exit(1);
@@ -277,16 +272,22 @@ TEST_CASE("a client SIGKILLed mid-snapshot leaves the committed step intact") {
     void* p = ::mmap(nullptr, slot.file_size, PROT_READ | PROT_WRITE, MAP_SHARED,
                      reply->fds[0].get(), 0);
     if (p == MAP_FAILED) ::_exit(1);
-    std::memset(static_cast<uint8_t*>(p) + slot.staged[0].file_offset, 0x5A, n / 2);
+    // dp = 1: the rank's shard is the whole "state" buffer.
+    const RegionPlacement* shard = nullptr;
+    for (const auto& region : slot.regions) {
+      if (region.name == "rep/shard") shard = &region;
+    }
+    if (shard == nullptr || shard->size != n) ::_exit(1);
+    std::memset(static_cast<uint8_t*>(p) + shard->file_offset, 0x5A, n / 2);
     char one = 1;
     (void)!::write(ready[1], &one, 1);
     ::pause();
     ::_exit(0);
   }
+  ::close(ready[1]);  // a child that exits early makes the read below return 0, not block
   char byte = 0;
   REQUIRE(::read(ready[0], &byte, 1) == 1);
   ::close(ready[0]);
-  ::close(ready[1]);
   ::kill(child, SIGKILL);
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
@@ -325,7 +326,8 @@ TEST_CASE("a corrupted slot is refused with an error naming the region and chunk
   store::RankKey rank{"job1", 0, 0, 0};
   auto slot = f.store->Get(rank, 1);
   REQUIRE(slot.ok());
-  size_t region = *(*slot)->FindRegion("a");
+  // dp = 1: the rank's shard holds both replicated buffers, "a" first (sorted by name).
+  size_t region = *(*slot)->FindRegion("rep/shard");
   uint64_t off = (*slot)->region_file_offset(region) + 200000;  // chunk 3 of 64 KiB
   int fd = ::open((*slot)->info().path.c_str(), O_RDWR);
   REQUIRE(fd >= 0);
@@ -338,7 +340,7 @@ TEST_CASE("a corrupted slot is refused with an error naming the region and chunk
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == StatusCode::kCorrupted);
   INFO(r.status().message());
-  CHECK(r.status().message().find("region 'a' chunk 3") != std::string::npos);
+  CHECK(r.status().message().find("region 'rep/shard' chunk 3") != std::string::npos);
 }
 
 TEST_CASE("the socket is private, a stale one is replaced, a live one is refused") {

@@ -52,6 +52,14 @@ TEST_CASE("slot meta round-trips and recomputes the rank's plan", "[protect][met
   SlotMeta other = m;
   other.buffers[0].size += 4;
   CHECK_FALSE(other.SameJobLayout(m));
+  CHECK(other.DifferenceFrom(m).find("'w.fp32': " + std::to_string(other.buffers[0].size) +
+                                     " bytes here") != std::string::npos);
+  other = m;
+  other.scheme = *Scheme::Parse("rs2");
+  CHECK(other.DifferenceFrom(m) == "protection: rs2 here, arc1+aec there");
+  other = m;
+  other.buffers.pop_back();
+  CHECK(other.DifferenceFrom(m) == "buffer 'opt' only there");
 }
 
 TEST_CASE("malformed slot meta is rejected with the field named, never thrown",

@@ -1,7 +1,8 @@
 // A C++ trainer for the demo (when torch is missing) and for the crash tests: registers K
-// buffers, fills them with a pattern that is a pure function of (step, buffer, offset),
-// snapshots every step, and after a restart restores and checks every byte of the pattern of
-// the restored step. One line per event on stdout:
+// buffers (the last one unique to the rank, the others replicated across its data-parallel
+// group), fills them with a pattern that is a pure function of (step, buffer, offset) — and of
+// the rank for the unique buffer — snapshots every step, and after a restart restores and
+// checks every byte of the pattern of the restored step. One line per event on stdout:
 //   restored <step> ok | restored -1 fresh | restored <step> MISMATCH <buffer> <offset>
 //   restore-error <code> <message>      snapshot-error <step> <code> <message>
 //   committed <step>                    done <step>
@@ -60,6 +61,10 @@ int main(int argc, char** argv) {
   app.add_option("--job", options.job)->required();
   app.add_option("--dp", options.dp);
   app.add_option("--dp-size", options.layout.dp);
+  app.add_option("--tp", options.tp);
+  app.add_option("--tp-size", options.layout.tp);
+  app.add_option("--pp", options.pp);
+  app.add_option("--pp-size", options.layout.pp);
   app.add_option("--protection", options.protection);
   app.add_option("--steps", steps);
   app.add_option("--size", size, "bytes per buffer (odd sizes welcome)");
@@ -75,6 +80,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::vector<uint8_t>> buffers(nbuffers, std::vector<uint8_t>(size));
+  // Replicated buffers hold the same bytes on every rank of a sharding group; the unique one
+  // differs per rank, so a restore that hands a rank another rank's unique state is caught.
+  auto pattern = [&](int b) {
+    const size_t rank = static_cast<size_t>(
+        (options.pp * options.layout.dp + options.dp) * options.layout.tp + options.tp);
+    return b == nbuffers - 1 ? static_cast<size_t>(b) + 1000 * (rank + 1) : static_cast<size_t>(b);
+  };
   for (int b = 0; b < nbuffers; ++b) {
     // Sizes differ per buffer so regions have odd, unaligned lengths.
     buffers[b].resize(size + 7 * b);
@@ -100,7 +112,7 @@ int main(int argc, char** argv) {
   } else {
     const int64_t step = **restored;
     for (int b = 0; b < nbuffers; ++b) {
-      int64_t bad = Check(buffers[b], step, b);
+      int64_t bad = Check(buffers[b], step, pattern(b));
       if (bad >= 0) {
         std::printf("restored %lld MISMATCH %d %lld\n", static_cast<long long>(step), b,
                     static_cast<long long>(bad));
@@ -116,7 +128,7 @@ int main(int argc, char** argv) {
   for (int64_t step = start; step < start + steps; ++step) {
     auto st = (*client)->Fence();  // the previous copy no longer reads the buffers
     if (st.ok()) {
-      for (int b = 0; b < nbuffers; ++b) Fill(buffers[b], step, b);
+      for (int b = 0; b < nbuffers; ++b) Fill(buffers[b], step, pattern(b));
       st = (*client)->Snapshot(step);
     }
     if (!st.ok()) {

@@ -71,6 +71,8 @@ class Node:
              "--persist-dir", self.persist_dir, "--log-level", self.cluster.log_level]
         if peers:
             a += ["--peers", peers]
+        if self.cluster.config_path:
+            a += ["--config", self.cluster.config_path]
         return a + self.extra_args
 
     def start(self, wait: bool = True, timeout: float = 20.0) -> "Node":
@@ -121,9 +123,17 @@ class Node:
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a paused daemon handles SIGTERM only then
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=30)
         return self.proc.returncode
+
+    def pause(self) -> None:
+        """SIGSTOP: the daemon hangs (alive to the kernel, silent to its peers)."""
+        self.kill(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.kill(signal.SIGCONT)
 
     def wipe_memory(self) -> None:
         """What a lost node loses: its shared-memory segments."""
@@ -142,7 +152,8 @@ class LocalCluster:
 
     def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
                  log_level: str = "info", extra_args: Optional[List[str]] = None,
-                 keep: bool = False):
+                 keep: bool = False, config: Optional[str] = None):
+        """`config`: TOML text every daemon reads with --config (flags still override it)."""
         self.build_dir = build_dir or find_build_dir()
         self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
         self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
@@ -156,11 +167,27 @@ class LocalCluster:
         self.persist_dir = os.path.join(self.root, "persist")
         self.log_level = log_level
         self.keep = keep
+        self.extra_args = list(extra_args or [])
+        self.config_path = None
+        if config is not None:
+            self.config_path = os.path.join(self.root, "reftd.toml")
+            with open(self.config_path, "w") as f:
+                f.write(config)
         self.env = dict(os.environ)
         self.nodes: List[Node] = []
         for i in range(nodes):
             self.nodes.append(Node(self, f"node{i}", free_port(),
                                    os.path.join(self.root, f"node{i}"), list(extra_args or [])))
+
+    def add_node(self, node_id: str, start: bool = True) -> Node:
+        """A new node (a replacement machine: empty memory, a new identity) seeded with the
+        addresses of every node known so far."""
+        node = Node(self, node_id, free_port(), os.path.join(self.root, node_id),
+                    list(self.extra_args))
+        self.nodes.append(node)
+        if start:
+            node.start()
+        return node
 
     def start(self) -> "LocalCluster":
         for n in self.nodes:

@@ -51,9 +51,10 @@ enum class MemoryLocation { kHost = 0, kEmulated = 1, kCuda = 2, kHip = 3 };
 
 struct BufferOptions {
   BufferKind kind = BufferKind::kReplicated;
-  std::string dtype = "uint8";
+  std::string dtype = "uint8";  ///< torch/numpy names ("float32", "bfloat16", ...) or "fp32"...
   int layer = -1;  ///< -1: not a layer's buffer
   MemoryLocation memory = MemoryLocation::kHost;
+  bool optimizer = false;  ///< a ZeRO-1 optimizer shard (protection "aor" replays it)
 };
 
 /// \brief Emulated device memory (a memfd-backed "device", DESIGN.md §3) allocated through
@@ -101,9 +102,13 @@ class REFT_CLIENT_API Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  /// \brief Registers [data, data+size) under a unique `name` (at most 127 bytes). The memory
+  /// \brief Registers [data, data+size) under a unique `name` (at most 100 bytes). The memory
   /// must stay valid until Close(). Host memory is staged by the copy worker; device memory
   /// is exported (emulated memfd / CUDA or HIP IPC handle) and pulled by the daemon.
+  ///
+  /// Snapshots are sharded (DESIGN.md §2): a rank stores 1/dp of the replicated bytes of its
+  /// sharding group plus the redundancy its protection asks for, computed from its own copy.
+  /// The copy worker fills what comes from host memory; reftd pulls what is on a device.
   Status Register(const std::string& name, void* data, uint64_t size,
                   const BufferOptions& options = {});
 

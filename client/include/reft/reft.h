@@ -61,6 +61,7 @@ typedef struct reft_buffer_options {
   const char* dtype;  /* NULL = "uint8" */
   int32_t layer;      /* -1 = none */
   int32_t memory;     /* REFT_MEMORY_* */
+  int32_t optimizer;  /* 1: a ZeRO-1 optimizer shard (AOR-eligible when unique); appended in v2 */
 } reft_buffer_options;
 
 REFT_C_API void reft_options_init(reft_options* options);

@@ -100,6 +100,7 @@ bool ValidHostPort(const std::string& addr) {
 
 Status ApplyTopLevel(const toml::table& root, DaemonConfig* c) {
   static const std::set<std::string> kSections = {"store", "local", "emulated", "admin", "peer",
+                                                   "restore", "persist",
                                                   "security"};
   for (const auto& [k, node] : root) {
     const std::string key(k.str());
@@ -129,6 +130,8 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     int64_t v = 0;
     if (key == "store.chunk_size") {
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->chunk_size));
+    } else if (key == "store.shard_alignment") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->shard_alignment));
     } else if (key == "store.slots_per_rank") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 2, 16, &v));
       c->slots_per_rank = static_cast<uint32_t>(v);
@@ -152,6 +155,30 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "local.copy_threads") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 64, &v));
       c->copy_threads = static_cast<int>(v);
+    } else if (key == "local.peer_copy_timeout_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 3600000, &v));
+      c->peer_copy_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "restore.concurrency") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 64, &v));
+      c->restore_concurrency = static_cast<int>(v);
+    } else if (key == "restore.piece_size") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->restore_piece_bytes));
+    } else if (key == "restore.piece_timeout_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 10, 3600000, &v));
+      c->restore_piece_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "restore.timeout_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 100, 86400000, &v));
+      c->restore_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "restore.rebuild_on_restore") {
+      REFT_RETURN_NOT_OK(ReadBool(node, key, &c->rebuild_on_restore));
+    } else if (key == "persist.every_steps") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 1000000000, &v));
+      c->persist_every_steps = v;
+    } else if (key == "persist.bandwidth") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->persist_bandwidth));
+    } else if (key == "persist.keep") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 1000000, &v));
+      c->persist_keep = static_cast<uint32_t>(v);
     } else if (key == "emulated.bandwidth") {
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->emulated_bandwidth));
     } else if (key == "admin.max_grpc_message_bytes") {
@@ -203,7 +230,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
     return Status::InvalidArgument(msg.str());
   }
   REFT_RETURN_NOT_OK(ApplyTopLevel(root, config));
-  for (const char* section : {"store", "local", "emulated", "admin", "peer", "security"}) {
+  for (const char* section :
+       {"store", "local", "emulated", "admin", "peer", "security", "restore", "persist"}) {
     REFT_RETURN_NOT_OK(ApplySection(root, section, config));
   }
   return Status::OK();
@@ -248,6 +276,16 @@ Status ValidateConfig(const DaemonConfig& c) {
   if (c.chunk_size < 4096 || (c.chunk_size & (c.chunk_size - 1)) != 0 ||
       c.chunk_size > (1ull << 30)) {
     return KeyError("store.chunk_size", "must be a power of two between 4K and 1G");
+  }
+  if (c.shard_alignment < 4096 || (c.shard_alignment & (c.shard_alignment - 1)) != 0 ||
+      c.shard_alignment > (64ull << 20)) {
+    return KeyError("store.shard_alignment", "must be a power of two between 4K and 64M");
+  }
+  if (c.restore_piece_bytes < (64ull << 10) || c.restore_piece_bytes > (1ull << 30)) {
+    return KeyError("restore.piece_size", "must be between 64K and 1G");
+  }
+  if (!c.persist_dir.empty() && c.persist_dir.front() != '/') {
+    return KeyError("persist_dir", "must be an absolute path");
   }
   if (c.max_message_bytes < 4096 || c.max_message_bytes > (64ull << 20)) {
     return KeyError("local.max_message_bytes", "must be between 4K and 64M");

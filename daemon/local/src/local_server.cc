@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "node_local_hooks.h"
 #include "session.h"
 
 namespace reft::local {
@@ -28,6 +29,9 @@ struct LocalServer::Impl {
   store::SnapshotStore* store = nullptr;
   CommitCoordinator* coordinator = nullptr;
   ServerCounters counters;
+  std::unique_ptr<NodeLocalPeerCopier> local_copier;
+  std::unique_ptr<NodeLocalRestoreProvider> local_restorer;
+  SessionContext ctx;
 
   UniqueFd listen_fd, epoll_fd, wake_fd;
   std::thread loop;
@@ -51,6 +55,7 @@ struct LocalServer::Impl {
   void Schedule(const std::shared_ptr<Session>& s);
   void LoopMain();
   void WorkerMain();
+  void StartWorkerLocked();
 };
 
 bool LocalServer::Impl::PeerAllowed(const ucred& c) const {
@@ -106,10 +111,13 @@ void LocalServer::Impl::Accept() {
     std::shared_ptr<Session> s;
     {
       std::lock_guard<std::mutex> lock(mu);
-      s = std::make_shared<Session>(next_id++, std::move(fd), cred, options, store, coordinator,
-                                    &counters);
+      s = std::make_shared<Session>(next_id++, std::move(fd), cred, ctx);
       by_fd[raw] = s;
       alive[s->id()] = s;
+      // A strand may wait for another session of this node (a peer copy between ring
+      // neighbours waits for the neighbour's publication, which its own strand makes): with
+      // fewer workers than sessions they could all wait for strands that never get a worker.
+      if (workers.size() < alive.size()) StartWorkerLocked();
     }
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -205,9 +213,19 @@ void LocalServer::Impl::WorkerMain() {
   }
 }
 
+void LocalServer::Impl::StartWorkerLocked() {
+  const size_t i = workers.size();
+  workers.emplace_back([this, i] {
+    std::string name = "reft-copy-" + std::to_string(i);
+    pthread_setname_np(pthread_self(), name.c_str());
+    WorkerMain();
+  });
+}
+
 Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOptions& options,
                                                          store::SnapshotStore* store,
-                                                         CommitCoordinator* coordinator) {
+                                                         CommitCoordinator* coordinator,
+                                                         ClusterHooks hooks) {
   if (store == nullptr || coordinator == nullptr) {
     return Status::InvalidArgument("LocalServer needs a store and a commit coordinator");
   }
@@ -227,8 +245,21 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOption
   std::unique_ptr<LocalServer> server(new LocalServer());
   server->impl_ = std::make_unique<Impl>();
   server->impl_->options = options;
-  server->impl_->store = store;
-  server->impl_->coordinator = coordinator;
+  if (options.shard_chunk == 0 || options.peer_copy_timeout_ms <= 0) {
+    return Status::InvalidArgument("shard_chunk and peer_copy_timeout_ms must be > 0");
+  }
+  Impl& d = *server->impl_;
+  d.store = store;
+  d.coordinator = coordinator;
+  if (hooks.copier == nullptr) {
+    d.local_copier = std::make_unique<NodeLocalPeerCopier>(store);
+    hooks.copier = d.local_copier.get();
+  }
+  if (hooks.restorer == nullptr) {
+    d.local_restorer = std::make_unique<NodeLocalRestoreProvider>(store, coordinator);
+    hooks.restorer = d.local_restorer.get();
+  }
+  d.ctx = SessionContext{&d.options, store, coordinator, hooks.copier, hooks.restorer, &d.counters};
   return server;
 }
 
@@ -280,12 +311,9 @@ Status LocalServer::Start() {
     }
   }
   d.started = true;
-  for (int i = 0; i < d.options.copy_threads; ++i) {
-    d.workers.emplace_back([&d, i] {
-      std::string name = "reft-copy-" + std::to_string(i);
-      pthread_setname_np(pthread_self(), name.c_str());
-      d.WorkerMain();
-    });
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    for (int i = 0; i < d.options.copy_threads; ++i) d.StartWorkerLocked();
   }
   d.loop = std::thread([&d] { d.LoopMain(); });
   return Status::OK();

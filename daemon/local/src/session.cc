@@ -1,27 +1,14 @@
 #include "session.h"
 
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "reft/local_proto/has_hints.h"
 #include "reft/protect/scheme.h"
-#include "reft/units.h"
-// HAS (daemon/has) gates the device pull when reft_has is linked into this library.
-#if __has_include("reft/has/release_gate.h")
-#define REFT_LOCAL_WITH_HAS 1
-#include "reft/has/bubble_estimate.h"
-#include "reft/has/release_gate.h"
-#include "reft/kernels/emulated.h"
-#else
-#define REFT_LOCAL_WITH_HAS 0
-#endif
+#include "session_has_state.h"
 
 namespace reft::local {
 
@@ -50,36 +37,14 @@ bool RangeInside(uint64_t offset, uint64_t size, uint64_t limit) {
 
 }  // namespace
 
-struct Session::HasState {
-  local_proto::HasHintPage* page = nullptr;
-  int64_t prev_snapshot_ns = -1;
-  uint64_t chunk_bytes = 1ull << 20;
-#if REFT_LOCAL_WITH_HAS
-  has::ReleaseGate gate{has::GateOptions{}};
-  explicit HasState(has::GateOptions o) : gate(o) {}
-#endif
-  ~HasState() {
-    if (page != nullptr) ::munmap(page, local_proto::kHasHintPageBytes);
-  }
-};
-
 Session::Session(uint64_t id, local_proto::UniqueFd sock, const ucred& cred,
-                 const LocalServerOptions& options, store::SnapshotStore* store,
-                 CommitCoordinator* coordinator, ServerCounters* counters)
-    : id_(id),
-      sock_(std::move(sock)),
-      cred_(cred),
-      options_(options),
-      store_(store),
-      coordinator_(coordinator),
-      counters_(counters) {
+                 const SessionContext& ctx)
+    : id_(id), sock_(std::move(sock)), cred_(cred), ctx_(ctx), options_(*ctx.options) {
   info_.id = id;
   info_.pid = cred.pid;
   info_.uid = cred.uid;
   info_.gid = cred.gid;
 }
-
-Session::~Session() = default;
 
 bool Session::Enqueue(Frame frame) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -99,7 +64,7 @@ bool Session::EnqueueHangup() {
 }
 
 bool Session::RejectFrame(const Status& error) {
-  counters_->rejected_frames++;
+  ctx_.counters->rejected_frames++;
   (void)Reply(MessageType::kError, 0, local_proto::EncodeError(error));
   return ++protocol_errors_ <= options_.max_protocol_errors;
 }
@@ -156,12 +121,14 @@ void Session::Handle(Frame& f) {
   }
   if (!st.ok()) {
     if (st.code() == StatusCode::kProtocol) {
-      counters_->rejected_frames++;
+      ctx_.counters->rejected_frames++;
       if (++protocol_errors_ > options_.max_protocol_errors) ::shutdown(sock_.get(), SHUT_RDWR);
     }
     (void)Reply(MessageType::kError, f.header.request_id, local_proto::EncodeError(st));
   }
 }
+
+Session::~Session() = default;
 
 Status Session::HandleHello(const Frame& f) {
   if (joined_) return Status::Protocol("hello sent twice on one connection");
@@ -169,22 +136,24 @@ Status Session::HandleHello(const Frame& f) {
   local_proto::Hello h;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &h));
   REFT_RETURN_NOT_OK(ValidateJob(h.job));
-  REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::Scheme::Parse(h.protection));
+  REFT_ASSIGN_OR_RETURN(protect::Scheme scheme, protect::Scheme::Parse(h.protection));
   store::RankKey rank{h.job, h.pp, h.tp, h.dp};
   JobLayout layout{h.layout.dp, h.layout.tp, h.layout.pp, h.layout.zero};
-  REFT_RETURN_NOT_OK(coordinator_->Join(rank, layout));
+  REFT_RETURN_NOT_OK(ctx_.coordinator->Join(rank, layout));
   joined_ = true;
   rank_ = rank;
+  scheme_ = scheme;
   {
     std::lock_guard<std::mutex> lock(mu_);
     info_.joined = true;
     info_.rank = rank;
     info_.layout = layout;
-    info_.protection = spec.ToString();
+    info_.protection = scheme.ToString();
   }
   local_proto::HelloReply reply;
   reply.session_id = id_;
   reply.daemon_version = options_.daemon_version;
+  reply.shard_chunk = options_.shard_chunk;
   return Reply(MessageType::kHelloReply, f.header.request_id, local_proto::Encode(reply));
 }
 
@@ -197,13 +166,21 @@ Status Session::HandleRegister(Frame& f) {
     return Status::InvalidArgument("too many buffers: limit " +
                                    std::to_string(options_.limits.max_buffers));
   }
-  if (r.name.empty()) return Status::InvalidArgument("buffer name is empty");
+  if (r.name.empty() || r.name.size() > protect::kMaxBufferName) {
+    return Status::InvalidArgument("buffer name '" + r.name + "' must have 1 to " +
+                                   std::to_string(protect::kMaxBufferName) + " bytes");
+  }
   for (const auto& b : buffers_) {
     if (b.reg.name == r.name) return Status::AlreadyExists("buffer '" + r.name + "' registered twice");
   }
   if (r.size == 0 || r.size > kMaxBufferBytes) {
     return Status::InvalidArgument("buffer '" + r.name + "': size " + std::to_string(r.size) +
                                    " must be between 1 byte and 1 TiB");
+  }
+  REFT_ASSIGN_OR_RETURN(int elem, protect::DtypeSize(r.dtype));
+  if (r.size % static_cast<uint64_t>(elem) != 0) {
+    return Status::InvalidArgument("buffer '" + r.name + "': " + std::to_string(r.size) +
+                                   " bytes is not a whole number of " + r.dtype + " elements");
   }
   if (f.fds.size() != (r.memory.has_fd ? 1u : 0u)) {
     return Status::Protocol("register '" + r.name + "': has_fd does not match the fds sent");
@@ -251,7 +228,7 @@ Status Session::HandleRegister(Frame& f) {
     }
   }
   buffers_.push_back(std::move(buf));
-  layout_dirty_ = true;
+  plan_.reset();  // the slot layout depends on every registered buffer
   {
     std::lock_guard<std::mutex> lock(mu_);
     info_.buffers = static_cast<uint32_t>(buffers_.size());
@@ -260,24 +237,6 @@ Status Session::HandleRegister(Frame& f) {
   local_proto::RegisterReply reply;
   reply.buffer_index = static_cast<uint32_t>(buffers_.size() - 1);
   return Reply(MessageType::kRegisterReply, f.header.request_id, local_proto::Encode(reply));
-}
-
-Status Session::CheckSlotMatchesBuffers(const store::SlotRef& slot) const {
-  for (size_t i = 0; i < buffers_.size(); ++i) {
-    const auto& reg = buffers_[i].reg;
-    auto idx = slot.FindRegion(reg.name);
-    if (!idx.ok()) {
-      return Status::InvalidArgument("buffer '" + reg.name + "' is not in the snapshot of step " +
-                                     std::to_string(slot.info().step) + " (layout changed?)");
-    }
-    if (slot.region_size(*idx) != reg.size) {
-      return Status::InvalidArgument("buffer '" + reg.name + "' has " + std::to_string(reg.size) +
-                                     " bytes but the snapshot of step " +
-                                     std::to_string(slot.info().step) + " holds " +
-                                     std::to_string(slot.region_size(*idx)));
-    }
-  }
-  return Status::OK();
 }
 
 Status Session::HandleSnapshotBegin(const Frame& f) {
@@ -290,28 +249,40 @@ Status Session::HandleSnapshotBegin(const Frame& f) {
     return Status::Busy("step " + std::to_string(writing_->step) +
                         " is still being written; fence() before the next snapshot");
   }
-  if (layout_dirty_) {
-    std::vector<store::RegionSpec> layout;
-    for (const auto& b : buffers_) layout.push_back({b.reg.name, b.reg.size});
-    REFT_RETURN_NOT_OK(store_->ConfigureRank(rank_, layout));
-    layout_dirty_ = false;
+  if (!plan_) {
+    REFT_ASSIGN_OR_RETURN(plan_, MakePlan());
   }
-  REFT_ASSIGN_OR_RETURN(std::shared_ptr<store::SlotRef> slot, store_->BeginWrite(rank_, m.step));
+  if (!plan_->configured) {
+    REFT_RETURN_NOT_OK(ctx_.store->ConfigureRank(rank_, plan_->layout));
+    plan_->configured = true;
+  }
+  REFT_ASSIGN_OR_RETURN(std::shared_ptr<store::SlotRef> slot, ctx_.store->BeginWrite(rank_, m.step));
   writing_ = Writing{m.step, slot};
-  Status st = CheckSlotMatchesBuffers(*slot);
   local_proto::SlotReply reply;
   reply.step = m.step;
-  for (size_t i = 0; st.ok() && i < buffers_.size(); ++i) {
-    if (buffers_[i].backend != nullptr) continue;
-    size_t region = *slot->FindRegion(buffers_[i].reg.name);
-    local_proto::Placement p{static_cast<uint32_t>(i), slot->region_file_offset(region),
-                             buffers_[i].reg.size};
-    reply.file_size = std::max(reply.file_size, p.file_offset + p.size);
-    reply.staged.push_back(p);
+  Status st;
+  for (const auto& region : slot->info().regions) {
+    auto idx = slot->FindRegion(region.name);
+    if (!idx.ok()) {
+      st = idx.status();
+      break;
+    }
+    const uint64_t off = slot->region_file_offset(*idx);
+    reply.regions.push_back({region.name, off, region.size});
+    reply.file_size = std::max(reply.file_size, off + region.size);
+  }
+  if (st.ok() && slot->info().regions != plan_->layout) {
+    st = Status::Internal("the slot of step " + std::to_string(m.step) + " has another layout");
+  }
+  if (st.ok()) {
+    // The meta region is reftd's to write: it describes the slot to every later reader.
+    auto mi = slot->FindRegion(protect::kRegionMeta);
+    st = mi.status();
+    if (st.ok()) std::memcpy(slot->region_data(*mi), plan_->meta_bytes.data(), plan_->meta_bytes.size());
   }
   std::vector<int> fds;
   local_proto::UniqueFd dup;
-  if (st.ok() && !reply.staged.empty()) {
+  if (st.ok()) {
     auto d = slot->DupFd();
     if (d.ok()) {
       dup.reset(*d);
@@ -332,68 +303,10 @@ Status Session::HandleSnapshotBegin(const Frame& f) {
                fds);
 }
 
-Result<kernels::CopyStream*> Session::StreamFor(kernels::DeviceBackend* backend, int device) {
-  auto key = std::make_pair(static_cast<int>(backend->kind()), device);
-  auto it = streams_.find(key);
-  if (it != streams_.end()) return it->second.get();
-  REFT_ASSIGN_OR_RETURN(auto stream, backend->CreateStream(device));
-  kernels::CopyStream* raw = stream.get();
-  streams_[key] = std::move(stream);
-  return raw;
-}
-
-Status Session::PullDeviceBuffers(const store::SlotRef& slot,
-                                  const std::vector<kernels::EventExport>& ready,
-                                  const std::vector<std::pair<int, int>>& ready_keys) {
-  std::vector<kernels::CopyStream*> used;
-  for (const auto& b : buffers_) {
-    if (b.backend == nullptr) continue;
-    REFT_ASSIGN_OR_RETURN(size_t region, slot.FindRegion(b.reg.name));
-    uint8_t* dst = slot.region_data(region);
-    REFT_RETURN_NOT_OK(b.backend->PinHost(dst, b.reg.size));
-    REFT_ASSIGN_OR_RETURN(kernels::CopyStream * stream, StreamFor(b.backend, b.reg.memory.device));
-    if (std::find(used.begin(), used.end(), stream) == used.end()) {
-      // First copy on this stream: wait for the trainer's ready event of this device.
-      const auto key = std::make_pair(static_cast<int>(b.backend->kind()), b.reg.memory.device);
-      for (size_t e = 0; e < ready_keys.size(); ++e) {
-        if (ready_keys[e] == key) REFT_RETURN_NOT_OK(stream->WaitEvent(ready[e]));
-      }
-    }
-    REFT_RETURN_NOT_OK(b.backend->CopyToHostAsync(*b.memory, b.reg.memory.offset, dst, b.reg.size,
-                                                  *stream)
-                           .WithContext("pulling buffer '" + b.reg.name + "'"));
-    if (std::find(used.begin(), used.end(), stream) == used.end()) used.push_back(stream);
-  }
-  Status first;
-  for (auto* s : used) {
-    Status st = s->Synchronize();
-    if (!st.ok() && first.ok()) first = st;
-  }
-  return first;
-}
-
-Status Session::PushDeviceBuffers(const store::SlotRef& slot) {
-  std::vector<kernels::CopyStream*> used;
-  for (const auto& b : buffers_) {
-    if (b.backend == nullptr) continue;
-    REFT_ASSIGN_OR_RETURN(size_t region, slot.FindRegion(b.reg.name));
-    REFT_ASSIGN_OR_RETURN(kernels::CopyStream * stream, StreamFor(b.backend, b.reg.memory.device));
-    REFT_RETURN_NOT_OK(b.backend->CopyToDeviceAsync(slot.region_data(region), *b.memory,
-                                                    b.reg.memory.offset, b.reg.size, *stream)
-                           .WithContext("restoring buffer '" + b.reg.name + "'"));
-    if (std::find(used.begin(), used.end(), stream) == used.end()) used.push_back(stream);
-  }
-  Status first;
-  for (auto* s : used) {
-    Status st = s->Synchronize();
-    if (!st.ok() && first.ok()) first = st;
-  }
-  return first;
-}
-
 void Session::AbortWriting(const char* why) {
+  (void)why;
   if (!writing_) return;
-  (void)store_->Abort(rank_, writing_->step);  // partial snapshot discarded; committed untouched
+  (void)ctx_.store->Abort(rank_, writing_->step);  // partial snapshot discarded; committed untouched
   writing_.reset();
   std::lock_guard<std::mutex> lock(mu_);
   info_.writing_step = -1;
@@ -422,32 +335,33 @@ Status Session::HandleSnapshotStaged(const Frame& f) {
                             " that is not being written");
   }
   std::shared_ptr<store::SlotRef> slot = writing_->slot;
-  Status pulled = has_ ? PullDeviceBuffersGated(*slot, ready, ready_keys)
-                       : PullDeviceBuffers(*slot, ready, ready_keys);
+  Status pulled = has_ ? PullDeviceGated(*slot, ready, ready_keys)
+                       : PullDevice(*slot, ready, ready_keys);
   if (!pulled.ok()) {
     AbortWriting("device pull failed");
     return pulled.WithContext("snapshot of step " + std::to_string(m.step));
   }
-  // The fence: every byte is in the slot, the trainer may modify its buffers again. Sealing
-  // (checksums) and the commit run after the reply, off the trainer's critical path.
+  // The fence: every byte from the trainer's buffers is in the slot, the trainer may modify
+  // them again. Peer copies, sealing (checksums) and the commit run after the reply, off the
+  // trainer's critical path.
   Status sent = Reply(MessageType::kSnapshotDone, f.header.request_id, local_proto::Encode(m));
-  slot.reset();
   writing_->slot.reset();
-  Status st = store_->Seal(rank_, m.step);
+  Status st = CompleteStep(m.step, slot);
+  slot.reset();
   if (!st.ok()) {
-    AbortWriting("seal failed");
-    failed_steps_[m.step] = st.WithContext("sealing step " + std::to_string(m.step));
-    return sent;
-  }
-  writing_.reset();
-  {
+    AbortWriting("completion failed");
+    failed_steps_[m.step] = st.WithContext("completing step " + std::to_string(m.step));
+  } else {
+    writing_.reset();
     std::lock_guard<std::mutex> lock(mu_);
     info_.writing_step = -1;
     info_.last_complete_step = m.step;
     info_.snapshots++;
   }
-  st = coordinator_->Complete(rank_, m.step);
-  if (!st.ok()) failed_steps_[m.step] = st;
+  if (st.ok()) {
+    st = ctx_.coordinator->Complete(rank_, m.step);
+    if (!st.ok()) failed_steps_[m.step] = st;
+  }
   while (failed_steps_.size() > 64) failed_steps_.erase(failed_steps_.begin());
   return sent;
 }
@@ -466,7 +380,7 @@ Status Session::HandleQueryCommitted(const Frame& f) {
   auto failed = failed_steps_.find(m.step);
   if (failed != failed_steps_.end()) return failed->second;
   local_proto::QueryCommittedReply reply;
-  auto newest = coordinator_->NewestCommitted(rank_.job);
+  auto newest = ctx_.coordinator->NewestCommitted(rank_.job);
   reply.newest_committed = newest.value_or(-1);
   reply.committed = newest && *newest >= m.step;
   return Reply(MessageType::kQueryCommittedReply, f.header.request_id, local_proto::Encode(reply));
@@ -476,243 +390,62 @@ Status Session::HandleRestore(const Frame& f) {
   if (!joined_) return Status::Protocol("restore before hello");
   if (!f.payload.empty()) return Status::Protocol("restore carries no payload");
   if (writing_) return Status::Busy("cannot restore while a snapshot is being written");
-  restoring_.reset();
+  if (buffers_.empty()) return Status::InvalidArgument("restore with no registered buffer");
+  if (!plan_) {
+    REFT_ASSIGN_OR_RETURN(plan_, MakePlan());
+  }
+  REFT_ASSIGN_OR_RETURN(RestoredState restored, ctx_.restorer->Restore(plan_->meta));
   local_proto::SlotReply reply;
-  auto newest = coordinator_->NewestCommitted(rank_.job);
-  if (!newest) {
+  if (restored.step < 0) {
     return Reply(MessageType::kRestoreReply, f.header.request_id, local_proto::Encode(reply));
   }
-  const int64_t step = *newest;
-  auto slot_or = store_->Get(rank_, step);
-  if (!slot_or.ok()) {
-    return Status::NotFound("job '" + rank_.job + "' committed step " + std::to_string(step) +
-                            " but rank " + rank_.ToString() + " has no snapshot of it here: " +
-                            slot_or.status().message());
+  for (const auto& b : buffers_) {
+    if (!restored.offsets.count(b.reg.name)) {
+      return Status::Internal("restore assembled no bytes for buffer '" + b.reg.name + "'");
+    }
   }
-  std::shared_ptr<store::SlotRef> slot = *slot_or;
-  REFT_RETURN_NOT_OK(CheckSlotMatchesBuffers(*slot));
-  REFT_ASSIGN_OR_RETURN(store::VerifyReport report, store_->Verify(rank_, step));
-  if (!report.bad.empty()) {
-    const auto& b = report.bad.front();
-    return Status::Corrupted("refusing to restore step " + std::to_string(step) + " of " +
-                             rank_.ToString() + ": region '" + b.region + "' chunk " +
-                             std::to_string(b.chunk) + " (offset " + std::to_string(b.offset) +
-                             ") fails its checksum (" + std::to_string(report.bad.size()) +
-                             " bad chunk(s))");
+  bool any_device = false;
+  for (const auto& b : buffers_) any_device |= b.backend != nullptr;
+  if (any_device) {
+    void* map = ::mmap(nullptr, std::max<uint64_t>(restored.size, 1), PROT_READ, MAP_SHARED,
+                       restored.fd.get(), 0);
+    if (map == MAP_FAILED) return Status::FromErrno(errno, "mapping the restored state");
+    Status pushed = PushDevice(static_cast<const uint8_t*>(map), restored.offsets);
+    ::munmap(map, std::max<uint64_t>(restored.size, 1));
+    REFT_RETURN_NOT_OK(pushed.WithContext("restoring step " + std::to_string(restored.step)));
   }
-  REFT_RETURN_NOT_OK(PushDeviceBuffers(*slot));
-  reply.step = step;
+  reply.step = restored.step;
   for (size_t i = 0; i < buffers_.size(); ++i) {
     if (buffers_[i].backend != nullptr) continue;
-    size_t region = *slot->FindRegion(buffers_[i].reg.name);
-    local_proto::Placement p{static_cast<uint32_t>(i), slot->region_file_offset(region),
+    local_proto::Placement p{static_cast<uint32_t>(i), restored.offsets.at(buffers_[i].reg.name),
                              buffers_[i].reg.size};
     reply.file_size = std::max(reply.file_size, p.file_offset + p.size);
     reply.staged.push_back(p);
   }
   std::vector<int> fds;
-  local_proto::UniqueFd dup;
-  if (!reply.staged.empty()) {
-    REFT_ASSIGN_OR_RETURN(int d, slot->DupFd());
-    dup.reset(d);
-    fds.push_back(d);
-    restoring_ = slot;  // keep the slot mapped until the client reports RestoreDone
-  }
+  if (!reply.staged.empty()) fds.push_back(restored.fd.get());  // the client maps it read-only
   return Reply(MessageType::kRestoreReply, f.header.request_id, local_proto::Encode(reply), fds);
 }
 
 Status Session::HandleRestoreDone(const Frame& f) {
-  restoring_.reset();
   return Reply(MessageType::kAck, f.header.request_id, {});
-}
-
-Status Session::HandleHasAttach(Frame& f) {
-  if (!joined_) return Status::Protocol("has_attach before hello");
-  if (f.fds.size() != 1) return Status::Protocol("has_attach must carry exactly one fd");
-#if REFT_LOCAL_WITH_HAS
-  // Optional payload: the pipeline as five little-endian int64 (stages, this stage,
-  // micro-batches, forward ns, backward ns) -> the simulator's bubble estimate seeds the gate.
-  if (!f.payload.empty() && f.payload.size() != 5 * sizeof(int64_t)) {
-    return Status::Protocol("has_attach payload must be empty or 40 bytes");
-  }
-  struct stat st {};
-  if (::fstat(f.fds[0].get(), &st) != 0 ||
-      static_cast<uint64_t>(st.st_size) < local_proto::kHasHintPageBytes) {
-    return Status::InvalidArgument("has_attach: the hint page fd is smaller than one page");
-  }
-  void* map = ::mmap(nullptr, local_proto::kHasHintPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                     f.fds[0].get(), 0);
-  if (map == MAP_FAILED) return Status::IoError(std::string("has_attach: mmap: ") + std::strerror(errno));
-  has::GateOptions options;
-  const uint64_t emulated = kernels::EmulatedCopyBandwidth();
-  if (emulated > 0) options.bytes_per_second = static_cast<double>(emulated);
-  auto state = std::make_unique<HasState>(options);
-  state->page = static_cast<local_proto::HasHintPage*>(map);
-  if (state->page->magic.load() != local_proto::HasHintPage::kMagic) {
-    return Status::InvalidArgument("has_attach: the hint page has a bad magic number");
-  }
-  if (const char* env = std::getenv("REFT_HAS_CHUNK"); env != nullptr && *env != '\0') {
-    REFT_ASSIGN_OR_RETURN(uint64_t c, ParseByteSize(env));
-    if (c == 0) return Status::InvalidArgument("REFT_HAS_CHUNK must be > 0");
-    state->chunk_bytes = c;
-  }
-  if (!f.payload.empty()) {
-    int64_t v[5];
-    std::memcpy(v, f.payload.data(), sizeof(v));
-    if (v[0] < 1 || v[0] > 1024 || v[1] < 0 || v[1] >= v[0] || v[2] < 1 || v[2] > 1 << 20 ||
-        v[3] < 0 || v[4] < 0) {
-      return Status::InvalidArgument("has_attach: bad pipeline hint (stages " +
-                                     std::to_string(v[0]) + ", stage " + std::to_string(v[1]) +
-                                     ", micro-batches " + std::to_string(v[2]) + ")");
-    }
-    planner::PipelineSpec spec;
-    spec.forward.assign(static_cast<size_t>(v[0]), static_cast<double>(v[3]) * 1e-9);
-    spec.backward.assign(static_cast<size_t>(v[0]), static_cast<double>(v[4]) * 1e-9);
-    spec.micro_batches = static_cast<int>(v[2]);
-    REFT_ASSIGN_OR_RETURN(auto est, has::EstimateBubbles(spec));
-    const auto& stage = est[static_cast<size_t>(v[1])];
-    state->gate.profiler().Seed(stage.windows, stage.makespan);
-  }
-  has_ = std::move(state);
-  return Reply(MessageType::kAck, f.header.request_id, {});
-#else
-  return Status::Unsupported("this reftd was built without HAS (daemon/has)");
-#endif
-}
-
-Status Session::PullDeviceBuffersGated(const store::SlotRef& slot,
-                                       const std::vector<kernels::EventExport>& ready,
-                                       const std::vector<std::pair<int, int>>& ready_keys) {
-#if REFT_LOCAL_WITH_HAS
-  HasState& h = *has_;
-  local_proto::HasHintPage* pg = h.page;
-  constexpr double kNs = 1e-9;
-  // Online profiler: the previous iteration's bubbles, relative to its snapshot() call, and
-  // its deadline (its fence() call, just before the optimizer step).
-  const int64_t snap_ns = pg->snapshot_ns.load(std::memory_order_acquire);
-  const int64_t fence_ns = pg->fence_ns.load(std::memory_order_acquire);
-  const uint64_t head = pg->ring_head.load(std::memory_order_acquire);
-  if (h.prev_snapshot_ns > 0 && fence_ns > h.prev_snapshot_ns && fence_ns <= snap_ns) {
-    std::vector<std::pair<double, double>> windows;
-    const uint64_t kRing = local_proto::HasHintPage::kRing;
-    // Every remembered bubble, clipped to the previous iteration: a bubble may have ended
-    // before that iteration's pull started, so "seen" entries are not skipped.
-    for (uint64_t i = head > kRing ? head - kRing : 0; i < head; ++i) {
-      const auto& r = pg->ring[i % kRing];
-      const int64_t b = std::max(r.begin_ns.load(), h.prev_snapshot_ns);
-      const int64_t e = std::min(r.end_ns.load(), fence_ns);
-      if (e > b) windows.emplace_back((b - h.prev_snapshot_ns) * kNs, (e - h.prev_snapshot_ns) * kNs);
-    }
-    h.gate.profiler().Observe(windows, (fence_ns - h.prev_snapshot_ns) * kNs);
-  }
-  h.prev_snapshot_ns = snap_ns;
-
-  struct Chunk {
-    const Buffer* b;
-    uint64_t offset, size;
-    uint8_t* dst;
-    kernels::CopyStream* stream;
-  };
-  std::vector<Chunk> chunks;
-  std::vector<kernels::CopyStream*> used;
-  uint64_t total = 0;
-  for (const auto& b : buffers_) {
-    if (b.backend == nullptr) continue;
-    REFT_ASSIGN_OR_RETURN(size_t region, slot.FindRegion(b.reg.name));
-    uint8_t* dst = slot.region_data(region);
-    REFT_RETURN_NOT_OK(b.backend->PinHost(dst, b.reg.size));
-    REFT_ASSIGN_OR_RETURN(kernels::CopyStream * stream, StreamFor(b.backend, b.reg.memory.device));
-    if (std::find(used.begin(), used.end(), stream) == used.end()) {
-      const auto key = std::make_pair(static_cast<int>(b.backend->kind()), b.reg.memory.device);
-      for (size_t e = 0; e < ready_keys.size(); ++e) {
-        if (ready_keys[e] == key) REFT_RETURN_NOT_OK(stream->WaitEvent(ready[e]));
-      }
-      used.push_back(stream);
-    }
-    for (uint64_t off = 0; off < b.reg.size; off += h.chunk_bytes) {
-      chunks.push_back({&b, off, std::min(h.chunk_bytes, b.reg.size - off), dst + off, stream});
-    }
-    total += b.reg.size;
-  }
-  h.gate.Begin(snap_ns * kNs, total);
-  uint64_t remaining = total;
-  size_t next = 0;
-  bool missed = false;  // the fence arrived before the last byte: feedback for the gate
-  while (next < chunks.size()) {
-    has::ReleaseGate::Release rel;
-    for (;;) {
-      rel = h.gate.DecideBatch(local_proto::MonotonicNs() * kNs, remaining, chunks[next].size,
-                               pg->in_bubble.load(std::memory_order_acquire) != 0,
-                               pg->fence_waiting.load(std::memory_order_acquire) != 0);
-      if (rel.layer != has::Layer::kDeferred) break;
-      const timespec pause{0, 200 * 1000};  // poll the hint page every 0.2 ms
-      ::nanosleep(&pause, nullptr);
-    }
-    if (pg->fence_waiting.load(std::memory_order_acquire) != 0) missed = true;
-    // Issue the batch, then synchronise once (one wake-up per batch, not per chunk).
-    const uint64_t seq = pg->bubble_seq.load(std::memory_order_acquire);
-    const int64_t t0 = local_proto::MonotonicNs();
-    pg->copying.store(1, std::memory_order_release);
-    uint64_t batch = 0;
-    Status copied;
-    std::vector<kernels::CopyStream*> touched;
-    while (next < chunks.size() && (batch == 0 || batch + chunks[next].size <= rel.bytes)) {
-      const Chunk& c = chunks[next++];
-      copied = c.b->backend->CopyToHostAsync(*c.b->memory, c.b->reg.memory.offset + c.offset,
-                                             c.dst, c.size, *c.stream)
-                   .WithContext("pulling buffer '" + c.b->reg.name + "'");
-      if (!copied.ok()) break;
-      if (std::find(touched.begin(), touched.end(), c.stream) == touched.end()) touched.push_back(c.stream);
-      batch += c.size;
-    }
-    for (auto* s : touched) {
-      Status st = s->Synchronize();
-      if (copied.ok()) copied = st;
-    }
-    pg->copying.store(0, std::memory_order_release);
-    REFT_RETURN_NOT_OK(copied);
-    h.gate.ObserveCopy(batch, (local_proto::MonotonicNs() - t0) * kNs);
-    pg->released_bytes[static_cast<int>(rel.layer)].fetch_add(batch);
-    if (rel.layer == has::Layer::kBubble) {
-      const int64_t t1 = local_proto::MonotonicNs();
-      if (pg->in_bubble.load() != 0 && pg->bubble_seq.load() == seq) {
-        pg->landed_in_bubble_bytes.fetch_add(batch);
-      } else if (pg->bubble_seq.load() == seq && t1 > t0) {
-        // The bubble ended during the batch: the bytes copied before its end (at the batch's
-        // measured rate) landed inside it.
-        const uint64_t h2 = pg->ring_head.load(std::memory_order_acquire);
-        const int64_t end = h2 > 0 ? pg->ring[(h2 - 1) % local_proto::HasHintPage::kRing].end_ns.load() : t0;
-        if (end > t0) {
-          const double share = std::min(1.0, static_cast<double>(end - t0) / static_cast<double>(t1 - t0));
-          pg->landed_in_bubble_bytes.fetch_add(static_cast<uint64_t>(share * static_cast<double>(batch)));
-        }
-      }
-    }
-    remaining -= batch;
-  }
-  h.gate.EndSnapshot(missed);
-  for (auto* s : used) REFT_RETURN_NOT_OK(s->Synchronize());  // streams with no chunk (ready waits)
-  pg->gated_snapshots.fetch_add(1);
-  return Status::OK();
-#else
-  return PullDeviceBuffers(slot, ready, ready_keys);
-#endif
 }
 
 void Session::Cleanup() {
   // The client is gone (exit, crash, SIGKILL): whatever it was writing is undefined.
   AbortWriting("client hung up");
-  restoring_.reset();
-  has_.reset();
+  if (joined_) ctx_.store->Unpublish(rank_);  // a redo of the step may write other bytes
+  DetachHas();
   streams_.clear();
+  plan_.reset();
   buffers_.clear();
   imports_.clear();  // field-notes §1: close mappings only after the last copy finished (strand)
-  if (joined_) coordinator_->Leave(rank_);
+  if (joined_) ctx_.coordinator->Leave(rank_);
   {
     std::lock_guard<std::mutex> lock(send_mu_);
     sock_.reset();
   }
-  counters_->closed_sessions++;
+  ctx_.counters->closed_sessions++;
 }
 
 SessionInfo Session::Info() const {

@@ -17,8 +17,10 @@ Status ValidateBuffers(const std::vector<BufferSpec>& buffers) {
   std::set<std::string> names;
   for (const auto& b : buffers) {
     if (b.name.empty()) return Status::InvalidArgument("buffer with empty name");
-    if (b.name.size() > 100)
-      return Status::InvalidArgument("buffer name '" + b.name + "' longer than 100 bytes");
+    if (b.name.size() > kMaxBufferName) {
+      return Status::InvalidArgument("buffer name '" + b.name + "' longer than " +
+                                     std::to_string(kMaxBufferName) + " bytes");
+    }
     if (!names.insert(b.name).second)
       return Status::InvalidArgument("buffer '" + b.name + "' registered twice");
     auto es = DtypeSize(b.dtype);

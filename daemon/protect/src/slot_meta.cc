@@ -104,21 +104,41 @@ SlotMeta SlotMeta::ForMember(int dp) const {
   return m;
 }
 
-bool SlotMeta::SameJobLayout(const SlotMeta& o) const {
-  if (job != o.job || layout.dp != o.layout.dp || layout.tp != o.layout.tp ||
-      layout.pp != o.layout.pp || layout.zero_stage != o.layout.zero_stage ||
-      !(scheme == o.scheme) || shard_chunk != o.shard_chunk || buffers.size() != o.buffers.size()) {
-    return false;
+std::string SlotMeta::DifferenceFrom(const SlotMeta& o) const {
+  auto pair = [](const std::string& what, const std::string& a, const std::string& b) {
+    return what + ": " + a + " here, " + b + " there";
+  };
+  auto lay = [](const Layout& l) {
+    return "dp=" + std::to_string(l.dp) + ",tp=" + std::to_string(l.tp) +
+           ",pp=" + std::to_string(l.pp) + ",zero=" + std::to_string(l.zero_stage);
+  };
+  if (job != o.job) return pair("job", job, o.job);
+  if (lay(layout) != lay(o.layout)) return pair("layout", lay(layout), lay(o.layout));
+  if (!(scheme == o.scheme)) return pair("protection", scheme.ToString(), o.scheme.ToString());
+  if (shard_chunk != o.shard_chunk) {
+    return pair("shard alignment", std::to_string(shard_chunk), std::to_string(o.shard_chunk));
   }
-  for (size_t i = 0; i < buffers.size(); ++i) {
+  for (size_t i = 0; i < std::max(buffers.size(), o.buffers.size()); ++i) {
+    if (i >= buffers.size()) return "buffer '" + o.buffers[i].name + "' only there";
+    if (i >= o.buffers.size()) return "buffer '" + buffers[i].name + "' only here";
     const auto& a = buffers[i];
     const auto& b = o.buffers[i];
-    if (a.name != b.name || a.size != b.size || a.dtype != b.dtype || a.kind != b.kind ||
-        a.layer != b.layer || a.optimizer != b.optimizer) {
-      return false;
+    const std::string at = "buffer #" + std::to_string(i) + " '" + a.name + "'";
+    if (a.name != b.name) return pair("buffer #" + std::to_string(i), a.name, b.name);
+    if (a.size != b.size) {
+      return pair(at, std::to_string(a.size) + " bytes", std::to_string(b.size) + " bytes");
+    }
+    if (a.dtype != b.dtype) return pair(at + " dtype", a.dtype, b.dtype);
+    if (a.kind != b.kind) {
+      return pair(at + " kind", a.kind == BufferKind::kUnique ? "unique" : "replicated",
+                  b.kind == BufferKind::kUnique ? "unique" : "replicated");
+    }
+    if (a.layer != b.layer) return pair(at + " layer", std::to_string(a.layer), std::to_string(b.layer));
+    if (a.optimizer != b.optimizer) {
+      return pair(at + " optimizer flag", a.optimizer ? "set" : "unset", b.optimizer ? "set" : "unset");
     }
   }
-  return true;
+  return "";
 }
 
 }  // namespace reft::protect

@@ -54,12 +54,14 @@ std::vector<uint8_t> Encode(const HelloReply& m) {
   Writer w;
   w.U64(m.session_id);
   w.Bytes(m.daemon_version);
+  w.U64(m.shard_chunk);
   return w.Take();
 }
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, HelloReply* m) {
   Reader r = MakeReader(p);
   REFT_RETURN_NOT_OK(r.U64(&m->session_id, "session_id"));
   REFT_RETURN_NOT_OK(r.Bytes(&m->daemon_version, l.max_string_bytes, "daemon_version"));
+  REFT_RETURN_NOT_OK(r.U64(&m->shard_chunk, "shard_chunk"));
   return r.Finish("hello_reply");
 }
 
@@ -70,6 +72,7 @@ std::vector<uint8_t> Encode(const Register& m) {
   w.Bytes(m.dtype);
   w.I32(m.layer);
   w.U64(m.size);
+  w.U8(m.optimizer ? 1 : 0);
   w.U32(m.memory.memory_kind);
   w.I32(m.memory.device);
   w.Bytes(m.memory.ipc_handle);
@@ -81,7 +84,7 @@ std::vector<uint8_t> Encode(const Register& m) {
 }
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m) {
   Reader r = MakeReader(p);
-  uint8_t kind = 0, has_fd = 0;
+  uint8_t kind = 0, has_fd = 0, optimizer = 0;
   REFT_RETURN_NOT_OK(r.Bytes(&m->name, l.max_name_bytes, "name"));
   REFT_RETURN_NOT_OK(r.U8(&kind, "kind"));
   if (kind > 1) return Status::Protocol("register: unknown buffer kind " + std::to_string(kind));
@@ -89,6 +92,9 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m) {
   REFT_RETURN_NOT_OK(r.Bytes(&m->dtype, l.max_string_bytes, "dtype"));
   REFT_RETURN_NOT_OK(r.I32(&m->layer, "layer"));
   REFT_RETURN_NOT_OK(r.U64(&m->size, "size"));
+  REFT_RETURN_NOT_OK(r.U8(&optimizer, "optimizer"));
+  if (optimizer > 1) return Status::Protocol("register: optimizer must be 0 or 1");
+  m->optimizer = optimizer == 1;
   REFT_RETURN_NOT_OK(r.U32(&m->memory.memory_kind, "memory_kind"));
   REFT_RETURN_NOT_OK(r.I32(&m->memory.device, "device"));
   REFT_RETURN_NOT_OK(r.Bytes(&m->memory.ipc_handle, l.max_handle_bytes, "ipc_handle"));
@@ -133,6 +139,12 @@ std::vector<uint8_t> Encode(const SlotReply& m) {
     w.U64(s.file_offset);
     w.U64(s.size);
   }
+  w.U32(static_cast<uint32_t>(m.regions.size()));
+  for (const auto& g : m.regions) {
+    w.Bytes(g.name);
+    w.U64(g.file_offset);
+    w.U64(g.size);
+  }
   return w.Take();
 }
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m) {
@@ -150,6 +162,17 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m) {
     if (s.file_offset > m->file_size || s.size > m->file_size - s.file_offset) {
       return Status::Protocol("slot reply: placement of buffer " + std::to_string(s.buffer_index) +
                               " lies outside the slot file");
+    }
+  }
+  // A slot has meta, the shard, r ARC copies, two parities and two regions per unique buffer.
+  REFT_RETURN_NOT_OK(r.Count(&n, 2 * l.max_buffers + 32, 20, "regions"));
+  m->regions.resize(n);
+  for (auto& g : m->regions) {
+    REFT_RETURN_NOT_OK(r.Bytes(&g.name, l.max_name_bytes + 8, "regions.name"));
+    REFT_RETURN_NOT_OK(r.U64(&g.file_offset, "regions.file_offset"));
+    REFT_RETURN_NOT_OK(r.U64(&g.size, "regions.size"));
+    if (g.file_offset > m->file_size || g.size > m->file_size - g.file_offset) {
+      return Status::Protocol("slot reply: region '" + g.name + "' lies outside the slot file");
     }
   }
   return r.Finish("slot reply");

@@ -27,6 +27,7 @@ struct DaemonConfig {
 
   // [store]
   uint64_t chunk_size = 4ull << 20;
+  uint64_t shard_alignment = 64ull << 10;    ///< sharding function's alignment; same on all nodes
   uint32_t slots_per_rank = 3;
   mode_t file_mode = 0600;
   std::string file_group;                    ///< group name for 0640 files; empty = unchanged
@@ -38,6 +39,7 @@ struct DaemonConfig {
   std::vector<uint32_t> allowed_gids;
   uint64_t max_message_bytes = 64ull << 10;  ///< upper bound of one local-channel frame payload
   int copy_threads = 2;
+  uint32_t peer_copy_timeout_ms = 30000;     ///< wait for the ring neighbour's unique buffers
 
   // [emulated]
   uint64_t emulated_bandwidth = 0;           ///< bytes/s of the emulated copy engine; 0 = memcpy
@@ -52,6 +54,18 @@ struct DaemonConfig {
   uint32_t indirect_probes = 2;
   uint32_t suspicion_timeout_ms = 2000;      ///< suspect -> dead
   uint64_t peer_bandwidth = 0;               ///< bytes/s per peer stream set; 0 = unlimited
+
+  // [restore] REFT-load and node rebuild (recovery::RecoveryOptions)
+  int restore_concurrency = 4;               ///< pieces fetched at once
+  uint64_t restore_piece_bytes = 8ull << 20;
+  uint32_t restore_piece_timeout_ms = 30000; ///< a source hanging longer is abandoned
+  uint32_t restore_timeout_ms = 300000;      ///< bound of a whole restore/rebuild/check
+  bool rebuild_on_restore = true;            ///< regenerate a lost rank's slot on restore
+
+  // [persist] persistent tier (persist_dir)
+  int64_t persist_every_steps = 0;           ///< persist each K-th committed step; 0 = on demand
+  uint64_t persist_bandwidth = 0;            ///< bytes/s of persist writes; 0 = unlimited
+  uint32_t persist_keep = 2;                 ///< complete persisted steps kept per job; 0 = all
 
   // [security]
   security::SecurityOptions security;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "reft/local/commit_coordinator.h"
+#include "reft/local/recovery_hooks.h"
 #include "reft/local_proto/frame.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -38,6 +39,20 @@ struct LocalServerOptions {
   int send_timeout_ms = 10000;       ///< a client that does not read its replies is dropped
   local_proto::Limits limits;
   std::string daemon_version = "0.1.0";
+  /// Shard alignment of the sharding function (protect::SlotMeta::shard_chunk), the same on
+  /// every node of a job: rank plans are computed from it.
+  uint64_t shard_chunk = 64 << 10;
+  /// Longest wait for a ring neighbour to publish the unique buffers this rank copies (its
+  /// "peer/<name>" regions); past it the step fails on this rank and is never committed.
+  int peer_copy_timeout_ms = 30000;
+};
+
+/// \brief The cluster layer's implementations (recovery_hooks.h). A null member gets the
+/// node-local default: peer copies and restores from this node's store only, which is all a
+/// job whose ranks all live on this node needs.
+struct ClusterHooks {
+  PeerCopier* copier = nullptr;
+  RestoreProvider* restorer = nullptr;
 };
 
 /// \brief One connected client, as shown by `reftctl status`.
@@ -68,10 +83,11 @@ struct LocalServerStats {
 /// Stop() (also run by the destructor) closes every session and joins every thread.
 class LocalServer {
  public:
-  /// \brief `store` and `coordinator` must outlive the server.
+  /// \brief `store`, `coordinator` and the hooks must outlive the server.
   static Result<std::unique_ptr<LocalServer>> Create(const LocalServerOptions& options,
                                                      store::SnapshotStore* store,
-                                                     CommitCoordinator* coordinator);
+                                                     CommitCoordinator* coordinator,
+                                                     ClusterHooks hooks = {});
   ~LocalServer();
   LocalServer(const LocalServer&) = delete;
   LocalServer& operator=(const LocalServer&) = delete;

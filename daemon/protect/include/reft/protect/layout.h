@@ -40,11 +40,15 @@ struct Layout {
 
 enum class BufferKind { kReplicated, kUnique };
 
+/// Longest buffer name: its slot regions ("unique/<name>", "peer/<name>") must fit the store's
+/// 127-byte region names.
+inline constexpr size_t kMaxBufferName = 100;
+
 /// \brief One registered buffer of a rank.
 struct BufferSpec {
   std::string name;
   uint64_t size = 0;            ///< bytes
-  std::string dtype = "uint8";  ///< fp32, fp16, bf16, fp64, int8, uint8, int32, int64
+  std::string dtype = "uint8";  ///< see DtypeSize()
   BufferKind kind = BufferKind::kReplicated;
   int layer = -1;          ///< optional layer index, -1 = none
   bool optimizer = false;  ///< a ZeRO-1 optimizer shard (AOR-eligible when unique)

@@ -43,7 +43,10 @@ struct SlotMeta {
   SlotMeta ForMember(int dp) const;
   /// \brief True when `o` describes the same job, layout, scheme, alignment and buffers (the
   /// coordinates may differ): members of one SG must agree on all of it.
-  bool SameJobLayout(const SlotMeta& o) const;
+  bool SameJobLayout(const SlotMeta& o) const { return DifferenceFrom(o).empty(); }
+  /// \brief "" when SameJobLayout, else the first difference in words, e.g.
+  /// "buffer 'w': 4096 bytes here, 8192 there" or "protection: arc1 here, aec there".
+  std::string DifferenceFrom(const SlotMeta& o) const;
 };
 
 }  // namespace reft::protect

@@ -15,7 +15,8 @@
 namespace reft::local_proto {
 
 constexpr uint32_t kFrameMagic = 0x4C544652;  // "RFTL" little-endian
-constexpr uint16_t kProtocolVersion = 1;
+/// 2: slots are sharded (SlotReply carries regions, hello reply the shard alignment).
+constexpr uint16_t kProtocolVersion = 2;
 constexpr size_t kFrameHeaderSize = 24;
 
 enum class MessageType : uint16_t {

@@ -30,6 +30,9 @@ struct Hello {
 struct HelloReply {
   uint64_t session_id = 0;
   std::string daemon_version;
+  /// Shard alignment of the sharding function (protect::SlotMeta::shard_chunk): the client
+  /// computes its rank's slot plan with the same inputs as reftd.
+  uint64_t shard_chunk = 0;
 };
 
 enum class BufferKind : uint8_t { kReplicated = 0, kUnique = 1 };
@@ -51,6 +54,7 @@ struct Register {
   std::string dtype;
   int32_t layer = -1;  ///< -1: none
   uint64_t size = 0;
+  bool optimizer = false;  ///< a ZeRO-1 optimizer shard (AOR-eligible when unique)
   BufferMemory memory;
 };
 struct RegisterReply {
@@ -67,10 +71,20 @@ struct Placement {
   uint64_t file_offset = 0;
   uint64_t size = 0;
 };
-struct SlotReply {  ///< SnapshotBeginReply and RestoreReply; step -1 = nothing to restore
+/// Where one region of the rank's slot lives in the slot file (SnapshotBeginReply).
+struct RegionPlacement {
+  std::string name;
+  uint64_t file_offset = 0;
+  uint64_t size = 0;
+};
+/// SnapshotBeginReply: the slot's regions (the client fills those whose source is its host
+/// memory: shard/ARC/parity pieces and unique buffers). RestoreReply: the restored bytes of
+/// every staged buffer (`staged`), in the file passed with the reply; step -1 = nothing.
+struct SlotReply {
   int64_t step = -1;
   uint64_t file_size = 0;  ///< bytes the client maps (covers every placement)
   std::vector<Placement> staged;
+  std::vector<RegionPlacement> regions;
 };
 
 /// A trainer-side "ready" event of one device (CUDA/HIP IPC event, emulated shared counter):

@@ -1,0 +1,51 @@
+#pragma once
+/// \file node_local_hooks.h
+/// \brief The node-local PeerCopier and RestoreProvider: every rank of the job on this node
+/// (a single-node job, or a LocalServer used without the cluster layer). reftd replaces both
+/// with daemon/recovery's implementations, which also reach peers, replicas and parity.
+
+#include "reft/local/commit_coordinator.h"
+#include "reft/local/recovery_hooks.h"
+#include "reft/store/snapshot_store.h"
+
+namespace reft::local {
+
+/// \brief Copies a published region of another rank's slot in this node's store, polling until
+/// it is published or the timeout passes.
+class NodeLocalPeerCopier final : public PeerCopier {
+ public:
+  explicit NodeLocalPeerCopier(store::SnapshotStore* store) : store_(store) {}
+  Status CopyPublished(const store::RankKey& from, int64_t step, const std::string& region,
+                       uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout) override;
+
+ private:
+  store::SnapshotStore* store_;
+};
+
+/// \brief REFT-load from this node's slots only: the newest committed step, every SG member's
+/// shard read and checksum-verified from the local store; Lost naming the first missing member
+/// (rebuilding it needs peers, replicas or parity: the cluster layer's job).
+class NodeLocalRestoreProvider final : public RestoreProvider {
+ public:
+  NodeLocalRestoreProvider(store::SnapshotStore* store, CommitCoordinator* coordinator)
+      : store_(store), coordinator_(coordinator) {}
+  Result<RestoredState> Restore(const protect::SlotMeta& meta) override;
+
+ private:
+  store::SnapshotStore* store_;
+  CommitCoordinator* coordinator_;
+};
+
+/// \brief A memfd of `size` bytes mapped read-write (the restored state's carrier).
+struct MappedMemfd {
+  local_proto::UniqueFd fd;
+  uint8_t* data = nullptr;
+  uint64_t size = 0;
+  MappedMemfd() = default;
+  MappedMemfd(MappedMemfd&& o) noexcept;
+  MappedMemfd& operator=(MappedMemfd&&) = delete;
+  ~MappedMemfd();
+  static Result<MappedMemfd> Create(const char* name, uint64_t size);
+};
+
+}  // namespace reft::local

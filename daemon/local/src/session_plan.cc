@@ -1,0 +1,115 @@
+/// \file session_plan.cc
+/// \brief A session's slot plan (the sharding function applied to its registered buffers) and
+/// the completion of a step after the fence: publish, peer copies, seal.
+
+#include <string>
+
+#include "reft/protect/sharding.h"
+#include "session.h"
+
+namespace reft::local {
+
+namespace {
+
+protect::BufferSpec SpecOf(const local_proto::Register& r) {
+  protect::BufferSpec s;
+  s.name = r.name;
+  s.size = r.size;
+  s.dtype = r.dtype;
+  s.kind = r.kind == local_proto::BufferKind::kUnique ? protect::BufferKind::kUnique
+                                                      : protect::BufferKind::kReplicated;
+  s.layer = r.layer;
+  s.optimizer = r.optimizer;
+  return s;
+}
+
+}  // namespace
+
+Result<Session::Plan> Session::MakePlan() const {
+  Plan p;
+  protect::SlotMeta& m = p.meta;
+  m.job = rank_.job;
+  m.coord = {rank_.pp, rank_.tp, rank_.dp};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    m.layout.dp = info_.layout.dp;
+    m.layout.tp = info_.layout.tp;
+    m.layout.pp = info_.layout.pp;
+    m.layout.zero_stage = info_.layout.zero;
+  }
+  m.scheme = scheme_;
+  m.shard_chunk = options_.shard_chunk;
+  for (const auto& b : buffers_) m.buffers.push_back(SpecOf(b.reg));
+  REFT_ASSIGN_OR_RETURN(p.rank, m.Plan());
+  REFT_ASSIGN_OR_RETURN(p.geometry, m.Geometry());
+  p.meta_bytes = m.Encode();
+  if (p.meta_bytes.size() > protect::kMaxSlotMetaBytes) {
+    return Status::InvalidArgument("too many or too long buffer names: the slot description "
+                                   "exceeds " + std::to_string(protect::kMaxSlotMetaBytes) + " bytes");
+  }
+  // Which memory each replicated buffer is in decides who fills what: the client copies from
+  // host memory, reftd pulls from device memory. Parity reads every replicated buffer, so it
+  // needs them all on one side (and, on the device side, on one device of one kind).
+  const Buffer* first_device = nullptr;
+  bool any_host = false;
+  for (const auto& e : p.geometry.buffers) {
+    const Buffer* b = nullptr;
+    for (const auto& x : buffers_) {
+      if (x.reg.name == e.name) b = &x;
+    }
+    p.replicated.push_back(b);
+    if (b->backend == nullptr) {
+      any_host = true;
+    } else if (first_device == nullptr) {
+      first_device = b;
+    } else if (b->backend != first_device->backend ||
+               b->reg.memory.device != first_device->reg.memory.device) {
+      if (scheme_.aec || scheme_.rs > 0) {
+        return Status::InvalidArgument("protection '" + scheme_.ToString() +
+                                       "' computes parity over all replicated buffers, which must "
+                                       "then be on one device: '" + first_device->reg.name +
+                                       "' and '" + b->reg.name + "' are not");
+      }
+    }
+  }
+  const bool parity = (scheme_.aec || scheme_.rs > 0) && p.geometry.m >= 2;
+  if (parity && any_host && first_device != nullptr) {
+    return Status::InvalidArgument("protection '" + scheme_.ToString() +
+                                   "' computes parity over all replicated buffers, which must "
+                                   "then live in one memory: '" + first_device->reg.name +
+                                   "' is device memory while others are host memory");
+  }
+  p.parity_on_device = parity && first_device != nullptr;
+  if (p.parity_on_device && scheme_.rs > 0) {
+    REFT_ASSIGN_OR_RETURN(p.rs, kernels::RsCodec::Create(p.geometry.m - scheme_.rs, scheme_.rs));
+  }
+  p.layout.push_back({protect::kRegionMeta, p.meta_bytes.size()});
+  for (const auto& r : p.rank.regions) p.layout.push_back({r.name, r.size});
+  return p;
+}
+
+Status Session::CompleteStep(int64_t step, const std::shared_ptr<store::SlotRef>& slot) {
+  const protect::SgGeometry& g = plan_->geometry;
+  const auto& unique = g.unique;
+  if (g.m >= 2 && !unique.empty()) {
+    // Peer copy (DESIGN.md §2): this rank keeps its ring neighbour's unique buffers (RNG,
+    // ZeRO-1 optimizer shards) of the same step, and the neighbour before it keeps ours. Ours
+    // are published first, so no member waits for another member's seal.
+    std::vector<std::string> own;
+    for (const auto& name : unique) own.push_back(protect::UniqueRegionName(name));
+    REFT_RETURN_NOT_OK(ctx_.store->Publish(rank_, step, own));
+    const store::RankKey next{rank_.job, rank_.pp, rank_.tp, (rank_.dp + 1) % g.m};
+    for (const auto& name : unique) {
+      // AOR regions hold the same bytes; until the host replay runs here they are copied too.
+      auto idx = slot->FindRegion(protect::PeerRegionName(name));
+      if (!idx.ok()) idx = slot->FindRegion(protect::AorRegionName(name));
+      REFT_RETURN_NOT_OK(idx.status());
+      REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(
+          next, step, protect::UniqueRegionName(name), slot->region_data(*idx),
+          slot->region_size(*idx), std::chrono::milliseconds(options_.peer_copy_timeout_ms)));
+    }
+  }
+  return ctx_.store->Seal(rank_, step);
+}
+
+}  // namespace reft::local
