@@ -25,7 +25,7 @@ TEST_CASE("a step commits on every node only after every rank completed it", "[p
     nodes.push_back(std::make_unique<TestNode>("c" + std::to_string(i), dirs[i]->path(),
                                                std::vector<std::string>{nodes[0]->address}));
   }
-  REQUIRE(Eventually([&] {
+  REQUIRE(peer::test::Eventually([&] {
     for (auto& n : nodes) if (n->peer->membership().LiveMembers().size() != 2) return false;
     return true;
   }, 3s));
@@ -63,7 +63,7 @@ TEST_CASE("a step commits on every node only after every rank completed it", "[p
   CHECK(waiter.get());
   for (auto& n : nodes) REQUIRE(n->peer->coordinator()->WaitCommitted("job", 2, 3s));
   for (auto& [n, r] : placement) {
-    CHECK(Eventually([&] { return nodes[n]->store->NewestCommitted(r) == 2; }, 2s));
+    CHECK(peer::test::Eventually([&] { return nodes[n]->store->NewestCommitted(r) == 2; }, 2s));
     CHECK_FALSE(nodes[n]->store->Get(r, 1).ok());
   }
 }
@@ -74,7 +74,7 @@ TEST_CASE("a lost report is repaired by anti-entropy and a restarted node recove
   auto n1 = std::make_unique<TestNode>("a1", d1.path(), std::vector<std::string>{n0->address});
   const local::JobLayout layout{2, 1, 1, 0};
   store::RankKey r0{"job", 0, 0, 0}, r1{"job", 0, 0, 1};
-  REQUIRE(Eventually([&] { return n0->peer->membership().LiveMembers().size() == 1 &&
+  REQUIRE(peer::test::Eventually([&] { return n0->peer->membership().LiveMembers().size() == 1 &&
                                   n1->peer->membership().LiveMembers().size() == 1; }, 3s));
   REQUIRE(n0->peer->coordinator()->Join(r0, layout).ok());
   REQUIRE(n1->peer->coordinator()->Join(r1, layout).ok());
@@ -102,7 +102,7 @@ TEST_CASE("SyncNow makes a node that missed the commit learn it at once", "[peer
   TempDir d0("reft-peer"), d1("reft-peer"), d2("reft-peer");
   TestNode a("s0", d0.path(), {}, 0, 64 << 10, 0, slow);
   TestNode b("s1", d1.path(), {a.address}, 0, 64 << 10, 0, slow);
-  REQUIRE(Eventually([&] { return a.peer->membership().LiveMembers().size() == 1 &&
+  REQUIRE(peer::test::Eventually([&] { return a.peer->membership().LiveMembers().size() == 1 &&
                                   b.peer->membership().LiveMembers().size() == 1; }, 3s));
   const local::JobLayout layout{2, 1, 1, 0};
   store::RankKey r0{"job", 0, 0, 0}, r1{"job", 0, 0, 1};
@@ -117,7 +117,7 @@ TEST_CASE("SyncNow makes a node that missed the commit learn it at once", "[peer
 
   // A replacement node joins after the commit: nobody pushes the job to it for a minute.
   TestNode c("s2", d2.path(), {a.address}, 0, 64 << 10, 0, slow);
-  REQUIRE(Eventually([&] { return c.peer->membership().LiveMembers().size() == 2; }, 3s));
+  REQUIRE(peer::test::Eventually([&] { return c.peer->membership().LiveMembers().size() == 2; }, 3s));
   std::this_thread::sleep_for(300ms);
   CHECK(c.peer->coordinator()->NewestCommitted("job") == std::nullopt);
   Status s = c.peer->coordinator()->SyncNow("job", 1s);

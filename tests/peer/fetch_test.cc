@@ -17,7 +17,7 @@ struct Pair {
   Pair(uint64_t chunk_size, uint64_t bandwidth = 0)
       : src("s", d0.path(), {}, 0, chunk_size),
         dst("d", d1.path(), {src.address}, 0, 64 << 10, bandwidth) {
-    REQUIRE(Eventually([&] { return dst.peer->membership().Find("s").has_value(); }, 3s));
+    REQUIRE(peer::test::Eventually([&] { return dst.peer->membership().Find("s").has_value(); }, 3s));
   }
   TempDir d0{"reft-peer"}, d1{"reft-peer"};
   TestNode src, dst;

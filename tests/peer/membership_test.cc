@@ -116,14 +116,14 @@ TEST_CASE("Hello with another protocol version is refused with a clear message",
 
 TEST_CASE("membership converges from one seed, and a dropped link is detected", "[peer]") {
   Cluster c(3);
-  REQUIRE(Eventually([&] { return c.Converged(2); }, 3s));
+  REQUIRE(peer::test::Eventually([&] { return c.Converged(2); }, 3s));
   std::atomic<int> dead_events{0};
   c.nodes[0]->peer->membership().AddListener([&](const MemberInfo& m, MemberState) {
     if (m.node_id == "n2" && m.state == MemberState::kDead) ++dead_events;
   });
   auto t0 = std::chrono::steady_clock::now();
   c.nodes[2]->Kill();
-  REQUIRE(Eventually(
+  REQUIRE(peer::test::Eventually(
       [&] {
         return StateOf(*c.nodes[0], "n2") == MemberState::kDead &&
                StateOf(*c.nodes[1], "n2") == MemberState::kDead;
@@ -143,11 +143,11 @@ TEST_CASE("a hung peer (SIGSTOP) is detected and calls to it time out", "[peer]"
   const std::string& child_addr = child.address;
   const pid_t pid = child.pid;
 
-  REQUIRE(Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kAlive &&
+  REQUIRE(peer::test::Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kAlive &&
                                   StateOf(*c.nodes[1], "hung") == MemberState::kAlive; }, 3s));
   REQUIRE(kill(pid, SIGSTOP) == 0);
   auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kDead &&
+  REQUIRE(peer::test::Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kDead &&
                                   StateOf(*c.nodes[1], "hung") == MemberState::kDead; },
                      kDetectBound));
   INFO("detected after " << std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -172,7 +172,7 @@ TEST_CASE("a hung peer (SIGSTOP) is detected and calls to it time out", "[peer]"
   // Resumed, the peer learns it was declared dead: fenced, it rejoins with a new epoch.
   REQUIRE(kill(pid, SIGCONT) == 0);
   CHECK(child.ReadLine() == "FENCED\n");
-  CHECK(Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kAlive; }, 3s));
+  CHECK(peer::test::Eventually([&] { return StateOf(*c.nodes[0], "hung") == MemberState::kAlive; }, 3s));
 }
 
 TEST_CASE("a FetchRegion stream from a peer stopped mid-transfer ends with Timeout", "[peer]") {
@@ -198,11 +198,11 @@ TEST_CASE("a FetchRegion stream from a peer stopped mid-transfer ends with Timeo
 
 TEST_CASE("a node declared dead that comes back with its old epoch is fenced", "[peer]") {
   Cluster c(3);
-  REQUIRE(Eventually([&] { return c.Converged(2); }, 3s));
+  REQUIRE(peer::test::Eventually([&] { return c.Converged(2); }, 3s));
   const uint64_t old_epoch = c.nodes[2]->peer->membership().epoch();
   const std::string n2_dir = c.dirs[2]->path();
   c.nodes[2].reset();
-  REQUIRE(Eventually([&] { return StateOf(*c.nodes[0], "n2") == MemberState::kDead &&
+  REQUIRE(peer::test::Eventually([&] { return StateOf(*c.nodes[0], "n2") == MemberState::kDead &&
                                   StateOf(*c.nodes[1], "n2") == MemberState::kDead; },
                      kDetectBound));
 
@@ -227,9 +227,9 @@ TEST_CASE("a node declared dead that comes back with its old epoch is fenced", "
                                          std::vector<std::string>{c.nodes[0]->address,
                                                                   c.nodes[1]->address},
                                          old_epoch);
-  REQUIRE(Eventually([&] { return back->peer->membership().IsFenced(); }, 3s));
+  REQUIRE(peer::test::Eventually([&] { return back->peer->membership().IsFenced(); }, 3s));
   CHECK(back->peer->membership().epoch() != old_epoch);
-  REQUIRE(Eventually([&] { return StateOf(*c.nodes[0], "n2") == MemberState::kAlive &&
+  REQUIRE(peer::test::Eventually([&] { return StateOf(*c.nodes[0], "n2") == MemberState::kAlive &&
                                   StateOf(*c.nodes[1], "n2") == MemberState::kAlive; }, 3s));
   CHECK(c.nodes[0]->peer->membership().Find("n2")->epoch == back->peer->membership().epoch());
   auto stale = c.nodes[0]->peer->client().GetManifest(back->address, "");
