@@ -2,6 +2,8 @@
 
 #include <future>
 
+#include "generation_file.h"
+
 namespace reft::peer {
 
 namespace {
@@ -48,6 +50,19 @@ DistributedCommitCoordinator::JobState& DistributedCommitCoordinator::StateLocke
   for (const auto& r : store_->Ranks(job)) {
     auto c = store_->NewestCommitted(r);
     if (c && (!newest || *c > *newest)) newest = c;
+  }
+  // The generation this node's slots belong to (a restart after a fallback); a record that
+  // cannot be read leaves generation 0, so the first peer state of the job's real generation
+  // rolls this node back: the safe direction (its slots newer than the base are dropped).
+  if (!state_dir_.empty()) {
+    auto rec = internal::LoadGeneration(state_dir_, job);
+    if (rec.ok() && rec->has_value()) {
+      st.generation = (*rec)->generation;
+      if (st.generation > 0) st.base_step = (*rec)->base_step;
+      st.persist_floor = (*rec)->persist_floor;
+      st.reason = (*rec)->reason;
+      if (st.base_step && (!newest || *newest < *st.base_step)) newest = st.base_step;
+    }
   }
   st.newest_committed = newest;
   // Complete (sealed, uncommitted) slots newer than the commit are completions this node made
@@ -204,6 +219,13 @@ v1::JobCommitState DistributedCommitCoordinator::ExportLocked(const std::string&
     out.set_has_committed(true);
     out.set_newest_committed(*st.newest_committed);
   }
+  out.set_generation(st.generation);
+  if (st.base_step) {
+    out.set_has_base(true);
+    out.set_base_step(*st.base_step);
+  }
+  out.set_persist_floor(st.persist_floor);
+  out.set_fallback_reason(st.reason);
   for (const auto& [step, ranks] : st.completed) {
     auto* sc = out.add_completed();
     sc->set_step(step);
@@ -224,6 +246,16 @@ Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::J
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = StateLocked(in.job());
+    // Generations: a lower one is stale (answered with ours, so the sender rolls back); a higher
+    // one replaces ours. Two restores that started the same generation from different bases
+    // (their views of the persistent tier differed) settle on the lower base, everywhere.
+    if (in.generation() < st.generation) return ExportLocked(in.job(), st);
+    const bool lower_base = in.generation() == st.generation && st.generation > 0 &&
+                            in.has_base() && st.base_step && in.base_step() < *st.base_step;
+    if (in.generation() > st.generation || lower_base) {
+      AdoptGenerationLocked(in.job(), st, in.generation(), in.has_base() ? in.base_step() : -1,
+                            in.persist_floor(), in.fallback_reason());
+    }
     if (in.dp() > 0) {
       local::JobLayout l;
       l.dp = in.dp();
@@ -259,7 +291,121 @@ Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::J
     out = ExportLocked(in.job(), st);
   }
   cv_.notify_all();
+  NotifyGenerations();
   return out;
+}
+
+void DistributedCommitCoordinator::AdoptGenerationLocked(const std::string& job, JobState& st,
+                                                         uint64_t gen, int64_t base,
+                                                         int64_t floor,
+                                                         const std::string& reason) {
+  st.generation = gen;
+  st.base_step = base >= 0 ? std::optional<int64_t>(base) : std::nullopt;
+  st.persist_floor = floor;
+  st.reason = reason;
+  st.completed.clear();
+  st.newest_committed = st.base_step;
+  // Roll the store back: slots newer than the base belong to the abandoned timeline (a step
+  // that will be trained again, possibly to other bytes). Dropping writing slots too makes a
+  // trainer that did not restart fail its snapshot instead of completing a stale step.
+  std::set<int64_t> newer;
+  int dropped = 0;
+  for (const auto& slot : store_->List(job)) {
+    if (slot.step > base) {
+      newer.insert(slot.step);
+      ++dropped;
+    }
+  }
+  for (int64_t step : newer) (void)store_->Drop(job, step);
+  if (!state_dir_.empty()) {
+    // Best effort: without the record a restarted daemon starts at generation 0 and is rolled
+    // back again by its peers (dropping its slots newer than the base): safe, only slower.
+    (void)internal::SaveGeneration(state_dir_, job,
+                                   {st.generation, base, st.persist_floor, st.reason});
+  }
+  dirty_.insert(job);
+  pending_events_.push_back({job, InfoLocked(st), dropped});
+}
+
+JobGeneration DistributedCommitCoordinator::InfoLocked(const JobState& st) const {
+  JobGeneration g;
+  g.generation = st.generation;
+  g.base_step = st.base_step;
+  g.persist_floor = st.persist_floor;
+  g.reason = st.reason;
+  g.newest_committed = st.newest_committed;
+  return g;
+}
+
+std::optional<local::JobLayout> DistributedCommitCoordinator::Layout(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!KnownLocked(job)) return std::nullopt;
+  const JobState& st = StateLocked(job);
+  if (!st.has_layout) return std::nullopt;
+  return st.layout;
+}
+
+std::vector<std::string> DistributedCommitCoordinator::Jobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [job, st] : jobs_) out.push_back(job);
+  return out;
+}
+
+JobGeneration DistributedCommitCoordinator::Generation(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!KnownLocked(job)) return JobGeneration{};
+  return InfoLocked(StateLocked(job));
+}
+
+bool DistributedCommitCoordinator::KnownLocked(const std::string& job) {
+  // Admin queries name arbitrary jobs: only jobs seen here (state, slots, or a generation
+  // record) get a state, so a typo is not gossiped to every member forever.
+  if (jobs_.count(job) > 0 || !store_->Ranks(job).empty()) return true;
+  if (state_dir_.empty()) return false;
+  auto rec = internal::LoadGeneration(state_dir_, job);
+  return !rec.ok() || rec->has_value();
+}
+
+JobGeneration DistributedCommitCoordinator::StartGeneration(const std::string& job, uint64_t from,
+                                                            int64_t base_step,
+                                                            int64_t persist_floor,
+                                                            const std::string& reason) {
+  JobGeneration out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = StateLocked(job);
+    if (st.generation == from) {
+      AdoptGenerationLocked(job, st, from + 1, base_step, persist_floor, reason);
+    }
+    out = InfoLocked(st);
+  }
+  cv_.notify_all();  // the exchange thread pushes the new generation at once
+  NotifyGenerations();
+  return out;
+}
+
+void DistributedCommitCoordinator::AddGenerationListener(GenerationListener listener) {
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  listeners_.push_back(std::move(listener));
+}
+
+void DistributedCommitCoordinator::SetStateDir(std::string dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_dir_ = std::move(dir);
+}
+
+void DistributedCommitCoordinator::NotifyGenerations() {
+  std::vector<GenerationEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events.swap(pending_events_);
+  }
+  if (events.empty()) return;
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  for (const auto& e : events) {
+    for (const auto& l : listeners_) l(e.job, e.generation, e.dropped);
+  }
 }
 
 std::vector<v1::JobCommitState> DistributedCommitCoordinator::AllStates() {

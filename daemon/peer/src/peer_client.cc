@@ -150,6 +150,21 @@ Result<v1::GetManifestResponse> PeerClient::GetManifest(const std::string& addre
   return resp;
 }
 
+Result<v1::PersistStepResponse> PeerClient::PersistStep(const std::string& address,
+                                                        const std::string& job, int64_t step,
+                                                        std::chrono::milliseconds timeout) {
+  v1::PersistStepRequest req;
+  *req.mutable_caller() = Stamp();
+  req.set_job(job);
+  req.set_step(step);
+  v1::PersistStepResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineIn(timeout));
+  REFT_RETURN_NOT_OK(
+      Check(Get(address)->stub->PersistStep(&ctx, req, &resp), "PersistStep " + address));
+  return resp;
+}
+
 namespace {
 
 // A cursor over the slices of one received message.

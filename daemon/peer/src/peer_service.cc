@@ -190,6 +190,32 @@ grpc::Status PeerService::GetManifest(grpc::ServerContext*, const v1::GetManifes
   return grpc::Status::OK;
 }
 
+void PeerService::SetPersistHandler(PersistHandler handler) {
+  std::lock_guard<std::mutex> lock(handler_mu_);
+  persist_handler_ = handler ? std::make_shared<PersistHandler>(std::move(handler)) : nullptr;
+}
+
+grpc::Status PeerService::PersistStep(grpc::ServerContext*, const v1::PersistStepRequest* req,
+                                      v1::PersistStepResponse* resp) {
+  Status s = Admit(req->caller(), false);
+  if (!s.ok()) return ToGrpc(s);
+  std::shared_ptr<PersistHandler> handler;
+  {
+    std::lock_guard<std::mutex> lock(handler_mu_);
+    handler = persist_handler_;
+  }
+  if (!handler) {
+    resp->set_node_id(membership_->node_id());
+    resp->set_job(req->job());
+    resp->set_step(req->step());
+    resp->set_code(v1::UNSUPPORTED);
+    resp->set_message("no persistent tier on node '" + membership_->node_id() + "'");
+    return grpc::Status::OK;
+  }
+  *resp = (*handler)(*req);
+  return grpc::Status::OK;
+}
+
 grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::ByteBuffer* raw,
                                          grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer) {
   v1::FetchRegionRequest req;

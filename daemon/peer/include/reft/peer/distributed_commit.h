@@ -12,10 +12,20 @@
 /// "committed S" implies all ranks completed S, so it rolls S forward here too.
 /// Recovery after a restart: the store's committed slots give the newest committed step (rolled
 /// forward for lagging local ranks) and its complete slots re-enter the completion sets.
+///
+/// Generations (restore fallback to the persistent tier, docs/recovery.md): a job whose newest
+/// committed step S cannot be rebuilt in memory restarts from a persisted step P <= S. The
+/// restoring node starts generation g+1 with base P (StartGeneration); every node that learns a
+/// higher generation replaces its state of the job by it: completions cleared, newest committed
+/// = P, local slots newer than P dropped from the store. A state of a lower generation is
+/// ignored, so no node re-learns "committed S" from a peer that has not rolled back yet. The
+/// generation is kept in a file per job under SetStateDir() (next to the slots), so a restarted
+/// daemon knows which generation its adopted slots belong to.
 /// Thread-safe; owns one exchange thread (Start/Stop).
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -31,6 +41,15 @@
 #include "reft/v1/peer.pb.h"
 
 namespace reft::peer {
+
+/// \brief A job's generation and commit point (see the file comment).
+struct JobGeneration {
+  uint64_t generation = 0;              ///< 0: the job never fell back
+  std::optional<int64_t> base_step;     ///< persisted step the generation restarted from
+  int64_t persist_floor = -1;           ///< steps <= this are never persisted in the generation
+  std::string reason;                   ///< why memory could not rebuild the step
+  std::optional<int64_t> newest_committed;
+};
 
 class DistributedCommitCoordinator : public local::CommitCoordinator {
  public:
@@ -55,6 +74,33 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   /// the members that did not (what the others said is merged all the same).
   Status SyncNow(const std::string& job, std::chrono::milliseconds timeout);
 
+  /// \brief The job's layout as joined locally or learned from a peer; std::nullopt if unknown.
+  std::optional<local::JobLayout> Layout(const std::string& job);
+  /// \brief Every job this node has a commit state for (its own or learned from peers), sorted.
+  std::vector<std::string> Jobs();
+
+  /// \brief The job's generation and newest committed step as this node knows them.
+  JobGeneration Generation(const std::string& job);
+
+  /// \brief Starts generation `from`+1 of `job` restarting from persisted step `base_step`, if
+  /// the job is still at generation `from` here (compare and set: concurrent restores of the
+  /// same failure start it once). Rolls this node back (completions cleared, newest committed =
+  /// base_step, local slots newer than base_step dropped), records it under the state dir and
+  /// pushes it to the members. Returns the job's generation afterwards (the new one, or the
+  /// one another restore or peer started first).
+  JobGeneration StartGeneration(const std::string& job, uint64_t from, int64_t base_step,
+                                int64_t persist_floor, const std::string& reason);
+
+  /// Called after this node moved a job to another generation: the new generation and the
+  /// number of local slots dropped. Runs without the coordinator's lock held.
+  using GenerationListener =
+      std::function<void(const std::string& job, const JobGeneration& generation, int dropped)>;
+  void AddGenerationListener(GenerationListener listener);
+
+  /// \brief Directory for the per-job generation records (reftd: <shm_dir>/commit-state).
+  /// Call before any job is used; empty (default) = kept in memory only.
+  void SetStateDir(std::string dir);
+
   /// \brief Ranks whose trainer is connected to this node now (Join without a matching Leave),
   /// of `job` or of every job; sorted. Served in GetManifest's `joined`.
   std::vector<store::RankKey> JoinedRanks(const std::optional<std::string>& job = std::nullopt);
@@ -75,8 +121,23 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
     int connected = 0;
     std::optional<int64_t> newest_committed;
     std::map<int64_t, std::set<store::RankKey>> completed;
+    uint64_t generation = 0;
+    std::optional<int64_t> base_step;
+    int64_t persist_floor = -1;
+    std::string reason;
+  };
+  struct GenerationEvent {
+    std::string job;
+    JobGeneration generation;
+    int dropped = 0;
   };
   JobState& StateLocked(const std::string& job);
+  bool KnownLocked(const std::string& job);  ///< has a state, slots here, or a generation record
+  /// Replaces the job's state by generation `gen` (rollback to `base`, slots > base dropped).
+  void AdoptGenerationLocked(const std::string& job, JobState& st, uint64_t gen, int64_t base,
+                             int64_t floor, const std::string& reason);
+  JobGeneration InfoLocked(const JobState& st) const;
+  void NotifyGenerations();
   void TryCommitLocked(const std::string& job, JobState& st, std::optional<int64_t> known);
   v1::JobCommitState ExportLocked(const std::string& job, const JobState& st) const;
   void Run();
@@ -91,6 +152,10 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   std::map<std::string, JobState> jobs_;
   std::map<store::RankKey, int> joined_;  // rank -> connected sessions (Join - Leave)
   std::set<std::string> dirty_;
+  std::string state_dir_;
+  std::vector<GenerationEvent> pending_events_;  // delivered by NotifyGenerations()
+  std::vector<GenerationListener> listeners_;
+  std::mutex listeners_mu_;                       // listeners_ (never held with mu_)
   bool running_ = false;
   std::thread thread_;
 };

@@ -60,6 +60,12 @@ class PeerClient {
       const std::string& address, const std::string& job,
       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
+  /// \brief Asks the peer to persist its ranks of (job, step) (Peer.PersistStep); the peer's
+  /// own outcome is in the response (`code`, `message`). Unavailable / Timeout on transport
+  /// problems, Unsupported when the peer predates the RPC.
+  Result<v1::PersistStepResponse> PersistStep(const std::string& address, const std::string& job,
+                                              int64_t step, std::chrono::milliseconds timeout);
+
   /// \brief Fetches bytes [offset, offset + dst_size) of `region` of `rank`'s slot of `step`
   /// from the peer at `address` into `dst`, verifying every chunk's checksum.
   /// Corrupted names the chunk (transit or server-side sealed-checksum failure); Unavailable

@@ -45,6 +45,11 @@ class PeerNode {
   /// this PeerNode.
   std::unique_ptr<local::CommitCoordinator> CoordinatorHandle();
 
+  /// Serves Peer.PersistStep on this node (see PeerService::SetPersistHandler).
+  void SetPersistHandler(PeerService::PersistHandler handler) {
+    service_->SetPersistHandler(std::move(handler));
+  }
+
   /// Restore path helpers: address of a live member, or NotFound/Unavailable.
   Result<std::string> AddressOf(const std::string& node_id) const;
   /// FetchRegion from node `node_id` (see PeerClient::FetchRegion).

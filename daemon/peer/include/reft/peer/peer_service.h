@@ -9,6 +9,10 @@
 /// or, when wire chunks coincide with sealed chunks, reaches the client with the sealed checksum
 /// and is reported by it). Handlers are thread-safe (gRPC sync server threads).
 
+#include <functional>
+#include <memory>
+#include <mutex>
+
 #include <grpcpp/grpcpp.h>
 
 #include "reft/peer/distributed_commit.h"
@@ -34,6 +38,14 @@ class PeerService final : public v1::Peer::Service {
                                    v1::ExchangeCommitStateResponse*) override;
   grpc::Status GetManifest(grpc::ServerContext*, const v1::GetManifestRequest*,
                            v1::GetManifestResponse*) override;
+  grpc::Status PersistStep(grpc::ServerContext*, const v1::PersistStepRequest*,
+                           v1::PersistStepResponse*) override;
+
+  /// Persists this node's ranks of a step (daemon/recovery's Persister); runs on a gRPC thread
+  /// and may block for size / bandwidth seconds. Without a handler PersistStep answers
+  /// code UNSUPPORTED ("no persistent tier on node X").
+  using PersistHandler = std::function<v1::PersistStepResponse(const v1::PersistStepRequest&)>;
+  void SetPersistHandler(PersistHandler handler);
 
   /// Sets the server-wide limits this service needs (max send/receive message sizes).
   static void ConfigureServerBuilder(const PeerOptions& options, grpc::ServerBuilder* builder);
@@ -47,6 +59,8 @@ class PeerService final : public v1::Peer::Service {
   store::SnapshotStore* store_;
   Membership* membership_;
   DistributedCommitCoordinator* coordinator_;
+  std::mutex handler_mu_;
+  std::shared_ptr<PersistHandler> persist_handler_;  // guarded by handler_mu_
 };
 
 }  // namespace reft::peer
