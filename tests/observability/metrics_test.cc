@@ -59,10 +59,17 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
   CHECK(Sample(before, "reft_checksum_failures_total") == 0);
   CHECK(Sample(before, "reft_recovered_bytes_total{source=\"parity\"}") == 0);
   CHECK(Sample(before, "reft_peers{state=\"alive\"}") == 0);
+  CHECK(Sample(before, "reft_recovered_bytes_total{source=\"peer\"}") == 0);
+  CHECK(Sample(before, "reft_recovery_phase_duration_seconds_count{operation=\"restore\","
+                       "phase=\"locate\"}") == 0);
+  CHECK(Sample(before, "reft_persist_failures_total{reason=\"no_space\"}") == 0);
+  CHECK(Sample(before, "reft_persist_bytes_total") == 0);
   for (const char* family :
        {"reft_trainer_blocked_seconds", "reft_commit_latency_seconds", "reft_slots",
         "reft_memory_used_bytes", "reft_memory_limit_bytes",
-        "reft_recovery_phase_duration_seconds", "reft_gossip_round_trip_seconds"}) {
+        "reft_recovery_phase_duration_seconds", "reft_gossip_round_trip_seconds",
+        "reft_persist_duration_seconds", "reft_persist_bytes_total",
+        "reft_persist_failures_total"}) {
     INFO(family);
     CHECK(before.find(std::string("# TYPE ") + family + " ") != std::string::npos);
   }
@@ -81,6 +88,10 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
   m.SetPeers(obs::PeerState::kAlive, 3);
   m.SetPeers(obs::PeerState::kSuspect, 1);
   m.ObserveGossipRoundTrip(0.0007);
+  m.ObserveRecoveryPhase(obs::RecoveryOperation::kRestore, obs::RecoveryPhase::kDeliver, 0.02);
+  m.AddBytesRecovered(obs::RecoverySource::kPeer, 512);
+  m.ObservePersist(2.0, 3000);
+  m.IncPersistFailures(obs::PersistFailure::kMissingDir);
 
   std::string after = Scrape(m.port());
   CHECK(Sample(after, "reft_snapshot_bytes_total") == 1024);
@@ -105,6 +116,13 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
   CHECK(Sample(after, "reft_peers{state=\"alive\"}") == 3);
   CHECK(Sample(after, "reft_peers{state=\"suspect\"}") == 1);
   CHECK(Sample(after, "reft_gossip_round_trip_seconds_count") == 1);
+  CHECK(Sample(after, "reft_recovery_phase_duration_seconds_count{operation=\"restore\","
+                      "phase=\"deliver\"}") == 1);
+  CHECK(Sample(after, "reft_recovered_bytes_total{source=\"peer\"}") == 512);
+  CHECK(Sample(after, "reft_persist_duration_seconds_count") == 1);
+  CHECK(Sample(after, "reft_persist_bytes_total") == 3000);
+  CHECK(Sample(after, "reft_persist_failures_total{reason=\"missing_dir\"}") == 1);
+  CHECK(Sample(after, "reft_persist_failures_total{reason=\"no_space\"}") == 0);
 
   // The in-process serialisation is the same data as the HTTP body.
   CHECK(Sample(m.Serialize(), "reft_snapshot_bytes_total") == 1024);

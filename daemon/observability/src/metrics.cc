@@ -28,6 +28,8 @@ const Buckets kCommitBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                 1,     2.5,  5,     10,   30,  60,   120};
 // Restore/rebuild phases move gigabytes: sub-second to tens of minutes.
 const Buckets kPhaseBuckets = {0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
+// A persist writes gigabytes at a configured bandwidth: seconds to an hour.
+const Buckets kPersistBuckets = {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600};
 // Gossip is a small RPC on the cluster network.
 const Buckets kGossipBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                 0.01,   0.025,   0.05,   0.1,   0.25,   1};
@@ -37,6 +39,7 @@ const Buckets kGossipBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 const char* ToString(RecoverySource source) {
   switch (source) {
     case RecoverySource::kLocal: return "local";
+    case RecoverySource::kPeer: return "peer";
     case RecoverySource::kReplica: return "replica";
     case RecoverySource::kParity: return "parity";
     case RecoverySource::kPersistent: return "persistent";
@@ -56,11 +59,11 @@ const char* ToString(RecoveryOperation operation) {
 
 const char* ToString(RecoveryPhase phase) {
   switch (phase) {
-    case RecoveryPhase::kPlan: return "plan";
+    case RecoveryPhase::kLocate: return "locate";
     case RecoveryPhase::kFetch: return "fetch";
     case RecoveryPhase::kDecode: return "decode";
-    case RecoveryPhase::kVerify: return "verify";
-    case RecoveryPhase::kLoad: return "load";
+    case RecoveryPhase::kDeliver: return "deliver";
+    case RecoveryPhase::kRebuild: return "rebuild";
     case RecoveryPhase::kCount: break;
   }
   return "unknown";
@@ -73,6 +76,18 @@ const char* ToString(PeerState state) {
     case PeerState::kDead: return "dead";
     case PeerState::kLeft: return "left";
     case PeerState::kCount: break;
+  }
+  return "unknown";
+}
+
+const char* ToString(PersistFailure reason) {
+  switch (reason) {
+    case PersistFailure::kMissingDir: return "missing_dir";
+    case PersistFailure::kNoSpace: return "no_space";
+    case PersistFailure::kPermission: return "permission";
+    case PersistFailure::kIo: return "io";
+    case PersistFailure::kOther: return "other";
+    case PersistFailure::kCount: break;
   }
   return "unknown";
 }
@@ -152,6 +167,25 @@ Metrics::Metrics()
   for (int s = 0; s < static_cast<int>(PeerState::kCount); ++s) {
     peers_[s] = &peers.Add({{"state", ToString(static_cast<PeerState>(s))}});
   }
+  persist_duration_ = &BuildHistogram()
+                           .Name("reft_persist_duration_seconds")
+                           .Help("Wall time of writing this node's ranks of one step to the "
+                                 "persistent tier")
+                           .Register(r)
+                           .Add({}, kPersistBuckets);
+  persist_bytes_ = &BuildCounter()
+                        .Name("reft_persist_bytes_total")
+                        .Help("Bytes written to the persistent tier (rank files and manifests)")
+                        .Register(r)
+                        .Add({});
+  auto& persist_failures = BuildCounter()
+                               .Name("reft_persist_failures_total")
+                               .Help("Failed persists of this node's ranks, by reason")
+                               .Register(r);
+  for (int f = 0; f < static_cast<int>(PersistFailure::kCount); ++f) {
+    persist_failures_[f] =
+        &persist_failures.Add({{"reason", ToString(static_cast<PersistFailure>(f))}});
+  }
   gossip_rtt_ = &BuildHistogram()
                      .Name("reft_gossip_round_trip_seconds")
                      .Help("Round-trip time of one gossip exchange with a peer")
@@ -223,5 +257,12 @@ void Metrics::SetPeers(PeerState state, double count) {
   peers_[static_cast<int>(state)]->Set(count);
 }
 void Metrics::ObserveGossipRoundTrip(double seconds) { gossip_rtt_->Observe(seconds); }
+void Metrics::ObservePersist(double seconds, uint64_t bytes) {
+  persist_duration_->Observe(seconds);
+  persist_bytes_->Increment(static_cast<double>(bytes));
+}
+void Metrics::IncPersistFailures(PersistFailure reason) {
+  persist_failures_[static_cast<int>(reason)]->Increment();
+}
 
 }  // namespace reft::observability

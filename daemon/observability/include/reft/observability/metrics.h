@@ -26,15 +26,24 @@ class Registry;
 
 namespace reft::observability {
 
-/// Where bytes of a restore or rebuild came from (label `source`).
-enum class RecoverySource : int { kLocal = 0, kReplica, kParity, kPersistent, kCount };
+/// Where bytes of a restore or rebuild came from (label `source`): the members' own data
+/// (shards, unique buffers, meta) read from this node's store (`local`) or from other nodes
+/// (`peer`), ARC / peer / AOR copies (`replica`), AEC or RS parity (`parity`), the persistent
+/// tier (`persistent`). Every recovered byte is counted once.
+enum class RecoverySource : int { kLocal = 0, kPeer, kReplica, kParity, kPersistent, kCount };
 
 /// Restore/rebuild operation (label `operation`).
 enum class RecoveryOperation : int { kRestore = 0, kRebuild, kCount };
 
-/// Phases of a restore or rebuild (label `phase`): plan the sources, fetch chunks, decode
-/// parity, verify checksums, load into the trainer / re-protect.
-enum class RecoveryPhase : int { kPlan = 0, kFetch, kDecode, kVerify, kLoad, kCount };
+/// Phases of a restore or rebuild (label `phase`), those of recovery::RestoreStats: locate
+/// (commit sync, manifests, meta), fetch (verified reads), decode (ARC copy, XOR, RS), deliver
+/// (hand the state to the trainer), rebuild (regenerate a lost rank's slot here).
+enum class RecoveryPhase : int { kLocate = 0, kFetch, kDecode, kDeliver, kRebuild, kCount };
+
+/// Why a persist of this node's ranks failed (label `reason`): the directory is missing (or
+/// not a directory), full, not writable, another file-system error, or anything else (e.g. the
+/// slot was freed by a newer commit before it could be written).
+enum class PersistFailure : int { kMissingDir = 0, kNoSpace, kPermission, kIo, kOther, kCount };
 
 /// Membership state of a peer as seen by this node (label `state`).
 enum class PeerState : int { kAlive = 0, kSuspect, kDead, kLeft, kCount };
@@ -43,6 +52,7 @@ const char* ToString(RecoverySource source);
 const char* ToString(RecoveryOperation operation);
 const char* ToString(RecoveryPhase phase);
 const char* ToString(PeerState state);
+const char* ToString(PersistFailure reason);
 
 /// \brief Owns the metric families. Thread-safe: all recording methods may be called from
 /// any thread concurrently. Handles stay valid for the lifetime of the Metrics object.
@@ -91,6 +101,12 @@ class Metrics {
   void AddBytesRecovered(RecoverySource source, uint64_t bytes);
   void IncChecksumFailures(uint64_t n = 1);
 
+  // --- persistent tier ---
+  /// This node wrote `bytes` (rank files and manifest) of a step in `seconds`.
+  void ObservePersist(double seconds, uint64_t bytes);
+  /// A persist of this node's ranks failed (nothing is counted for skipped persists).
+  void IncPersistFailures(PersistFailure reason);
+
   // --- membership ---
   /// Number of peers currently in `state` (the peer component sets all states each round).
   void SetPeers(PeerState state, double count);
@@ -121,6 +137,9 @@ class Metrics {
   std::array<prometheus::Counter*, static_cast<int>(RecoverySource::kCount)> recovered_{};
   prometheus::Counter* checksum_failures_ = nullptr;
   std::array<prometheus::Gauge*, static_cast<int>(PeerState::kCount)> peers_{};
+  prometheus::Histogram* persist_duration_ = nullptr;
+  prometheus::Counter* persist_bytes_ = nullptr;
+  std::array<prometheus::Counter*, static_cast<int>(PersistFailure::kCount)> persist_failures_{};
   prometheus::Histogram* gossip_rtt_ = nullptr;
 };
 
