@@ -383,3 +383,77 @@ TEST_CASE("the socket is private, a stale one is replaced, a live one is refused
   CHECK(Client::Connect(Opts(f)).ok());
   (*third)->Stop();
 }
+
+TEST_CASE("ring neighbours on one node copy each other's unique buffers before the commit") {
+  ServerFixture f;
+  const size_t n = 100001;
+  std::vector<uint8_t> w = RandomBytes(n, 21);  // replicated: the same on both ranks
+  std::vector<std::vector<uint8_t>> rng = {RandomBytes(77, 22), RandomBytes(77, 23)};
+  std::vector<std::unique_ptr<Client>> c;
+  for (int d = 0; d < 2; ++d) {
+    auto o = Opts(f, d, 2);
+    o.protection = "arc1";
+    c.push_back(Connect(o));
+    REQUIRE(c[d]->Register("w", w.data(), n).ok());
+    BufferOptions unique;
+    unique.kind = BufferKind::kUnique;
+    REQUIRE(c[d]->Register("rng", rng[d].data(), rng[d].size(), unique).ok());
+  }
+  for (auto& client : c) REQUIRE(client->Snapshot(1).ok());
+  for (auto& client : c) REQUIRE(client->Fence().ok());
+  for (auto& client : c) CHECK(client->WaitCommitted(1, std::chrono::seconds(10)).ValueOr(false));
+  // Rank 0's slot holds rank 1's unique buffer, and the other way round.
+  for (int d = 0; d < 2; ++d) {
+    auto slot = f.store->Get({"job1", 0, 0, d}, 1);
+    REQUIRE(slot.ok());
+    auto idx = (*slot)->FindRegion("peer/rng");
+    REQUIRE(idx.ok());
+    CHECK(std::memcmp((*slot)->region_data(*idx), rng[(d + 1) % 2].data(), 77) == 0);
+  }
+  // Each rank restores its own unique buffer (not the neighbour's) and the shared one.
+  for (int d = 0; d < 2; ++d) {
+    std::vector<uint8_t> w2(n), rng2(77);
+    auto o = Opts(f, d, 2);
+    o.protection = "arc1";
+    c[d].reset();
+    auto again = Connect(o);
+    REQUIRE(again->Register("w", w2.data(), n).ok());
+    BufferOptions unique;
+    unique.kind = BufferKind::kUnique;
+    REQUIRE(again->Register("rng", rng2.data(), 77, unique).ok());
+    auto step = again->Restore();
+    REQUIRE(step.ok());
+    CHECK(step->value_or(-1) == 1);
+    CHECK(w2 == w);
+    CHECK(rng2 == rng[d]);
+  }
+}
+
+TEST_CASE("a trainer that goes away while its step waits for the neighbour releases the step") {
+  local::LocalServerOptions options;
+  options.peer_copy_timeout_ms = 60000;  // far longer than the test may take
+  ServerFixture f(options);
+  std::vector<uint8_t> w = RandomBytes(4096, 31), rng = RandomBytes(64, 32);
+  auto o = Opts(f, 0, 2);
+  o.protection = "arc1";
+  auto connect = [&] {
+    auto c = Connect(o);
+    REQUIRE(c->Register("w", w.data(), w.size()).ok());
+    BufferOptions unique;
+    unique.kind = BufferKind::kUnique;
+    REQUIRE(c->Register("rng", rng.data(), rng.size(), unique).ok());
+    return c;
+  };
+  auto c = connect();
+  REQUIRE(c->Snapshot(1).ok());
+  REQUIRE(c->Fence().ok());  // the fence does not wait for the neighbour's copy
+  // Rank 1 never comes: step 1 of rank 0 waits for its publication. The trainer dies.
+  const auto t0 = std::chrono::steady_clock::now();
+  c.reset();
+  CHECK(Eventually([&] { return f.server->Sessions().empty(); }));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  // The restarted trainer may write step 1 again at once (no "already being written").
+  auto again = connect();
+  REQUIRE(again->Snapshot(1).ok());
+  REQUIRE(again->Fence().ok());
+}

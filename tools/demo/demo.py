@@ -1,10 +1,17 @@
 """The reft main job on an embedded local cluster (README command 1).
 
-1. Starts reftd on loopback and a torch trainer that snapshots every step.
-2. SIGKILLs the trainer mid-run, restarts it: it restores the newest committed step and
-   proves the restored bytes equal what was saved at that step.
-3. SIGKILLs reftd mid-run (the trainer dies with it), restarts reftd, which adopts its
-   shared-memory segments after checking them, and restarts the trainer: same proof.
+Three reftd on loopback, one per "node", and a data-parallel training job of three ranks (one
+per node, torch DDP over gloo; the C++ sample trainer when torch is missing) that snapshots
+every step with ARC(1) protection. Then:
+
+1. A trainer is SIGKILLed. Like torchelastic, the orchestrator restarts every rank; each
+   restores the newest committed step and proves it bit for bit (state digests).
+2. reftd of node0 is SIGKILLed (its trainers die with it) and restarted: it adopts its
+   shared-memory segments after checking them; the job restores again.
+3. node1 is lost: its reftd is SIGKILLed and its memory wiped. A fresh reftd with a new identity
+   takes over rank 1; REFT-load rebuilds rank 1's state from the other nodes (rank 0 holds
+   its ARC copy and its unique state's ring copy) and regenerates its slot on the new node, so
+   the job is protected again; every rank restores bit for bit and training finishes.
 """
 import os
 import signal
@@ -13,57 +20,74 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "localcluster"))
-from reft_cluster import LocalCluster, find_build_dir  # noqa: E402
+from reft_cluster import LocalCluster, find_build_dir, free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+RANKS = 3
+PROTECTION = "arc1"
+JOB = "demo"
+CONFIG = """
+[peer]
+probe_interval_ms = 200
+probe_timeout_ms = 150
+suspicion_timeout_ms = 1500
+"""
 
 
 def have_torch():
     try:
         import torch  # noqa: F401
-        return True
+        import torch.distributed as dist
+        return dist.is_available() and dist.is_gloo_available()
     except ImportError:
         return False
 
 
-class Trainer:
-    """The torch sample trainer (train.py), or the C++ one when torch is not installed. Both
-    print the same events and verify restored bytes against what they saved."""
+class Rank:
+    """One trainer process: the torch DDP sample (train.py) or the C++ sample trainer. Both print
+    the same events and verify restored bytes against what they saved."""
 
-    def __init__(self, cluster, node, record_dir, steps):
+    all = []  # every rank started, for the post-mortem of a failed demo
+
+    def __init__(self, cluster, node, dp, record_dir, steps, master_port):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.path.join(cluster.build_dir, "client", "python")
         if have_torch():
             cmd = [sys.executable, os.path.join(HERE, "train.py"), "--socket", node.socket,
-                   "--job", "demo", "--steps", str(steps), "--record-dir", record_dir,
-                   "--step-sleep", "0.02"]
+                   "--job", JOB, "--dp", str(dp), "--dp-size", str(RANKS),
+                   "--master-port", str(master_port), "--protection", PROTECTION,
+                   "--steps", str(steps), "--record-dir", record_dir, "--step-sleep", "0.02"]
         else:
             cmd = [os.path.join(cluster.build_dir, "tools", "demo", "reft_sample_trainer"),
-                   "--socket", node.socket, "--job", "demo", "--steps", str(steps),
+                   "--socket", node.socket, "--job", JOB, "--dp", str(dp),
+                   "--dp-size", str(RANKS), "--protection", PROTECTION, "--steps", str(steps),
                    "--size", "3000001", "--sleep-us", "20000"]
+        self.dp = dp
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=env)
-        self.events = []
+        Rank.all.append(self)
 
-    def wait_for(self, word, min_step=-1, timeout=120):
+    def wait_for(self, word, min_step=-1, timeout=180):
         deadline = time.time() + timeout
         while time.time() < deadline:
             line = self.proc.stdout.readline()
             if not line:
                 err = self.proc.stderr.read()
-                raise RuntimeError(f"trainer exited ({self.proc.wait()}) before '{word}':\n{err}")
+                raise RuntimeError(f"rank {self.dp} exited ({self.proc.wait()}) before "
+                                   f"'{word}':\n{err}")
             parts = line.split()
-            self.events.append(parts)
             if parts[0] in ("restore-error", "connect-error"):
-                raise RuntimeError(f"trainer failed: {line.strip()}")
+                raise RuntimeError(f"rank {self.dp} failed: {line.strip()}")
             if parts[0] == "restored" and len(parts) > 2 and parts[2] == "MISMATCH":
-                raise RuntimeError(f"restored step {parts[1]} does not match what was saved")
+                raise RuntimeError(f"rank {self.dp}: restored step {parts[1]} does not match "
+                                   "what was saved")
             if parts[0] == word and int(parts[1]) >= min_step:
                 return parts
-        raise TimeoutError(f"trainer did not report '{word}' within {timeout}s")
+        raise TimeoutError(f"rank {self.dp} did not report '{word}' within {timeout}s")
 
     def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
 
@@ -71,43 +95,107 @@ def say(msg):
     print(f"[demo] {msg}", flush=True)
 
 
+def start_job(cluster, nodes, record, steps):
+    """Starts every rank (rank d on nodes[d]) and waits until each restored or started fresh."""
+    port = free_port()
+    ranks = [Rank(cluster, node, d, record, steps, port) for d, node in enumerate(nodes)]
+    restored = [r.wait_for("restored") for r in ranks]
+    steps_restored = {int(ev[1]) for ev in restored}
+    if len(steps_restored) != 1:
+        raise RuntimeError(f"ranks restored different steps: {restored}")
+    return ranks, steps_restored.pop()
+
+
+def stop_job(ranks):
+    for r in ranks:
+        r.kill()
+
+
+def wait_dead(observer, node_id, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        nodes = observer.ctl("nodes", "list", json_output=True)["nodes"]
+        if any(n["node_id"] == node_id and n["state"] == "dead" for n in nodes):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{node_id} was not declared dead")
+
+
 def main():
-    say("trainer: " + ("torch sample (tools/demo/train.py)" if have_torch()
+    try:
+        return run()
+    except Exception:
+        for r in Rank.all[-RANKS:]:  # the job that was running
+            if r.proc.poll() is not None and r.proc.returncode not in (0, -9):
+                say(f"rank {r.dp} exited with {r.proc.returncode}: " + r.proc.stderr.read()[-3000:])
+        raise
+
+
+def run():
+    steps = 120
+    say("trainer: " + ("torch DDP sample over gloo (tools/demo/train.py)" if have_torch()
                        else "C++ sample (torch not installed)"))
-    with LocalCluster(nodes=1, build_dir=find_build_dir()) as cluster:
-        node = cluster.nodes[0]
+    with LocalCluster(nodes=RANKS, build_dir=find_build_dir(), config=CONFIG) as cluster:
+        nodes = list(cluster.nodes)
         record = os.path.join(cluster.root, "records")
-        say(f"reftd {node.node_id} serving on {node.addr}, socket {node.socket}")
+        for n in nodes:
+            say(f"reftd {n.node_id} serving on {n.addr}, socket {n.socket}")
+        say(f"job '{JOB}': {RANKS} data-parallel ranks, one per node, protection {PROTECTION}")
 
-        t = Trainer(cluster, node, record, steps=400)
-        t.wait_for("restored")
-        say("trainer started fresh, snapshotting every step")
-        committed = int(t.wait_for("committed", min_step=25)[1])
-        t.kill()
-        say(f"SIGKILLed the trainer after step {committed} was committed")
-        print(node.ctl("snapshots", "list", "--job", "demo").stdout, end="")
+        ranks, _ = start_job(cluster, nodes, record, steps)
+        say("every rank started fresh and snapshots every step")
+        committed = int(ranks[0].wait_for("committed", min_step=15)[1])
 
-        t = Trainer(cluster, node, record, steps=400)
-        restored = t.wait_for("restored")
-        say(f"restarted trainer restored step {restored[1]}: restored bytes equal the saved "
-            f"bytes ({restored[2]})")
-        assert int(restored[1]) >= committed
+        # 1. A trainer crash.
+        ranks[1].kill()
+        stop_job(ranks)  # the elastic agent restarts the whole group
+        say(f"SIGKILLed rank 1's trainer after step {committed} was committed; restarting "
+            "every rank")
+        print(nodes[0].ctl("snapshots", "list", "--job", JOB).stdout, end="")
+        ranks, restored = start_job(cluster, nodes, record, steps)
+        say(f"every rank restored step {restored} from memory: restored state equals the "
+            "saved state bit for bit")
+        assert restored >= committed
 
-        committed = int(t.wait_for("committed", min_step=int(restored[1]) + 20)[1])
-        node.kill(signal.SIGKILL)
-        t.kill()
-        say(f"SIGKILLed reftd (and with it the trainer) after step {committed} was committed")
-        node.start()
-        say("restarted reftd: it adopted its segments after checking headers and checksums")
-        print(node.ctl("snapshots", "verify", "--job", "demo").stdout, end="")
+        # 2. A daemon crash: segments outlive reftd, which adopts them.
+        committed = int(ranks[0].wait_for("committed", min_step=restored + 15)[1])
+        nodes[0].kill(signal.SIGKILL)
+        stop_job(ranks)
+        say(f"SIGKILLed reftd on node0 (its trainer died with it) after step {committed} was "
+            "committed")
+        nodes[0].start()
+        say("restarted reftd on node0: it adopted its segments after checking headers and "
+            "checksums")
+        print(nodes[0].ctl("snapshots", "verify", "--job", JOB).stdout, end="")
+        ranks, restored = start_job(cluster, nodes, record, steps)
+        say(f"every rank restored step {restored} bit for bit")
+        assert restored >= committed
 
-        t = Trainer(cluster, node, record, steps=int(restored[1]) + 60)
-        restored2 = t.wait_for("restored")
-        say(f"restarted trainer restored step {restored2[1]} ({restored2[2]})")
-        assert int(restored2[1]) >= committed
-        done = t.wait_for("done")
-        say(f"training finished at step {done[1]}")
-        print(node.ctl("status").stdout, end="")
+        # 3. A node is lost: its daemon and its memory are gone.
+        committed = int(ranks[0].wait_for("committed", min_step=restored + 15)[1])
+        nodes[1].kill(signal.SIGKILL)
+        nodes[1].wipe_memory()
+        stop_job(ranks)
+        say(f"node1 lost after step {committed} was committed: reftd SIGKILLed, its shared "
+            "memory wiped")
+        spare = cluster.add_node("spare1")
+        say(f"replacement reftd {spare.node_id} on {spare.addr} takes over rank 1")
+        wait_dead(nodes[0], "node1")
+        print(nodes[0].ctl("nodes", "list").stdout, end="")
+        check = nodes[0].ctl("restore-check", "--job", JOB, check=False)
+        print(check.stdout, end="")
+        nodes[1] = spare
+        ranks, restored = start_job(cluster, nodes, record, steps)
+        say(f"every rank restored step {restored} bit for bit; rank 1's state was rebuilt from "
+            "node0 and node2")
+        assert restored >= committed
+        print(spare.ctl("snapshots", "list", "--job", JOB).stdout, end="")
+        say("the replacement regenerated rank 1's slot (shard, ARC copy, ring copy): the job "
+            "is protected again")
+        for r in ranks:
+            r.wait_for("done")
+        say(f"training finished at step {steps - 1}")
+        print(nodes[0].ctl("status").stdout, end="")
     say("OK")
     return 0
 

@@ -1,9 +1,14 @@
-"""Sample trainer for the reft demo: a small torch model trained with AdamW, snapshotting
-every step through reftd, restoring after a crash.
+"""Sample data-parallel trainer for the reft demo: a small torch model trained with AdamW under
+DistributedDataParallel (gloo on loopback), one process per rank, each rank snapshotting every
+step through its node's reftd and restoring after a crash or the loss of its node.
 
-Every step it records a digest of the full training state (parameters, buffers, optimizer
-state) in --record-dir, so a restarted trainer can prove that what it restored is bit for bit
-what was saved at that step. Prints one line per event on stdout (the orchestrator reads it):
+Parameters and optimizer state are replicated across the ranks (DDP all-reduces the
+gradients), so reftd shards them over the sharding group; each rank also has a small unique
+state (how many samples it has consumed), which reftd keeps on the ring neighbour's node.
+
+Every step each rank records a digest of its full training state (parameters, optimizer state,
+its unique state) in --record-dir, so a restarted rank proves that what it restored is bit for
+bit what was saved at that step. One line per event on stdout (the orchestrator reads it):
   restored <step> <ok|MISMATCH|fresh>
   committed <step>
   done <step>
@@ -15,28 +20,29 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
 
 import reft
 import reft.torch
 
 
-def state_digest(model, optimizer):
+def state_digest(model, optimizer, unique):
     h = hashlib.sha256()
     for name, t in sorted(model.state_dict().items()):
         h.update(name.encode())
         h.update(t.detach().contiguous().numpy().tobytes())
-    for group_state in sorted(optimizer.state_dict()["state"].items()):
-        pid, st = group_state
+    for pid, st in sorted(optimizer.state_dict()["state"].items()):
         for k in sorted(st):
             v = st[k]
             h.update(f"{pid}/{k}".encode())
             h.update(v.detach().contiguous().numpy().tobytes() if torch.is_tensor(v)
                      else repr(v).encode())
+    h.update(unique.numpy().tobytes())
     return h.hexdigest()
 
 
-def build(seed, width):
-    torch.manual_seed(seed)
+def build(width):
+    torch.manual_seed(0)  # every rank starts from the same model, as DDP requires
     model = torch.nn.Sequential(torch.nn.Linear(64, width), torch.nn.GELU(),
                                 torch.nn.LayerNorm(width), torch.nn.Linear(width, 64))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
@@ -48,8 +54,9 @@ def build(seed, width):
     return model, optimizer
 
 
-def batch(step):
-    g = torch.Generator().manual_seed(10_000 + step)
+def batch(step, rank):
+    """This rank's share of the global batch of `step` (data parallelism)."""
+    g = torch.Generator().manual_seed(10_000 + 1_000 * step + rank)
     x = torch.randn(32, 64, generator=g)
     return x, torch.roll(x, 1, dims=1)
 
@@ -58,26 +65,43 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True)
     ap.add_argument("--job", default="demo")
+    ap.add_argument("--dp", type=int, default=0)
+    ap.add_argument("--dp-size", type=int, default=1)
+    ap.add_argument("--master-port", type=int, default=0, help="gloo rendezvous (dp-size > 1)")
+    ap.add_argument("--protection", default="none")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--record-dir", required=True)
     ap.add_argument("--step-sleep", type=float, default=0.0)
     args = ap.parse_args()
-    os.makedirs(args.record_dir, exist_ok=True)
+    torch.set_num_threads(1)
+    record_dir = os.path.join(args.record_dir, f"rank{args.dp}")
+    os.makedirs(record_dir, exist_ok=True)
 
-    model, optimizer = build(0, args.width)
-    client = reft.Client(socket=args.socket, job=args.job, pp=0, tp=0, dp=0,
-                         layout=reft.Layout(dp=1, tp=1, pp=1, zero=0), protection="none")
+    model, optimizer = build(args.width)
+    if args.dp_size > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.master_port}",
+                                rank=args.dp, world_size=args.dp_size)
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+    else:
+        ddp = model
+    samples = torch.zeros(2, dtype=torch.int64)  # unique to this rank: [rank, samples seen]
+    samples[0] = args.dp
+
+    client = reft.Client(socket=args.socket, job=args.job, pp=0, tp=0, dp=args.dp,
+                         layout=reft.Layout(dp=args.dp_size, tp=1, pp=1, zero=0),
+                         protection=args.protection)
     ckpt = reft.torch.Checkpointer(client, model, optimizer)
+    client.register("data/samples", samples, kind="unique")
 
     restored = ckpt.restore()
     if restored is None:
         print("restored -1 fresh", flush=True)
         start = 0
     else:
-        with open(os.path.join(args.record_dir, f"{restored}.digest")) as f:
+        with open(os.path.join(record_dir, f"{restored}.digest")) as f:
             expected = f.read().strip()
-        ok = state_digest(model, optimizer) == expected
+        ok = state_digest(model, optimizer, samples) == expected
         print(f"restored {restored} {'ok' if ok else 'MISMATCH'}", flush=True)
         if not ok:
             return 1
@@ -85,18 +109,21 @@ def main():
 
     loss_fn = torch.nn.MSELoss()
     for step in range(start, args.steps):
-        x, y = batch(step)
-        loss = loss_fn(model(x), y)
-        loss.backward()
+        x, y = batch(step, args.dp)
+        loss = loss_fn(ddp(x), y)
+        loss.backward()  # DDP all-reduces the gradients: every rank gets the same update
         ckpt.fence()  # the previous snapshot no longer reads the buffers
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        ckpt.snapshot(step)
-        digest = state_digest(model, optimizer)
-        tmp = os.path.join(args.record_dir, f".{step}.tmp")
+        samples[1] += x.shape[0]
+        # The record is written before the snapshot starts: a rank killed right after its
+        # snapshot of this step can still prove the restore of this step.
+        digest = state_digest(model, optimizer, samples)
+        tmp = os.path.join(record_dir, f".{step}.tmp")
         with open(tmp, "w") as f:
             f.write(digest)
-        os.replace(tmp, os.path.join(args.record_dir, f"{step}.digest"))
+        os.replace(tmp, os.path.join(record_dir, f"{step}.digest"))
+        ckpt.snapshot(step)
         if step > start and client.wait_committed(step - 1, timeout=30):
             print(f"committed {step - 1}", flush=True)
         if args.step_sleep:
@@ -104,6 +131,8 @@ def main():
     client.wait_committed(args.steps - 1, timeout=60)
     print(f"done {args.steps - 1}", flush=True)
     client.close()
+    if args.dp_size > 1:
+        dist.destroy_process_group()
     return 0
 
 

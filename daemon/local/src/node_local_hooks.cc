@@ -37,7 +37,8 @@ Result<MappedMemfd> MappedMemfd::Create(const char* name, uint64_t size) {
 
 Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t step,
                                           const std::string& region, uint8_t* dst, uint64_t size,
-                                          std::chrono::milliseconds timeout) {
+                                          std::chrono::milliseconds timeout,
+                                          const std::atomic<bool>* cancel) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::microseconds(200);
   for (;;) {
@@ -52,6 +53,10 @@ Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t st
       }
       std::memcpy(dst, (*slot)->region_data(idx), size);
       return Status::OK();
+    }
+    if (cancel != nullptr && cancel->load()) {
+      return Status::Cancelled("peer copy of '" + region + "' of " + from.ToString() +
+                               ": the copying rank's trainer went away");
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       return Status::Timeout("peer copy: " + from.ToString() + " did not publish '" + region +

@@ -16,7 +16,8 @@ class NodeLocalPeerCopier final : public PeerCopier {
  public:
   explicit NodeLocalPeerCopier(store::SnapshotStore* store) : store_(store) {}
   Status CopyPublished(const store::RankKey& from, int64_t step, const std::string& region,
-                       uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout) override;
+                       uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout,
+                       const std::atomic<bool>* cancel) override;
 
  private:
   store::SnapshotStore* store_;

@@ -56,6 +56,7 @@ bool Session::Enqueue(Frame frame) {
 }
 
 bool Session::EnqueueHangup() {
+  hung_up_ = true;
   std::lock_guard<std::mutex> lock(mu_);
   hangup_queued_ = true;
   if (scheduled_) return false;

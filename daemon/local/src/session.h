@@ -167,6 +167,7 @@ class Session {
   bool scheduled_ = false;
   SessionInfo info_;
   std::atomic<uint32_t> protocol_errors_{0};
+  std::atomic<bool> hung_up_{false};  // set by the loop thread: cancels a waiting peer copy
 
   // Strand state (touched only by the worker running Drain()).
   bool joined_ = false;

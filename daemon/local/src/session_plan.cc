@@ -106,7 +106,8 @@ Status Session::CompleteStep(int64_t step, const std::shared_ptr<store::SlotRef>
       REFT_RETURN_NOT_OK(idx.status());
       REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(
           next, step, protect::UniqueRegionName(name), slot->region_data(*idx),
-          slot->region_size(*idx), std::chrono::milliseconds(options_.peer_copy_timeout_ms)));
+          slot->region_size(*idx), std::chrono::milliseconds(options_.peer_copy_timeout_ms),
+          &hung_up_));
     }
   }
   return ctx_.store->Seal(rank_, step);

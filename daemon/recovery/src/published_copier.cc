@@ -70,7 +70,8 @@ std::vector<std::string> PublishedCopier::Locate(const store::RankKey& from, int
 
 Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
                                       const std::string& region, uint8_t* dst, uint64_t size,
-                                      std::chrono::milliseconds timeout) {
+                                      std::chrono::milliseconds timeout,
+                                      const std::atomic<bool>* cancel) {
   if (size == 0) return Status::OK();
   const auto start = Clock::now();
   const auto deadline = start + timeout;
@@ -124,6 +125,9 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
           next_relocate = Clock::now();  // the neighbour may have moved: look again
         }
       }
+    }
+    if (cancel != nullptr && cancel->load()) {
+      return Status::Cancelled(what + ": the copying rank's trainer went away");
     }
     const auto now = Clock::now();
     if (now >= deadline) {

@@ -31,7 +31,8 @@ class PublishedCopier final : public local::PeerCopier {
   /// published within `timeout`; InvalidArgument when its size differs from `size`; Corrupted
   /// is retried (the owner may re-publish) and reported at the timeout.
   Status CopyPublished(const store::RankKey& from, int64_t step, const std::string& region,
-                       uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout) override;
+                       uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout,
+                       const std::atomic<bool>* cancel = nullptr) override;
 
  private:
   Status CopyLocal(const store::RankKey& from, int64_t step, const std::string& region,
