@@ -178,10 +178,15 @@ void WriteContractSlot(store::SnapshotStore* store, const JobSpec& spec,
 
 void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const protect::RankCoord& c,
                    int64_t step) {
+  CheckRestoredFrom(st, spec, c, step, "memory");
+}
+
+void CheckRestoredFrom(const local::RestoredState& st, const JobSpec& spec,
+                       const protect::RankCoord& c, int64_t step, const std::string& source) {
   INFO(spec.Key(c).ToString() << ": " << st.detail);
   REQUIRE(st.step == step);
   REQUIRE(st.fd.valid());
-  REQUIRE(st.source == "memory");
+  REQUIRE(st.source == source);
   // Handed to an untrusted trainer: it can neither shrink nor change what the daemon maps.
   const int seals = ::fcntl(st.fd.get(), F_GET_SEALS);
   CHECK((seals & F_SEAL_SHRINK) != 0);

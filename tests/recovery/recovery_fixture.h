@@ -52,9 +52,14 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> SlotRegions(const JobS
 void WriteContractSlot(store::SnapshotStore* store, const JobSpec& spec,
                        const protect::RankCoord& c, int64_t step, bool commit = false);
 
-/// \brief Checks that `st` holds every buffer of rank `c` at `step` bit-exactly.
+/// \brief Checks that `st` holds every buffer of rank `c` at `step` bit-exactly, restored from
+/// memory.
 void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const protect::RankCoord& c,
                    int64_t step);
+
+/// \brief The same for a state from `source` ("memory" or "persistent").
+void CheckRestoredFrom(const local::RestoredState& st, const JobSpec& spec,
+                       const protect::RankCoord& c, int64_t step, const std::string& source);
 
 /// \brief Checks that `store` holds the rank's committed slot of `step`, equal region by region
 /// to the slot the save path wrote.

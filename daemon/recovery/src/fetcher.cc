@@ -145,6 +145,9 @@ void Fetcher::Work(RunState* run) {
         item.served.insert(src.Label());
         if (stats_ != nullptr) {
           (src.slot->local ? stats_->bytes_local : stats_->bytes_peer) += piece.size;
+          if (src.kind != ByteKind::kReplica && src.kind != ByteKind::kParity) {
+            (src.slot->local ? stats_->bytes_own_local : stats_->bytes_own_peer) += piece.size;
+          }
           switch (src.kind) {
             case ByteKind::kShard:
               stats_->bytes_shard += piece.size;

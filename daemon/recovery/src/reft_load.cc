@@ -12,16 +12,13 @@
 #include "reft/recovery/group_assembler.h"
 #include "reft/recovery/slot_rebuilder.h"
 #include "reft/recovery/snapshot_meta.h"
+#include "state_layout.h"
 
 namespace reft::recovery {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr uint64_t kUniqueAlign = 4096;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 std::string SgName(int pp, int tp) {
   return "SG pp" + std::to_string(pp) + "-tp" + std::to_string(tp);
@@ -36,13 +33,6 @@ std::vector<const SlotEntry*> GroupSlots(const ClusterView& view, const std::str
     for (const SlotEntry* s : view.Find({job, pp, tp, d}, step)) out.push_back(s);
   }
   return out;
-}
-
-uint64_t BufferSize(const protect::SlotMeta& meta, const std::string& name) {
-  for (const auto& b : meta.buffers) {
-    if (b.name == name) return b.size;
-  }
-  return 0;
 }
 
 // The "meta" region size RebuildSlot should use, from the slot the meta was read from.
@@ -84,7 +74,8 @@ Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta, Re
   RestoreStats own;
   RestoreStats* st = stats != nullptr ? stats : &own;
   *st = RestoreStats{};
-  auto r = RestoreImpl(meta, st, progress);
+  auto r =
+      tier_ != nullptr ? RestoreConsistent(meta, st, progress) : RestoreImpl(meta, st, progress);
   if (observer_) observer_("restore", r.status(), *st);
   return r;
 }
@@ -139,6 +130,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     return Status::Lost(what + ": " + snap.status().message());
   }
   (snap->from->local ? stats->bytes_local : stats->bytes_peer) += snap->region_size;
+  (snap->from->local ? stats->bytes_own_local : stats->bytes_own_peer) += snap->region_size;
   stats->bytes_other += snap->region_size;
   const protect::SlotMeta snapshot = snap->meta.ForMember(meta.coord.dp);
   const std::string diff = DescribeMetaDifference(meta, snapshot);
@@ -151,15 +143,9 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   stats->locate = Clock::now() - start;
 
   // The memfd: the SG's canonical replicated vector at 0, then the unique buffers.
-  std::map<std::string, uint64_t> offsets;
-  for (const auto& b : g.buffers) offsets[b.name] = b.offset;
-  uint64_t end = g.total;
-  for (const auto& name : g.unique) {
-    end = AlignUp(end, kUniqueAlign);
-    offsets[name] = end;
-    end += BufferSize(snapshot, name);
-  }
-  REFT_ASSIGN_OR_RETURN(MappedMemfd mem, MappedMemfd::Create("reft-restore " + what, end));
+  StateLayout state = ComputeStateLayout(snapshot, g);
+  std::map<std::string, uint64_t>& offsets = state.offsets;
+  REFT_ASSIGN_OR_RETURN(MappedMemfd mem, MappedMemfd::Create("reft-restore " + what, state.size));
 
   Fetcher fetcher(&reader_, options_, stats, progress);
   std::vector<FetchItem> unique_items;
@@ -327,7 +313,8 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
   return rep;
 }
 
-Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job) {
+Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
+                                            const ProgressCallback& progress) {
   const auto deadline = Clock::now() + options_.restore_timeout;
   RestoreCheck out;
   out.job = job;
@@ -353,8 +340,12 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job) {
   REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
   const protect::Layout layout = any.meta.layout;
   out.recoverable = true;
+  const uint64_t groups = static_cast<uint64_t>(layout.pp) * static_cast<uint64_t>(layout.tp);
   for (int pp = 0; pp < layout.pp; ++pp) {
     for (int tp = 0; tp < layout.tp; ++tp) {
+      if (progress) {
+        progress(Progress{Phase::kLocate, out.groups.size(), groups, "checking " + SgName(pp, tp)});
+      }
       GroupCheck gc;
       gc.pp = pp;
       gc.tp = tp;

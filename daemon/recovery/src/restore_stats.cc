@@ -35,6 +35,9 @@ void RestoreStats::Add(const RestoreStats& o) {
   bytes_unique += o.bytes_unique;
   bytes_other += o.bytes_other;
   bytes_rebuilt += o.bytes_rebuilt;
+  bytes_persistent += o.bytes_persistent;
+  bytes_own_local += o.bytes_own_local;
+  bytes_own_peer += o.bytes_own_peer;
   retries += o.retries;
   warnings.insert(warnings.end(), o.warnings.begin(), o.warnings.end());
 }

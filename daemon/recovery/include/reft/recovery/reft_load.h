@@ -9,10 +9,13 @@
 /// step is the newest step *committed* job-wide by the distributed commit (after SyncNow with
 /// every live member), never an older one: once step S committed, every node frees the slots
 /// older than S, so no older in-memory step is complete anywhere, and restoring different steps
-/// on different ranks would mix versions. If S cannot be rebuilt the answer is Lost (the
-/// persistent tier is the fallback, phase 2), never silently an older step. There is no
-/// coordinator process either: each restoring daemon locates the slots itself (manifests of all
-/// live members) and pulls what its rank needs, which is REFT-load's all-gather done per rank.
+/// on different ranks would mix versions. If S cannot be rebuilt in memory, the fallback is the
+/// persistent tier (SetPersistentTier), decided job-wide: if ANY sharding group cannot rebuild
+/// S, every rank restores the newest complete persisted step P <= S, and the job's commit state
+/// moves to a new generation rolled back to P on every node (docs/recovery.md "Fallback to
+/// the persistent tier"); never silently an older in-memory step. There is no coordinator
+/// process either: each restoring daemon locates the slots itself (manifests of all live
+/// members) and pulls what its rank needs, which is REFT-load's all-gather done per rank.
 ///
 /// Thread-safe: concurrent restores of different ranks run independently (each has its own
 /// fetcher with RecoveryOptions::concurrency workers).
@@ -28,6 +31,7 @@
 #include "reft/recovery/region_reader.h"
 #include "reft/recovery/restore_check.h"
 #include "reft/recovery/restore_stats.h"
+#include "reft/recovery/tier_access.h"
 
 namespace reft::recovery {
 
@@ -66,10 +70,14 @@ class ReftLoad final : public local::RestoreProvider {
   /// When this node holds no slot of the rank at that step (a replacement node) and
   /// rebuild_on_restore is set, the slot is regenerated and committed here (a failure to do so
   /// is a warning in `stats`, the restore still succeeds).
-  /// \return step -1 when nothing is committed; InvalidArgument naming the differences when the
-  /// trainer declares other buffers/layout/protection than the snapshot; Lost naming exactly what
-  /// cannot be rebuilt; Timeout past restore_timeout. Never reads a step other than the newest
-  /// committed one.
+  /// With a persistent tier set, the choice between memory and the tier is made job-wide first
+  /// (see the file comment); a fallback answers source "persistent" and a detail naming why
+  /// memory failed.
+  /// \return step -1 when nothing is committed (and nothing is persisted); InvalidArgument
+  /// naming the differences when the trainer declares other buffers/layout/protection than the
+  /// snapshot; Lost naming exactly what cannot be rebuilt (and why the tier cannot help);
+  /// Timeout past restore_timeout. Never reads a step other than the newest committed one, or
+  /// the persisted step the job fell back to.
   Result<local::RestoredState> Restore(const protect::SlotMeta& meta, RestoreStats* stats,
                                        const ProgressCallback& progress = nullptr);
 
@@ -81,13 +89,22 @@ class ReftLoad final : public local::RestoreProvider {
                                          const ProgressCallback& progress = nullptr);
 
   /// \brief Whether the newest committed step of `job` can be rebuilt, and from what (no bytes
-  /// are moved). step -1 when nothing is committed.
-  Result<RestoreCheck> CheckRestore(const std::string& job);
+  /// are moved). step -1 when nothing is committed. `progress` (optional) gets one call per
+  /// sharding group checked (phase kLocate; bytes_done/bytes_total count groups).
+  Result<RestoreCheck> CheckRestore(const std::string& job,
+                                    const ProgressCallback& progress = nullptr);
 
   /// Sets the observer (call before use; not synchronised with running operations).
   void SetObserver(Observer observer) { observer_ = std::move(observer); }
 
+  /// \brief Enables the fallback to the persistent tier (must outlive this object; call before
+  /// use). Without it a step memory cannot rebuild is Lost.
+  void SetPersistentTier(TierAccess* tier) { tier_ = tier; }
+
  private:
+  /// Restore with the job-wide choice between memory and the persistent tier.
+  Result<local::RestoredState> RestoreConsistent(const protect::SlotMeta& meta, RestoreStats* stats,
+                                                 const ProgressCallback& progress);
   /// Sync + newest committed step + located slots.
   Result<int64_t> ChooseStep(const std::string& job, RestoreStats* stats);
   Result<local::RestoredState> RestoreImpl(const protect::SlotMeta& meta, RestoreStats* stats,
@@ -100,6 +117,7 @@ class ReftLoad final : public local::RestoreProvider {
   Locator locator_;
   RegionReader reader_;
   Observer observer_;
+  TierAccess* tier_ = nullptr;
 };
 
 }  // namespace reft::recovery

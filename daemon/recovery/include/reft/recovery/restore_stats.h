@@ -34,9 +34,10 @@ struct RestoreStats {
   std::chrono::nanoseconds deliver{0};  ///< memfd filled and handed over
   std::chrono::nanoseconds rebuild{0};  ///< regenerating a slot in this node's store
 
-  // Where verified bytes came from (every byte counted once in one of the two) ...
-  uint64_t bytes_local = 0;  ///< read from this node's store
-  uint64_t bytes_peer = 0;   ///< fetched from other nodes
+  // Where verified bytes came from (every byte counted once in one of the three) ...
+  uint64_t bytes_local = 0;       ///< read from this node's store
+  uint64_t bytes_peer = 0;        ///< fetched from other nodes
+  uint64_t bytes_persistent = 0;  ///< read from the persistent tier (restore fallback)
   // ... and what they were (each byte counted once in one of these):
   uint64_t bytes_shard = 0;    ///< members' own shards ("rep/shard") from their own slots
   uint64_t bytes_replica = 0;  ///< ARC copies ("rep/arc+o") and peer/AOR copies of unique buffers
@@ -44,6 +45,11 @@ struct RestoreStats {
   uint64_t bytes_unique = 0;   ///< unique buffers from their own rank's slot
   uint64_t bytes_other = 0;    ///< the snapshot meta a restore reads
   uint64_t bytes_rebuilt = 0;  ///< shard bytes produced by decoding (not fetched)
+  /// Members' own data read from memory (shards, unique buffers, meta; not ARC/peer copies nor
+  /// parity), by where: with bytes_replica, bytes_parity and bytes_persistent every byte is
+  /// counted once, as the metric reft_recovered_bytes_total{source} needs.
+  uint64_t bytes_own_local = 0;
+  uint64_t bytes_own_peer = 0;
 
   int retries = 0;  ///< pieces that failed on one source and were tried on another
   std::vector<std::string> warnings;

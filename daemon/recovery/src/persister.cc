@@ -1,0 +1,426 @@
+/// \file persister.cc
+/// \brief Committed steps to the persistent tier: one node's ranks, a whole job, the schedule.
+
+#include "reft/recovery/persister.h"
+
+#include <algorithm>
+#include <future>
+#include <set>
+
+#include "reft/peer/peer_node.h"
+#include "reft/protect/sharding.h"
+#include "reft/protect/slot_meta.h"
+#include "reft/recovery/snapshot_meta.h"
+
+namespace reft::recovery {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool OwnRegion(const std::string& name) {
+  return name == protect::kRegionMeta || name == protect::kRegionShard ||
+         name.rfind("unique/", 0) == 0;
+}
+
+std::string StepStr(int64_t step) { return "step " + std::to_string(step); }
+
+persist::JobLayout ToTierLayout(const protect::Layout& l) {
+  persist::JobLayout out;
+  out.pp = l.pp;
+  out.tp = l.tp;
+  out.dp = l.dp;
+  return out;
+}
+
+v1::RankId ToRankId(const store::RankKey& r) {
+  v1::RankId id;
+  id.set_job(r.job);
+  id.set_pp(r.pp);
+  id.set_tp(r.tp);
+  id.set_dp(r.dp);
+  return id;
+}
+
+// The job's layout from one of this node's slots of `step` (the slot meta is the truth about
+// what was snapshotted), else from the commit state.
+Result<persist::JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode* peer,
+                                    const std::string& job, int64_t step) {
+  for (const auto& rank : store->Ranks(job)) {
+    auto slot = store->Get(rank, step);
+    if (!slot.ok()) continue;
+    auto idx = (*slot)->FindRegion(protect::kRegionMeta);
+    if (!idx.ok()) continue;
+    auto meta = DecodeMetaRegion((*slot)->region_data(*idx), (*slot)->region_size(*idx));
+    if (meta.ok()) return ToTierLayout(meta->layout);
+  }
+  auto l = peer->coordinator()->Layout(job);
+  if (!l) return Status::NotFound("the layout of job '" + job + "' is unknown on this node");
+  persist::JobLayout out;
+  out.pp = l->pp;
+  out.tp = l->tp;
+  out.dp = l->dp;
+  return out;
+}
+
+}  // namespace
+
+PersistFailureKind ClassifyPersistFailure(const Status& status) {
+  const std::string& m = status.message();
+  switch (status.code()) {
+    case StatusCode::kNotFound:
+      return m.rfind("persistent directory", 0) == 0 ? PersistFailureKind::kMissingDir
+                                                     : PersistFailureKind::kOther;
+    case StatusCode::kPermissionDenied:
+      return PersistFailureKind::kPermission;
+    case StatusCode::kIoError:
+      if (m.find("no space left") != std::string::npos || m.find("quota") != std::string::npos) {
+        return PersistFailureKind::kNoSpace;
+      }
+      return PersistFailureKind::kIo;
+    default:
+      return PersistFailureKind::kOther;
+  }
+}
+
+bool JobPersistReport::ok() const {
+  if (!complete) return false;
+  for (const auto& n : nodes) {
+    if (!n.status.ok()) return false;
+  }
+  return true;
+}
+
+v1::PersistStepResponse ToProto(const NodePersist& n) {
+  v1::PersistStepResponse r;
+  r.set_node_id(n.node);
+  r.set_job(n.job);
+  r.set_step(n.step);
+  r.set_code(static_cast<v1::ErrorCode>(n.status.code()));  // mirrors StatusCode one to one
+  r.set_message(n.status.message());
+  r.set_skipped(n.skipped);
+  r.set_skipped_reason(n.skipped_reason);
+  for (const auto& k : n.ranks) *r.add_ranks() = ToRankId(k);
+  r.set_bytes_written(n.bytes);
+  r.set_seconds(n.seconds);
+  return r;
+}
+
+NodePersist FromProto(const v1::PersistStepResponse& r) {
+  NodePersist n;
+  n.node = r.node_id();
+  n.job = r.job();
+  n.step = r.step();
+  n.status =
+      r.code() == v1::OK ? Status::OK() : Status(static_cast<StatusCode>(r.code()), r.message());
+  n.skipped = r.skipped();
+  n.skipped_reason = r.skipped_reason();
+  for (const auto& k : r.ranks()) n.ranks.push_back({k.job(), k.pp(), k.tp(), k.dp()});
+  n.bytes = r.bytes_written();
+  n.seconds = r.seconds();
+  return n;
+}
+
+Persister::Persister(store::SnapshotStore* store, peer::PeerNode* peer, TierAccess* tier,
+                     PersisterOptions options)
+    : store_(store), peer_(peer), tier_(tier), options_(std::move(options)) {}
+
+Persister::~Persister() { Stop(); }
+
+void Persister::Start() {
+  peer_->SetPersistHandler([this](const v1::PersistStepRequest& req) {
+    return ToProto(PersistLocal(req.job(), req.step(), true));
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_ || options_.every_steps <= 0) return;
+  running_ = true;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Persister::Stop() {
+  peer_->SetPersistHandler(nullptr);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+NodePersist Persister::PersistLocal(const std::string& job, int64_t step, bool force) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  const auto start = Clock::now();
+  NodePersist n = PersistLocalLocked(job, step, force);
+  n.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (observer_) observer_(n);
+  return n;
+}
+
+NodePersist Persister::PersistLocalLocked(const std::string& job, int64_t step, bool force) {
+  NodePersist n;
+  n.node = options_.node_id;
+  n.job = job;
+  n.step = step;
+  auto skip = [&](std::string why) {
+    n.skipped = true;
+    n.skipped_reason = std::move(why);
+    return n;
+  };
+  const auto ranks = store_->Ranks(job);
+  if (ranks.empty()) return skip("no rank of job '" + job + "' on this node");
+  const auto gen = peer_->coordinator()->Generation(job);
+  if (!gen.newest_committed || step > *gen.newest_committed) {
+    n.status = Status::InvalidArgument(
+        StepStr(step) + " of job '" + job + "' is not committed on node '" + n.node + "'" +
+        (gen.newest_committed ? " (newest committed: " + std::to_string(*gen.newest_committed) + ")"
+                              : ""));
+    return n;
+  }
+  if (step <= gen.persist_floor) {
+    return skip(StepStr(step) + " is at or below the persist floor " +
+                std::to_string(gen.persist_floor) + " of generation " +
+                std::to_string(gen.generation) +
+                " (step directories up to it may hold files of the abandoned run)");
+  }
+
+  auto layout = LayoutOf(store_, peer_, job, step);
+  if (!layout.ok()) {
+    n.status = layout.status();
+    return n;
+  }
+  auto tier = tier_->Get(force);
+  if (!tier.ok()) {
+    n.status = tier.status();
+    return n;
+  }
+  auto newest = (*tier)->NewestCompleteStep(job, *layout);
+  if (!newest.ok()) {
+    tier_->Report(newest.status());
+    n.status = newest.status();
+    return n;
+  }
+  if (newest->has_value() && step <= **newest) {
+    return skip(StepStr(step) + " is not newer than the tier's newest complete step " +
+                std::to_string(**newest));
+  }
+
+  // Pin every slot: the bytes must stay valid and unchanged until the files are written (a
+  // held SlotRef keeps a freed slot mapped and keeps it from being re-used).
+  std::vector<std::shared_ptr<store::SlotRef>> pins;
+  std::vector<persist::RankImage> images;
+  for (const auto& rank : ranks) {
+    auto slot = store_->Get(rank, step);
+    if (!slot.ok()) {
+      if (slot.status().code() != StatusCode::kNotFound) {
+        n.status = slot.status();
+        return n;
+      }
+      // A rank hosted here only at other steps (e.g. its trainer moved): only a missing slot
+      // of a rank that has a newer commit here means the step was freed under us.
+      auto committed = store_->NewestCommitted(rank);
+      if (committed && *committed > step) {
+        n.status = Status::NotFound("the slot of " + rank.ToString() + " at " + StepStr(step) +
+                                    " was freed by the commit of step " +
+                                    std::to_string(*committed) + " on node '" + n.node + "'");
+        return n;
+      }
+      continue;
+    }
+    persist::RankImage img{rank, {}};
+    const auto& info = (*slot)->info();
+    for (size_t i = 0; i < info.regions.size(); ++i) {
+      if (!OwnRegion(info.regions[i].name)) continue;
+      img.regions.push_back(
+          {info.regions[i].name, (*slot)->region_data(i), (*slot)->region_size(i)});
+    }
+    images.push_back(std::move(img));
+    pins.push_back(std::move(*slot));
+  }
+  if (images.empty()) return skip("no slot of job '" + job + "' at " + StepStr(step) + " here");
+  // Already there from an earlier call (this node's ranks valid): nothing to rewrite.
+  auto check = (*tier)->CheckStep(job, step, *layout);
+  if (check.ok()) {
+    std::set<store::RankKey> valid(check->valid.begin(), check->valid.end());
+    bool all = true;
+    for (const auto& img : images) all &= valid.count(img.rank) > 0;
+    if (all) return skip("this node's ranks of " + StepStr(step) + " are already in the tier");
+  }
+
+  auto rep = (*tier)->PersistStep(job, step, *layout, images);
+  tier_->Report(rep.status());
+  if (!rep.ok()) {
+    n.status = rep.status();
+    return n;
+  }
+  for (const auto& f : rep->files) n.ranks.push_back(f.rank);
+  n.bytes = rep->bytes_written;
+  n.removed_steps = rep->removed_steps;
+  n.retention_error = rep->retention_error;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto c = (*tier)->CheckStep(job, step, *layout);
+    if (c.ok() && c->complete) last_complete_[job] = std::max(last_complete_[job], step);
+  }
+  return n;
+}
+
+Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::optional<int64_t> step,
+                                               const PersistProgress& progress) {
+  JobPersistReport rep;
+  rep.job = job;
+  auto* coordinator = peer_->coordinator();
+  Status synced = coordinator->SyncNow(job, options_.sync_timeout);
+  if (!synced.ok()) rep.warnings.push_back(synced.message());
+  const auto gen = coordinator->Generation(job);
+  if (!gen.newest_committed) {
+    return Status::NotFound("job '" + job + "' has no committed step");
+  }
+  if (step && *step > *gen.newest_committed) {
+    return Status::InvalidArgument(
+        StepStr(*step) + " of job '" + job +
+        "' is not committed (newest committed: " + std::to_string(*gen.newest_committed) + ")");
+  }
+  rep.step = step ? *step : *gen.newest_committed;
+
+  const auto members = peer_->membership().LiveMembers();
+  const int total = 1 + static_cast<int>(members.size());
+  std::mutex progress_mu;
+  int done = 0;
+  auto finished = [&](const NodePersist& n) {
+    if (!progress) return;
+    std::lock_guard<std::mutex> lock(progress_mu);
+    ++done;
+    const std::string what =
+        n.status.ok() ? (n.skipped ? "skipped" : "persisted") : "failed: " + n.status.ToString();
+    progress(done, total, "node '" + n.node + "' " + what);
+  };
+  if (progress) progress(0, total, "persisting step " + std::to_string(rep.step));
+  std::vector<std::pair<std::string, std::future<NodePersist>>> calls;
+  for (const auto& m : members) {
+    calls.emplace_back(m.node_id, std::async(std::launch::async, [this, m, &job, &rep, finished] {
+                         NodePersist n;
+                         auto r = peer_->client().PersistStep(m.address, job, rep.step,
+                                                              options_.peer_timeout);
+                         if (r.ok()) {
+                           n = FromProto(*r);
+                         } else {
+                           n.status = r.status();
+                         }
+                         n.node = m.node_id;
+                         n.job = job;
+                         n.step = rep.step;
+                         finished(n);
+                         return n;
+                       }));
+  }
+  NodePersist self = PersistLocal(job, rep.step, true);
+  finished(self);
+  rep.nodes.push_back(std::move(self));
+  for (auto& [node, f] : calls) rep.nodes.push_back(f.get());
+  std::sort(rep.nodes.begin() + 1, rep.nodes.end(),
+            [](const NodePersist& a, const NodePersist& b) { return a.node < b.node; });
+
+  // Is the step complete in the tier now (every rank of the layout, whoever wrote it)?
+  auto tier = tier_->Get(true);
+  if (!tier.ok()) {
+    rep.problems.push_back("persistent tier: " + tier.status().ToString());
+    return rep;
+  }
+  auto layout = LayoutOf(store_, peer_, job, rep.step);
+  if (!layout.ok()) {
+    rep.problems.push_back(layout.status().ToString());
+    return rep;
+  }
+  auto check = (*tier)->CheckStep(job, rep.step, *layout);
+  if (check.ok()) {
+    rep.complete = check->complete;
+    rep.problems = check->problems;
+  } else if (check.status().code() == StatusCode::kNotFound) {
+    rep.problems.push_back("step " + std::to_string(rep.step) + " has no directory in " +
+                           tier_->options().dir);
+  } else {
+    tier_->Report(check.status());
+    rep.problems.push_back(check.status().ToString());
+  }
+  auto newest = (*tier)->NewestCompleteStep(job, *layout);
+  if (newest.ok()) {
+    rep.newest_complete = *newest;
+    if (newest->has_value()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_complete_[job] = std::max(last_complete_[job], **newest);
+    }
+  }
+  return rep;
+}
+
+bool Persister::IsScheduleLeader() const {
+  for (const auto& m : peer_->membership().LiveMembers()) {
+    if (m.node_id < options_.node_id) return false;
+  }
+  return true;
+}
+
+std::vector<JobPersistReport> Persister::RunScheduleOnce() {
+  std::vector<JobPersistReport> out;
+  if (options_.every_steps <= 0 || !IsScheduleLeader()) return out;
+  auto* coordinator = peer_->coordinator();
+  for (const auto& job : coordinator->Jobs()) {
+    const auto gen = coordinator->Generation(job);
+    if (!gen.newest_committed) continue;
+    const int64_t newest = *gen.newest_committed;
+    if (newest <= gen.persist_floor) continue;  // nothing this generation may persist yet
+    std::optional<int64_t> last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Schedule& s = schedule_[job];
+      if (s.initialised && s.generation != gen.generation) {
+        // A fallback: the job continues from the base; count K from there.
+        s.last = gen.base_step;
+        s.generation = gen.generation;
+      }
+      if (!s.initialised) {
+        auto tier = tier_->Get(false);
+        if (!tier.ok()) continue;  // recorded in the tier's health; retried next pass
+        auto l = coordinator->Layout(job);
+        if (!l) continue;
+        persist::JobLayout layout;
+        layout.pp = l->pp;
+        layout.tp = l->tp;
+        layout.dp = l->dp;
+        auto complete = (*tier)->NewestCompleteStep(job, layout);
+        if (!complete.ok()) {
+          tier_->Report(complete.status());
+          continue;
+        }
+        s.initialised = true;
+        s.generation = gen.generation;
+        s.last = *complete;
+        if (gen.base_step && (!s.last || *s.last < *gen.base_step)) s.last = gen.base_step;
+      }
+      if (s.last && newest < *s.last + options_.every_steps) continue;
+      s.last = newest;  // attempted: after a failure the next try is K steps later
+      last = newest;
+    }
+    auto rep = PersistJob(job, *last);
+    if (rep.ok()) out.push_back(std::move(*rep));
+  }
+  return out;
+}
+
+void Persister::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (running_) {
+    cv_.wait_for(lock, options_.poll_interval, [&] { return !running_; });
+    if (!running_) break;
+    lock.unlock();
+    (void)RunScheduleOnce();
+    lock.lock();
+  }
+}
+
+std::map<std::string, int64_t> Persister::LastComplete() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_complete_;
+}
+
+}  // namespace reft::recovery

@@ -1,0 +1,201 @@
+// The Persister over real nodes: every K-th committed step (one node schedules, every node
+// writes its own ranks of the same step), on demand for a whole job, skips by rule, and a
+// missing directory reported (then picked up once it appears) while memory keeps committing.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "reft/persist/persistent_tier.h"
+#include "tier_fixture.h"
+
+using namespace reft;
+using namespace reft::recovery;
+using namespace reft::recovery::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<int64_t> CompleteSteps(const std::string& dir, const JobSpec& spec) {
+  auto tier = persist::PersistentTier::Open(TierOptions("reader", dir));
+  REQUIRE(tier.ok());
+  auto steps = (*tier)->CompleteSteps(spec.job, {spec.layout.pp, spec.layout.tp, spec.layout.dp});
+  REQUIRE(steps.ok());
+  return *steps;
+}
+
+// Every rank file of `step` holds the rank's own regions, equal to what the save path wrote.
+void CheckPersistedStep(const std::string& dir, const JobSpec& spec, int64_t step) {
+  auto tier = persist::PersistentTier::Open(TierOptions("reader", dir));
+  REQUIRE(tier.ok());
+  for (const auto& rc : spec.Ranks()) {
+    INFO(spec.Key(rc).ToString() << " step " << step);
+    auto file = (*tier)->OpenRank(spec.Key(rc), step);
+    REQUIRE(file.ok());
+    auto verified = (*file)->Verify();
+    REQUIRE(verified.ok());
+    CHECK(verified->bad.empty());
+    std::vector<std::string> names;
+    for (const auto& r : (*file)->regions()) names.push_back(r.name);
+    for (const auto& [name, bytes] : SlotRegions(spec, rc, step)) {
+      const bool own = name == "meta" || name == "rep/shard" || name.rfind("unique/", 0) == 0;
+      const bool there = std::find(names.begin(), names.end(), name) != names.end();
+      INFO("region " << name);
+      CHECK(there == own);  // own data only, never the redundancy
+      if (!own) continue;
+      std::vector<uint8_t> got(bytes.size());
+      REQUIRE((*file)->ReadRegion(name, got.data(), got.size()).ok());
+      CHECK(std::memcmp(got.data(), bytes.data(), bytes.size()) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every K-th committed step is persisted, the same step on every node", "[persist]") {
+  reft::testing::TempDir dir("reft-persister");
+  Cluster c(2);
+  c.Converge();
+  const JobSpec spec = MakeJob(2, 1, 2, "arc1");
+  auto place = RotatedPlacement(spec, 2);  // each node holds one rank of each SG
+  TierNode t0(c.node(0), dir.path(), /*every_steps=*/3);
+  TierNode t1(c.node(1), dir.path(), /*every_steps=*/3);
+  std::vector<int64_t> started;
+  for (int64_t step = 1; step <= 8; ++step) {
+    c.WriteStep(spec, place, step);
+    // n1 is not the scheduler (n0 has the smaller id): it never starts a persist itself.
+    CHECK(t1.persister->RunScheduleOnce().empty());
+    for (const auto& rep : t0.persister->RunScheduleOnce()) {
+      INFO("step " << rep.step);
+      CHECK(rep.ok());
+      REQUIRE(rep.nodes.size() == 2);
+      for (const auto& n : rep.nodes) {
+        INFO(n.node << ": " << n.status.ToString());
+        CHECK(n.status.ok());
+        CHECK(n.ranks.size() == 2);  // its own ranks, written by itself
+        CHECK(n.bytes > 0);
+      }
+      started.push_back(rep.step);
+    }
+  }
+  // Nothing in the tier at first: the first commit is persisted, then every 3 steps.
+  CHECK(started == std::vector<int64_t>{1, 4, 7});
+  CHECK(CompleteSteps(dir.path(), spec) == std::vector<int64_t>{1, 4, 7});
+  CheckPersistedStep(dir.path(), spec, 7);
+
+  // The same schedule in the background thread.
+  t0.persister.reset();
+  TierNode bg(c.node(0), dir.path(), 3, 20ms);
+  c.WriteStep(spec, place, 9);
+  c.WriteStep(spec, place, 10);
+  CHECK(peer::test::Eventually(
+      [&] {
+        auto steps = CompleteSteps(dir.path(), spec);
+        return !steps.empty() && steps.back() == 10;
+      },
+      10s));
+  CheckPersistedStep(dir.path(), spec, 10);
+}
+
+TEST_CASE("persist on demand: a whole job from one node, idempotent, refused when not committed",
+          "[persist]") {
+  reft::testing::TempDir dir("reft-persister");
+  Cluster c(2);
+  c.Converge();
+  const JobSpec spec = MakeJob(2, 1, 1, "arc1");
+  auto place = RotatedPlacement(spec, 2);
+  TierNode t0(c.node(0), dir.path()), t1(c.node(1), dir.path());
+  c.WriteStep(spec, place, 1);
+  c.WriteStep(spec, place, 2);
+
+  std::vector<std::string> progress;
+  auto rep = t1.persister->PersistJob(
+      spec.job, std::nullopt, [&](int done, int total, const std::string& m) {
+        progress.push_back(std::to_string(done) + "/" + std::to_string(total) + " " + m);
+      });
+  REQUIRE(rep.ok());
+  CHECK(rep->ok());
+  CHECK(rep->step == 2);
+  CHECK(rep->complete);
+  CHECK(rep->newest_complete == 2);
+  REQUIRE(rep->nodes.size() == 2);
+  CHECK(rep->nodes[0].node == "n1");  // the node asked first
+  CHECK(rep->nodes[1].node == "n0");
+  for (const auto& n : rep->nodes) {
+    CHECK(n.status.ok());
+    CHECK_FALSE(n.skipped);
+    CHECK(n.ranks.size() == 1);
+  }
+  CHECK(progress.size() == 3);
+  CHECK(progress.back().rfind("2/2", 0) == 0);
+  CheckPersistedStep(dir.path(), spec, 2);
+
+  // Again: the step is complete, nothing is rewritten (a re-persist could mix two runs' files).
+  auto again = t0.persister->PersistJob(spec.job, 2);
+  REQUIRE(again.ok());
+  CHECK(again->ok());
+  for (const auto& n : again->nodes) {
+    CHECK(n.skipped);
+    CHECK_THAT(n.skipped_reason, Catch::Contains("not newer than the tier's newest complete"));
+  }
+  auto older = t0.persister->PersistJob(spec.job, 1);
+  REQUIRE(older.ok());
+  for (const auto& n : older->nodes) CHECK(n.skipped);
+
+  auto future = t0.persister->PersistJob(spec.job, 9);
+  CHECK(future.status().code() == StatusCode::kInvalidArgument);
+  auto unknown = t0.persister->PersistJob("no-such-job", std::nullopt);
+  CHECK(unknown.status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE(
+    "a missing persist directory is an error reported; memory keeps committing; the "
+    "directory is used once it appears",
+    "[persist]") {
+  reft::testing::TempDir root("reft-persister");
+  const std::string dir = root.path() + "/not-mounted-yet";
+  Cluster c(2);
+  c.Converge();
+  const JobSpec spec = MakeJob(2, 1, 1, "arc1");
+  auto place = RotatedPlacement(spec, 2);
+  TierNode t0(c.node(0), dir), t1(c.node(1), dir);
+  c.WriteStep(spec, place, 1);
+
+  auto rep = t0.persister->PersistJob(spec.job, std::nullopt);
+  REQUIRE(rep.ok());
+  CHECK_FALSE(rep->ok());
+  CHECK_FALSE(rep->complete);
+  REQUIRE(rep->nodes.size() == 2);
+  for (const auto& n : rep->nodes) {
+    INFO(n.node << ": " << n.status.ToString());
+    CHECK(n.status.code() == StatusCode::kNotFound);
+    CHECK_THAT(n.status.message(), Catch::Contains("does not exist"));
+    CHECK(ClassifyPersistFailure(n.status) == PersistFailureKind::kMissingDir);
+  }
+  auto health = t0.tier.Health();
+  CHECK(health.enabled);
+  CHECK_FALSE(health.healthy);
+  CHECK_THAT(health.last_error, Catch::Contains("does not exist"));
+
+  // In memory nothing changed: step 1 is intact and the next steps commit.
+  for (size_t i = 0; i < 2; ++i) {
+    for (const auto& s : c.node(i).store->List(spec.job)) {
+      auto v = c.node(i).store->Verify(s.rank, s.step);
+      REQUIRE(v.ok());
+      CHECK(v->bad.empty());
+    }
+  }
+  c.WriteStep(spec, place, 2);
+  auto restored = t0.load.Restore(spec.Meta({0, 0, 0}));
+  REQUIRE(restored.ok());
+  CheckRestored(*restored, spec, {0, 0, 0}, 2);
+
+  // The mount appears: the next persist opens the tier and writes.
+  REQUIRE(::mkdir(dir.c_str(), 0750) == 0);
+  auto later = t1.persister->PersistJob(spec.job, std::nullopt);
+  REQUIRE(later.ok());
+  CHECK(later->ok());
+  CHECK(later->step == 2);
+  CHECK(t1.tier.Health().healthy);
+  CheckPersistedStep(dir, spec, 2);
+}
