@@ -37,6 +37,11 @@ def test_json_outputs_match_their_schemas():
         validate(listing, "snapshots-list.schema.json")
         validate(node.ctl("snapshots", "verify", "--job", "schema", json_output=True),
                  "snapshots-verify.schema.json")
+        validate(node.ctl("persist", "--job", "schema", json_output=True), "persist.schema.json")
+        validate(node.ctl("restore-check", "--job", "schema", json_output=True),
+                 "restore-check.schema.json")
+        validate(node.ctl("rebuild", "--job", "schema", json_output=True), "rebuild.schema.json")
+        validate(node.ctl("status", json_output=True), "status.schema.json")
         older = min(s["step"] for s in listing["snapshots"])
         if older < 2:
             validate(node.ctl("snapshots", "drop", "--job", "schema", "--step", str(older),

@@ -8,6 +8,7 @@ namespace reft::ctl {
 void RegisterStatusCommand(CLI::App& root, CtlContext& ctx);
 void RegisterSnapshotsCommands(CLI::App& root, CtlContext& ctx);
 void RegisterNodesCommands(CLI::App& root, CtlContext& ctx);
+void RegisterRecoveryCommands(CLI::App& root, CtlContext& ctx);  // persist, restore-check, rebuild
 }  // namespace reft::ctl
 
 int main(int argc, char** argv) {
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   RegisterStatusCommand(app, ctx);
   RegisterSnapshotsCommands(app, ctx);
   RegisterNodesCommands(app, ctx);
+  RegisterRecoveryCommands(app, ctx);
   auto* plan = app.add_subcommand("plan", "offline planning (no daemon needed)");
   plan->require_subcommand(1);
 #ifdef REFT_CTL_HAVE_PLAN

@@ -1,5 +1,6 @@
 // reftctl status: health, memory used and limit, newest committed step per job, sessions, peers.
 #include <cstdio>
+#include <map>
 
 #include "admin_client.h"
 #include "command.h"
@@ -38,8 +39,20 @@ void RunStatus(CtlContext& ctx) {
   for (const auto& j : resp.jobs()) {
     doc["jobs"].push_back({{"job", j.job()},
                            {"ranks", j.ranks()},
-                           {"newest_committed_step", j.newest_committed_step()}});
+                           {"newest_committed_step", j.newest_committed_step()},
+                           {"generation", j.generation()}});
   }
+  const auto& p = resp.persist();
+  nlohmann::json persisted = nlohmann::json::array();
+  for (const auto& pj : p.jobs()) {
+    persisted.push_back({{"job", pj.job()}, {"newest_complete_step", pj.newest_complete_step()}});
+  }
+  doc["persist"] = {{"enabled", p.enabled()},
+                    {"dir", p.dir()},
+                    {"healthy", p.healthy()},
+                    {"last_error", p.last_error()},
+                    {"every_steps", p.every_steps()},
+                    {"jobs", persisted}};
   for (const auto& s : resp.sessions()) {
     doc["sessions"].push_back(
         {{"rank", RankJson(s.rank())}, {"pid", s.pid()}, {"uid", s.uid()}, {"buffers", s.buffers()}});
@@ -59,14 +72,31 @@ void RunStatus(CtlContext& ctx) {
                 d["socket"].get<std::string>().c_str());
     std::string peers;
     for (const auto& p : d["peers"]) peers += (peers.empty() ? "" : ",") + p.get<std::string>();
-    std::printf("peers     %s\n\n", peers.empty() ? "(none)" : peers.c_str());
+    std::printf("peers     %s\n", peers.empty() ? "(none)" : peers.c_str());
+    const auto& p = d["persist"];
+    if (!p["enabled"].get<bool>()) {
+      std::printf("persist   not configured\n\n");
+    } else {
+      const int64_t every = p["every_steps"];
+      std::printf("persist   %s: %s%s\n\n", p["dir"].get<std::string>().c_str(),
+                  p["healthy"].get<bool>() ? "healthy"
+                                           : ("FAILING: " + p["last_error"].get<std::string>())
+                                                 .c_str(),
+                  every > 0 ? (", every " + std::to_string(every) + " steps").c_str()
+                            : ", on demand");
+    }
+    std::map<std::string, int64_t> persisted;
+    for (const auto& pj : p["jobs"]) persisted[pj["job"]] = pj["newest_complete_step"];
     std::vector<std::vector<std::string>> rows;
     for (const auto& j : d["jobs"]) {
       int64_t step = j["newest_committed_step"];
+      auto it = persisted.find(j["job"].get<std::string>());
+      const int64_t ps = it == persisted.end() ? -1 : it->second;
       rows.push_back({j["job"], std::to_string(j["ranks"].get<int>()),
-                      step < 0 ? "-" : std::to_string(step)});
+                      step < 0 ? "-" : std::to_string(step), ps < 0 ? "-" : std::to_string(ps),
+                      std::to_string(j["generation"].get<uint64_t>())});
     }
-    PrintTable({"JOB", "RANKS", "COMMITTED"}, rows);
+    PrintTable({"JOB", "RANKS", "COMMITTED", "PERSISTED", "GENERATION"}, rows);
     if (!d["sessions"].empty()) {
       std::printf("\n");
       rows.clear();

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
+#include <set>
 
 #include "reft/kernels/device.h"
+#include "reft/recovery/tier_restore.h"
 #include "reft/v1/common.pb.h"
 
 namespace reft::app {
@@ -44,6 +47,59 @@ reft::Status CheckJobName(const std::string& job) {
   return reft::Status::OK();
 }
 
+v1::ErrorCode ToErrorCode(StatusCode code) {
+  return static_cast<v1::ErrorCode>(code);  // common.proto mirrors StatusCode one to one
+}
+
+std::optional<persist::JobLayout> TierLayout(peer::DistributedCommitCoordinator* coordinator,
+                                             const std::string& job) {
+  if (coordinator == nullptr) return std::nullopt;
+  auto l = coordinator->Layout(job);
+  if (!l) return std::nullopt;
+  persist::JobLayout out;
+  out.pp = l->pp;
+  out.tp = l->tp;
+  out.dp = l->dp;
+  return out;
+}
+
+// Writes the events of one server-streaming call: progress callbacks may come from fetch
+// workers or per-node threads, so writes are serialised; progress is thinned to one event per
+// 100 ms (plus the last of a phase), the result always goes out.
+template <typename Event>
+class EventStream {
+ public:
+  explicit EventStream(grpc::ServerWriter<Event>* writer) : writer_(writer) {}
+
+  void Progress(const std::string& phase, uint64_t done, uint64_t total, const std::string& unit,
+                const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (phase == phase_ && done != total && now - last_ < std::chrono::milliseconds(100)) return;
+    phase_ = phase;
+    last_ = now;
+    Event e;
+    auto* p = e.mutable_progress();
+    p->set_phase(phase);
+    p->set_done(done);
+    p->set_total(total);
+    p->set_unit(unit);
+    p->set_message(message);
+    (void)writer_->Write(e);  // a client that went away only loses progress
+  }
+
+  void Result(const Event& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    (void)writer_->Write(e);
+  }
+
+ private:
+  grpc::ServerWriter<Event>* writer_;
+  std::mutex mu_;
+  std::string phase_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status) {
@@ -54,12 +110,13 @@ grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status) 
 
 AdminService::AdminService(const DaemonConfig& config, store::SnapshotStore* store,
                            SessionLister sessions, const security::TokenAuthorizer* auth,
-                           const peer::Membership* membership)
+                           const peer::Membership* membership, AdminRecovery recovery)
     : config_(config),
       store_(store),
       sessions_(std::move(sessions)),
       auth_(auth),
       membership_(membership),
+      recovery_(recovery),
       started_(std::chrono::steady_clock::now()) {}
 
 int64_t AdminService::NewestCommittedStep(store::SnapshotStore* store, const std::string& job) {
@@ -94,7 +151,9 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
     js->set_job(job);
     js->set_ranks(ranks);
     js->set_newest_committed_step(NewestCommittedStep(store_, job));
+    if (recovery_.coordinator) js->set_generation(recovery_.coordinator->Generation(job).generation);
   }
+  FillPersistStatus(resp->mutable_persist());
   if (sessions_) {
     for (auto& s : sessions_()) *resp->add_sessions() = std::move(s);
   }
@@ -207,6 +266,213 @@ grpc::Status AdminService::ListNodes(grpc::ServerContext* ctx, const v1::ListNod
     n->set_incarnation(m.incarnation);
     n->set_self(m.self);
   }
+  return grpc::Status::OK;
+}
+
+void AdminService::FillPersistStatus(v1::PersistTierStatus* out) {
+  out->set_every_steps(config_.persist_every_steps);
+  out->set_dir(config_.persist_dir);
+  out->set_enabled(!config_.persist_dir.empty());
+  recovery::TierAccess* tier = recovery_.tier;
+  if (tier == nullptr || !tier->enabled()) return;
+  // Opening is retried here too (rate-limited), so a mount that appeared is picked up.
+  auto t = tier->Get(false);
+  if (t.ok()) {
+    std::set<std::string> jobs;
+    for (const auto& rank : store_->Ranks()) jobs.insert(rank.job);
+    if (recovery_.coordinator) {
+      for (const auto& job : recovery_.coordinator->Jobs()) jobs.insert(job);
+    }
+    for (const auto& job : jobs) {
+      auto layout = TierLayout(recovery_.coordinator, job);
+      if (!layout) continue;
+      auto newest = (*t)->NewestCompleteStep(job, *layout);
+      if (!newest.ok()) {
+        tier->Report(newest.status());
+        break;
+      }
+      auto* pj = out->add_jobs();
+      pj->set_job(job);
+      pj->set_newest_complete_step(newest->value_or(-1));
+    }
+  }
+  const recovery::TierHealth h = tier->Health();
+  out->set_healthy(h.healthy);
+  out->set_last_error(h.last_error);
+  out->set_last_error_unix_ms(h.last_error_unix_ms);
+}
+
+grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
+                                        const v1::RestoreCheckRequest* req,
+                                        grpc::ServerWriter<v1::RestoreCheckEvent>* writer) {
+  if (auto denied = auth_->Check(ctx, "Admin/RestoreCheck"); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (recovery_.restore == nullptr) {
+    return ToGrpcStatus(ctx, reft::Status::Unavailable("this daemon has no restore provider"));
+  }
+  const std::string& job = req->job();
+  EventStream<v1::RestoreCheckEvent> events(writer);
+  auto check = recovery_.restore->CheckRestore(job, [&](const recovery::Progress& p) {
+    events.Progress("check", p.bytes_done, p.bytes_total, "groups", p.message);
+  });
+  if (!check.ok()) return ToGrpcStatus(ctx, check.status());
+  v1::RestoreCheckEvent ev;
+  v1::RestoreCheckResponse* r = ev.mutable_result();
+  r->set_job(job);
+  r->set_step(check->step);
+  r->set_recoverable(check->recoverable);
+  r->set_summary(check->Summary());
+  for (const auto& g : check->groups) {
+    auto* gi = r->add_groups();
+    gi->set_pp(g.pp);
+    gi->set_tp(g.tp);
+    gi->set_members(g.members);
+    gi->set_scheme(g.scheme);
+    for (int d : g.alive) gi->add_alive(d);
+    for (const auto& sc : g.shards) {
+      auto* si = gi->add_shards();
+      si->set_dp(sc.dp);
+      si->set_state(sc.state);
+      si->set_node(sc.node);
+      si->set_detail(sc.detail);
+    }
+    for (const auto& rc : g.ranks) {
+      auto* ri = gi->add_ranks();
+      FillRank(rc.rank, ri->mutable_rank());
+      for (const auto& n : rc.nodes) ri->add_nodes(n);
+      ri->set_unique(rc.unique);
+      ri->set_rebuildable(rc.rebuildable);
+    }
+    gi->set_recoverable(g.recoverable);
+    gi->set_lost(g.lost);
+  }
+  for (const auto& u : check->unreachable) r->add_unreachable(u);
+  for (const auto& w : check->warnings) r->add_warnings(w);
+  if (recovery_.coordinator) {
+    const auto gen = recovery_.coordinator->Generation(job);
+    r->set_generation(gen.generation);
+    if (gen.base_step) {
+      r->set_has_base(true);
+      r->set_base_step(*gen.base_step);
+    }
+    r->set_fallback_reason(gen.reason);
+  }
+  recovery::PersistentCheck pc;
+  if (recovery_.tier != nullptr) {
+    events.Progress("check", 0, 0, "", "reading the persistent tier");
+    pc = recovery::CheckPersistent(
+        recovery_.tier, job, TierLayout(recovery_.coordinator, job),
+        check->step >= 0 ? std::optional<int64_t>(check->step) : std::nullopt);
+  }
+  auto* p = r->mutable_persistent();
+  p->set_enabled(pc.enabled);
+  p->set_dir(pc.dir);
+  p->set_error(pc.error);
+  if (pc.newest_complete) {
+    p->set_has_newest_complete(true);
+    p->set_newest_complete(*pc.newest_complete);
+  }
+  p->set_step_complete(pc.step_complete);
+  for (int64_t st : pc.steps) p->add_steps(st);
+  for (const auto& pr : pc.problems) p->add_problems(pr);
+  // What a restore would deliver now (ReftLoad's choice, docs/recovery.md).
+  if (check->step >= 0 && check->recoverable) {
+    r->set_restore_source("memory");
+    r->set_restore_step(check->step);
+  } else if (check->step >= 0 && pc.step_complete) {
+    r->set_restore_source("persistent");
+    r->set_restore_step(check->step);
+  } else if (pc.newest_complete) {
+    r->set_restore_source("fallback");
+    r->set_restore_step(*pc.newest_complete);
+  } else {
+    r->set_restore_source("none");
+    r->set_restore_step(-1);
+  }
+  events.Result(ev);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRequest* req,
+                                   grpc::ServerWriter<v1::PersistEvent>* writer) {
+  if (auto denied = auth_->Check(ctx, "Admin/Persist"); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (recovery_.persister == nullptr || recovery_.tier == nullptr || !recovery_.tier->enabled()) {
+    return ToGrpcStatus(ctx, reft::Status::Unsupported("no persistent tier is configured on node '" +
+                                                       config_.node_id + "' (persist_dir)"));
+  }
+  if (req->has_step() && req->step() < 0) {
+    return ToGrpcStatus(ctx, reft::Status::InvalidArgument("step must not be negative"));
+  }
+  EventStream<v1::PersistEvent> events(writer);
+  auto rep = recovery_.persister->PersistJob(
+      req->job(), req->has_step() ? std::optional<int64_t>(req->step()) : std::nullopt,
+      [&](int done, int total, const std::string& message) {
+        events.Progress("persist", static_cast<uint64_t>(done), static_cast<uint64_t>(total),
+                        "nodes", message);
+      });
+  if (!rep.ok()) return ToGrpcStatus(ctx, rep.status());
+  v1::PersistEvent ev;
+  v1::PersistResponse* r = ev.mutable_result();
+  r->set_job(rep->job);
+  r->set_step(rep->step);
+  for (const auto& n : rep->nodes) {
+    auto* ni = r->add_nodes();
+    ni->set_node_id(n.node);
+    ni->set_code(ToErrorCode(n.status.code()));
+    ni->set_message(n.status.message());
+    ni->set_skipped(n.skipped);
+    ni->set_skipped_reason(n.skipped_reason);
+    for (const auto& k : n.ranks) FillRank(k, ni->add_ranks());
+    ni->set_bytes_written(n.bytes);
+    ni->set_seconds(n.seconds);
+  }
+  r->set_complete(rep->complete);
+  for (const auto& pr : rep->problems) r->add_problems(pr);
+  if (rep->newest_complete) {
+    r->set_has_newest_complete(true);
+    r->set_newest_complete(*rep->newest_complete);
+  }
+  for (const auto& w : rep->warnings) r->add_warnings(w);
+  r->set_ok(rep->ok());
+  events.Result(ev);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRequest* req,
+                                   grpc::ServerWriter<v1::RebuildEvent>* writer) {
+  if (auto denied = auth_->Check(ctx, "Admin/Rebuild"); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (recovery_.restore == nullptr) {
+    return ToGrpcStatus(ctx, reft::Status::Unavailable("this daemon has no restore provider"));
+  }
+  EventStream<v1::RebuildEvent> events(writer);
+  const auto start = std::chrono::steady_clock::now();
+  auto rep = recovery_.restore->RebuildLostRanks(req->job(), [&](const recovery::Progress& p) {
+    events.Progress(recovery::PhaseName(p.phase), p.bytes_done, p.bytes_total,
+                    p.bytes_total > 0 ? "bytes" : "", p.message);
+  });
+  if (!rep.ok()) return ToGrpcStatus(ctx, rep.status());
+  v1::RebuildEvent ev;
+  v1::RebuildResponse* r = ev.mutable_result();
+  r->set_job(rep->job);
+  r->set_step(rep->step);
+  bool ok = true;
+  for (const auto& rr : rep->ranks) {
+    auto* ri = r->add_ranks();
+    FillRank(rr.rank, ri->mutable_rank());
+    ri->set_code(ToErrorCode(rr.status.code()));
+    ri->set_message(rr.status.message());
+    ri->set_detail(rr.detail);
+    ok &= rr.status.ok();
+  }
+  r->set_bytes_local(rep->stats.bytes_local);
+  r->set_bytes_peer(rep->stats.bytes_peer);
+  r->set_bytes_rebuilt(rep->stats.bytes_rebuilt);
+  r->set_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  for (const auto& w : rep->stats.warnings) r->add_warnings(w);
+  r->set_ok(ok);
+  events.Result(ev);
   return grpc::Status::OK;
 }
 

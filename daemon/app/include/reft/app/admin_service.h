@@ -8,7 +8,11 @@
 #include <vector>
 
 #include "reft/app/config.h"
+#include "reft/peer/distributed_commit.h"
 #include "reft/peer/membership.h"
+#include "reft/recovery/persister.h"
+#include "reft/recovery/reft_load.h"
+#include "reft/recovery/tier_access.h"
 #include "reft/security/grpc_auth.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/v1/admin.grpc.pb.h"
@@ -18,13 +22,24 @@ namespace reft::app {
 /// \brief Supplies the local sessions listed by Status (the local channel owns them).
 using SessionLister = std::function<std::vector<v1::SessionInfo>()>;
 
+/// \brief The cluster side the recovery RPCs use (RestoreCheck, Persist, Rebuild, the
+/// persistent tier in Status). Any may be null: the RPCs that need it answer UNAVAILABLE or
+/// UNIMPLEMENTED then.
+struct AdminRecovery {
+  recovery::ReftLoad* restore = nullptr;
+  recovery::Persister* persister = nullptr;
+  recovery::TierAccess* tier = nullptr;
+  peer::DistributedCommitCoordinator* coordinator = nullptr;
+};
+
 /// \brief Handles Admin RPCs. Stateless apart from the references it holds; gRPC may call it
 /// from any thread (the store is thread-safe).
 class AdminService final : public v1::Admin::Service {
  public:
   /// \brief `auth` checks the shared token of every call (it may require none).
   AdminService(const DaemonConfig& config, store::SnapshotStore* store, SessionLister sessions,
-               const security::TokenAuthorizer* auth, const peer::Membership* membership);
+               const security::TokenAuthorizer* auth, const peer::Membership* membership,
+               AdminRecovery recovery = {});
 
   grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest* req,
                       v1::StatusResponse* resp) override;
@@ -36,6 +51,12 @@ class AdminService final : public v1::Admin::Service {
                             v1::DropSnapshotResponse* resp) override;
   grpc::Status ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest* req,
                          v1::ListNodesResponse* resp) override;
+  grpc::Status RestoreCheck(grpc::ServerContext* ctx, const v1::RestoreCheckRequest* req,
+                            grpc::ServerWriter<v1::RestoreCheckEvent>* writer) override;
+  grpc::Status Persist(grpc::ServerContext* ctx, const v1::PersistRequest* req,
+                       grpc::ServerWriter<v1::PersistEvent>* writer) override;
+  grpc::Status Rebuild(grpc::ServerContext* ctx, const v1::RebuildRequest* req,
+                       grpc::ServerWriter<v1::RebuildEvent>* writer) override;
 
   /// \brief Newest step committed on every local rank of `job`, or -1.
   static int64_t NewestCommittedStep(store::SnapshotStore* store, const std::string& job);
@@ -46,6 +67,9 @@ class AdminService final : public v1::Admin::Service {
   SessionLister sessions_;
   const security::TokenAuthorizer* auth_;
   const peer::Membership* membership_;
+  void FillPersistStatus(v1::PersistTierStatus* out);
+
+  AdminRecovery recovery_;
   std::chrono::steady_clock::time_point started_;
 };
 
