@@ -42,10 +42,12 @@ class Node:
     root: str
     extra_args: List[str] = field(default_factory=list)
     proc: Optional[subprocess.Popen] = None
+    host: str = "127.0.0.1"
+    netns: Optional[str] = None  # run reftd inside this network namespace (ip netns exec)
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def socket(self) -> str:
@@ -66,7 +68,8 @@ class Node:
 
     def args(self) -> List[str]:
         peers = ",".join(n.addr for n in self.cluster.nodes if n is not self)
-        a = [self.cluster.reftd, "--node-id", self.node_id, "--listen", self.addr,
+        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
+        a = prefix + [self.cluster.reftd, "--node-id", self.node_id, "--listen", self.addr,
              "--socket", self.socket, "--shm-dir", self.shm_dir,
              "--persist-dir", self.persist_dir, "--log-level", self.cluster.log_level]
         if peers:
@@ -179,11 +182,12 @@ class LocalCluster:
             self.nodes.append(Node(self, f"node{i}", free_port(),
                                    os.path.join(self.root, f"node{i}"), list(extra_args or [])))
 
-    def add_node(self, node_id: str, start: bool = True) -> Node:
+    def add_node(self, node_id: str, start: bool = True, host: str = "127.0.0.1",
+                 netns: Optional[str] = None) -> Node:
         """A new node (a replacement machine: empty memory, a new identity) seeded with the
-        addresses of every node known so far."""
+        addresses of every node known so far; optionally inside a network namespace."""
         node = Node(self, node_id, free_port(), os.path.join(self.root, node_id),
-                    list(self.extra_args))
+                    list(self.extra_args), host=host, netns=netns)
         self.nodes.append(node)
         if start:
             node.start()

@@ -21,6 +21,10 @@
 #include "reft/local/local_server.h"
 #include "reft/observability/metrics.h"
 #include "reft/peer/peer_node.h"
+#include "reft/recovery/persister.h"
+#include "reft/recovery/published_copier.h"
+#include "reft/recovery/reft_load.h"
+#include "reft/recovery/tier_access.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/units.h"
 
@@ -29,6 +33,7 @@ namespace reft::app {
 struct Daemon::Impl {
   Result<size_t> OpenStore();  ///< returns the number of adopted slots
   Status CreatePeer();
+  void CreateRecovery();
   Status StartLocalChannel();
   Status StartGrpc();
 
@@ -37,6 +42,10 @@ struct Daemon::Impl {
   std::unique_ptr<store::SnapshotStore> store;
   std::unique_ptr<peer::PeerNode> peer;
   std::unique_ptr<local::CommitCoordinator> coordinator;
+  std::unique_ptr<recovery::ReftLoad> restore;          // before peer goes (uses it)
+  std::unique_ptr<recovery::PublishedCopier> copier;
+  std::unique_ptr<recovery::TierAccess> tier;           // persistent tier, opened lazily
+  std::unique_ptr<recovery::Persister> persister;       // before peer and tier go
   std::unique_ptr<local::LocalServer> local_server;
   std::unique_ptr<security::TokenAuthorizer> auth;
   std::unique_ptr<AdminService> admin;
@@ -85,6 +94,38 @@ void LogAdoption(const store::AdoptionReport& report) {
 
 std::string AdminSocketPath(const DaemonConfig& c) { return c.socket + ".admin"; }
 
+// Restore/rebuild phases and bytes by source (docs/metrics.md) from one operation's stats.
+void RecordRecovery(observability::Metrics* m, const std::string& operation,
+                    const recovery::RestoreStats& s) {
+  using observability::RecoveryPhase;
+  using observability::RecoverySource;
+  const auto op = operation == "rebuild" ? observability::RecoveryOperation::kRebuild
+                                         : observability::RecoveryOperation::kRestore;
+  const std::pair<RecoveryPhase, std::chrono::nanoseconds> phases[] = {
+      {RecoveryPhase::kLocate, s.locate}, {RecoveryPhase::kFetch, s.fetch},
+      {RecoveryPhase::kDecode, s.decode}, {RecoveryPhase::kDeliver, s.deliver},
+      {RecoveryPhase::kRebuild, s.rebuild}};
+  for (const auto& [phase, d] : phases) {
+    if (d.count() > 0) m->ObserveRecoveryPhase(op, phase, std::chrono::duration<double>(d).count());
+  }
+  m->AddBytesRecovered(RecoverySource::kLocal, s.bytes_own_local);
+  m->AddBytesRecovered(RecoverySource::kPeer, s.bytes_own_peer);
+  m->AddBytesRecovered(RecoverySource::kReplica, s.bytes_replica);
+  m->AddBytesRecovered(RecoverySource::kParity, s.bytes_parity);
+  m->AddBytesRecovered(RecoverySource::kPersistent, s.bytes_persistent);
+}
+
+observability::PersistFailure ToMetric(recovery::PersistFailureKind k) {
+  switch (k) {
+    case recovery::PersistFailureKind::kMissingDir: return observability::PersistFailure::kMissingDir;
+    case recovery::PersistFailureKind::kNoSpace: return observability::PersistFailure::kNoSpace;
+    case recovery::PersistFailureKind::kPermission: return observability::PersistFailure::kPermission;
+    case recovery::PersistFailureKind::kIo: return observability::PersistFailure::kIo;
+    case recovery::PersistFailureKind::kOther: break;
+  }
+  return observability::PersistFailure::kOther;
+}
+
 // Creates the socket's directory if needed and removes a stale socket left by a killed daemon.
 // A socket some process still answers on is refused, so a second reftd cannot take over the
 // first one's admin endpoint; anything that is not a socket is never removed.
@@ -118,6 +159,8 @@ local::LocalServerOptions MakeLocalOptions(const DaemonConfig& c) {
   o.copy_threads = c.copy_threads;
   o.limits.max_payload_bytes = static_cast<uint32_t>(c.max_message_bytes);
   o.daemon_version = REFT_VERSION;
+  o.shard_chunk = c.shard_alignment;
+  o.peer_copy_timeout_ms = static_cast<int>(c.peer_copy_timeout_ms);
   return o;
 }
 
@@ -148,8 +191,10 @@ Status Daemon::Start() {
   REFT_ASSIGN_OR_RETURN(impl_->metrics, observability::Metrics::Create(c.metrics_listen));
   REFT_ASSIGN_OR_RETURN(size_t adopted, impl_->OpenStore());
   REFT_RETURN_NOT_OK(impl_->CreatePeer());
+  impl_->CreateRecovery();
   REFT_RETURN_NOT_OK(impl_->StartLocalChannel());
   REFT_RETURN_NOT_OK(impl_->StartGrpc());
+  impl_->persister->Start();  // serves Peer.PersistStep; every-K schedule when configured
 
   auto usage = impl_->store->Usage();
   std::string status = "node " + c.node_id + " serving on " + c.listen + ", " +
@@ -219,9 +264,72 @@ Status Daemon::Impl::CreatePeer() {
   return Status::OK();
 }
 
+// REFT-load, node rebuild and peer copies across nodes (daemon/recovery, docs/recovery.md).
+void Daemon::Impl::CreateRecovery() {
+  const DaemonConfig& c = config;
+  recovery::RecoveryOptions o;
+  o.concurrency = c.restore_concurrency;
+  o.piece_bytes = c.restore_piece_bytes;
+  o.piece_timeout = std::chrono::milliseconds(c.restore_piece_timeout_ms);
+  o.restore_timeout = std::chrono::milliseconds(c.restore_timeout_ms);
+  o.rebuild_on_restore = c.rebuild_on_restore;
+  o.encode_threads = c.checksum_threads;
+  restore = std::make_unique<recovery::ReftLoad>(store.get(), peer.get(), o);
+  copier = std::make_unique<recovery::PublishedCopier>(store.get(), peer.get(), o);
+  observability::Metrics* m = metrics.get();
+  restore->SetObserver([m](const std::string& operation, const Status& st,
+                           const recovery::RestoreStats& stats) {
+    if (st.ok()) {
+      spdlog::info("{}: {}", operation, stats.detail);
+      RecordRecovery(m, operation, stats);
+    } else {
+      spdlog::error("{} failed: {}", operation, st.ToString());
+    }
+    for (const auto& w : stats.warnings) spdlog::warn("{}: {}", operation, w);
+  });
+
+  // The persistent tier (opened lazily: a missing or full directory is reported, never fatal)
+  // as the restore fallback and the Persister's target (docs/persist.md, docs/recovery.md).
+  persist::PersistOptions po;
+  po.dir = c.persist_dir;
+  po.node_id = c.node_id;
+  po.bandwidth = c.persist_bandwidth;
+  po.keep = c.persist_keep;
+  tier = std::make_unique<recovery::TierAccess>(po);
+  if (tier->enabled()) restore->SetPersistentTier(tier.get());
+  // The job generation survives a daemon restart next to the slots it describes.
+  peer->coordinator()->SetStateDir(c.shm_dir + "/commit-state");
+  peer->coordinator()->AddGenerationListener(
+      [](const std::string& job, const peer::JobGeneration& g, int dropped) {
+        spdlog::warn("job {} moved to generation {}: restarts from persisted step {} ({} newer "
+                     "slot(s) dropped here): {}",
+                     job, g.generation, g.base_step.value_or(-1), dropped, g.reason);
+      });
+  recovery::PersisterOptions pso;
+  pso.node_id = c.node_id;
+  pso.every_steps = c.persist_every_steps;
+  persister = std::make_unique<recovery::Persister>(store.get(), peer.get(), tier.get(), pso);
+  persister->SetObserver([m](const recovery::NodePersist& n) {
+    if (!n.status.ok()) {
+      spdlog::error("persist of job {} step {} failed: {} (in-memory snapshots are unaffected)",
+                    n.job, n.step, n.status.ToString());
+      m->IncPersistFailures(ToMetric(recovery::ClassifyPersistFailure(n.status)));
+    } else if (n.skipped) {
+      spdlog::debug("persist of job {} step {} skipped: {}", n.job, n.step, n.skipped_reason);
+    } else {
+      spdlog::info("persisted {} rank(s) of job {} step {}: {} in {:.2f}s", n.ranks.size(), n.job,
+                   n.step, FormatBytes(n.bytes), n.seconds);
+      m->ObservePersist(n.seconds, n.bytes);
+    }
+    if (!n.retention_error.empty()) spdlog::warn("persist retention: {}", n.retention_error);
+  });
+}
+
 Status Daemon::Impl::StartLocalChannel() {
-  REFT_ASSIGN_OR_RETURN(local_server, local::LocalServer::Create(MakeLocalOptions(config),
-                                                                 store.get(), coordinator.get()));
+  REFT_ASSIGN_OR_RETURN(local_server,
+                        local::LocalServer::Create(MakeLocalOptions(config), store.get(),
+                                                   coordinator.get(),
+                                                   local::ClusterHooks{copier.get(), restore.get()}));
   return local_server->Start();  // refuses a socket a live reftd serves
 }
 
@@ -239,9 +347,10 @@ Status Daemon::Impl::StartGrpc() {
                  c.listen);
   }
   const local::LocalServer* server = local_server.get();
-  admin = std::make_unique<AdminService>(config, store.get(),
-                                         [server] { return ListSessions(server); }, auth.get(),
-                                         &peer->membership());
+  admin = std::make_unique<AdminService>(
+      config, store.get(), [server] { return ListSessions(server); }, auth.get(),
+      &peer->membership(),
+      AdminRecovery{restore.get(), persister.get(), tier.get(), peer->coordinator()});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
@@ -265,6 +374,7 @@ void Daemon::Shutdown() {
     impl_->local_server->Stop();
     impl_->local_server.reset();
   }
+  if (impl_->persister) impl_->persister->Stop();  // no new persists; a running one finishes
   if (impl_->peer) impl_->peer->Stop();  // no more probes or commit exchanges
   if (impl_->grpc_server) {
     impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -273,6 +383,10 @@ void Daemon::Shutdown() {
   }
   impl_->admin.reset();
   impl_->auth.reset();
+  impl_->persister.reset();
+  impl_->copier.reset();
+  impl_->restore.reset();
+  impl_->tier.reset();
   impl_->coordinator.reset();
   impl_->peer.reset();
   impl_->metrics.reset();  // stops scrapes (and the refresh hook) before the store goes

@@ -379,7 +379,28 @@ void Membership::ProbeOnce() {
   Notify(events);
 }
 
+void Membership::ReconnectDead() {
+  std::optional<MemberInfo> target;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<const MemberInfo*> dead;
+    for (const auto& [id, e] : members_) {
+      if (e.info.state == MemberState::kDead) dead.push_back(&e.info);
+    }
+    if (dead.empty()) return;
+    target = *dead[dead_next_++ % dead.size()];
+  }
+  v1::PingRequest req;
+  FillUpdates(req.mutable_updates());
+  auto r = client_->Ping(target->address, req, options_.probe_timeout);
+  if (r.ok()) Merge(r->updates());  // a "fenced:" refusal reaches OnFenced through the client
+}
+
 void Membership::Run() {
+  // A dead member is pinged about once a second, whatever the probe period.
+  const auto reconnect_every = std::max<int64_t>(
+      1, std::chrono::milliseconds(1000).count() / std::max<int64_t>(1, options_.probe_interval.count()));
+  int64_t period = 0;
   auto next = std::chrono::steady_clock::now();
   while (true) {
     {
@@ -391,6 +412,7 @@ void Membership::Run() {
     }
     ContactSeeds();
     ProbeOnce();
+    if (++period % reconnect_every == 0) ReconnectDead();
     std::vector<Event> events;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -48,10 +48,12 @@ std::string DescribeGroup(const GroupOutcome& g) {
   return out;
 }
 
-// Status of a failed unique-buffer item: Timeout stays Timeout, anything else means no copy
-// of the buffer could be read anywhere.
+// Status of a failed unique-buffer item: Timeout stays Timeout, and Corrupted (every copy
+// failed its checksum: reported as such, never loaded) stays Corrupted; anything else means no
+// copy of the buffer could be read anywhere.
 Status UniqueLoss(const FetchItem& item) {
-  if (item.status.code() == StatusCode::kTimeout) return item.status;
+  const StatusCode code = item.status.code();
+  if (code == StatusCode::kTimeout || code == StatusCode::kCorrupted) return item.status;
   return Status::Lost(item.status.message());
 }
 

@@ -96,6 +96,10 @@ class Membership {
   void Run();
   void ContactSeeds();
   void ProbeOnce();
+  /// Pings one DEAD member (round robin) with our view: after a partition heals both sides
+  /// hold the other dead and would never probe it again. The exchange fences whichever side
+  /// was declared dead; it rejoins with a new epoch and the cluster converges.
+  void ReconnectDead();
   bool ProbeIndirect(const MemberInfo& target);
   void MarkSuspect(const std::string& node_id, uint64_t epoch, uint64_t incarnation,
                    std::vector<Event>* events);
@@ -114,6 +118,7 @@ class Membership {
   std::map<std::string, Entry> members_;  // by node id, self excluded
   std::vector<std::string> probe_order_;
   size_t probe_next_ = 0;
+  size_t dead_next_ = 0;      // ReconnectDead's round robin
   std::mt19937_64 rng_;
   std::vector<Listener> listeners_;
   std::thread thread_;
