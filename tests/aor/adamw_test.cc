@@ -220,5 +220,89 @@ TEST_CASE("AdamW kernel refuses bad arguments and changes nothing", "[aor][adamw
   REQUIRE(v != v0);
 }
 
+TEST_CASE("AdamWUpdateInto equals memcpy + AdamWUpdate bit for bit and leaves the source",
+          "[aor][adamw]") {
+  const GradMode mode = GENERATE(GradMode::kFp32, GradMode::kFp16, GradMode::kBf16);
+  const uint64_t seed = reft::testing::TestSeed(11);
+  INFO("mode " << GradModeName(mode) << " seed " << seed);
+  // Not a multiple of the copy block (8192) nor of a cache line, so every split has a tail.
+  const size_t n = 3 * 8192 + 4133;
+  TrainingLoop loop(mode, n, 60, seed);
+  std::vector<float> p, m, v;
+  loop.InitialState(&p, &m, &v);
+  // Reference: in place. Candidate: ping-pong between two "slots", as reftd does.
+  std::vector<float> rp = p, rm = m, rv = v;
+  std::vector<std::vector<float>> sp(2, p), sm(2, m), sv(2, v);
+  int cur = 0;
+  bool saw_skip = false;
+  for (int it = 0; it < 60; ++it) {
+    StepInput in = loop.Next();
+    if (it == 30) in.hyper.skipped = true;  // a skipped step among them, whatever the seed
+    saw_skip |= in.hyper.skipped;
+    REQUIRE(AdamWUpdate({rp.data(), rm.data(), rv.data(), n}, in.hyper, in.grad.data(), in.dtype,
+                        n)
+                .ok());
+    const int nxt = 1 - cur;
+    std::fill(sp[nxt].begin(), sp[nxt].end(), -7.0f);  // stale bytes of an old slot
+    const std::vector<float> before = sp[cur];
+    const int threads = 1 + it % 5;
+    REQUIRE(AdamWUpdateInto({sp[cur].data(), sm[cur].data(), sv[cur].data(), n},
+                            {sp[nxt].data(), sm[nxt].data(), sv[nxt].data(), n}, in.hyper,
+                            in.grad.data(), in.dtype, n, threads)
+                .ok());
+    REQUIRE(sp[cur] == before);  // the previous slot is only read
+    cur = nxt;
+    INFO("iteration " << it + 1 << " threads " << threads);
+    REQUIRE(std::memcmp(rp.data(), sp[cur].data(), 4 * n) == 0);
+    REQUIRE(std::memcmp(rm.data(), sm[cur].data(), 4 * n) == 0);
+    REQUIRE(std::memcmp(rv.data(), sv[cur].data(), 4 * n) == 0);
+  }
+  // In place through the same entry point.
+  const StepInput in = loop.Next();
+  const AdamWState same{sp[cur].data(), sm[cur].data(), sv[cur].data(), n};
+  REQUIRE(AdamWUpdateInto(same, same, in.hyper, in.grad.data(), in.dtype, n, 3).ok());
+  REQUIRE(AdamWUpdate({rp.data(), rm.data(), rv.data(), n}, in.hyper, in.grad.data(), in.dtype, n)
+              .ok());
+  REQUIRE(std::memcmp(rp.data(), sp[cur].data(), 4 * n) == 0);
+  CHECK(saw_skip);
+}
+
+TEST_CASE("AdamWUpdateInto refuses bad arguments and writes nothing", "[aor][adamw]") {
+  const size_t n = 64;
+  std::vector<float> a(3 * n + 8, 1.0f), b(3 * n, 0.0f), g(n, 0.1f);
+  const AdamWState src{a.data(), a.data() + n, a.data() + 2 * n, n};
+  const AdamWState dst{b.data(), b.data() + n, b.data() + 2 * n, n};
+  StepHyper h;
+  h.iteration = 1;
+  h.step = 1;
+  h.lr = 1e-3;
+  const auto b0 = b;
+  // Overlapping arrays (destination shifted by 8 floats into the source).
+  const AdamWState shifted{a.data() + 8, a.data() + n + 8, a.data() + 2 * n + 8, n};
+  Status st = AdamWUpdateInto(src, shifted, h, g.data(), GradDtype::kFloat32, n);
+  REQUIRE(st.code() == StatusCode::kInvalidArgument);
+  REQUIRE(st.message().find("overlap") != std::string::npos);
+  // Only some arrays shared.
+  const AdamWState half{a.data(), b.data() + n, b.data() + 2 * n, n};
+  REQUIRE(AdamWUpdateInto(src, half, h, g.data(), GradDtype::kFloat32, n).code() ==
+          StatusCode::kInvalidArgument);
+  REQUIRE(AdamWUpdateInto(src, {b.data(), b.data() + n, b.data() + 2 * n, n - 1}, h, g.data(),
+                          GradDtype::kFloat32, n)
+              .code() == StatusCode::kInvalidArgument);
+  REQUIRE(AdamWUpdateInto(src, dst, h, nullptr, GradDtype::kFloat32, n).code() ==
+          StatusCode::kInvalidArgument);
+  StepHyper bad = h;
+  bad.eps = -1;
+  REQUIRE(AdamWUpdateInto(src, dst, bad, g.data(), GradDtype::kFloat32, n).code() ==
+          StatusCode::kInvalidArgument);
+  REQUIRE(b == b0);
+  // Skipped: a copy, the (poisoned) gradient is not read.
+  std::vector<float> poison(n, std::numeric_limits<float>::quiet_NaN());
+  StepHyper skipped = h;
+  skipped.skipped = true;
+  REQUIRE(AdamWUpdateInto(src, dst, skipped, poison.data(), GradDtype::kFloat32, n, 2).ok());
+  REQUIRE(std::equal(b.begin(), b.end(), a.begin()));
+}
+
 }  // namespace
 }  // namespace reft::aor

@@ -276,6 +276,35 @@ StepHyper Hyper(uint64_t iteration, uint64_t step, bool skipped = false) {
   return h;
 }
 
+TEST_CASE("AOR replica ApplyInto moves the state between slots like Apply", "[aor][replica]") {
+  Small a, b;  // a: in place; b: the replica ping-pongs between two "slots"
+  Small other;
+  AorReplica in_place(a.state(), 10, 8, 1);
+  AorReplica slots(b.state(), 10, 8, 2);
+  REQUIRE(in_place.Apply(Hyper(11, 9), a.g.data(), GradDtype::kFloat32, Small::kN).ok());
+  const auto b_before = b.p;
+  REQUIRE(slots.ApplyInto(other.state(), Hyper(11, 9), b.g.data(), GradDtype::kFloat32, Small::kN)
+              .ok());
+  REQUIRE(b.p == b_before);  // the previous slot is untouched
+  REQUIRE(slots.state().param == other.p.data());
+  REQUIRE(other.p == a.p);
+  REQUIRE(other.m == a.m);
+  REQUIRE(other.v == a.v);
+  REQUIRE(slots.iteration() == 11);
+  REQUIRE(slots.step() == 9);
+  // A gap: stale, nothing written into the destination, the views stay.
+  const auto dest_before = b.p;
+  Status st = slots.ApplyInto(b.state(), Hyper(13, 10), b.g.data(), GradDtype::kFloat32, Small::kN);
+  REQUIRE(st.code() == StatusCode::kLost);
+  REQUIRE(b.p == dest_before);
+  REQUIRE(slots.state().param == other.p.data());
+  // Back in the other direction after a resync.
+  slots.Resynchronized(13, 10);
+  REQUIRE(slots.ApplyInto(b.state(), Hyper(14, 11), b.g.data(), GradDtype::kFloat32, Small::kN)
+              .ok());
+  REQUIRE(slots.state().param == b.p.data());
+}
+
 TEST_CASE("AOR replica staleness", "[aor][replica]") {
   Small s;
   AorReplica rep(s.state(), /*iteration=*/10, /*step=*/8, /*threads=*/2);

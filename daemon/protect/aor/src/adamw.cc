@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -121,30 +122,34 @@ void AdamWStepRange(const AdamWCoefficients& c, const AdamWState& s, const void*
   }
 }
 
-Status AdamWUpdate(const AdamWState& state, const StepHyper& hyper, const void* grad,
-                   GradDtype dtype, size_t n, int threads) {
+namespace {
+
+Status CheckArgs(const StepHyper& hyper, GradDtype dtype, size_t n, size_t size, int threads) {
   REFT_RETURN_NOT_OK(ValidateStepHyper(hyper));
   if (dtype != GradDtype::kFloat32 && dtype != GradDtype::kFloat16 &&
       dtype != GradDtype::kBFloat16) {
     return Status::InvalidArgument("adamw: unknown gradient dtype " +
                                    std::to_string(static_cast<int>(dtype)));
   }
-  if (n != state.size) {
+  if (n != size) {
     return Status::InvalidArgument("adamw: " + std::to_string(n) + " gradients for a state of " +
-                                   std::to_string(state.size) + " elements");
+                                   std::to_string(size) + " elements");
   }
   if (threads < 1) {
     return Status::InvalidArgument("adamw: threads = " + std::to_string(threads) +
                                    " (must be >= 1)");
   }
-  if (hyper.skipped || n == 0) return Status::OK();
-  if (grad == nullptr || state.param == nullptr || state.exp_avg == nullptr ||
-      state.exp_avg_sq == nullptr) {
-    return Status::InvalidArgument("adamw: null gradient or state array");
-  }
-  const AdamWCoefficients c = ComputeAdamWCoefficients(hyper);
+  return Status::OK();
+}
 
-  // Contiguous ranges of whole 64-byte lines (16 floats) so workers never write the same line.
+bool HasNull(const AdamWState& s) {
+  return s.param == nullptr || s.exp_avg == nullptr || s.exp_avg_sq == nullptr;
+}
+
+// Runs fn(begin, end) over [0, n) split into `threads` contiguous ranges of whole 64-byte lines
+// (16 floats), so workers never write the same cache line; the caller's thread takes the last.
+template <typename Fn>
+void ParallelRanges(size_t n, int threads, const Fn& fn) {
   constexpr size_t kAlign = 16;
   const size_t workers = std::min<size_t>(static_cast<size_t>(threads), (n + kAlign - 1) / kAlign);
   const size_t per = ((n + workers - 1) / workers + kAlign - 1) / kAlign * kAlign;
@@ -154,15 +159,76 @@ Status AdamWUpdate(const AdamWState& state, const StepHyper& hyper, const void* 
   for (size_t w = 0; w + 1 < workers && begin < n; ++w, begin += per) {
     const size_t end = std::min(n, begin + per);
     try {
-      pool.emplace_back([&c, &state, grad, dtype, begin, end] {
-        AdamWStepRange(c, state, grad, dtype, begin, end);
-      });
+      pool.emplace_back([&fn, begin, end] { fn(begin, end); });
     } catch (const std::system_error&) {
-      AdamWStepRange(c, state, grad, dtype, begin, end);  // no thread available: do it here
+      fn(begin, end);  // no thread available: do it here
     }
   }
-  AdamWStepRange(c, state, grad, dtype, std::min(begin, n), n);
+  fn(std::min(begin, n), n);
   for (auto& t : pool) t.join();
+}
+
+// Elements copied and then updated while they are still in cache: 3 arrays x 8192 floats =
+// 96 KiB, well inside a core's L2, so the update re-reads the copy from cache, not DRAM.
+constexpr size_t kIntoBlock = 8192;
+
+// [a, a+n) and [b, b+n) floats are either the same array or disjoint.
+bool SameOrDisjoint(const float* a, const float* b, size_t n) {
+  return a == b || a + n <= b || b + n <= a;
+}
+
+}  // namespace
+
+Status AdamWUpdate(const AdamWState& state, const StepHyper& hyper, const void* grad,
+                   GradDtype dtype, size_t n, int threads) {
+  REFT_RETURN_NOT_OK(CheckArgs(hyper, dtype, n, state.size, threads));
+  if (hyper.skipped || n == 0) return Status::OK();
+  if (grad == nullptr || HasNull(state)) {
+    return Status::InvalidArgument("adamw: null gradient or state array");
+  }
+  const AdamWCoefficients c = ComputeAdamWCoefficients(hyper);
+  ParallelRanges(n, threads, [&](size_t begin, size_t end) {
+    AdamWStepRange(c, state, grad, dtype, begin, end);
+  });
+  return Status::OK();
+}
+
+Status AdamWUpdateInto(const AdamWState& current, const AdamWState& next,
+                       const StepHyper& hyper, const void* grad, GradDtype dtype, size_t n,
+                       int threads) {
+  REFT_RETURN_NOT_OK(CheckArgs(hyper, dtype, n, current.size, threads));
+  if (next.size != current.size) {
+    return Status::InvalidArgument("adamw: destination state of " + std::to_string(next.size) +
+                                   " elements for a source of " + std::to_string(current.size));
+  }
+  if (n == 0) return Status::OK();
+  if (HasNull(current) || HasNull(next) || (!hyper.skipped && grad == nullptr)) {
+    return Status::InvalidArgument("adamw: null gradient or state array");
+  }
+  const float* src[3] = {current.param, current.exp_avg, current.exp_avg_sq};
+  float* dst[3] = {next.param, next.exp_avg, next.exp_avg_sq};
+  for (const float* s : src) {
+    for (const float* d : dst) {
+      if (!SameOrDisjoint(s, d, n)) {
+        return Status::InvalidArgument("adamw: source and destination state arrays overlap");
+      }
+    }
+  }
+  const bool in_place = src[0] == dst[0] && src[1] == dst[1] && src[2] == dst[2];
+  if (!in_place && (src[0] == dst[0] || src[1] == dst[1] || src[2] == dst[2])) {
+    return Status::InvalidArgument("adamw: source and destination share only some arrays");
+  }
+  AdamWCoefficients c;
+  if (!hyper.skipped) c = ComputeAdamWCoefficients(hyper);
+  ParallelRanges(n, threads, [&](size_t begin, size_t end) {
+    for (size_t b = begin; b < end; b += kIntoBlock) {
+      const size_t e = std::min(end, b + kIntoBlock);
+      if (!in_place) {
+        for (int a = 0; a < 3; ++a) std::memcpy(dst[a] + b, src[a] + b, (e - b) * sizeof(float));
+      }
+      if (!hyper.skipped) AdamWStepRange(c, next, grad, dtype, b, e);
+    }
+  });
   return Status::OK();
 }
 

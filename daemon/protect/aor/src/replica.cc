@@ -27,7 +27,7 @@ void AorReplica::Resynchronized(uint64_t iteration, uint64_t step) {
   stale_reason_.clear();
 }
 
-Status AorReplica::Apply(const StepHyper& hyper, const void* grad, GradDtype dtype, size_t n) {
+Status AorReplica::Check(const StepHyper& hyper, const void* grad, size_t n) {
   if (stale_) return Stale();
   REFT_RETURN_NOT_OK(ValidateStepHyper(hyper));
   if (n != state_.size) {
@@ -57,7 +57,22 @@ Status AorReplica::Apply(const StepHyper& hyper, const void* grad, GradDtype dty
   if (!hyper.skipped && n > 0 && grad == nullptr) {
     return Status::InvalidArgument("aor replica: null gradient");
   }
+  return Status::OK();
+}
+
+Status AorReplica::Apply(const StepHyper& hyper, const void* grad, GradDtype dtype, size_t n) {
+  REFT_RETURN_NOT_OK(Check(hyper, grad, n));
   REFT_RETURN_NOT_OK(AdamWUpdate(state_, hyper, grad, dtype, n, threads_));
+  iteration_ = hyper.iteration;
+  step_ = hyper.step;
+  return Status::OK();
+}
+
+Status AorReplica::ApplyInto(const AdamWState& next, const StepHyper& hyper, const void* grad,
+                             GradDtype dtype, size_t n) {
+  REFT_RETURN_NOT_OK(Check(hyper, grad, n));
+  REFT_RETURN_NOT_OK(AdamWUpdateInto(state_, next, hyper, grad, dtype, n, threads_));
+  state_ = next;
   iteration_ = hyper.iteration;
   step_ = hyper.step;
   return Status::OK();

@@ -104,4 +104,20 @@ void AdamWStepRange(const AdamWCoefficients& c, const AdamWState& state, const v
 Status AdamWUpdate(const AdamWState& state, const StepHyper& hyper, const void* grad,
                    GradDtype dtype, size_t n, int threads = 1);
 
+/// \brief `next` = `current` advanced by one AdamW step; `current` is only read. For a replica
+/// that lives in snapshot slots (reftd): the state of step s−1 stays in the previous slot and
+/// the updated state is written into the slot of step s. The copy and the update run block by
+/// block (a few tens of KiB per array), so each element is updated while its copy is still in
+/// cache: the state crosses memory once instead of twice (memcpy, then AdamWUpdate).
+///
+/// Bit-identical to memcpy(next, current) followed by AdamWUpdate(next, ...) for any `threads`
+/// (the same kernel, AdamWStepRange, runs on the same elements). A skipped hyper copies only.
+/// `current` and `next` must have the same size, and each pair of arrays must be either the
+/// same array (all three: an in-place update) or disjoint.
+/// \return InvalidArgument (nothing written) for an invalid hyper, size mismatches, null or
+///         overlapping arrays, threads < 1.
+Status AdamWUpdateInto(const AdamWState& current, const AdamWState& next,
+                       const StepHyper& hyper, const void* grad, GradDtype dtype, size_t n,
+                       int threads = 1);
+
 }  // namespace reft::aor

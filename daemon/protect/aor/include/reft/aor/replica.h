@@ -43,6 +43,14 @@ class AorReplica {
   ///         the owner's, or it was already stale.
   Status Apply(const StepHyper& hyper, const void* grad, GradDtype dtype, size_t n);
 
+  /// \brief Apply, but out of place: the current views are only read, the updated state is
+  /// written into `next` (AdamWUpdateInto) and the replica's views become `next`. For a
+  /// replica kept in snapshot slots: the previous step's slot stays intact (it may be the
+  /// committed snapshot) while the new one is written. Same checks and results as Apply; on
+  /// any error nothing is written into `next` and the views stay as they were.
+  Status ApplyInto(const AdamWState& next, const StepHyper& hyper, const void* grad,
+                   GradDtype dtype, size_t n);
+
   /// \brief DecodeStepHyper (hyper_codec.h) then Apply.
   Status ApplyEncoded(const uint8_t* hyper, size_t hyper_size, const void* grad, GradDtype dtype,
                       size_t n);
@@ -68,6 +76,8 @@ class AorReplica {
 
  private:
   Status Stale() const;
+  /// The checks shared by Apply and ApplyInto (may mark the replica stale).
+  Status Check(const StepHyper& hyper, const void* grad, size_t n);
 
   AdamWState state_;
   uint64_t iteration_;
