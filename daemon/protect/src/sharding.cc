@@ -40,6 +40,11 @@ std::string UniqueRegionName(const std::string& b) { return "unique/" + b; }
 std::string PeerRegionName(const std::string& b) { return "peer/" + b; }
 std::string AorRegionName(const std::string& b) { return "aor/" + b; }
 
+bool HasAorRegion(const Layout& layout, const Scheme& scheme, const BufferSpec& b) {
+  return scheme.aor && b.optimizer && b.kind == BufferKind::kUnique && layout.zero_stage == 1 &&
+         layout.dp >= 2;
+}
+
 uint64_t SgGeometry::PaddedShard() const {
   uint64_t p = shard_max;
   if (m >= 2) p = std::max(p, aec_sub * static_cast<uint64_t>(m - 1));
@@ -148,7 +153,7 @@ RankPlan MakeRankPlan(const Layout& layout, const Scheme& scheme, const RankCoor
     // The neighbour's unique buffer of the same name has the same size (ZeRO-1 partitions are
     // equal; RNG/counters are fixed-size); the daemon checks it when the neighbour registers.
     for (const auto& [name, b] : uniq) {
-      const bool aor = scheme.aor && b->optimizer && layout.zero_stage == 1;
+      const bool aor = HasAorRegion(layout, scheme, *b);
       p.regions.push_back({aor ? AorRegionName(name) : PeerRegionName(name), b->size});
     }
   }

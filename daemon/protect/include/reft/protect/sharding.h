@@ -27,6 +27,11 @@ std::string UniqueRegionName(const std::string& buffer);  ///< "unique/<name>" o
 std::string PeerRegionName(const std::string& buffer);    ///< "peer/<name>" copy of dp+1's
 std::string AorRegionName(const std::string& buffer);     ///< "aor/<name>" replay of dp+1's
 
+/// \brief True when `b` gets an "aor/<name>" region (replayed by AOR, aor_plan.h) rather than a
+/// "peer/<name>" copy: protection aor, a unique buffer with the optimizer flag, ZeRO stage 1,
+/// dp >= 2.
+bool HasAorRegion(const Layout& layout, const Scheme& scheme, const BufferSpec& b);
+
 /// \brief A replicated buffer's place in the SG's canonical byte vector.
 struct BufferExtent {
   std::string name;
