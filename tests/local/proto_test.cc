@@ -118,6 +118,87 @@ TEST_CASE("oversized strings and counts are rejected before allocating") {
   CHECK(Decode(Encode(bad), l, &s).code() == StatusCode::kProtocol);
 }
 
+TEST_CASE("AOR fields: optional trailers, byte-compatible when unused") {
+  Limits l;
+  // snapshot_begin without optimizer records is a plain step message (old daemons accept it).
+  SnapshotBegin b;
+  b.step = 42;
+  CHECK(Encode(b) == Encode(StepMessage{42}));
+  SnapshotBegin b2;
+  REQUIRE(Decode(Encode(StepMessage{7}), l, &b2).ok());
+  CHECK(b2.step == 7);
+  CHECK(b2.optimizer.empty());
+  b.optimizer.resize(2);
+  b.optimizer[0].buffer_index = 3;
+  b.optimizer[1].buffer_index = 9;
+  for (size_t i = 0; i < kOptimizerHyperBytes; ++i) {
+    b.optimizer[0].record[i] = static_cast<uint8_t>(i);
+    b.optimizer[1].record[i] = static_cast<uint8_t>(255 - i);
+  }
+  auto bytes = Encode(b);
+  CHECK(bytes.size() == 8 + 4 + 2 * (4 + kOptimizerHyperBytes));
+  REQUIRE(Decode(bytes, l, &b2).ok());
+  REQUIRE(b2.optimizer.size() == 2);
+  CHECK(b2.optimizer[1].buffer_index == 9);
+  CHECK(b2.optimizer[0].record == b.optimizer[0].record);
+  CHECK(b2.optimizer[1].record == b.optimizer[1].record);
+  for (size_t cut = 9; cut < bytes.size(); ++cut) {  // any truncated trailer
+    std::vector<uint8_t> t(bytes.begin(), bytes.begin() + cut);
+    CHECK(Decode(t, l, &b2).code() == StatusCode::kProtocol);
+  }
+  bytes.push_back(0);
+  CHECK(Decode(bytes, l, &b2).code() == StatusCode::kProtocol);
+  Writer zero;  // an encoded but empty trailer is not canonical
+  zero.I64(1);
+  zero.U32(0);
+  CHECK(Decode(zero.Take(), l, &b2).code() == StatusCode::kProtocol);
+  Writer many;
+  many.I64(1);
+  many.U32(l.max_buffers + 1);
+  CHECK(Decode(many.Take(), l, &b2).code() == StatusCode::kProtocol);
+
+  // register: kind 2 (gradient), the optional gradient name.
+  Register r;
+  r.name = "opt";
+  r.kind = BufferKind::kUnique;
+  r.dtype = "float32";
+  r.size = 12;
+  r.optimizer = true;
+  const auto plain = Encode(r);
+  r.gradient = "grad.decay";
+  Register r2;
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.gradient == "grad.decay");
+  REQUIRE(Decode(plain, l, &r2).ok());
+  CHECK(r2.gradient.empty());
+  r.kind = BufferKind::kGradient;
+  r.gradient.clear();
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.kind == BufferKind::kGradient);
+  auto k3 = Encode(r);
+  k3[4 + r.name.size()] = 3;  // the kind byte
+  CHECK(Decode(k3, l, &r2).code() == StatusCode::kProtocol);
+
+  // slot reply: the gradient staging trailer.
+  SlotReply s;
+  s.step = 3;
+  s.file_size = 4096;
+  s.regions = {{"meta", 0, 100}};
+  const auto no_trailer = Encode(s);
+  s.gradient_file_size = 1024;
+  s.gradients = {{"opt", 0, 400}, {"opt2", 448, 576}};
+  SlotReply s2;
+  REQUIRE(Decode(Encode(s), l, &s2).ok());
+  CHECK(s2.gradient_file_size == 1024);
+  REQUIRE(s2.gradients.size() == 2);
+  CHECK(s2.gradients[1].name == "opt2");
+  CHECK(s2.gradients[1].file_offset == 448);
+  REQUIRE(Decode(no_trailer, l, &s2).ok());
+  CHECK(s2.gradients.empty());
+  s.gradients[1].size = 577;  // one byte past the staging file
+  CHECK(Decode(Encode(s), l, &s2).code() == StatusCode::kProtocol);
+}
+
 TEST_CASE("frame headers are validated") {
   Limits l;
   FrameHeader h;
@@ -164,6 +245,8 @@ TEST_CASE("random bytes never crash any decoder") {
     SlotReply c;
     ErrorReply d;
     QueryCommittedReply e;
+    SnapshotBegin f;
+    (void)Decode(p, l, &f);
     (void)Decode(p, l, &a);
     (void)Decode(p, l, &b);
     (void)Decode(p, l, &c);

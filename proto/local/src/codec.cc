@@ -1,5 +1,6 @@
 #include "reft/local_proto/codec.h"
 
+#include <algorithm>
 #include <string>
 
 namespace reft::local_proto {
@@ -66,6 +67,17 @@ Status Reader::Bytes(std::string* v, size_t max_len, const char* f) {
                             std::to_string(n) + " bytes, " + std::to_string(left_) + " left");
   }
   v->assign(reinterpret_cast<const char*>(p_), n);
+  p_ += n;
+  left_ -= n;
+  return Status::OK();
+}
+
+Status Reader::Fixed(uint8_t* out, size_t n, const char* f) {
+  if (n > left_) {
+    return Status::Protocol(std::string("truncated message: field '") + f + "' needs " +
+                            std::to_string(n) + " bytes, " + std::to_string(left_) + " left");
+  }
+  std::copy(p_, p_ + n, out);
   p_ += n;
   left_ -= n;
   return Status::OK();

@@ -80,6 +80,7 @@ std::vector<uint8_t> Encode(const Register& m) {
   w.U64(m.memory.allocation_size);
   w.U64(m.memory.offset);
   w.U8(m.memory.has_fd ? 1 : 0);
+  if (!m.gradient.empty()) w.Bytes(m.gradient);
   return w.Take();
 }
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m) {
@@ -87,7 +88,7 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m) {
   uint8_t kind = 0, has_fd = 0, optimizer = 0;
   REFT_RETURN_NOT_OK(r.Bytes(&m->name, l.max_name_bytes, "name"));
   REFT_RETURN_NOT_OK(r.U8(&kind, "kind"));
-  if (kind > 1) return Status::Protocol("register: unknown buffer kind " + std::to_string(kind));
+  if (kind > 2) return Status::Protocol("register: unknown buffer kind " + std::to_string(kind));
   m->kind = static_cast<BufferKind>(kind);
   REFT_RETURN_NOT_OK(r.Bytes(&m->dtype, l.max_string_bytes, "dtype"));
   REFT_RETURN_NOT_OK(r.I32(&m->layer, "layer"));
@@ -104,6 +105,11 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m) {
   REFT_RETURN_NOT_OK(r.U8(&has_fd, "has_fd"));
   if (has_fd > 1) return Status::Protocol("register: has_fd must be 0 or 1");
   m->memory.has_fd = has_fd == 1;
+  m->gradient.clear();
+  if (r.left() > 0) {
+    REFT_RETURN_NOT_OK(r.Bytes(&m->gradient, l.max_name_bytes, "gradient"));
+    if (m->gradient.empty()) return Status::Protocol("register: empty gradient field is encoded");
+  }
   return r.Finish("register");
 }
 
@@ -129,6 +135,35 @@ Status Decode(const std::vector<uint8_t>& p, const Limits&, StepMessage* m) {
   return r.Finish("step message");
 }
 
+std::vector<uint8_t> Encode(const SnapshotBegin& m) {
+  Writer w;
+  w.I64(m.step);
+  if (!m.optimizer.empty()) {
+    w.U32(static_cast<uint32_t>(m.optimizer.size()));
+    for (const auto& o : m.optimizer) {
+      w.U32(o.buffer_index);
+      w.Fixed(o.record.data(), o.record.size());
+    }
+  }
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotBegin* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(r.I64(&m->step, "step"));
+  m->optimizer.clear();
+  if (r.left() > 0) {
+    uint32_t n = 0;
+    REFT_RETURN_NOT_OK(r.Count(&n, l.max_buffers, 4 + kOptimizerHyperBytes, "optimizer"));
+    if (n == 0) return Status::Protocol("snapshot_begin: empty optimizer trailer is encoded");
+    m->optimizer.resize(n);
+    for (auto& o : m->optimizer) {
+      REFT_RETURN_NOT_OK(r.U32(&o.buffer_index, "optimizer.buffer_index"));
+      REFT_RETURN_NOT_OK(r.Fixed(o.record.data(), o.record.size(), "optimizer.record"));
+    }
+  }
+  return r.Finish("snapshot_begin");
+}
+
 std::vector<uint8_t> Encode(const SlotReply& m) {
   Writer w;
   w.I64(m.step);
@@ -144,6 +179,15 @@ std::vector<uint8_t> Encode(const SlotReply& m) {
     w.Bytes(g.name);
     w.U64(g.file_offset);
     w.U64(g.size);
+  }
+  if (!m.gradients.empty()) {
+    w.U64(m.gradient_file_size);
+    w.U32(static_cast<uint32_t>(m.gradients.size()));
+    for (const auto& g : m.gradients) {
+      w.Bytes(g.name);
+      w.U64(g.file_offset);
+      w.U64(g.size);
+    }
   }
   return w.Take();
 }
@@ -173,6 +217,24 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m) {
     REFT_RETURN_NOT_OK(r.U64(&g.size, "regions.size"));
     if (g.file_offset > m->file_size || g.size > m->file_size - g.file_offset) {
       return Status::Protocol("slot reply: region '" + g.name + "' lies outside the slot file");
+    }
+  }
+  m->gradient_file_size = 0;
+  m->gradients.clear();
+  if (r.left() > 0) {
+    REFT_RETURN_NOT_OK(r.U64(&m->gradient_file_size, "gradient_file_size"));
+    REFT_RETURN_NOT_OK(r.Count(&n, l.max_buffers, 20, "gradients"));
+    if (n == 0) return Status::Protocol("slot reply: empty gradient trailer is encoded");
+    m->gradients.resize(n);
+    for (auto& g : m->gradients) {
+      REFT_RETURN_NOT_OK(r.Bytes(&g.name, l.max_name_bytes, "gradients.name"));
+      REFT_RETURN_NOT_OK(r.U64(&g.file_offset, "gradients.file_offset"));
+      REFT_RETURN_NOT_OK(r.U64(&g.size, "gradients.size"));
+      if (g.file_offset > m->gradient_file_size ||
+          g.size > m->gradient_file_size - g.file_offset) {
+        return Status::Protocol("slot reply: gradient slice of '" + g.name +
+                                "' lies outside the staging file");
+      }
     }
   }
   return r.Finish("slot reply");

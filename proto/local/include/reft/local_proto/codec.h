@@ -26,6 +26,8 @@ class Writer {
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
   /// u32 length + bytes.
   void Bytes(const std::string& s);
+  /// Exactly `n` bytes, no length prefix (fixed-size records).
+  void Fixed(const uint8_t* data, size_t n) { out_.insert(out_.end(), data, data + n); }
   const std::vector<uint8_t>& data() const { return out_; }
   std::vector<uint8_t> Take() { return std::move(out_); }
 
@@ -49,6 +51,8 @@ class Reader {
   Status I64(int64_t* v, const char* field);
   /// A u32-length-prefixed string of at most `max_len` bytes.
   Status Bytes(std::string* v, size_t max_len, const char* field);
+  /// Exactly `n` bytes into `out` (a fixed-size record).
+  Status Fixed(uint8_t* out, size_t n, const char* field);
   /// A u32 element count of at most `max_count`; also checks that `count * min_elem_bytes`
   /// bytes remain so a lying count cannot trigger a large reserve().
   Status Count(uint32_t* v, uint32_t max_count, size_t min_elem_bytes, const char* field);

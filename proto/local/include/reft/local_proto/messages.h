@@ -6,6 +6,7 @@
 /// every string/count against Limits before allocating. fds travel out of band (SCM_RIGHTS)
 /// and are not part of these structs.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,7 +36,9 @@ struct HelloReply {
   uint64_t shard_chunk = 0;
 };
 
-enum class BufferKind : uint8_t { kReplicated = 0, kUnique = 1 };
+/// kGradient: a flat gradient the AOR replay reads at snapshot time and never stores (its slot
+/// plan ignores it; protect/aor_plan.h). Old daemons refuse kind 2 with a Protocol error.
+enum class BufferKind : uint8_t { kReplicated = 0, kUnique = 1, kGradient = 2 };
 
 /// Mirrors kernels::MemoryExport on the wire (the codec does not depend on kernels).
 struct BufferMemory {
@@ -56,13 +59,36 @@ struct Register {
   uint64_t size = 0;
   bool optimizer = false;  ///< a ZeRO-1 optimizer shard (AOR-eligible when unique)
   BufferMemory memory;
+  /// For an optimizer shard under "aor": the gradient buffer it is replayed from ("" = the only
+  /// one). Optional trailing field: encoded only when non-empty, so a register without it is
+  /// byte-identical to protocol 2's and old daemons keep accepting it.
+  std::string gradient;
 };
 struct RegisterReply {
   uint32_t buffer_index = 0;
 };
 
-struct StepMessage {  ///< SnapshotBegin, SnapshotStaged, SnapshotDone, SnapshotAbort, QueryCommitted
+struct StepMessage {  ///< SnapshotDone, SnapshotAbort, QueryCommitted (and SnapshotBegin's head)
   int64_t step = 0;
+};
+
+/// Bytes of one optimizer hyper-parameter record (aor::kStepHyperWireSize; the codec does not
+/// depend on reft_aor, the daemon decodes and validates the record).
+inline constexpr size_t kOptimizerHyperBytes = 80;
+
+/// This step's optimizer hyper-parameters for one optimizer shard (by registration index),
+/// which reftd needs to replay the update into its "aor/<name>" region.
+struct OptimizerHyper {
+  uint32_t buffer_index = 0;
+  std::array<uint8_t, kOptimizerHyperBytes> record{};  ///< aor::EncodeStepHyper
+};
+
+/// SnapshotBegin. Without optimizer records it encodes exactly like a StepMessage (8 bytes), so
+/// old daemons accept it; the records follow as an optional trailer: u32 count (at most
+/// Limits::max_buffers), then per record u32 buffer_index + 80 bytes.
+struct SnapshotBegin {
+  int64_t step = 0;
+  std::vector<OptimizerHyper> optimizer;
 };
 
 /// Where one staged buffer lives in the slot file passed with the reply.
@@ -85,6 +111,12 @@ struct SlotReply {
   uint64_t file_size = 0;  ///< bytes the client maps (covers every placement)
   std::vector<Placement> staged;
   std::vector<RegionPlacement> regions;
+  /// SnapshotBeginReply under "aor" with host-memory gradients: where the client copies each
+  /// optimizer shard's gradient slice (name = the optimizer buffer) in the staging file passed
+  /// as the reply's second fd, of `gradient_file_size` bytes. Optional trailer: encoded only
+  /// when non-empty (only clients that registered a gradient buffer ever get it).
+  uint64_t gradient_file_size = 0;
+  std::vector<RegionPlacement> gradients;
 };
 
 /// A trainer-side "ready" event of one device (CUDA/HIP IPC event, emulated shared counter):
@@ -116,6 +148,7 @@ std::vector<uint8_t> Encode(const HelloReply& m);
 std::vector<uint8_t> Encode(const Register& m);
 std::vector<uint8_t> Encode(const RegisterReply& m);
 std::vector<uint8_t> Encode(const StepMessage& m);
+std::vector<uint8_t> Encode(const SnapshotBegin& m);
 std::vector<uint8_t> Encode(const SlotReply& m);
 std::vector<uint8_t> Encode(const QueryCommittedReply& m);
 std::vector<uint8_t> Encode(const SnapshotStaged& m);
@@ -128,6 +161,7 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, HelloReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, RegisterReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, StepMessage* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotBegin* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, QueryCommittedReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotStaged* m);
