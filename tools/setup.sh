@@ -13,6 +13,7 @@ packages=(
   pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest python3-jsonschema
   python3-torch libopenblas0-pthread # Debian torch runs ~27x slower on reference BLAS
   iproute2 procps
+  clang-14 libclang-rt-14-dev         # libFuzzer + ASan/UBSan for tests/fuzz (docs/fuzzing.md)
 )
 
 missing=()
