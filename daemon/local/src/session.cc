@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "reft/protect/aor_plan.h"
 #include "reft/protect/scheme.h"
 #include "session_has_state.h"
 
@@ -140,6 +141,10 @@ Status Session::HandleHello(const Frame& f) {
   REFT_ASSIGN_OR_RETURN(protect::Scheme scheme, protect::Scheme::Parse(h.protection));
   store::RankKey rank{h.job, h.pp, h.tp, h.dp};
   JobLayout layout{h.layout.dp, h.layout.tp, h.layout.pp, h.layout.zero};
+  protect::Layout pl;
+  pl.dp = layout.dp;
+  pl.zero_stage = layout.zero;
+  REFT_RETURN_NOT_OK(protect::CheckAorLayout(pl, scheme));
   REFT_RETURN_NOT_OK(ctx_.coordinator->Join(rank, layout));
   joined_ = true;
   rank_ = rank;
@@ -182,6 +187,20 @@ Status Session::HandleRegister(Frame& f) {
   if (r.size % static_cast<uint64_t>(elem) != 0) {
     return Status::InvalidArgument("buffer '" + r.name + "': " + std::to_string(r.size) +
                                    " bytes is not a whole number of " + r.dtype + " elements");
+  }
+  if (r.kind == local_proto::BufferKind::kGradient) {
+    // Read by the AOR replay at snapshot time, never stored: only meaningful under "aor".
+    if (!scheme_.aor) {
+      return Status::InvalidArgument("gradient buffer '" + r.name + "' is read only by "
+                                     "protection 'aor', which this job does not use ('" +
+                                     scheme_.ToString() + "')");
+    }
+    auto code = protect::GradientDtypeCode(r.dtype);
+    if (!code.ok()) return code.status().WithContext("buffer '" + r.name + "'");
+    if (!r.gradient.empty() || r.optimizer) {
+      return Status::InvalidArgument("gradient buffer '" + r.name + "' cannot be an optimizer "
+                                     "shard or name a gradient itself");
+    }
   }
   if (f.fds.size() != (r.memory.has_fd ? 1u : 0u)) {
     return Status::Protocol("register '" + r.name + "': has_fd does not match the fds sent");
@@ -230,6 +249,7 @@ Status Session::HandleRegister(Frame& f) {
   }
   buffers_.push_back(std::move(buf));
   plan_.reset();  // the slot layout depends on every registered buffer
+  aor_.clear();
   {
     std::lock_guard<std::mutex> lock(mu_);
     info_.buffers = static_cast<uint32_t>(buffers_.size());
@@ -240,9 +260,9 @@ Status Session::HandleRegister(Frame& f) {
   return Reply(MessageType::kRegisterReply, f.header.request_id, local_proto::Encode(reply));
 }
 
-Status Session::HandleSnapshotBegin(const Frame& f) {
+Status Session::HandleSnapshotBegin(Frame& f) {
   if (!joined_) return Status::Protocol("snapshot before hello");
-  local_proto::StepMessage m;
+  local_proto::SnapshotBegin m;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &m));
   if (m.step < 0) return Status::InvalidArgument("step " + std::to_string(m.step) + " is negative");
   if (buffers_.empty()) return Status::InvalidArgument("snapshot with no registered buffer");
@@ -253,12 +273,13 @@ Status Session::HandleSnapshotBegin(const Frame& f) {
   if (!plan_) {
     REFT_ASSIGN_OR_RETURN(plan_, MakePlan());
   }
+  REFT_ASSIGN_OR_RETURN(std::vector<aor::StepHyper> hypers, OptimizerHypers(m));
   if (!plan_->configured) {
     REFT_RETURN_NOT_OK(ctx_.store->ConfigureRank(rank_, plan_->layout));
     plan_->configured = true;
   }
-  REFT_ASSIGN_OR_RETURN(std::shared_ptr<store::SlotRef> slot, ctx_.store->BeginWrite(rank_, m.step));
-  writing_ = Writing{m.step, slot};
+  REFT_ASSIGN_OR_RETURN(std::shared_ptr<store::SlotRef> slot, BeginWriteKeepingReplicas(m.step));
+  writing_ = Writing{m.step, slot, std::move(hypers)};
   local_proto::SlotReply reply;
   reply.step = m.step;
   Status st;
@@ -291,6 +312,16 @@ Status Session::HandleSnapshotBegin(const Frame& f) {
     } else {
       st = d.status();
     }
+  }
+  if (st.ok() && plan_->staging_for_client) {
+    // The client copies its host-memory gradients' slices here before snapshot_staged.
+    reply.gradient_file_size = plan_->staging->mem.size;
+    for (size_t i = 0; i < plan_->aor.bindings.size(); ++i) {
+      if (plan_->aor_gradient[i]->backend != nullptr) continue;
+      const auto& b = plan_->aor.bindings[i];
+      reply.gradients.push_back({b.buffer, b.staging_offset, b.grad_bytes});
+    }
+    fds.push_back(plan_->staging->mem.fd.get());
   }
   if (!st.ok()) {
     AbortWriting("slot preparation failed");
@@ -350,6 +381,7 @@ Status Session::HandleSnapshotStaged(const Frame& f) {
   Status st = CompleteStep(m.step, slot);
   slot.reset();
   if (!st.ok()) {
+    ResetAor("step " + std::to_string(m.step) + " failed on this rank: " + st.message());
     AbortWriting("completion failed");
     failed_steps_[m.step] = st.WithContext("completing step " + std::to_string(m.step));
   } else {
@@ -395,18 +427,23 @@ Status Session::HandleRestore(const Frame& f) {
   if (!plan_) {
     REFT_ASSIGN_OR_RETURN(plan_, MakePlan());
   }
+  // The trainer goes back to a committed step: whatever the replicas replayed is ahead of it.
+  ResetAor("the trainer restored");
   REFT_ASSIGN_OR_RETURN(RestoredState restored, ctx_.restorer->Restore(plan_->meta));
   local_proto::SlotReply reply;
   if (restored.step < 0) {
     return Reply(MessageType::kRestoreReply, f.header.request_id, local_proto::Encode(reply));
   }
   for (const auto& b : buffers_) {
+    if (b.reg.kind == local_proto::BufferKind::kGradient) continue;  // never stored
     if (!restored.offsets.count(b.reg.name)) {
       return Status::Internal("restore assembled no bytes for buffer '" + b.reg.name + "'");
     }
   }
   bool any_device = false;
-  for (const auto& b : buffers_) any_device |= b.backend != nullptr;
+  for (const auto& b : buffers_) {
+    any_device |= b.backend != nullptr && b.reg.kind != local_proto::BufferKind::kGradient;
+  }
   if (any_device) {
     void* map = ::mmap(nullptr, std::max<uint64_t>(restored.size, 1), PROT_READ, MAP_SHARED,
                        restored.fd.get(), 0);
@@ -418,6 +455,7 @@ Status Session::HandleRestore(const Frame& f) {
   reply.step = restored.step;
   for (size_t i = 0; i < buffers_.size(); ++i) {
     if (buffers_[i].backend != nullptr) continue;
+    if (buffers_[i].reg.kind == local_proto::BufferKind::kGradient) continue;
     local_proto::Placement p{static_cast<uint32_t>(i), restored.offsets.at(buffers_[i].reg.name),
                              buffers_[i].reg.size};
     reply.file_size = std::max(reply.file_size, p.file_offset + p.size);
@@ -437,6 +475,7 @@ void Session::Cleanup() {
   AbortWriting("client hung up");
   if (joined_) ctx_.store->Unpublish(rank_);  // a redo of the step may write other bytes
   DetachHas();
+  aor_.clear();  // lets go of the slots the replicas lived in
   streams_.clear();
   plan_.reset();
   buffers_.clear();

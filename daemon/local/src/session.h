@@ -8,10 +8,11 @@
 /// Lifecycle of one snapshot (DESIGN.md §3): snapshot_begin takes a writing slot laid out by
 /// the rank's plan ("meta" + protect::RankPlan regions) and tells the client where each region
 /// is; the client fills what comes from host memory; snapshot_staged makes reftd pull what comes
-/// from device memory (copies, and AEC/RS parity when the replicated buffers are on a device),
-/// then answers (the fence). Off the trainer's critical path reftd publishes the rank's unique
-/// buffers, copies its ring neighbour's into "peer/<name>", seals the slot and reports it
-/// complete to the commit coordinator.
+/// from device memory (copies, and AEC/RS parity when the replicated buffers are on a device,
+/// and the AOR gradient slices), then answers (the fence). Off the trainer's critical path
+/// reftd publishes the rank's unique buffers, copies its ring neighbour's into "peer/<name>",
+/// advances "aor/<name>" by replaying the optimizer update on the host (session_aor.cc), seals
+/// the slot and reports it complete to the commit coordinator.
 
 #include <sys/socket.h>
 
@@ -24,6 +25,8 @@
 #include <optional>
 #include <vector>
 
+#include "node_local_hooks.h"
+#include "reft/aor/replica.h"
 #include "reft/kernels/device.h"
 #include "reft/kernels/rs.h"
 #include "reft/local/commit_coordinator.h"
@@ -31,6 +34,7 @@
 #include "reft/local/recovery_hooks.h"
 #include "reft/local_proto/messages.h"
 #include "reft/local_proto/socket.h"
+#include "reft/protect/aor_plan.h"
 #include "reft/protect/slot_meta.h"
 #include "reft/store/snapshot_store.h"
 
@@ -78,6 +82,14 @@ class Session {
     kernels::DeviceBackend* backend = nullptr;        // null for staged (host) buffers
     std::shared_ptr<kernels::ImportedMemory> memory;  // the whole allocation (cached import)
   };
+  /// Where a snapshot's AOR gradient slices wait between the fence and the replay: a memfd
+  /// (the client maps it when it copies host-memory gradients), page-locked for device copies.
+  struct GradientStaging {
+    explicit GradientStaging(MappedMemfd m) : mem(std::move(m)) {}
+    MappedMemfd mem;
+    std::vector<kernels::DeviceBackend*> pinned;  ///< backends that page-locked it
+    ~GradientStaging();
+  };
   /// The rank's slot plan for the registered buffers (recomputed after a registration).
   struct Plan {
     protect::SlotMeta meta;
@@ -91,6 +103,13 @@ class Session {
     std::shared_ptr<const kernels::RsCodec> rs;
     std::vector<store::RegionSpec> layout;  ///< "meta" + rank.regions
     bool configured = false;                ///< layout handed to the store (first snapshot)
+    /// AOR: one binding per "aor/<name>" region (protect/aor_plan.h), the gradient buffer and
+    /// the optimizer buffer's registration index of each, and the staging of the slices.
+    protect::AorPlan aor;
+    std::vector<const Buffer*> aor_gradient;
+    std::vector<uint32_t> aor_buffer_index;
+    std::shared_ptr<GradientStaging> staging;  ///< null without bindings
+    bool staging_for_client = false;           ///< a gradient is host memory: the client copies
   };
   /// One piece of the device side of a snapshot: device bytes into a slot region.
   struct DeviceOp {
@@ -106,12 +125,22 @@ class Session {
   struct Writing {
     int64_t step = -1;
     std::shared_ptr<store::SlotRef> slot;
+    std::vector<aor::StepHyper> hypers;  ///< per plan_->aor binding
+  };
+  /// The host replica behind one "aor/<name>" region, kept across the session's snapshots: its
+  /// views point into the region of the newest slot this rank completed (held by `slot`, so
+  /// the store never reuses it while the next step is written from it).
+  struct AorState {
+    std::optional<aor::AorReplica> replica;
+    std::shared_ptr<store::SlotRef> slot;
+    uint64_t since_copy = 0;  ///< replays since the last copy from the owner
+    std::string reason;       ///< why there is no replica ("" = the session just started)
   };
 
   void Handle(local_proto::Frame& frame);
   Status HandleHello(const local_proto::Frame& f);
   Status HandleRegister(local_proto::Frame& f);
-  Status HandleSnapshotBegin(const local_proto::Frame& f);
+  Status HandleSnapshotBegin(local_proto::Frame& f);
   Status HandleSnapshotStaged(const local_proto::Frame& f);
   Status HandleSnapshotAbort(const local_proto::Frame& f);
   Status HandleQueryCommitted(const local_proto::Frame& f);
@@ -126,6 +155,20 @@ class Session {
   /// Seals the slot after the fence: publishes the unique buffers, copies the neighbour's,
   /// checksums everything and reports the step complete.
   Status CompleteStep(int64_t step, const std::shared_ptr<store::SlotRef>& slot);
+
+  // session_aor.cc
+  /// The validated hyper-parameters of every AOR binding for the snapshot `m` (InvalidArgument
+  /// naming the buffer when one is missing, duplicated, malformed or of another iteration).
+  Result<std::vector<aor::StepHyper>> OptimizerHypers(const local_proto::SnapshotBegin& m) const;
+  /// BeginWrite, keeping the slots the replicas read from; if the store needs one of them
+  /// (Busy: every slot taken), they are let go (the replicas resynchronise) and it is retried.
+  Result<std::shared_ptr<store::SlotRef>> BeginWriteKeepingReplicas(int64_t step);
+  /// Fills binding `i`'s "aor/<name>" region of `slot` (step `step`): replay from the previous
+  /// slot, or a copy of rank dp+1's published shard when there is no valid replica (first
+  /// snapshot, missed step, restore) or a periodic resync is due.
+  Status AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::SlotRef>& slot);
+  /// Drops every replica (the views may point into a slot that is being discarded).
+  void ResetAor(const std::string& reason);
 
   // session_device.cc
   /// The device work of a snapshot into `slot`, in issue order (copies first, then parity).
@@ -180,6 +223,7 @@ class Session {
   std::map<std::pair<int, int>, std::unique_ptr<kernels::CopyStream>> streams_;  // (kind, device)
   std::optional<Writing> writing_;
   std::map<int64_t, Status> failed_steps_;  // seal/commit failures reported to wait_committed
+  std::vector<AorState> aor_;               // per plan_->aor binding; cleared with the plan
   struct HasState;                  // the client's hint page + release gate (session_has.cc)
   std::unique_ptr<HasState> has_;   // null until the client sends has_attach
 };

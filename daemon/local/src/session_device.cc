@@ -69,6 +69,17 @@ Result<std::vector<Session::DeviceOp>> Session::DeviceOps(const store::SlotRef& 
     REFT_RETURN_NOT_OK(
         add({DeviceOp::Kind::kCopy, base, b.reg.size, {{&b, 0}}, 0, nullptr}, base, b.reg.size));
   }
+  // AOR: the neighbour's slice of each device gradient, D2H into the staging the replay reads
+  // after the fence (the trainer may overwrite the gradient as soon as fence() returns).
+  for (size_t i = 0; i < p.aor.bindings.size(); ++i) {
+    const Buffer* g = p.aor_gradient[i];
+    if (g->backend == nullptr) continue;  // host memory: the client copied it
+    const auto& b = p.aor.bindings[i];
+    DeviceOp op{DeviceOp::Kind::kCopy, p.staging->mem.data + b.staging_offset, b.grad_bytes,
+                {{g, b.grad_offset}}, 0, nullptr};
+    REFT_ASSIGN_OR_RETURN(op.stream, StreamFor(g->backend, g->reg.memory.device));
+    ops.push_back(std::move(op));  // staging was page-locked once, by MakePlan
+  }
   if (!p.parity_on_device) return ops;
   // Parity last: copies of the own data come first under HAS's deadline as well.
   auto parity = [&](DeviceOp::Kind kind, const std::vector<protect::CodingSegment>& segs,
@@ -190,7 +201,7 @@ Status Session::PushDevice(const uint8_t* base, const std::map<std::string, uint
   std::vector<kernels::CopyStream*> used;
   Status first;
   for (const auto& b : buffers_) {
-    if (b.backend == nullptr) continue;
+    if (b.backend == nullptr || b.reg.kind == local_proto::BufferKind::kGradient) continue;
     auto stream = StreamFor(b.backend, b.reg.memory.device);
     if (!stream.ok()) {
       first = stream.status();

@@ -1,7 +1,8 @@
 /// \file session_plan.cc
 /// \brief A session's slot plan (the sharding function applied to its registered buffers) and
-/// the completion of a step after the fence: publish, peer copies, seal.
+/// the completion of a step after the fence: publish, peer copies, AOR replays, seal.
 
+#include <algorithm>
 #include <string>
 
 #include "reft/protect/sharding.h"
@@ -39,7 +40,16 @@ Result<Session::Plan> Session::MakePlan() const {
   }
   m.scheme = scheme_;
   m.shard_chunk = options_.shard_chunk;
-  for (const auto& b : buffers_) m.buffers.push_back(SpecOf(b.reg));
+  // Gradient buffers are read by the AOR replay and never stored: not part of the slot.
+  protect::AorInput aor_in;
+  for (const auto& b : buffers_) {
+    if (b.reg.kind == local_proto::BufferKind::kGradient) {
+      aor_in.gradients.push_back({b.reg.name, b.reg.size, b.reg.dtype});
+      continue;
+    }
+    m.buffers.push_back(SpecOf(b.reg));
+    if (!b.reg.gradient.empty()) aor_in.gradient_of[b.reg.name] = b.reg.gradient;
+  }
   REFT_ASSIGN_OR_RETURN(p.rank, m.Plan());
   REFT_ASSIGN_OR_RETURN(p.geometry, m.Geometry());
   p.meta_bytes = m.Encode();
@@ -85,6 +95,36 @@ Result<Session::Plan> Session::MakePlan() const {
   }
   p.layout.push_back({protect::kRegionMeta, p.meta_bytes.size()});
   for (const auto& r : p.rank.regions) p.layout.push_back({r.name, r.size});
+
+  // AOR: which gradient slice advances each "aor/<name>" region, staged before the fence.
+  aor_in.layout = m.layout;
+  aor_in.scheme = m.scheme;
+  aor_in.coord = m.coord;
+  aor_in.buffers = m.buffers;
+  REFT_ASSIGN_OR_RETURN(p.aor, protect::PlanAor(aor_in));
+  if (!p.aor.bindings.empty()) {
+    REFT_ASSIGN_OR_RETURN(MappedMemfd mem,
+                          MappedMemfd::Create("reft-aor-gradients", p.aor.staging_bytes));
+    p.staging = std::make_shared<GradientStaging>(std::move(mem));
+  }
+  for (const auto& b : p.aor.bindings) {
+    const Buffer* grad = nullptr;
+    uint32_t index = 0;
+    for (uint32_t i = 0; i < buffers_.size(); ++i) {
+      if (buffers_[i].reg.name == b.gradient) grad = &buffers_[i];
+      if (buffers_[i].reg.name == b.buffer) index = i;
+    }
+    p.aor_gradient.push_back(grad);
+    p.aor_buffer_index.push_back(index);
+    if (grad->backend == nullptr) {
+      p.staging_for_client = true;
+    } else if (std::find(p.staging->pinned.begin(), p.staging->pinned.end(), grad->backend) ==
+               p.staging->pinned.end()) {
+      // Device gradients: reftd pulls the slices D2H into the staging before the fence.
+      REFT_RETURN_NOT_OK(grad->backend->PinHost(p.staging->mem.data, p.staging->mem.size));
+      p.staging->pinned.push_back(grad->backend);
+    }
+  }
   return p;
 }
 
@@ -99,15 +139,22 @@ Status Session::CompleteStep(int64_t step, const std::shared_ptr<store::SlotRef>
     for (const auto& name : unique) own.push_back(protect::UniqueRegionName(name));
     REFT_RETURN_NOT_OK(ctx_.store->Publish(rank_, step, own));
     const store::RankKey next{rank_.job, rank_.pp, rank_.tp, (rank_.dp + 1) % g.m};
+    if (aor_.size() != plan_->aor.bindings.size()) aor_.resize(plan_->aor.bindings.size());
     for (const auto& name : unique) {
-      // AOR regions hold the same bytes; until the host replay runs here they are copied too.
-      auto idx = slot->FindRegion(protect::PeerRegionName(name));
-      if (!idx.ok()) idx = slot->FindRegion(protect::AorRegionName(name));
-      REFT_RETURN_NOT_OK(idx.status());
+      // "aor/<name>": replayed on the host from this rank's previous slot (session_aor.cc).
+      size_t b = 0;
+      while (b < plan_->aor.bindings.size() && plan_->aor.bindings[b].buffer != name) ++b;
+      if (b < plan_->aor.bindings.size()) {
+        REFT_RETURN_NOT_OK(AdvanceAor(b, step, slot));
+        continue;
+      }
+      REFT_ASSIGN_OR_RETURN(size_t idx, slot->FindRegion(protect::PeerRegionName(name)));
       REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(
-          next, step, protect::UniqueRegionName(name), slot->region_data(*idx),
-          slot->region_size(*idx), std::chrono::milliseconds(options_.peer_copy_timeout_ms),
+          next, step, protect::UniqueRegionName(name), slot->region_data(idx),
+          slot->region_size(idx), std::chrono::milliseconds(options_.peer_copy_timeout_ms),
           &hung_up_));
+      std::lock_guard<std::mutex> lock(mu_);
+      info_.peer_copies++;
     }
   }
   return ctx_.store->Seal(rank_, step);

@@ -45,6 +45,15 @@ struct LocalServerOptions {
   /// Longest wait for a ring neighbour to publish the unique buffers this rank copies (its
   /// "peer/<name>" regions); past it the step fails on this rank and is never committed.
   int peer_copy_timeout_ms = 30000;
+  /// AOR (docs/protection.md "AOR in reftd"): host threads one session's replay of an
+  /// "aor/<name>" region uses (the copy and the AdamW update run block by block on them).
+  int aor_threads = 2;
+  /// AOR resync interval: after this many replayed steps the next "aor/<name>" region is also
+  /// copied from rank dp+1's published shard, compared with the replay (a difference counts in
+  /// SessionInfo::aor_mismatches) and replaced by the copy. Bounds the drift against an owner
+  /// whose optimizer is not reft's AdamW kernel (torch's differs in the last ulps) and checks
+  /// the replay in production; costs one network copy every this many steps. 0 = never.
+  uint32_t aor_resync_steps = 1000;
 };
 
 /// \brief The cluster layer's implementations (recovery_hooks.h). A null member gets the
@@ -70,6 +79,16 @@ struct SessionInfo {
   int64_t writing_step = -1;  ///< step being written, -1 = none
   int64_t last_complete_step = -1;
   uint64_t snapshots = 0;     ///< snapshots completed in this session
+  uint64_t peer_copies = 0;   ///< "peer/<name>" regions copied from rank dp+1
+  /// AOR: "aor/<name>" regions advanced by host replay, and filled by a copy from rank dp+1
+  /// instead (first snapshot of the session, a missed step, a restore, a periodic resync).
+  uint64_t aor_replays = 0;
+  uint64_t aor_copies = 0;
+  /// Periodic resyncs at which the replayed region differed from the owner's copy.
+  uint64_t aor_mismatches = 0;
+  std::string aor_last_copy;  ///< why the last copy happened, e.g. "missed iterations 7..7"
+  double aor_replay_seconds = 0;  ///< total host time of the replays
+  double aor_copy_seconds = 0;    ///< total time of the copies (network or local)
 };
 
 struct LocalServerStats {
