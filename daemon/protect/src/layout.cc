@@ -3,6 +3,8 @@
 
 #include "reft/protect/layout.h"
 
+#include <cstdint>
+
 namespace reft::protect {
 
 std::string RankCoord::ToString() const {
@@ -19,6 +21,13 @@ Status Layout::Validate() const {
   if (dp < 1 || tp < 1 || pp < 1) {
     return Status::InvalidArgument("layout: dp, tp, pp must be >= 1 (dp=" + std::to_string(dp) +
                                    " tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) + ")");
+  }
+  // world() and GlobalRank() are int: refuse a rank count that does not fit (a slot meta
+  // admits up to 2^20 per dimension, so the product could overflow).
+  if (int64_t{dp} * tp > INT32_MAX || int64_t{dp} * tp * pp > INT32_MAX) {
+    return Status::InvalidArgument("layout: dp*tp*pp (dp=" + std::to_string(dp) + " tp=" +
+                                   std::to_string(tp) + " pp=" + std::to_string(pp) +
+                                   ") exceeds 2147483647 ranks");
   }
   if (zero_stage < 0 || zero_stage > 3) {
     return Status::InvalidArgument("layout: zero_stage must be 0..3, got " +
