@@ -5,7 +5,9 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <map>
 #include <optional>
+#include <tuple>
 
 #include "reft/client.h"
 
@@ -70,12 +72,15 @@ PYBIND11_MODULE(_reft, m) {
            }))
       .def("register_ptr",
            [](reft::Client& c, const std::string& name, uintptr_t ptr, uint64_t nbytes, int kind,
-              const std::string& dtype, int layer, int memory) {
+              const std::string& dtype, int layer, int memory, bool optimizer,
+              const std::string& gradient) {
              reft::BufferOptions o;
              o.kind = static_cast<reft::BufferKind>(kind);
              o.dtype = dtype;
              o.layer = layer;
              o.memory = static_cast<reft::MemoryLocation>(memory);
+             o.optimizer = optimizer;
+             o.gradient = gradient;
              reft::Status st;
              {
                py::gil_scoped_release nogil;
@@ -85,7 +90,7 @@ PYBIND11_MODULE(_reft, m) {
            })
       .def("register_buffer",
            [](reft::Client& c, const std::string& name, py::buffer obj, int kind,
-              const std::string& dtype, int layer) {
+              const std::string& dtype, int layer, bool optimizer, const std::string& gradient) {
              py::buffer_info info = obj.request(/*writable=*/true);
              // Only C-contiguous memory is one region (restore writes it back in place).
              py::ssize_t expect = info.itemsize;
@@ -100,6 +105,8 @@ PYBIND11_MODULE(_reft, m) {
              o.kind = static_cast<reft::BufferKind>(kind);
              o.dtype = dtype;
              o.layer = layer;
+             o.optimizer = optimizer;
+             o.gradient = gradient;
              reft::Status st;
              {
                py::gil_scoped_release nogil;
@@ -113,6 +120,40 @@ PYBIND11_MODULE(_reft, m) {
              {
                py::gil_scoped_release nogil;
                st = c.Snapshot(step);
+             }
+             Check(st);
+           })
+      // Optimizer hyper-parameters for protection "aor": (buffer name or "" for every replayed
+      // shard, step, lr, beta1, beta2, eps, weight_decay, clip_coef, grad_scale, skipped).
+      .def("snapshot_aor",
+           [](reft::Client& c, int64_t step,
+              const std::vector<std::tuple<std::string, uint64_t, double, double, double, double,
+                                           double, double, double, bool>>& records) {
+             std::map<std::string, reft::OptimizerStep> per_buffer;
+             reft::OptimizerStep all;
+             bool has_all = false;
+             for (const auto& r : records) {
+               reft::OptimizerStep o;
+               o.step = std::get<1>(r);
+               o.lr = std::get<2>(r);
+               o.beta1 = std::get<3>(r);
+               o.beta2 = std::get<4>(r);
+               o.eps = std::get<5>(r);
+               o.weight_decay = std::get<6>(r);
+               o.clip_coef = std::get<7>(r);
+               o.grad_scale = std::get<8>(r);
+               o.skipped = std::get<9>(r);
+               if (std::get<0>(r).empty()) {
+                 all = o;
+                 has_all = true;
+               } else {
+                 per_buffer[std::get<0>(r)] = o;
+               }
+             }
+             reft::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = has_all ? c.Snapshot(step, all) : c.Snapshot(step, per_buffer);
              }
              Check(st);
            })

@@ -1,6 +1,7 @@
 // The C ABI over reft::Client. Errors never cross as exceptions; each call records its
 // message in a thread-local string returned by reft_last_error().
 #include <cstring>
+#include <map>
 #include <new>
 #include <string>
 
@@ -44,6 +45,19 @@ void reft_buffer_options_init(reft_buffer_options* o) {
   o->layer = -1;
 }
 
+void reft_optimizer_step_init(reft_optimizer_step* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof(*o));
+  o->struct_size = sizeof(*o);
+  const reft::OptimizerStep d;
+  o->beta1 = d.beta1;
+  o->beta2 = d.beta2;
+  o->eps = d.eps;
+  o->weight_decay = d.weight_decay;
+  o->clip_coef = d.clip_coef;
+  o->grad_scale = d.grad_scale;
+}
+
 int reft_connect(const reft_options* o, reft_client** out) {
   if (o == nullptr || out == nullptr) {
     return Report(reft::Status::InvalidArgument("reft_connect: options and out must not be NULL"));
@@ -84,7 +98,8 @@ int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
     if (o->struct_size < offsetof(reft_buffer_options, memory) + sizeof(o->memory)) {
       return Report(reft::Status::InvalidArgument("reft_buffer_options.struct_size too small"));
     }
-    if (o->kind != REFT_KIND_REPLICATED && o->kind != REFT_KIND_UNIQUE) {
+    if (o->kind != REFT_KIND_REPLICATED && o->kind != REFT_KIND_UNIQUE &&
+        o->kind != REFT_KIND_GRADIENT) {
       return Report(reft::Status::InvalidArgument("unknown buffer kind " + std::to_string(o->kind)));
     }
     if (o->memory < REFT_MEMORY_HOST || o->memory > REFT_MEMORY_HIP) {
@@ -95,6 +110,9 @@ int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
     opts.layer = o->layer;
     opts.memory = static_cast<reft::MemoryLocation>(o->memory);
     if (REFT_HAS_FIELD(o, reft_buffer_options, optimizer)) opts.optimizer = o->optimizer != 0;
+    if (REFT_HAS_FIELD(o, reft_buffer_options, gradient) && o->gradient != nullptr) {
+      opts.gradient = o->gradient;
+    }
   }
   return Report(c->impl->Register(name, data, size, opts));
 }
@@ -102,6 +120,52 @@ int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
 int reft_snapshot(reft_client* c, int64_t step) {
   if (c == nullptr) return NullHandle();
   return Report(c->impl->Snapshot(step));
+}
+
+int reft_snapshot_aor(reft_client* c, int64_t step, const reft_optimizer_step* steps,
+                      size_t count) {
+  if (c == nullptr) return NullHandle();
+  if (steps == nullptr || count == 0) {
+    return Report(reft::Status::InvalidArgument("reft_snapshot_aor: no optimizer step given"));
+  }
+  const uint32_t stride = steps[0].struct_size;
+  if (stride < offsetof(reft_optimizer_step, buffer) + sizeof(steps[0].buffer)) {
+    return Report(reft::Status::InvalidArgument("reft_optimizer_step.struct_size " +
+                                                std::to_string(stride) +
+                                                " is too small (call reft_optimizer_step_init)"));
+  }
+  const auto* base = reinterpret_cast<const uint8_t*>(steps);
+  std::map<std::string, reft::OptimizerStep> per_buffer;
+  reft::OptimizerStep all;
+  for (size_t i = 0; i < count; ++i) {
+    const auto* o = reinterpret_cast<const reft_optimizer_step*>(base + i * stride);
+    if (o->struct_size != stride) {
+      return Report(reft::Status::InvalidArgument(
+          "reft_snapshot_aor: records of different struct_size in one array"));
+    }
+    reft::OptimizerStep s;
+    s.step = o->step;
+    s.lr = o->lr;
+    s.beta1 = o->beta1;
+    s.beta2 = o->beta2;
+    s.eps = o->eps;
+    s.weight_decay = o->weight_decay;
+    s.clip_coef = o->clip_coef;
+    s.grad_scale = o->grad_scale;
+    s.skipped = o->skipped != 0;
+    if (o->buffer == nullptr) {
+      if (count != 1) {
+        return Report(reft::Status::InvalidArgument(
+            "reft_snapshot_aor: with several records each must name its optimizer buffer"));
+      }
+      all = s;
+    } else if (!per_buffer.emplace(o->buffer, s).second) {
+      return Report(reft::Status::InvalidArgument(std::string("reft_snapshot_aor: buffer '") +
+                                                  o->buffer + "' given twice"));
+    }
+  }
+  if (per_buffer.empty()) return Report(c->impl->Snapshot(step, all));
+  return Report(c->impl->Snapshot(step, per_buffer));
 }
 
 int reft_fence(reft_client* c) {

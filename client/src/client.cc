@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "channel.h"
+#include "reft/aor/hyper_codec.h"
 #include "reft/kernels/device.h"
 #include "reft/local_proto/has_hints.h"
+#include "reft/protect/aor_plan.h"
 #include "reft/protect/codec.h"
 #include "reft/protect/scheme.h"
 #include "reft/protect/slot_meta.h"
@@ -79,7 +81,8 @@ class MappingCache {
   }
 
  private:
-  static constexpr size_t kMaxMappings = 4;
+  // Slots rotate among a few files per rank, plus the AOR gradient staging file.
+  static constexpr size_t kMaxMappings = 6;
   std::deque<Mapping> maps_;
 };
 
@@ -102,8 +105,14 @@ struct SlotPlan {
   bool all_replicated_on_host = true;
   /// AEC/RS parity is computed where every replicated buffer is: here when all are host memory.
   bool parity_on_host = false;
+  /// AOR (protect/aor_plan.h): per binding, the registration index of its optimizer shard and
+  /// of its gradient buffer (the copy worker stages host gradients' slices).
+  protect::AorPlan aor;
+  std::vector<uint32_t> aor_buffer_index;
+  std::vector<uint32_t> aor_gradient_index;
 };
 
+/// Spec of a slot buffer (gradient buffers are not slot buffers: MakePlanLocked skips them).
 protect::BufferSpec SpecOf(const RegisteredBuffer& b) {
   protect::BufferSpec s;
   s.name = b.name;
@@ -145,12 +154,20 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   bool job_ready = false;
   int64_t job_step = -1;
   std::vector<PendingEvent> job_events;
+  std::vector<local_proto::OptimizerHyper> job_optimizer;
   Status last_result;
   bool exit = false;
   bool closed = false;
   std::thread worker;
 
-  Status RunSnapshot(int64_t step, const std::vector<PendingEvent>& events, const SlotPlan& plan);
+  Status RunSnapshot(int64_t step, const std::vector<PendingEvent>& events,
+                     const std::vector<local_proto::OptimizerHyper>& optimizer,
+                     const SlotPlan& plan);
+  Status StartSnapshot(int64_t step, const OptimizerStep* all,
+                       const std::map<std::string, OptimizerStep>* per_buffer);
+  Result<std::vector<local_proto::OptimizerHyper>> OptimizerRecords(
+      int64_t step, const SlotPlan& plan, const OptimizerStep* all,
+      const std::map<std::string, OptimizerStep>* per_buffer) const;
   Status FillHostRegions(const local_proto::Frame& begin, const local_proto::SlotReply& slot,
                          const SlotPlan& plan);
   Result<std::shared_ptr<const SlotPlan>> MakePlanLocked() const;
@@ -175,6 +192,12 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (opts.job.empty()) return Status::InvalidArgument("job id is empty");
   if (opts.reply_timeout_ms <= 0) return Status::InvalidArgument("reply_timeout_ms must be > 0");
   REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::Scheme::Parse(opts.protection));
+  {
+    protect::Layout l;
+    l.dp = opts.layout.dp;
+    l.zero_stage = opts.layout.zero;
+    REFT_RETURN_NOT_OK(protect::CheckAorLayout(l, spec));
+  }
   REFT_ASSIGN_OR_RETURN(local_proto::UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
 
   std::unique_ptr<Client> c(new Client());
@@ -212,13 +235,28 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
     return Status::InvalidArgument("buffer name '" + name + "' must have 1 to " +
                                    std::to_string(protect::kMaxBufferName) + " bytes");
   }
+  if (options.kind != BufferKind::kReplicated && options.kind != BufferKind::kUnique &&
+      options.kind != BufferKind::kGradient) {
+    return Status::InvalidArgument("buffer '" + name + "': unknown kind " +
+                                   std::to_string(static_cast<int>(options.kind)));
+  }
+  if (options.kind == BufferKind::kGradient && !d.scheme.aor) {
+    return Status::InvalidArgument("gradient buffer '" + name + "' is read only by protection "
+                                   "'aor', which this client did not ask for ('" +
+                                   d.scheme.ToString() + "')");
+  }
+  if (options.gradient.size() > protect::kMaxBufferName) {
+    return Status::InvalidArgument("buffer '" + name + "': gradient name too long");
+  }
   std::unique_lock<std::mutex> lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   d.WaitIdleLocked(lock);
   local_proto::Register r;
   r.name = name;
-  r.kind = options.kind == BufferKind::kUnique ? local_proto::BufferKind::kUnique
-                                               : local_proto::BufferKind::kReplicated;
+  r.kind = options.kind == BufferKind::kUnique     ? local_proto::BufferKind::kUnique
+           : options.kind == BufferKind::kGradient ? local_proto::BufferKind::kGradient
+                                                   : local_proto::BufferKind::kReplicated;
+  r.gradient = options.gradient;
   r.dtype = options.dtype;
   r.layer = options.layer;
   r.size = size;
@@ -289,8 +327,14 @@ Result<std::shared_ptr<const SlotPlan>> Client::Impl::MakePlanLocked() const {
   m.scheme = scheme;
   m.shard_chunk = shard_chunk;
   bool any_replicated_on_device = false;
+  protect::AorInput aor_in;
   for (const auto& b : buffers) {
+    if (b.options.kind == BufferKind::kGradient) {  // read by reftd's replay, never stored
+      aor_in.gradients.push_back({b.name, b.size, b.options.dtype});
+      continue;
+    }
     m.buffers.push_back(SpecOf(b));
+    if (!b.options.gradient.empty()) aor_in.gradient_of[b.name] = b.options.gradient;
     if (b.options.kind != BufferKind::kReplicated) continue;
     if (b.memory == MemoryLocation::kHost) {
       plan->host_replicated[b.name] = {static_cast<const uint8_t*>(b.data), b.size};
@@ -309,6 +353,20 @@ Result<std::shared_ptr<const SlotPlan>> Client::Impl::MakePlanLocked() const {
         "' is host memory while others are on a device");
   }
   plan->parity_on_host = parity && plan->all_replicated_on_host;
+  aor_in.layout = m.layout;
+  aor_in.scheme = m.scheme;
+  aor_in.coord = m.coord;
+  aor_in.buffers = m.buffers;
+  REFT_ASSIGN_OR_RETURN(plan->aor, protect::PlanAor(aor_in));
+  for (const auto& b : plan->aor.bindings) {
+    uint32_t opt = 0, grad = 0;
+    for (uint32_t i = 0; i < buffers.size(); ++i) {
+      if (buffers[i].name == b.buffer) opt = i;
+      if (buffers[i].name == b.gradient) grad = i;
+    }
+    plan->aor_buffer_index.push_back(opt);
+    plan->aor_gradient_index.push_back(grad);
+  }
   return std::shared_ptr<const SlotPlan>(std::move(plan));
 }
 
@@ -327,8 +385,37 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
   for (const auto& b : buffers) {
     host_unique |= b.options.kind == BufferKind::kUnique && b.memory == MemoryLocation::kHost;
   }
+  // AOR: the ring neighbour's slice of every host-memory gradient goes to reftd's staging file
+  // (its second fd); reftd replays from it after the fence, when the trainer may overwrite the
+  // gradient. Device gradients are pulled by reftd.
+  size_t host_gradients = 0;
+  for (size_t i = 0; i < plan.aor.bindings.size(); ++i) {
+    if (buffers[plan.aor_gradient_index[i]].memory == MemoryLocation::kHost) ++host_gradients;
+  }
+  if (slot.gradients.size() != host_gradients) {
+    return Status::Protocol("reftd asks for " + std::to_string(slot.gradients.size()) +
+                            " gradient slices, this client's AOR plan has " +
+                            std::to_string(host_gradients) + " (different reft versions?)");
+  }
+  if (host_gradients > 0) {
+    if (begin.fds.size() != 2) return Status::Protocol("snapshot reply carries no staging fd");
+    REFT_ASSIGN_OR_RETURN(uint8_t * staging,
+                          mappings.Get(begin.fds[1].get(), slot.gradient_file_size));
+    for (const auto& g : slot.gradients) {
+      size_t i = 0;
+      while (i < plan.aor.bindings.size() && plan.aor.bindings[i].buffer != g.name) ++i;
+      if (i == plan.aor.bindings.size() || g.file_offset != plan.aor.bindings[i].staging_offset ||
+          g.size != plan.aor.bindings[i].grad_bytes) {
+        return Status::Protocol("reftd's gradient staging differs from this client's AOR plan "
+                                "at '" + g.name + "'");
+      }
+      const auto& src = buffers[plan.aor_gradient_index[i]];
+      std::memcpy(staging + g.file_offset,
+                  static_cast<const uint8_t*>(src.data) + plan.aor.bindings[i].grad_offset, g.size);
+    }
+  }
   if (plan.host_replicated.empty() && !host_unique) return Status::OK();  // all on a device
-  if (begin.fds.size() != 1) return Status::Protocol("snapshot reply carries no slot fd");
+  if (begin.fds.empty()) return Status::Protocol("snapshot reply carries no slot fd");
   REFT_ASSIGN_OR_RETURN(uint8_t * base, mappings.Get(begin.fds[0].get(), slot.file_size));
   auto span = [&](const std::string& name) {
     const auto* p = placed.at(name);
@@ -355,10 +442,12 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
 }
 
 Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& events,
+                                 const std::vector<local_proto::OptimizerHyper>& optimizer,
                                  const SlotPlan& plan) {
   local_proto::StepMessage m{step};
+  local_proto::SnapshotBegin sb{step, optimizer};
   REFT_ASSIGN_OR_RETURN(local_proto::Frame begin,
-                        channel->Call(MessageType::kSnapshotBegin, local_proto::Encode(m),
+                        channel->Call(MessageType::kSnapshotBegin, local_proto::Encode(sb),
                                       MessageType::kSnapshotBeginReply));
   local_proto::SlotReply slot;
   REFT_RETURN_NOT_OK(local_proto::Decode(begin.payload, local_proto::Limits{}, &slot));
@@ -401,9 +490,11 @@ void Client::Impl::WorkerMain() {
     int64_t step = job_step;
     std::vector<PendingEvent> events = std::move(job_events);
     job_events.clear();
+    std::vector<local_proto::OptimizerHyper> optimizer = std::move(job_optimizer);
+    job_optimizer.clear();
     std::shared_ptr<const SlotPlan> slot_plan = plan;
     lock.unlock();
-    Status st = RunSnapshot(step, events, *slot_plan);
+    Status st = RunSnapshot(step, events, optimizer, *slot_plan);
     lock.lock();
     last_result = st;
     in_flight = false;
@@ -411,8 +502,69 @@ void Client::Impl::WorkerMain() {
   }
 }
 
-Status Client::Snapshot(int64_t step) {
-  Impl& d = *impl_;
+Status Client::Snapshot(int64_t step) { return impl_->StartSnapshot(step, nullptr, nullptr); }
+
+Status Client::Snapshot(int64_t step, const OptimizerStep& optimizer) {
+  return impl_->StartSnapshot(step, &optimizer, nullptr);
+}
+
+Status Client::Snapshot(int64_t step, const std::map<std::string, OptimizerStep>& optimizer) {
+  return impl_->StartSnapshot(step, nullptr, &optimizer);
+}
+
+Result<std::vector<local_proto::OptimizerHyper>> Client::Impl::OptimizerRecords(
+    int64_t step, const SlotPlan& p, const OptimizerStep* all,
+    const std::map<std::string, OptimizerStep>* per_buffer) const {
+  const std::string at = "snapshot of step " + std::to_string(step) + ": ";
+  if (per_buffer != nullptr) {
+    for (const auto& [name, o] : *per_buffer) {
+      bool known = false;
+      for (const auto& b : buffers) known |= b.name == name && b.options.optimizer;
+      if (!known) {
+        return Status::InvalidArgument(at + "optimizer hyper-parameters for '" + name +
+                                       "', which is not a registered optimizer buffer");
+      }
+    }
+  }
+  std::vector<local_proto::OptimizerHyper> out;
+  for (size_t i = 0; i < p.aor.bindings.size(); ++i) {
+    const std::string& name = p.aor.bindings[i].buffer;
+    const OptimizerStep* o = all;
+    if (per_buffer != nullptr) {
+      auto it = per_buffer->find(name);
+      o = it == per_buffer->end() ? nullptr : &it->second;
+    }
+    if (o == nullptr) {
+      return Status::InvalidArgument(
+          at + "protection '" + scheme.ToString() + "' replays optimizer shard '" + name +
+          "' from each step's optimizer hyper-parameters: pass them with the snapshot "
+          "(Snapshot(step, OptimizerStep))");
+    }
+    aor::StepHyper h;
+    h.iteration = static_cast<uint64_t>(step);
+    h.step = o->step;
+    h.lr = o->lr;
+    h.beta1 = o->beta1;
+    h.beta2 = o->beta2;
+    h.eps = o->eps;
+    h.weight_decay = o->weight_decay;
+    h.clip_coef = o->clip_coef;
+    h.grad_scale = o->grad_scale;
+    h.skipped = o->skipped;
+    Status valid = aor::ValidateStepHyper(h);
+    if (!valid.ok()) return valid.WithContext(at + "optimizer shard '" + name + "'");
+    local_proto::OptimizerHyper rec;
+    rec.buffer_index = p.aor_buffer_index[i];
+    const auto wire = aor::EncodeStepHyper(h);
+    std::copy(wire.begin(), wire.end(), rec.record.begin());
+    out.push_back(rec);
+  }
+  return out;
+}
+
+Status Client::Impl::StartSnapshot(int64_t step, const OptimizerStep* all,
+                                   const std::map<std::string, OptimizerStep>* per_buffer) {
+  Impl& d = *this;
   std::unique_lock<std::mutex> lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   if (step < 0) return Status::InvalidArgument("step " + std::to_string(step) + " is negative");
@@ -426,7 +578,10 @@ Status Client::Snapshot(int64_t step) {
   if (!d.plan) {
     REFT_ASSIGN_OR_RETURN(d.plan, d.MakePlanLocked());  // once per set of registered buffers
   }
+  REFT_ASSIGN_OR_RETURN(std::vector<local_proto::OptimizerHyper> optimizer,
+                        d.OptimizerRecords(step, *d.plan, all, per_buffer));
   REFT_ASSIGN_OR_RETURN(d.job_events, d.RecordReadyEvents());
+  d.job_optimizer = std::move(optimizer);
   if (auto* page = d.has_page.load(std::memory_order_relaxed)) {
     page->snapshot_ns.store(local_proto::MonotonicNs(), std::memory_order_release);
   }

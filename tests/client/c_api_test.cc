@@ -70,3 +70,70 @@ TEST_CASE("C ABI round trip, errors and thread-local messages") {
   CHECK(reft_close(nullptr) == REFT_OK);
   CHECK(reft_snapshot(nullptr, 1) == REFT_INVALID_ARGUMENT);
 }
+
+TEST_CASE("C ABI: ZeRO-1 under aor, gradient buffers and optimizer hyper-parameters") {
+  ServerFixture f;
+  const size_t n = 256;
+  std::vector<float> opt0(3 * n, 0.5f), opt1(3 * n, 0.25f), grad0(2 * n, 0.01f), grad1 = grad0;
+  std::vector<float>* opts[2] = {&opt0, &opt1};
+  std::vector<float>* grads[2] = {&grad0, &grad1};
+  reft_client* c[2] = {nullptr, nullptr};
+  for (int d = 0; d < 2; ++d) {
+    reft_options o;
+    reft_options_init(&o);
+    o.socket_path = f.socket.c_str();
+    o.job = "c-aor";
+    o.dp = d;
+    o.layout_dp = 2;
+    o.protection = "aor";
+    if (d == 0) {  // ZeRO stage 0 is refused with a message
+      CHECK(reft_connect(&o, &c[d]) == REFT_INVALID_ARGUMENT);
+      CHECK(std::string(reft_last_error()).find("ZeRO stage is 0") != std::string::npos);
+    }
+    o.layout_zero = 1;
+    REQUIRE(reft_connect(&o, &c[d]) == REFT_OK);
+    reft_buffer_options bo;
+    reft_buffer_options_init(&bo);
+    bo.kind = REFT_KIND_UNIQUE;
+    bo.dtype = "float32";
+    bo.optimizer = 1;
+    bo.gradient = "grad";
+    REQUIRE(reft_register(c[d], "opt", opts[d]->data(), 4 * opts[d]->size(), &bo) == REFT_OK);
+    reft_buffer_options go;
+    reft_buffer_options_init(&go);
+    go.kind = REFT_KIND_GRADIENT;
+    go.dtype = "float32";
+    REQUIRE(reft_register(c[d], "grad", grads[d]->data(), 4 * grads[d]->size(), &go) == REFT_OK);
+  }
+  // Plain reft_snapshot is refused: the replay needs the hyper-parameters.
+  CHECK(reft_snapshot(c[0], 1) == REFT_INVALID_ARGUMENT);
+  CHECK(std::string(reft_last_error()).find("replays optimizer shard 'opt'") != std::string::npos);
+  reft_optimizer_step hs[2];
+  reft_optimizer_step_init(&hs[0]);
+  hs[0].lr = 1e-3;
+  CHECK(reft_snapshot_aor(c[0], 1, hs, 1) == REFT_INVALID_ARGUMENT);  // step 0 is not a step
+  CHECK(std::string(reft_last_error()).find("step = 0") != std::string::npos);
+  CHECK(reft_snapshot_aor(c[0], 1, nullptr, 0) == REFT_INVALID_ARGUMENT);
+  hs[0].step = 1;
+  hs[1] = hs[0];
+  CHECK(reft_snapshot_aor(c[0], 1, hs, 2) == REFT_INVALID_ARGUMENT);  // two unnamed records
+  hs[0].buffer = "opt";
+  for (int step = 1; step <= 3; ++step) {
+    hs[0].step = static_cast<uint64_t>(step);
+    for (int d = 0; d < 2; ++d) {
+      REQUIRE(reft_fence(c[d]) == REFT_OK);
+      INFO(reft_last_error());
+      REQUIRE(reft_snapshot_aor(c[d], step, hs, 1) == REFT_OK);
+    }
+  }
+  int committed = 0;
+  for (int d = 0; d < 2; ++d) REQUIRE(reft_fence(c[d]) == REFT_OK);
+  REQUIRE(reft_wait_committed(c[0], 3, 10000, &committed) == REFT_OK);
+  CHECK(committed == 1);
+  for (const auto& s : f.server->Sessions()) {
+    if (!s.joined) continue;
+    CHECK(s.aor_copies == 1);
+    CHECK(s.aor_replays == 2);
+  }
+  for (int d = 0; d < 2; ++d) CHECK(reft_close(c[d]) == REFT_OK);
+}

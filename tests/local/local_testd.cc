@@ -1,9 +1,13 @@
 // reft_local_testd: store + single-node coordinator + LocalServer, serving until SIGTERM.
 // Used by tests/python to exercise the Python module against real processes.
 //   reft_local_testd SOCKET SHM_DIR
+// REFT_TESTD_AOR_RESYNC_STEPS (optional) sets LocalServerOptions::aor_resync_steps. On SIGUSR1
+// it prints one JSON line per joined session (rank and the AOR / peer-copy counters), then
+// "end", so a test can see what the daemon did.
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "reft/local/local_server.h"
 
@@ -16,6 +20,7 @@ int main(int argc, char** argv) {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   reft::store::StoreOptions so;
   so.shm_dir = argv[2];
@@ -28,6 +33,9 @@ int main(int argc, char** argv) {
   reft::local::SingleNodeCommitCoordinator coordinator(store->get());
   reft::local::LocalServerOptions options;
   options.socket_path = argv[1];
+  if (const char* v = std::getenv("REFT_TESTD_AOR_RESYNC_STEPS"); v != nullptr && *v != '\0') {
+    options.aor_resync_steps = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+  }
   auto server = reft::local::LocalServer::Create(options, store->get(), &coordinator);
   if (!server.ok() || !(*server)->Start().ok()) {
     std::fprintf(stderr, "cannot start the local server on %s\n", argv[1]);
@@ -36,7 +44,22 @@ int main(int argc, char** argv) {
   std::printf("ready\n");
   std::fflush(stdout);
   int sig = 0;
-  sigwait(&set, &sig);
+  for (;;) {
+    sigwait(&set, &sig);
+    if (sig != SIGUSR1) break;
+    for (const auto& x : (*server)->Sessions()) {
+      if (!x.joined) continue;
+      std::printf("{\"job\": \"%s\", \"dp\": %d, \"snapshots\": %llu, \"aor_replays\": %llu, "
+                  "\"aor_copies\": %llu, \"aor_mismatches\": %llu, \"peer_copies\": %llu}\n",
+                  x.rank.job.c_str(), x.rank.dp, static_cast<unsigned long long>(x.snapshots),
+                  static_cast<unsigned long long>(x.aor_replays),
+                  static_cast<unsigned long long>(x.aor_copies),
+                  static_cast<unsigned long long>(x.aor_mismatches),
+                  static_cast<unsigned long long>(x.peer_copies));
+    }
+    std::printf("end\n");
+    std::fflush(stdout);
+  }
   (*server)->Stop();
   return 0;
 }

@@ -1,7 +1,11 @@
 """The Python module `reft` against a real local daemon (reft_local_testd)."""
 
+import json
 import os
+import platform
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
 
@@ -18,6 +22,32 @@ def daemon():
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     yield sock
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
+    tmp.cleanup()
+
+
+@pytest.fixture
+def aor_daemon():
+    """reft_local_testd with a periodic AOR resync every 5 steps; yields (socket, stats) where
+    stats() returns the daemon's per-session counters (SIGUSR1)."""
+    tmp = tempfile.TemporaryDirectory(prefix="reft-py-aor-")
+    sock = os.path.join(tmp.name, "reftd.sock")
+    env = dict(os.environ, REFT_TESTD_AOR_RESYNC_STEPS="5")
+    proc = subprocess.Popen([os.environ["REFT_LOCAL_TESTD"], sock, os.path.join(tmp.name, "shm")],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "ready"
+
+    def stats():
+        proc.send_signal(signal.SIGUSR1)
+        out = []
+        for line in proc.stdout:
+            if line.strip() == "end":
+                return out
+            out.append(json.loads(line))
+        raise AssertionError("reft_local_testd exited")
+
+    yield sock, stats
     proc.terminate()
     assert proc.wait(timeout=30) == 0
     tmp.cleanup()
@@ -153,3 +183,54 @@ def test_no_stdout_from_the_library(daemon, capfd):
         c.restore()
     out, _ = capfd.readouterr()
     assert out == ""
+
+
+def test_aor_api_errors(daemon):
+    import numpy as np
+    n = 64
+    with pytest.raises(reft.InvalidArgumentError, match="ZeRO stage is 0"):
+        client(daemon, job="aor", layout=reft.Layout(dp=2), protection="aor")
+    with client(daemon, job="plain", layout=reft.Layout(dp=2), protection="arc1") as c:
+        with pytest.raises(reft.InvalidArgumentError, match="read only by protection 'aor'"):
+            c.register("grad", np.zeros(2 * n, np.float32), kind="gradient")
+    with client(daemon, job="aor", layout=reft.Layout(dp=2, zero=1), protection="aor") as c:
+        c.register("grad", np.zeros(2 * n, np.float32), kind="gradient")
+        c.register("opt", np.zeros(3 * n, np.float32), kind="unique", optimizer=True,
+                   gradient="grad")
+        with pytest.raises(reft.InvalidArgumentError, match="replays optimizer shard 'opt'"):
+            c.snapshot(1)
+        with pytest.raises(reft.InvalidArgumentError, match="unknown optimizer field"):
+            c.snapshot(1, optimizer=dict(step=1, lr=1e-3, betas=(0.9, 0.99)))
+        with pytest.raises(reft.InvalidArgumentError, match="lr is NaN"):
+            c.snapshot(1, optimizer=reft.OptimizerStep(step=1, lr=float("nan")))
+        with pytest.raises(reft.InvalidArgumentError, match="not a registered optimizer buffer"):
+            c.snapshot(1, optimizer={"nope": reft.OptimizerStep(step=1, lr=1e-3)})
+        with pytest.raises(reft.InvalidArgumentError, match="expected a reft.OptimizerStep"):
+            c.snapshot(1, optimizer=3)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                    reason="ATen's portable kernels equal reft's AdamW bit for bit on x86-64")
+def test_aor_torch_owner_replayed_exactly(aor_daemon):
+    """torch.optim.AdamW owners (ATen's portable kernels); reftd replays every step, copies at
+    the first snapshot and at each resync (every 5 replays), and the resyncs find no
+    difference."""
+    pytest.importorskip("torch")
+    sock, stats = aor_daemon
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aor_torch_trainer.py")
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default")
+    trainer = subprocess.Popen([sys.executable, script, sock, "2", "12"], env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = trainer.stdout.readline()
+        assert line.strip() == "trained 12", line
+        sessions = sorted((s for s in stats() if s["job"] == "aor-torch"), key=lambda s: s["dp"])
+    finally:
+        trainer.stdin.close()
+        assert trainer.wait(timeout=60) == 0
+    assert [s["dp"] for s in sessions] == [0, 1]
+    for s in sessions:
+        assert s["snapshots"] == 12
+        # Copies at step 1 and at the resync after 5 replays (step 7); replays 2..6, 8..12.
+        assert (s["aor_copies"], s["aor_replays"]) == (2, 10), s
+        assert s["aor_mismatches"] == 0, s

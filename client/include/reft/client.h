@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,7 +45,10 @@ struct ClientOptions {
   int reply_timeout_ms = 60000;     ///< longest wait for one daemon reply
 };
 
-enum class BufferKind { kReplicated = 0, kUnique = 1 };
+/// \brief kGradient: the flat, all-reduced gradient that protection "aor" replays optimizer
+/// shards from. reftd reads it at every snapshot (only the ring neighbour's slice) and never
+/// stores it; it is not part of the slot and not restored. See docs/client.md "AOR".
+enum class BufferKind { kReplicated = 0, kUnique = 1, kGradient = 2 };
 
 /// \brief Where a buffer's memory lives. Values equal kernels::MemoryKind.
 enum class MemoryLocation { kHost = 0, kEmulated = 1, kCuda = 2, kHip = 3 };
@@ -55,6 +59,31 @@ struct BufferOptions {
   int layer = -1;  ///< -1: not a layer's buffer
   MemoryLocation memory = MemoryLocation::kHost;
   bool optimizer = false;  ///< a ZeRO-1 optimizer shard (protection "aor" replays it)
+  /// For an optimizer shard under "aor": the gradient buffer (kind kGradient) its update is
+  /// replayed from. Empty = the only gradient buffer registered.
+  std::string gradient;
+};
+
+/// \brief One iteration's optimizer hyper-parameters (AdamW, torch.optim.AdamW semantics), sent
+/// with Snapshot() so that reftd can replay the update of the ring neighbour's ZeRO-1 optimizer
+/// shard on the host (protection "aor"; docs/protection.md "AOR"). The snapshot's step is the
+/// training iteration the update belongs to. Every rank of a sharding group sends the same
+/// values (they are: one global norm, one loss scaler, one schedule).
+struct OptimizerStep {
+  /// Optimizer step count after this iteration's update (torch's state['step']), >= 1; it does
+  /// not advance on a skipped iteration.
+  uint64_t step = 0;
+  double lr = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  /// Global gradient-clipping coefficient min(1, max_norm / (total_norm + 1e-6)); 1 = none.
+  double clip_coef = 1.0;
+  /// Gradient unscale factor: 1 / loss_scale under fp16 loss scaling, else 1.
+  double grad_scale = 1.0;
+  /// optimizer.step() was skipped (fp16 overflow): the state does not change.
+  bool skipped = false;
 };
 
 /// \brief Emulated device memory (a memfd-backed "device", DESIGN.md §3) allocated through
@@ -115,7 +144,17 @@ class REFT_CLIENT_API Client {
   /// \brief Starts the snapshot of `step` and returns without waiting for the copy. If the
   /// previous snapshot is still copying it is waited for first; if it failed and Fence() has
   /// not reported that yet, its error is returned and no new snapshot starts.
+  /// Under protection "aor" with optimizer shards to replay, this form is InvalidArgument: use
+  /// one of the overloads below.
   Status Snapshot(int64_t step);
+  /// \brief Snapshot(step) carrying this iteration's optimizer hyper-parameters, the same for
+  /// every optimizer shard reftd replays (protection "aor"). Ignored (not sent) when nothing is
+  /// replayed (no "aor", dp = 1). InvalidArgument naming the field when a value is out of range.
+  Status Snapshot(int64_t step, const OptimizerStep& optimizer);
+  /// \brief The same with hyper-parameters per optimizer shard (by buffer name; e.g. one per
+  /// parameter group with different weight decay). Every replayed shard needs an entry; names
+  /// that are not registered optimizer buffers are InvalidArgument.
+  Status Snapshot(int64_t step, const std::map<std::string, OptimizerStep>& optimizer);
   /// \brief Waits until the last snapshot's copy no longer needs the buffers; returns its error
   /// (e.g. OutOfMemory: the snapshot was refused, training may continue). OK with none.
   Status Fence();

@@ -39,7 +39,9 @@ enum {
   REFT_INTERNAL = 15
 };
 
-enum { REFT_KIND_REPLICATED = 0, REFT_KIND_UNIQUE = 1 };
+/* REFT_KIND_GRADIENT: the flat all-reduced gradient protection "aor" replays optimizer shards
+ * from; read by reftd at every snapshot, never stored or restored (docs/client.md "AOR"). */
+enum { REFT_KIND_REPLICATED = 0, REFT_KIND_UNIQUE = 1, REFT_KIND_GRADIENT = 2 };
 enum { REFT_MEMORY_HOST = 0, REFT_MEMORY_EMULATED = 1, REFT_MEMORY_CUDA = 2, REFT_MEMORY_HIP = 3 };
 
 typedef struct reft_client reft_client;
@@ -62,10 +64,27 @@ typedef struct reft_buffer_options {
   int32_t layer;      /* -1 = none */
   int32_t memory;     /* REFT_MEMORY_* */
   int32_t optimizer;  /* 1: a ZeRO-1 optimizer shard (AOR-eligible when unique); appended in v2 */
+  /* v3: for an optimizer shard under "aor", the name of its gradient buffer (REFT_KIND_GRADIENT);
+   * NULL = the only gradient buffer registered. */
+  const char* gradient;
 } reft_buffer_options;
+
+/* One iteration's optimizer hyper-parameters (AdamW, torch.optim.AdamW semantics) for
+ * reft_snapshot_aor, version 1. Call reft_optimizer_step_init() first (beta1 0.9, beta2 0.999,
+ * eps 1e-8, weight_decay 0, clip_coef 1, grad_scale 1), then set fields. */
+typedef struct reft_optimizer_step {
+  uint32_t struct_size; /* sizeof(reft_optimizer_step) as compiled by the caller */
+  int32_t skipped;      /* 1: optimizer.step() was skipped (fp16 overflow) */
+  uint64_t step;        /* optimizer step count after this update (torch state['step']), >= 1 */
+  double lr, beta1, beta2, eps, weight_decay;
+  double clip_coef;     /* min(1, max_norm / (total_norm + 1e-6)); 1 = no clipping */
+  double grad_scale;    /* 1 / loss_scale under fp16 loss scaling, else 1 */
+  const char* buffer;   /* NULL: every replayed optimizer shard; else the one it applies to */
+} reft_optimizer_step;
 
 REFT_C_API void reft_options_init(reft_options* options);
 REFT_C_API void reft_buffer_options_init(reft_buffer_options* options);
+REFT_C_API void reft_optimizer_step_init(reft_optimizer_step* step);
 
 /* Connects and joins; *out is set only on REFT_OK. */
 REFT_C_API int reft_connect(const reft_options* options, reft_client** out);
@@ -73,6 +92,12 @@ REFT_C_API int reft_connect(const reft_options* options, reft_client** out);
 REFT_C_API int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
                              const reft_buffer_options* options);
 REFT_C_API int reft_snapshot(reft_client* c, int64_t step);
+/* reft_snapshot with this iteration's optimizer hyper-parameters (protection "aor"): either one
+ * record with buffer = NULL (the same for every replayed optimizer shard), or `count` records
+ * each naming its optimizer buffer. Records are read with the stride of steps[0].struct_size.
+ * Under "aor" with optimizer shards to replay, plain reft_snapshot is REFT_INVALID_ARGUMENT. */
+REFT_C_API int reft_snapshot_aor(reft_client* c, int64_t step, const reft_optimizer_step* steps,
+                                 size_t count);
 REFT_C_API int reft_fence(reft_client* c);
 /* HAS hints (docs/has.md): the device is idle (pipeline bubble) between these calls; reftd copies
  * the current snapshot there first. Cheap (two atomic stores); the first call attaches the hint

@@ -4,6 +4,11 @@
                     layout=reft.Layout(dp=4, tp=1, pp=1, zero=0), protection="arc1")
     c.register("params", obj, kind="replicated", layer=None)
     c.snapshot(step)              # returns at once
+    # ZeRO-1 under protection "aor": the gradient reftd replays the neighbour's optimizer
+    # shard from, and each step's hyper-parameters (docs/client.md "AOR"):
+    c.register("grad", flat_grad, kind="gradient")
+    c.register("opt", shard, kind="unique", optimizer=True)     # [master | exp_avg | exp_avg_sq]
+    c.snapshot(step, optimizer=reft.OptimizerStep(step=k, lr=lr, weight_decay=0.1))
     c.fence()                     # buffers may be modified again
     c.wait_committed(step, timeout=None)
     step = c.restore()            # newest committed step, or None
@@ -18,7 +23,7 @@ from dataclasses import dataclass as _dataclass
 
 from . import _reft
 
-__all__ = ["Client", "Layout", "Error"]
+__all__ = ["Client", "Layout", "OptimizerStep", "Error"]
 __version__ = "0.1.0"
 
 DEFAULT_SOCKET = "/run/reft/reftd.sock"
@@ -115,7 +120,54 @@ class Layout:
     zero: int = 0
 
 
-_KINDS = {"replicated": 0, "unique": 1}
+@_dataclass(frozen=True)
+class OptimizerStep:
+    """One iteration's AdamW hyper-parameters (torch.optim.AdamW semantics), sent with
+    snapshot() so reftd can replay the ring neighbour's ZeRO-1 optimizer update on the host
+    (protection "aor").
+
+    step: optimizer step count after this iteration's update (torch's state['step']), >= 1;
+    unchanged on a skipped iteration. clip_coef: min(1, max_norm / (total_norm + 1e-6)), 1 when
+    not clipping. grad_scale: 1 / loss_scale under fp16 loss scaling, else 1. skipped: the
+    optimizer step was skipped (fp16 overflow).
+    """
+
+    step: int
+    lr: float
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    clip_coef: float = 1.0
+    grad_scale: float = 1.0
+    skipped: bool = False
+
+
+_STEP_FIELDS = frozenset(OptimizerStep.__dataclass_fields__)
+
+
+def _optimizer_step(value, where):
+    if isinstance(value, OptimizerStep):
+        return value
+    if isinstance(value, dict):
+        unknown = set(value) - _STEP_FIELDS
+        if unknown:
+            raise InvalidArgumentError("%s: unknown optimizer field(s) %s (expected %s)" % (
+                where, ", ".join(sorted(unknown)), ", ".join(sorted(_STEP_FIELDS))))
+        try:
+            return OptimizerStep(**value)
+        except TypeError as e:
+            raise InvalidArgumentError("%s: %s" % (where, e)) from None
+    raise InvalidArgumentError("%s: expected a reft.OptimizerStep or a dict of its fields, not %r"
+                               % (where, type(value).__name__))
+
+
+def _record(name, o):
+    return (name, int(o.step), float(o.lr), float(o.beta1), float(o.beta2), float(o.eps),
+            float(o.weight_decay), float(o.clip_coef), float(o.grad_scale), bool(o.skipped))
+
+
+_KINDS = {"replicated": 0, "unique": 1, "gradient": 2}
 
 
 def _torch_tensor(obj):
@@ -148,12 +200,21 @@ class Client:
                                 int(layout.tp), int(layout.pp), int(layout.zero),
                                 str(protection), int(timeout * 1000))
 
-    def register(self, name, obj, kind="replicated", layer=None, dtype=None):
-        """Registers a writable, contiguous buffer: bytearray, numpy array, CPU torch tensor."""
+    def register(self, name, obj, kind="replicated", layer=None, dtype=None, optimizer=False,
+                 gradient=None):
+        """Registers a writable, contiguous buffer: bytearray, numpy array, CPU torch tensor.
+
+        kind: "replicated", "unique", or "gradient" (the flat all-reduced gradient that
+        protection "aor" replays optimizer shards from: read at every snapshot, never stored).
+        optimizer=True marks a ZeRO-1 optimizer shard [fp32 master | exp_avg | exp_avg_sq];
+        gradient= names its gradient buffer when several are registered.
+        """
         if kind not in _KINDS:
             raise InvalidArgumentError(
-                "kind must be 'replicated' or 'unique', not %r" % (kind,))
+                "kind must be 'replicated', 'unique' or 'gradient', not %r" % (kind,))
         layer_i = -1 if layer is None else int(layer)
+        optimizer = bool(optimizer)
+        gradient = "" if gradient is None else str(gradient)
         t = _torch_tensor(obj)
         if t is not None:
             if t.device.type != "cpu":
@@ -162,18 +223,34 @@ class Client:
             if not t.is_contiguous():
                 raise InvalidArgumentError("tensor %r is not contiguous" % (name,))
             self._c.register_ptr(name, t.data_ptr(), t.numel() * t.element_size(), _KINDS[kind],
-                                 dtype or str(t.dtype).replace("torch.", ""), layer_i, 0)
+                                 dtype or str(t.dtype).replace("torch.", ""), layer_i, 0,
+                                 optimizer, gradient)
         else:
             if isinstance(obj, (bytes, str)) or (isinstance(obj, memoryview) and obj.readonly):
                 raise InvalidArgumentError("buffer %r is read-only: restore writes into it" % (name,))
             if dtype is None:
                 dtype = str(getattr(obj, "dtype", "uint8"))
-            self._c.register_buffer(name, obj, _KINDS[kind], dtype, layer_i)
+            self._c.register_buffer(name, obj, _KINDS[kind], dtype, layer_i, optimizer, gradient)
         self._buffers.append(obj)
 
-    def snapshot(self, step):
-        """Starts the snapshot of `step`; returns at once (the copy runs in the background)."""
-        self._c.snapshot(int(step))
+    def snapshot(self, step, optimizer=None):
+        """Starts the snapshot of `step`; returns at once (the copy runs in the background).
+
+        optimizer: this iteration's optimizer hyper-parameters, required under protection "aor"
+        when reftd replays optimizer shards: a reft.OptimizerStep (or a dict of its fields) for
+        every shard, or {buffer_name: OptimizerStep or dict of fields} per shard (a dict whose
+        values are all OptimizerSteps or dicts). Ignored when nothing is replayed.
+        """
+        if optimizer is None:
+            self._c.snapshot(int(step))
+            return
+        if isinstance(optimizer, dict) and optimizer and all(
+                isinstance(v, (OptimizerStep, dict)) for v in optimizer.values()):
+            records = [_record(str(name), _optimizer_step(v, "optimizer[%r]" % (name,)))
+                       for name, v in optimizer.items()]
+        else:
+            records = [_record("", _optimizer_step(optimizer, "optimizer"))]
+        self._c.snapshot_aor(int(step), records)
 
     def fence(self):
         """Waits until the last snapshot no longer needs the buffers; raises its error."""

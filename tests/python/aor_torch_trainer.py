@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""A ZeRO-1 job (dp ranks in one process) whose optimizer is torch.optim.AdamW, snapshotting
+every step through the `reft` module under protection "aor".
+
+Each rank owns a ZeRO-1 optimizer shard laid out the way reftd replays it: ONE flat float32
+tensor of 3n elements, [fp32 master | exp_avg | exp_avg_sq]; the master slice is the
+torch Parameter and AdamW's exp_avg / exp_avg_sq state are views into the same tensor, so
+torch updates the registered buffer in place. The gradient (the same on every rank, as after an
+all-reduce) is registered with kind "gradient"; every iteration the trainer clips it with
+clip_grad_norm_'s coefficient, steps (or skips, as on an fp16 overflow), and passes the
+iteration's hyper-parameters with snapshot(step, optimizer=...).
+
+Run by test_client.py with ATEN_CPU_CAPABILITY=default, where torch's AdamW and reft's kernel
+are bit-identical (docs/protection.md "AOR"): the daemon's periodic resync must then find no
+difference between its replay and the owner's state.
+
+usage: aor_torch_trainer.py SOCKET DP STEPS   (prints "trained STEPS", then waits for stdin
+to close before it disconnects)
+"""
+import math
+import sys
+
+import numpy as np
+import torch
+
+import reft
+
+
+def main():
+    sock, dp, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    n = 4099  # odd: vector body and scalar tail on both sides
+    gen = torch.Generator().manual_seed(7)
+    master0 = torch.randn(dp * n, generator=gen) * 0.5
+    beta1, beta2, eps = 0.9, 0.95, 1e-8
+    ranks = []
+    for d in range(dp):
+        c = reft.Client(socket=sock, job="aor-torch", dp=d,
+                        layout=reft.Layout(dp=dp, zero=1), protection="aor")
+        flat = torch.zeros(3 * n, dtype=torch.float32)
+        flat[:n].copy_(master0[d * n:(d + 1) * n])
+        param = torch.nn.Parameter(flat[:n])  # shares flat's storage
+        opt = torch.optim.AdamW([param], lr=0.0, betas=(beta1, beta2), eps=eps,
+                                weight_decay=0.1, foreach=False)
+        opt.state[param] = {"step": torch.tensor(0.0), "exp_avg": flat[n:2 * n],
+                            "exp_avg_sq": flat[2 * n:]}
+        grad = np.zeros(dp * n, dtype=np.float32)
+        c.register("opt", flat, kind="unique", optimizer=True)
+        c.register("grad", grad, kind="gradient")
+        ranks.append((c, flat, param, opt, grad))
+    max_norm = 0.05 * math.sqrt(dp * n)
+    for it in range(1, steps + 1):
+        lr = 1e-3 * min(1.0, it / 4) * (0.5 + 0.5 * math.cos(math.pi * it / steps))
+        wd = 0.1 if it <= steps // 2 else 0.05
+        g = torch.randn(dp * n, generator=gen) * (10.0 ** float(-3 + (it % 4)))
+        skipped = it % 9 == 0  # as if the loss scaler found an overflow
+        total_norm = torch.linalg.vector_norm(g, 2)
+        clip = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)  # clip_grad_norm_
+        for d, (c, flat, param, opt, grad) in enumerate(ranks):
+            c.fence()  # the previous snapshot no longer reads the buffers
+            grad[:] = g.numpy()
+            if not skipped:
+                own = g[d * n:(d + 1) * n].clone()
+                own.mul_(clip)
+                param.grad = own
+                opt.param_groups[0]["lr"] = lr
+                opt.param_groups[0]["weight_decay"] = wd
+                opt.step()
+            step = int(opt.state[param]["step"].item())
+            hp = dict(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd,
+                      clip_coef=float(clip), skipped=skipped)
+            if d == 0:
+                c.snapshot(it, optimizer=reft.OptimizerStep(**hp))
+            else:  # per-buffer form, fields as a dict
+                c.snapshot(it, optimizer={"opt": hp})
+    for c, *_ in ranks:
+        c.fence()
+    for c, *_ in ranks:
+        assert c.wait_committed(steps, timeout=30)
+    # Keep the sessions (and the daemon's counters) until the test has looked at them.
+    print("trained", steps, flush=True)
+    sys.stdin.read()
+    for c, *_ in ranks:
+        c.close()
+
+
+if __name__ == "__main__":
+    main()
