@@ -262,6 +262,7 @@ Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::J
       l.tp = in.tp();
       l.pp = in.pp();
       l.zero = st.has_layout ? st.layout.zero : 0;  // zero does not change the world
+      if (Status v = local::ValidateRankInLayout({in.job(), 0, 0, 0}, l); !v.ok()) return v;
       if (st.has_layout && l.world() != st.layout.world()) {
         return Status::InvalidArgument("job '" + in.job() + "': peer reports layout dp=" +
                                        std::to_string(l.dp) + ",tp=" + std::to_string(l.tp) +
