@@ -7,11 +7,11 @@ import time
 
 class SampleTrainer:
     def __init__(self, cluster, node, job, steps=1000, size=300_001, buffers=3, sleep_us=0,
-                 extra=()):
+                 extra=(), unique_size=0):
         exe = os.path.join(cluster.build_dir, "tools", "demo", "reft_sample_trainer")
         self.args = [exe, "--socket", node.socket, "--job", job, "--steps", str(steps),
                      "--size", str(size), "--buffers", str(buffers), "--sleep-us", str(sleep_us),
-                     *extra]
+                     "--unique-size", str(unique_size), *extra]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         self.lines = []

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   int64_t steps = 100;
   uint64_t size = 1 << 20;
   int nbuffers = 3;
+  uint64_t unique_size = 0;
   int sleep_us = 0;
   bool restore_only = false;
   app.add_option("--socket", options.socket_path)->required();
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps);
   app.add_option("--size", size, "bytes per buffer (odd sizes welcome)");
   app.add_option("--buffers", nbuffers);
+  app.add_option("--unique-size", unique_size, "bytes of the unique buffer (default: like the others)");
   app.add_option("--sleep-us", sleep_us, "pause per step");
   app.add_flag("--restore-only", restore_only, "restore, verify, exit");
   CLI11_PARSE(app, argc, argv);
@@ -89,7 +91,7 @@ int main(int argc, char** argv) {
   };
   for (int b = 0; b < nbuffers; ++b) {
     // Sizes differ per buffer so regions have odd, unaligned lengths.
-    buffers[b].resize(size + 7 * b);
+    buffers[b].resize(b == nbuffers - 1 && unique_size > 0 ? unique_size : size + 7 * b);
     reft::BufferOptions bo;
     bo.kind = b == nbuffers - 1 ? reft::BufferKind::kUnique : reft::BufferKind::kReplicated;
     auto st = (*client)->Register("buf" + std::to_string(b), buffers[b].data(), buffers[b].size(), bo);

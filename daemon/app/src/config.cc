@@ -176,6 +176,8 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       c->persist_every_steps = v;
     } else if (key == "persist.bandwidth") {
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->persist_bandwidth));
+    } else if (key == "persist.read_bandwidth") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->persist_read_bandwidth));
     } else if (key == "persist.keep") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 1000000, &v));
       c->persist_keep = static_cast<uint32_t>(v);
@@ -199,6 +201,8 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       c->suspicion_timeout_ms = static_cast<uint32_t>(v);
     } else if (key == "peer.bandwidth") {
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->peer_bandwidth));
+    } else if (key == "peer.link_bandwidth") {
+      REFT_RETURN_NOT_OK(ReadSize(node, key, &c->link_bandwidth));
     } else if (key == "security.tls_cert") {
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.tls_cert));
     } else if (key == "security.tls_key") {

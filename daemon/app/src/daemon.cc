@@ -234,6 +234,7 @@ Status Daemon::Impl::CreatePeer() {
   po.indirect_probes = c.indirect_probes;
   po.suspicion_timeout = std::chrono::milliseconds(c.suspicion_timeout_ms);
   po.peer_stream_bandwidth = c.peer_bandwidth;
+  po.link_bandwidth = c.link_bandwidth;
   po.max_message_bytes = static_cast<int>(c.max_grpc_message_bytes);
   REFT_ASSIGN_OR_RETURN(auto credentials, security::MakeChannelCredentials(c.security));
   REFT_ASSIGN_OR_RETURN(peer, peer::PeerNode::Create(po, store.get(), credentials));
@@ -294,6 +295,7 @@ void Daemon::Impl::CreateRecovery() {
   po.dir = c.persist_dir;
   po.node_id = c.node_id;
   po.bandwidth = c.persist_bandwidth;
+  po.read_bandwidth = c.persist_read_bandwidth;
   po.keep = c.persist_keep;
   tier = std::make_unique<recovery::TierAccess>(po);
   if (tier->enabled()) restore->SetPersistentTier(tier.get());

@@ -27,6 +27,7 @@ void ToRankId(const store::RankKey& r, v1::RankId* out) {
 PeerClient::PeerClient(PeerOptions options, std::function<v1::Caller()> caller,
                        std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(std::move(options)),
+      link_(options_.link_bandwidth, options_.wire_chunk_bytes),
       caller_(std::move(caller)),
       credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()) {}
 
@@ -328,6 +329,7 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
     }
     // Pace after receipt: gRPC's flow-control window is bounded, so the sender is held back too.
     conn->bucket->Acquire(h.data_size);
+    link_.Acquire(h.data_size);
     expect += h.data_size;
     ++chunk_no;
   }

@@ -54,6 +54,7 @@ struct DaemonConfig {
   uint32_t indirect_probes = 2;
   uint32_t suspicion_timeout_ms = 2000;      ///< suspect -> dead
   uint64_t peer_bandwidth = 0;               ///< bytes/s per peer stream set; 0 = unlimited
+  uint64_t link_bandwidth = 0;               ///< bytes/s from all peers together; 0 = unlimited
 
   // [restore] REFT-load and node rebuild (recovery::RecoveryOptions)
   int restore_concurrency = 4;               ///< pieces fetched at once
@@ -65,6 +66,7 @@ struct DaemonConfig {
   // [persist] persistent tier (persist_dir)
   int64_t persist_every_steps = 0;           ///< persist each K-th committed step; 0 = on demand
   uint64_t persist_bandwidth = 0;            ///< bytes/s of persist writes; 0 = unlimited
+  uint64_t persist_read_bandwidth = 0;       ///< bytes/s of restores from the tier; 0 = unlimited
   uint32_t persist_keep = 2;                 ///< complete persisted steps kept per job; 0 = all
 
   // [security]

@@ -94,6 +94,7 @@ class PeerClient {
   Status Check(const grpc::Status& s, const std::string& what);
 
   PeerOptions options_;
+  TokenBucket link_;  ///< every stream from every peer (PeerOptions::link_bandwidth)
   std::function<v1::Caller()> caller_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::mutex mu_;

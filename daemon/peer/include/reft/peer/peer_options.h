@@ -30,6 +30,9 @@ struct PeerOptions {
   std::chrono::milliseconds anti_entropy_interval{500};  ///< commit-state exchange period
 
   uint64_t peer_stream_bandwidth = 0;   ///< bytes/s per peer (shared by its streams); 0 = unlimited
+  /// bytes/s of everything this node receives from all peers together (its network link, for
+  /// keeping recovery traffic off training and for emulating a link in benchmarks); 0 = unlimited
+  uint64_t link_bandwidth = 0;
   uint64_t wire_chunk_bytes = kMaxWireChunk;   ///< <= kMaxWireChunk
   int max_message_bytes = 2 << 20;      ///< gRPC send/receive limit, both ends (> one chunk)
 };
