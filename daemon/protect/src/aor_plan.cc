@@ -66,7 +66,7 @@ Result<AorPlan> PlanAor(const AorInput& in) {
   for (const auto& [name, grad] : in.gradient_of) {
     if (grad.empty()) continue;
     const bool bound = std::any_of(shards.begin(), shards.end(),
-                                   [&](const BufferSpec* s) { return s->name == name; });
+                                   [&n = name](const BufferSpec* s) { return s->name == n; });
     if (!bound) {
       return Status::InvalidArgument(
           "buffer " + Quote(name) + " names gradient " + Quote(grad) +
