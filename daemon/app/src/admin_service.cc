@@ -6,6 +6,7 @@
 #include <set>
 
 #include "reft/kernels/device.h"
+#include "reft/peer/rank_id.h"
 #include "reft/recovery/tier_restore.h"
 #include "reft/v1/common.pb.h"
 
@@ -15,12 +16,6 @@ namespace {
 constexpr uint32_t kProtocolVersion = 1;
 constexpr size_t kMaxJobName = 64;
 
-void FillRank(const store::RankKey& key, v1::RankId* out) {
-  out->set_job(key.job);
-  out->set_pp(key.pp);
-  out->set_tp(key.tp);
-  out->set_dp(key.dp);
-}
 
 grpc::StatusCode ToGrpcCode(StatusCode code) {
   switch (code) {
@@ -178,7 +173,7 @@ grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
   }
   for (const auto& slot : store_->List(job)) {
     auto* d = resp->add_snapshots();
-    FillRank(slot.rank, d->mutable_rank());
+    peer::ToRankId(slot.rank, d->mutable_rank());
     d->set_slot(slot.index);
     d->set_state(store::SlotStateName(slot.state));
     d->set_step(slot.step);
@@ -218,7 +213,7 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
     chunks += report->chunks_checked;
     for (const auto& bad : report->bad) {
       auto* b = resp->add_bad();
-      FillRank(rank, b->mutable_rank());
+      peer::ToRankId(rank, b->mutable_rank());
       b->set_region(bad.region);
       b->set_chunk(bad.chunk);
       b->set_offset(bad.offset);
@@ -338,7 +333,7 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
     }
     for (const auto& rc : g.ranks) {
       auto* ri = gi->add_ranks();
-      FillRank(rc.rank, ri->mutable_rank());
+      peer::ToRankId(rc.rank, ri->mutable_rank());
       for (const auto& n : rc.nodes) ri->add_nodes(n);
       ri->set_unique(rc.unique);
       ri->set_rebuildable(rc.rebuildable);
@@ -423,7 +418,7 @@ grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRe
     ni->set_message(n.status.message());
     ni->set_skipped(n.skipped);
     ni->set_skipped_reason(n.skipped_reason);
-    for (const auto& k : n.ranks) FillRank(k, ni->add_ranks());
+    for (const auto& k : n.ranks) peer::ToRankId(k, ni->add_ranks());
     ni->set_bytes_written(n.bytes);
     ni->set_seconds(n.seconds);
   }
@@ -460,7 +455,7 @@ grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRe
   bool ok = true;
   for (const auto& rr : rep->ranks) {
     auto* ri = r->add_ranks();
-    FillRank(rr.rank, ri->mutable_rank());
+    peer::ToRankId(rr.rank, ri->mutable_rank());
     ri->set_code(ToErrorCode(rr.status.code()));
     ri->set_message(rr.status.message());
     ri->set_detail(rr.detail);

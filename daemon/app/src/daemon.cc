@@ -21,6 +21,7 @@
 #include "reft/local/local_server.h"
 #include "reft/observability/metrics.h"
 #include "reft/peer/peer_node.h"
+#include "reft/peer/rank_id.h"
 #include "reft/recovery/persister.h"
 #include "reft/recovery/published_copier.h"
 #include "reft/recovery/reft_load.h"
@@ -171,10 +172,7 @@ std::vector<v1::SessionInfo> ListSessions(const local::LocalServer* server) {
   for (const auto& s : server->Sessions()) {
     if (!s.joined) continue;
     v1::SessionInfo info;
-    info.mutable_rank()->set_job(s.rank.job);
-    info.mutable_rank()->set_pp(s.rank.pp);
-    info.mutable_rank()->set_tp(s.rank.tp);
-    info.mutable_rank()->set_dp(s.rank.dp);
+    peer::ToRankId(s.rank, info.mutable_rank());
     info.set_pid(s.pid);
     info.set_uid(s.uid);
     info.set_buffers(s.buffers);
@@ -281,7 +279,12 @@ void Daemon::Impl::CreateRecovery() {
   restore->SetObserver([m](const std::string& operation, const Status& st,
                            const recovery::RestoreStats& stats) {
     if (st.ok()) {
-      spdlog::info("{}: {}", operation, stats.detail);
+      auto secs = [](std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); };
+      spdlog::info("{}: {} [locate {:.3f}s, fetch {:.3f}s, decode {:.3f}s, deliver {:.3f}s, "
+                   "rebuild {:.3f}s; {} from peers, {} local]",
+                   operation, stats.detail, secs(stats.locate), secs(stats.fetch),
+                   secs(stats.decode), secs(stats.deliver), secs(stats.rebuild),
+                   FormatBytes(stats.bytes_peer), FormatBytes(stats.bytes_local));
       RecordRecovery(m, operation, stats);
     } else {
       spdlog::error("{} failed: {}", operation, st.ToString());

@@ -3,19 +3,10 @@
 #include <future>
 
 #include "generation_file.h"
+#include "reft/peer/rank_id.h"
 
 namespace reft::peer {
 
-namespace {
-store::RankKey FromRankId(const v1::RankId& r) {
-  store::RankKey k;
-  k.job = r.job();
-  k.pp = r.pp();
-  k.tp = r.tp();
-  k.dp = r.dp();
-  return k;
-}
-}  // namespace
 
 DistributedCommitCoordinator::DistributedCommitCoordinator(store::SnapshotStore* store,
                                                            Membership* membership,
@@ -230,11 +221,7 @@ v1::JobCommitState DistributedCommitCoordinator::ExportLocked(const std::string&
     auto* sc = out.add_completed();
     sc->set_step(step);
     for (const auto& r : ranks) {
-      auto* id = sc->add_ranks();
-      id->set_job(r.job);
-      id->set_pp(r.pp);
-      id->set_tp(r.tp);
-      id->set_dp(r.dp);
+      ToRankId(r, sc->add_ranks());
     }
   }
   return out;

@@ -9,18 +9,13 @@
 
 #include "grpc_status.h"
 #include "reft/checksum.h"
+#include "reft/peer/rank_id.h"
 
 namespace reft::peer {
 
 namespace {
 std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
   return std::chrono::system_clock::now() + d;
-}
-void ToRankId(const store::RankKey& r, v1::RankId* out) {
-  out->set_job(r.job);
-  out->set_pp(r.pp);
-  out->set_tp(r.tp);
-  out->set_dp(r.dp);
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include "grpc_status.h"
 #include "reft/checksum.h"
+#include "reft/peer/rank_id.h"
 #include "reft/peer/sealed_checksums.h"
 
 namespace reft::peer {
@@ -14,15 +15,6 @@ namespace {
 
 // Index of FetchRegion in `service Peer` (declaration order in peer.proto).
 constexpr int kFetchRegionMethodIndex = 6;
-
-store::RankKey FromRankId(const v1::RankId& r) {
-  store::RankKey k;
-  k.job = r.job();
-  k.pp = r.pp();
-  k.tp = r.tp();
-  k.dp = r.dp();
-  return k;
-}
 
 size_t PutVarint(uint8_t* p, uint64_t v) {
   size_t n = 0;
@@ -156,11 +148,7 @@ grpc::Status PeerService::GetManifest(grpc::ServerContext*, const v1::GetManifes
   std::optional<std::string> job;
   if (!req->job().empty()) job = req->job();
   for (const auto& r : coordinator_->JoinedRanks(job)) {
-    auto* id = resp->add_joined();
-    id->set_job(r.job);
-    id->set_pp(r.pp);
-    id->set_tp(r.tp);
-    id->set_dp(r.dp);
+    ToRankId(r, resp->add_joined());
   }
   for (const auto& info : store_->List(job)) {
     if (info.state != store::SlotState::kComplete && info.state != store::SlotState::kCommitted) {
@@ -169,11 +157,7 @@ grpc::Status PeerService::GetManifest(grpc::ServerContext*, const v1::GetManifes
     auto ref = store_->Get(info.rank, info.step);
     if (!ref.ok()) continue;  // freed since List (a newer commit): not a source any more
     auto* slot = resp->add_slots();
-    auto* id = slot->mutable_rank();
-    id->set_job(info.rank.job);
-    id->set_pp(info.rank.pp);
-    id->set_tp(info.rank.tp);
-    id->set_dp(info.rank.dp);
+    ToRankId(info.rank, slot->mutable_rank());
     slot->set_step(info.step);
     slot->set_state(store::SlotStateName((*ref)->info().state));
     for (size_t i = 0; i < (*ref)->info().regions.size(); ++i) {

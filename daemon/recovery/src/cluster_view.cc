@@ -7,20 +7,12 @@
 #include <utility>
 
 #include "reft/peer/peer_node.h"
+#include "reft/peer/rank_id.h"
 #include "reft/peer/sealed_checksums.h"
 
 namespace reft::recovery {
 
 namespace {
-
-store::RankKey FromRankId(const v1::RankId& r) {
-  store::RankKey k;
-  k.job = r.job();
-  k.pp = r.pp();
-  k.tp = r.tp();
-  k.dp = r.dp();
-  return k;
-}
 
 // Slots of one member's manifest, as view entries.
 void AddManifest(const std::string& node, const std::string& address, const std::string& job,
@@ -30,7 +22,7 @@ void AddManifest(const std::string& node, const std::string& address, const std:
     SlotEntry e;
     e.node = node;
     e.address = address;
-    e.rank = FromRankId(s.rank());
+    e.rank = peer::FromRankId(s.rank());
     e.step = s.step();
     e.state = s.state();
     for (const auto& r : s.regions()) {
@@ -44,7 +36,7 @@ void AddManifest(const std::string& node, const std::string& address, const std:
     view->slots.push_back(std::move(e));
   }
   for (const auto& r : m.joined()) {
-    if (r.job() == job) view->joined[FromRankId(r)].insert(node);
+    if (r.job() == job) view->joined[peer::FromRankId(r)].insert(node);
   }
 }
 

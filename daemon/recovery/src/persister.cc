@@ -8,6 +8,7 @@
 #include <set>
 
 #include "reft/peer/peer_node.h"
+#include "reft/peer/rank_id.h"
 #include "reft/protect/sharding.h"
 #include "reft/protect/slot_meta.h"
 #include "reft/recovery/snapshot_meta.h"
@@ -33,14 +34,6 @@ persist::JobLayout ToTierLayout(const protect::Layout& l) {
   return out;
 }
 
-v1::RankId ToRankId(const store::RankKey& r) {
-  v1::RankId id;
-  id.set_job(r.job);
-  id.set_pp(r.pp);
-  id.set_tp(r.tp);
-  id.set_dp(r.dp);
-  return id;
-}
 
 // The job's layout from one of this node's slots of `step` (the slot meta is the truth about
 // what was snapshotted), else from the commit state.
@@ -100,7 +93,7 @@ v1::PersistStepResponse ToProto(const NodePersist& n) {
   r.set_message(n.status.message());
   r.set_skipped(n.skipped);
   r.set_skipped_reason(n.skipped_reason);
-  for (const auto& k : n.ranks) *r.add_ranks() = ToRankId(k);
+  for (const auto& k : n.ranks) *r.add_ranks() = peer::ToRankId(k);
   r.set_bytes_written(n.bytes);
   r.set_seconds(n.seconds);
   return r;
