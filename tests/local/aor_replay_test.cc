@@ -66,12 +66,17 @@ struct Rank {
   std::vector<float> opt;     // 3n: [master | exp_avg | exp_avg_sq]
   std::vector<uint8_t> grad;  // dp·n elements of the gradient dtype
   std::vector<uint8_t> params, rng;
+  // Device variant: the optimizer shard and the gradient live in emulated device memory (reftd
+  // pulls "unique/opt" and the gradient slice D2H), `opt` and `grad` stay empty.
+  std::unique_ptr<EmulatedBuffer> device;
+  float* opt_data = nullptr;
+  uint8_t* grad_data = nullptr;
 };
 
 /// The job: dp ranks on one reftd, n optimizer elements per rank.
 struct ZeroJob {
   ZeroJob(ServerFixture& f, int dp, size_t n, GradMode mode, uint64_t seed,
-          const std::string& protection = "arc1+aor")
+          bool on_device = false)
       : f(f), dp(dp), n(n), mode(mode), loop(mode, n * static_cast<size_t>(dp), 1000, seed) {
     std::vector<float> p, m, v;
     loop.InitialState(&p, &m, &v);  // the flat fp32 master weights of the whole SG
@@ -86,15 +91,27 @@ struct ZeroJob {
       o.dp = d;
       o.layout.dp = dp;
       o.layout.zero = 1;
-      o.protection = protection;
+      o.protection = "arc1+aor";
       auto c = Client::Connect(o);
       INFO(c.status().ToString());
       REQUIRE(c.ok());
       r.client = std::move(*c);
-      r.opt.resize(3 * n);
-      std::copy(p.begin() + d * n, p.begin() + (d + 1) * n, r.opt.begin());
-      std::fill(r.opt.begin() + n, r.opt.end(), 0.0f);
-      r.grad.assign(n * dp * esize, 0);
+      const uint64_t grad_bytes = n * dp * esize;
+      if (on_device) {
+        auto dev = EmulatedBuffer::Create(12 * n + 64 + grad_bytes);
+        REQUIRE(dev.ok());
+        r.device = std::move(*dev);
+        r.opt_data = static_cast<float*>(r.device->data());
+        r.grad_data = static_cast<uint8_t*>(r.device->data()) + 12 * n + 64;
+      } else {
+        r.opt.resize(3 * n);
+        r.grad.assign(grad_bytes, 0);
+        r.opt_data = r.opt.data();
+        r.grad_data = r.grad.data();
+      }
+      std::copy(p.begin() + d * n, p.begin() + (d + 1) * n, r.opt_data);
+      std::fill(r.opt_data + n, r.opt_data + 3 * n, 0.0f);
+      std::memset(r.grad_data, 0, grad_bytes);
       r.params = params;
       r.rng = reft::testing::RandomBytes(64, seed + 100 + d);
       BufferOptions ob;
@@ -103,11 +120,13 @@ struct ZeroJob {
       ob.kind = BufferKind::kUnique;
       ob.dtype = "float32";
       ob.optimizer = true;
-      REQUIRE(r.client->Register("opt", r.opt.data(), 4 * r.opt.size(), ob).ok());
+      if (on_device) ob.memory = MemoryLocation::kEmulated;
+      REQUIRE(r.client->Register("opt", r.opt_data, 12 * n, ob).ok());
       BufferOptions og;
       og.kind = BufferKind::kGradient;
       og.dtype = GradDtypeName(mode);
-      REQUIRE(r.client->Register("grad", r.grad.data(), r.grad.size(), og).ok());
+      if (on_device) og.memory = MemoryLocation::kEmulated;
+      REQUIRE(r.client->Register("grad", r.grad_data, grad_bytes, og).ok());
       BufferOptions orng;
       orng.kind = BufferKind::kUnique;
       REQUIRE(r.client->Register("rng", r.rng.data(), r.rng.size(), orng).ok());
@@ -127,10 +146,10 @@ struct ZeroJob {
     // still copies its "unique/rng" of s−1, whose slot the store may then reuse.)
     for (auto& r : ranks) REQUIRE(r.client->Fence().ok());
     for (auto& r : ranks) {
-      std::memcpy(r.grad.data(), in.grad.data(), in.grad.size());
+      std::memcpy(r.grad_data, in.grad.data(), in.grad.size());
       aor::StepHyper h = in.hyper;
       if (r.dp == perturb.first) h.lr *= perturb.second;
-      aor::AdamWState own{r.opt.data(), r.opt.data() + n, r.opt.data() + 2 * n, n};
+      aor::AdamWState own{r.opt_data, r.opt_data + n, r.opt_data + 2 * n, n};
       REQUIRE(aor::AdamWUpdate(own, h, in.grad.data() + r.dp * n * esize, in.dtype, n).ok());
       for (auto& b : r.rng) b = static_cast<uint8_t>(b * 31 + 7);
       if (snapshot) {
@@ -165,7 +184,7 @@ struct ZeroJob {
       const auto aor_region = Region(d, step, "aor/opt");
       const auto unique = Region(next, step, "unique/opt");
       REQUIRE(aor_region.size() == 12 * n);
-      CHECK(std::memcmp(aor_region.data(), ranks[next].opt.data(), 12 * n) == 0);
+      CHECK(std::memcmp(aor_region.data(), ranks[next].opt_data, 12 * n) == 0);
       CHECK(aor_region == unique);
       CHECK(Region(d, step, "peer/rng") == ranks[next].rng);
     }
@@ -231,6 +250,29 @@ TEST_CASE("AOR: reftd replays every rank's neighbour shard bit-exactly and copie
   }
 }
 
+TEST_CASE("AOR: device gradients and optimizer shards are pulled by reftd before the fence",
+          "[local][aor]") {
+  if (EmulatedBuffer::Create(4096).status().code() == StatusCode::kUnsupported) {
+    WARN("this build has no device backends");
+    return;
+  }
+  const uint64_t seed = reft::testing::TestSeed(25);
+  INFO("seed " << seed);
+  ServerFixture f(ServerOptions(2, 0));
+  const size_t n = 4099;
+  // Emulated device memory: reftd D2H-copies "unique/opt" and the neighbour's gradient slice
+  // into its staging before replying to snapshot_staged (the fence); the trainer overwrites the
+  // gradient right after the fence, so a replay reading it later would see the next step's.
+  ZeroJob job(f, 2, n, GradMode::kBf16, seed, /*on_device=*/true);
+  for (int it = 1; it <= 15; ++it) job.Iterate();
+  job.FenceAndCommit(15);
+  job.CheckReplicas(15);
+  for (int d = 0; d < 2; ++d) {
+    CHECK(job.Info(d).aor_copies == 1);
+    CHECK(job.Info(d).aor_replays == 14);
+  }
+}
+
 TEST_CASE("AOR: a missed snapshot makes the replica stale; a copy resynchronises it",
           "[local][aor]") {
   const uint64_t seed = reft::testing::TestSeed(22);
@@ -289,6 +331,7 @@ TEST_CASE("AOR: a restarted trainer restores its own shard; the gradient is not 
   for (int it = 1; it <= 5; ++it) job.Iterate();
   job.FenceAndCommit(5);
   const auto want = job.ranks[1].opt;
+  REQUIRE(want.size() == 3 * n);
   // Rank 1's trainer restarts: the same buffers, the gradient included (it need not be).
   REQUIRE(job.ranks[1].client->Close().ok());
   std::fill(job.ranks[1].opt.begin(), job.ranks[1].opt.end(), 0.0f);
