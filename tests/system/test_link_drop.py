@@ -73,12 +73,6 @@ class Netns:
         sh("ip", "link", "del", self.bridge, check=False)
 
 
-def state_of(observer, node_id):
-    for n in observer.ctl("nodes", "list", json_output=True)["nodes"]:
-        if n["node_id"] == node_id:
-            return n["state"]
-    return None
-
 
 def test_a_dropped_link_is_detected_and_restore_goes_around_it():
     with Netns() as net:
@@ -92,12 +86,12 @@ def test_a_dropped_link_is_detected_and_restore_goes_around_it():
                         for d, n in enumerate(nodes)]
             for t in trainers:
                 assert t.finish(timeout=120) == 0, t.lines[-5:]
-            assert state_of(nodes[0], "node2") == "alive"
+            assert nodes[0].member_state("node2") == "alive"
 
             dropped = time.time()
             net.drop(2)
             # Detected by the SWIM probes within the suspicion timeout plus a few periods.
-            while state_of(nodes[0], "node2") != "dead":
+            while nodes[0].member_state("node2") != "dead":
                 assert time.time() - dropped < 10, "link drop not detected"
                 time.sleep(0.05)
             detected = time.time() - dropped
@@ -114,6 +108,6 @@ def test_a_dropped_link_is_detected_and_restore_goes_around_it():
             # The link comes back: node2 refutes its death with a new epoch and rejoins.
             net.restore(2)
             deadline = time.time() + 20
-            while state_of(nodes[0], "node2") != "alive":
+            while nodes[0].member_state("node2") != "alive":
                 assert time.time() < deadline, "node2 did not rejoin"
                 time.sleep(0.1)

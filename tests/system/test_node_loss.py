@@ -89,15 +89,6 @@ def lose(node):
     node.wipe_memory()
 
 
-def wait_dead(observer, node_id, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        nodes = observer.ctl("nodes", "list", json_output=True)["nodes"]
-        if any(n["node_id"] == node_id and n["state"] == "dead" for n in nodes):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"{node_id} not declared dead")
-
 
 @pytest.mark.parametrize("protection", ["arc1", "aec", "rs2"])
 def test_lost_node_is_rebuilt_bit_exactly_and_protection_is_regenerated(protection):
@@ -106,7 +97,7 @@ def test_lost_node_is_rebuilt_bit_exactly_and_protection_is_regenerated(protecti
         train(cluster, nodes, "loss", protection)
         lose(nodes[1])
         replacement = cluster.add_node("spare1")
-        wait_dead(nodes[0], "node1")
+        nodes[0].wait_member_state("node1", "dead")
         nodes[1] = replacement
         assert restore_all(cluster, nodes, "loss", protection) == [STEPS - 1] * M
         # The replacement regenerated rank 1's slot (its shard and the redundancy it holds for
@@ -116,7 +107,7 @@ def test_lost_node_is_rebuilt_bit_exactly_and_protection_is_regenerated(protecti
             [(1, STEPS - 1, "committed")]
         lose(nodes[2])
         nodes[2] = cluster.add_node("spare2")
-        wait_dead(nodes[0], "node2")
+        nodes[0].wait_member_state("node2", "dead")
         assert restore_all(cluster, nodes, "loss", protection) == [STEPS - 1] * M
         # Training goes on from the restored step on the new placement, and commits again.
         trainers = run_job(cluster, nodes, "loss", protection, steps=2)
@@ -136,8 +127,8 @@ def test_two_lost_nodes_of_one_group_are_rebuilt(protection):
         lose(nodes[3])
         nodes[1] = cluster.add_node("spare1")
         nodes[3] = cluster.add_node("spare3")
-        wait_dead(nodes[0], "node1")
-        wait_dead(nodes[0], "node3")
+        nodes[0].wait_member_state("node1", "dead")
+        nodes[0].wait_member_state("node3", "dead")
         assert restore_all(cluster, nodes, "two", protection) == [STEPS - 1] * M
 
 
@@ -147,8 +138,8 @@ def test_more_failures_than_aec_tolerates_are_reported_as_lost():
         train(cluster, nodes, "over", "aec")
         lose(nodes[1])
         lose(nodes[2])
-        wait_dead(nodes[0], "node1")
-        wait_dead(nodes[0], "node2")
+        nodes[0].wait_member_state("node1", "dead")
+        nodes[0].wait_member_state("node2", "dead")
         t = run_job(cluster, [nodes[0]], "over", "aec", restore_only=True)[0]
         ev = t.wait_for("restore-error", timeout=120)
         assert ev[1] == "9", ev  # reft::StatusCode::kLost
@@ -204,7 +195,7 @@ def test_a_node_declared_dead_that_comes_back_is_fenced():
         a, b, c = cluster.nodes
         before = {n["node_id"]: n for n in a.ctl("nodes", "list", json_output=True)["nodes"]}
         c.pause()
-        wait_dead(a, "node2")
+        a.wait_member_state("node2", "dead")
         c.resume()
         # node2 learns it was declared dead, takes a new epoch and rejoins; its old epoch stays
         # fenced, so nothing it says under the old identity is believed.

@@ -111,15 +111,6 @@ def stop_job(ranks):
         r.kill()
 
 
-def wait_dead(observer, node_id, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        nodes = observer.ctl("nodes", "list", json_output=True)["nodes"]
-        if any(n["node_id"] == node_id and n["state"] == "dead" for n in nodes):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"{node_id} was not declared dead")
-
 
 def main():
     try:
@@ -180,7 +171,7 @@ def run():
             "memory wiped")
         spare = cluster.add_node("spare1")
         say(f"replacement reftd {spare.node_id} on {spare.addr} takes over rank 1")
-        wait_dead(nodes[0], "node1")
+        nodes[0].wait_member_state("node1", "dead")
         print(nodes[0].ctl("nodes", "list").stdout, end="")
         check = nodes[0].ctl("restore-check", "--job", JOB, check=False)
         print(check.stdout, end="")

@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
   app.add_option("--unique-size", unique_size, "bytes of the unique buffer (default: like the others)");
   app.add_option("--sleep-us", sleep_us, "pause per step");
   app.add_flag("--restore-only", restore_only, "restore, verify, exit");
+  app.add_option("--reply-timeout-ms", options.reply_timeout_ms,
+                 "longest wait for one reftd reply (a restore from a slow tier needs more)");
   CLI11_PARSE(app, argc, argv);
 
   auto client = reft::Client::Connect(options);

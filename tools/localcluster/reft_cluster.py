@@ -131,6 +131,23 @@ class Node:
             self.proc.wait(timeout=30)
         return self.proc.returncode
 
+    def member_state(self, node_id: str) -> Optional[str]:
+        """How this daemon sees `node_id`: "alive", "suspect", "dead", or None if unknown."""
+        for n in self.ctl("nodes", "list", json_output=True)["nodes"]:
+            if n["node_id"] == node_id:
+                return n["state"]
+        return None
+
+    def wait_member_state(self, node_id: str, state: str, timeout: float = 30.0) -> float:
+        """Polls until this daemon sees `node_id` in `state`; returns the seconds it took."""
+        start = time.time()
+        while self.member_state(node_id) != state:
+            if time.time() - start > timeout:
+                raise TimeoutError(f"{self.node_id} does not see {node_id} {state} after "
+                                   f"{timeout}s")
+            time.sleep(0.05)
+        return time.time() - start
+
     def pause(self) -> None:
         """SIGSTOP: the daemon hangs (alive to the kernel, silent to its peers)."""
         self.kill(signal.SIGSTOP)
