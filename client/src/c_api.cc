@@ -7,6 +7,7 @@
 
 #include "reft/client.h"
 #include "reft/reft.h"
+#include "optimizer_fields.h"
 
 struct reft_client {
   std::unique_ptr<reft::Client> impl;
@@ -144,15 +145,7 @@ int reft_snapshot_aor(reft_client* c, int64_t step, const reft_optimizer_step* s
           "reft_snapshot_aor: records of different struct_size in one array"));
     }
     reft::OptimizerStep s;
-    s.step = o->step;
-    s.lr = o->lr;
-    s.beta1 = o->beta1;
-    s.beta2 = o->beta2;
-    s.eps = o->eps;
-    s.weight_decay = o->weight_decay;
-    s.clip_coef = o->clip_coef;
-    s.grad_scale = o->grad_scale;
-    s.skipped = o->skipped != 0;
+    reft::client_internal::CopyOptimizerFields(*o, &s);
     if (o->buffer == nullptr) {
       if (count != 1) {
         return Report(reft::Status::InvalidArgument(

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "channel.h"
+#include "optimizer_fields.h"
 #include "reft/aor/hyper_codec.h"
 #include "reft/kernels/device.h"
 #include "reft/local_proto/has_hints.h"
@@ -542,15 +543,7 @@ Result<std::vector<local_proto::OptimizerHyper>> Client::Impl::OptimizerRecords(
     }
     aor::StepHyper h;
     h.iteration = static_cast<uint64_t>(step);
-    h.step = o->step;
-    h.lr = o->lr;
-    h.beta1 = o->beta1;
-    h.beta2 = o->beta2;
-    h.eps = o->eps;
-    h.weight_decay = o->weight_decay;
-    h.clip_coef = o->clip_coef;
-    h.grad_scale = o->grad_scale;
-    h.skipped = o->skipped;
+    client_internal::CopyOptimizerFields(*o, &h);
     Status valid = aor::ValidateStepHyper(h);
     if (!valid.ok()) return valid.WithContext(at + "optimizer shard '" + name + "'");
     local_proto::OptimizerHyper rec;

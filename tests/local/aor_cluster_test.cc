@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "aor_client_steps.h"
 #include "aor_sim.h"
 #include "recovery_fixture.h"
 #include "reft/aor/adamw.h"
@@ -18,6 +19,7 @@
 using namespace reft;
 using namespace std::chrono_literals;
 using reft::aor::testing::GradMode;
+using reft::testing::ToOptimizerStep;
 using reft::aor::testing::StepInput;
 using reft::aor::testing::TrainingLoop;
 using reft::recovery::test::Cluster;
@@ -89,20 +91,6 @@ struct Trainer {
   }
 };
 
-OptimizerStep ToStep(const aor::StepHyper& h) {
-  OptimizerStep o;
-  o.step = h.step;
-  o.lr = h.lr;
-  o.beta1 = h.beta1;
-  o.beta2 = h.beta2;
-  o.eps = h.eps;
-  o.weight_decay = h.weight_decay;
-  o.clip_coef = h.clip_coef;
-  o.grad_scale = h.grad_scale;
-  o.skipped = h.skipped;
-  return o;
-}
-
 std::vector<uint8_t> Region(store::SnapshotStore* s, int dp, int64_t step, const std::string& r) {
   auto slot = s->Get({kJob, 0, 0, dp}, step);
   INFO("dp" << dp << " step " << step << " " << r << ": " << slot.status().ToString());
@@ -148,7 +136,8 @@ TEST_CASE("AOR across nodes: a lost node's optimizer shard comes back from the r
       std::memcpy(r.grad.data(), in.grad.data(), in.grad.size());
       aor::AdamWState own{r.opt.data(), r.opt.data() + n, r.opt.data() + 2 * n, n};
       REQUIRE(aor::AdamWUpdate(own, in.hyper, in.grad.data() + 4 * r.dp * n, in.dtype, n).ok());
-      Status st = r.client->Snapshot(static_cast<int64_t>(in.hyper.iteration), ToStep(in.hyper));
+      Status st = r.client->Snapshot(static_cast<int64_t>(in.hyper.iteration),
+                                     ToOptimizerStep(in.hyper));
       INFO(st.ToString());
       REQUIRE(st.ok());
     }

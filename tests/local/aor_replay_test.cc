@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "aor_client_steps.h"
 #include "aor_sim.h"
 #include "reft/aor/adamw.h"
 #include "reft/aor/hyper_codec.h"
@@ -18,6 +19,7 @@
 
 using namespace reft;
 using reft::aor::testing::GradMode;
+using reft::testing::ToOptimizerStep;
 using reft::aor::testing::StepInput;
 using reft::aor::testing::TrainingLoop;
 using reft::testing::ServerFixture;
@@ -33,20 +35,6 @@ const char* GradDtypeName(GradMode m) {
     default:
       return "float32";
   }
-}
-
-OptimizerStep ToStep(const aor::StepHyper& h) {
-  OptimizerStep o;
-  o.step = h.step;
-  o.lr = h.lr;
-  o.beta1 = h.beta1;
-  o.beta2 = h.beta2;
-  o.eps = h.eps;
-  o.weight_decay = h.weight_decay;
-  o.clip_coef = h.clip_coef;
-  o.grad_scale = h.grad_scale;
-  o.skipped = h.skipped;
-  return o;
 }
 
 local::LocalServerOptions ServerOptions(int dp, uint32_t resync) {
@@ -153,7 +141,8 @@ struct ZeroJob {
       REQUIRE(aor::AdamWUpdate(own, h, in.grad.data() + r.dp * n * esize, in.dtype, n).ok());
       for (auto& b : r.rng) b = static_cast<uint8_t>(b * 31 + 7);
       if (snapshot) {
-        Status st = r.client->Snapshot(static_cast<int64_t>(in.hyper.iteration), ToStep(in.hyper));
+        Status st = r.client->Snapshot(static_cast<int64_t>(in.hyper.iteration),
+                                     ToOptimizerStep(in.hyper));
         INFO(st.ToString());
         REQUIRE(st.ok());
       }

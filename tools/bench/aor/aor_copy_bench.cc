@@ -32,22 +32,16 @@
 #include "reft/peer/peer_node.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/units.h"
+#include "bench_util.h"
 
 using namespace reft;
 using Clock = std::chrono::steady_clock;
 
+using bench::Best;
+using bench::Die;
+using bench::SecondsSince;
+
 namespace {
-
-[[noreturn]] void Die(const std::string& what, const Status& st) {
-  std::fprintf(stderr, "aor_copy_bench: %s: %s\n", what.c_str(), st.ToString().c_str());
-  std::exit(1);
-}
-
-double Seconds(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double Best(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 }  // namespace
 
@@ -168,18 +162,18 @@ int main(int argc, char** argv) {
                                            : static_cast<const void*>(grad32.data()),
                                       bf16 ? aor::GradDtype::kBFloat16 : aor::GradDtype::kFloat32,
                                       n, run.threads);
-      const double replay = Seconds(t0);
+      const double replay = SecondsSince(t0);
       if (!x.ok()) Die("replay", x);
       t0 = Clock::now();
       x = client.FetchRegion(addr, next, 1, "opt", reinterpret_cast<uint8_t*>(cp), state_bytes);
-      const double grpc = Seconds(t0);
+      const double grpc = SecondsSince(t0);
       if (!x.ok()) Die("FetchRegion", x);
       if (std::memcmp(cp, (*neighbour)->region_data(0), state_bytes) != 0) {
         Die("verify", Status::Corrupted("fetched bytes differ"));
       }
       t0 = Clock::now();
       std::memcpy(cp, (*neighbour)->region_data(0), state_bytes);
-      const double local = Seconds(t0);
+      const double local = SecondsSince(t0);
       if (r == 0) continue;
       run.replay.push_back(replay);
       run.grpc.push_back(grpc);

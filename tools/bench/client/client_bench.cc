@@ -23,18 +23,16 @@
 #endif
 #include "reft/local/local_server.h"
 #include "reft/units.h"
+#include "bench_util.h"
 
 using namespace reft;
 using Clock = std::chrono::steady_clock;
 
+using bench::Median;
+
 namespace {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int Fail(const std::string& what, const Status& st) {
   std::fprintf(stderr, "reft_bench_client: %s: %s\n", what.c_str(), st.ToString().c_str());

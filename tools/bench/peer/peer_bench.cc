@@ -24,16 +24,15 @@
 #include "reft/peer/peer_node.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/units.h"
+#include "bench_util.h"
 
 using namespace reft;
 using Clock = std::chrono::steady_clock;
 
-namespace {
+using bench::Die;
+using bench::Median;
 
-[[noreturn]] void Die(const std::string& what, const Status& st) {
-  std::fprintf(stderr, "reft_bench_peer: %s: %s\n", what.c_str(), st.ToString().c_str());
-  std::exit(1);
-}
+namespace {
 
 // One raw TCP transfer of `size` bytes from `src` to `dst` over 127.0.0.1; returns seconds.
 double TcpOnce(const uint8_t* src, uint8_t* dst, uint64_t size, uint64_t chunk) {
@@ -70,11 +69,6 @@ double TcpOnce(const uint8_t* src, uint8_t* dst, uint64_t size, uint64_t chunk) 
   close(c);
   close(ls);
   return secs;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

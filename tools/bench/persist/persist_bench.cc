@@ -25,22 +25,15 @@
 #include <vector>
 
 #include "reft/persist/persistent_tier.h"
+#include "bench_util.h"
 
 using namespace reft;
 using namespace reft::persist;
 
+using bench::Die;
+using bench::SecondsOf;
+
 namespace {
-
-double Seconds(const std::function<void()>& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "persist_bench: %s\n", what.c_str());
-  std::exit(1);
-}
 
 void Check(const Status& s, const char* what) {
   if (!s.ok()) Die(std::string(what) + ": " + s.ToString());
@@ -194,7 +187,7 @@ int main(int argc, char** argv) {
     double wt = 0, wr = 0;
     // Alternate the order so neither side always writes into a freshly flushed device queue.
     auto tier_write = [&] {
-      wt = Seconds([&] {
+      wt = SecondsOf([&] {
         auto r = tier.WriteRank(rank, step, regions);
         Check(r.status(), "WriteRank");
         path = r->path;
@@ -202,7 +195,7 @@ int main(int argc, char** argv) {
     };
     auto raw_write = [&] {
       std::filesystem::remove(raw);
-      wr = Seconds([&] { RawWrite(raw, src); });
+      wr = SecondsOf([&] { RawWrite(raw, src); });
     };
     if (run % 2 == 0) {
       tier_write();
@@ -214,14 +207,14 @@ int main(int argc, char** argv) {
     auto pr = tier.OpenRank(rank, step);
     Check(pr.status(), "OpenRank");
     // Hot: both files are in the page cache right after being written.
-    const double rth = Seconds([&] { Check((*pr)->ReadRegion("rep/shard", dst.data(), bytes), "read"); });
+    const double rth = SecondsOf([&] { Check((*pr)->ReadRegion("rep/shard", dst.data(), bytes), "read"); });
     if (std::memcmp(dst.data(), src.data(), bytes) != 0) Die("tier read back different bytes");
-    const double rrh = Seconds([&] { RawRead(raw, dst.data(), bytes); });
+    const double rrh = SecondsOf([&] { RawRead(raw, dst.data(), bytes); });
     // Cold: evicted, read from the device.
     Evict(path);
     Evict(raw);
-    const double rtc = Seconds([&] { Check((*pr)->ReadRegion("rep/shard", dst.data(), bytes), "read"); });
-    const double rrc = Seconds([&] { RawRead(raw, dst.data(), bytes); });
+    const double rtc = SecondsOf([&] { Check((*pr)->ReadRegion("rep/shard", dst.data(), bytes), "read"); });
+    const double rrc = SecondsOf([&] { RawRead(raw, dst.data(), bytes); });
     if (std::memcmp(dst.data(), src.data(), bytes) != 0) Die("raw read back different bytes");
     pr = Status::Internal("closed");
     std::filesystem::remove_all(dir + "/bench-job");

@@ -15,15 +15,13 @@
 #include <map>
 
 #include "reft/planner/oobleck.h"
+#include "bench_util.h"
 
 using namespace reft::planner;
 
+using reft::bench::SecondsOf;
+
 namespace {
-double Seconds(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,7 +51,7 @@ int main(int argc, char** argv) {
         int reps = 0;
         double total = 0;
         while (total < 0.2 || reps < 1) {
-          total += Seconds([&] {
+          total += SecondsOf([&] {
             oobleck::TemplatePlanner tp(m, cl);
             auto t = tp.Plan(n);
             iter = t->iteration_time;
@@ -91,8 +89,8 @@ int main(int argc, char** argv) {
     // Best of 5 for both, so other work on the shared machine does not skew the ratio.
     double largest = 1e9, all = 1e9;
     for (int rep = 0; rep < 5; ++rep) {
-      largest = std::min(largest, Seconds([&] { oobleck::TemplatePlanner tp(m, cl); (void)tp.Plan(n); }));
-      all = std::min(all, Seconds([&] {
+      largest = std::min(largest, SecondsOf([&] { oobleck::TemplatePlanner tp(m, cl); (void)tp.Plan(n); }));
+      all = std::min(all, SecondsOf([&] {
         oobleck::TemplatePlanner tp(m, cl);
         for (int k = n; k >= 2; --k) (void)tp.Plan(k);
       }));

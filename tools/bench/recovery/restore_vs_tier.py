@@ -51,7 +51,8 @@ timeout_ms = 600000
 def launch(cluster, nodes, job, m, size, protection, restore_only, steps=2):
     out = []
     for d, node in enumerate(nodes):
-        extra = ["--dp", str(d), "--dp-size", str(m), "--protection", protection]
+        extra = ["--dp", str(d), "--dp-size", str(m), "--protection", protection,
+                 "--reply-timeout-ms", "900000"]
         if restore_only:
             extra.append("--restore-only")
         out.append(SampleTrainer(cluster, node, job, steps=steps, size=size, buffers=2,
@@ -72,15 +73,6 @@ def timed_restore(cluster, nodes, job, m, size, protection, expect_step):
     return elapsed
 
 
-def wait_dead(observer, node_id, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        nodes = observer.ctl("nodes", "list", json_output=True)["nodes"]
-        if any(n["node_id"] == node_id and n["state"] == "dead" for n in nodes):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(node_id)
-
 
 def run(protection, m, size, net, tier):
     job = "a3"
@@ -98,7 +90,7 @@ def run(protection, m, size, net, tier):
         nodes[1].kill()
         nodes[1].wipe_memory()
         spare = cluster.add_node("spare1")
-        wait_dead(nodes[0], "node1")
+        nodes[0].wait_member_state("node1", "dead")
         nodes[1] = spare
         t_memory = timed_restore(cluster, nodes, job, m, size, protection, step)
 
@@ -121,9 +113,9 @@ def run(protection, m, size, net, tier):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--members", type=int, default=8)
-    ap.add_argument("--size", type=int, default=64 << 20, help="replicated bytes (W)")
-    ap.add_argument("--net", type=int, default=24 << 20, help="B_net bytes/s per node")
-    ap.add_argument("--tier", type=int, default=(24 << 20) // 10, help="B_tier bytes/s per node")
+    ap.add_argument("--size", type=int, default=16 << 20, help="replicated bytes (W)")
+    ap.add_argument("--net", type=int, default=2 << 20, help="B_net bytes/s per node")
+    ap.add_argument("--tier", type=int, default=(2 << 20) // 10, help="B_tier bytes/s per node")
     ap.add_argument("--schemes", default="arc1,aec")
     args = ap.parse_args()
     for scheme in args.schemes.split(","):

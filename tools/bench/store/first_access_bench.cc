@@ -15,20 +15,16 @@
 #include <vector>
 
 #include "reft/checksum.h"
+#include "bench_util.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #define MADV_POPULATE_WRITE 23
 #endif
 
-namespace {
+using reft::bench::SecondsOf;
 
-template <typename F>
-double Seconds(F f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+namespace {
 
 }  // namespace
 
@@ -76,11 +72,11 @@ int main(int argc, char** argv) {
       auto* p = static_cast<uint8_t*>(
           ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
       if (p == MAP_FAILED) return 1;
-      double tp = Seconds([&] {
+      double tp = SecondsOf([&] {
         if (v.advice != 0) (void)::madvise(p, bytes, v.advice);
       });
-      double t1 = Seconds([&] { sink = sink + reft::Checksum64(p, bytes); });
-      double t2 = Seconds([&] { sink = sink + reft::Checksum64(p, bytes); });
+      double t1 = SecondsOf([&] { sink = sink + reft::Checksum64(p, bytes); });
+      double t2 = SecondsOf([&] { sink = sink + reft::Checksum64(p, bytes); });
       ::munmap(p, bytes);
       ratio.push_back(t2 / t1);  // first-pass throughput relative to the warm pass
       populate_s.push_back(tp);

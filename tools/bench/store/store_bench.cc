@@ -20,23 +20,15 @@
 #include <vector>
 
 #include "reft/store/snapshot_store.h"
+#include "bench_util.h"
 
 using namespace reft;
 using namespace reft::store;
 
+using bench::CheckOk;
+using bench::SecondsOf;
+
 namespace {
-
-double Seconds(const std::function<void()>& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-void Die(const Status& s, const char* what) {
-  if (s.ok()) return;
-  std::fprintf(stderr, "store_bench: %s: %s\n", what, s.ToString().c_str());
-  std::exit(1);
-}
 
 struct Stats {
   double min, med, max;
@@ -94,7 +86,7 @@ int main(int argc, char** argv) {
     std::memcpy(&src[i], &w, std::min<uint64_t>(8, bytes - i));
   }
   std::memset(dst.data(), 1, bytes);
-  auto memcpy_s = [&] { return Seconds([&] { std::memcpy(dst.data(), src.data(), bytes); }); };
+  auto memcpy_s = [&] { return SecondsOf([&] { std::memcpy(dst.data(), src.data(), bytes); }); };
   auto gb = [&](double s) { return static_cast<double>(bytes) / s / 1e9; };
 
   const RankKey rank{"bench", 0, 0, 0};
@@ -107,36 +99,36 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(dir);
     StoreOptions opt = o;
     auto st_or = SnapshotStore::Open(opt);
-    Die(st_or.status(), "open");
+    CheckOk(st_or.status(), "open");
     auto st = std::move(*st_or);
-    Die(st->ConfigureRank(rank, layout), "configure");
+    CheckOk(st->ConfigureRank(rank, layout), "configure");
 
     // create: new segment (allocation + pre-fault) + copy.
     double mc = memcpy_s();
     m_gbps.push_back(gb(mc));
-    double t_create = Seconds([&] {
+    double t_create = SecondsOf([&] {
       auto w = st->BeginWrite(rank, ++step);
-      Die(w.status(), "begin (create)");
+      CheckOk(w.status(), "begin (create)");
       std::memcpy((*w)->region_data(0), src.data(), bytes);
     });
     c_ratio.push_back(mc / t_create);
     c_gbps.push_back(gb(t_create));
-    Die(st->Seal(rank, step), "seal");
-    Die(st->Commit(rank, step), "commit");
+    CheckOk(st->Seal(rank, step), "seal");
+    CheckOk(st->Commit(rank, step), "commit");
     // Second segment created (untimed) so that the next writes re-use segments.
     {
       auto w = st->BeginWrite(rank, ++step);
-      Die(w.status(), "begin");
+      CheckOk(w.status(), "begin");
       std::memcpy((*w)->region_data(0), src.data(), bytes);
     }
-    Die(st->Seal(rank, step), "seal");
-    Die(st->Commit(rank, step), "commit");
+    CheckOk(st->Seal(rank, step), "seal");
+    CheckOk(st->Commit(rank, step), "commit");
 
     // write into a re-used, pre-faulted slot vs memcpy into pre-faulted private memory.
     mc = memcpy_s();
     auto w = st->BeginWrite(rank, ++step);
-    Die(w.status(), "begin (reuse)");
-    double t_write = Seconds([&] { std::memcpy((*w)->region_data(0), src.data(), bytes); });
+    CheckOk(w.status(), "begin (reuse)");
+    double t_write = SecondsOf([&] { std::memcpy((*w)->region_data(0), src.data(), bytes); });
     w_ratio.push_back(mc / t_write);
     w_gbps.push_back(gb(t_write));
     w = Status::Internal("released");
@@ -148,22 +140,22 @@ int main(int argc, char** argv) {
       so.checksum_threads = t + 1;
       st.reset();
       auto s2 = SnapshotStore::Open(so);  // adopts (and discards the writing slot)
-      Die(s2.status(), "reopen");
+      CheckOk(s2.status(), "reopen");
       st = std::move(*s2);
       auto w2 = st->BeginWrite(rank, ++step);
-      Die(w2.status(), "begin (seal)");
+      CheckOk(w2.status(), "begin (seal)");
       std::memcpy((*w2)->region_data(0), src.data(), bytes);
       w2 = Status::Internal("released");
       mc = memcpy_s();
-      double t_seal = Seconds([&] { Die(st->Seal(rank, step), "seal"); });
+      double t_seal = SecondsOf([&] { CheckOk(st->Seal(rank, step), "seal"); });
       s_ratio[t].push_back(mc / t_seal);
       s_gbps[t].push_back(gb(t_seal));
-      Die(st->Commit(rank, step), "commit");
+      CheckOk(st->Commit(rank, step), "commit");
       mc = memcpy_s();
-      double t_verify = Seconds([&] {
+      double t_verify = SecondsOf([&] {
         auto v = st->Verify(rank, step);
-        Die(v.status(), "verify");
-        if (!v->bad.empty()) Die(Status::Corrupted("verify found bad chunks"), "verify");
+        CheckOk(v.status(), "verify");
+        if (!v->bad.empty()) CheckOk(Status::Corrupted("verify found bad chunks"), "verify");
       });
       v_ratio[t].push_back(mc / t_verify);
       v_gbps[t].push_back(gb(t_verify));
@@ -176,12 +168,12 @@ int main(int argc, char** argv) {
       ao.checksum_threads = t + 1;
       mc = memcpy_s();
       AdoptionReport rep;
-      double t_adopt = Seconds([&] {
+      double t_adopt = SecondsOf([&] {
         auto s3 = SnapshotStore::Open(ao, &rep);
-        Die(s3.status(), "adopt");
+        CheckOk(s3.status(), "adopt");
       });
       if (rep.adopted.size() != 1 || !rep.quarantined.empty()) {
-        Die(Status::Internal("adoption did not find exactly one good slot"), "adopt");
+        CheckOk(Status::Internal("adoption did not find exactly one good slot"), "adopt");
       }
       a_ratio[t].push_back(mc / t_adopt);
       a_gbps[t].push_back(gb(t_adopt));

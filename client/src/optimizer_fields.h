@@ -1,0 +1,21 @@
+// The AdamW hyper-parameter fields shared by reft_optimizer_step (C), reft::OptimizerStep (C++)
+// and aor::StepHyper (the wire record): one copy routine, so a new field cannot be forgotten in
+// one of the two conversions.
+#pragma once
+
+namespace reft::client_internal {
+
+template <typename From, typename To>
+void CopyOptimizerFields(const From& from, To* to) {
+  to->step = from.step;
+  to->lr = from.lr;
+  to->beta1 = from.beta1;
+  to->beta2 = from.beta2;
+  to->eps = from.eps;
+  to->weight_decay = from.weight_decay;
+  to->clip_coef = from.clip_coef;
+  to->grad_scale = from.grad_scale;
+  to->skipped = from.skipped != 0;
+}
+
+}  // namespace reft::client_internal
