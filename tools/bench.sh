@@ -6,7 +6,8 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${REFT_BUILD_DIR:-build}"
 bash "$here/tools/build.sh" reftd reftctl reft_bench_client store_bench reft_bench_kernels \
   protect_bench reft_bench_peer planner_table3_bench planner_policy_bench \
-  planner_transfer_bench planner_estimator_bench has_pipeline_bench
+  planner_transfer_bench planner_estimator_bench has_pipeline_bench aor_bench aor_copy_bench \
+  persist_bench reft_sample_trainer
 cd "$here"
 out=out/bench
 mkdir -p "$out"
@@ -17,7 +18,11 @@ run client   "$b/client/reft_bench_client" --size "$size" --reps 11
 run store    "$b/store/store_bench" --bytes $((1 << 30)) --runs 5
 run kernels  "$b/kernels/reft_bench_kernels" --size "$size" --reps 3
 run protect  "$b/protect/protect_bench" --mib 128 --reps 15
+run aor      "$b/aor/aor_bench" --reps 5
+run aor_copy "$b/aor/aor_copy_bench" --elems 16M --reps 3
 run peer     "$b/peer/reft_bench_peer" --size 256M --reps 5
+run persist  "$b/persist/persist_bench" --bytes 536870912 --runs 7
+run restore_vs_tier /usr/bin/python3 tools/bench/recovery/restore_vs_tier.py
 run planner_table3    "$b/planner/planner_table3_bench"
 run planner_policy    "$b/planner/planner_policy_bench" 20
 run planner_transfer  "$b/planner/planner_transfer_bench"
