@@ -139,58 +139,49 @@ TEST_CASE("RebuildLostRanks regenerates every lost slot without a trainer", "[re
   RestoreAll(c, spec, place, 5);
 }
 
+/// A 4-member SG that wrote step 3, lost members `a` and `b` (memory wiped) and gained the
+/// replacement node `r`; `place` already puts the lost members' ranks on `r`.
+struct TwoMembersLost {
+  TwoMembersLost(const std::string& scheme, bool with_unique, int a, int b)
+      : spec(MakeJob(4, 1, 1, scheme, with_unique)), place(RotatedPlacement(spec, 4)) {
+    c.Converge();
+    c.WriteStep(spec, place, 3);
+    c.KillAndWipe(static_cast<size_t>(a));
+    c.KillAndWipe(static_cast<size_t>(b));
+    r = c.Add("r");
+    c.Converge();
+    for (auto& [rank, node] : place) {
+      if (node == static_cast<size_t>(a) || node == static_cast<size_t>(b)) node = r;
+    }
+  }
+  Cluster c{4};
+  JobSpec spec;
+  std::map<std::string, size_t> place;  // rank name -> node index
+  size_t r = 0;
+};
+
 TEST_CASE("two nodes of one SG lost under arc2 and rs2 are restored", "[recovery]") {
   for (const std::string scheme : {"arc2", "rs2"}) {
     SECTION(scheme) {
       SECTION("adjacent members, no unique buffers") {
-        Cluster c(4);
-        c.Converge();
-        const JobSpec spec = MakeJob(4, 1, 1, scheme, /*with_unique=*/false);
-        auto place = RotatedPlacement(spec, 4);
-        c.WriteStep(spec, place, 3);
-        c.KillAndWipe(1);
-        c.KillAndWipe(2);
-        const size_t r = c.Add("r");
-        c.Converge();
-        for (auto& [rank, node] : place) {
-          if (node == 1 || node == 2) node = r;
-        }
-        RestoreAll(c, spec, place, 3);
-        CheckSlotEqualsOriginal(c.node(r).store.get(), spec, {0, 0, 1}, 3);
-        CheckSlotEqualsOriginal(c.node(r).store.get(), spec, {0, 0, 2}, 3);
+        TwoMembersLost t(scheme, /*with_unique=*/false, 1, 2);
+        RestoreAll(t.c, t.spec, t.place, 3);
+        CheckSlotEqualsOriginal(t.c.node(t.r).store.get(), t.spec, {0, 0, 1}, 3);
+        CheckSlotEqualsOriginal(t.c.node(t.r).store.get(), t.spec, {0, 0, 2}, 3);
       }
       SECTION("members 1 and 3 with unique buffers (each has its ring copy)") {
-        Cluster c(4);
-        c.Converge();
-        const JobSpec spec = MakeJob(4, 1, 1, scheme);
-        auto place = RotatedPlacement(spec, 4);
-        c.WriteStep(spec, place, 3);
-        c.KillAndWipe(1);
-        c.KillAndWipe(3);
-        const size_t r = c.Add("r");
-        c.Converge();
-        for (auto& [rank, node] : place) {
-          if (node == 1 || node == 3) node = r;
-        }
-        RestoreAll(c, spec, place, 3);
+        TwoMembersLost t(scheme, /*with_unique=*/true, 1, 3);
+        RestoreAll(t.c, t.spec, t.place, 3);
       }
       SECTION("adjacent members with unique buffers: the second one's unique state is lost") {
-        Cluster c(4);
-        c.Converge();
-        const JobSpec spec = MakeJob(4, 1, 1, scheme);
-        auto place = RotatedPlacement(spec, 4);
-        c.WriteStep(spec, place, 3);
-        c.KillAndWipe(1);
-        c.KillAndWipe(2);
-        const size_t r = c.Add("r");
-        c.Converge();
-        ReftLoad load(c.node(r).store.get(), c.node(r).peer.get(), TestOptions());
+        TwoMembersLost t(scheme, /*with_unique=*/true, 1, 2);
+        ReftLoad load(t.c.node(t.r).store.get(), t.c.node(t.r).peer.get(), TestOptions());
         // dp1's unique buffers live on in dp0's peer copy: restored.
-        auto st1 = load.Restore(spec.Meta({0, 0, 1}));
+        auto st1 = load.Restore(t.spec.Meta({0, 0, 1}));
         REQUIRE(st1.ok());
-        CheckRestored(*st1, spec, {0, 0, 1}, 3);
+        CheckRestored(*st1, t.spec, {0, 0, 1}, 3);
         // dp2's had their only copy in dp1's slot: Lost, naming the buffer.
-        auto st2 = load.Restore(spec.Meta({0, 0, 2}));
+        auto st2 = load.Restore(t.spec.Meta({0, 0, 2}));
         REQUIRE_FALSE(st2.ok());
         CHECK(st2.status().code() == StatusCode::kLost);
         CHECK_THAT(st2.status().message(), Catch::Contains("unique buffer"));
