@@ -16,46 +16,15 @@
 #include "persist_test_util.h"
 #include "reft/persist/persistent_tier.h"
 #include "test_support.h"
+#include "tiny_tmpfs.h"
 
 using namespace reft;
 using namespace reft::persist;
 using reft::store::RankKey;
 namespace pt = reft::persist::testing;
+using reft::testing::TinyTmpfs;
 
 namespace {
-
-/// A tmpfs of `size` mounted on a fresh directory; unmounted (lazily, so a leaked fd cannot
-/// keep it) and removed on destruction, whatever the test did.
-class TinyTmpfs {
- public:
-  TinyTmpfs(const std::string& options, bool read_only = false) {
-    char templ[] = "/tmp/reft-persist-full-XXXXXX";
-    if (::mkdtemp(templ) == nullptr) FAIL("mkdtemp: " << std::strerror(errno));
-    path_ = templ;
-    if (::mount("tmpfs", path_.c_str(), "tmpfs", read_only ? MS_RDONLY : 0,
-                options.c_str()) != 0) {
-      const int err = errno;
-      ::rmdir(path_.c_str());
-      if (err == EPERM || err == EACCES) {
-        std::fprintf(stderr,
-                     "SKIPPED: cannot mount a tmpfs here (%s); the full-directory tests need "
-                     "root / CAP_SYS_ADMIN\n",
-                     std::strerror(err));
-        std::fflush(stderr);
-        std::_Exit(77);
-      }
-      FAIL("mount tmpfs on " << path_ << ": " << std::strerror(err));
-    }
-  }
-  ~TinyTmpfs() {
-    ::umount2(path_.c_str(), MNT_DETACH);
-    ::rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 uint64_t FreeBytes(const std::string& dir) {
   struct statvfs s {};

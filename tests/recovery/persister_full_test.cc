@@ -2,52 +2,15 @@
 // CAP_SYS_ADMIN, else the test exits 77 = skipped): every node's persist fails with a clear
 // error and a metric reason, the in-memory snapshots are untouched and keep committing, and
 // restores still come from memory.
-#include <sys/mount.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "tier_fixture.h"
+#include "tiny_tmpfs.h"
 
 using namespace reft;
 using namespace reft::recovery;
 using namespace reft::recovery::test;
-
-namespace {
-
-class TinyTmpfs {
- public:
-  explicit TinyTmpfs(const std::string& options) {
-    char templ[] = "/tmp/reft-recovery-full-XXXXXX";
-    if (::mkdtemp(templ) == nullptr) FAIL("mkdtemp: " << std::strerror(errno));
-    path_ = templ;
-    if (::mount("tmpfs", path_.c_str(), "tmpfs", 0, options.c_str()) != 0) {
-      const int err = errno;
-      ::rmdir(path_.c_str());
-      if (err == EPERM || err == EACCES) {
-        std::fprintf(stderr, "SKIPPED: cannot mount a tmpfs here (%s): needs root\n",
-                     std::strerror(err));
-        std::fflush(stderr);
-        std::_Exit(77);
-      }
-      FAIL("mount tmpfs on " << path_ << ": " << std::strerror(err));
-    }
-  }
-  ~TinyTmpfs() {
-    ::umount2(path_.c_str(), MNT_DETACH);
-    ::rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-}  // namespace
+using reft::testing::TinyTmpfs;
 
 TEST_CASE("a full persist directory fails every node's persist; memory is untouched",
           "[persist][full]") {
