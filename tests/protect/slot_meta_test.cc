@@ -52,14 +52,15 @@ TEST_CASE("slot meta round-trips and recomputes the rank's plan", "[protect][met
   SlotMeta other = m;
   other.buffers[0].size += 4;
   CHECK_FALSE(other.SameJobLayout(m));
-  CHECK(other.DifferenceFrom(m).find("'w.fp32': " + std::to_string(other.buffers[0].size) +
-                                     " bytes here") != std::string::npos);
+  CHECK(other.DifferenceFrom(m, "snapshot") ==
+        "buffer 'w.fp32' size " + std::to_string(other.buffers[0].size) + " (snapshot: " +
+            std::to_string(m.buffers[0].size) + ")");
   other = m;
   other.scheme = *Scheme::Parse("rs2");
-  CHECK(other.DifferenceFrom(m) == "protection: rs2 here, arc1+aec there");
+  CHECK(other.DifferenceFrom(m) == "protection rs2 (there: arc1+aec)");
   other = m;
   other.buffers.pop_back();
-  CHECK(other.DifferenceFrom(m) == "buffer 'opt' only there");
+  CHECK(other.DifferenceFrom(m, "snapshot") == "buffer 'opt' absent (snapshot: registered)");
 }
 
 TEST_CASE("malformed slot meta is rejected with the field named, never thrown",

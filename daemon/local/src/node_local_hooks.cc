@@ -98,7 +98,7 @@ Result<RestoredState> NodeLocalRestoreProvider::Restore(const protect::SlotMeta&
     REFT_ASSIGN_OR_RETURN(size_t mi, (*slot)->FindRegion(protect::kRegionMeta));
     REFT_ASSIGN_OR_RETURN(protect::SlotMeta saved,
                           protect::SlotMeta::Decode((*slot)->region_data(mi), (*slot)->region_size(mi)));
-    const std::string diff = meta.ForMember(d).DifferenceFrom(saved);
+    const std::string diff = meta.ForMember(d).DifferenceFrom(saved, "snapshot");
     if (!diff.empty()) {
       return Status::InvalidArgument("the snapshot of step " + std::to_string(step) + " of " +
                                      rank.ToString() + " does not match what this trainer "

@@ -3,6 +3,9 @@
 
 #include "reft/protect/slot_meta.h"
 
+#include <map>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "reft/protect/json_io.h"
@@ -104,41 +107,60 @@ SlotMeta SlotMeta::ForMember(int dp) const {
   return m;
 }
 
-std::string SlotMeta::DifferenceFrom(const SlotMeta& o) const {
-  auto pair = [](const std::string& what, const std::string& a, const std::string& b) {
-    return what + ": " + a + " here, " + b + " there";
-  };
-  auto lay = [](const Layout& l) {
-    return "dp=" + std::to_string(l.dp) + ",tp=" + std::to_string(l.tp) +
-           ",pp=" + std::to_string(l.pp) + ",zero=" + std::to_string(l.zero_stage);
-  };
-  if (job != o.job) return pair("job", job, o.job);
-  if (lay(layout) != lay(o.layout)) return pair("layout", lay(layout), lay(o.layout));
-  if (!(scheme == o.scheme)) return pair("protection", scheme.ToString(), o.scheme.ToString());
-  if (shard_chunk != o.shard_chunk) {
-    return pair("shard alignment", std::to_string(shard_chunk), std::to_string(o.shard_chunk));
+namespace {
+
+template <typename T>
+void Diff(std::string* out, const std::string& what, const T& here, const T& there,
+          const std::string& there_name) {
+  if (here == there) return;
+  std::ostringstream os;
+  os << std::boolalpha << what << " " << here << " (" << there_name << ": " << there << ")";
+  if (!out->empty()) *out += "; ";
+  *out += os.str();
+}
+
+std::string KindName(BufferKind k) { return k == BufferKind::kUnique ? "unique" : "replicated"; }
+
+}  // namespace
+
+std::string SlotMeta::DifferenceFrom(const SlotMeta& o, const std::string& other_name) const {
+  std::string out;
+  Diff(&out, "job", job, o.job, other_name);
+  Diff(&out, "layout dp", layout.dp, o.layout.dp, other_name);
+  Diff(&out, "layout tp", layout.tp, o.layout.tp, other_name);
+  Diff(&out, "layout pp", layout.pp, o.layout.pp, other_name);
+  Diff(&out, "zero stage", layout.zero_stage, o.layout.zero_stage, other_name);
+  Diff(&out, "protection", scheme.ToString(), o.scheme.ToString(), other_name);
+  Diff(&out, "shard alignment", shard_chunk, o.shard_chunk, other_name);
+  std::map<std::string, const BufferSpec*> theirs;
+  for (const auto& b : o.buffers) theirs[b.name] = &b;
+  std::map<std::string, const BufferSpec*> ours;
+  for (const auto& b : buffers) ours[b.name] = &b;
+  const std::string registered = "registered", absent = "absent";
+  for (const auto& a : buffers) {
+    auto it = theirs.find(a.name);
+    if (it == theirs.end()) {
+      Diff(&out, "buffer '" + a.name + "'", registered, absent, other_name);
+      continue;
+    }
+    const BufferSpec& b = *it->second;
+    const std::string at = "buffer '" + a.name + "' ";
+    Diff(&out, at + "size", a.size, b.size, other_name);
+    Diff(&out, at + "dtype", a.dtype, b.dtype, other_name);
+    Diff(&out, at + "kind", KindName(a.kind), KindName(b.kind), other_name);
+    Diff(&out, at + "layer", a.layer, b.layer, other_name);
+    Diff(&out, at + "optimizer", a.optimizer, b.optimizer, other_name);
   }
-  for (size_t i = 0; i < std::max(buffers.size(), o.buffers.size()); ++i) {
-    if (i >= buffers.size()) return "buffer '" + o.buffers[i].name + "' only there";
-    if (i >= o.buffers.size()) return "buffer '" + buffers[i].name + "' only here";
-    const auto& a = buffers[i];
-    const auto& b = o.buffers[i];
-    const std::string at = "buffer #" + std::to_string(i) + " '" + a.name + "'";
-    if (a.name != b.name) return pair("buffer #" + std::to_string(i), a.name, b.name);
-    if (a.size != b.size) {
-      return pair(at, std::to_string(a.size) + " bytes", std::to_string(b.size) + " bytes");
-    }
-    if (a.dtype != b.dtype) return pair(at + " dtype", a.dtype, b.dtype);
-    if (a.kind != b.kind) {
-      return pair(at + " kind", a.kind == BufferKind::kUnique ? "unique" : "replicated",
-                  b.kind == BufferKind::kUnique ? "unique" : "replicated");
-    }
-    if (a.layer != b.layer) return pair(at + " layer", std::to_string(a.layer), std::to_string(b.layer));
-    if (a.optimizer != b.optimizer) {
-      return pair(at + " optimizer flag", a.optimizer ? "set" : "unset", b.optimizer ? "set" : "unset");
-    }
+  for (const auto& b : o.buffers) {
+    if (!ours.count(b.name)) Diff(&out, "buffer '" + b.name + "'", absent, registered, other_name);
   }
-  return "";
+  if (out.empty()) {  // the same buffers, registered in another order: the plan differs
+    std::string a, b;
+    for (const auto& x : buffers) a += (a.empty() ? "" : ",") + x.name;
+    for (const auto& x : o.buffers) b += (b.empty() ? "" : ",") + x.name;
+    Diff(&out, "buffer order", a, b, other_name);
+  }
+  return out;
 }
 
 }  // namespace reft::protect

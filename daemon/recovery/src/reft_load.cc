@@ -135,7 +135,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   (snap->from->local ? stats->bytes_own_local : stats->bytes_own_peer) += snap->region_size;
   stats->bytes_other += snap->region_size;
   const protect::SlotMeta snapshot = snap->meta.ForMember(meta.coord.dp);
-  const std::string diff = DescribeMetaDifference(meta, snapshot);
+  const std::string diff = meta.DifferenceFrom(snapshot, "snapshot");
   if (!diff.empty()) {
     return Status::InvalidArgument("the restarted trainer of " + rank.ToString() +
                                    " declares another job layout than its snapshot of step " +

@@ -1,30 +1,9 @@
 /// \file snapshot_meta.cc
-/// \brief Slot meta regions: reading them from located slots, comparing them with a trainer's.
+/// \brief Slot meta regions: reading them from located slots.
 
 #include "reft/recovery/snapshot_meta.h"
 
-#include <map>
-#include <sstream>
-
 namespace reft::recovery {
-
-namespace {
-
-const char* KindName(protect::BufferKind k) {
-  return k == protect::BufferKind::kUnique ? "unique" : "replicated";
-}
-
-template <typename T>
-void Diff(std::string* out, const std::string& what, const T& declared, const T& snapshot) {
-  if (declared == snapshot) return;
-  std::ostringstream os;
-  os << std::boolalpha;
-  os << what << " " << declared << " (snapshot: " << snapshot << ")";
-  if (!out->empty()) *out += "; ";
-  *out += os.str();
-}
-
-}  // namespace
 
 Result<protect::SlotMeta> DecodeMetaRegion(const uint8_t* data, uint64_t size,
                                            uint64_t* encoded_size) {
@@ -69,49 +48,6 @@ Result<LocatedMeta> ReadSnapshotMeta(const std::vector<const SlotEntry*>& candid
     code = st.code();
   }
   return Status(code, "no readable snapshot meta: " + errors);
-}
-
-std::string DescribeMetaDifference(const protect::SlotMeta& d, const protect::SlotMeta& s) {
-  if (d.SameJobLayout(s)) return "";
-  std::string out;
-  Diff(&out, "job", d.job, s.job);
-  Diff(&out, "layout dp", d.layout.dp, s.layout.dp);
-  Diff(&out, "layout tp", d.layout.tp, s.layout.tp);
-  Diff(&out, "layout pp", d.layout.pp, s.layout.pp);
-  Diff(&out, "zero stage", d.layout.zero_stage, s.layout.zero_stage);
-  Diff(&out, "protection", d.scheme.ToString(), s.scheme.ToString());
-  Diff(&out, "shard alignment", d.shard_chunk, s.shard_chunk);
-  std::map<std::string, const protect::BufferSpec*> snap;
-  for (const auto& b : s.buffers) snap[b.name] = &b;
-  std::map<std::string, const protect::BufferSpec*> decl;
-  for (const auto& b : d.buffers) decl[b.name] = &b;
-  for (const auto& b : d.buffers) {
-    auto it = snap.find(b.name);
-    if (it == snap.end()) {
-      Diff(&out, "buffer '" + b.name + "'", std::string("registered"), std::string("absent"));
-      continue;
-    }
-    const auto& o = *it->second;
-    const std::string n = "buffer '" + b.name + "' ";
-    Diff(&out, n + "size", b.size, o.size);
-    Diff(&out, n + "dtype", b.dtype, o.dtype);
-    Diff(&out, n + "kind", std::string(KindName(b.kind)), std::string(KindName(o.kind)));
-    Diff(&out, n + "layer", b.layer, o.layer);
-    Diff(&out, n + "optimizer", b.optimizer, o.optimizer);
-  }
-  for (const auto& b : s.buffers) {
-    if (!decl.count(b.name)) {
-      Diff(&out, "buffer '" + b.name + "'", std::string("absent"), std::string("registered"));
-    }
-  }
-  if (out.empty()) {
-    // Same names and specs, different registration order.
-    std::string dn, sn;
-    for (const auto& b : d.buffers) dn += (dn.empty() ? "" : ",") + b.name;
-    for (const auto& b : s.buffers) sn += (sn.empty() ? "" : ",") + b.name;
-    Diff(&out, "buffer order", dn, sn);
-  }
-  return out;
 }
 
 }  // namespace reft::recovery

@@ -88,7 +88,7 @@ Result<local::RestoredState> RestoreFromTier(persist::PersistentTier* tier,
                              stored.coord.ToString());
   }
   const protect::SlotMeta snapshot = stored.ForMember(meta.coord.dp);
-  const std::string diff = DescribeMetaDifference(meta, snapshot);
+  const std::string diff = meta.DifferenceFrom(snapshot, "snapshot");
   if (!diff.empty()) {
     return Status::InvalidArgument("the restarted trainer of " + rank.ToString() +
                                    " declares another job layout than its persisted step " +

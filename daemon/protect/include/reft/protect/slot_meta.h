@@ -44,9 +44,9 @@ struct SlotMeta {
   /// \brief True when `o` describes the same job, layout, scheme, alignment and buffers (the
   /// coordinates may differ): members of one SG must agree on all of it.
   bool SameJobLayout(const SlotMeta& o) const { return DifferenceFrom(o).empty(); }
-  /// \brief "" when SameJobLayout, else the first difference in words, e.g.
-  /// "buffer 'w': 4096 bytes here, 8192 there" or "protection: arc1 here, aec there".
-  std::string DifferenceFrom(const SlotMeta& o) const;
+  /// \brief "" when SameJobLayout, else every difference in words, `o`'s side named
+  /// `other_name`, e.g. "layout dp 4 (snapshot: 2); buffer 'w' size 100 (snapshot: 96)".
+  std::string DifferenceFrom(const SlotMeta& o, const std::string& other_name = "there") const;
 };
 
 }  // namespace reft::protect

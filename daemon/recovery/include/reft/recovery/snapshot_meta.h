@@ -32,9 +32,5 @@ Result<LocatedMeta> ReadSnapshotMeta(const std::vector<const SlotEntry*>& candid
                                      const RegionReader& reader,
                                      std::chrono::steady_clock::time_point deadline);
 
-/// \brief "" when `declared` and `snapshot` have the same job layout (SlotMeta::SameJobLayout),
-/// else the differences, e.g. "layout dp 4 (snapshot: 2); buffer 'w' size 100 (snapshot: 96)".
-std::string DescribeMetaDifference(const protect::SlotMeta& declared,
-                                   const protect::SlotMeta& snapshot);
 
 }  // namespace reft::recovery
