@@ -24,21 +24,20 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "reft/aor/adamw.h"
 #include "reft/aor/half.h"
-#include "reft/peer/peer_client.h"
-#include "reft/peer/peer_node.h"
+#include "reft/peer/peer_options.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/units.h"
 #include "bench_util.h"
+#include "loopback_peer.h"
 
 using namespace reft;
 using Clock = std::chrono::steady_clock;
 
 using bench::Best;
 using bench::Die;
+using bench::LoopbackPeer;
 using bench::SecondsSince;
 
 namespace {
@@ -113,31 +112,9 @@ int main(int argc, char** argv) {
   }
 
   // The neighbour's node: a PeerNode serving the store; this side fetches with a PeerClient.
-  peer::PeerOptions src_opts;
-  src_opts.node_id = "src";
-  src_opts.suspicion_timeout = std::chrono::hours(1);
-  auto src = peer::PeerNode::Create(src_opts, &s);
-  if (!src.ok()) Die("peer node", src.status());
-  grpc::ServerBuilder b;
-  int port = 0;
-  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  (*src)->Register(&b);
-  peer::PeerService::ConfigureServerBuilder(src_opts, &b);
-  auto server = b.BuildAndStart();
-  const std::string addr = "127.0.0.1:" + std::to_string(port);
-  if (Status x = (*src)->Start(addr); !x.ok()) Die("start", x);
-  peer::PeerOptions co;
-  co.node_id = "dst";
-  co.advertise_address = "127.0.0.1:1";
-  co.fetch_deadline = std::chrono::milliseconds(600000);
-  peer::PeerClient client(co, [&] {
-    v1::Caller c;
-    c.set_protocol_version(peer::kProtocolVersion);
-    c.set_node_id("dst");
-    c.set_epoch(1);
-    c.set_address(co.advertise_address);
-    return c;
-  });
+  LoopbackPeer source(&s);
+  peer::PeerClient& client = source.client();
+  const std::string& addr = source.address();
 
   aor::StepHyper h;
   h.lr = 1e-4;
@@ -194,8 +171,7 @@ int main(int argc, char** argv) {
   neighbour->reset();
   prev->reset();
   cur->reset();
-  (*src)->Stop();
-  server->Shutdown(std::chrono::system_clock::now());
+  source.Stop();
   (void)s.RemoveJob("bench");
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

@@ -19,17 +19,17 @@
 #include <thread>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
-#include "reft/peer/peer_node.h"
+#include "reft/peer/peer_options.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/units.h"
 #include "bench_util.h"
+#include "loopback_peer.h"
 
 using namespace reft;
 using Clock = std::chrono::steady_clock;
 
 using bench::Die;
+using bench::LoopbackPeer;
 using bench::Median;
 
 namespace {
@@ -121,34 +121,9 @@ int main(int argc, char** argv) {
   auto slot = (*st)->Get(rank, 1);
   if (!slot.ok()) Die("get", slot.status());
 
-  peer::PeerOptions so_src;
-  so_src.node_id = "src";
-  // The fetching side is a bare PeerClient with no Peer server: keep the source from declaring
-  // it dead (and fencing it) during the run.
-  so_src.suspicion_timeout = std::chrono::hours(1);
-  auto src = peer::PeerNode::Create(so_src, st->get());
-  if (!src.ok()) Die("peer node", src.status());
-  grpc::ServerBuilder b;
-  int port = 0;
-  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  (*src)->Register(&b);
-  peer::PeerService::ConfigureServerBuilder(so_src, &b);
-  auto server = b.BuildAndStart();
-  std::string addr = "127.0.0.1:" + std::to_string(port);
-  if (Status s = (*src)->Start(addr); !s.ok()) Die("start", s);
-
-  peer::PeerOptions co;
-  co.node_id = "dst";
-  co.advertise_address = "127.0.0.1:1";  // never listened on: the bench only fetches
-  co.fetch_deadline = std::chrono::milliseconds(600000);
-  peer::PeerClient client(co, [&] {
-    v1::Caller c;
-    c.set_protocol_version(peer::kProtocolVersion);
-    c.set_node_id("dst");
-    c.set_epoch(1);
-    c.set_address(co.advertise_address);
-    return c;
-  });
+  LoopbackPeer source(st->get());
+  peer::PeerClient& client = source.client();
+  const std::string& addr = source.address();
 
   std::vector<uint8_t> dst(size);
   std::memset(dst.data(), 0, size);  // pre-fault
@@ -190,8 +165,7 @@ int main(int argc, char** argv) {
               "\"grpc_gb_per_s\":%.3f,\"tcp_gb_per_s\":%.3f,\"ratio\":%.3f}\n",
               streams, tune_malloc ? "true" : "false", static_cast<unsigned long long>(size), reps, gb / gm, gb / tm, tm / gm);
   slot->reset();
-  (*src)->Stop();
-  server->Shutdown(std::chrono::system_clock::now());
+  source.Stop();
   (void)(*st)->RemoveJob("bench");
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
