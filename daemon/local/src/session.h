@@ -164,9 +164,10 @@ class Session {
   /// (Busy: every slot taken), they are let go (the replicas resynchronise) and it is retried.
   Result<std::shared_ptr<store::SlotRef>> BeginWriteKeepingReplicas(int64_t step);
   /// Fills binding `i`'s "aor/<name>" region of `slot` (step `step`): replay from the previous
-  /// slot, or a copy of rank dp+1's published shard when there is no valid replica (first
-  /// snapshot, missed step, restore) or a periodic resync is due.
-  Status AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::SlotRef>& slot);
+  /// slot, or a copy of the ring `neighbour`'s published shard when there is no valid
+  /// replica (first snapshot, missed step, restore) or a periodic resync is due.
+  Status AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::SlotRef>& slot,
+                    const store::RankKey& neighbour);
   /// Drops every replica (the views may point into a slot that is being discarded).
   void ResetAor(const std::string& reason);
 

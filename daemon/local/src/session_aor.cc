@@ -85,7 +85,8 @@ void Session::ResetAor(const std::string& reason) {
   }
 }
 
-Status Session::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::SlotRef>& slot) {
+Status Session::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::SlotRef>& slot,
+                           const store::RankKey& neighbour) {
   const protect::AorBinding& b = plan_->aor.bindings[i];
   AorState& st = aor_[i];
   REFT_ASSIGN_OR_RETURN(size_t idx, slot->FindRegion(b.region));
@@ -131,20 +132,20 @@ Status Session::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::
   }
 
   // No valid replica of step s−1 (or a resync is due): copy rank dp+1's shard of step s.
-  const store::RankKey next_rank{rank_.job, rank_.pp, rank_.tp, (rank_.dp + 1) % plan_->geometry.m};
   const auto t0 = Clock::now();
   const auto timeout = std::chrono::milliseconds(options_.peer_copy_timeout_ms);
   bool mismatch = false;
   if (verify) {
     std::vector<uint8_t> owner(12 * n);
-    REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(next_rank, step,
+    REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(neighbour, step,
                                                   protect::UniqueRegionName(b.buffer), owner.data(),
                                                   owner.size(), timeout, &hung_up_));
     mismatch = std::memcmp(owner.data(), region, owner.size()) != 0;
     if (mismatch) std::memcpy(region, owner.data(), owner.size());
   } else {
     REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(
-        next_rank, step, protect::UniqueRegionName(b.buffer), region, 12 * n, timeout, &hung_up_));
+        neighbour, step, protect::UniqueRegionName(b.buffer), region, 12 * n, timeout,
+        &hung_up_));
   }
   // The copy is the owner's state after iteration `step`, at optimizer step h.step.
   st.replica.emplace(next, static_cast<uint64_t>(step), h.step, options_.aor_threads);

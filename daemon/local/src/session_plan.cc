@@ -145,7 +145,7 @@ Status Session::CompleteStep(int64_t step, const std::shared_ptr<store::SlotRef>
       size_t b = 0;
       while (b < plan_->aor.bindings.size() && plan_->aor.bindings[b].buffer != name) ++b;
       if (b < plan_->aor.bindings.size()) {
-        REFT_RETURN_NOT_OK(AdvanceAor(b, step, slot));
+        REFT_RETURN_NOT_OK(AdvanceAor(b, step, slot, next));
         continue;
       }
       REFT_ASSIGN_OR_RETURN(size_t idx, slot->FindRegion(protect::PeerRegionName(name)));
