@@ -284,6 +284,7 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   local_proto::Register r;
   std::shared_ptr<client::StagingBuffer> staging;
   std::string staged_reason;
+  int device = 0;
   r.name = name;
   r.kind = options.kind == BufferKind::kUnique     ? local_proto::BufferKind::kUnique
            : options.kind == BufferKind::kGradient ? local_proto::BufferKind::kGradient
@@ -309,6 +310,7 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
 #endif
     auto ex = backend->Export(data, size);
     if (ex.ok()) {
+      device = ex->device;
       r.memory.device = ex->device;
       r.memory.ipc_handle = ex->ipc_handle;
       r.memory.allocation_id = ex->allocation_id;
@@ -319,15 +321,15 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
     } else {
       // Staged fallback: only for memory the backend owns but will not export (Locate fails
       // for a pointer that is not this kind's memory at all).
-      auto device = backend->Locate(data);
+      auto located = backend->Locate(data);
       if (ex.status().code() != StatusCode::kUnsupported || !options.allow_staging ||
-          !device.ok()) {
+          !located.ok()) {
         return ex.status().WithContext("exporting buffer '" + name + "'");
       }
-      REFT_ASSIGN_OR_RETURN(staging, client::StagingBuffer::Create(backend, *device, data, size));
+      device = *located;
+      REFT_ASSIGN_OR_RETURN(staging, client::StagingBuffer::Create(backend, device, data, size));
       staged_reason = ex.status().message();
       r.memory = {};  // reftd sees host memory: this process copies it into the slot
-      r.memory.device = *device;
     }
   }
   REFT_ASSIGN_OR_RETURN(local_proto::Frame reply,
@@ -338,8 +340,8 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (rr.buffer_index != d.buffers.size()) {
     return Status::Protocol("reftd numbered buffer '" + name + "' out of order");
   }
-  d.buffers.push_back({name, data, size, options.memory, r.memory.device, options,
-                       std::move(staging), std::move(staged_reason)});
+  d.buffers.push_back({name, data, size, options.memory, device, options, std::move(staging),
+                       std::move(staged_reason)});
   d.plan.reset();
   return Status::OK();
 }
@@ -461,7 +463,9 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
     }
   }
   bool host_unique = false;
-  for (const auto& b : buffers) host_unique |= b.options.kind == BufferKind::kUnique && b.on_host();
+  for (const auto& b : buffers) {
+    host_unique |= b.options.kind == BufferKind::kUnique && b.on_host();
+  }
   // AOR: the ring neighbour's slice of every host-memory gradient goes to reftd's staging file
   // (its second fd); reftd replays from it after the fence, when the trainer may overwrite the
   // gradient. Device gradients are pulled by reftd.
@@ -526,7 +530,9 @@ Status Client::Impl::StageDeviceBuffers(const std::vector<PendingEvent>& events,
   for (const auto& b : buffers) {
     if (!b.staging) continue;
     const kernels::EventExport* ready = FindEvent(events, b.memory, b.device);
-    if (ready == nullptr) return Status::Internal("no ready event for staged buffer '" + b.name + "'");
+    if (ready == nullptr) {
+      return Status::Internal("no ready event for staged buffer '" + b.name + "'");
+    }
     REFT_RETURN_NOT_OK(b.staging->Pull(*ready).WithContext("staging buffer '" + b.name + "'"));
   }
   return Status::OK();
@@ -554,7 +560,9 @@ Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& 
   std::vector<int> event_fds;
   for (const auto& e : events) {
     bool pulled = false;  // reftd waits only on devices it pulls from
-    for (const auto& b : buffers) pulled |= b.memory == e.memory && b.device == e.device && !b.on_host();
+    for (const auto& b : buffers) {
+      pulled |= b.memory == e.memory && b.device == e.device && !b.on_host();
+    }
     if (!pulled) continue;
     local_proto::ReadyEvent re;
     re.memory_kind = static_cast<uint32_t>(e.memory);

@@ -64,11 +64,22 @@ class PipelineBubbles:
 
     def attach(self, module):
         """Busy from the start of `module`'s forward to its end and during its backward; idle
-        in between. Returns self; detach() removes the hooks."""
+        in between. The backward ends when every trainable parameter of `module` has its
+        gradient (tensor hooks: a module's full backward hook does not fire on the first stage,
+        whose inputs need no gradient). Returns self; detach() removes the hooks."""
         self._handles.append(module.register_forward_pre_hook(lambda m, args: self.end()))
         self._handles.append(module.register_forward_hook(self._after_forward))
-        self._handles.append(module.register_full_backward_hook(
-            lambda m, grad_in, grad_out: self.begin()))
+        params = [p for p in module.parameters() if p.requires_grad]
+        pending = [len(params)]
+
+        def grad_ready(grad):
+            pending[0] -= 1
+            if pending[0] == 0:  # the last of this backward's parameter gradients
+                pending[0] = len(params)
+                self.begin()
+            return grad
+
+        self._handles.extend(p.register_hook(grad_ready) for p in params)
         return self
 
     def detach(self):
