@@ -38,3 +38,20 @@ def client(sock, **kw):
                 layout=reft.Layout(dp=1, tp=1, pp=1, zero=0), protection="none")
     args.update(kw)
     return reft.Client(**args)
+
+
+def op_recorder():
+    """A context manager recording every aten op dispatched on this thread (`.ops`): proof that
+    a call does no tensor work."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpRecorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    return OpRecorder()

@@ -19,7 +19,7 @@ import torch
 import reft
 import reft._device
 import reft.torch as rt
-from conftest import client
+from conftest import client, op_recorder
 
 DEV = torch.device("cuda", 0)  # run_gpu.py runs this file only when torch sees a device
 
@@ -120,17 +120,6 @@ def _model(seed):
 
 @pytest.mark.parametrize("foreach", [False, True])
 def test_checkpointer_on_cuda_is_zero_copy_and_resumes_bit_identical(daemon, foreach):
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
-
     model = _model(0)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, foreach=foreach)
     job = "gpu-ckpt-%s" % foreach
@@ -142,7 +131,7 @@ def test_checkpointer_on_cuda_is_zero_copy_and_resumes_bit_identical(daemon, for
                    if name.endswith("/cuda"))
         for step in (1, 2, 3):
             _train(model, opt, ckpt, step)
-            with Ops() as seen:
+            with op_recorder() as seen:
                 ckpt.snapshot(step)
             assert seen.ops == []
         ckpt.fence()

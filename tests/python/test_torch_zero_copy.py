@@ -7,22 +7,9 @@ import sys
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import reft.torch as rt
-from conftest import client
-
-
-class _Ops(TorchDispatchMode):
-    """Records every aten op dispatched on this thread while active."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
+from conftest import client, op_recorder
 
 
 def _model(seed, batchnorm=False):
@@ -90,7 +77,7 @@ def test_snapshot_copies_no_optimizer_state(daemon, name):
         ckpt.snapshot(1)  # SGD: torch created momentum_buffer in step 1, adopted here, once
         for step in (2, 3):
             _train_step(model, opt, ckpt, step)
-            with _Ops() as seen:
+            with op_recorder() as seen:
                 ckpt.snapshot(step)
             assert seen.ops == [], seen.ops  # no gather, no copy: not a single tensor op
         ckpt.fence()
@@ -113,7 +100,7 @@ def test_dispatch_recorder_sees_a_gather():
     """The control for the test above: the per-step gather reft.torch used to do is visible."""
     flat = torch.zeros(10)
     live = torch.ones(10)
-    with _Ops() as seen:
+    with op_recorder() as seen:
         flat[0:10].copy_(live.reshape(-1))
     assert any("copy_" in op for op in seen.ops)
 
