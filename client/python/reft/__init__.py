@@ -241,25 +241,37 @@ class Client:
 
     def _register_device(self, name, obj, buf, kind, layer, optimizer, gradient):
         built = _device.built_memory_kinds()
-        if buf.memory in built and buf.device >= 0:
-            self._c.register_ptr(name, buf.ptr, buf.nbytes, kind, buf.dtype, layer, buf.memory,
-                                 optimizer, gradient)
-            self._buffers.append(obj)
-            self._streams.add(buf)
-            why = self._c.staged_reason(name)
-            if why:
-                self._warn_staged(name, buf, why)
-            return
         backend = _device.MEMORY_NAMES[buf.memory]
-        if buf.memory in built:
+        if buf.memory in built and buf.device >= 0:
+            try:
+                self._c.register_ptr(name, buf.ptr, buf.nbytes, kind, buf.dtype, layer,
+                                     buf.memory, optimizer, gradient)
+            except UnsupportedError as e:
+                if buf.tensor is None:
+                    raise
+                # libreft's backend cannot use this device at all (e.g. a driver older than
+                # libreft's runtime); torch can.
+                why = "libreft's %s backend cannot use it (%s); torch copies it to pinned host " \
+                      "memory at every snapshot" % (backend, e)
+            else:
+                self._buffers.append(obj)
+                self._streams.add(buf)
+                why = self._c.staged_reason(name)
+                if why:
+                    self._warn_staged(name, buf, why)
+                return
+        elif buf.memory in built:
             raise InvalidArgumentError(
                 "buffer %r: its __cuda_array_interface__ pointer is not device memory of any "
                 "backend of this libreft" % (name,))
-        if buf.tensor is None:
+        elif buf.tensor is None:
             raise UnsupportedError(
                 "buffer %r is %s device memory, but this libreft was built without the %s "
                 "backend, and without it only torch tensors can be staged (this is a %s)"
                 % (name, backend, backend, type(obj).__name__))
+        else:
+            why = "this libreft was built without the %s backend; torch copies it to pinned " \
+                  "host memory at every snapshot" % (backend,)
         if self._torch_stager is None:
             from ._torch_staging import TorchStager
             self._torch_stager = TorchStager()
@@ -269,8 +281,7 @@ class Client:
         self._torch_stager.add(buf.tensor, mirror)
         self._buffers.append(obj)
         self._streams.add(buf)
-        self._warn_staged(name, buf, "this libreft was built without the %s backend; torch copies "
-                          "it to pinned host memory at every snapshot" % (backend,))
+        self._warn_staged(name, buf, why)
 
     @staticmethod
     def _warn_staged(name, buf, why):

@@ -34,6 +34,10 @@ def _local_optimizer(optimizer):
     except ImportError:  # pragma: no cover - torch without distributed
         ZeroRedundancyOptimizer = ()
     if isinstance(optimizer, ZeroRedundancyOptimizer):
+        if not hasattr(optimizer, "optim"):
+            from . import UnsupportedError
+            raise UnsupportedError("ZeroRedundancyOptimizer(overlap_with_ddp=True) builds its "
+                                   "local optimizer during training; reft.torch needs it first")
         return optimizer.optim, lambda sizes: _largest_across(optimizer.process_group, sizes)
     return optimizer, None
 
