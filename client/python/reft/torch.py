@@ -60,8 +60,10 @@ class Checkpointer:
     kind: how the model (and a plain optimizer's state) is registered, "replicated" (identical
     across data parallel ranks) or "unique". Create it after the model is on its device and,
     for optimizers other than Adam, AdamW and SGD, after one optimizer step (their state
-    layout is read from the state). Between snapshot() and fence() the trainer must not modify
-    the registered memory (docs/client.md "Between snapshot and fence").
+    layout is read from the state). With a ZeroRedundancyOptimizer the construction is a
+    collective over its process group (the ranks agree on the buffers' sizes). Between
+    snapshot() and fence() the trainer must not modify the registered memory (docs/client.md
+    "Between snapshot and fence").
     """
 
     def __init__(self, client, model, optimizer=None, kind="replicated"):
