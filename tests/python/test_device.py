@@ -53,7 +53,7 @@ def _snapshot_fence_overwrite(c, arr, step, seed):
 
 
 def test_device_array_is_pulled_fenced_and_restored_bit_exactly(daemon):
-    n = 3 << 20  # 12 MiB of float32
+    n = 6 << 20  # 24 MiB of float32: the paced pull takes ~190 ms
     pull = 4 * n / _bandwidth()  # seconds the paced pull takes at least
     dev = reft.testing.EmulatedDeviceArray(n, "float32")
     host = np.arange(1000, dtype=np.float64)  # a staged host buffer alongside
@@ -93,7 +93,7 @@ def test_overwrite_without_fence_tears_the_snapshot(daemon):
 
 
 def test_unexportable_device_memory_is_staged_warned_once_and_restored(daemon):
-    n = 2 << 20
+    n = 4 << 20
     pull = 4 * n / _bandwidth()
     dev = reft.testing.EmulatedDeviceArray((2, n // 2), "float32", exportable=False)
     with client(daemon) as c:
