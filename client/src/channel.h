@@ -14,7 +14,7 @@ namespace reft::client {
 
 class Channel {
  public:
-  Channel(local_proto::UniqueFd sock, int timeout_ms) : sock_(std::move(sock)), timeout_ms_(timeout_ms) {}
+  Channel(UniqueFd sock, int timeout_ms) : sock_(std::move(sock)), timeout_ms_(timeout_ms) {}
   /// \brief Sends a request and returns the reply frame of type `expect`; an error reply
   /// becomes its Status; any other reply is a Protocol error.
   Result<local_proto::Frame> Call(local_proto::MessageType type,
@@ -25,7 +25,7 @@ class Channel {
 
  private:
   std::mutex mu_;
-  local_proto::UniqueFd sock_;
+  UniqueFd sock_;
   int timeout_ms_;
   uint32_t next_id_ = 1;
   local_proto::Limits limits_;

@@ -199,7 +199,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     l.zero_stage = opts.layout.zero;
     REFT_RETURN_NOT_OK(protect::CheckAorLayout(l, spec));
   }
-  REFT_ASSIGN_OR_RETURN(local_proto::UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
+  REFT_ASSIGN_OR_RETURN(UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
 
   std::unique_ptr<Client> c(new Client());
   c->impl_->options = opts;
@@ -266,14 +266,7 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   std::vector<int> fds;
   if (options.memory != MemoryLocation::kHost) {
     auto kind = static_cast<kernels::MemoryKind>(options.memory);
-#if REFT_HAVE_DEVICE_BACKENDS
     REFT_ASSIGN_OR_RETURN(kernels::DeviceBackend * backend, kernels::GetDeviceBackend(kind));
-#else
-    (void)kind;
-    kernels::DeviceBackend* backend = nullptr;
-    return Status::Unsupported("buffer '" + name + "': this libreft was built without device "
-                               "backends; register host memory");
-#endif
     auto ex = backend->Export(data, size);
     if (!ex.ok()) return ex.status().WithContext("exporting buffer '" + name + "'");
     r.memory.device = ex->device;
@@ -299,7 +292,6 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
 
 Result<std::vector<PendingEvent>> Client::Impl::RecordReadyEvents() {
   std::vector<PendingEvent> out;
-#if REFT_HAVE_DEVICE_BACKENDS
   for (const auto& b : buffers) {
     if (b.memory == MemoryLocation::kHost) continue;
     bool seen = false;
@@ -312,7 +304,6 @@ Result<std::vector<PendingEvent>> Client::Impl::RecordReadyEvents() {
     REFT_ASSIGN_OR_RETURN(kernels::EventExport ev, backend->RecordReadyEvent(b.device, nullptr));
     out.push_back({b.memory, b.device, ev});
   }
-#endif
   return out;
 }
 
@@ -706,7 +697,7 @@ Status Client::EnableHas(const HasPipelineHint& hint) {
     std::memcpy(payload.data(), v, sizeof(v));
   }
   d.WaitIdleLocked(lock);  // the channel carries one request at a time
-  local_proto::UniqueFd fd(::memfd_create("reft-has-hints", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd fd(::memfd_create("reft-has-hints", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
   if (::ftruncate(fd.get(), local_proto::kHasHintPageBytes) != 0 ||
       ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {

@@ -22,8 +22,6 @@
 
 namespace reft::local {
 
-using local_proto::UniqueFd;
-
 struct LocalServer::Impl {
   LocalServerOptions options;
   store::SnapshotStore* store = nullptr;

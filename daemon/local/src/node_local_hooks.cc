@@ -11,30 +11,6 @@
 
 namespace reft::local {
 
-MappedMemfd::MappedMemfd(MappedMemfd&& o) noexcept
-    : fd(std::move(o.fd)), data(std::exchange(o.data, nullptr)), size(std::exchange(o.size, 0)) {}
-
-MappedMemfd::~MappedMemfd() {
-  if (data != nullptr && size > 0) ::munmap(data, size);
-}
-
-Result<MappedMemfd> MappedMemfd::Create(const char* name, uint64_t size) {
-  MappedMemfd m;
-  m.fd.reset(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!m.fd.valid()) return Status::FromErrno(errno, "memfd_create");
-  const uint64_t mapped = std::max<uint64_t>(size, 1);
-  if (::ftruncate(m.fd.get(), static_cast<off_t>(mapped)) != 0) {
-    return Status::FromErrno(errno, "sizing the restore buffer");
-  }
-  // Sealed against shrinking: whoever maps it (the trainer) can never take a SIGBUS.
-  (void)::fcntl(m.fd.get(), F_ADD_SEALS, F_SEAL_SHRINK);
-  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd.get(), 0);
-  if (p == MAP_FAILED) return Status::FromErrno(errno, "mapping the restore buffer");
-  m.data = static_cast<uint8_t*>(p);
-  m.size = mapped;
-  return m;
-}
-
 Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t step,
                                           const std::string& region, uint8_t* dst, uint64_t size,
                                           std::chrono::milliseconds timeout,
@@ -117,7 +93,7 @@ Result<RestoredState> NodeLocalRestoreProvider::Restore(const protect::SlotMeta&
   std::map<std::string, protect::MutableSpan> spans;
   for (const auto& b : meta.buffers) {
     if (b.kind == protect::BufferKind::kReplicated) {
-      spans[b.name] = {mem.data + out.offsets[b.name], b.size};
+      spans[b.name] = {mem.data() + out.offsets[b.name], b.size};
     }
   }
   REFT_RETURN_NOT_OK(protect::AssembleBuffers(g, shards, spans));
@@ -125,13 +101,13 @@ Result<RestoredState> NodeLocalRestoreProvider::Restore(const protect::SlotMeta&
   for (const auto& b : meta.buffers) {
     if (b.kind != protect::BufferKind::kUnique) continue;
     REFT_ASSIGN_OR_RETURN(size_t ui, own.FindRegion(protect::UniqueRegionName(b.name)));
-    std::memcpy(mem.data + out.offsets[b.name], own.region_data(ui), b.size);
+    std::memcpy(mem.data() + out.offsets[b.name], own.region_data(ui), b.size);
   }
   out.step = step;
   out.source = "memory";
   out.detail = "all " + std::to_string(g.m) + " shards of the sharding group from this node";
   out.size = total;
-  out.fd = std::move(mem.fd);
+  out.fd = mem.Release();
   return out;
 }
 

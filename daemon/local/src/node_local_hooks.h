@@ -6,6 +6,7 @@
 
 #include "reft/local/commit_coordinator.h"
 #include "reft/local/recovery_hooks.h"
+#include "reft/mapped_memfd.h"
 #include "reft/store/snapshot_store.h"
 
 namespace reft::local {
@@ -37,16 +38,5 @@ class NodeLocalRestoreProvider final : public RestoreProvider {
   CommitCoordinator* coordinator_;
 };
 
-/// \brief A memfd of `size` bytes mapped read-write (the restored state's carrier).
-struct MappedMemfd {
-  local_proto::UniqueFd fd;
-  uint8_t* data = nullptr;
-  uint64_t size = 0;
-  MappedMemfd() = default;
-  MappedMemfd(MappedMemfd&& o) noexcept;
-  MappedMemfd& operator=(MappedMemfd&&) = delete;
-  ~MappedMemfd();
-  static Result<MappedMemfd> Create(const char* name, uint64_t size);
-};
 
 }  // namespace reft::local

@@ -38,7 +38,7 @@ bool RangeInside(uint64_t offset, uint64_t size, uint64_t limit) {
 
 }  // namespace
 
-Session::Session(uint64_t id, local_proto::UniqueFd sock, const ucred& cred,
+Session::Session(uint64_t id, UniqueFd sock, const ucred& cred,
                  const SessionContext& ctx)
     : id_(id), sock_(std::move(sock)), cred_(cred), ctx_(ctx), options_(*ctx.options) {
   info_.id = id;
@@ -220,13 +220,7 @@ Status Session::HandleRegister(Frame& f) {
                                      std::to_string(r.size) + " lies outside its allocation of " +
                                      std::to_string(r.memory.allocation_size) + " bytes");
     }
-#if REFT_HAVE_DEVICE_BACKENDS
     REFT_ASSIGN_OR_RETURN(buf.backend, kernels::GetDeviceBackend(kind));
-#else
-    return Status::Unsupported("buffer '" + r.name + "': this reftd was built without device "
-                               "backends (memory kind " + std::to_string(r.memory.memory_kind) +
-                               ")");
-#endif
     auto it = imports_.find(r.memory.allocation_id);
     if (it != imports_.end() && it->second->kind() == kind &&
         it->second->size() >= r.memory.allocation_size) {
@@ -303,7 +297,7 @@ Status Session::HandleSnapshotBegin(Frame& f) {
     if (st.ok()) std::memcpy(slot->region_data(*mi), plan_->meta_bytes.data(), plan_->meta_bytes.size());
   }
   std::vector<int> fds;
-  local_proto::UniqueFd dup;
+  UniqueFd dup;
   if (st.ok()) {
     auto d = slot->DupFd();
     if (d.ok()) {
@@ -315,13 +309,13 @@ Status Session::HandleSnapshotBegin(Frame& f) {
   }
   if (st.ok() && plan_->staging_for_client) {
     // The client copies its host-memory gradients' slices here before snapshot_staged.
-    reply.gradient_file_size = plan_->staging->mem.size;
+    reply.gradient_file_size = plan_->staging->mem.size();
     for (size_t i = 0; i < plan_->aor.bindings.size(); ++i) {
       if (plan_->aor_gradient[i]->backend != nullptr) continue;
       const auto& b = plan_->aor.bindings[i];
       reply.gradients.push_back({b.buffer, b.staging_offset, b.grad_bytes});
     }
-    fds.push_back(plan_->staging->mem.fd.get());
+    fds.push_back(plan_->staging->mem.fd());
   }
   if (!st.ok()) {
     AbortWriting("slot preparation failed");

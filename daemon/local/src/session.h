@@ -57,7 +57,7 @@ struct SessionContext {
 
 class Session {
  public:
-  Session(uint64_t id, local_proto::UniqueFd sock, const ucred& cred, const SessionContext& ctx);
+  Session(uint64_t id, UniqueFd sock, const ucred& cred, const SessionContext& ctx);
   ~Session();
 
   int fd() const { return sock_.get(); }
@@ -199,7 +199,7 @@ class Session {
   void Cleanup();
 
   const uint64_t id_;
-  local_proto::UniqueFd sock_;
+  UniqueFd sock_;
   const ucred cred_;
   const SessionContext ctx_;
   const LocalServerOptions& options_;

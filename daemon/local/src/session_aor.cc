@@ -19,7 +19,7 @@ namespace reft::local {
 static_assert(local_proto::kOptimizerHyperBytes == aor::kStepHyperWireSize);
 
 Session::GradientStaging::~GradientStaging() {
-  for (auto* backend : pinned) (void)backend->UnpinHost(mem.data);
+  for (auto* backend : pinned) (void)backend->UnpinHost(mem.data());
 }
 
 Result<std::vector<aor::StepHyper>> Session::OptimizerHypers(
@@ -101,7 +101,7 @@ Status Session::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::
   auto* f = reinterpret_cast<float*>(region);
   const aor::AdamWState next{f, f + n, f + 2 * n, n};
   const aor::StepHyper& h = writing_->hypers[i];
-  const uint8_t* grad = plan_->staging->mem.data + b.staging_offset;
+  const uint8_t* grad = plan_->staging->mem.data() + b.staging_offset;
   const auto dtype = static_cast<aor::GradDtype>(b.grad_dtype);
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point t0) {

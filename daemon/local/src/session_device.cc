@@ -75,7 +75,7 @@ Result<std::vector<Session::DeviceOp>> Session::DeviceOps(const store::SlotRef& 
     const Buffer* g = p.aor_gradient[i];
     if (g->backend == nullptr) continue;  // host memory: the client copied it
     const auto& b = p.aor.bindings[i];
-    DeviceOp op{DeviceOp::Kind::kCopy, p.staging->mem.data + b.staging_offset, b.grad_bytes,
+    DeviceOp op{DeviceOp::Kind::kCopy, p.staging->mem.data() + b.staging_offset, b.grad_bytes,
                 {{g, b.grad_offset}}, 0, nullptr};
     REFT_ASSIGN_OR_RETURN(op.stream, StreamFor(g->backend, g->reg.memory.device));
     ops.push_back(std::move(op));  // staging was page-locked once, by MakePlan

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "reft/has/bubble_estimate.h"
+#include "reft/kernels/emulated.h"
 #include "reft/local_proto/has_hints.h"
 #include "reft/units.h"
 #include "session.h"
@@ -27,7 +29,6 @@ void Session::DetachHas() { has_.reset(); }
 Status Session::HandleHasAttach(Frame& f) {
   if (!joined_) return Status::Protocol("has_attach before hello");
   if (f.fds.size() != 1) return Status::Protocol("has_attach must carry exactly one fd");
-#if REFT_LOCAL_WITH_HAS
   // Optional payload: the pipeline as five little-endian int64 (stages, this stage,
   // micro-batches, forward ns, backward ns) -> the simulator's bubble estimate seeds the gate.
   if (!f.payload.empty() && f.payload.size() != 5 * sizeof(int64_t)) {
@@ -73,15 +74,11 @@ Status Session::HandleHasAttach(Frame& f) {
   }
   has_ = std::move(state);
   return Reply(MessageType::kAck, f.header.request_id, {});
-#else
-  return Status::Unsupported("this reftd was built without HAS (daemon/has)");
-#endif
 }
 
 Status Session::PullDeviceGated(const store::SlotRef& slot,
                                        const std::vector<kernels::EventExport>& ready,
                                        const std::vector<std::pair<int, int>>& ready_keys) {
-#if REFT_LOCAL_WITH_HAS
   HasState& h = *has_;
   local_proto::HasHintPage* pg = h.page;
   constexpr double kNs = 1e-9;
@@ -180,9 +177,6 @@ Status Session::PullDeviceGated(const store::SlotRef& slot,
   for (auto* s : used) REFT_RETURN_NOT_OK(s->Synchronize());  // streams with no chunk (ready waits)
   pg->gated_snapshots.fetch_add(1);
   return Status::OK();
-#else
-  return PullDevice(slot, ready, ready_keys);
-#endif
 }
 
 }  // namespace reft::local

@@ -121,7 +121,7 @@ Result<Session::Plan> Session::MakePlan() const {
     } else if (std::find(p.staging->pinned.begin(), p.staging->pinned.end(), grad->backend) ==
                p.staging->pinned.end()) {
       // Device gradients: reftd pulls the slices D2H into the staging before the fence.
-      REFT_RETURN_NOT_OK(grad->backend->PinHost(p.staging->mem.data, p.staging->mem.size));
+      REFT_RETURN_NOT_OK(grad->backend->PinHost(p.staging->mem.data(), p.staging->mem.size()));
       p.staging->pinned.push_back(grad->backend);
     }
   }

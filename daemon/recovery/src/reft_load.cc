@@ -6,7 +6,7 @@
 #include <map>
 #include <optional>
 
-#include "memfd.h"
+#include "reft/mapped_memfd.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/fetcher.h"
 #include "reft/recovery/group_assembler.h"

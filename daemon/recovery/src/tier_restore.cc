@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "memfd.h"
+#include "reft/mapped_memfd.h"
 #include "reft/protect/sharding.h"
 #include "reft/recovery/snapshot_meta.h"
 #include "state_layout.h"

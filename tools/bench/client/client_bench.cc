@@ -18,9 +18,7 @@
 #include <vector>
 
 #include "reft/client.h"
-#if REFT_HAVE_DEVICE_BACKENDS
 #include "reft/kernels/emulated.h"
-#endif
 #include "reft/local/local_server.h"
 #include "reft/units.h"
 #include "bench_util.h"
@@ -140,7 +138,6 @@ int main(int argc, char** argv) {
 
   int rc = run_mode("staged", "bench-staged", src.data(), MemoryLocation::kHost);
   (void)(*store)->RemoveJob("bench-staged");
-#if REFT_HAVE_DEVICE_BACKENDS
   if (rc == 0) {
     kernels::SetEmulatedCopyBandwidth(0);  // unlimited: measures the pull path itself
     auto alloc = EmulatedBuffer::Create(size);
@@ -149,9 +146,6 @@ int main(int argc, char** argv) {
     rc = run_mode("emulated_pull", "bench-emulated", (*alloc)->data(), MemoryLocation::kEmulated);
     (void)(*store)->RemoveJob("bench-emulated");
   }
-#else
-  std::printf("{\"bench\":\"emulated_pull\",\"skipped\":\"built without kernels device backends\"}\n");
-#endif
   (*server)->Stop();
   store->reset();
   std::error_code ec;

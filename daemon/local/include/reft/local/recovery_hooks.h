@@ -16,7 +16,7 @@
 #include <map>
 #include <string>
 
-#include "reft/local_proto/unique_fd.h"
+#include "reft/unique_fd.h"
 #include "reft/protect/slot_meta.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -43,7 +43,7 @@ struct RestoredState {
   int64_t step = -1;            ///< -1: nothing to restore (no committed step anywhere)
   std::string source;           ///< "memory" or "persistent"
   std::string detail;           ///< one line for logs: where each part came from
-  local_proto::UniqueFd fd;     ///< memfd of `size` bytes
+  UniqueFd fd;     ///< memfd of `size` bytes
   uint64_t size = 0;
   std::map<std::string, uint64_t> offsets;  ///< buffer name -> offset of its bytes in `fd`
 };

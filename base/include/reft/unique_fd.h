@@ -6,7 +6,7 @@
 
 #include <utility>
 
-namespace reft::local_proto {
+namespace reft {
 
 /// \brief Owns one fd. Not thread-safe (a plain value type).
 class UniqueFd {
@@ -34,4 +34,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace reft::local_proto
+}  // namespace reft

@@ -1,21 +1,23 @@
 #pragma once
-/// \file memfd.h
-/// \brief An anonymous memfd mapped read-write while a restore fills it; the fd is handed on
-/// sealed against shrinking, growing and (once released) writing.
+/// \file mapped_memfd.h
+/// \brief An anonymous memfd mapped read-write: the carrier of a restored state (filled by
+/// reftd, handed to the trainer) and of the AOR gradient staging (filled by either side).
 
 #include <cstdint>
 #include <string>
 
-#include "reft/local_proto/unique_fd.h"
 #include "reft/result.h"
+#include "reft/unique_fd.h"
 
-namespace reft::recovery {
+namespace reft {
 
 /// \brief Owns a memfd and its shared mapping. Move-only; unmaps and closes on destruction.
+/// The memfd is sealed against shrinking and growing from creation: whoever else maps it (an
+/// untrusted trainer) can never make the owner's reads fault.
 class MappedMemfd {
  public:
-  /// \brief memfd_create (close-on-exec) of `size` bytes, mapped MAP_SHARED. OutOfMemory /
-  /// IoError naming the size when the kernel refuses.
+  /// \brief memfd_create (close-on-exec) of `size` bytes, mapped MAP_SHARED (nothing is mapped
+  /// when `size` is 0). OutOfMemory / IoError naming `name` and the size when the kernel refuses.
   static Result<MappedMemfd> Create(const std::string& name, uint64_t size);
   MappedMemfd() = default;
   MappedMemfd(MappedMemfd&& o) noexcept;
@@ -26,14 +28,15 @@ class MappedMemfd {
 
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
+  int fd() const { return fd_.get(); }
   /// \brief Unmaps, seals the memfd against writes and returns the fd (the bytes stay).
-  local_proto::UniqueFd Release();
+  UniqueFd Release();
 
  private:
   void Unmap();
-  local_proto::UniqueFd fd_;
+  UniqueFd fd_;
   uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
 };
 
-}  // namespace reft::recovery
+}  // namespace reft
