@@ -193,12 +193,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (opts.job.empty()) return Status::InvalidArgument("job id is empty");
   if (opts.reply_timeout_ms <= 0) return Status::InvalidArgument("reply_timeout_ms must be > 0");
   REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::Scheme::Parse(opts.protection));
-  {
-    protect::Layout l;
-    l.dp = opts.layout.dp;
-    l.zero_stage = opts.layout.zero;
-    REFT_RETURN_NOT_OK(protect::CheckAorLayout(l, spec));
-  }
+  REFT_RETURN_NOT_OK(protect::CheckAorLayout(opts.layout, spec));
   REFT_ASSIGN_OR_RETURN(UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
 
   std::unique_ptr<Client> c(new Client());
@@ -206,10 +201,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   c->impl_->channel = std::make_unique<client::Channel>(std::move(sock), opts.reply_timeout_ms);
   local_proto::Hello hello;
   hello.job = opts.job;
-  hello.pp = opts.pp;
-  hello.tp = opts.tp;
-  hello.dp = opts.dp;
-  hello.layout = {opts.layout.dp, opts.layout.tp, opts.layout.pp, opts.layout.zero};
+  hello.coord = {opts.pp, opts.tp, opts.dp};
+  hello.layout = opts.layout;
   hello.protection = spec.ToString();
   hello.client_version = kClientVersion;
   REFT_ASSIGN_OR_RETURN(local_proto::Frame reply,
@@ -312,10 +305,7 @@ Result<std::shared_ptr<const SlotPlan>> Client::Impl::MakePlanLocked() const {
   protect::SlotMeta& m = plan->meta;
   m.job = options.job;
   m.coord = {options.pp, options.tp, options.dp};
-  m.layout.dp = options.layout.dp;
-  m.layout.tp = options.layout.tp;
-  m.layout.pp = options.layout.pp;
-  m.layout.zero_stage = options.layout.zero;
+  m.layout = options.layout;
   m.scheme = scheme;
   m.shard_chunk = shard_chunk;
   bool any_replicated_on_device = false;

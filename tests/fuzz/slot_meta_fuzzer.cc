@@ -63,11 +63,11 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
                {"rng", 16, "uint8", BufferKind::kUnique, -1, false}};
   put("arc1_aec_dp4", m);
   SlotMeta z = m;
-  z.layout = Layout{};
+  z.layout = JobLayout{};
   z.layout.dp = 3;
   z.layout.tp = 2;
   z.layout.pp = 2;
-  z.layout.zero_stage = 1;
+  z.layout.zero = 1;
   z.coord = {1, 1, 2};
   z.scheme = *Scheme::Parse("rs1+aor");
   z.shard_chunk = 4096;

@@ -8,7 +8,7 @@
 #include "test_support.h"
 
 using namespace reft;
-using reft::local::JobLayout;
+using reft::JobLayout;
 using reft::local::SingleNodeCommitCoordinator;
 
 namespace {

@@ -22,16 +22,14 @@ TEST_CASE("messages round-trip through the codec") {
   Limits l;
   Hello h;
   h.job = "run-1";
-  h.pp = 1;
-  h.tp = 2;
-  h.dp = 3;
+  h.coord = {1, 2, 3};
   h.layout = {4, 3, 2, 1};
   h.protection = "arc1+aec";
   h.client_version = "v";
   Hello h2;
   REQUIRE(Decode(Encode(h), l, &h2).ok());
   CHECK(h2.job == "run-1");
-  CHECK(h2.dp == 3);
+  CHECK(h2.coord.dp == 3);
   CHECK(h2.layout.dp == 4);
   CHECK(h2.layout.zero == 1);
   CHECK(h2.protection == "arc1+aec");

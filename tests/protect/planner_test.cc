@@ -51,7 +51,7 @@ TEST_CASE("Planner tolerance equals brute force over failure sets", "[protect][p
         ShardingInput in;
         in.layout.dp = m;
         for (int d = 0; d < m; ++d)
-          in.layout.nodes.push_back("n" + std::to_string(shared && d == 1 ? 0 : d));
+          in.placement.push_back("n" + std::to_string(shared && d == 1 ? 0 : d));
         in.scheme = scheme;
         in.chunk = 16;
         in.buffers = specs;
@@ -73,7 +73,7 @@ TEST_CASE("Planner separates unique buffers' single ring copy from replicated to
           "[protect][planner]") {
   ShardingInput in;
   in.layout.dp = 5;
-  in.layout.zero_stage = 1;
+  in.layout.zero = 1;
   in.scheme = *Scheme::Parse("rs3+aor");
   in.buffers = {{"p", 1 << 16, "bf16"}, {"optim", 4096, "fp32", BufferKind::kUnique, -1, true}};
   auto rep = *PlanProtection(in);
@@ -85,7 +85,7 @@ TEST_CASE("Planner separates unique buffers' single ring copy from replicated to
 TEST_CASE("Scheme recommendation follows the seeds-spec 1.7 rule", "[protect][planner]") {
   ShardingInput in;
   in.layout.dp = 4;
-  in.layout.zero_stage = 1;
+  in.layout.zero = 1;
   in.buffers = {{"p", 400, "uint8"}, {"optim", 64, "fp32", BufferKind::kUnique, -1, true}};
   // W/m = 100: ARC needs 200 B, AEC 100 + 400/12 = 133.3 B.
   REQUIRE(RecommendScheme(in, 100, 2.0)->scheme.ToString() == "arc1+aor");

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "reft/job_layout.h"
 #include "reft/result.h"
 #include "reft/status.h"
 
@@ -30,10 +31,8 @@
 
 namespace reft {
 
-/// \brief Parallel layout of the job.
-struct Layout {
-  int dp = 1, tp = 1, pp = 1, zero = 0;
-};
+/// \brief Parallel layout of the job: dp, tp, pp and the ZeRO stage (reft/job_layout.h).
+using Layout = JobLayout;
 
 struct ClientOptions {
   /// reftd's local socket; empty = env REFT_SOCKET, else "/run/reft/reftd.sock".

@@ -42,20 +42,15 @@ reft::Status CheckJobName(const std::string& job) {
   return reft::Status::OK();
 }
 
-v1::ErrorCode ToErrorCode(StatusCode code) {
-  return static_cast<v1::ErrorCode>(code);  // common.proto mirrors StatusCode one to one
+// The job's layout as the commit coordinator knows it (joined here or learned from a peer).
+std::optional<JobLayout> KnownLayout(peer::DistributedCommitCoordinator* coordinator,
+                                     const std::string& job) {
+  if (coordinator == nullptr) return std::nullopt;
+  return coordinator->Layout(job);
 }
 
-std::optional<persist::JobLayout> TierLayout(peer::DistributedCommitCoordinator* coordinator,
-                                             const std::string& job) {
-  if (coordinator == nullptr) return std::nullopt;
-  auto l = coordinator->Layout(job);
-  if (!l) return std::nullopt;
-  persist::JobLayout out;
-  out.pp = l->pp;
-  out.tp = l->tp;
-  out.dp = l->dp;
-  return out;
+v1::ErrorCode ToErrorCode(StatusCode code) {
+  return static_cast<v1::ErrorCode>(code);  // common.proto mirrors StatusCode one to one
 }
 
 // Writes the events of one server-streaming call: progress callbacks may come from fetch
@@ -279,7 +274,7 @@ void AdminService::FillPersistStatus(v1::PersistTierStatus* out) {
       for (const auto& job : recovery_.coordinator->Jobs()) jobs.insert(job);
     }
     for (const auto& job : jobs) {
-      auto layout = TierLayout(recovery_.coordinator, job);
+      auto layout = KnownLayout(recovery_.coordinator, job);
       if (!layout) continue;
       auto newest = (*t)->NewestCompleteStep(job, *layout);
       if (!newest.ok()) {
@@ -356,7 +351,7 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
   if (recovery_.tier != nullptr) {
     events.Progress("check", 0, 0, "", "reading the persistent tier");
     pc = recovery::CheckPersistent(
-        recovery_.tier, job, TierLayout(recovery_.coordinator, job),
+        recovery_.tier, job, KnownLayout(recovery_.coordinator, job),
         check->step >= 0 ? std::optional<int64_t>(check->step) : std::nullopt);
   }
   auto* p = r->mutable_persistent();

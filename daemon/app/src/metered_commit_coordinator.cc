@@ -7,7 +7,7 @@ MeteredCommitCoordinator::MeteredCommitCoordinator(
     observability::Metrics* metrics)
     : inner_(std::move(inner)), store_(store), metrics_(metrics) {}
 
-Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const local::JobLayout& layout) {
+Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
   return inner_->Join(rank, layout);
 }
 

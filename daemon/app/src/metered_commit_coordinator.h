@@ -22,7 +22,7 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
   MeteredCommitCoordinator(std::unique_ptr<local::CommitCoordinator> inner,
                            store::SnapshotStore* store, observability::Metrics* metrics);
 
-  Status Join(const store::RankKey& rank, const local::JobLayout& layout) override;
+  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
   Status Complete(const store::RankKey& rank, int64_t step) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;

@@ -6,28 +6,6 @@
 
 namespace reft::local {
 
-std::string JobLayout::ToString() const {
-  return "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp) + ",pp=" + std::to_string(pp) +
-         ",zero=" + std::to_string(zero);
-}
-
-Status ValidateRankInLayout(const store::RankKey& rank, const JobLayout& l) {
-  constexpr int32_t kMaxDim = 65536;
-  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.dp > kMaxDim || l.tp > kMaxDim || l.pp > kMaxDim) {
-    return Status::InvalidArgument("layout " + l.ToString() +
-                                   ": dp, tp and pp must be between 1 and 65536");
-  }
-  if (l.zero < 0 || l.zero > 3) {
-    return Status::InvalidArgument("layout " + l.ToString() + ": zero must be 0, 1, 2 or 3");
-  }
-  if (rank.dp < 0 || rank.dp >= l.dp || rank.tp < 0 || rank.tp >= l.tp || rank.pp < 0 ||
-      rank.pp >= l.pp) {
-    return Status::InvalidArgument("rank " + rank.ToString() + " lies outside layout " +
-                                   l.ToString());
-  }
-  return Status::OK();
-}
-
 SingleNodeCommitCoordinator::SingleNodeCommitCoordinator(store::SnapshotStore* store)
     : store_(store) {}
 
@@ -55,7 +33,7 @@ SingleNodeCommitCoordinator::JobState& SingleNodeCommitCoordinator::StateLocked(
 }
 
 Status SingleNodeCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
-  REFT_RETURN_NOT_OK(ValidateRankInLayout(rank, layout));
+  REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   std::lock_guard<std::mutex> lock(mu_);
   JobState& st = StateLocked(rank.job);
   if (st.connected > 0 && !(st.layout == layout)) {

@@ -139,12 +139,9 @@ Status Session::HandleHello(const Frame& f) {
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &h));
   REFT_RETURN_NOT_OK(ValidateJob(h.job));
   REFT_ASSIGN_OR_RETURN(protect::Scheme scheme, protect::Scheme::Parse(h.protection));
-  store::RankKey rank{h.job, h.pp, h.tp, h.dp};
-  JobLayout layout{h.layout.dp, h.layout.tp, h.layout.pp, h.layout.zero};
-  protect::Layout pl;
-  pl.dp = layout.dp;
-  pl.zero_stage = layout.zero;
-  REFT_RETURN_NOT_OK(protect::CheckAorLayout(pl, scheme));
+  const store::RankKey rank(h.job, h.coord);
+  const JobLayout& layout = h.layout;
+  REFT_RETURN_NOT_OK(protect::CheckAorLayout(layout, scheme));
   REFT_RETURN_NOT_OK(ctx_.coordinator->Join(rank, layout));
   joined_ = true;
   rank_ = rank;

@@ -30,13 +30,10 @@ Result<Session::Plan> Session::MakePlan() const {
   Plan p;
   protect::SlotMeta& m = p.meta;
   m.job = rank_.job;
-  m.coord = {rank_.pp, rank_.tp, rank_.dp};
+  m.coord = rank_.coord();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    m.layout.dp = info_.layout.dp;
-    m.layout.tp = info_.layout.tp;
-    m.layout.pp = info_.layout.pp;
-    m.layout.zero_stage = info_.layout.zero;
+    m.layout = info_.layout;
   }
   m.scheme = scheme_;
   m.shard_chunk = options_.shard_chunk;

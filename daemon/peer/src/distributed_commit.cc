@@ -95,8 +95,8 @@ void DistributedCommitCoordinator::TryCommitLocked(const std::string& job, JobSt
 }
 
 Status DistributedCommitCoordinator::Join(const store::RankKey& rank,
-                                          const local::JobLayout& layout) {
-  REFT_RETURN_NOT_OK(local::ValidateRankInLayout(rank, layout));
+                                          const JobLayout& layout) {
+  REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   std::lock_guard<std::mutex> lock(mu_);
   JobState& st = StateLocked(rank.job);
   if (st.has_layout && !(st.layout == layout)) {
@@ -244,12 +244,12 @@ Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::J
                             in.persist_floor(), in.fallback_reason());
     }
     if (in.dp() > 0) {
-      local::JobLayout l;
+      JobLayout l;
       l.dp = in.dp();
       l.tp = in.tp();
       l.pp = in.pp();
       l.zero = st.has_layout ? st.layout.zero : 0;  // zero does not change the world
-      if (Status v = local::ValidateRankInLayout({in.job(), 0, 0, 0}, l); !v.ok()) return v;
+      if (Status v = l.Validate(); !v.ok()) return v;
       if (st.has_layout && l.world() != st.layout.world()) {
         return Status::InvalidArgument("job '" + in.job() + "': peer reports layout dp=" +
                                        std::to_string(l.dp) + ",tp=" + std::to_string(l.tp) +
@@ -268,7 +268,7 @@ Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::J
       for (const auto& r : sc.ranks()) {
         store::RankKey k = FromRankId(r);
         if (k.job != in.job()) continue;
-        if (st.has_layout && !local::ValidateRankInLayout(k, st.layout).ok()) continue;
+        if (st.has_layout && !st.layout.CheckRank(k).ok()) continue;
         grew = set.insert(k).second || grew;
       }
     }
@@ -325,7 +325,7 @@ JobGeneration DistributedCommitCoordinator::InfoLocked(const JobState& st) const
   return g;
 }
 
-std::optional<local::JobLayout> DistributedCommitCoordinator::Layout(const std::string& job) {
+std::optional<JobLayout> DistributedCommitCoordinator::Layout(const std::string& job) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!KnownLocked(job)) return std::nullopt;
   const JobState& st = StateLocked(job);

@@ -88,6 +88,5 @@ class TierImpl final : public PersistentTier {
 Status ValidateOptions(const PersistOptions& o);
 /// \brief Job id rules of the store (non-empty, <= 64 bytes, no '/', "..", control bytes).
 Status ValidateJob(const std::string& job);
-Status ValidateLayout(const JobLayout& layout);
 
 }  // namespace reft::persist::internal

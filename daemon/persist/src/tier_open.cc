@@ -17,10 +17,6 @@
 
 namespace reft::persist {
 
-std::string JobLayout::ToString() const {
-  return "pp" + std::to_string(pp) + " x tp" + std::to_string(tp) + " x dp" + std::to_string(dp);
-}
-
 namespace internal {
 
 Status ValidateJob(const std::string& job) {
@@ -35,13 +31,6 @@ Status ValidateJob(const std::string& job) {
   }
   if (job.find("..") != std::string::npos) {
     return Status::InvalidArgument("job id '" + job + "' contains '..'");
-  }
-  return Status::OK();
-}
-
-Status ValidateLayout(const JobLayout& l) {
-  if (l.pp < 1 || l.tp < 1 || l.dp < 1) {
-    return Status::InvalidArgument("layout " + l.ToString() + ": every size must be >= 1");
   }
   return Status::OK();
 }

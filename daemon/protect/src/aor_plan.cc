@@ -26,13 +26,13 @@ Result<int> GradientDtypeCode(const std::string& dtype) {
                                  "bf16/bfloat16)");
 }
 
-Status CheckAorLayout(const Layout& layout, const Scheme& scheme) {
-  if (!scheme.aor || layout.zero_stage == 1) return Status::OK();
+Status CheckAorLayout(const JobLayout& layout, const Scheme& scheme) {
+  if (!scheme.aor || layout.zero == 1) return Status::OK();
   return Status::InvalidArgument(
       "protection '" + scheme.ToString() +
       "' replays ZeRO-1 optimizer shards (aor), but the "
       "layout's ZeRO stage is " +
-      std::to_string(layout.zero_stage) +
+      std::to_string(layout.zero) +
       " (must be 1; without 'aor' every unique buffer, optimizer state included, is protected "
       "by a peer copy)");
 }

@@ -96,14 +96,14 @@ Result<ShardingInput> ShardingInputFromJson(const json& doc) {
   REFT_ASSIGN_OR_RETURN(in.layout.dp, Int(l, "dp", 1, "layout"));
   REFT_ASSIGN_OR_RETURN(in.layout.tp, Int(l, "tp", 1, "layout"));
   REFT_ASSIGN_OR_RETURN(in.layout.pp, Int(l, "pp", 1, "layout"));
-  REFT_ASSIGN_OR_RETURN(in.layout.zero_stage, Int(l, "zero_stage", 0, "layout"));
+  REFT_ASSIGN_OR_RETURN(in.layout.zero, Int(l, "zero_stage", 0, "layout"));
   if (l.contains("nodes")) {
     if (!l["nodes"].is_array())
       return Status::InvalidArgument("layout.nodes: expected an array of node names");
     for (const auto& n : l["nodes"]) {
       if (!n.is_string())
         return Status::InvalidArgument("layout.nodes: every entry must be a string");
-      in.layout.nodes.push_back(n.get<std::string>());
+      in.placement.push_back(n.get<std::string>());
     }
   }
   REFT_RETURN_NOT_OK(in.layout.Validate());

@@ -156,7 +156,7 @@ Result<Recommendation> RecommendScheme(const ShardingInput& input, double bandwi
                  std::to_string(static_cast<int>(std::ceil(rec.aec_seconds / window_s))) +
                  " iterations";
   }
-  if (optimizer && input.layout.zero_stage == 1) rec.scheme.aor = true;
+  if (optimizer && input.layout.zero == 1) rec.scheme.aor = true;
   return rec;
 }
 

@@ -40,8 +40,8 @@ std::string UniqueRegionName(const std::string& b) { return "unique/" + b; }
 std::string PeerRegionName(const std::string& b) { return "peer/" + b; }
 std::string AorRegionName(const std::string& b) { return "aor/" + b; }
 
-bool HasAorRegion(const Layout& layout, const Scheme& scheme, const BufferSpec& b) {
-  return scheme.aor && b.optimizer && b.kind == BufferKind::kUnique && layout.zero_stage == 1 &&
+bool HasAorRegion(const JobLayout& layout, const Scheme& scheme, const BufferSpec& b) {
+  return scheme.aor && b.optimizer && b.kind == BufferKind::kUnique && layout.zero == 1 &&
          layout.dp >= 2;
 }
 
@@ -121,11 +121,19 @@ const std::vector<BufferSpec>& ShardingInput::BuffersOf(int pp, int tp) const {
 
 namespace {
 
-RankPlan MakeRankPlan(const Layout& layout, const Scheme& scheme, const RankCoord& coord,
-                      const SgGeometry& g, const std::vector<BufferSpec>& buffers) {
+std::string NodeOf(const JobLayout& layout, const std::vector<std::string>& placement,
+                   const RankCoord& c) {
+  const int64_t g = layout.GlobalRank(c);
+  if (placement.empty()) return "rank" + std::to_string(g);
+  return placement[static_cast<size_t>(g)];
+}
+
+RankPlan MakeRankPlan(const JobLayout& layout, const std::vector<std::string>& placement,
+                      const Scheme& scheme, const RankCoord& coord, const SgGeometry& g,
+                      const std::vector<BufferSpec>& buffers) {
   RankPlan p;
   p.coord = coord;
-  p.node = layout.NodeOf(coord);
+  p.node = NodeOf(layout, placement, coord);
   const int d = coord.dp;
   const int m = g.m;
   p.shard_begin = g.shard_begin[d];
@@ -162,8 +170,8 @@ RankPlan MakeRankPlan(const Layout& layout, const Scheme& scheme, const RankCoor
   return p;
 }
 
-Status CheckZero(const Layout& layout, const std::vector<BufferSpec>& buffers) {
-  if (layout.zero_stage < 3) return Status::OK();
+Status CheckZero(const JobLayout& layout, const std::vector<BufferSpec>& buffers) {
+  if (layout.zero < 3) return Status::OK();
   for (const auto& b : buffers) {
     if (b.kind == BufferKind::kReplicated) {
       return Status::InvalidArgument("buffer '" + b.name +
@@ -176,22 +184,21 @@ Status CheckZero(const Layout& layout, const std::vector<BufferSpec>& buffers) {
 
 }  // namespace
 
-Result<RankPlan> ComputeRankPlan(const Layout& layout, const Scheme& scheme, const RankCoord& coord,
+Result<RankPlan> ComputeRankPlan(const JobLayout& layout, const Scheme& scheme, const RankCoord& coord,
                                  const std::vector<BufferSpec>& buffers, uint64_t chunk) {
-  REFT_RETURN_NOT_OK(layout.Validate());
-  if (coord.pp < 0 || coord.pp >= layout.pp || coord.tp < 0 || coord.tp >= layout.tp ||
-      coord.dp < 0 || coord.dp >= layout.dp) {
-    return Status::InvalidArgument(
-        "rank " + coord.ToString() + " outside layout dp=" + std::to_string(layout.dp) +
-        " tp=" + std::to_string(layout.tp) + " pp=" + std::to_string(layout.pp));
-  }
+  REFT_RETURN_NOT_OK(layout.CheckRank(coord));
   REFT_RETURN_NOT_OK(CheckZero(layout, buffers));
   REFT_ASSIGN_OR_RETURN(auto g, BuildGeometry(layout.dp, buffers, chunk, scheme));
-  return MakeRankPlan(layout, scheme, coord, g, buffers);
+  return MakeRankPlan(layout, {}, scheme, coord, g, buffers);
 }
 
 Result<ShardingPlan> PlanSharding(const ShardingInput& in) {
   REFT_RETURN_NOT_OK(in.layout.Validate());
+  if (!in.placement.empty() && static_cast<int64_t>(in.placement.size()) != in.layout.world()) {
+    return Status::InvalidArgument("layout: nodes has " + std::to_string(in.placement.size()) +
+                                   " entries, expected dp*tp*pp = " +
+                                   std::to_string(in.layout.world()));
+  }
   for (const auto& gb : in.group_buffers) {
     if (gb.pp < 0 || gb.pp >= in.layout.pp || gb.tp < 0 || gb.tp >= in.layout.tp) {
       return Status::InvalidArgument("group_buffers entry pp=" + std::to_string(gb.pp) +
@@ -213,7 +220,7 @@ Result<ShardingPlan> PlanSharding(const ShardingInput& in) {
       std::map<std::string, std::vector<int>> by_node;
       for (int d = 0; d < in.layout.dp; ++d) {
         RankCoord c{pp, tp, d};
-        gp.ranks.push_back(MakeRankPlan(in.layout, in.scheme, c, gp.geometry, bufs));
+        gp.ranks.push_back(MakeRankPlan(in.layout, in.placement, in.scheme, c, gp.geometry, bufs));
         gp.member_nodes.push_back(gp.ranks.back().node);
         by_node[gp.member_nodes.back()].push_back(d);
       }

@@ -39,7 +39,7 @@ std::vector<uint8_t> SlotMeta::Encode() const {
                      {{"dp", layout.dp},
                       {"tp", layout.tp},
                       {"pp", layout.pp},
-                      {"zero_stage", layout.zero_stage}}},
+                      {"zero_stage", layout.zero}}},
                     {"scheme", scheme.ToString()},
                     {"chunk", shard_chunk},
                     {"buffers", BuffersToJson(buffers)}};
@@ -76,7 +76,7 @@ Result<SlotMeta> SlotMeta::Decode(const uint8_t* data, uint64_t size) {
   REFT_ASSIGN_OR_RETURN(m.layout.dp, IntField(doc["layout"], "dp", "layout."));
   REFT_ASSIGN_OR_RETURN(m.layout.tp, IntField(doc["layout"], "tp", "layout."));
   REFT_ASSIGN_OR_RETURN(m.layout.pp, IntField(doc["layout"], "pp", "layout."));
-  REFT_ASSIGN_OR_RETURN(m.layout.zero_stage, IntField(doc["layout"], "zero_stage", "layout."));
+  REFT_ASSIGN_OR_RETURN(m.layout.zero, IntField(doc["layout"], "zero_stage", "layout."));
   if (!doc.contains("scheme") || !doc["scheme"].is_string()) {
     return Status::InvalidArgument("slot meta: scheme: missing string");
   }
@@ -129,7 +129,7 @@ std::string SlotMeta::DifferenceFrom(const SlotMeta& o, const std::string& other
   Diff(&out, "layout dp", layout.dp, o.layout.dp, other_name);
   Diff(&out, "layout tp", layout.tp, o.layout.tp, other_name);
   Diff(&out, "layout pp", layout.pp, o.layout.pp, other_name);
-  Diff(&out, "zero stage", layout.zero_stage, o.layout.zero_stage, other_name);
+  Diff(&out, "zero stage", layout.zero, o.layout.zero, other_name);
   Diff(&out, "protection", scheme.ToString(), o.scheme.ToString(), other_name);
   Diff(&out, "shard alignment", shard_chunk, o.shard_chunk, other_name);
   std::map<std::string, const BufferSpec*> theirs;

@@ -26,18 +26,10 @@ bool OwnRegion(const std::string& name) {
 
 std::string StepStr(int64_t step) { return "step " + std::to_string(step); }
 
-persist::JobLayout ToTierLayout(const protect::Layout& l) {
-  persist::JobLayout out;
-  out.pp = l.pp;
-  out.tp = l.tp;
-  out.dp = l.dp;
-  return out;
-}
-
 
 // The job's layout from one of this node's slots of `step` (the slot meta is the truth about
 // what was snapshotted), else from the commit state.
-Result<persist::JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode* peer,
+Result<JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode* peer,
                                     const std::string& job, int64_t step) {
   for (const auto& rank : store->Ranks(job)) {
     auto slot = store->Get(rank, step);
@@ -45,15 +37,11 @@ Result<persist::JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode*
     auto idx = (*slot)->FindRegion(protect::kRegionMeta);
     if (!idx.ok()) continue;
     auto meta = DecodeMetaRegion((*slot)->region_data(*idx), (*slot)->region_size(*idx));
-    if (meta.ok()) return ToTierLayout(meta->layout);
+    if (meta.ok()) return meta->layout;
   }
   auto l = peer->coordinator()->Layout(job);
   if (!l) return Status::NotFound("the layout of job '" + job + "' is unknown on this node");
-  persist::JobLayout out;
-  out.pp = l->pp;
-  out.tp = l->tp;
-  out.dp = l->dp;
-  return out;
+  return *l;
 }
 
 }  // namespace
@@ -376,11 +364,7 @@ std::vector<JobPersistReport> Persister::RunScheduleOnce() {
         if (!tier.ok()) continue;  // recorded in the tier's health; retried next pass
         auto l = coordinator->Layout(job);
         if (!l) continue;
-        persist::JobLayout layout;
-        layout.pp = l->pp;
-        layout.tp = l->tp;
-        layout.dp = l->dp;
-        auto complete = (*tier)->NewestCompleteStep(job, layout);
+        auto complete = (*tier)->NewestCompleteStep(job, *l);
         if (!complete.ok()) {
           tier_->Report(complete.status());
           continue;

@@ -15,14 +15,6 @@ namespace {
 
 constexpr int kMaxAttempts = 4;  // the generation or the commit moved under a restore
 
-persist::JobLayout TierLayout(const protect::SlotMeta& meta) {
-  persist::JobLayout l;
-  l.pp = meta.layout.pp;
-  l.tp = meta.layout.tp;
-  l.dp = meta.layout.dp;
-  return l;
-}
-
 std::string JobStr(const std::string& job) { return "job '" + job + "'"; }
 
 }  // namespace
@@ -33,7 +25,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
   REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
   auto* coordinator = peer_->coordinator();
   const std::string& job = meta.job;
-  const persist::JobLayout layout = TierLayout(meta);
+  const JobLayout& layout = meta.layout;
 
   // Restores `step` from the tier with `detail` (the generation must be `gen` at the end, or
   // the job moved on under us and the caller tries again: nullopt).

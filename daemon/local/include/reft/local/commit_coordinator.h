@@ -13,23 +13,11 @@
 #include <set>
 #include <string>
 
+#include "reft/job_layout.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
 
 namespace reft::local {
-
-/// \brief Parallel layout of a job: dp * tp * pp ranks, ZeRO stage 0..3.
-struct JobLayout {
-  int32_t dp = 1, tp = 1, pp = 1, zero = 0;
-  int64_t world() const { return int64_t{dp} * tp * pp; }
-  bool operator==(const JobLayout& o) const {
-    return dp == o.dp && tp == o.tp && pp == o.pp && zero == o.zero;
-  }
-  std::string ToString() const;  ///< "dp=4,tp=1,pp=1,zero=0"
-};
-
-/// \brief Checks sizes >= 1 (and <= 65536), zero in 0..3, and the rank inside the layout.
-Status ValidateRankInLayout(const store::RankKey& rank, const JobLayout& layout);
 
 /// \brief Commit decisions for every job on this daemon. Thread-safe.
 class CommitCoordinator {

@@ -59,7 +59,7 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   void Start();
   void Stop();
 
-  Status Join(const store::RankKey& rank, const local::JobLayout& layout) override;
+  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
   Status Complete(const store::RankKey& rank, int64_t step) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
@@ -75,7 +75,7 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   Status SyncNow(const std::string& job, std::chrono::milliseconds timeout);
 
   /// \brief The job's layout as joined locally or learned from a peer; std::nullopt if unknown.
-  std::optional<local::JobLayout> Layout(const std::string& job);
+  std::optional<JobLayout> Layout(const std::string& job);
   /// \brief Every job this node has a commit state for (its own or learned from peers), sorted.
   std::vector<std::string> Jobs();
 
@@ -117,7 +117,7 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   struct JobState {
     bool recovered = false;
     bool has_layout = false;
-    local::JobLayout layout;
+    JobLayout layout;
     int connected = 0;
     std::optional<int64_t> newest_committed;
     std::map<int64_t, std::set<store::RankKey>> completed;

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "reft/protect/layout.h"
+#include "reft/protect/buffer_spec.h"
 #include "reft/protect/scheme.h"
 #include "reft/result.h"
 
@@ -59,7 +59,7 @@ struct AorPlan {
 };
 
 struct AorInput {
-  Layout layout;
+  JobLayout layout;
   Scheme scheme;
   RankCoord coord;
   std::vector<BufferSpec> buffers;      ///< the slot's buffers (what SlotMeta lists)
@@ -75,7 +75,7 @@ Result<int> GradientDtypeCode(const std::string& dtype);
 
 /// \brief Protection "aor" replays ZeRO-1 optimizer shards: InvalidArgument unless the layout's
 /// ZeRO stage is 1 when `scheme` has aor.
-Status CheckAorLayout(const Layout& layout, const Scheme& scheme);
+Status CheckAorLayout(const JobLayout& layout, const Scheme& scheme);
 
 /// \brief The AOR plan of the rank `in.coord`. InvalidArgument with a sentence naming the
 /// buffer and the rule when: aor with ZeRO stage != 1; a gradient buffer under a protection

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "reft/protect/layout.h"
+#include "reft/protect/buffer_spec.h"
 #include "reft/protect/scheme.h"
 #include "reft/result.h"
 
@@ -30,7 +30,7 @@ std::string AorRegionName(const std::string& buffer);     ///< "aor/<name>" repl
 /// \brief True when `b` gets an "aor/<name>" region (replayed by AOR, aor_plan.h) rather than a
 /// "peer/<name>" copy: protection aor, a unique buffer with the optimizer flag, ZeRO stage 1,
 /// dp >= 2.
-bool HasAorRegion(const Layout& layout, const Scheme& scheme, const BufferSpec& b);
+bool HasAorRegion(const JobLayout& layout, const Scheme& scheme, const BufferSpec& b);
 
 /// \brief A replicated buffer's place in the SG's canonical byte vector.
 struct BufferExtent {
@@ -82,7 +82,7 @@ struct ShardPiece {
 /// \brief Everything one rank must snapshot.
 struct RankPlan {
   RankCoord coord;
-  std::string node;
+  std::string node;  ///< from ShardingInput::placement; "rank<global rank>" without one
   uint64_t shard_begin = 0;  ///< own shard in the canonical vector
   uint64_t shard_end = 0;
   std::vector<ShardPiece> pieces;  ///< own shard ranges per buffer
@@ -93,7 +93,10 @@ struct RankPlan {
 
 /// \brief Full input of the sharding function.
 struct ShardingInput {
-  Layout layout;
+  JobLayout layout;
+  /// Node name of every rank, indexed by JobLayout::GlobalRank(); empty = every rank on its own
+  /// node "rank<i>". Only the placement warnings and the node-failure tolerance use it.
+  std::vector<std::string> placement;
   Scheme scheme;
   uint64_t chunk = 64 << 10;  ///< shard alignment; 64 KiB default
   /// Buffers registered by every rank, identical for all SGs unless `group_buffers` has the SG.
@@ -124,7 +127,7 @@ struct ShardingPlan {
 };
 
 /// \brief Slot layout and responsibilities of one rank (what the daemon calls per rank).
-Result<RankPlan> ComputeRankPlan(const Layout& layout, const Scheme& scheme, const RankCoord& coord,
+Result<RankPlan> ComputeRankPlan(const JobLayout& layout, const Scheme& scheme, const RankCoord& coord,
                                  const std::vector<BufferSpec>& buffers, uint64_t chunk);
 
 /// \brief The whole job: every SG and every rank, plus placement warnings.

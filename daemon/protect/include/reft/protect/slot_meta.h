@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "reft/protect/layout.h"
+#include "reft/protect/buffer_spec.h"
 #include "reft/protect/scheme.h"
 #include "reft/protect/sharding.h"
 #include "reft/result.h"
@@ -25,7 +25,7 @@ inline constexpr uint64_t kMaxSlotMetaBytes = 1 << 20;
 struct SlotMeta {
   std::string job;
   RankCoord coord;
-  Layout layout;  ///< `nodes` stays empty: placement is not part of a snapshot
+  JobLayout layout;
   Scheme scheme;
   uint64_t shard_chunk = 64 << 10;  ///< shard alignment of the sharding function
   std::vector<BufferSpec> buffers;  ///< in registration order

@@ -18,20 +18,29 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "reft/job_layout.h"
 #include "reft/result.h"
 
 namespace reft::store {
 
-/// \brief A rank of a job, keyed by its coordinates at save time (never by node or local rank).
-struct RankKey {
+/// \brief A rank of a job: the job and the rank's coordinates at save time (never its node or
+/// local rank). It is a RankCoord, so it passes wherever coordinates are expected.
+struct RankKey : RankCoord {
   std::string job;
-  int32_t pp = 0;
-  int32_t tp = 0;
-  int32_t dp = 0;
+
+  RankKey() = default;
+  RankKey(std::string job_id, int32_t pp_, int32_t tp_, int32_t dp_)
+      : RankCoord{pp_, tp_, dp_}, job(std::move(job_id)) {}
+  RankKey(std::string job_id, const RankCoord& c) : RankCoord(c), job(std::move(job_id)) {}
+
+  const RankCoord& coord() const { return *this; }
   std::string ToString() const;  ///< "job/pp0-tp0-dp3"
   bool operator==(const RankKey& o) const;
+  bool operator!=(const RankKey& o) const { return !(*this == o); }
+  /// \brief Ordered by job, then coordinates.
   bool operator<(const RankKey& o) const;
 };
 
