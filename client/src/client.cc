@@ -23,10 +23,8 @@
 #include "reft/aor/hyper_codec.h"
 #include "reft/kernels/device.h"
 #include "reft/local_proto/has_hints.h"
-#include "reft/protect/aor_plan.h"
 #include "reft/protect/codec.h"
-#include "reft/protect/scheme.h"
-#include "reft/protect/slot_meta.h"
+#include "reft/protect/slot_plan.h"
 
 namespace reft {
 
@@ -94,37 +92,15 @@ struct RegisteredBuffer {
   MemoryLocation memory = MemoryLocation::kHost;
   int device = 0;
   BufferOptions options;
+  local_proto::Register reg;  ///< what was sent: an input of the slot plan
 };
 
-/// This rank's slot plan, computed with the same pure function and inputs as reftd
-/// (protect::SlotMeta), so the copy worker knows which region bytes come from host memory.
+/// This rank's slot plan (protect::PlanSlot, the function reftd calls on the same hello and
+/// registrations) and the replicated buffers the copy worker reads from host memory.
 struct SlotPlan {
-  protect::SlotMeta meta;
-  protect::RankPlan rank;
-  protect::SgGeometry geometry;
-  protect::ReplicatedSource host_replicated;  ///< replicated buffers in host memory
-  bool all_replicated_on_host = true;
-  /// AEC/RS parity is computed where every replicated buffer is: here when all are host memory.
-  bool parity_on_host = false;
-  /// AOR (protect/aor_plan.h): per binding, the registration index of its optimizer shard and
-  /// of its gradient buffer (the copy worker stages host gradients' slices).
-  protect::AorPlan aor;
-  std::vector<uint32_t> aor_buffer_index;
-  std::vector<uint32_t> aor_gradient_index;
+  protect::SlotPlan slot;
+  protect::ReplicatedSource host_replicated;
 };
-
-/// Spec of a slot buffer (gradient buffers are not slot buffers: MakePlanLocked skips them).
-protect::BufferSpec SpecOf(const RegisteredBuffer& b) {
-  protect::BufferSpec s;
-  s.name = b.name;
-  s.size = b.size;
-  s.dtype = b.options.dtype;
-  s.kind = b.options.kind == BufferKind::kUnique ? protect::BufferKind::kUnique
-                                                 : protect::BufferKind::kReplicated;
-  s.layer = b.options.layer;
-  s.optimizer = b.options.optimizer;
-  return s;
-}
 
 /// A ready event recorded by snapshot() on the trainer thread for one (memory kind, device).
 struct PendingEvent {
@@ -141,6 +117,7 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   std::unique_ptr<client::Channel> channel;
   uint64_t session_id = 0;
   uint64_t shard_chunk = 0;               // from reftd's hello reply
+  local_proto::Hello hello;               // as sent: an input of the slot plan
   protect::Scheme scheme;
   std::vector<RegisteredBuffer> buffers;  // guarded by mu (appended only when idle)
   std::shared_ptr<const SlotPlan> plan;   // guarded by mu; reset by Register()
@@ -190,21 +167,21 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     const char* env = std::getenv("REFT_SOCKET");
     opts.socket_path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
   }
-  if (opts.job.empty()) return Status::InvalidArgument("job id is empty");
   if (opts.reply_timeout_ms <= 0) return Status::InvalidArgument("reply_timeout_ms must be > 0");
-  REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::Scheme::Parse(opts.protection));
-  REFT_RETURN_NOT_OK(protect::CheckAorLayout(opts.layout, spec));
+  local_proto::Hello hello;
+  hello.job = opts.job;
+  hello.coord = {opts.pp, opts.tp, opts.dp};
+  hello.layout = opts.layout;
+  hello.protection = opts.protection;
+  hello.client_version = kClientVersion;
+  // The checks reftd applies to a hello, here first: a bad declaration fails before connecting.
+  REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::CheckHello(hello));
+  hello.protection = spec.ToString();
   REFT_ASSIGN_OR_RETURN(UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
 
   std::unique_ptr<Client> c(new Client());
   c->impl_->options = opts;
   c->impl_->channel = std::make_unique<client::Channel>(std::move(sock), opts.reply_timeout_ms);
-  local_proto::Hello hello;
-  hello.job = opts.job;
-  hello.coord = {opts.pp, opts.tp, opts.dp};
-  hello.layout = opts.layout;
-  hello.protection = spec.ToString();
-  hello.client_version = kClientVersion;
   REFT_ASSIGN_OR_RETURN(local_proto::Frame reply,
                         c->impl_->channel->Call(MessageType::kHello, local_proto::Encode(hello),
                                                 MessageType::kHelloReply));
@@ -213,6 +190,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (hr.shard_chunk == 0) return Status::Protocol("reftd sent no shard alignment");
   c->impl_->session_id = hr.session_id;
   c->impl_->shard_chunk = hr.shard_chunk;
+  c->impl_->hello = hello;
   c->impl_->scheme = spec;
   Impl* impl = c->impl_.get();
   impl->worker = std::thread([impl] { impl->WorkerMain(); });
@@ -225,26 +203,11 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (data == nullptr || size == 0) {
     return Status::InvalidArgument("buffer '" + name + "': memory is null or empty");
   }
-  if (name.empty() || name.size() > protect::kMaxBufferName) {
-    return Status::InvalidArgument("buffer name '" + name + "' must have 1 to " +
-                                   std::to_string(protect::kMaxBufferName) + " bytes");
-  }
   if (options.kind != BufferKind::kReplicated && options.kind != BufferKind::kUnique &&
       options.kind != BufferKind::kGradient) {
     return Status::InvalidArgument("buffer '" + name + "': unknown kind " +
                                    std::to_string(static_cast<int>(options.kind)));
   }
-  if (options.kind == BufferKind::kGradient && !d.scheme.aor) {
-    return Status::InvalidArgument("gradient buffer '" + name + "' is read only by protection "
-                                   "'aor', which this client did not ask for ('" +
-                                   d.scheme.ToString() + "')");
-  }
-  if (options.gradient.size() > protect::kMaxBufferName) {
-    return Status::InvalidArgument("buffer '" + name + "': gradient name too long");
-  }
-  std::unique_lock<std::mutex> lock(d.mu);
-  if (d.closed) return Status::Unavailable("client is closed");
-  d.WaitIdleLocked(lock);
   local_proto::Register r;
   r.name = name;
   r.kind = options.kind == BufferKind::kUnique     ? local_proto::BufferKind::kUnique
@@ -256,6 +219,11 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   r.size = size;
   r.optimizer = options.optimizer;
   r.memory.memory_kind = static_cast<uint32_t>(options.memory);
+  // The checks reftd applies to a registration, here first (the scheme is fixed at Connect).
+  REFT_RETURN_NOT_OK(protect::CheckRegistration(r, d.scheme));
+  std::unique_lock<std::mutex> lock(d.mu);
+  if (d.closed) return Status::Unavailable("client is closed");
+  d.WaitIdleLocked(lock);
   std::vector<int> fds;
   if (options.memory != MemoryLocation::kHost) {
     auto kind = static_cast<kernels::MemoryKind>(options.memory);
@@ -278,7 +246,7 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (rr.buffer_index != d.buffers.size()) {
     return Status::Protocol("reftd numbered buffer '" + name + "' out of order");
   }
-  d.buffers.push_back({name, data, size, options.memory, r.memory.device, options});
+  d.buffers.push_back({name, data, size, options.memory, r.memory.device, options, r});
   d.plan.reset();
   return Status::OK();
 }
@@ -302,52 +270,14 @@ Result<std::vector<PendingEvent>> Client::Impl::RecordReadyEvents() {
 
 Result<std::shared_ptr<const SlotPlan>> Client::Impl::MakePlanLocked() const {
   auto plan = std::make_shared<SlotPlan>();
-  protect::SlotMeta& m = plan->meta;
-  m.job = options.job;
-  m.coord = {options.pp, options.tp, options.dp};
-  m.layout = options.layout;
-  m.scheme = scheme;
-  m.shard_chunk = shard_chunk;
-  bool any_replicated_on_device = false;
-  protect::AorInput aor_in;
-  for (const auto& b : buffers) {
-    if (b.options.kind == BufferKind::kGradient) {  // read by reftd's replay, never stored
-      aor_in.gradients.push_back({b.name, b.size, b.options.dtype});
-      continue;
-    }
-    m.buffers.push_back(SpecOf(b));
-    if (!b.options.gradient.empty()) aor_in.gradient_of[b.name] = b.options.gradient;
-    if (b.options.kind != BufferKind::kReplicated) continue;
+  std::vector<local_proto::Register> registrations;
+  for (const auto& b : buffers) registrations.push_back(b.reg);
+  REFT_ASSIGN_OR_RETURN(plan->slot, protect::PlanSlot(hello, registrations, shard_chunk));
+  for (uint32_t i : plan->slot.replicated) {
+    const auto& b = buffers[i];
     if (b.memory == MemoryLocation::kHost) {
       plan->host_replicated[b.name] = {static_cast<const uint8_t*>(b.data), b.size};
-    } else {
-      any_replicated_on_device = true;
     }
-  }
-  REFT_ASSIGN_OR_RETURN(plan->rank, m.Plan());
-  REFT_ASSIGN_OR_RETURN(plan->geometry, m.Geometry());
-  plan->all_replicated_on_host = !any_replicated_on_device;
-  const bool parity = (scheme.aec || scheme.rs > 0) && plan->geometry.m >= 2;
-  if (parity && any_replicated_on_device && !plan->host_replicated.empty()) {
-    return Status::InvalidArgument(
-        "protection '" + scheme.ToString() + "' computes parity over all replicated buffers, "
-        "which must then live in one memory: '" + plan->host_replicated.begin()->first +
-        "' is host memory while others are on a device");
-  }
-  plan->parity_on_host = parity && plan->all_replicated_on_host;
-  aor_in.layout = m.layout;
-  aor_in.scheme = m.scheme;
-  aor_in.coord = m.coord;
-  aor_in.buffers = m.buffers;
-  REFT_ASSIGN_OR_RETURN(plan->aor, protect::PlanAor(aor_in));
-  for (const auto& b : plan->aor.bindings) {
-    uint32_t opt = 0, grad = 0;
-    for (uint32_t i = 0; i < buffers.size(); ++i) {
-      if (buffers[i].name == b.buffer) opt = i;
-      if (buffers[i].name == b.gradient) grad = i;
-    }
-    plan->aor_buffer_index.push_back(opt);
-    plan->aor_gradient_index.push_back(grad);
   }
   return std::shared_ptr<const SlotPlan>(std::move(plan));
 }
@@ -356,7 +286,7 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
                                      const local_proto::SlotReply& slot, const SlotPlan& plan) {
   std::map<std::string, const local_proto::RegionPlacement*> placed;
   for (const auto& r : slot.regions) placed[r.name] = &r;
-  for (const auto& r : plan.rank.regions) {
+  for (const auto& r : plan.slot.rank.regions) {
     auto it = placed.find(r.name);
     if (it == placed.end() || it->second->size != r.size) {
       return Status::Protocol("reftd's slot layout differs from this client's plan at region '" +
@@ -371,8 +301,9 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
   // (its second fd); reftd replays from it after the fence, when the trainer may overwrite the
   // gradient. Device gradients are pulled by reftd.
   size_t host_gradients = 0;
-  for (size_t i = 0; i < plan.aor.bindings.size(); ++i) {
-    if (buffers[plan.aor_gradient_index[i]].memory == MemoryLocation::kHost) ++host_gradients;
+  const auto& bindings = plan.slot.aor.bindings;
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    if (buffers[plan.slot.aor_gradient[i]].memory == MemoryLocation::kHost) ++host_gradients;
   }
   if (slot.gradients.size() != host_gradients) {
     return Status::Protocol("reftd asks for " + std::to_string(slot.gradients.size()) +
@@ -385,15 +316,15 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
                           mappings.Get(begin.fds[1].get(), slot.gradient_file_size));
     for (const auto& g : slot.gradients) {
       size_t i = 0;
-      while (i < plan.aor.bindings.size() && plan.aor.bindings[i].buffer != g.name) ++i;
-      if (i == plan.aor.bindings.size() || g.file_offset != plan.aor.bindings[i].staging_offset ||
-          g.size != plan.aor.bindings[i].grad_bytes) {
+      while (i < bindings.size() && bindings[i].buffer != g.name) ++i;
+      if (i == bindings.size() || g.file_offset != bindings[i].staging_offset ||
+          g.size != bindings[i].grad_bytes) {
         return Status::Protocol("reftd's gradient staging differs from this client's AOR plan "
                                 "at '" + g.name + "'");
       }
-      const auto& src = buffers[plan.aor_gradient_index[i]];
+      const auto& src = buffers[plan.slot.aor_gradient[i]];
       std::memcpy(staging + g.file_offset,
-                  static_cast<const uint8_t*>(src.data) + plan.aor.bindings[i].grad_offset, g.size);
+                  static_cast<const uint8_t*>(src.data) + bindings[i].grad_offset, g.size);
     }
   }
   if (plan.host_replicated.empty() && !host_unique) return Status::OK();  // all on a device
@@ -404,16 +335,17 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
     return protect::MutableSpan{base + p->file_offset, p->size};
   };
   if (!plan.host_replicated.empty()) {
-    const protect::SgGeometry& g = plan.geometry;
+    const protect::SgGeometry& g = plan.slot.geometry;
     std::map<std::string, protect::MutableSpan> regions;
     regions[protect::kRegionShard] = span(protect::kRegionShard);
     for (int o = 1; o <= scheme.arc; ++o) {
       regions[protect::ArcRegionName(o)] = span(protect::ArcRegionName(o));
     }
-    if (plan.parity_on_host && scheme.aec) regions[protect::kRegionAec] = span(protect::kRegionAec);
-    if (plan.parity_on_host && scheme.rs > 0) regions[protect::kRegionRs] = span(protect::kRegionRs);
+    const bool parity = plan.slot.parity_on_host();
+    if (parity && scheme.aec) regions[protect::kRegionAec] = span(protect::kRegionAec);
+    if (parity && scheme.rs > 0) regions[protect::kRegionRs] = span(protect::kRegionRs);
     REFT_RETURN_NOT_OK(protect::EncodeMember(g, scheme, options.dp, plan.host_replicated, regions,
-                                             1, !plan.all_replicated_on_host));
+                                             1, plan.slot.any_replicated_on_device));
   }
   for (const auto& b : buffers) {
     if (b.options.kind != BufferKind::kUnique || b.memory != MemoryLocation::kHost) continue;
@@ -509,8 +441,8 @@ Result<std::vector<local_proto::OptimizerHyper>> Client::Impl::OptimizerRecords(
     }
   }
   std::vector<local_proto::OptimizerHyper> out;
-  for (size_t i = 0; i < p.aor.bindings.size(); ++i) {
-    const std::string& name = p.aor.bindings[i].buffer;
+  for (size_t i = 0; i < p.slot.aor.bindings.size(); ++i) {
+    const std::string& name = p.slot.aor.bindings[i].buffer;
     const OptimizerStep* o = all;
     if (per_buffer != nullptr) {
       auto it = per_buffer->find(name);
@@ -528,7 +460,7 @@ Result<std::vector<local_proto::OptimizerHyper>> Client::Impl::OptimizerRecords(
     Status valid = aor::ValidateStepHyper(h);
     if (!valid.ok()) return valid.WithContext(at + "optimizer shard '" + name + "'");
     local_proto::OptimizerHyper rec;
-    rec.buffer_index = p.aor_buffer_index[i];
+    rec.buffer_index = p.slot.aor_buffer[i];
     const auto wire = aor::EncodeStepHyper(h);
     std::copy(wire.begin(), wire.end(), rec.record.begin());
     out.push_back(rec);

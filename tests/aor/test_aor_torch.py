@@ -17,7 +17,7 @@ Two modes (two ctest entries):
 
 --expect exact, with ATEN_CPU_CAPABILITY=default (ATen's portable scalar kernels, x86-64 only):
   the replay must equal torch bit for bit. The replay's operation order (documented in
-  daemon/protect/aor/include/reft/aor/adamw.h) is the order of torch's single-tensor AdamW, and
+  protect/aor/include/reft/aor/adamw.h) is the order of torch's single-tensor AdamW, and
   without AVX2 neither side fuses anything. A negative control then perturbs one lr in the trace
   by 2^-20 relative and requires the replay to differ, so the comparison can fail.
 

@@ -1,4 +1,4 @@
-// Fuzz target: the "meta" region of a snapshot slot (daemon/protect slot_meta.h,
+// Fuzz target: the "meta" region of a snapshot slot (protect slot_meta.h,
 // SlotMeta::Decode). A replacement node, restore-check and the persistent tier read it from
 // slots written by other nodes and processes, so it is untrusted input; whatever it accepts
 // drives the sharding function (slot layouts, shard boundaries, buffer placement).

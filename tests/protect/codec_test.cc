@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "protect_fixture.h"
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 
 namespace reft::protect {
 namespace {

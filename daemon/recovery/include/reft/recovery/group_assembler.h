@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 #include "reft/protect/slot_meta.h"
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/fetcher.h"

@@ -1,13 +1,13 @@
-/// \file planner.cc
+/// \file tolerance.cc
 /// \brief Guaranteed tolerance by enumeration of node failure sets.
 
-#include "reft/protect/planner.h"
+#include "reft/protect/tolerance.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 
 namespace reft::protect {
 namespace {

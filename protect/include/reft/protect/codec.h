@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 #include "reft/protect/scheme.h"
 #include "reft/protect/sharding.h"
 #include "reft/result.h"

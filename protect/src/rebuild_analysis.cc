@@ -1,7 +1,7 @@
-/// \file recovery.cc
+/// \file rebuild_analysis.cc
 /// \brief Peeling/erasure analysis over byte intervals of padded shards.
 
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 
 #include <algorithm>
 #include <map>

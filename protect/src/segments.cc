@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 
 namespace reft::protect {
 namespace {

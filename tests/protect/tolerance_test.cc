@@ -1,6 +1,6 @@
 // Protection planner guarantees against brute force with real encode/decode of bytes.
 
-#include "reft/protect/planner.h"
+#include "reft/protect/tolerance.h"
 
 #include <catch2/catch.hpp>
 #include <map>

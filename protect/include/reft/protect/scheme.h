@@ -17,7 +17,7 @@ struct Scheme {
   bool aec = false;  ///< rotated sub-chunk XOR parity (seeds-spec §1.4 corrected indices)
   int rs = 0;        ///< RS(r): rotated Cauchy Reed–Solomon stripes, any r failures
   bool aor =
-      false;  ///< ZeRO-1 optimizer shards replicated by optimizer replay (daemon/protect/aor)
+      false;  ///< ZeRO-1 optimizer shards replicated by optimizer replay (protect/aor)
 
   /// \brief Parses "none", "arc<r>", "aec", "rs<r>", "aor" joined with '+' ("arc" = "arc1"),
   /// ignoring case and spaces; r in 1..16, each component once, "none" only alone, at most 64

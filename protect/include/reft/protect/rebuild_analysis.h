@@ -1,5 +1,5 @@
 #pragma once
-/// \file recovery.h
+/// \file rebuild_analysis.h
 /// \brief Recovery analysis of one SG: from which members survive, the exact recoverable set and
 /// the ordered operations that rebuild it (iterative peeling over ARC copies and AEC parities,
 /// erasure decoding of RS stripes, to a fixed point), or exactly what is lost.

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reft/protect/planner.h"
+#include "reft/protect/tolerance.h"
 #include "reft/protect/sharding.h"
 #include "reft/result.h"
 

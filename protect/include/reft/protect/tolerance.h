@@ -1,5 +1,5 @@
 #pragma once
-/// \file planner.h
+/// \file tolerance.h
 /// \brief Protection planner: per-rank bytes and the guaranteed number of node failures each SG
 /// survives, computed by the recovery analysis over node failure sets (never by adding the
 /// components' tolerances, seeds-spec §1.6).
