@@ -19,7 +19,9 @@
 
 #include "reft/client.h"
 #include "reft/kernels/emulated.h"
+#include "node_local_hooks.h"
 #include "reft/local/local_server.h"
+#include "reft/local/single_node_commit.h"
 #include "reft/units.h"
 #include "bench_util.h"
 
@@ -86,9 +88,12 @@ int main(int argc, char** argv) {
   auto store = store::SnapshotStore::Open(so);
   if (!store.ok()) return Fail("store", store.status());
   local::SingleNodeCommitCoordinator coordinator(store->get());
+  testing::NodeLocalPeerCopier copier(store->get());
+  testing::NodeLocalRestoreProvider restorer(store->get(), &coordinator);
   local::LocalServerOptions lo;
   lo.socket_path = socket;
-  auto server = local::LocalServer::Create(lo, store->get(), &coordinator);
+  auto server = local::LocalServer::Create(lo, store->get(), &coordinator,
+                                           local::ClusterHooks{&copier, &restorer});
   if (!server.ok()) return Fail("server", server.status());
   if (Status st = (*server)->Start(); !st.ok()) return Fail("server start", st);
 

@@ -1,30 +1,20 @@
-/// \file session_device.cc
+/// \file snapshot_device.cc
 /// \brief The device side of a snapshot: which bytes of device memory land where in the slot
 /// (the rank plan's segments whose source buffers are device memory), and their execution on
 /// the daemon's copy streams (DESIGN.md §3 "IPC pull"; AEC parity on the device before the
-/// D2H copy, "in bubbles" under HAS). Restores copy host->device.
+/// D2H copy, "in bubbles" under HAS).
 
 #include <algorithm>
 #include <cstring>
 
 #include "reft/protect/segments.h"
-#include "session.h"
+#include "snapshot_writer.h"
 
 namespace reft::local {
 
-Result<kernels::CopyStream*> Session::StreamFor(kernels::DeviceBackend* backend, int device) {
-  auto key = std::make_pair(static_cast<int>(backend->kind()), device);
-  auto it = streams_.find(key);
-  if (it != streams_.end()) return it->second.get();
-  REFT_ASSIGN_OR_RETURN(auto stream, backend->CreateStream(device));
-  kernels::CopyStream* raw = stream.get();
-  streams_[key] = std::move(stream);
-  return raw;
-}
-
-Result<std::vector<Session::DeviceOp>> Session::DeviceOps(const store::SlotRef& slot) {
+Result<std::vector<SnapshotWriter::DeviceOp>> SnapshotWriter::DeviceOps(const store::SlotRef& slot) {
   const Plan& p = *plan_;
-  const protect::SgGeometry& g = p.geometry;
+  const protect::SgGeometry& g = p.slot.geometry;
   const int dp = rank_.dp;
   std::vector<DeviceOp> ops;
   std::vector<std::pair<uint8_t*, uint64_t>> pinned;  // regions receiving device bytes
@@ -38,7 +28,7 @@ Result<std::vector<Session::DeviceOp>> Session::DeviceOps(const store::SlotRef& 
   auto add = [&](DeviceOp op, uint8_t* region_base, uint64_t region_size) -> Status {
     const Buffer* b = nullptr;
     for (const auto& [buf, off] : op.sources) b = b != nullptr ? b : buf;
-    REFT_ASSIGN_OR_RETURN(op.stream, StreamFor(b->backend, b->reg.memory.device));
+    REFT_ASSIGN_OR_RETURN(op.stream, buffers_->StreamFor(b->backend, b->reg.memory.device));
     if (pinned.empty() || pinned.back().first != region_base) {
       REFT_RETURN_NOT_OK(b->backend->PinHost(region_base, region_size));
       pinned.emplace_back(region_base, region_size);
@@ -63,7 +53,7 @@ Result<std::vector<Session::DeviceOp>> Session::DeviceOps(const store::SlotRef& 
   for (int o = 1; o <= scheme_.arc; ++o) {
     REFT_RETURN_NOT_OK(copies(protect::ArcRegionName(o), (dp + o) % g.m));
   }
-  for (const auto& b : buffers_) {
+  for (const auto& b : buffers_->all()) {
     if (b.backend == nullptr || b.reg.kind != local_proto::BufferKind::kUnique) continue;
     REFT_ASSIGN_OR_RETURN(uint8_t * base, region(protect::UniqueRegionName(b.reg.name)));
     REFT_RETURN_NOT_OK(
@@ -71,16 +61,16 @@ Result<std::vector<Session::DeviceOp>> Session::DeviceOps(const store::SlotRef& 
   }
   // AOR: the neighbour's slice of each device gradient, D2H into the staging the replay reads
   // after the fence (the trainer may overwrite the gradient as soon as fence() returns).
-  for (size_t i = 0; i < p.aor.bindings.size(); ++i) {
+  for (size_t i = 0; i < p.slot.aor.bindings.size(); ++i) {
     const Buffer* g = p.aor_gradient[i];
     if (g->backend == nullptr) continue;  // host memory: the client copied it
-    const auto& b = p.aor.bindings[i];
+    const auto& b = p.slot.aor.bindings[i];
     DeviceOp op{DeviceOp::Kind::kCopy, p.staging->mem.data() + b.staging_offset, b.grad_bytes,
                 {{g, b.grad_offset}}, 0, nullptr};
-    REFT_ASSIGN_OR_RETURN(op.stream, StreamFor(g->backend, g->reg.memory.device));
+    REFT_ASSIGN_OR_RETURN(op.stream, buffers_->StreamFor(g->backend, g->reg.memory.device));
     ops.push_back(std::move(op));  // staging was page-locked once, by MakePlan
   }
-  if (!p.parity_on_device) return ops;
+  if (!p.slot.parity_on_device()) return ops;
   // Parity last: copies of the own data come first under HAS's deadline as well.
   auto parity = [&](DeviceOp::Kind kind, const std::vector<protect::CodingSegment>& segs,
                     uint8_t* out, uint8_t* base, uint64_t region_size, int row) -> Status {
@@ -117,7 +107,7 @@ Result<std::vector<Session::DeviceOp>> Session::DeviceOps(const store::SlotRef& 
   return ops;
 }
 
-Status Session::WaitReadyEvents(const std::vector<DeviceOp>& ops,
+Status SnapshotWriter::WaitReadyEvents(const std::vector<DeviceOp>& ops,
                                 const std::vector<kernels::EventExport>& ready,
                                 const std::vector<std::pair<int, int>>& ready_keys) {
   std::vector<kernels::CopyStream*> done;
@@ -134,7 +124,7 @@ Status Session::WaitReadyEvents(const std::vector<DeviceOp>& ops,
   return Status::OK();
 }
 
-Status Session::IssueOp(const DeviceOp& op) {
+Status SnapshotWriter::IssueOp(const DeviceOp& op) {
   const Buffer* first = nullptr;
   for (const auto& [buf, off] : op.sources) first = first != nullptr ? first : buf;
   kernels::DeviceBackend* backend = first->backend;
@@ -177,7 +167,7 @@ Status Session::IssueOp(const DeviceOp& op) {
   return Status::Internal("unknown device op");
 }
 
-Status Session::PullDevice(const store::SlotRef& slot,
+Status SnapshotWriter::PullDevice(const store::SlotRef& slot,
                            const std::vector<kernels::EventExport>& ready,
                            const std::vector<std::pair<int, int>>& ready_keys) {
   REFT_ASSIGN_OR_RETURN(std::vector<DeviceOp> ops, DeviceOps(slot));
@@ -195,29 +185,6 @@ Status Session::PullDevice(const store::SlotRef& slot,
     if (issued.ok()) issued = st;
   }
   return issued;
-}
-
-Status Session::PushDevice(const uint8_t* base, const std::map<std::string, uint64_t>& offsets) {
-  std::vector<kernels::CopyStream*> used;
-  Status first;
-  for (const auto& b : buffers_) {
-    if (b.backend == nullptr || b.reg.kind == local_proto::BufferKind::kGradient) continue;
-    auto stream = StreamFor(b.backend, b.reg.memory.device);
-    if (!stream.ok()) {
-      first = stream.status();
-      break;
-    }
-    first = b.backend->CopyToDeviceAsync(base + offsets.at(b.reg.name), *b.memory,
-                                         b.reg.memory.offset, b.reg.size, **stream)
-                .WithContext("restoring buffer '" + b.reg.name + "'");
-    if (!first.ok()) break;
-    if (std::find(used.begin(), used.end(), *stream) == used.end()) used.push_back(*stream);
-  }
-  for (auto* s : used) {
-    Status st = s->Synchronize();
-    if (first.ok()) first = st;
-  }
-  return first;
 }
 
 }  // namespace reft::local

@@ -1,5 +1,5 @@
-/// \file session_aor.cc
-/// \brief AOR in the session (DESIGN.md §2 "AOR", seeds-spec §1.5, docs/protection.md "AOR in
+/// \file snapshot_aor.cc
+/// \brief AOR in the snapshot writer (DESIGN.md §2 "AOR", seeds-spec §1.5, docs/protection.md "AOR in
 /// reftd"): each "aor/<name>" region of step s is the replica of rank dp+1's optimizer shard,
 /// advanced on the host from the replica of step s−1 (the region of this rank's previous slot)
 /// with the gradient slice staged before the fence and the step's hyper-parameters. When there
@@ -12,28 +12,24 @@
 
 #include "reft/aor/hyper_codec.h"
 #include "reft/protect/sharding.h"
-#include "session.h"
+#include "snapshot_writer.h"
 
 namespace reft::local {
 
 static_assert(local_proto::kOptimizerHyperBytes == aor::kStepHyperWireSize);
 
-Session::GradientStaging::~GradientStaging() {
-  for (auto* backend : pinned) (void)backend->UnpinHost(mem.data());
-}
-
-Result<std::vector<aor::StepHyper>> Session::OptimizerHypers(
+Result<std::vector<aor::StepHyper>> SnapshotWriter::OptimizerHypers(
     const local_proto::SnapshotBegin& m) const {
-  const auto& bindings = plan_->aor.bindings;
+  const auto& bindings = plan_->slot.aor.bindings;
   std::vector<aor::StepHyper> out(bindings.size());
   std::vector<bool> seen(bindings.size(), false);
   const std::string at = "snapshot of step " + std::to_string(m.step) + ": ";
   for (const auto& o : m.optimizer) {
     size_t i = 0;
-    while (i < bindings.size() && plan_->aor_buffer_index[i] != o.buffer_index) ++i;
+    while (i < bindings.size() && plan_->slot.aor_buffer[i] != o.buffer_index) ++i;
     if (i == bindings.size()) {
-      const std::string name = o.buffer_index < buffers_.size()
-                                   ? "'" + buffers_[o.buffer_index].reg.name + "'"
+      const std::string name = o.buffer_index < buffers_->size()
+                                   ? "'" + (*buffers_)[o.buffer_index].reg.name + "'"
                                    : "#" + std::to_string(o.buffer_index);
       return Status::InvalidArgument(at + "optimizer hyper-parameters for buffer " + name +
                                      ", which has no 'aor/' region to replay");
@@ -64,7 +60,7 @@ Result<std::vector<aor::StepHyper>> Session::OptimizerHypers(
   return out;
 }
 
-Result<std::shared_ptr<store::SlotRef>> Session::BeginWriteKeepingReplicas(int64_t step) {
+Result<std::shared_ptr<store::SlotRef>> SnapshotWriter::BeginWriteKeepingReplicas(int64_t step) {
   auto slot = ctx_.store->BeginWrite(rank_, step);
   if (slot.ok() || slot.status().code() != StatusCode::kBusy) return slot;
   bool held = false;
@@ -76,7 +72,7 @@ Result<std::shared_ptr<store::SlotRef>> Session::BeginWriteKeepingReplicas(int64
   return ctx_.store->BeginWrite(rank_, step);
 }
 
-void Session::ResetAor(const std::string& reason) {
+void SnapshotWriter::ResetAor(const std::string& reason) {
   for (auto& a : aor_) {
     a.replica.reset();
     a.slot.reset();
@@ -85,9 +81,9 @@ void Session::ResetAor(const std::string& reason) {
   }
 }
 
-Status Session::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::SlotRef>& slot,
+Status SnapshotWriter::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::SlotRef>& slot,
                            const store::RankKey& neighbour) {
-  const protect::AorBinding& b = plan_->aor.bindings[i];
+  const protect::AorBinding& b = plan_->slot.aor.bindings[i];
   AorState& st = aor_[i];
   REFT_ASSIGN_OR_RETURN(size_t idx, slot->FindRegion(b.region));
   const uint64_t n = b.elements;
@@ -116,9 +112,10 @@ Status Session::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::
     Status replayed = st.replica->ApplyInto(next, h, grad, dtype, n);
     const double dt = seconds(t0);
     if (replayed.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      info_.aor_replay_seconds += dt;
-      if (!verify) info_.aor_replays++;
+      ctx_.info->Update([&](SessionInfo& info) {
+        info.aor_replay_seconds += dt;
+        if (!verify) info.aor_replays++;
+      });
     }
     if (replayed.ok() && !verify) {
       st.slot = slot;  // the previous slot is let go: the replica now lives in this one
@@ -139,24 +136,25 @@ Status Session::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::
     std::vector<uint8_t> owner(12 * n);
     REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(neighbour, step,
                                                   protect::UniqueRegionName(b.buffer), owner.data(),
-                                                  owner.size(), timeout, &hung_up_));
+                                                  owner.size(), timeout, ctx_.hung_up));
     mismatch = std::memcmp(owner.data(), region, owner.size()) != 0;
     if (mismatch) std::memcpy(region, owner.data(), owner.size());
   } else {
     REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(
         neighbour, step, protect::UniqueRegionName(b.buffer), region, 12 * n, timeout,
-        &hung_up_));
+        ctx_.hung_up));
   }
   // The copy is the owner's state after iteration `step`, at optimizer step h.step.
   st.replica.emplace(next, static_cast<uint64_t>(step), h.step, options_.aor_threads);
   st.slot = slot;
   st.since_copy = 0;
   st.reason.clear();
-  std::lock_guard<std::mutex> lock(mu_);
-  info_.aor_copy_seconds += seconds(t0);
-  info_.aor_copies++;
-  if (mismatch) info_.aor_mismatches++;
-  info_.aor_last_copy = "step " + std::to_string(step) + " '" + b.buffer + "': " + why;
+  ctx_.info->Update([&](SessionInfo& info) {
+    info.aor_copy_seconds += seconds(t0);
+    info.aor_copies++;
+    if (mismatch) info.aor_mismatches++;
+    info.aor_last_copy = "step " + std::to_string(step) + " '" + b.buffer + "': " + why;
+  });
   return Status::OK();
 }
 

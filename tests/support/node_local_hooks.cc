@@ -1,15 +1,12 @@
 #include "node_local_hooks.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <thread>
 
+#include "reft/mapped_memfd.h"
 #include "reft/protect/codec.h"
 
-namespace reft::local {
+namespace reft::testing {
 
 Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t step,
                                           const std::string& region, uint8_t* dst, uint64_t size,
@@ -44,8 +41,8 @@ Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t st
   }
 }
 
-Result<RestoredState> NodeLocalRestoreProvider::Restore(const protect::SlotMeta& meta) {
-  RestoredState out;
+Result<local::RestoredState> NodeLocalRestoreProvider::Restore(const protect::SlotMeta& meta) {
+  local::RestoredState out;
   auto newest = coordinator_->NewestCommitted(meta.job);
   if (!newest) return out;  // nothing committed: a fresh start
   const int64_t step = *newest;
@@ -111,4 +108,4 @@ Result<RestoredState> NodeLocalRestoreProvider::Restore(const protect::SlotMeta&
   return out;
 }
 
-}  // namespace reft::local
+}  // namespace reft::testing

@@ -1,19 +1,19 @@
 #pragma once
 /// \file node_local_hooks.h
-/// \brief The node-local PeerCopier and RestoreProvider: every rank of the job on this node
-/// (a single-node job, or a LocalServer used without the cluster layer). reftd replaces both
-/// with daemon/recovery's implementations, which also reach peers, replicas and parity.
+/// \brief Test doubles of the cluster hooks for a LocalServer without the cluster layer: a
+/// PeerCopier and a RestoreProvider that see only this node's store (every rank of the job on
+/// this node). reftd always uses daemon/recovery's implementations, which also reach peers,
+/// replicas and parity; the local channel's tests (and the client bench) use these.
 
 #include "reft/local/commit_coordinator.h"
 #include "reft/local/recovery_hooks.h"
-#include "reft/mapped_memfd.h"
 #include "reft/store/snapshot_store.h"
 
-namespace reft::local {
+namespace reft::testing {
 
 /// \brief Copies a published region of another rank's slot in this node's store, polling until
 /// it is published or the timeout passes.
-class NodeLocalPeerCopier final : public PeerCopier {
+class NodeLocalPeerCopier final : public local::PeerCopier {
  public:
   explicit NodeLocalPeerCopier(store::SnapshotStore* store) : store_(store) {}
   Status CopyPublished(const store::RankKey& from, int64_t step, const std::string& region,
@@ -27,16 +27,16 @@ class NodeLocalPeerCopier final : public PeerCopier {
 /// \brief REFT-load from this node's slots only: the newest committed step, every SG member's
 /// shard read and checksum-verified from the local store; Lost naming the first missing member
 /// (rebuilding it needs peers, replicas or parity: the cluster layer's job).
-class NodeLocalRestoreProvider final : public RestoreProvider {
+class NodeLocalRestoreProvider final : public local::RestoreProvider {
  public:
-  NodeLocalRestoreProvider(store::SnapshotStore* store, CommitCoordinator* coordinator)
+  NodeLocalRestoreProvider(store::SnapshotStore* store, local::CommitCoordinator* coordinator)
       : store_(store), coordinator_(coordinator) {}
-  Result<RestoredState> Restore(const protect::SlotMeta& meta) override;
+  Result<local::RestoredState> Restore(const protect::SlotMeta& meta) override;
 
  private:
   store::SnapshotStore* store_;
-  CommitCoordinator* coordinator_;
+  local::CommitCoordinator* coordinator_;
 };
 
 
-}  // namespace reft::local
+}  // namespace reft::testing

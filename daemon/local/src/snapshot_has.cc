@@ -1,5 +1,5 @@
-/// \file session_has.cc
-/// \brief HAS in the session (seeds-spec §1.2, docs/has.md): the trainer's hint page, the
+/// \file snapshot_has.cc
+/// \brief HAS in the snapshot writer (seeds-spec §1.2, docs/has.md): the trainer's hint page, the
 /// online bubble profiler and the release gate that schedules the device work of a snapshot
 /// into bubbles first, alongside compute when they cannot hold it before the deadline.
 
@@ -15,19 +15,12 @@
 #include "reft/kernels/emulated.h"
 #include "reft/local_proto/has_hints.h"
 #include "reft/units.h"
-#include "session.h"
-#include "session_has_state.h"
+#include "snapshot_has_state.h"
+#include "snapshot_writer.h"
 
 namespace reft::local {
 
-using local_proto::Frame;
-using local_proto::MessageType;
-
-
-void Session::DetachHas() { has_.reset(); }
-
-Status Session::HandleHasAttach(Frame& f) {
-  if (!joined_) return Status::Protocol("has_attach before hello");
+Status SnapshotWriter::AttachHas(const local_proto::Frame& f) {
   if (f.fds.size() != 1) return Status::Protocol("has_attach must carry exactly one fd");
   // Optional payload: the pipeline as five little-endian int64 (stages, this stage,
   // micro-batches, forward ns, backward ns) -> the simulator's bubble estimate seeds the gate.
@@ -73,10 +66,10 @@ Status Session::HandleHasAttach(Frame& f) {
     state->gate.profiler().Seed(stage.windows, stage.makespan);
   }
   has_ = std::move(state);
-  return Reply(MessageType::kAck, f.header.request_id, {});
+  return Status::OK();
 }
 
-Status Session::PullDeviceGated(const store::SlotRef& slot,
+Status SnapshotWriter::PullDeviceGated(const store::SlotRef& slot,
                                        const std::vector<kernels::EventExport>& ready,
                                        const std::vector<std::pair<int, int>>& ready_keys) {
   HasState& h = *has_;

@@ -1,8 +1,10 @@
-#include "reft/local/commit_coordinator.h"
+#include "reft/local/single_node_commit.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
+
+#include "reft/log.h"
 
 namespace reft::local {
 
@@ -25,7 +27,14 @@ SingleNodeCommitCoordinator::JobState& SingleNodeCommitCoordinator::StateLocked(
     for (const auto& r : ranks) {
       auto c = store_->NewestCommitted(r);
       if (c && *c >= *newest) continue;
-      if (store_->Get(r, *newest).ok()) (void)store_->Commit(r, *newest);
+      if (!store_->Get(r, *newest).ok()) continue;
+      // A rank whose commit cannot be rolled forward keeps its older committed step; restores
+      // still agree (they read the job's newest committed step), so this is worth a warning.
+      Status st = store_->Commit(r, *newest);
+      if (!st.ok()) {
+        LogWarning("rolling the commit of step " + std::to_string(*newest) + " forward to " +
+                   r.ToString() + " failed: " + st.ToString());
+      }
     }
   }
   st.newest_committed = newest;
@@ -34,7 +43,7 @@ SingleNodeCommitCoordinator::JobState& SingleNodeCommitCoordinator::StateLocked(
 
 Status SingleNodeCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
   REFT_RETURN_NOT_OK(layout.CheckRank(rank));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   JobState& st = StateLocked(rank.job);
   if (st.connected > 0 && !(st.layout == layout)) {
     return Status::InvalidArgument("job '" + rank.job + "' is running with layout " +
@@ -51,7 +60,7 @@ Status SingleNodeCommitCoordinator::Join(const store::RankKey& rank, const JobLa
 }
 
 void SingleNodeCommitCoordinator::Leave(const store::RankKey& rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(rank.job);
   if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
 }
@@ -59,7 +68,7 @@ void SingleNodeCommitCoordinator::Leave(const store::RankKey& rank) {
 Status SingleNodeCommitCoordinator::Complete(const store::RankKey& rank, int64_t step) {
   std::vector<store::RankKey> to_commit;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     JobState& st = StateLocked(rank.job);
     if (st.newest_committed && step <= *st.newest_committed) return Status::OK();
     auto& done = st.completed[step];
@@ -74,7 +83,7 @@ Status SingleNodeCommitCoordinator::Complete(const store::RankKey& rank, int64_t
     if (!s.ok() && first_error.ok()) first_error = s.WithContext("committing " + r.ToString());
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     JobState& st = jobs_[rank.job];
     if (first_error.ok() && (!st.newest_committed || step > *st.newest_committed)) {
       st.newest_committed = step;
@@ -86,14 +95,14 @@ Status SingleNodeCommitCoordinator::Complete(const store::RankKey& rank, int64_t
 }
 
 std::optional<int64_t> SingleNodeCommitCoordinator::NewestCommitted(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return StateLocked(job).newest_committed;
 }
 
 bool SingleNodeCommitCoordinator::WaitCommitted(const std::string& job, int64_t step,
                                                 std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] {
+  MutexLock lock(mu_);
+  return lock.WaitFor(cv_, timeout, [&]() REFT_REQUIRES(mu_) {
     auto n = StateLocked(job).newest_committed;
     return n && *n >= step;
   });
