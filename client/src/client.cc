@@ -157,6 +157,8 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
 };
 
 Client::Client() : impl_(std::make_unique<Impl>()) {}
+// The destructor has no caller to tell: Close() returns the last snapshot's error to whoever
+// wants it (documented in client.h).
 Client::~Client() { (void)Close(); }
 
 uint64_t Client::session_id() const { return impl_->session_id; }
@@ -367,7 +369,11 @@ Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& 
   REFT_RETURN_NOT_OK(local_proto::Decode(begin.payload, local_proto::Limits{}, &slot));
   Status copied = FillHostRegions(begin, slot, plan);
   if (!copied.ok()) {
-    (void)channel->Call(MessageType::kSnapshotAbort, local_proto::Encode(m), MessageType::kAck);
+    // reftd discards the slot on abort, or when this client hangs up if the abort is lost.
+    Status aborted =
+        channel->Call(MessageType::kSnapshotAbort, local_proto::Encode(m), MessageType::kAck)
+            .status();
+    if (!aborted.ok()) copied = copied.WithContext("(abort: " + aborted.message() + ")");
     return copied.WithContext("snapshot of step " + std::to_string(step));
   }
   local_proto::SnapshotStaged staged;

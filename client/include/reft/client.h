@@ -126,7 +126,7 @@ class REFT_CLIENT_API Client {
   /// \brief Connects and joins the job. Unavailable when reftd does not answer, InvalidArgument
   /// for a bad job/layout/protection, PermissionDenied when this uid is not allowed.
   static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
-  ~Client();  ///< Close()s
+  ~Client();  ///< Close()s; its error is dropped (call Close() first to see it)
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 

@@ -7,6 +7,7 @@
 
 #include "reft/kernels/device.h"
 #include "reft/peer/rank_id.h"
+#include "reft/proto/grpc_status.h"
 #include "reft/recovery/tier_restore.h"
 #include "reft/v1/common.pb.h"
 
@@ -15,26 +16,6 @@ namespace {
 
 constexpr uint32_t kProtocolVersion = 1;
 constexpr size_t kMaxJobName = 64;
-
-
-grpc::StatusCode ToGrpcCode(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk: return grpc::StatusCode::OK;
-    case StatusCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
-    case StatusCode::kNotFound: return grpc::StatusCode::NOT_FOUND;
-    case StatusCode::kAlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
-    case StatusCode::kOutOfMemory: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case StatusCode::kCorrupted: return grpc::StatusCode::DATA_LOSS;
-    case StatusCode::kLost: return grpc::StatusCode::DATA_LOSS;
-    case StatusCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
-    case StatusCode::kTimeout: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case StatusCode::kPermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
-    case StatusCode::kBusy: return grpc::StatusCode::FAILED_PRECONDITION;
-    case StatusCode::kCancelled: return grpc::StatusCode::CANCELLED;
-    case StatusCode::kUnsupported: return grpc::StatusCode::UNIMPLEMENTED;
-    default: return grpc::StatusCode::INTERNAL;
-  }
-}
 
 reft::Status CheckJobName(const std::string& job) {
   if (job.empty()) return reft::Status::InvalidArgument("job must not be empty");
@@ -91,12 +72,6 @@ class EventStream {
 };
 
 }  // namespace
-
-grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  if (ctx) ctx->AddTrailingMetadata("reft-code", StatusCodeName(status.code()));
-  return grpc::Status(ToGrpcCode(status.code()), status.message());
-}
 
 AdminService::AdminService(const DaemonConfig& config, store::SnapshotStore* store,
                            SessionLister sessions, const security::TokenAuthorizer* auth,
@@ -163,7 +138,7 @@ grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
   if (auto denied = auth_->Check(ctx, "Admin/ListSnapshots"); !denied.ok()) return denied;
   std::optional<std::string> job;
   if (!req->job().empty()) {
-    if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+    if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
     job = req->job();
   }
   for (const auto& slot : store_->List(job)) {
@@ -187,14 +162,16 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
                                           const v1::VerifySnapshotRequest* req,
                                           v1::VerifySnapshotResponse* resp) {
   if (auto denied = auth_->Check(ctx, "Admin/VerifySnapshot"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   auto ranks = store_->Ranks(req->job());
   if (ranks.empty()) {
-    return ToGrpcStatus(ctx, reft::Status::NotFound("no snapshots of job '" + req->job() + "' on this node"));
+    return proto::ToGrpc(
+        reft::Status::NotFound("no snapshots of job '" + req->job() + "' on this node"), ctx);
   }
   int64_t step = req->has_step() ? req->step() : NewestCommittedStep(store_, req->job());
   if (step < 0) {
-    return ToGrpcStatus(ctx, reft::Status::NotFound("job '" + req->job() + "' has no committed step"));
+    return proto::ToGrpc(reft::Status::NotFound("job '" + req->job() + "' has no committed step"),
+                         ctx);
   }
   resp->set_job(req->job());
   resp->set_step(step);
@@ -203,7 +180,7 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
   for (const auto& rank : ranks) {
     auto report = store_->Verify(rank, step);
     if (report.status().code() == StatusCode::kNotFound) continue;
-    if (!report.ok()) return ToGrpcStatus(ctx, report.status());
+    if (!report.ok()) return proto::ToGrpc(report.status(), ctx);
     ++checked;
     chunks += report->chunks_checked;
     for (const auto& bad : report->bad) {
@@ -215,8 +192,9 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
     }
   }
   if (checked == 0) {
-    return ToGrpcStatus(ctx, reft::Status::NotFound("job '" + req->job() + "' has no step " +
-                                                    std::to_string(step) + " on this node"));
+    return proto::ToGrpc(reft::Status::NotFound("job '" + req->job() + "' has no step " +
+                                                std::to_string(step) + " on this node"),
+                         ctx);
   }
   resp->set_ranks_checked(checked);
   resp->set_chunks_checked(chunks);
@@ -228,18 +206,20 @@ grpc::Status AdminService::DropSnapshot(grpc::ServerContext* ctx,
                                         const v1::DropSnapshotRequest* req,
                                         v1::DropSnapshotResponse* resp) {
   if (auto denied = auth_->Check(ctx, "Admin/DropSnapshot"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (!req->force() && req->step() == NewestCommittedStep(store_, req->job())) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "step " + std::to_string(req->step()) +
-                            " is the newest committed snapshot of job '" + req->job() +
-                            "'; dropping it loses the restorable state (use --force)");
+    return proto::ToGrpc(
+        Status::InvalidArgument("step " + std::to_string(req->step()) +
+                                " is the newest committed snapshot of job '" + req->job() +
+                                "'; dropping it loses the restorable state (use "
+                                "--force)"),
+        ctx);
   }
   uint32_t freed = 0;
   for (const auto& slot : store_->List(req->job())) {
     if (slot.step == req->step()) ++freed;
   }
-  if (auto st = store_->Drop(req->job(), req->step()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto st = store_->Drop(req->job(), req->step()); !st.ok()) return proto::ToGrpc(st, ctx);
   resp->set_slots_freed(freed);
   return grpc::Status::OK;
 }
@@ -296,16 +276,16 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
                                         const v1::RestoreCheckRequest* req,
                                         grpc::ServerWriter<v1::RestoreCheckEvent>* writer) {
   if (auto denied = auth_->Check(ctx, "Admin/RestoreCheck"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.restore == nullptr) {
-    return ToGrpcStatus(ctx, reft::Status::Unavailable("this daemon has no restore provider"));
+    return proto::ToGrpc(reft::Status::Unavailable("this daemon has no restore provider"), ctx);
   }
   const std::string& job = req->job();
   EventStream<v1::RestoreCheckEvent> events(writer);
   auto check = recovery_.restore->CheckRestore(job, [&](const recovery::Progress& p) {
     events.Progress("check", p.bytes_done, p.bytes_total, "groups", p.message);
   });
-  if (!check.ok()) return ToGrpcStatus(ctx, check.status());
+  if (!check.ok()) return proto::ToGrpc(check.status(), ctx);
   v1::RestoreCheckEvent ev;
   v1::RestoreCheckResponse* r = ev.mutable_result();
   r->set_job(job);
@@ -386,13 +366,14 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
 grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRequest* req,
                                    grpc::ServerWriter<v1::PersistEvent>* writer) {
   if (auto denied = auth_->Check(ctx, "Admin/Persist"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.persister == nullptr || recovery_.tier == nullptr || !recovery_.tier->enabled()) {
-    return ToGrpcStatus(ctx, reft::Status::Unsupported("no persistent tier is configured on node '" +
-                                                       config_.node_id + "' (persist_dir)"));
+    return proto::ToGrpc(reft::Status::Unsupported("no persistent tier is configured on node '" +
+                                                   config_.node_id + "' (persist_dir)"),
+                         ctx);
   }
   if (req->has_step() && req->step() < 0) {
-    return ToGrpcStatus(ctx, reft::Status::InvalidArgument("step must not be negative"));
+    return proto::ToGrpc(reft::Status::InvalidArgument("step must not be negative"), ctx);
   }
   EventStream<v1::PersistEvent> events(writer);
   auto rep = recovery_.persister->PersistJob(
@@ -401,7 +382,7 @@ grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRe
         events.Progress("persist", static_cast<uint64_t>(done), static_cast<uint64_t>(total),
                         "nodes", message);
       });
-  if (!rep.ok()) return ToGrpcStatus(ctx, rep.status());
+  if (!rep.ok()) return proto::ToGrpc(rep.status(), ctx);
   v1::PersistEvent ev;
   v1::PersistResponse* r = ev.mutable_result();
   r->set_job(rep->job);
@@ -432,9 +413,9 @@ grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRe
 grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRequest* req,
                                    grpc::ServerWriter<v1::RebuildEvent>* writer) {
   if (auto denied = auth_->Check(ctx, "Admin/Rebuild"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.restore == nullptr) {
-    return ToGrpcStatus(ctx, reft::Status::Unavailable("this daemon has no restore provider"));
+    return proto::ToGrpc(reft::Status::Unavailable("this daemon has no restore provider"), ctx);
   }
   EventStream<v1::RebuildEvent> events(writer);
   const auto start = std::chrono::steady_clock::now();
@@ -442,7 +423,7 @@ grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRe
     events.Progress(recovery::PhaseName(p.phase), p.bytes_done, p.bytes_total,
                     p.bytes_total > 0 ? "bytes" : "", p.message);
   });
-  if (!rep.ok()) return ToGrpcStatus(ctx, rep.status());
+  if (!rep.ok()) return proto::ToGrpc(rep.status(), ctx);
   v1::RebuildEvent ev;
   v1::RebuildResponse* r = ev.mutable_result();
   r->set_job(rep->job);

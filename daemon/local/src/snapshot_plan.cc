@@ -6,13 +6,16 @@
 #include <algorithm>
 #include <string>
 
+#include "reft/log.h"
 #include "snapshot_writer.h"
 
 namespace reft::local {
 
 SnapshotWriter::GradientStaging::~GradientStaging() {
-  // Unpinning fails only for memory that was never pinned by that backend: nothing to undo.
-  for (auto* backend : pinned) (void)backend->UnpinHost(mem.data());
+  for (auto* backend : pinned) {
+    Status st = backend->UnpinHost(mem.data());
+    if (!st.ok()) LogWarning("unpinning the AOR gradient staging: " + st.ToString());
+  }
 }
 
 Result<std::unique_ptr<SnapshotWriter::Plan>> SnapshotWriter::MakePlan() const {

@@ -3,10 +3,23 @@
 #include <future>
 
 #include "generation_file.h"
+#include "reft/log.h"
 #include "reft/peer/rank_id.h"
 
 namespace reft::peer {
 
+namespace {
+
+// A peer's state this node refuses to merge (another layout, a malformed state) changes nothing
+// here; the exchange goes on with the other jobs and members.
+void WarnIfRefused(const Status& merged, const std::string& job, const std::string& node) {
+  if (!merged.ok()) {
+    LogWarning("commit state of job '" + job + "' from node '" + node +
+               "' not merged: " + merged.ToString());
+  }
+}
+
+}  // namespace
 
 DistributedCommitCoordinator::DistributedCommitCoordinator(store::SnapshotStore* store,
                                                            Membership* membership,
@@ -84,7 +97,10 @@ void DistributedCommitCoordinator::TryCommitLocked(const std::string& job, JobSt
     auto c = store_->NewestCommitted(r);
     if (c && *c >= *target) continue;
     if (!store_->Get(r, *target).ok()) continue;  // this rank's slot lives elsewhere
-    (void)store_->Commit(r, *target);
+    if (Status c = store_->Commit(r, *target); !c.ok()) {
+      LogWarning("committing step " + std::to_string(*target) + " of " + r.ToString() +
+                 " in the store failed: " + c.ToString());
+    }
   }
   if (!st.newest_committed || *target > *st.newest_committed) {
     st.newest_committed = target;
@@ -152,7 +168,8 @@ Status DistributedCommitCoordinator::SyncNow(const std::string& job,
     calls.emplace_back(m.node_id, std::async(std::launch::async, [this, m, req, timeout]() {
                          auto r = client_->ExchangeCommitState(m.address, req, timeout);
                          if (!r.ok()) return r.status();
-                         for (const auto& j : r->jobs()) (void)MergeRemote(j);
+                         for (const auto& j : r->jobs())
+                           WarnIfRefused(MergeRemote(j).status(), j.job(), m.node_id);
                          return Status::OK();
                        }));
   }
@@ -304,12 +321,21 @@ void DistributedCommitCoordinator::AdoptGenerationLocked(const std::string& job,
       ++dropped;
     }
   }
-  for (int64_t step : newer) (void)store_->Drop(job, step);
+  for (int64_t step : newer) {
+    if (Status d = store_->Drop(job, step); !d.ok()) {
+      LogWarning("dropping step " + std::to_string(step) + " of job '" + job +
+                 "' (abandoned by the new generation) failed: " + d.ToString());
+    }
+  }
   if (!state_dir_.empty()) {
     // Best effort: without the record a restarted daemon starts at generation 0 and is rolled
     // back again by its peers (dropping its slots newer than the base): safe, only slower.
-    (void)internal::SaveGeneration(state_dir_, job,
-                                   {st.generation, base, st.persist_floor, st.reason});
+    Status saved = internal::SaveGeneration(state_dir_, job,
+                                            {st.generation, base, st.persist_floor, st.reason});
+    if (!saved.ok()) {
+      LogWarning("recording generation " + std::to_string(st.generation) + " of job '" + job +
+                 "' failed: " + saved.ToString());
+    }
   }
   dirty_.insert(job);
   pending_events_.push_back({job, InfoLocked(st), dropped});
@@ -412,7 +438,7 @@ void DistributedCommitCoordinator::PushAll(const std::vector<v1::JobCommitState>
     calls.push_back(std::async(std::launch::async, [this, m, req]() {
       auto r = client_->ExchangeCommitState(m.address, req);
       if (!r.ok()) return;  // the next round retries
-      for (const auto& j : r->jobs()) (void)MergeRemote(j);
+      for (const auto& j : r->jobs()) WarnIfRefused(MergeRemote(j).status(), j.job(), m.node_id);
     }));
   }
   for (auto& c : calls) c.get();

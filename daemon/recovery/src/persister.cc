@@ -7,6 +7,7 @@
 #include <future>
 #include <set>
 
+#include "reft/log.h"
 #include "reft/peer/peer_node.h"
 #include "reft/peer/rank_id.h"
 #include "reft/protect/sharding.h"
@@ -379,7 +380,13 @@ std::vector<JobPersistReport> Persister::RunScheduleOnce() {
       last = newest;
     }
     auto rep = PersistJob(job, *last);
-    if (rep.ok()) out.push_back(std::move(*rep));
+    if (rep.ok()) {
+      out.push_back(std::move(*rep));
+    } else {
+      LogWarning("scheduled persist of step " + std::to_string(*last) + " of job '" + job +
+                 "' failed (next try " + std::to_string(options_.every_steps) +
+                 " steps later): " + rep.status().ToString());
+    }
   }
   return out;
 }
@@ -390,7 +397,7 @@ void Persister::Run() {
     cv_.wait_for(lock, options_.poll_interval, [&] { return !running_; });
     if (!running_) break;
     lock.unlock();
-    (void)RunScheduleOnce();
+    (void)RunScheduleOnce();  // failures are logged there; the reports are for direct callers
     lock.lock();
   }
 }

@@ -91,7 +91,8 @@ class PeerClient {
   };
   std::shared_ptr<Conn> Get(const std::string& address);
   v1::Caller Stamp();
-  Status Check(const grpc::Status& s, const std::string& what);
+  /// The reft status of a finished call (proto::FromGrpc); a fenced refusal also notifies.
+  Status Check(const grpc::Status& s, const std::string& what, const grpc::ClientContext& ctx);
 
   PeerOptions options_;
   TokenBucket link_;  ///< every stream from every peer (PeerOptions::link_bandwidth)
