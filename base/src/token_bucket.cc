@@ -24,7 +24,7 @@ void TokenBucket::RefillLocked(Clock::time_point now) {
 
 void TokenBucket::Acquire(uint64_t bytes) {
   while (bytes > 0) {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (rate_ == 0) return;
     const double want = std::min(static_cast<double>(bytes), burst_);
     RefillLocked(Clock::now());
@@ -34,13 +34,13 @@ void TokenBucket::Acquire(uint64_t bytes) {
       continue;
     }
     auto wait = std::chrono::duration<double>((want - tokens_) / static_cast<double>(rate_));
-    lock.unlock();
+    lock.Unlock();
     std::this_thread::sleep_for(wait);
   }
 }
 
 bool TokenBucket::TryAcquire(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (rate_ == 0) return true;
   RefillLocked(Clock::now());
   if (tokens_ < static_cast<double>(bytes)) return false;
@@ -49,7 +49,7 @@ bool TokenBucket::TryAcquire(uint64_t bytes) {
 }
 
 void TokenBucket::SetRate(uint64_t rate) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RefillLocked(Clock::now());
   rate_ = rate;
   burst_ = DefaultBurst(rate);
@@ -57,7 +57,7 @@ void TokenBucket::SetRate(uint64_t rate) {
 }
 
 uint64_t TokenBucket::rate() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return rate_;
 }
 

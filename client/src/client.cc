@@ -119,23 +119,25 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   uint64_t shard_chunk = 0;               // from reftd's hello reply
   local_proto::Hello hello;               // as sent: an input of the slot plan
   protect::Scheme scheme;
-  std::vector<RegisteredBuffer> buffers;  // guarded by mu (appended only when idle)
-  std::shared_ptr<const SlotPlan> plan;   // guarded by mu; reset by Register()
+  // Written under mu only while no snapshot is in flight (Register and StartSnapshot wait for
+  // idle first), read by the copy worker while one is: a handshake the analysis cannot see,
+  // so these two are not annotated.
+  std::vector<RegisteredBuffer> buffers;
+  std::shared_ptr<const SlotPlan> plan;
   MappingCache mappings;                  // used only by the copy worker
 
   std::atomic<local_proto::HasHintPage*> has_page{nullptr};  // HAS hints; set once, under mu
-  bool has_disabled = false;                                 // reftd refused has_attach
-
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  bool in_flight = false;
-  bool job_ready = false;
-  int64_t job_step = -1;
-  std::vector<PendingEvent> job_events;
-  std::vector<local_proto::OptimizerHyper> job_optimizer;
-  Status last_result;
-  bool exit = false;
-  bool closed = false;
+  bool has_disabled REFT_GUARDED_BY(mu) = false;  // reftd refused has_attach
+  bool in_flight REFT_GUARDED_BY(mu) = false;
+  bool job_ready REFT_GUARDED_BY(mu) = false;
+  int64_t job_step REFT_GUARDED_BY(mu) = -1;
+  std::vector<PendingEvent> job_events REFT_GUARDED_BY(mu);
+  std::vector<local_proto::OptimizerHyper> job_optimizer REFT_GUARDED_BY(mu);
+  Status last_result REFT_GUARDED_BY(mu);
+  bool exit REFT_GUARDED_BY(mu) = false;
+  bool closed REFT_GUARDED_BY(mu) = false;
   std::thread worker;
 
   Status RunSnapshot(int64_t step, const std::vector<PendingEvent>& events,
@@ -148,11 +150,11 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
       const std::map<std::string, OptimizerStep>* per_buffer) const;
   Status FillHostRegions(const local_proto::Frame& begin, const local_proto::SlotReply& slot,
                          const SlotPlan& plan);
-  Result<std::shared_ptr<const SlotPlan>> MakePlanLocked() const;
+  Result<std::shared_ptr<const SlotPlan>> MakePlanLocked() const REFT_REQUIRES(mu);
   Result<std::vector<PendingEvent>> RecordReadyEvents();
   void WorkerMain();
-  void WaitIdleLocked(std::unique_lock<std::mutex>& lock) {
-    cv.wait(lock, [&] { return !in_flight; });
+  void WaitIdleLocked(MutexLock& lock) REFT_REQUIRES(mu) {
+    lock.Wait(cv, [&]() REFT_REQUIRES(mu) { return !in_flight; });
   }
 };
 
@@ -223,7 +225,7 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   r.memory.memory_kind = static_cast<uint32_t>(options.memory);
   // The checks reftd applies to a registration, here first (the scheme is fixed at Connect).
   REFT_RETURN_NOT_OK(protect::CheckRegistration(r, d.scheme));
-  std::unique_lock<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   d.WaitIdleLocked(lock);
   std::vector<int> fds;
@@ -402,9 +404,9 @@ void Client::Impl::WorkerMain() {
   // Best effort: the policy needs no privilege; if refused the worker stays SCHED_OTHER.
   sched_param param{};
   (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
-  std::unique_lock<std::mutex> lock(mu);
+  MutexLock lock(mu);
   for (;;) {
-    cv.wait(lock, [&] { return exit || job_ready; });
+    lock.Wait(cv, [&]() REFT_REQUIRES(mu) { return exit || job_ready; });
     if (!job_ready) return;
     job_ready = false;
     int64_t step = job_step;
@@ -413,9 +415,9 @@ void Client::Impl::WorkerMain() {
     std::vector<local_proto::OptimizerHyper> optimizer = std::move(job_optimizer);
     job_optimizer.clear();
     std::shared_ptr<const SlotPlan> slot_plan = plan;
-    lock.unlock();
+    lock.Unlock();
     Status st = RunSnapshot(step, events, optimizer, *slot_plan);
-    lock.lock();
+    lock.Lock();
     last_result = st;
     in_flight = false;
     cv.notify_all();
@@ -477,7 +479,7 @@ Result<std::vector<local_proto::OptimizerHyper>> Client::Impl::OptimizerRecords(
 Status Client::Impl::StartSnapshot(int64_t step, const OptimizerStep* all,
                                    const std::map<std::string, OptimizerStep>* per_buffer) {
   Impl& d = *this;
-  std::unique_lock<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   if (step < 0) return Status::InvalidArgument("step " + std::to_string(step) + " is negative");
   if (d.buffers.empty()) return Status::InvalidArgument("snapshot with no registered buffer");
@@ -506,7 +508,7 @@ Status Client::Impl::StartSnapshot(int64_t step, const OptimizerStep* all,
 
 Status Client::Fence() {
   Impl& d = *impl_;
-  std::unique_lock<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   auto* page = d.has_page.load(std::memory_order_relaxed);
   if (page != nullptr) {
     // The deadline is here: reftd's release gate sees it and lets every remaining chunk out.
@@ -523,7 +525,7 @@ Status Client::Fence() {
 Result<bool> Client::WaitCommitted(int64_t step, std::optional<std::chrono::milliseconds> timeout) {
   Impl& d = *impl_;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    MutexLock lock(d.mu);
     if (d.closed) return Status::Unavailable("client is closed");
   }
   const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
@@ -548,7 +550,7 @@ Result<bool> Client::WaitCommitted(int64_t step, std::optional<std::chrono::mill
 
 Result<std::optional<int64_t>> Client::Restore() {
   Impl& d = *impl_;
-  std::unique_lock<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   if (d.buffers.empty()) return Status::InvalidArgument("restore with no registered buffer");
   d.WaitIdleLocked(lock);
@@ -589,7 +591,7 @@ Status Client::Close() {
   Impl& d = *impl_;
   Status result;
   {
-    std::unique_lock<std::mutex> lock(d.mu);
+    MutexLock lock(d.mu);
     if (d.closed) return Status::OK();
     d.WaitIdleLocked(lock);
     result = d.last_result;
@@ -606,7 +608,7 @@ Status Client::Close() {
 
 Status Client::EnableHas(const HasPipelineHint& hint) {
   Impl& d = *impl_;
-  std::unique_lock<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   if (d.has_page.load() != nullptr) return Status::OK();
   std::vector<uint8_t> payload;
@@ -651,12 +653,12 @@ Status Client::BubbleBegin() {
   auto* page = d.has_page.load(std::memory_order_acquire);
   if (page == nullptr) {
     {
-      std::lock_guard<std::mutex> lock(d.mu);
+      MutexLock lock(d.mu);
       if (d.has_disabled) return Status::OK();
     }
     Status st = EnableHas();
     if (!st.ok()) {
-      std::lock_guard<std::mutex> lock(d.mu);
+      MutexLock lock(d.mu);
       d.has_disabled = true;  // hints are advisory: report once, then ignore
       return st;
     }

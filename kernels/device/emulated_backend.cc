@@ -8,12 +8,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 
 #include "backends.h"
 #include "copy_engine.h"
 #include "reft/kernels/emulated.h"
 #include "reft/kernels/xor.h"
+#include "reft/mutex.h"
 #include "reft/units.h"
 
 namespace reft::kernels {
@@ -37,8 +37,8 @@ struct AllocationEntry {
   int fd;
   uint64_t id;
 };
-std::mutex g_alloc_mu;
-std::map<uintptr_t, AllocationEntry> g_allocations;
+Mutex g_alloc_mu;
+std::map<uintptr_t, AllocationEntry> g_allocations REFT_GUARDED_BY(g_alloc_mu);
 std::atomic<uint64_t> g_next_alloc_id{1};
 
 class EmulatedImport final : public ImportedMemory {
@@ -79,7 +79,7 @@ class EmulatedBackend final : public DeviceBackend {
 
   Result<MemoryExport> Export(const void* ptr, uint64_t size) override {
     const auto p = reinterpret_cast<uintptr_t>(ptr);
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    MutexLock lock(g_alloc_mu);
     auto it = g_allocations.upper_bound(p);
     if (it == g_allocations.begin()) return NotEmulated();
     --it;
@@ -211,7 +211,7 @@ Result<std::unique_ptr<EmulatedAllocation>> EmulatedAllocation::Create(uint64_t 
   impl->data = mmap(nullptr, impl->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, impl->fd, 0);
   if (impl->data == MAP_FAILED) return fail("mmap(emulated device)");
   {
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    MutexLock lock(g_alloc_mu);
     g_allocations[reinterpret_cast<uintptr_t>(impl->data)] =
         AllocationEntry{size, impl->fd, g_next_alloc_id.fetch_add(1)};
   }
@@ -223,7 +223,7 @@ Result<std::unique_ptr<EmulatedAllocation>> EmulatedAllocation::Create(uint64_t 
 EmulatedAllocation::~EmulatedAllocation() {
   if (!impl_) return;
   {
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    MutexLock lock(g_alloc_mu);
     g_allocations.erase(reinterpret_cast<uintptr_t>(impl_->data));
   }
   munmap(impl_->data, impl_->mapped);

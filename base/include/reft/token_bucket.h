@@ -5,7 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
+#include "reft/mutex.h"
 
 namespace reft {
 
@@ -26,13 +26,13 @@ class TokenBucket {
 
  private:
   using Clock = std::chrono::steady_clock;
-  void RefillLocked(Clock::time_point now);
+  void RefillLocked(Clock::time_point now) REFT_REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  uint64_t rate_;
-  double burst_;
-  double tokens_;
-  Clock::time_point last_;
+  mutable Mutex mu_;
+  uint64_t rate_ REFT_GUARDED_BY(mu_);
+  double burst_ REFT_GUARDED_BY(mu_);
+  double tokens_ REFT_GUARDED_BY(mu_);
+  Clock::time_point last_ REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "reft/kernels/device.h"
+#include "reft/mutex.h"
 #include "reft/peer/rank_id.h"
 #include "reft/proto/grpc_status.h"
 #include "reft/recovery/tier_restore.h"
@@ -44,7 +44,7 @@ class EventStream {
 
   void Progress(const std::string& phase, uint64_t done, uint64_t total, const std::string& unit,
                 const std::string& message) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const auto now = std::chrono::steady_clock::now();
     if (phase == phase_ && done != total && now - last_ < std::chrono::milliseconds(100)) return;
     phase_ = phase;
@@ -60,15 +60,15 @@ class EventStream {
   }
 
   void Result(const Event& e) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     (void)writer_->Write(e);
   }
 
  private:
-  grpc::ServerWriter<Event>* writer_;
-  std::mutex mu_;
-  std::string phase_;
-  std::chrono::steady_clock::time_point last_{};
+  grpc::ServerWriter<Event>* const writer_;
+  Mutex mu_;  // serialises the writes; guards the progress thinning
+  std::string phase_ REFT_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point last_ REFT_GUARDED_BY(mu_){};
 };
 
 }  // namespace

@@ -28,12 +28,12 @@ PeerClient::PeerClient(PeerOptions options, std::function<v1::Caller()> caller,
       credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()) {}
 
 void PeerClient::SetFencedHandler(std::function<void(const std::string&)> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   on_fenced_ = std::move(handler);
 }
 
 std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto& c = conns_[address];
   if (!c) {
     grpc::ChannelArguments args;
@@ -57,7 +57,7 @@ std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
 }
 
 void PeerClient::Forget(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   conns_.erase(address);
 }
 
@@ -70,7 +70,7 @@ Status PeerClient::Check(const grpc::Status& s, const std::string& what,
       s.error_message().rfind(kFencedPrefix, 0) == 0) {
     std::function<void(const std::string&)> h;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       h = on_fenced_;
     }
     if (h) h(s.error_message());

@@ -177,7 +177,7 @@ grpc::Status PeerService::GetManifest(grpc::ServerContext* ctx, const v1::GetMan
 }
 
 void PeerService::SetPersistHandler(PersistHandler handler) {
-  std::lock_guard<std::mutex> lock(handler_mu_);
+  MutexLock lock(handler_mu_);
   persist_handler_ = handler ? std::make_shared<PersistHandler>(std::move(handler)) : nullptr;
 }
 
@@ -187,7 +187,7 @@ grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::Persis
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   std::shared_ptr<PersistHandler> handler;
   {
-    std::lock_guard<std::mutex> lock(handler_mu_);
+    MutexLock lock(handler_mu_);
     handler = persist_handler_;
   }
   if (!handler) {

@@ -185,7 +185,7 @@ Result<std::vector<int64_t>> TierImpl::ApplyRetention(const std::string& job,
   {
     // Under the lock so that a WriteRank of a victim either registered first (and the step is
     // skipped) or starts after the rename (and recreates a fresh directory).
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (int64_t s : steps) {
       if (s >= cutoff) break;
       if (in_flight_.count({job, s}) != 0) continue;

@@ -66,12 +66,12 @@ TierImpl::TierImpl(PersistOptions options, dev_t dev, ino_t ino)
 
 TierImpl::InFlight::InFlight(TierImpl* tier, std::string job, int64_t step)
     : tier_(tier), key_(std::move(job), step) {
-  std::lock_guard<std::mutex> lock(tier_->mu_);
+  MutexLock lock(tier_->mu_);
   ++tier_->in_flight_[key_];
 }
 
 TierImpl::InFlight::~InFlight() {
-  std::lock_guard<std::mutex> lock(tier_->mu_);
+  MutexLock lock(tier_->mu_);
   auto it = tier_->in_flight_.find(key_);
   if (it != tier_->in_flight_.end() && --it->second == 0) tier_->in_flight_.erase(it);
 }

@@ -101,7 +101,7 @@ Result<std::string> TierImpl::WriteManifest(const std::string& job, int64_t step
   }
   InFlight guard(this, job, step);
   REFT_RETURN_NOT_OK(EnsureStepDir(job, step));
-  std::lock_guard<std::mutex> lock(manifest_mu_);
+  MutexLock lock(manifest_mu_);
   std::map<store::RankKey, RankFileInfo> merged;
   if (auto old = ReadOwnManifestLocked(job, step)) {
     for (auto& f : old->files) merged[f.rank] = std::move(f);

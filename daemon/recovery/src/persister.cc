@@ -113,7 +113,7 @@ void Persister::Start() {
   peer_->SetPersistHandler([this](const v1::PersistStepRequest& req) {
     return ToProto(PersistLocal(req.job(), req.step(), true));
   });
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (running_ || options_.every_steps <= 0) return;
   running_ = true;
   thread_ = std::thread([this] { Run(); });
@@ -122,7 +122,7 @@ void Persister::Start() {
 void Persister::Stop() {
   peer_->SetPersistHandler(nullptr);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     running_ = false;
   }
   cv_.notify_all();
@@ -130,7 +130,7 @@ void Persister::Stop() {
 }
 
 NodePersist Persister::PersistLocal(const std::string& job, int64_t step, bool force) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(write_mu_);
   const auto start = Clock::now();
   NodePersist n = PersistLocalLocked(job, step, force);
   n.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -239,7 +239,7 @@ NodePersist Persister::PersistLocalLocked(const std::string& job, int64_t step, 
   n.removed_steps = rep->removed_steps;
   n.retention_error = rep->retention_error;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto c = (*tier)->CheckStep(job, step, *layout);
     if (c.ok() && c->complete) last_complete_[job] = std::max(last_complete_[job], step);
   }
@@ -266,11 +266,11 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
 
   const auto members = peer_->membership().LiveMembers();
   const int total = 1 + static_cast<int>(members.size());
-  std::mutex progress_mu;
+  Mutex progress_mu;
   int done = 0;
   auto finished = [&](const NodePersist& n) {
     if (!progress) return;
-    std::lock_guard<std::mutex> lock(progress_mu);
+    MutexLock lock(progress_mu);
     ++done;
     const std::string what =
         n.status.ok() ? (n.skipped ? "skipped" : "persisted") : "failed: " + n.status.ToString();
@@ -328,7 +328,7 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
   if (newest.ok()) {
     rep.newest_complete = *newest;
     if (newest->has_value()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       last_complete_[job] = std::max(last_complete_[job], **newest);
     }
   }
@@ -353,7 +353,7 @@ std::vector<JobPersistReport> Persister::RunScheduleOnce() {
     if (newest <= gen.persist_floor) continue;  // nothing this generation may persist yet
     std::optional<int64_t> last;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       Schedule& s = schedule_[job];
       if (s.initialised && s.generation != gen.generation) {
         // A fallback: the job continues from the base; count K from there.
@@ -392,18 +392,18 @@ std::vector<JobPersistReport> Persister::RunScheduleOnce() {
 }
 
 void Persister::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (running_) {
-    cv_.wait_for(lock, options_.poll_interval, [&] { return !running_; });
+    lock.WaitFor(cv_, options_.poll_interval, [&]() REFT_REQUIRES(mu_) { return !running_; });
     if (!running_) break;
-    lock.unlock();
+    lock.Unlock();
     (void)RunScheduleOnce();  // failures are logged there; the reports are for direct callers
-    lock.lock();
+    lock.Lock();
   }
 }
 
 std::map<std::string, int64_t> Persister::LastComplete() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return last_complete_;
 }
 

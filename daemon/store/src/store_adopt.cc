@@ -203,7 +203,8 @@ Status StoreImpl::Adopt(AdoptionReport* report) {
               ") fails the checksum of payload chunk " + std::to_string(k - first_chunk[owner[k]]);
     }
   }
-  // 3. Index.
+  // 3. Index. No other thread uses the store yet; the lock makes that visible to the analysis.
+  MutexLock lock(mu_);
   for (auto& c : found) {
     if (!c.bad.empty()) {
       quarantine(c);

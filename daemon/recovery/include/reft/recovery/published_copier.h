@@ -13,10 +13,10 @@
 /// Thread-safe.
 
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "reft/local/recovery_hooks.h"
+#include "reft/mutex.h"
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/recovery_options.h"
 
@@ -45,8 +45,8 @@ class PublishedCopier final : public local::PeerCopier {
   peer::PeerNode* peer_;
   RecoveryOptions options_;
   Locator locator_;
-  std::mutex mu_;
-  std::map<store::RankKey, std::string> cache_;  // rank -> node that served it last
+  Mutex mu_;
+  std::map<store::RankKey, std::string> cache_ REFT_GUARDED_BY(mu_);  // node that served it last
 };
 
 }  // namespace reft::recovery

@@ -16,9 +16,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "reft/mutex.h"
 #include "reft/persist/persistent_tier.h"
 #include "reft/result.h"
 
@@ -60,12 +60,13 @@ class TierAccess {
  private:
   persist::PersistOptions options_;
   std::chrono::milliseconds retry_interval_;
-  mutable std::mutex mu_;
-  std::shared_ptr<persist::PersistentTier> tier_;
-  Status open_error_;
-  bool error_from_open_ = false;  ///< last_error came from Open (cleared by a good reopen)
-  std::chrono::steady_clock::time_point next_open_{};
-  TierHealth health_;
+  mutable Mutex mu_;
+  std::shared_ptr<persist::PersistentTier> tier_ REFT_GUARDED_BY(mu_);
+  Status open_error_ REFT_GUARDED_BY(mu_);
+  /// last_error came from Open (cleared by a good reopen)
+  bool error_from_open_ REFT_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point next_open_ REFT_GUARDED_BY(mu_){};
+  TierHealth health_ REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::recovery
