@@ -4,7 +4,7 @@
 #include <xxhash.h>
 
 // Debian's libxxhash exports a runtime-dispatching entry point (AVX2/AVX-512); the plain
-// XXH3_64bits symbol is the SSE2 build and runs at about half the speed (build-notes §2.5).
+// XXH3_64bits symbol is the SSE2 build and runs at about half the speed (measured on the build machine).
 extern "C" XXH64_hash_t XXH3_64bits_dispatch(const void* input, size_t len);
 
 namespace reft {

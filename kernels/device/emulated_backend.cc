@@ -1,4 +1,4 @@
-// The emulated device (DESIGN.md §3): host memory in memfds that the daemon imports like GPU
+// The emulated device (docs/data-paths.md "Save"): host memory in memfds that the daemon imports like GPU
 // IPC memory, copied by a paced copy engine, so the pull path, fences and scheduling run in CI.
 #include <fcntl.h>
 #include <sys/mman.h>

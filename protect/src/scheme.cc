@@ -1,6 +1,6 @@
 /// \file scheme.cc
 /// \brief Scheme parsing and canonical text. This is the one parser of the protection string
-/// (DESIGN.md §4): the client checks it early with it and reftd again on hello.
+/// (docs/protocol.md): the client checks it early with it and reftd again on hello.
 
 #include "reft/protect/scheme.h"
 

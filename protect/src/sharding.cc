@@ -1,5 +1,5 @@
 /// \file sharding.cc
-/// \brief Global parameter sharding and slot layouts (seeds-spec §1.1, sound version: the SG is
+/// \brief Global parameter sharding and slot layouts (docs/protection.md "Sharding": the SG is
 /// per (pp, tp), not per node, because TP slices differ inside a node).
 
 #include "reft/protect/sharding.h"

@@ -82,7 +82,7 @@ TEST_CASE("Planner separates unique buffers' single ring copy from replicated to
   REQUIRE(rep.groups[0].first_fatal_loss.find("unique dp") != std::string::npos);
 }
 
-TEST_CASE("Scheme recommendation follows the seeds-spec 1.7 rule", "[protect][planner]") {
+TEST_CASE("Scheme recommendation follows the rule of docs/protection.md", "[protect][planner]") {
   ShardingInput in;
   in.layout.dp = 4;
   in.layout.zero = 1;

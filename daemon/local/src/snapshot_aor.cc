@@ -1,5 +1,5 @@
 /// \file snapshot_aor.cc
-/// \brief AOR in the snapshot writer (DESIGN.md §2 "AOR", seeds-spec §1.5, docs/protection.md "AOR in
+/// \brief AOR in the snapshot writer (docs/protection.md "AOR in
 /// reftd"): each "aor/<name>" region of step s is the replica of rank dp+1's optimizer shard,
 /// advanced on the host from the replica of step s−1 (the region of this rank's previous slot)
 /// with the gradient slice staged before the fence and the step's hyper-parameters. When there

@@ -1,7 +1,7 @@
 /// \file snapshot_device.cc
 /// \brief The device side of a snapshot: which bytes of device memory land where in the slot
 /// (the rank plan's segments whose source buffers are device memory), and their execution on
-/// the daemon's copy streams (DESIGN.md §3 "IPC pull"; AEC parity on the device before the
+/// the daemon's copy streams (docs/data-paths.md "Save"; AEC parity on the device before the
 /// D2H copy, "in bubbles" under HAS).
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 /// \file snapshot_has.cc
-/// \brief HAS in the snapshot writer (seeds-spec §1.2, docs/has.md): the trainer's hint page, the
+/// \brief HAS in the snapshot writer (docs/has.md): the trainer's hint page, the
 /// online bubble profiler and the release gate that schedules the device work of a snapshot
 /// into bubbles first, alongside compute when they cannot hold it before the deadline.
 

@@ -1,4 +1,4 @@
-// Opening the tier: option checks, the directory probe (DESIGN.md §5: "persistent directory
+// Opening the tier: option checks, the directory probe (docs/failure-model.md: "persistent directory
 // full or missing: error reported"), and the cleanup of what dead writers left behind.
 #include <dirent.h>
 #include <fcntl.h>

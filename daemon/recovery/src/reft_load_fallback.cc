@@ -116,7 +116,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
 
     // The fallback: the newest complete persisted step P <= S.
     // A tier that cannot be read while memory holds nothing of the job: the job starts fresh
-    // (a missing or unmounted directory must not stop new jobs, DESIGN.md §5); the warning is
+    // (a missing or unmounted directory must not stop new jobs, docs/failure-model.md); the warning is
     // logged and the detail says so. With a committed step it is Lost: never a silent restart.
     auto unreadable = [&](const Status& why) -> Result<local::RestoredState> {
       const std::string what =

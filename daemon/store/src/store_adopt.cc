@@ -1,5 +1,5 @@
 // Opening a store: option checks, shm_dir preparation, and adoption of the segments a previous
-// daemon left behind (DESIGN.md §5: "reftd killed and restarted: segments adopted after header
+// daemon left behind (docs/failure-model.md: "reftd killed and restarted: segments adopted after header
 // and checksum checks; nothing lost").
 #include <dirent.h>
 #include <sys/stat.h>

@@ -103,7 +103,7 @@ bool StoreImpl::MakeRoomLocked(uint64_t needed, const Slot* keep) {
   const uint64_t limit = options_.memory_limit;
   if (limit == 0 || used_ + needed <= limit) return true;
   // Only free, unreferenced segments are reclaimed: they hold no snapshot. Nothing complete or
-  // committed is ever evicted to make room (DESIGN.md §5).
+  // committed is ever evicted to make room (docs/failure-model.md).
   for (auto& [key, rs] : ranks_) {
     for (auto& [i, s] : rs.slots) {
       if (s.get() == keep || s->busy || !s->file || s->referenced()) continue;

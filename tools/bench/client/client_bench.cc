@@ -1,5 +1,5 @@
 // reft_bench_client: ingest of one buffer into a real in-process reftd local server, as ratios
-// against a single-thread memcpy of the same bytes in the same run (DESIGN.md §7).
+// against a single-thread memcpy of the same bytes in the same run (BENCHMARKS.md).
 //
 //   reft_bench_client [--size 1G] [--reps 5] [--shm-dir /dev/shm]
 //

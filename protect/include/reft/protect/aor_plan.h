@@ -1,7 +1,7 @@
 #pragma once
 /// \file aor_plan.h
-/// \brief What the AOR host replay of one rank reads and writes (DESIGN.md §2 "AOR",
-/// seeds-spec §1.5): for each "aor/<name>" region of the rank's slot, the layout of the
+/// \brief What the AOR host replay of one rank reads and writes (docs/protection.md
+/// "AOR"): for each "aor/<name>" region of the rank's slot, the layout of the
 /// optimizer shard and the slice of the flat gradient it is advanced with. A pure function of
 /// the registered buffers, like the rank plan: reftd and libreft compute it from the same
 /// inputs and check each other's result.
@@ -18,7 +18,7 @@
 ///   - the full flat gradient, dp·n elements, identical on every member (all-reduced): member d
 ///     reads elements [((d+1) mod dp)·n, +n), the part of its ring neighbour; or
 ///   - exactly n elements: the neighbour's slice only (a reduce-scatter ZeRO-1 where the trainer
-///     forwards member d+1's reduced slice to member d, seeds-spec §1.5 "gradient availability").
+///     forwards member d+1's reduced slice to member d, docs/protection.md "AOR": gradient availability).
 /// Several (optimizer shard, gradient) pairs are allowed (e.g. one per parameter group): an
 /// optimizer shard names its gradient, or takes the only one registered.
 

@@ -5,7 +5,7 @@
 /// erasure decoding of RS stripes, to a fixed point), or exactly what is lost.
 ///
 /// Works on byte intervals of zero-padded shards, so combinations of schemes with different
-/// sub-chunk sizes are analysed exactly (seeds-spec §1.6: tolerances do not add). The analysis
+/// sub-chunk sizes are analysed exactly (tolerances do not add: docs/protection.md "Decoding and the recoverable set"). The analysis
 /// is symbolic (no bytes); decoder.h executes its operations.
 
 #include <cstdint>
@@ -62,7 +62,7 @@ struct RecoveryAnalysis {
 /// r member failures erase at most r blocks per stripe.
 int RsDataShard(int m, int r, int stripe, int p);
 int RsParityHolder(int m, int stripe, int q);
-/// \brief AEC sub-chunk index of shard j in the parity of member k (seeds-spec §1.4 corrected).
+/// \brief AEC sub-chunk index of shard j in the parity of member k (the paper's example corrected: docs/protection.md "Schemes").
 int AecIndex(int m, int j, int k);
 
 /// \brief Analyses the failure of every member with alive[d] == false.

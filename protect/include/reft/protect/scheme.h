@@ -11,10 +11,10 @@ namespace reft::protect {
 /// \brief Schemes enabled together, e.g. "arc1+aec" or "rs2+aor". Plain value type.
 ///
 /// Tolerances of a combination are computed by the recovery analysis, never summed
-/// (seeds-spec §1.6: ARC(+1) + AEC does not survive two adjacent failures).
+/// (ARC(+1) + AEC does not survive two adjacent failures: docs/protection.md).
 struct Scheme {
   int arc = 0;       ///< ARC(r): member d also stores shards d+1..d+r of its SG
-  bool aec = false;  ///< rotated sub-chunk XOR parity (seeds-spec §1.4 corrected indices)
+  bool aec = false;  ///< rotated sub-chunk XOR parity (docs/protection.md "Schemes")
   int rs = 0;        ///< RS(r): rotated Cauchy Reed–Solomon stripes, any r failures
   bool aor =
       false;  ///< ZeRO-1 optimizer shards replicated by optimizer replay (protect/aor)

@@ -1,6 +1,6 @@
 #pragma once
 /// \file sharding.h
-/// \brief Global parameter sharding (seeds-spec §1.1 sound version): a pure function from layout,
+/// \brief Global parameter sharding (docs/protection.md "Sharding"): a pure function from layout,
 /// scheme and registered buffers to each rank's responsibilities and slot layout.
 ///
 /// The sharding group (SG) of a rank is the dp ranks with the same (pp, tp). Its replicated

@@ -2,7 +2,7 @@
 /// \file tolerance.h
 /// \brief Protection planner: per-rank bytes and the guaranteed number of node failures each SG
 /// survives, computed by the recovery analysis over node failure sets (never by adding the
-/// components' tolerances, seeds-spec §1.6).
+/// components' tolerances, docs/protection.md).
 
 #include <cstdint>
 #include <string>
@@ -46,7 +46,7 @@ struct ProtectionReport {
 GroupProtection AnalyzeGroupProtection(const GroupPlan& group, const Scheme& scheme,
                                        uint64_t max_analyses = 200000);
 
-/// \brief Start-up choice between ARC and AEC (seeds-spec §1.7 sound rule): ARC(1) when its
+/// \brief Start-up choice between ARC and AEC (docs/protection.md "Protection planner"): ARC(1) when its
 /// per-rank bytes (1+1)·W/m move to host within `window_s` at `bandwidth` B/s, else AEC when
 /// W/m + W/(m(m−1)) does, else AEC with a note to lower the snapshot frequency; "+aor" whenever
 /// ZeRO-1 optimizer shards are registered. Uses the largest SG of `plan`.

@@ -1,6 +1,6 @@
 #pragma once
 /// \file distributed_commit.h
-/// \brief Global commit across reftd nodes (DESIGN.md §3 "Commit", seeds-spec §1.10 two-phase
+/// \brief Global commit across reftd nodes (docs/data-paths.md "Commit", docs/peer.md "Global commit": two-phase
 /// commit): ranks report completion to their local daemon; daemons exchange per-job completion
 /// sets (push on every completion, plus a periodic anti-entropy exchange with every live member
 /// so a lost message never blocks a commit); a step is committed on a node once the union of

@@ -1,6 +1,6 @@
 #pragma once
 /// \file persister.h
-/// \brief Writes committed steps to the persistent tier (DESIGN.md §3 "Persist"): every K-th
+/// \brief Writes committed steps to the persistent tier (docs/data-paths.md "Persist"): every K-th
 /// committed step in a background thread, and on demand (`reftctl persist`), for a whole job.
 ///
 /// What a node writes: for each rank of the job it holds, the slot's own data — regions

@@ -1,7 +1,7 @@
 #pragma once
 /// \file published_copier.h
 /// \brief local::PeerCopier for reftd: copies a ring neighbour's published region ("unique/<n>"
-/// of rank dp+1, DESIGN.md §2 "peer copy") into this rank's slot before it is sealed.
+/// of rank dp+1, docs/architecture.md "Glossary": peer copy) into this rank's slot before it is sealed.
 ///
 /// Locating rank `from`: this node first (its trainer is connected here, or its slot of the
 /// step is here), then the node that served it last time (cached), then the members' manifests

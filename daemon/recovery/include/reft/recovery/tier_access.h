@@ -3,7 +3,7 @@
 /// \brief The persistent tier as reftd uses it: opened lazily and reopened after a failure, so a
 /// missing or full `--persist-dir` is an error reported (health, last error) instead of a
 /// reason not to start, and an NFS mount that appears later is picked up without a restart
-/// (DESIGN.md §5 "persistent directory full or missing: error reported; in-memory snapshots
+/// (docs/failure-model.md "persistent directory full or missing: error reported; in-memory snapshots
 /// unaffected").
 ///
 /// Every user (the Persister, the restore fallback, the Admin service) calls Get() for the

@@ -161,7 +161,7 @@ class SnapshotStore {
   /// \brief Makes `regions` of the slot holding `step` (in any state but free) readable by peer
   /// copies before the slot is sealed: checksums their chunks into the chunk table and marks
   /// them published. A neighbour's daemon copies them into its own slot of the same step
-  /// (DESIGN.md §2 "peer copy") while this slot is still being completed, so no member waits for
+  /// (docs/architecture.md "Glossary": peer copy) while this slot is still being completed, so no member waits for
   /// another member's seal. Cleared by any transition to free or writing and by Unpublish().
   /// NotFound when no slot holds `step`, or a region is not in its layout.
   virtual Status Publish(const RankKey& rank, int64_t step,

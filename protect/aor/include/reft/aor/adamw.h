@@ -2,12 +2,12 @@
 /// \file adamw.h
 /// \brief The project's reference AdamW step: the one implementation that both an owner (a
 /// trainer, or a test standing in for one) and a host replica (AorReplica) run, so that the
-/// two are bit-identical by construction (seeds-spec §1.5 GAP "bit-exactness").
+/// two are bit-identical by construction (docs/protection.md "AOR").
 ///
 /// Deviation from the paper: REFT's eq. 4 replays plain SGD (θ ← θ − η·∇θ). Training uses
 /// Adam-type optimizers, whose state (exp_avg, exp_avg_sq) an SGD replay would never
 /// reproduce, so the replica replays the exact AdamW update including gradient unscaling,
-/// global clipping, the LR schedule, weight decay and skipped steps (seeds-spec R-G7).
+/// global clipping, the LR schedule, weight decay and skipped steps (docs/protection.md "AOR").
 ///
 /// ## Exact operation order (fp32, round-to-nearest-even after every line, no FMA)
 ///

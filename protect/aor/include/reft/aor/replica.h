@@ -1,8 +1,8 @@
 #pragma once
 /// \file replica.h
 /// \brief AorReplica: the host replica of a ring neighbour's optimizer shard under ZeRO-1,
-/// advanced every iteration by replaying the owner's AdamW update (DESIGN.md §2 "AOR",
-/// seeds-spec §1.5).
+/// advanced every iteration by replaying the owner's AdamW update (docs/protection.md
+/// "AOR").
 
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +20,7 @@ namespace reft::aor {
 /// the `aor/<name>` region of a store slot, seeded from the owner's snapshot). Messages must
 /// arrive in iteration order, one per training iteration, skipped ones included. A gap
 /// (iteration s+2 after s) means an update was lost — e.g. the daemon's bounded queue dropped
-/// it because the host fell behind (seeds-spec §1.5 back-pressure GAP) — and the replica can
+/// it because the host fell behind (docs/protection.md "AOR": staleness) — and the replica can
 /// no longer equal the owner: it becomes *stale*, every Apply fails with kLost ("resynchronise
 /// from the owner") until the caller has copied the owner's state into the arrays and called
 /// Resynchronized(). status.h has no FailedPrecondition; kLost is the closest code ("this

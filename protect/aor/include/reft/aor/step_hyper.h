@@ -1,7 +1,7 @@
 #pragma once
 /// \file step_hyper.h
 /// \brief The per-step inputs of one AdamW update besides the gradient: what a trainer sends
-/// to reftd every iteration so that a host replica can replay the update (seeds-spec §1.5).
+/// to reftd every iteration so that a host replica can replay the update (docs/protection.md "AOR").
 
 #include <cstddef>
 #include <cstdint>

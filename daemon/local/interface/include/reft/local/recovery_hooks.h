@@ -5,8 +5,8 @@
 ///
 /// - PeerCopier: a session completing step s of rank dp copies the unique buffers of rank
 ///   dp+1 (its ring neighbour in the sharding group) into its own slot ("peer/<name>" regions,
-///   DESIGN.md §2 "peer copy"), from the neighbour's published "unique/<name>" regions.
-/// - RestoreProvider: REFT-load for one rank (DESIGN.md §3 "Restore"): the newest step committed
+///   docs/architecture.md "Glossary": peer copy), from the neighbour's published "unique/<name>" regions.
+/// - RestoreProvider: REFT-load for one rank (docs/data-paths.md "Restore"): the newest step committed
 ///   job-wide, assembled from this node's slots, peers' slots, replicas, parity or RS, or the
 ///   persistent tier; and the rank's own slot regenerated when this node had lost it.
 

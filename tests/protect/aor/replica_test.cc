@@ -1,4 +1,4 @@
-// AOR end to end (seeds-spec §6a A5): an owner advanced the way a trainer would call the
+// AOR end to end (docs/protection.md "AOR"): an owner advanced the way a trainer would call the
 // library (whole shard, one call, one thread, StepHyper in memory, native gradients) and a
 // replica fed the way reftd would be (hyper-parameters through the wire codec, gradients
 // re-materialised through the fp16/bf16 converters, the shard cut into uneven chunks each

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""AOR replay vs torch.optim.AdamW (seeds-spec §6a A5, "compare with the training optimizer").
+"""AOR replay vs torch.optim.AdamW (docs/protection.md "AOR": compared with the training optimizer).
 
 For each gradient dtype (fp32, fp16 with dynamic loss scaling, bf16) this script runs a small
 mixed-precision training loop the way a PyTorch trainer does it:
