@@ -1,5 +1,5 @@
 """A dropped link, with every reftd in its own network namespace joined by veth pairs to a
-bridge (DESIGN.md §5 "peer hangs or link drops": detected within the heartbeat timeout, no
+bridge (docs/failure-model.md "a peer hangs or a link drops": detected within the heartbeat timeout, no
 restore hangs). Skipped where network namespaces cannot be created (not root, no iproute2)."""
 import os
 import subprocess

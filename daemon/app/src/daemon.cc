@@ -230,7 +230,7 @@ Result<size_t> Daemon::Impl::OpenStore() {
   return report.adopted.size();
 }
 
-// Membership, manifests, shard streaming and the job-wide commit (DESIGN.md §3 Commit). Every
+// Membership, manifests, shard streaming and the job-wide commit (docs/data-paths.md "Commit"). Every
 // daemon runs it, also alone: a job whose ranks are all local simply commits without peers.
 Status Daemon::Impl::CreatePeer() {
   const DaemonConfig& c = config;

@@ -7,7 +7,7 @@ MeteredCommitCoordinator::MeteredCommitCoordinator(
     observability::Metrics* metrics)
     : inner_(std::move(inner)), store_(store), metrics_(metrics) {}
 
-Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const local::JobLayout& layout) {
+Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
   return inner_->Join(rank, layout);
 }
 
@@ -16,7 +16,7 @@ void MeteredCommitCoordinator::Leave(const store::RankKey& rank) { inner_->Leave
 Status MeteredCommitCoordinator::Complete(const store::RankKey& rank, int64_t step) {
   const auto key = std::make_pair(rank.job, step);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     first_complete_.emplace(key, Clock::now());
   }
   if (auto slot = store_->Get(rank, step); slot.ok()) {
@@ -25,7 +25,7 @@ Status MeteredCommitCoordinator::Complete(const store::RankKey& rank, int64_t st
   Status st = inner_->Complete(rank, step);
   auto committed = inner_->NewestCommitted(rank.job);
   if (committed && *committed >= step) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // Observe every step of this job that the commit covered, then forget them.
     for (auto it = first_complete_.lower_bound({rank.job, INT64_MIN});
          it != first_complete_.end() && it->first.first == rank.job && it->first.second <= *committed;) {

@@ -6,10 +6,10 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "reft/local/commit_coordinator.h"
+#include "reft/mutex.h"
 #include "reft/observability/metrics.h"
 
 namespace reft::app {
@@ -22,7 +22,7 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
   MeteredCommitCoordinator(std::unique_ptr<local::CommitCoordinator> inner,
                            store::SnapshotStore* store, observability::Metrics* metrics);
 
-  Status Join(const store::RankKey& rank, const local::JobLayout& layout) override;
+  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
   Status Complete(const store::RankKey& rank, int64_t step) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
@@ -34,8 +34,9 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
   std::unique_ptr<local::CommitCoordinator> inner_;
   store::SnapshotStore* store_;
   observability::Metrics* metrics_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, int64_t>, Clock::time_point> first_complete_;
+  Mutex mu_;
+  std::map<std::pair<std::string, int64_t>, Clock::time_point> first_complete_
+      REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::app
