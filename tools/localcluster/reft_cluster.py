@@ -178,9 +178,12 @@ class LocalCluster:
 
     def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
                  log_level: str = "info", extra_args: Optional[List[str]] = None,
-                 keep: bool = False, config: Optional[str] = None, etcd: int = 1):
+                 keep: bool = False, config: Optional[str] = None, etcd: int = 1,
+                 etcd_host: str = "127.0.0.1"):
         """`config`: TOML text every daemon reads with --config (flags still override it).
-        `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip)."""
+        `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip);
+        `etcd_host`: the address they listen on (a bridge address when daemons run in network
+        namespaces)."""
         self.build_dir = build_dir or find_build_dir()
         self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
         self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
@@ -202,7 +205,8 @@ class LocalCluster:
                 f.write(config)
         self.env = dict(os.environ)
         self.etcd: Optional[EtcdCluster] = (
-            EtcdCluster(os.path.join(self.root, "etcd"), etcd) if etcd > 0 else None)
+            EtcdCluster(os.path.join(self.root, "etcd"), etcd, host=etcd_host) if etcd > 0
+            else None)
         self.nodes: List[Node] = []
         for i in range(nodes):
             self.nodes.append(Node(self, f"node{i}", free_port(),

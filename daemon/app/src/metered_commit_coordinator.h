@@ -15,7 +15,7 @@
 namespace reft::app {
 
 /// \brief Forwards every call to `inner`; on Complete() it counts the rank's snapshot bytes,
-/// and when a step becomes committed it observes the latency from the step's first completion
+/// and when it sees a step committed (on Complete, NewestCommitted or WaitCommitted) it observes the latency from the step's first completion
 /// on this node to its commit. Thread-safe.
 class MeteredCommitCoordinator final : public local::CommitCoordinator {
  public:
@@ -31,6 +31,9 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
 
  private:
   using Clock = std::chrono::steady_clock;
+  /// Observes the latency of every step of `job` up to `committed` not observed yet.
+  void ObserveCommitted(const std::string& job, std::optional<int64_t> committed);
+
   std::unique_ptr<local::CommitCoordinator> inner_;
   store::SnapshotStore* store_;
   observability::Metrics* metrics_;
