@@ -25,6 +25,7 @@ run aor_copy "$b/aor/aor_copy_bench" --elems 16M --reps 3
 run peer     "$b/peer/reft_bench_peer" --size 256M --reps 5
 run persist  "$b/persist/persist_bench" --bytes 536870912 --runs 7
 run restore_vs_tier /usr/bin/python3 tools/bench/recovery/restore_vs_tier.py
+run restore_agreement /usr/bin/python3 tools/bench/recovery/restore_agreement.py --runs 10
 run planner_table3    "$b/planner/planner_table3_bench"
 run planner_policy    "$b/planner/planner_policy_bench" 20
 run planner_transfer  "$b/planner/planner_transfer_bench"
