@@ -33,7 +33,12 @@ def test_commit_waits_for_ranks_on_other_nodes():
         # Rank dp0 on node0 snapshots steps 0..4 alone: nothing may commit job-wide.
         t0 = SampleTrainer(cluster, a, "spread", steps=5, size=50_000, buffers=2,
                            extra=["--dp", "0", "--dp-size", "2"])
-        time.sleep(3)
+        # The event a wrong commit would follow: dp0 completed step 0 (and, since the trainer
+        # snapshots step 1 only once step 0's copy is done, step 1 too).
+        assert wait_until(lambda: {0, 1} <= {
+            s["step"] for s in a.ctl("snapshots", "list", "--job", "spread",
+                                     json_output=True)["snapshots"]
+            if s["state"] == "complete"}), a.ctl("snapshots", "list").stdout
         status = a.ctl("status", json_output=True)
         job = next(j for j in status["jobs"] if j["job"] == "spread")
         assert job["newest_committed_step"] == -1, status

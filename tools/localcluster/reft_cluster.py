@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from reft_tls import ClusterTls
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -74,8 +76,11 @@ class Node:
              "--persist-dir", self.persist_dir, "--log-level", self.cluster.log_level]
         if peers:
             a += ["--peers", peers]
-        if self.cluster.config_path:
-            a += ["--config", self.cluster.config_path]
+        config = self.cluster.config_path
+        if self.cluster.tls:
+            config = self.cluster.tls.config_for(self.node_id, self.root, config, self.host)
+        if config:
+            a += ["--config", config]
         return a + self.extra_args
 
     def start(self, wait: bool = True, timeout: float = 20.0) -> "Node":
@@ -106,6 +111,8 @@ class Node:
 
     def ctl(self, *args: str, check: bool = True, json_output: bool = False):
         cmd = [self.cluster.reftctl, "--addr", self.addr]
+        if self.cluster.tls:
+            cmd += self.cluster.tls.ctl_args()
         if json_output:
             cmd += ["-o", "json"]
         r = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=120)
@@ -172,8 +179,9 @@ class LocalCluster:
 
     def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
                  log_level: str = "info", extra_args: Optional[List[str]] = None,
-                 keep: bool = False, config: Optional[str] = None):
-        """`config`: TOML text every daemon reads with --config (flags still override it)."""
+                 keep: bool = False, config: Optional[str] = None, tls: bool = False):
+        """`config`: TOML text every daemon reads with --config (flags still override it).
+        `tls`: mutual TLS between the daemons and for ctl() (certificates per node id)."""
         self.build_dir = build_dir or find_build_dir()
         self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
         self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
@@ -194,6 +202,7 @@ class LocalCluster:
             with open(self.config_path, "w") as f:
                 f.write(config)
         self.env = dict(os.environ)
+        self.tls = ClusterTls(self.root) if tls else None
         self.nodes: List[Node] = []
         for i in range(nodes):
             self.nodes.append(Node(self, f"node{i}", free_port(),
@@ -211,6 +220,8 @@ class LocalCluster:
         return node
 
     def start(self) -> "LocalCluster":
+        if self.tls:
+            self.tls.issue([n.node_id for n in self.nodes])  # one openssl run for all
         for n in self.nodes:
             n.start(wait=False)
         for n in self.nodes:

@@ -104,7 +104,7 @@ grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status) 
 }
 
 AdminService::AdminService(const DaemonConfig& config, store::SnapshotStore* store,
-                           SessionLister sessions, const security::TokenAuthorizer* auth,
+                           SessionLister sessions, const security::Authorizer* auth,
                            const peer::Membership* membership, AdminRecovery recovery)
     : config_(config),
       store_(store),
@@ -128,7 +128,7 @@ int64_t AdminService::NewestCommittedStep(store::SnapshotStore* store, const std
 
 grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequest*,
                                   v1::StatusResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/Status"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Status"); !denied.ok()) return denied;
   resp->set_node_id(config_.node_id);
   resp->set_health("serving");
   auto* build = resp->mutable_build();
@@ -165,7 +165,7 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
 grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
                                          const v1::ListSnapshotsRequest* req,
                                          v1::ListSnapshotsResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/ListSnapshots"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/ListSnapshots"); !denied.ok()) return denied;
   std::optional<std::string> job;
   if (!req->job().empty()) {
     if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
@@ -191,7 +191,7 @@ grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
 grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
                                           const v1::VerifySnapshotRequest* req,
                                           v1::VerifySnapshotResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/VerifySnapshot"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/VerifySnapshot"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
   auto ranks = store_->Ranks(req->job());
   if (ranks.empty()) {
@@ -232,7 +232,7 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
 grpc::Status AdminService::DropSnapshot(grpc::ServerContext* ctx,
                                         const v1::DropSnapshotRequest* req,
                                         v1::DropSnapshotResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/DropSnapshot"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/DropSnapshot"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
   if (!req->force() && req->step() == NewestCommittedStep(store_, req->job())) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -251,7 +251,7 @@ grpc::Status AdminService::DropSnapshot(grpc::ServerContext* ctx,
 
 grpc::Status AdminService::ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest*,
                                     v1::ListNodesResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/ListNodes"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/ListNodes"); !denied.ok()) return denied;
   for (const auto& m : membership_->Members()) {
     auto* n = resp->add_nodes();
     n->set_node_id(m.node_id);
@@ -300,7 +300,7 @@ void AdminService::FillPersistStatus(v1::PersistTierStatus* out) {
 grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
                                         const v1::RestoreCheckRequest* req,
                                         grpc::ServerWriter<v1::RestoreCheckEvent>* writer) {
-  if (auto denied = auth_->Check(ctx, "Admin/RestoreCheck"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/RestoreCheck"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
   if (recovery_.restore == nullptr) {
     return ToGrpcStatus(ctx, reft::Status::Unavailable("this daemon has no restore provider"));
@@ -390,7 +390,7 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
 
 grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRequest* req,
                                    grpc::ServerWriter<v1::PersistEvent>* writer) {
-  if (auto denied = auth_->Check(ctx, "Admin/Persist"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Persist"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
   if (recovery_.persister == nullptr || recovery_.tier == nullptr || !recovery_.tier->enabled()) {
     return ToGrpcStatus(ctx, reft::Status::Unsupported("no persistent tier is configured on node '" +
@@ -436,7 +436,7 @@ grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRe
 
 grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRequest* req,
                                    grpc::ServerWriter<v1::RebuildEvent>* writer) {
-  if (auto denied = auth_->Check(ctx, "Admin/Rebuild"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Rebuild"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
   if (recovery_.restore == nullptr) {
     return ToGrpcStatus(ctx, reft::Status::Unavailable("this daemon has no restore provider"));

@@ -213,6 +213,8 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.token_file));
     } else if (key == "security.allow_insecure") {
       REFT_RETURN_NOT_OK(ReadBool(node, key, &c->security.allow_insecure));
+    } else if (key == "security.operator_group") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.operator_group));
     } else {
       return KeyError(key, "unknown key");
     }
@@ -268,6 +270,7 @@ Status ValidateConfig(const DaemonConfig& c) {
   }
   std::vector<std::string> addresses = c.peers;
   addresses.push_back(c.listen);
+  if (!c.advertise.empty()) addresses.push_back(c.advertise);
   REFT_RETURN_NOT_OK(security::ValidateSecurity(c.security, addresses));
   if (!c.security.token_file.empty()) {
     REFT_RETURN_NOT_OK(security::ReadTokenFile(c.security.token_file).status());

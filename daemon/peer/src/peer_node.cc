@@ -3,8 +3,7 @@
 namespace reft::peer {
 
 Result<std::unique_ptr<PeerNode>> PeerNode::Create(
-    PeerOptions options, store::SnapshotStore* store,
-    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    PeerOptions options, store::SnapshotStore* store, PeerSecurity security) {
   PeerOptions check = options;
   if (check.advertise_address.empty()) check.advertise_address = "pending:0";
   std::string bad = PeerOptionsCheck::Validate(check);
@@ -14,12 +13,13 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
   n->options_ = options;
   PeerNode* raw = n.get();
   n->client_ = std::make_unique<PeerClient>(
-      options, [raw] { return raw->membership_->SelfCaller(); }, std::move(credentials));
+      options, [raw] { return raw->membership_->SelfCaller(); }, std::move(security.credentials),
+      std::move(security.token));
   n->membership_ = std::make_unique<Membership>(options, n->client_.get());
   n->coordinator_ = std::make_unique<DistributedCommitCoordinator>(
       store, n->membership_.get(), n->client_.get(), options.anti_entropy_interval);
   n->service_ = std::make_unique<PeerService>(options, store, n->membership_.get(),
-                                              n->coordinator_.get());
+                                              n->coordinator_.get(), security.authorizer);
   return n;
 }
 

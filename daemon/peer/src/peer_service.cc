@@ -45,11 +45,13 @@ void ReleaseSlot(void* holder) { delete static_cast<std::shared_ptr<store::SlotR
 }  // namespace
 
 PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, Membership* membership,
-                         DistributedCommitCoordinator* coordinator)
+                         DistributedCommitCoordinator* coordinator,
+                         const security::Authorizer* authorizer)
     : options_(std::move(options)),
       store_(store),
       membership_(membership),
-      coordinator_(coordinator) {
+      coordinator_(coordinator),
+      authorizer_(authorizer) {
   // Replace the generated (copying) FetchRegion handler by a sync handler on raw ByteBuffers.
   // gRPC marks a "streamed" method bidi internally (the handler reads the request itself); on
   // the wire this is the same server-streaming call: one request message, then the chunks.
@@ -73,6 +75,12 @@ void PeerService::ConfigureServerBuilder(const PeerOptions& options, grpc::Serve
   b->SetMaxSendMessageSize(options.max_message_bytes);
 }
 
+grpc::Status PeerService::Authorize(grpc::ServerContext* ctx, const char* method,
+                                    const v1::Caller& caller) {
+  if (authorizer_ == nullptr) return grpc::Status::OK;
+  return authorizer_->CheckPeer(ctx, method, caller.node_id());
+}
+
 Status PeerService::Admit(const v1::Caller& caller, bool serves_snapshots) {
   REFT_RETURN_NOT_OK(membership_->AdmitCaller(caller));
   if (serves_snapshots && membership_->IsFenced()) {
@@ -82,8 +90,9 @@ Status PeerService::Admit(const v1::Caller& caller, bool serves_snapshots) {
   return Status::OK();
 }
 
-grpc::Status PeerService::Hello(grpc::ServerContext*, const v1::HelloRequest* req,
+grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest* req,
                                 v1::HelloResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/Hello", req->caller()); !denied.ok()) return denied;
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   *resp->mutable_server() = membership_->SelfCaller();
@@ -91,8 +100,9 @@ grpc::Status PeerService::Hello(grpc::ServerContext*, const v1::HelloRequest* re
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Ping(grpc::ServerContext*, const v1::PingRequest* req,
+grpc::Status PeerService::Ping(grpc::ServerContext* ctx, const v1::PingRequest* req,
                                v1::PingResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/Ping", req->caller()); !denied.ok()) return denied;
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   membership_->Merge(req->updates());
@@ -100,8 +110,9 @@ grpc::Status PeerService::Ping(grpc::ServerContext*, const v1::PingRequest* req,
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::PingReq(grpc::ServerContext*, const v1::PingReqRequest* req,
+grpc::Status PeerService::PingReq(grpc::ServerContext* ctx, const v1::PingReqRequest* req,
                                   v1::PingReqResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/PingReq", req->caller()); !denied.ok()) return denied;
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   membership_->Merge(req->updates());
@@ -116,8 +127,9 @@ grpc::Status PeerService::PingReq(grpc::ServerContext*, const v1::PingReqRequest
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::ReportComplete(grpc::ServerContext*, const v1::ReportCompleteRequest* req,
+grpc::Status PeerService::ReportComplete(grpc::ServerContext* ctx, const v1::ReportCompleteRequest* req,
                                          v1::ReportCompleteResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/ReportComplete", req->caller()); !denied.ok()) return denied;
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   auto merged = coordinator_->MergeRemote(req->state());
@@ -126,9 +138,10 @@ grpc::Status PeerService::ReportComplete(grpc::ServerContext*, const v1::ReportC
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext*,
+grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext* ctx,
                                               const v1::ExchangeCommitStateRequest* req,
                                               v1::ExchangeCommitStateResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/ExchangeCommitState", req->caller()); !denied.ok()) return denied;
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   Status first;
@@ -140,8 +153,9 @@ grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext*,
   return ToGrpc(first);
 }
 
-grpc::Status PeerService::GetManifest(grpc::ServerContext*, const v1::GetManifestRequest* req,
+grpc::Status PeerService::GetManifest(grpc::ServerContext* ctx, const v1::GetManifestRequest* req,
                                       v1::GetManifestResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/GetManifest", req->caller()); !denied.ok()) return denied;
   Status s = Admit(req->caller(), true);
   if (!s.ok()) return ToGrpc(s);
   *resp->mutable_server() = membership_->SelfCaller();
@@ -179,8 +193,9 @@ void PeerService::SetPersistHandler(PersistHandler handler) {
   persist_handler_ = handler ? std::make_shared<PersistHandler>(std::move(handler)) : nullptr;
 }
 
-grpc::Status PeerService::PersistStep(grpc::ServerContext*, const v1::PersistStepRequest* req,
+grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::PersistStepRequest* req,
                                       v1::PersistStepResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/PersistStep", req->caller()); !denied.ok()) return denied;
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   std::shared_ptr<PersistHandler> handler;
@@ -214,6 +229,7 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed FetchRegionRequest");
     }
   }
+  if (auto denied = Authorize(ctx, "Peer/FetchRegion", req.caller()); !denied.ok()) return denied;
   Status s = Admit(req.caller(), true);
   if (!s.ok()) return ToGrpc(s);
   store::RankKey rank = FromRankId(req.rank());

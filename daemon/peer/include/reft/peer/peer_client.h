@@ -37,9 +37,10 @@ struct FetchOptions {
 class PeerClient {
  public:
   /// `caller` stamps every request (protocol version, node id, current epoch).
-  /// `on_fenced` runs when a peer answers that this node's epoch was declared dead.
+  /// `credentials` null = plain text; `token` ("" = none) goes with every call.
   PeerClient(PeerOptions options, std::function<v1::Caller()> caller,
-             std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+             std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+             std::string token = "");
 
   void SetFencedHandler(std::function<void(const std::string& message)> handler);
 
@@ -91,12 +92,15 @@ class PeerClient {
   };
   std::shared_ptr<Conn> Get(const std::string& address);
   v1::Caller Stamp();
+  /// Deadline `timeout` from now and the shared token, for every call.
+  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
   Status Check(const grpc::Status& s, const std::string& what);
 
   PeerOptions options_;
   TokenBucket link_;  ///< every stream from every peer (PeerOptions::link_bandwidth)
   std::function<v1::Caller()> caller_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  const std::string token_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Conn>> conns_;
   std::function<void(const std::string&)> on_fenced_;

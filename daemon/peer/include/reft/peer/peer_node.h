@@ -15,15 +15,23 @@
 #include "reft/peer/peer_client.h"
 #include "reft/peer/peer_options.h"
 #include "reft/peer/peer_service.h"
+#include "reft/security/authorizer.h"
 
 namespace reft::peer {
 
+/// \brief How a node authenticates to its peers and checks them (docs/security.md).
+struct PeerSecurity {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  ///< outgoing calls; null = plain text
+  std::string token;                                      ///< sent on every outgoing call
+  const security::Authorizer* authorizer = nullptr;  ///< checks every incoming call; null = none
+};
+
 class PeerNode {
  public:
-  /// `store` must outlive the node. Fails InvalidArgument naming a bad option.
+  /// `store` (and `security.authorizer`) must outlive the node. Fails InvalidArgument naming a
+  /// bad option.
   static Result<std::unique_ptr<PeerNode>> Create(PeerOptions options, store::SnapshotStore* store,
-                                                  std::shared_ptr<grpc::ChannelCredentials>
-                                                      credentials = nullptr);
+                                                  PeerSecurity security = {});
   ~PeerNode();
 
   /// Registers the Peer service on `builder`. The server's max send size must be at least
