@@ -3,6 +3,7 @@
 // mode, and the Authorizer's verdict on calls that arrive over it.
 #include <catch2/catch.hpp>
 
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from link_proxy import LinkProxy
+from link_proxy import LinkProxy, LinkTable
 from reft_cluster import LocalCluster, Node, free_port
 from reft_tls import add_to_section
 
@@ -49,6 +49,7 @@ class ChaosCluster:
     def __init__(self, nodes: int, config: str, tls: bool, persist_mb: int = 48,
                  keep: bool = False):
         self.cluster = LocalCluster(nodes=0, config=config, tls=tls, keep=keep)
+        self.links = LinkTable(self._daemon_pids)
         self.spares = 0
         for i in range(nodes):
             self._new_node(f"node{i}")
@@ -58,7 +59,7 @@ class ChaosCluster:
         c = self.cluster
         port = free_port()
         node = ProxiedNode(c, node_id, port, os.path.join(c.root, node_id), list(c.extra_args),
-                           proxy=LinkProxy(port))
+                           proxy=LinkProxy(node_id, port, self.links))
         c.nodes.append(node)
         return node
 
@@ -70,6 +71,10 @@ class ChaosCluster:
         r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mb}m,mode=0755", "tmpfs", path],
                            capture_output=True, text=True)
         return path if r.returncode == 0 else None
+
+    def _daemon_pids(self):
+        return {n.proc.pid: n.node_id for n in self.cluster.nodes
+                if n.proc is not None and n.proc.poll() is None}
 
     @property
     def nodes(self) -> List[ProxiedNode]:

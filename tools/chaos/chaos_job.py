@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from typing import List, Optional
@@ -19,12 +20,13 @@ class Trainer:
     """One rank's trainer process; a reader thread records its events."""
 
     def __init__(self, exe: str, socket_path: str, job: str, rank: int, ranks: int,
-                 protection: str, size: int, buffers: int, sleep_us: int):
+                 protection: str, size: int, buffers: int, sleep_us: int, wait_file: str):
         self.rank = rank
         self.args = [exe, "--socket", socket_path, "--job", job, "--dp", str(rank),
                      "--dp-size", str(ranks), "--protection", protection,
                      "--steps", "1000000000", "--size", str(size), "--buffers", str(buffers),
                      "--sleep-us", str(sleep_us), "--reply-timeout-ms", "120000"]
+        self.args += ["--wait-file", wait_file]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)
         self.lines: List[str] = []
@@ -75,17 +77,28 @@ class ChaosJob:
         self.job, self.ranks, self.protection = job, ranks, protection
         self.size, self.buffers, self.sleep_us = size, buffers, sleep_us
         self.trainers: List[Trainer] = []
+        self.barrier_dir = tempfile.mkdtemp(prefix="reft-chaos-barrier-")
+        self.generation = 0
 
     @property
     def bytes_per_rank(self) -> int:
         """Bytes one rank's restore checks (buffer b holds size + 7 b bytes)."""
         return sum(self.size + 7 * b for b in range(self.buffers))
 
-    def start(self, sockets: List[str]) -> None:
-        """Starts rank r on the daemon listening on sockets[r]."""
+    def start(self, sockets: List[str]) -> str:
+        """Starts rank r on the daemon listening on sockets[r]; each restores, then waits for
+        the returned barrier file before it trains (create it with release())."""
+        self.generation += 1
+        barrier = os.path.join(self.barrier_dir, f"go-{self.generation}")
         self.trainers = [Trainer(self.exe, sockets[r], self.job, r, self.ranks, self.protection,
-                                 self.size, self.buffers, self.sleep_us)
+                                 self.size, self.buffers, self.sleep_us, barrier)
                          for r in range(self.ranks)]
+        return barrier
+
+    @staticmethod
+    def release(barrier: str) -> None:
+        with open(barrier, "w"):
+            pass
 
     def kill(self) -> None:
         for t in self.trainers:
@@ -100,13 +113,27 @@ class ChaosJob:
         return all(t.wait(lambda t=t: t.committed >= step, timeout) for t in self.trainers)
 
     def restart_and_verify(self, sockets: List[str], timeout: float = 180.0) -> dict:
-        """Kills every rank, starts them again and waits for their restores. Returns
-        {"ok", "step", "bytes", "errors"}: ok when every rank restored the same step, bit-exact
-        (the trainer checks every byte), no older than what was committed before."""
+        """Kills every rank and restarts the job the way a launcher does: every rank restores
+        and checks its state, and no rank trains before all have restored (a real job's first
+        collective holds them; here a barrier file). Returns {"ok", "step", "bytes",
+        "restores", "errors"}: ok when every rank restored the same step, bit-exact (the
+        trainer checks every byte), no older than what was committed before."""
         committed_before = self.committed()
         self.kill()
-        self.start(sockets)
-        errors = []
+        errors: List[str] = []
+        barrier = self.start(sockets)
+        step, nbytes = self._collect_restores(timeout, errors)
+        if step is not None and step < committed_before:
+            errors.append(f"restored step {step} is older than committed step "
+                          f"{committed_before}: committed data lost")
+        self.release(barrier)
+        return {"ok": not errors, "step": step, "committed_before": committed_before,
+                "bytes": nbytes, "restores": self.ranks if step is not None else 0,
+                "errors": errors}
+
+    def _collect_restores(self, timeout: float, errors: List[str]):
+        """Waits for every rank's restore event; returns (the step they agree on or None,
+        bytes checked). Disagreement, refusals and mismatches go to `errors`."""
         steps = []
         for t in self.trainers:
             if not t.wait(lambda t=t: t.restored is not None, timeout):
@@ -122,13 +149,9 @@ class ChaosJob:
                               f"{' '.join(ev)}")
             else:
                 steps.append(int(ev[1]))
-        if steps and len(set(steps)) != 1:
+        if len(steps) != self.ranks:
+            return None, 0
+        if len(set(steps)) != 1:
             errors.append(f"ranks restored different steps: {steps}")
-        restored = min(steps) if steps else None
-        if restored is not None and restored < committed_before:
-            errors.append(f"restored step {restored} is older than committed step "
-                          f"{committed_before}: committed data lost")
-        return {"ok": not errors, "step": restored, "committed_before": committed_before,
-                "bytes": len(steps) * self.bytes_per_rank if restored is not None and
-                restored >= 0 else 0,
-                "errors": errors}
+            return None, 0
+        return steps[0], (self.ranks * self.bytes_per_rank if steps[0] >= 0 else 0)

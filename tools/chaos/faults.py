@@ -77,30 +77,33 @@ def link_drop(soak) -> dict:
     """A node's link goes black for longer than the failure detector's timeout: its peers
     declare it dead; the link comes back and the node rejoins."""
     node = soak.rng.choice(soak.live_nodes())
-    node.proxy.set_down()
+    links = soak.chaos.links
+    links.set_down(node.node_id)
     try:
         for other in soak.live_nodes():
             if other is not node:
                 other.wait_member_state(node.node_id, "dead", timeout=30)
                 break
     finally:
-        node.proxy.set_up()
+        links.set_up(node.node_id)
     wait_seen(soak, node, "alive", timeout=60)
     return {"node": node.node_id}
 
 
 def link_delay(soak) -> dict:
-    """Every chunk into one node is delayed while training goes on: commits must continue."""
+    """Every chunk to and from one node is delayed while training goes on: commits must
+    continue."""
     node = soak.rng.choice(soak.live_nodes())
     delay = soak.rng.choice([0.02, 0.05, 0.1])
     before = soak.job.committed()
-    node.proxy.set_delay(delay)
+    links = soak.chaos.links
+    links.set_delay(node.node_id, delay)
     try:
         if not soak.job.wait_committed(before + 2, timeout=60):
-            raise FaultCheckFailed(f"no commit in 60 s with {delay * 1000:.0f} ms delay into "
-                                   f"{node.node_id}")
+            raise FaultCheckFailed(f"no commit in 60 s with {delay * 1000:.0f} ms delay on the "
+                                   f"link of {node.node_id}")
     finally:
-        node.proxy.set_up()
+        links.set_up(node.node_id)
     return {"node": node.node_id, "delay_ms": int(delay * 1000),
             "committed_during": soak.job.committed() - before}
 
