@@ -48,20 +48,34 @@ pid_t ConnectAs(const std::string& path, uint32_t uid, uint32_t gid) {
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  for (size_t i = 0; i < path.size() && i + 1 < sizeof(addr.sun_path); ++i) addr.sun_path[i] = path[i];
+  for (size_t i = 0; i < path.size() && i + 1 < sizeof(addr.sun_path); ++i) {
+    addr.sun_path[i] = path[i];
+  }
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(4);
   char c;
   (void)!read(fd, &c, 1);
   _exit(0);
 }
 
-TEST_CASE("the admin socket reads the connecting process's credentials", "[security][admin]") {
-  testing::TempDir dir("reft-opsock");
-  const std::string path = dir.path() + "/reftd.sock.admin";
+// An admin socket in a fresh directory whose only operator (besides root) is this process.
+struct AdminSocket {
+  AdminSocket() : dir("reft-opsock"), path(dir.path() + "/reftd.sock.admin") {
+    policy.daemon_uid = geteuid();
+    auto s = OperatorSocket::Listen(path, policy);
+    REQUIRE(s.ok());
+    sock = std::move(*s);
+  }
+  testing::TempDir dir;
+  std::string path;
   OperatorPolicy policy;
-  policy.daemon_uid = geteuid();
-  auto sock = OperatorSocket::Listen(path, policy);
-  REQUIRE(sock.ok());
+  std::unique_ptr<OperatorSocket> sock;
+};
+
+TEST_CASE("the admin socket reads the connecting process's credentials", "[security][admin]") {
+  AdminSocket admin;
+  const testing::TempDir& dir = admin.dir;
+  const std::string& path = admin.path;
+  const OperatorPolicy& policy = admin.policy;
   struct stat st;
   REQUIRE(stat(path.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);  // no group was named: the daemon's uid alone
@@ -133,18 +147,15 @@ class AdminProbe final : public v1::Peer::Service {
 };
 
 TEST_CASE("calls over the admin socket: Admin for operators, never Peer", "[security][admin]") {
-  testing::TempDir dir("reft-opsock");
-  const std::string path = dir.path() + "/reftd.sock.admin";
-  OperatorPolicy policy;
-  policy.daemon_uid = geteuid();
-  auto sock = OperatorSocket::Listen(path, policy);
-  REQUIRE(sock.ok());
-  Authorizer auth("a-token-that-the-socket-does-not-need", false, sock->get());
+  AdminSocket admin;
+  const std::string& path = admin.path;
+  auto& sock = admin.sock;
+  Authorizer auth("a-token-that-the-socket-does-not-need", false, sock.get());
   AdminProbe probe(&auth);
   grpc::ServerBuilder b;
   b.RegisterService(&probe);
   auto server = b.BuildAndStart();
-  (*sock)->Serve(server.get());
+  sock->Serve(server.get());
   auto stub = v1::Peer::NewStub(
       grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials()));
   auto deadline = [] {
@@ -162,7 +173,7 @@ TEST_CASE("calls over the admin socket: Admin for operators, never Peer", "[secu
   grpc::Status peer = stub->Ping(deadline().get(), ping, &pong);
   CHECK(peer.error_code() == grpc::StatusCode::PERMISSION_DENIED);
   CHECK(peer.error_message().find("TCP endpoint only") != std::string::npos);
-  (*sock)->Stop();
+  sock->Stop();
   struct stat st;
   CHECK(stat(path.c_str(), &st) != 0);  // the socket file goes with the listener
   server->Shutdown(std::chrono::system_clock::now());

@@ -293,7 +293,8 @@ TEST_CASE("under mutual TLS a Peer call must come from the node its certificate 
   SECTION("the operator's certificate cannot pose as a node") {
     auto op = security::MakeChannelCredentials(TlsFor(certs, "operator"));
     REQUIRE(op.ok());
-    auto calls = CallEveryRpc(Stub(server.address, *op).get(), "node1", [](grpc::ClientContext*) {});
+    auto calls =
+        CallEveryRpc(Stub(server.address, *op).get(), "node1", [](grpc::ClientContext*) {});
     for (const auto& [method, status] : calls) {
       INFO(method << ": " << status.error_message());
       CHECK(status.error_code() == grpc::StatusCode::PERMISSION_DENIED);

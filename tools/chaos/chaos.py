@@ -163,7 +163,12 @@ class Soak:
                 detail = {"error": f"{type(e).__name__}: {e}",
                           "trace": traceback.format_exc()[-1500:]}
             self.report["faults"][kind] = self.report["faults"].get(kind, 0) + 1
-            result = self.verify(kind)
+            try:
+                result = self.verify(kind)
+            except Exception as e:  # noqa: BLE001 - e.g. a daemon that stopped answering
+                self.report["failed_checks"] += 1
+                result = {"ok": False, "step": None, "committed_before": self.job.committed(),
+                          "errors": [f"{type(e).__name__}: {e}"]}
             took = time.time() - started
             if result["ok"]:
                 self.report["recoveries"] += 1

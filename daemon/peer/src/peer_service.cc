@@ -92,7 +92,9 @@ Status PeerService::Admit(const v1::Caller& caller, bool serves_snapshots) {
 
 grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest* req,
                                 v1::HelloResponse* resp) {
-  if (auto denied = Authorize(ctx, "Peer/Hello", req->caller()); !denied.ok()) return denied;
+  if (auto denied = Authorize(ctx, "Peer/Hello", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   *resp->mutable_server() = membership_->SelfCaller();
@@ -102,7 +104,9 @@ grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest
 
 grpc::Status PeerService::Ping(grpc::ServerContext* ctx, const v1::PingRequest* req,
                                v1::PingResponse* resp) {
-  if (auto denied = Authorize(ctx, "Peer/Ping", req->caller()); !denied.ok()) return denied;
+  if (auto denied = Authorize(ctx, "Peer/Ping", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   membership_->Merge(req->updates());
@@ -112,7 +116,9 @@ grpc::Status PeerService::Ping(grpc::ServerContext* ctx, const v1::PingRequest* 
 
 grpc::Status PeerService::PingReq(grpc::ServerContext* ctx, const v1::PingReqRequest* req,
                                   v1::PingReqResponse* resp) {
-  if (auto denied = Authorize(ctx, "Peer/PingReq", req->caller()); !denied.ok()) return denied;
+  if (auto denied = Authorize(ctx, "Peer/PingReq", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   membership_->Merge(req->updates());
@@ -127,9 +133,12 @@ grpc::Status PeerService::PingReq(grpc::ServerContext* ctx, const v1::PingReqReq
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::ReportComplete(grpc::ServerContext* ctx, const v1::ReportCompleteRequest* req,
+grpc::Status PeerService::ReportComplete(grpc::ServerContext* ctx,
+                                         const v1::ReportCompleteRequest* req,
                                          v1::ReportCompleteResponse* resp) {
-  if (auto denied = Authorize(ctx, "Peer/ReportComplete", req->caller()); !denied.ok()) return denied;
+  if (auto denied = Authorize(ctx, "Peer/ReportComplete", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   auto merged = coordinator_->MergeRemote(req->state());
@@ -141,7 +150,9 @@ grpc::Status PeerService::ReportComplete(grpc::ServerContext* ctx, const v1::Rep
 grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext* ctx,
                                               const v1::ExchangeCommitStateRequest* req,
                                               v1::ExchangeCommitStateResponse* resp) {
-  if (auto denied = Authorize(ctx, "Peer/ExchangeCommitState", req->caller()); !denied.ok()) return denied;
+  if (auto denied = Authorize(ctx, "Peer/ExchangeCommitState", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   Status first;
@@ -155,7 +166,9 @@ grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext* ctx,
 
 grpc::Status PeerService::GetManifest(grpc::ServerContext* ctx, const v1::GetManifestRequest* req,
                                       v1::GetManifestResponse* resp) {
-  if (auto denied = Authorize(ctx, "Peer/GetManifest", req->caller()); !denied.ok()) return denied;
+  if (auto denied = Authorize(ctx, "Peer/GetManifest", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), true);
   if (!s.ok()) return ToGrpc(s);
   *resp->mutable_server() = membership_->SelfCaller();
@@ -195,7 +208,9 @@ void PeerService::SetPersistHandler(PersistHandler handler) {
 
 grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::PersistStepRequest* req,
                                       v1::PersistStepResponse* resp) {
-  if (auto denied = Authorize(ctx, "Peer/PersistStep", req->caller()); !denied.ok()) return denied;
+  if (auto denied = Authorize(ctx, "Peer/PersistStep", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   std::shared_ptr<PersistHandler> handler;
@@ -229,7 +244,9 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed FetchRegionRequest");
     }
   }
-  if (auto denied = Authorize(ctx, "Peer/FetchRegion", req.caller()); !denied.ok()) return denied;
+  if (auto denied = Authorize(ctx, "Peer/FetchRegion", req.caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req.caller(), true);
   if (!s.ok()) return ToGrpc(s);
   store::RankKey rank = FromRankId(req.rank());

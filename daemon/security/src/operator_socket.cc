@@ -109,7 +109,10 @@ Result<std::unique_ptr<OperatorSocket>> OperatorSocket::Listen(const std::string
 
 OperatorSocket::OperatorSocket(std::string path, OperatorPolicy policy, int listen_fd,
                                int wake_fd)
-    : path_(std::move(path)), policy_(std::move(policy)), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
+    : path_(std::move(path)),
+      policy_(std::move(policy)),
+      listen_fd_(listen_fd),
+      wake_fd_(wake_fd) {}
 
 OperatorSocket::~OperatorSocket() {
   Stop();

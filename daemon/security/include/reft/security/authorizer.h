@@ -11,7 +11,8 @@
 /// Refusals are UNAUTHENTICATED (no or wrong token, no certificate) or PERMISSION_DENIED
 /// (identity mismatch, not an operator), with a message that names what was wrong but never
 /// the secret. The first few are logged, a sustained stream at most once a second (with the
-/// number left out), so a flood of bad calls cannot flood the log. Immutable after construction; thread-safe.
+/// number left out), so a flood of bad calls cannot flood the log. Immutable after
+/// construction; thread-safe.
 
 #include <atomic>
 #include <cstdint>
