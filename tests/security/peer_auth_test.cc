@@ -235,7 +235,7 @@ TEST_CASE("every Peer RPC is refused without the shared token", "[security][peer
   }
 }
 
-TEST_CASE("nodes that share the token form a cluster; a node with another token is kept out",
+TEST_CASE("nodes sharing the token form a cluster and a node with another token is kept out",
           "[security][peer]") {
   testing::TempDir dir("reft-peer-auth");
   auto plain = grpc::InsecureServerCredentials();

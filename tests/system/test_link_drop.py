@@ -19,10 +19,6 @@ suspicion_timeout_ms = 600
 [restore]
 piece_size = "64K"
 piece_timeout_ms = 2000
-
-[security]
-# The daemons listen on the bridge's addresses, not loopback: plain text must be explicit.
-allow_insecure = true
 """
 RANKS = 3
 STEPS = 5
@@ -76,7 +72,9 @@ class Netns:
 
 def test_a_dropped_link_is_detected_and_restore_goes_around_it():
     with Netns() as net:
-        cluster = LocalCluster(nodes=0, config=CONFIG)
+        # The daemons listen on the bridge's addresses, not loopback: mutual TLS, each node's
+        # certificate naming its node id and its address.
+        cluster = LocalCluster(nodes=0, config=CONFIG, tls=True)
         nodes = [cluster.add_node(f"node{i}", start=False, host=net.hosts[i], netns=net.ns[i])
                  for i in range(RANKS)]
         with cluster:

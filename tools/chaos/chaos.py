@@ -27,6 +27,7 @@ import shutil
 import signal
 import statistics
 import sys
+import tempfile
 import time
 import traceback
 
@@ -63,8 +64,9 @@ class Soak:
         self.args = args
         self.rng = random.Random(args.seed)
         self.chaos = ChaosCluster(args.nodes, CONFIG, tls=args.tls, keep=args.keep)
-        self.job = ChaosJob(find_build_dir(), "chaos", args.nodes, protection=args.protection,
-                            size=args.size)
+        self.jobs_started = 0
+        self.barrier_dir = tempfile.mkdtemp(prefix="reft-chaos-barrier-")
+        self.job = self.new_job()
         self.placement = list(self.chaos.nodes)  # rank r runs on placement[r]
         self.report = {
             "duration_s": args.duration, "seed": args.seed, "nodes": args.nodes,
@@ -76,6 +78,14 @@ class Soak:
         }
         if self.chaos.persist_tmpfs is None:
             self.report["unavailable"]["disk_full"] = "cannot mount a tmpfs for the tier (root)"
+
+    def new_job(self):
+        """A fresh job (after the previous one lost its state, training goes on under a new
+        name so the soak keeps measuring)."""
+        self.jobs_started += 1
+        name = "chaos" if self.jobs_started == 1 else f"chaos-{self.jobs_started}"
+        return ChaosJob(find_build_dir(), name, self.args.nodes, self.barrier_dir,
+                        protection=self.args.protection, size=self.args.size)
 
     def live_nodes(self):
         return [n for n in self.chaos.nodes if n.proc is not None and n.proc.poll() is None]
@@ -177,8 +187,15 @@ class Soak:
                        committed_before=result["committed_before"], seconds=round(took, 2),
                        ok=result["ok"])
             if not self.wait_progress(kind):
-                break  # the job no longer trains: further faults would prove nothing
-        self.report["steps_committed"] = self.job.committed() + 1
+                # The job cannot train any more (its state is lost): count it, start a new one.
+                self.job.kill()
+                self.report["steps_committed"] += self.job.committed() + 1
+                self.job = self.new_job()
+                self.job.release(self.job.start(self.sockets()))
+                if not self.wait_progress("new job"):
+                    break  # not even a fresh job trains: further faults would prove nothing
+        self.report["steps_committed"] += self.job.committed() + 1
+        self.report["jobs"] = self.jobs_started
         self.report["recovery_seconds"] = {
             k: {"n": len(v), "median": round(statistics.median(v), 2), "max": round(max(v), 2)}
             for k, v in durations.items()}
@@ -186,7 +203,7 @@ class Soak:
 
     def close(self):
         self.job.kill()
-        shutil.rmtree(self.job.barrier_dir, ignore_errors=True)
+        shutil.rmtree(self.barrier_dir, ignore_errors=True)
         self.chaos.close()
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from typing import List, Optional
@@ -71,13 +70,14 @@ class Trainer:
 
 
 class ChaosJob:
-    def __init__(self, build_dir: str, job: str, ranks: int, protection: str = "arc1",
-                 size: int = 120_001, buffers: int = 3, sleep_us: int = 20_000):
+    def __init__(self, build_dir: str, job: str, ranks: int, barrier_dir: str,
+                 protection: str = "arc1", size: int = 120_001, buffers: int = 3,
+                 sleep_us: int = 20_000):
         self.exe = os.path.join(build_dir, "tools", "demo", "reft_sample_trainer")
         self.job, self.ranks, self.protection = job, ranks, protection
         self.size, self.buffers, self.sleep_us = size, buffers, sleep_us
         self.trainers: List[Trainer] = []
-        self.barrier_dir = tempfile.mkdtemp(prefix="reft-chaos-barrier-")
+        self.barrier_dir = barrier_dir  # where start() puts its barrier files
         self.generation = 0
 
     @property
@@ -89,7 +89,7 @@ class ChaosJob:
         """Starts rank r on the daemon listening on sockets[r]; each restores, then waits for
         the returned barrier file before it trains (create it with release())."""
         self.generation += 1
-        barrier = os.path.join(self.barrier_dir, f"go-{self.generation}")
+        barrier = os.path.join(self.barrier_dir, f"{self.job}-go-{self.generation}")
         self.trainers = [Trainer(self.exe, sockets[r], self.job, r, self.ranks, self.protection,
                                  self.size, self.buffers, self.sleep_us, barrier)
                          for r in range(self.ranks)]

@@ -221,7 +221,7 @@ class LocalCluster:
 
     def start(self) -> "LocalCluster":
         if self.tls:
-            self.tls.issue([n.node_id for n in self.nodes])  # one openssl run for all
+            self.tls.issue([self.tls.spec(n.node_id, n.host) for n in self.nodes])  # one run
         for n in self.nodes:
             n.start(wait=False)
         for n in self.nodes:

@@ -35,6 +35,11 @@ class ClusterTls:
             subprocess.run(["bash", CERTS_SCRIPT, "--days", "2", self.dir] + missing, check=True,
                            capture_output=True, text=True)
 
+    @staticmethod
+    def spec(node_id: str, host: str = "127.0.0.1") -> str:
+        """issue()'s name for a node: its id, plus its address when that is not loopback."""
+        return node_id if host == "127.0.0.1" else f"{node_id}=IP:{host}"
+
     @property
     def ca(self) -> str:
         return os.path.join(self.dir, "ca.pem")
@@ -53,7 +58,7 @@ class ClusterTls:
                    host: str = "127.0.0.1") -> str:
         """Path of a TOML file: the cluster's configuration plus this node's certificate, which
         names the node id and the address its peers dial."""
-        self.issue([node_id if host == "127.0.0.1" else f"{node_id}=IP:{host}"])
+        self.issue([self.spec(node_id, host)])
         text = ""
         if base_config:
             with open(base_config) as f:
