@@ -571,7 +571,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t len = static_cast<size_t>(in.Le(2));
     RunOne(selector, in.Take(len), node->get(), &admin, &facts);
   }
-  CheckCommits(facts, (*node)->coordinator());
+  CheckCommits(facts, (*node)->gossip_commit());
   node->reset();
   f.Restore();
   return 0;

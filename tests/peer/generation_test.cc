@@ -48,7 +48,7 @@ v1::JobCommitState State(uint64_t generation, std::optional<int64_t> base,
 TEST_CASE("a higher generation replaces the commit state and rolls the store back", "[peer]") {
   reft::testing::TempDir d("reft-peer");
   TestNode n("g0", d.path(), {});
-  auto* co = n.peer->coordinator();
+  auto* co = n.peer->gossip_commit();
   REQUIRE(co->Join(kRank, kOne).ok());
   CompleteStep(n, 1);
   CompleteStep(n, 2);

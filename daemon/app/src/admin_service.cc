@@ -46,7 +46,7 @@ v1::ErrorCode ToErrorCode(StatusCode code) {
   return static_cast<v1::ErrorCode>(code);  // common.proto mirrors StatusCode one to one
 }
 
-std::optional<persist::JobLayout> TierLayout(peer::DistributedCommitCoordinator* coordinator,
+std::optional<persist::JobLayout> TierLayout(peer::JobCoordinator* coordinator,
                                              const std::string& job) {
   if (coordinator == nullptr) return std::nullopt;
   auto l = coordinator->Layout(job);
@@ -105,7 +105,7 @@ grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status) 
 
 AdminService::AdminService(const DaemonConfig& config, store::SnapshotStore* store,
                            SessionLister sessions, const security::Authorizer* auth,
-                           const peer::Membership* membership, AdminRecovery recovery)
+                           const peer::NodeDirectory* membership, AdminRecovery recovery)
     : config_(config),
       store_(store),
       sessions_(std::move(sessions)),

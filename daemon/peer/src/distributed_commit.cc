@@ -2,7 +2,7 @@
 
 #include <future>
 
-#include "generation_file.h"
+#include "reft/peer/generation_file.h"
 #include "reft/peer/rank_id.h"
 
 namespace reft::peer {
@@ -16,11 +16,12 @@ DistributedCommitCoordinator::DistributedCommitCoordinator(store::SnapshotStore*
 
 DistributedCommitCoordinator::~DistributedCommitCoordinator() { Stop(); }
 
-void DistributedCommitCoordinator::Start() {
+Status DistributedCommitCoordinator::Start() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (running_) return;
+  if (running_) return Status::OK();
   running_ = true;
   thread_ = std::thread([this] { Run(); });
+  return Status::OK();
 }
 
 void DistributedCommitCoordinator::Stop() {
@@ -365,6 +366,9 @@ JobGeneration DistributedCommitCoordinator::StartGeneration(const std::string& j
     JobState& st = StateLocked(job);
     if (st.generation == from) {
       AdoptGenerationLocked(job, st, from + 1, base_step, persist_floor, reason);
+      RestoreDecision& d = decisions_[job];
+      const int64_t version = d.version + 1;
+      d = RestoreDecision{from + 1, base_step, "tier", membership_->node_id(), reason, version};
     }
     out = InfoLocked(st);
   }
@@ -394,6 +398,38 @@ void DistributedCommitCoordinator::NotifyGenerations() {
   for (const auto& e : events) {
     for (const auto& l : listeners_) l(e.job, e.generation, e.dropped);
   }
+}
+
+Result<std::vector<std::string>> DistributedCommitCoordinator::JobNodes(const std::string&) {
+  std::vector<std::string> out;
+  for (const auto& m : membership_->LiveMembers()) out.push_back(m.node_id);
+  return out;
+}
+
+bool DistributedCommitCoordinator::LeadsJob(const std::string&) {
+  for (const auto& m : membership_->LiveMembers()) {
+    if (m.node_id < membership_->node_id()) return false;
+  }
+  return true;
+}
+
+Result<std::optional<RestoreDecision>> DistributedCommitCoordinator::Decision(
+    const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = decisions_.find(job);
+  if (it == decisions_.end()) return std::optional<RestoreDecision>();
+  return std::optional<RestoreDecision>(it->second);
+}
+
+Result<RestoreDecision> DistributedCommitCoordinator::ProposeDecision(
+    const std::string& job, const RestoreDecision& decision, int64_t expected_version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RestoreDecision& cur = decisions_[job];
+  if (cur.version != expected_version) return cur;
+  const int64_t next = cur.version + 1;
+  cur = decision;
+  cur.version = next;
+  return cur;
 }
 
 std::vector<v1::JobCommitState> DistributedCommitCoordinator::AllStates() {

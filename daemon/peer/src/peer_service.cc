@@ -44,13 +44,14 @@ void ReleaseSlot(void* holder) { delete static_cast<std::shared_ptr<store::SlotR
 
 }  // namespace
 
-PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, Membership* membership,
-                         DistributedCommitCoordinator* coordinator,
+PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
+                         JobCoordinator* jobs, Gossip gossip,
                          const security::Authorizer* authorizer)
     : options_(std::move(options)),
       store_(store),
-      membership_(membership),
-      coordinator_(coordinator),
+      membership_(nodes),
+      coordinator_(jobs),
+      gossip_(gossip),
       authorizer_(authorizer) {
   // Replace the generated (copying) FetchRegion handler by a sync handler on raw ByteBuffers.
   // gRPC marks a "streamed" method bidi internally (the handler reads the request itself); on
@@ -98,8 +99,16 @@ grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   *resp->mutable_server() = membership_->SelfCaller();
-  membership_->FillUpdates(resp->mutable_members());
+  if (gossip_.membership) gossip_.membership->FillUpdates(resp->mutable_members());
   return grpc::Status::OK;
+}
+
+// The SWIM and commit-exchange RPCs of the gossip control plane; a node coordinating through
+// etcd has no use for them.
+grpc::Status PeerService::NoGossip(const char* method) const {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      std::string(method) + ": node '" + membership_->node_id() +
+                          "' coordinates through etcd, not by gossip");
 }
 
 grpc::Status PeerService::Ping(grpc::ServerContext* ctx, const v1::PingRequest* req,
@@ -107,10 +116,11 @@ grpc::Status PeerService::Ping(grpc::ServerContext* ctx, const v1::PingRequest* 
   if (auto denied = Authorize(ctx, "Peer/Ping", req->caller()); !denied.ok()) {
     return denied;
   }
+  if (!gossip_.membership) return NoGossip("Ping");
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
-  membership_->Merge(req->updates());
-  membership_->FillUpdates(resp->mutable_updates());
+  gossip_.membership->Merge(req->updates());
+  gossip_.membership->FillUpdates(resp->mutable_updates());
   return grpc::Status::OK;
 }
 
@@ -119,17 +129,19 @@ grpc::Status PeerService::PingReq(grpc::ServerContext* ctx, const v1::PingReqReq
   if (auto denied = Authorize(ctx, "Peer/PingReq", req->caller()); !denied.ok()) {
     return denied;
   }
+  Membership* swim = gossip_.membership;
+  if (!swim) return NoGossip("PingReq");
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
-  membership_->Merge(req->updates());
-  auto timeout = std::min(std::chrono::milliseconds(req->timeout_ms()),
-                          2 * membership_->probe_timeout());
+  swim->Merge(req->updates());
+  auto timeout =
+      std::min(std::chrono::milliseconds(req->timeout_ms()), 2 * swim->probe_timeout());
   v1::PingRequest ping;
-  membership_->FillUpdates(ping.mutable_updates());
-  auto r = membership_->client()->Ping(req->target_address(), ping, timeout);
+  swim->FillUpdates(ping.mutable_updates());
+  auto r = swim->client()->Ping(req->target_address(), ping, timeout);
   resp->set_target_acked(r.ok());
-  if (r.ok()) membership_->Merge(r->updates());
-  membership_->FillUpdates(resp->mutable_updates());
+  if (r.ok()) swim->Merge(r->updates());
+  swim->FillUpdates(resp->mutable_updates());
   return grpc::Status::OK;
 }
 
@@ -139,9 +151,10 @@ grpc::Status PeerService::ReportComplete(grpc::ServerContext* ctx,
   if (auto denied = Authorize(ctx, "Peer/ReportComplete", req->caller()); !denied.ok()) {
     return denied;
   }
+  if (!gossip_.commit) return NoGossip("ReportComplete");
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
-  auto merged = coordinator_->MergeRemote(req->state());
+  auto merged = gossip_.commit->MergeRemote(req->state());
   if (!merged.ok()) return ToGrpc(merged.status());
   *resp->mutable_state() = std::move(*merged);
   return grpc::Status::OK;
@@ -153,14 +166,15 @@ grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext* ctx,
   if (auto denied = Authorize(ctx, "Peer/ExchangeCommitState", req->caller()); !denied.ok()) {
     return denied;
   }
+  if (!gossip_.commit) return NoGossip("ExchangeCommitState");
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return ToGrpc(s);
   Status first;
   for (const auto& j : req->jobs()) {
-    auto merged = coordinator_->MergeRemote(j);
+    auto merged = gossip_.commit->MergeRemote(j);
     if (!merged.ok() && first.ok()) first = merged.status();
   }
-  for (auto& j : coordinator_->AllStates()) *resp->add_jobs() = std::move(j);
+  for (auto& j : gossip_.commit->AllStates()) *resp->add_jobs() = std::move(j);
   return ToGrpc(first);
 }
 

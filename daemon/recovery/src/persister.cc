@@ -275,7 +275,14 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
   }
   rep.step = step ? *step : *gen.newest_committed;
 
-  const auto members = peer_->membership().LiveMembers();
+  // The job's nodes (etcd: where its slots are recorded; gossip: every live member).
+  std::vector<peer::MemberInfo> members;
+  auto nodes = coordinator->JobNodes(job);
+  if (!nodes.ok()) return nodes.status().WithContext("locating the nodes of job '" + job + "'");
+  for (const auto& id : *nodes) {
+    auto m = peer_->membership().Find(id);
+    if (m && m->state != peer::MemberState::kDead) members.push_back(*m);
+  }
   const int total = 1 + static_cast<int>(members.size());
   std::mutex progress_mu;
   int done = 0;
@@ -346,18 +353,16 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
   return rep;
 }
 
-bool Persister::IsScheduleLeader() const {
-  for (const auto& m : peer_->membership().LiveMembers()) {
-    if (m.node_id < options_.node_id) return false;
-  }
-  return true;
+bool Persister::IsScheduleLeader(const std::string& job) const {
+  return peer_->coordinator()->LeadsJob(job);
 }
 
 std::vector<JobPersistReport> Persister::RunScheduleOnce() {
   std::vector<JobPersistReport> out;
-  if (options_.every_steps <= 0 || !IsScheduleLeader()) return out;
+  if (options_.every_steps <= 0) return out;
   auto* coordinator = peer_->coordinator();
   for (const auto& job : coordinator->Jobs()) {
+    if (!IsScheduleLeader(job)) continue;
     const auto gen = coordinator->Generation(job);
     if (!gen.newest_committed) continue;
     const int64_t newest = *gen.newest_committed;

@@ -55,6 +55,8 @@ std::vector<std::string> PublishedCopier::Locate(const store::RankKey& from, int
     if (node.empty() || node == peer_->membership().node_id()) return;
     if (std::find(out.begin(), out.end(), node) == out.end()) out.push_back(node);
   };
+  // Where its trainer is connected now (etcd records it), then every node of the job.
+  if (auto joined = peer_->coordinator()->JoinedNode(from)) add(*joined);
   auto view = locator_.Collect(from.job, std::min(options_.locate_timeout, timeout));
   if (!view.ok()) return out;
   auto j = view->joined.find(from);

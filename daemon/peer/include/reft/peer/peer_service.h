@@ -19,7 +19,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "reft/peer/distributed_commit.h"
+#include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
+#include "reft/peer/node_directory.h"
 #include "reft/peer/peer_options.h"
 #include "reft/security/authorizer.h"
 #include "reft/store/snapshot_store.h"
@@ -29,9 +31,15 @@ namespace reft::peer {
 
 class PeerService final : public v1::Peer::Service {
  public:
+  /// The gossip control plane's parts, when this node runs it (both null with etcd: Ping,
+  /// PingReq, ReportComplete and ExchangeCommitState then answer UNIMPLEMENTED).
+  struct Gossip {
+    Membership* membership = nullptr;
+    DistributedCommitCoordinator* commit = nullptr;
+  };
   /// `authorizer` null = every call is admitted (tests and benchmarks in one process).
-  PeerService(PeerOptions options, store::SnapshotStore* store, Membership* membership,
-              DistributedCommitCoordinator* coordinator,
+  PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
+              JobCoordinator* jobs, Gossip gossip,
               const security::Authorizer* authorizer = nullptr);
 
   grpc::Status Hello(grpc::ServerContext*, const v1::HelloRequest*, v1::HelloResponse*) override;
@@ -60,13 +68,15 @@ class PeerService final : public v1::Peer::Service {
   grpc::Status FetchRegionRaw(grpc::ServerContext* ctx, const grpc::ByteBuffer* request,
                               grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer);
   Status Admit(const v1::Caller& caller, bool serves_snapshots);
+  grpc::Status NoGossip(const char* method) const;
   /// The Authorizer's verdict on one call (OK without an authorizer).
   grpc::Status Authorize(grpc::ServerContext* ctx, const char* method, const v1::Caller& caller);
 
   PeerOptions options_;
   store::SnapshotStore* store_;
-  Membership* membership_;
-  DistributedCommitCoordinator* coordinator_;
+  NodeDirectory* membership_;
+  JobCoordinator* coordinator_;
+  Gossip gossip_;
   const security::Authorizer* authorizer_;
   std::mutex handler_mu_;
   std::shared_ptr<PersistHandler> persist_handler_;  // guarded by handler_mu_

@@ -9,10 +9,10 @@
 /// SG together are its full replicated state.
 ///
 /// A job-wide persist (PersistJob) runs on one node: it chooses the step (default: the newest
-/// committed after a commit-state sync), persists its own ranks and asks every live member to
+/// committed after a commit-state sync), persists its own ranks and asks the job's other nodes to
 /// persist theirs (Peer.PersistStep, in parallel), then checks that the step is complete in the
-/// tier (CheckStep). The every-K schedule uses the same path, run by one node per cluster (the
-/// live member with the smallest node id), so every node persists the *same* step: nodes that
+/// tier (CheckStep). The every-K schedule uses the same path, run by one node per job (the one
+/// that LeadsJob: the job's coordinator), so every node persists the *same* step: nodes that
 /// decided on their own would pick different steps whenever one of them skipped a commit (a
 /// node may learn commits s and s+1 in one exchange) and no step would ever be complete.
 /// "Every K steps" = whenever the newest committed step is >= the last one attempted + K
@@ -137,7 +137,8 @@ class Persister {
     std::optional<int64_t> last;  ///< last step attempted (or found complete in the tier)
   };
   NodePersist PersistLocalLocked(const std::string& job, int64_t step, bool force);
-  bool IsScheduleLeader() const;
+  /// This node runs the every-K schedule of `job` (the job's coordinator, so one node does).
+  bool IsScheduleLeader(const std::string& job) const;
   void Run();
 
   store::SnapshotStore* store_;

@@ -107,6 +107,10 @@ class ReftLoad final : public local::RestoreProvider {
                                                  const ProgressCallback& progress);
   /// Sync + newest committed step + located slots.
   Result<int64_t> ChooseStep(const std::string& job, RestoreStats* stats);
+  /// The job's slots, after waiting (agreement_timeout at most) for holders alive but silent.
+  Result<ClusterView> Locate(const std::string& job, std::chrono::steady_clock::time_point deadline,
+                             RestoreStats* stats, const ProgressCallback& progress);
+  static Status LostOrUndecided(const Status& lost, const ClusterView& view);
   Result<local::RestoredState> RestoreImpl(const protect::SlotMeta& meta, RestoreStats* stats,
                                            const ProgressCallback& progress);
   Result<RebuildReport> RebuildImpl(const std::string& job, const ProgressCallback& progress);

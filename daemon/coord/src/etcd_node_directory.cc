@@ -1,0 +1,220 @@
+#include "reft/coord/etcd_node_directory.h"
+
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "reft/coord/keys.h"
+#include "reft/coord/records.h"
+
+namespace reft::coord {
+
+namespace {
+// A node's address is looked up on every fetch; a restarted node keeps its id and address, and
+// a failed fetch makes the reader try another source anyway.
+constexpr auto kCacheTtl = std::chrono::seconds(2);
+
+peer::MemberInfo ToMember(const std::string& id, const NodeRecord& r, bool self) {
+  peer::MemberInfo m;
+  m.node_id = id;
+  m.address = r.address;
+  m.epoch = r.epoch;
+  m.state = peer::MemberState::kAlive;
+  m.self = self;
+  return m;
+}
+}  // namespace
+
+EtcdNodeDirectory::EtcdNodeDirectory(peer::PeerOptions options, std::shared_ptr<EtcdClient> etcd,
+                                     std::chrono::seconds lease_ttl)
+    : options_(std::move(options)), etcd_(std::move(etcd)), lease_ttl_(lease_ttl) {
+  if (options_.epoch == 0) options_.epoch = peer::NewEpoch();
+}
+
+EtcdNodeDirectory::~EtcdNodeDirectory() { Stop(); }
+
+void EtcdNodeDirectory::SetAdvertiseAddress(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  options_.advertise_address = address;
+}
+
+Status EtcdNodeDirectory::Register() {
+  int64_t lease;
+  REFT_ASSIGN_OR_RETURN(lease, etcd_->GrantLease(lease_ttl_, [this](int64_t l) { OnLeaseLost(l); }));
+  NodeRecord rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rec.address = options_.advertise_address;
+    rec.epoch = options_.epoch;
+  }
+  Status put = etcd_->Put(keys::Node(options_.node_id), Encode(rec), lease).status();
+  if (!put.ok()) {
+    (void)etcd_->RevokeLease(lease);  // best effort: it expires by itself otherwise
+    return put.WithContext("registering node '" + options_.node_id + "' in etcd");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  lease_ = lease;
+  return Status::OK();
+}
+
+Status EtcdNodeDirectory::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = false;
+  }
+  return Register();
+}
+
+void EtcdNodeDirectory::Stop() {
+  int64_t lease;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    lease = lease_;
+    lease_ = 0;
+  }
+  if (lease != 0) (void)etcd_->RevokeLease(lease);  // expires by itself if etcd is unreachable
+}
+
+void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
+  std::vector<Listener> listeners;
+  std::vector<std::function<void(int64_t)>> rereg;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_ || lost != lease_) return;
+    lease_ = 0;
+    listeners = listeners_;
+  }
+  // Declared dead while alive: register again, with backoff while etcd is unreachable. The
+  // keep-alive thread runs this; other leases are renewed again once it returns.
+  spdlog::warn("node {}: its etcd lease expired (paused or cut off from etcd for longer than "
+               "the lease TTL of {} s); the others saw it as dead; registering again",
+               options_.node_id, lease_ttl_.count());
+  for (auto backoff = std::chrono::milliseconds(100);; backoff = std::min(backoff * 2,
+                                                                        std::chrono::milliseconds(2000))) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return;
+    }
+    if (Register().ok()) break;
+    std::this_thread::sleep_for(backoff);
+  }
+  int64_t lease;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lease = lease_;
+    rereg = reregister_listeners_;
+  }
+  peer::MemberInfo self = ToMember(options_.node_id, {options_.advertise_address, options_.epoch},
+                                   true);
+  for (const auto& l : listeners) l(self, peer::MemberState::kDead);
+  for (const auto& l : rereg) l(lease);
+}
+
+v1::Caller EtcdNodeDirectory::SelfCaller() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::Caller c;
+  c.set_protocol_version(peer::kProtocolVersion);
+  c.set_node_id(options_.node_id);
+  c.set_epoch(options_.epoch);
+  c.set_address(options_.advertise_address);
+  return c;
+}
+
+std::vector<peer::MemberInfo> EtcdNodeDirectory::Members() const {
+  std::vector<peer::MemberInfo> out;
+  auto all = etcd_->GetPrefix(keys::NodesPrefix());
+  bool self_listed = false;
+  if (all.ok()) {
+    for (const auto& kv : all->kvs) {
+      const std::string id = keys::NodeIdOf(kv.key);
+      auto rec = DecodeNode(kv.key, kv.value);
+      if (id.empty() || !rec.ok()) continue;
+      const bool self = id == options_.node_id;
+      self_listed |= self;
+      out.push_back(ToMember(id, *rec, self));
+    }
+  }
+  if (!self_listed) out.insert(out.begin(), ToMember(options_.node_id, {SelfCaller().address(), options_.epoch}, true));
+  return out;
+}
+
+std::vector<peer::MemberInfo> EtcdNodeDirectory::LiveMembers() const {
+  std::vector<peer::MemberInfo> out;
+  for (auto& m : Members()) {
+    if (!m.self) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::optional<peer::MemberInfo> EtcdNodeDirectory::Find(const std::string& node_id) const {
+  if (node_id == options_.node_id) {
+    return ToMember(node_id, {SelfCaller().address(), options_.epoch}, true);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(node_id);
+    if (it != cache_.end() && now - it->second.at < kCacheTtl) return it->second.info;
+  }
+  auto kv = etcd_->Get(keys::Node(node_id));
+  if (!kv.ok()) {
+    // etcd unreachable: the last thing known is the best guess (a fetch will tell).
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(node_id);
+    return it != cache_.end() ? it->second.info : std::nullopt;
+  }
+  std::optional<peer::MemberInfo> info;
+  if (kv->has_value()) {
+    auto rec = DecodeNode((*kv)->key, (*kv)->value);
+    if (rec.ok()) info = ToMember(node_id, *rec, false);
+  } else {
+    peer::MemberInfo dead;
+    dead.node_id = node_id;
+    dead.state = peer::MemberState::kDead;
+    info = dead;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_[node_id] = {info, now};
+  return info;
+}
+
+peer::NodeLiveness EtcdNodeDirectory::Liveness(const std::string& node_id) const {
+  if (node_id == options_.node_id) return peer::NodeLiveness::kAlive;
+  auto kv = etcd_->Get(keys::Node(node_id));
+  if (!kv.ok()) return peer::NodeLiveness::kUnknown;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_.erase(node_id);
+  }
+  return kv->has_value() ? peer::NodeLiveness::kAlive : peer::NodeLiveness::kDead;
+}
+
+void EtcdNodeDirectory::AddListener(Listener listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listeners_.push_back(std::move(listener));
+}
+
+void EtcdNodeDirectory::AddReregisterListener(std::function<void(int64_t)> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reregister_listeners_.push_back(std::move(listener));
+}
+
+int64_t EtcdNodeDirectory::lease() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lease_;
+}
+
+Status EtcdNodeDirectory::AdmitCaller(const v1::Caller& c) {
+  if (c.protocol_version() != peer::kProtocolVersion) {
+    return Status::Protocol("protocol version " + std::to_string(c.protocol_version()) +
+                            " of node '" + c.node_id() + "' is not supported; node '" +
+                            options_.node_id + "' speaks protocol version " +
+                            std::to_string(peer::kProtocolVersion));
+  }
+  if (c.node_id().empty()) return Status::InvalidArgument("caller.node_id is empty");
+  return Status::OK();
+}
+
+}  // namespace reft::coord
