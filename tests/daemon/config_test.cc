@@ -143,3 +143,19 @@ TEST_CASE("security.operator_group must name a group", "[config]") {
   REQUIRE(root.ok());
   CHECK(root->security.operator_group == "root");
 }
+
+TEST_CASE("security: etcd in plain text beyond loopback is refused", "[config]") {
+  reft::testing::TempDir dir;
+  auto c = Parse({"--config", WriteFile(dir, "[etcd]\nendpoints = [\"10.0.0.9:2379\"]\n")});
+  REQUIRE_FALSE(c.ok());
+  CHECK_THAT(c.status().message(), Catch::Contains("etcd.endpoints") &&
+                                       Catch::Contains("no etcd TLS") &&
+                                       Catch::Contains("allow_insecure"));
+  auto local = Parse({"--config", WriteFile(dir, "[etcd]\nendpoints = [\"127.0.0.1:2379\"]\n")});
+  INFO(local.status().message());
+  CHECK(local.ok());
+  auto tls = Parse({"--config", WriteFile(dir, "[etcd]\nendpoints = [\"10.0.0.9:2379\"]\n"
+                                               "tls_ca = \"a\"\ntls_cert = \"c\"\ntls_key = \"k\"\n")});
+  INFO(tls.status().message());
+  CHECK(tls.ok());
+}

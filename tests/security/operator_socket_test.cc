@@ -164,9 +164,9 @@ TEST_CASE("calls over the admin socket: Admin for operators, never Peer", "[secu
     return c;
   };
   v1::HelloResponse hello;
-  grpc::Status admin = stub->Hello(deadline().get(), v1::HelloRequest(), &hello);
-  INFO(admin.error_message());
-  CHECK(admin.ok());  // this process is the daemon's uid: an operator, no token needed
+  grpc::Status as_admin = stub->Hello(deadline().get(), v1::HelloRequest(), &hello);
+  INFO(as_admin.error_message());
+  CHECK(as_admin.ok());  // this process is the daemon's uid: an operator, no token needed
   v1::PingRequest ping;
   ping.mutable_caller()->set_node_id("node1");
   v1::PingResponse pong;

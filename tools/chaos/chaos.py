@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Chaos soak: a loopback cluster of reftd (>= 4 nodes, one rank of a synthetic job on each)
-trains for --duration seconds while faults are injected at random, one at a time: trainer
+"""Chaos soak: a loopback cluster of reftd (>= 4 nodes, one rank of a synthetic job on each,
+coordinating through one etcd member, or by gossip with --gossip) trains for --duration seconds while faults are injected at random, one at a time: trainer
 kill -9, reftd kill -9 and restart, node loss with a spare and without one (the node comes
 back empty under its own id), a dropped and a delayed link (a proxy in front of each node's
 gRPC port), a full persistent tier, and a hostile client (malformed, oversized and truncated
@@ -46,6 +46,9 @@ probe_interval_ms = 100
 probe_timeout_ms = 80
 suspicion_timeout_ms = 800
 
+[etcd]
+lease_ttl_s = 2
+
 [restore]
 piece_size = "64K"
 piece_timeout_ms = 3000
@@ -63,14 +66,16 @@ class Soak:
     def __init__(self, args):
         self.args = args
         self.rng = random.Random(args.seed)
-        self.chaos = ChaosCluster(args.nodes, CONFIG, tls=args.tls, keep=args.keep)
+        self.chaos = ChaosCluster(args.nodes, CONFIG, tls=args.tls, etcd=not args.gossip,
+                                  keep=args.keep)
         self.jobs_started = 0
         self.barrier_dir = tempfile.mkdtemp(prefix="reft-chaos-barrier-")
         self.job = self.new_job()
         self.placement = list(self.chaos.nodes)  # rank r runs on placement[r]
         self.report = {
             "duration_s": args.duration, "seed": args.seed, "nodes": args.nodes,
-            "protection": args.protection, "tls": args.tls, "bytes_per_rank": 0,
+            "protection": args.protection, "tls": args.tls,
+            "control_plane": "gossip" if args.gossip else "etcd", "bytes_per_rank": 0,
             "faults": {}, "unavailable": {}, "recoveries": 0, "restores_verified": 0,
             "bytes_verified": 0, "lost": 0, "failed_checks": 0, "unsettled": 0,
             "steps_committed": 0,
@@ -216,6 +221,8 @@ def main() -> int:
     p.add_argument("--protection", default="arc1", help="the job's protection (tolerates 1 loss)")
     p.add_argument("--size", type=int, default=120_001, help="bytes per trainer buffer")
     p.add_argument("--tls", action="store_true", help="mutual TLS between the daemons")
+    p.add_argument("--gossip", action="store_true",
+                   help="no etcd: the daemons agree by gossip (default: one etcd member)")
     p.add_argument("--faults", type=lambda s: s.split(","), default=None,
                    help="comma-separated fault kinds to draw from (default: all): "
                         + ", ".join(FAULTS))

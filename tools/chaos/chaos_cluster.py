@@ -1,6 +1,7 @@
 """The soak's cluster: a LocalCluster whose nodes each sit behind a LinkProxy (peers dial the
-proxy, so a node's link can be delayed or dropped), and whose persistent tier is a small tmpfs
-of its own (so it can be filled up without touching the machine's disks).
+proxy, so a node's link can be delayed or dropped; the daemons reach etcd through proxies too,
+so a dropped link cuts a node off the control plane as well), and whose persistent tier is a
+small tmpfs of its own (so it can be filled up without touching the machine's disks).
 """
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from reft_tls import add_to_section
 
 @dataclass
 class ProxiedNode(Node):
-    """A Node that advertises its proxy's address and dials its peers' proxies."""
+    """A Node that advertises its proxy's address and dials its peers' and etcd's proxies."""
     proxy: Optional[LinkProxy] = field(default=None)
+    etcd_endpoints: Optional[str] = field(default=None)
 
     def args(self) -> List[str]:
         a = super().args()
+        if "--etcd" in a and self.etcd_endpoints:
+            a[a.index("--etcd") + 1] = self.etcd_endpoints
         peers = [n.proxy.address for n in self.cluster.nodes
                  if n is not self and getattr(n, "proxy", None)]
         if "--peers" in a:
@@ -46,10 +50,13 @@ class ProxiedNode(Node):
 
 
 class ChaosCluster:
-    def __init__(self, nodes: int, config: str, tls: bool, persist_mb: int = 48,
-                 keep: bool = False):
-        self.cluster = LocalCluster(nodes=0, config=config, tls=tls, keep=keep)
+    def __init__(self, nodes: int, config: str, tls: bool, etcd: bool = True,
+                 persist_mb: int = 48, keep: bool = False):
+        self.cluster = LocalCluster(nodes=0, config=config, tls=tls, keep=keep,
+                                    etcd=1 if etcd else 0)
         self.links = LinkTable(self._daemon_pids)
+        self.etcd_proxies = [LinkProxy("etcd", m.client_port, self.links)
+                             for m in (self.cluster.etcd.members if self.cluster.etcd else [])]
         self.spares = 0
         for i in range(nodes):
             self._new_node(f"node{i}")
@@ -59,7 +66,8 @@ class ChaosCluster:
         c = self.cluster
         port = free_port()
         node = ProxiedNode(c, node_id, port, os.path.join(c.root, node_id), list(c.extra_args),
-                           proxy=LinkProxy(node_id, port, self.links))
+                           proxy=LinkProxy(node_id, port, self.links),
+                           etcd_endpoints=",".join(p.address for p in self.etcd_proxies))
         c.nodes.append(node)
         return node
 
@@ -106,6 +114,8 @@ class ChaosCluster:
                 n.kill()
             if n.proxy:
                 n.proxy.close()
+        for p in self.etcd_proxies:
+            p.close()
         if self.persist_tmpfs:  # before the cluster removes its directories
             subprocess.run(["umount", "-l", self.persist_tmpfs], capture_output=True)
         self.cluster.close()

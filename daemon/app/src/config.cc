@@ -283,6 +283,16 @@ Status ValidateConfig(const DaemonConfig& c) {
     return KeyError("etcd.tls_ca", "etcd.tls_ca, etcd.tls_cert and etcd.tls_key go together "
                                    "(etcd client TLS with a client certificate)");
   }
+  // etcd holds the commit decisions: in plain text beyond loopback anyone on the path could
+  // read or forge them, as for the token rule of ValidateSecurity.
+  for (const auto& e : c.etcd_endpoints) {
+    if (!etcd_tls && !c.security.allow_insecure && !security::IsLoopbackAddress(e)) {
+      return KeyError("etcd.endpoints",
+                      "'" + e + "' is not a loopback address and there is no etcd TLS: anyone "
+                      "on the network could read or forge the commit decisions; configure "
+                      "etcd.tls_ca/tls_cert/tls_key, or set security.allow_insecure = true");
+    }
+  }
   for (const auto& p : c.peers) {
     if (!ValidHostPort(p)) return KeyError("peers", "expected HOST:PORT, got '" + p + "'");
   }
