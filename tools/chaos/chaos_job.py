@@ -79,6 +79,7 @@ class ChaosJob:
         self.trainers: List[Trainer] = []
         self.barrier_dir = barrier_dir  # where start() puts its barrier files
         self.generation = 0
+        self.committed_earlier = -1  # the newest commit seen by trainers killed since
 
     @property
     def bytes_per_rank(self) -> int:
@@ -103,10 +104,11 @@ class ChaosJob:
     def kill(self) -> None:
         for t in self.trainers:
             t.kill()
+        self.committed_earlier = self.committed()
 
     def committed(self) -> int:
-        """The newest step any rank was told is committed job-wide."""
-        return max((t.committed for t in self.trainers), default=-1)
+        """The newest step any rank (of this or an earlier start) was told is committed."""
+        return max([self.committed_earlier] + [t.committed for t in self.trainers])
 
     def wait_committed(self, step: int, timeout: float) -> bool:
         """Every rank saw `step` (or a later one) committed."""
