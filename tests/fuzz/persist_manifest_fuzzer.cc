@@ -101,7 +101,10 @@ struct Fixture {
     FUZZ_CHECK(r.ok(), "persist: %s", r.status().ToString().c_str());
     manifest_path = dir + "/" + internal::JobDirName(kJob) + "/" + internal::StepDirName(kStep) +
                     "/" + internal::ManifestFileName("node-b");
-    std::atexit([] { std::filesystem::remove_all(F().dir); });
+  }
+  ~Fixture() {
+    tier.reset();
+    std::filesystem::remove_all(dir);
   }
   static Fixture& F();
   std::string dir;
