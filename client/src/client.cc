@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "channel.h"
+#include "device_staging.h"
 #include "optimizer_fields.h"
 #include "reft/aor/hyper_codec.h"
 #include "reft/kernels/device.h"
@@ -94,6 +95,15 @@ struct RegisteredBuffer {
   MemoryLocation memory = MemoryLocation::kHost;
   int device = 0;
   BufferOptions options;
+  /// Device memory reftd cannot pull: the copy worker stages it through this host buffer.
+  std::shared_ptr<client::StagingBuffer> staging;
+  std::string staged_reason;
+
+  /// The copy worker reads and restore writes these bytes: host memory, or the staging copy.
+  bool on_host() const { return memory == MemoryLocation::kHost || staging != nullptr; }
+  uint8_t* host_data() const {
+    return staging ? staging->host() : static_cast<uint8_t*>(data);
+  }
 };
 
 /// This rank's slot plan, computed with the same pure function and inputs as reftd
@@ -133,6 +143,20 @@ struct PendingEvent {
   kernels::EventExport event;  // fd borrowed from the backend (lives as long as the process)
 };
 
+const kernels::EventExport* FindEvent(const std::vector<PendingEvent>& events,
+                                      MemoryLocation memory, int device) {
+  for (const auto& e : events) {
+    if (e.memory == memory && e.device == device) return &e.event;
+  }
+  return nullptr;
+}
+
+/// GateHostCopies(): a host word a device copy writes once the staged bytes have landed.
+struct HostCopyGate {
+  const uint64_t* word = nullptr;
+  uint64_t value = 0;
+};
+
 }  // namespace
 
 // Hidden: the version script exports reft::Client*, which would otherwise match Impl too.
@@ -151,10 +175,13 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
 
   std::mutex mu;
   std::condition_variable cv;
+  std::map<std::pair<MemoryLocation, int>, void*> streams;  // SetStream(); guarded by mu
+  HostCopyGate next_gate;                                    // GateHostCopies(); guarded by mu
   bool in_flight = false;
   bool job_ready = false;
   int64_t job_step = -1;
   std::vector<PendingEvent> job_events;
+  HostCopyGate job_gate;
   std::vector<local_proto::OptimizerHyper> job_optimizer;
   Status last_result;
   bool exit = false;
@@ -162,8 +189,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   std::thread worker;
 
   Status RunSnapshot(int64_t step, const std::vector<PendingEvent>& events,
+                     const HostCopyGate& gate,
                      const std::vector<local_proto::OptimizerHyper>& optimizer,
                      const SlotPlan& plan);
+  Status StageDeviceBuffers(const std::vector<PendingEvent>& events, const HostCopyGate& gate);
   Status StartSnapshot(int64_t step, const OptimizerStep* all,
                        const std::map<std::string, OptimizerStep>* per_buffer);
   Result<std::vector<local_proto::OptimizerHyper>> OptimizerRecords(
@@ -253,6 +282,9 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (d.closed) return Status::Unavailable("client is closed");
   d.WaitIdleLocked(lock);
   local_proto::Register r;
+  std::shared_ptr<client::StagingBuffer> staging;
+  std::string staged_reason;
+  int device = 0;
   r.name = name;
   r.kind = options.kind == BufferKind::kUnique     ? local_proto::BufferKind::kUnique
            : options.kind == BufferKind::kGradient ? local_proto::BufferKind::kGradient
@@ -267,7 +299,9 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (options.memory != MemoryLocation::kHost) {
     auto kind = static_cast<kernels::MemoryKind>(options.memory);
 #if REFT_HAVE_DEVICE_BACKENDS
-    REFT_ASSIGN_OR_RETURN(kernels::DeviceBackend * backend, kernels::GetDeviceBackend(kind));
+    auto found = kernels::GetDeviceBackend(kind);
+    if (!found.ok()) return found.status().WithContext("buffer '" + name + "'");
+    kernels::DeviceBackend* backend = *found;
 #else
     (void)kind;
     kernels::DeviceBackend* backend = nullptr;
@@ -275,14 +309,28 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
                                "backends; register host memory");
 #endif
     auto ex = backend->Export(data, size);
-    if (!ex.ok()) return ex.status().WithContext("exporting buffer '" + name + "'");
-    r.memory.device = ex->device;
-    r.memory.ipc_handle = ex->ipc_handle;
-    r.memory.allocation_id = ex->allocation_id;
-    r.memory.allocation_size = ex->allocation_size;
-    r.memory.offset = ex->offset;
-    r.memory.has_fd = ex->fd >= 0;
-    if (ex->fd >= 0) fds.push_back(ex->fd);
+    if (ex.ok()) {
+      device = ex->device;
+      r.memory.device = ex->device;
+      r.memory.ipc_handle = ex->ipc_handle;
+      r.memory.allocation_id = ex->allocation_id;
+      r.memory.allocation_size = ex->allocation_size;
+      r.memory.offset = ex->offset;
+      r.memory.has_fd = ex->fd >= 0;
+      if (ex->fd >= 0) fds.push_back(ex->fd);
+    } else {
+      // Staged fallback: only for memory the backend owns but will not export (Locate fails
+      // for a pointer that is not this kind's memory at all).
+      auto located = backend->Locate(data);
+      if (ex.status().code() != StatusCode::kUnsupported || !options.allow_staging ||
+          !located.ok()) {
+        return ex.status().WithContext("exporting buffer '" + name + "'");
+      }
+      device = *located;
+      REFT_ASSIGN_OR_RETURN(staging, client::StagingBuffer::Create(backend, device, data, size));
+      staged_reason = ex.status().message();
+      r.memory = {};  // reftd sees host memory: this process copies it into the slot
+    }
   }
   REFT_ASSIGN_OR_RETURN(local_proto::Frame reply,
                         d.channel->Call(MessageType::kRegister, local_proto::Encode(r),
@@ -292,8 +340,36 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (rr.buffer_index != d.buffers.size()) {
     return Status::Protocol("reftd numbered buffer '" + name + "' out of order");
   }
-  d.buffers.push_back({name, data, size, options.memory, r.memory.device, options});
+  d.buffers.push_back({name, data, size, options.memory, device, options, std::move(staging),
+                       std::move(staged_reason)});
   d.plan.reset();
+  return Status::OK();
+}
+
+Result<std::string> Client::StagedReason(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const auto& b : impl_->buffers) {
+    if (b.name == name) return b.staged_reason;
+  }
+  return Status::NotFound("no buffer '" + name + "' is registered");
+}
+
+Status Client::SetStream(MemoryLocation memory, int device, void* native_stream) {
+  if (memory != MemoryLocation::kCuda && memory != MemoryLocation::kHip &&
+      memory != MemoryLocation::kEmulated) {
+    return Status::InvalidArgument("SetStream: memory kind " +
+                                   std::to_string(static_cast<int>(memory)) + " has no streams");
+  }
+  if (device < 0) return Status::InvalidArgument("SetStream: device " + std::to_string(device));
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->streams[{memory, device}] = native_stream;
+  return Status::OK();
+}
+
+Status Client::GateHostCopies(const uint64_t* word, uint64_t value) {
+  if (word == nullptr) return Status::InvalidArgument("GateHostCopies: word is null");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->next_gate = {word, value};
   return Status::OK();
 }
 
@@ -307,9 +383,13 @@ Result<std::vector<PendingEvent>> Client::Impl::RecordReadyEvents() {
     if (seen) continue;
     REFT_ASSIGN_OR_RETURN(kernels::DeviceBackend * backend,
                           kernels::GetDeviceBackend(static_cast<kernels::MemoryKind>(b.memory)));
-    // CUDA/HIP: recorded on the legacy default stream after the trainer's queued work (the
-    // optimizer step); the daemon's copy stream waits on it before reading the buffers.
-    REFT_ASSIGN_OR_RETURN(kernels::EventExport ev, backend->RecordReadyEvent(b.device, nullptr));
+    // CUDA/HIP: recorded on the stream SetStream() named (the legacy default stream unless
+    // set) after the trainer's queued work, the optimizer step; the daemon's copy stream, or
+    // this process's staging copy, waits on it before reading the buffers.
+    auto stream = streams.find({b.memory, b.device});
+    REFT_ASSIGN_OR_RETURN(
+        kernels::EventExport ev,
+        backend->RecordReadyEvent(b.device, stream == streams.end() ? nullptr : stream->second));
     out.push_back({b.memory, b.device, ev});
   }
 #endif
@@ -337,8 +417,8 @@ Result<std::shared_ptr<const SlotPlan>> Client::Impl::MakePlanLocked() const {
     m.buffers.push_back(SpecOf(b));
     if (!b.options.gradient.empty()) aor_in.gradient_of[b.name] = b.options.gradient;
     if (b.options.kind != BufferKind::kReplicated) continue;
-    if (b.memory == MemoryLocation::kHost) {
-      plan->host_replicated[b.name] = {static_cast<const uint8_t*>(b.data), b.size};
+    if (b.on_host()) {
+      plan->host_replicated[b.name] = {b.host_data(), b.size};
     } else {
       any_replicated_on_device = true;
     }
@@ -384,14 +464,14 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
   }
   bool host_unique = false;
   for (const auto& b : buffers) {
-    host_unique |= b.options.kind == BufferKind::kUnique && b.memory == MemoryLocation::kHost;
+    host_unique |= b.options.kind == BufferKind::kUnique && b.on_host();
   }
   // AOR: the ring neighbour's slice of every host-memory gradient goes to reftd's staging file
   // (its second fd); reftd replays from it after the fence, when the trainer may overwrite the
   // gradient. Device gradients are pulled by reftd.
   size_t host_gradients = 0;
   for (size_t i = 0; i < plan.aor.bindings.size(); ++i) {
-    if (buffers[plan.aor_gradient_index[i]].memory == MemoryLocation::kHost) ++host_gradients;
+    if (buffers[plan.aor_gradient_index[i]].on_host()) ++host_gradients;
   }
   if (slot.gradients.size() != host_gradients) {
     return Status::Protocol("reftd asks for " + std::to_string(slot.gradients.size()) +
@@ -411,8 +491,8 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
                                 "at '" + g.name + "'");
       }
       const auto& src = buffers[plan.aor_gradient_index[i]];
-      std::memcpy(staging + g.file_offset,
-                  static_cast<const uint8_t*>(src.data) + plan.aor.bindings[i].grad_offset, g.size);
+      std::memcpy(staging + g.file_offset, src.host_data() + plan.aor.bindings[i].grad_offset,
+                  g.size);
     }
   }
   if (plan.host_replicated.empty() && !host_unique) return Status::OK();  // all on a device
@@ -435,14 +515,31 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
                                              1, !plan.all_replicated_on_host));
   }
   for (const auto& b : buffers) {
-    if (b.options.kind != BufferKind::kUnique || b.memory != MemoryLocation::kHost) continue;
+    if (b.options.kind != BufferKind::kUnique || !b.on_host()) continue;
     auto dst = span(protect::UniqueRegionName(b.name));
-    std::memcpy(dst.data, b.data, b.size);
+    std::memcpy(dst.data, b.host_data(), b.size);
+  }
+  return Status::OK();
+}
+
+Status Client::Impl::StageDeviceBuffers(const std::vector<PendingEvent>& events,
+                                        const HostCopyGate& gate) {
+  if (gate.word != nullptr) {
+    REFT_RETURN_NOT_OK(client::WaitHostCopyGate(gate.word, gate.value, options.reply_timeout_ms));
+  }
+  for (const auto& b : buffers) {
+    if (!b.staging) continue;
+    const kernels::EventExport* ready = FindEvent(events, b.memory, b.device);
+    if (ready == nullptr) {
+      return Status::Internal("no ready event for staged buffer '" + b.name + "'");
+    }
+    REFT_RETURN_NOT_OK(b.staging->Pull(*ready).WithContext("staging buffer '" + b.name + "'"));
   }
   return Status::OK();
 }
 
 Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& events,
+                                 const HostCopyGate& gate,
                                  const std::vector<local_proto::OptimizerHyper>& optimizer,
                                  const SlotPlan& plan) {
   local_proto::StepMessage m{step};
@@ -452,7 +549,8 @@ Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& 
                                       MessageType::kSnapshotBeginReply));
   local_proto::SlotReply slot;
   REFT_RETURN_NOT_OK(local_proto::Decode(begin.payload, local_proto::Limits{}, &slot));
-  Status copied = FillHostRegions(begin, slot, plan);
+  Status copied = StageDeviceBuffers(events, gate);
+  if (copied.ok()) copied = FillHostRegions(begin, slot, plan);
   if (!copied.ok()) {
     (void)channel->Call(MessageType::kSnapshotAbort, local_proto::Encode(m), MessageType::kAck);
     return copied.WithContext("snapshot of step " + std::to_string(step));
@@ -461,6 +559,11 @@ Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& 
   staged.step = step;
   std::vector<int> event_fds;
   for (const auto& e : events) {
+    bool pulled = false;  // reftd waits only on devices it pulls from
+    for (const auto& b : buffers) {
+      pulled |= b.memory == e.memory && b.device == e.device && !b.on_host();
+    }
+    if (!pulled) continue;
     local_proto::ReadyEvent re;
     re.memory_kind = static_cast<uint32_t>(e.memory);
     re.device = e.device;
@@ -491,11 +594,12 @@ void Client::Impl::WorkerMain() {
     int64_t step = job_step;
     std::vector<PendingEvent> events = std::move(job_events);
     job_events.clear();
+    HostCopyGate gate = job_gate;
     std::vector<local_proto::OptimizerHyper> optimizer = std::move(job_optimizer);
     job_optimizer.clear();
     std::shared_ptr<const SlotPlan> slot_plan = plan;
     lock.unlock();
-    Status st = RunSnapshot(step, events, optimizer, *slot_plan);
+    Status st = RunSnapshot(step, events, gate, optimizer, *slot_plan);
     lock.lock();
     last_result = st;
     in_flight = false;
@@ -575,6 +679,8 @@ Status Client::Impl::StartSnapshot(int64_t step, const OptimizerStep* all,
                         d.OptimizerRecords(step, *d.plan, all, per_buffer));
   REFT_ASSIGN_OR_RETURN(d.job_events, d.RecordReadyEvents());
   d.job_optimizer = std::move(optimizer);
+  d.job_gate = d.next_gate;
+  d.next_gate = {};
   if (auto* page = d.has_page.load(std::memory_order_relaxed)) {
     page->snapshot_ns.store(local_proto::MonotonicNs(), std::memory_order_release);
   }
@@ -654,7 +760,14 @@ Result<std::optional<int64_t>> Client::Restore() {
             copied = Status::Protocol("restore reply places an unknown buffer");
             break;
           }
-          std::memcpy(d.buffers[pl.buffer_index].data, base + pl.file_offset, pl.size);
+          const RegisteredBuffer& b = d.buffers[pl.buffer_index];
+          std::memcpy(b.host_data(), base + pl.file_offset, pl.size);
+          if (b.staging) {
+            auto stream = d.streams.find({b.memory, b.device});
+            copied = b.staging->Push(stream == d.streams.end() ? nullptr : stream->second)
+                         .WithContext("restoring staged buffer '" + b.name + "'");
+            if (!copied.ok()) break;
+          }
         }
         ::munmap(p, slot.file_size);
       }

@@ -18,14 +18,15 @@ struct __attribute__((visibility("hidden"))) EmulatedBuffer::Impl {
 EmulatedBuffer::EmulatedBuffer() : impl_(std::make_unique<Impl>()) {}
 EmulatedBuffer::~EmulatedBuffer() = default;
 
-Result<std::unique_ptr<EmulatedBuffer>> EmulatedBuffer::Create(uint64_t size) {
+Result<std::unique_ptr<EmulatedBuffer>> EmulatedBuffer::Create(uint64_t size, bool exportable) {
 #if REFT_HAVE_DEVICE_BACKENDS
-  REFT_ASSIGN_OR_RETURN(auto alloc, kernels::EmulatedAllocation::Create(size));
+  REFT_ASSIGN_OR_RETURN(auto alloc, kernels::EmulatedAllocation::Create(size, exportable));
   std::unique_ptr<EmulatedBuffer> b(new EmulatedBuffer());
   b->impl_->alloc = std::move(alloc);
   return b;
 #else
   (void)size;
+  (void)exportable;
   return Status::Unsupported("this libreft was built without device backends");
 #endif
 }

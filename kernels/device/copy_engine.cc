@@ -182,23 +182,25 @@ void HostCopyStream::EnqueueWork(std::function<Status()> work) {
   cv_.notify_all();
 }
 
+void PacedCopy(void* dst, const void* src, uint64_t size, uint64_t bytes_per_second) {
+  if (bytes_per_second == 0) {
+    std::memcpy(dst, src, size);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t done = 0; done < size;) {
+    uint64_t n = std::min(kPaceChunk, size - done);
+    std::memcpy(static_cast<uint8_t*>(dst) + done, static_cast<const uint8_t*>(src) + done, n);
+    done += n;
+    std::this_thread::sleep_until(
+        start + std::chrono::nanoseconds(static_cast<int64_t>(1e9 * done / bytes_per_second)));
+  }
+}
+
 void HostCopyStream::EnqueueCopy(void* dst, const void* src, uint64_t size) {
   const bool paced = paced_;
   EnqueueWork([dst, src, size, paced] {
-    const uint64_t bandwidth = paced ? EmulatedCopyBandwidth() : 0;
-    if (bandwidth == 0) {
-      std::memcpy(dst, src, size);
-      return Status::OK();
-    }
-    // The emulated link: copy chunk by chunk, never ahead of size / bandwidth.
-    const auto start = std::chrono::steady_clock::now();
-    for (uint64_t done = 0; done < size;) {
-      uint64_t n = std::min(kPaceChunk, size - done);
-      std::memcpy(static_cast<uint8_t*>(dst) + done, static_cast<const uint8_t*>(src) + done, n);
-      done += n;
-      std::this_thread::sleep_until(
-          start + std::chrono::nanoseconds(static_cast<int64_t>(1e9 * done / bandwidth)));
-    }
+    PacedCopy(dst, src, size, paced ? EmulatedCopyBandwidth() : 0);
     return Status::OK();
   });
 }

@@ -43,6 +43,10 @@ Result<uint64_t> DecodeEventTarget(const std::string& handle);
 /// An event with no fd is already complete.
 Status WaitCounterEvent(const EventExport& event, int64_t timeout_ms);
 
+/// \brief Copies `size` bytes no faster than `bytes_per_second` (0 = plain memcpy): chunk by
+/// chunk, never ahead of size / bandwidth (the emulated device's link).
+void PacedCopy(void* dst, const void* src, uint64_t size, uint64_t bytes_per_second);
+
 /// \brief Signals a new value of this process's "ready" counter and returns it as an event
 /// (host/emulated memory: the host writes before the call are complete). Thread-safe.
 Result<EventExport> RecordHostReadyEvent();

@@ -18,6 +18,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reft/result.h"
 #include "reft/status.h"
@@ -62,6 +64,11 @@ struct BufferOptions {
   /// For an optimizer shard under "aor": the gradient buffer (kind kGradient) its update is
   /// replayed from. Empty = the only gradient buffer registered.
   std::string gradient;
+  /// Device memory that reftd cannot pull (the backend refuses to export it: VMM / expandable
+  /// segments, stream-ordered pools): true = stage it instead (the copy worker copies it to a
+  /// pinned host buffer of this process at each snapshot; Client::StagedReason() says why);
+  /// false = Register() fails with the export error.
+  bool allow_staging = true;
 };
 
 /// \brief One iteration's optimizer hyper-parameters (AdamW, torch.optim.AdamW semantics), sent
@@ -91,7 +98,9 @@ struct OptimizerStep {
 /// it like GPU memory. For CI and benchmarks; Unsupported in a build without device backends.
 class REFT_CLIENT_API EmulatedBuffer {
  public:
-  static Result<std::unique_ptr<EmulatedBuffer>> Create(uint64_t size);
+  /// \brief `exportable` = false: memory the emulated backend refuses to export, as CUDA
+  /// refuses VMM memory, so that Register() takes the staged fallback (tests).
+  static Result<std::unique_ptr<EmulatedBuffer>> Create(uint64_t size, bool exportable = true);
   ~EmulatedBuffer();
   EmulatedBuffer(const EmulatedBuffer&) = delete;
   EmulatedBuffer& operator=(const EmulatedBuffer&) = delete;
@@ -103,6 +112,13 @@ class REFT_CLIENT_API EmulatedBuffer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// \brief Where `ptr` lives as the device backends built into this libreft see it: the memory
+/// kind and device ordinal, or {kHost, 0} when no device backend claims it.
+REFT_CLIENT_API std::pair<MemoryLocation, int> LocateMemory(const void* ptr);
+/// \brief The memory kinds this libreft registers: host and emulated always, CUDA and HIP when
+/// their backends were compiled in.
+REFT_CLIENT_API std::vector<MemoryLocation> BuiltMemoryLocations();
 
 /// \brief Optional description of this rank's pipeline for HAS (daemon/has): lets reftd start
 /// from the 1F1B simulator's bubble estimate before it has measured one iteration.
@@ -140,6 +156,23 @@ class REFT_CLIENT_API Client {
   /// The copy worker fills what comes from host memory; reftd pulls what is on a device.
   Status Register(const std::string& name, void* data, uint64_t size,
                   const BufferOptions& options = {});
+  /// \brief Why the device buffer `name` is staged (copied device->host by this process's copy
+  /// worker instead of pulled by reftd), or "" when reftd pulls it or it is host memory.
+  /// NotFound for a name that is not registered.
+  Result<std::string> StagedReason(const std::string& name) const;
+
+  /// \brief The stream whose queued work produces this client's buffers on `device` of
+  /// `memory` (a cudaStream_t / hipStream_t; nullptr, the initial setting, is the legacy default
+  /// stream). Snapshot() records its ready event there, so the pull starts after that work and
+  /// Snapshot() never synchronises the device; staged restores are queued there too. Takes
+  /// effect from the next Snapshot(); emulated memory ignores it.
+  Status SetStream(MemoryLocation memory, int device, void* native_stream);
+  /// \brief For language bindings that stage device memory with their own device copies
+  /// (which libreft cannot wait on): the next Snapshot()'s copy worker waits until `*word >=
+  /// value` before it reads host buffers. The binding queues its device->host copies, then a
+  /// copy that writes `value` to `word` (pinned host memory) behind them. Consumed by the next
+  /// Snapshot(); Timeout (that snapshot's error) after the reply timeout.
+  Status GateHostCopies(const uint64_t* word, uint64_t value);
 
   /// \brief Starts the snapshot of `step` and returns without waiting for the copy. If the
   /// previous snapshot is still copying it is waited for first; if it failed and Fence() has

@@ -455,7 +455,7 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
         rc.rebuildable = rc.nodes.empty() && a.lost.empty() && rc.unique != "lost" && neighbour_ok;
       }
       gc.recoverable = a.lost.empty() && !unique_lost;
-      if (!gc.recoverable) gc.lost = a.Describe();
+      if (!gc.recoverable) gc.lost = a.Describe() + LostMembersNote(plan->alive);
       out.recoverable &= gc.recoverable;
       out.groups.push_back(std::move(gc));
     }

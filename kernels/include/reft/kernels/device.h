@@ -98,6 +98,21 @@ class DeviceBackend {
   /// cuMemGetAddressRange), makes its IPC handle, and the offset. Unsupported when the memory
   /// cannot be exported (e.g. VMM/expandable segments); the client then falls back to staged.
   virtual Result<MemoryExport> Export(const void* ptr, uint64_t size) = 0;
+  /// \brief The device ordinal holding `ptr` when it is this kind's memory (CUDA/HIP: a pointer
+  /// attribute query; emulated: the allocation registry); Unsupported otherwise. Lets a client
+  /// tell which backend owns memory it was handed as a bare pointer.
+  virtual Result<int> Locate(const void* ptr) = 0;
+  /// \brief Staged fallback for memory Export() refuses: copies `size` bytes of this process's
+  /// memory at `src` (on `device`) to host `dst` once `ready` completed (an event this process's
+  /// RecordReadyEvent returned for `device`), on a stream of the backend's own, and blocks until
+  /// the bytes are on the host. Never waits for work queued after `ready`.
+  virtual Status CopyLocalToHost(int device, const void* src, void* dst, uint64_t size,
+                                 const EventExport& ready) = 0;
+  /// \brief Restore of a staged buffer: copies host `src` into this process's memory at `dst`,
+  /// queued on `native_stream` (ordered after the work already there; nullptr = the legacy
+  /// default stream), and blocks until it completed.
+  virtual Status CopyHostToLocal(int device, const void* src, void* dst, uint64_t size,
+                                 void* native_stream) = 0;
 
   // ---- fences (either side; DESIGN.md §3) ----
   /// \brief Records a completion point after the work queued so far on `native_stream` of

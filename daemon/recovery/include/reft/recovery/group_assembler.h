@@ -62,4 +62,9 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
 Result<GroupOutcome> PlanGroup(const ClusterView& view, const protect::SlotMeta& meta,
                                int64_t step);
 
+/// \brief " [lost members: dp1: <why>; dp2: <why>]" for the members not `alive` (empty when
+/// every member is alive); `why[d]` defaults to "no live node holds its slot".
+std::string LostMembersNote(const std::vector<bool>& alive,
+                            const std::vector<std::string>& why = {});
+
 }  // namespace reft::recovery
