@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 
 #include "reft/kernels/emulated.h"
+#include "reft/mutex.h"
 
 namespace reft::kernels {
 namespace {
@@ -115,10 +115,10 @@ Result<uint64_t> DecodeEventTarget(const std::string& handle) {
 }
 
 Result<EventExport> RecordHostReadyEvent() {
-  static std::mutex mu;
+  static Mutex mu;
   static std::shared_ptr<SharedCounter> counter;
   static uint64_t last = 0;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   if (!counter) {
     REFT_ASSIGN_OR_RETURN(counter, SharedCounter::Create());
   }
@@ -149,7 +149,7 @@ HostCopyStream::HostCopyStream(bool paced, std::shared_ptr<SharedCounter> done)
 
 HostCopyStream::~HostCopyStream() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -158,15 +158,15 @@ HostCopyStream::~HostCopyStream() {
 
 void HostCopyStream::Run(const std::string& name) {
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    lock.Wait(cv_, [&]() REFT_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_ with nothing left: pending work always drains first
     auto op = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Status st = op();
-    lock.lock();
+    lock.Lock();
     if (!st.ok() && first_error_.ok()) first_error_ = st;
     ++finished_;
     cv_.notify_all();
@@ -175,7 +175,7 @@ void HostCopyStream::Run(const std::string& name) {
 
 void HostCopyStream::EnqueueWork(std::function<Status()> work) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(std::move(work));
     ++enqueued_;
   }
@@ -206,9 +206,9 @@ void HostCopyStream::EnqueueCopy(void* dst, const void* src, uint64_t size) {
 }
 
 Status HostCopyStream::Synchronize() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t target = enqueued_;
-  cv_.wait(lock, [&] { return finished_ >= target; });
+  lock.Wait(cv_, [&]() REFT_REQUIRES(mu_) { return finished_ >= target; });
   Status st = first_error_;
   first_error_ = Status::OK();
   return st;
@@ -227,7 +227,7 @@ Result<EventExport> HostCopyStream::RecordEvent() {
   uint64_t target;
   {
     // Target and queue position are taken together so targets are stored in increasing order.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     target = ++recorded_;
     auto done = done_;
     queue_.push_back([done, target] {

@@ -7,11 +7,11 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "reft/kernels/device.h"
+#include "reft/mutex.h"
 
 namespace reft::kernels {
 
@@ -72,14 +72,14 @@ class HostCopyStream final : public CopyStream {
 
   const bool paced_;
   std::shared_ptr<SharedCounter> done_;  // completion counter exported by RecordEvent
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<Status()>> queue_;
-  uint64_t enqueued_ = 0;  // operations queued so far
-  uint64_t finished_ = 0;  // operations executed so far
-  uint64_t recorded_ = 0;  // last event target handed out
-  Status first_error_;
-  bool stop_ = false;
+  std::deque<std::function<Status()>> queue_ REFT_GUARDED_BY(mu_);
+  uint64_t enqueued_ REFT_GUARDED_BY(mu_) = 0;  // operations queued so far
+  uint64_t finished_ REFT_GUARDED_BY(mu_) = 0;  // operations executed so far
+  uint64_t recorded_ REFT_GUARDED_BY(mu_) = 0;  // last event target handed out
+  Status first_error_ REFT_GUARDED_BY(mu_);
+  bool stop_ REFT_GUARDED_BY(mu_) = false;
   std::thread worker_;
 };
 

@@ -1,4 +1,4 @@
-// The emulated device (DESIGN.md §3): host memory in memfds that the daemon imports like GPU
+// The emulated device (docs/data-paths.md "Save"): host memory in memfds that the daemon imports like GPU
 // IPC memory, copied by a paced copy engine, so the pull path, fences and scheduling run in CI.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,12 +9,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 
 #include "backends.h"
 #include "copy_engine.h"
 #include "reft/kernels/emulated.h"
 #include "reft/kernels/xor.h"
+#include "reft/mutex.h"
 #include "reft/units.h"
 
 namespace reft::kernels {
@@ -39,8 +39,8 @@ struct AllocationEntry {
   uint64_t id;
   bool exportable;
 };
-std::mutex g_alloc_mu;
-std::map<uintptr_t, AllocationEntry> g_allocations;
+Mutex g_alloc_mu;
+std::map<uintptr_t, AllocationEntry> g_allocations REFT_GUARDED_BY(g_alloc_mu);
 std::atomic<uint64_t> g_next_alloc_id{1};
 
 class EmulatedImport final : public ImportedMemory {
@@ -81,7 +81,7 @@ class EmulatedBackend final : public DeviceBackend {
 
   Result<MemoryExport> Export(const void* ptr, uint64_t size) override {
     const auto p = reinterpret_cast<uintptr_t>(ptr);
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    MutexLock lock(g_alloc_mu);
     auto it = Containing(p);
     if (it == g_allocations.end()) return NotEmulated();
     const AllocationEntry& a = it->second;
@@ -101,7 +101,7 @@ class EmulatedBackend final : public DeviceBackend {
   }
 
   Result<int> Locate(const void* ptr) override {
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    MutexLock lock(g_alloc_mu);
     if (Containing(reinterpret_cast<uintptr_t>(ptr)) == g_allocations.end()) return NotEmulated();
     return 0;
   }
@@ -195,7 +195,8 @@ class EmulatedBackend final : public DeviceBackend {
 
  private:
   // The registered allocation whose range may hold `p` (caller holds g_alloc_mu), or end().
-  static std::map<uintptr_t, AllocationEntry>::iterator Containing(uintptr_t p) {
+  static std::map<uintptr_t, AllocationEntry>::iterator Containing(uintptr_t p)
+      REFT_REQUIRES(g_alloc_mu) {
     auto it = g_allocations.upper_bound(p);
     if (it == g_allocations.begin()) return g_allocations.end();
     --it;
@@ -244,7 +245,7 @@ Result<std::unique_ptr<EmulatedAllocation>> EmulatedAllocation::Create(uint64_t 
   impl->data = mmap(nullptr, impl->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, impl->fd, 0);
   if (impl->data == MAP_FAILED) return fail("mmap(emulated device)");
   {
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    MutexLock lock(g_alloc_mu);
     g_allocations[reinterpret_cast<uintptr_t>(impl->data)] =
         AllocationEntry{size, impl->fd, g_next_alloc_id.fetch_add(1), exportable};
   }
@@ -256,7 +257,7 @@ Result<std::unique_ptr<EmulatedAllocation>> EmulatedAllocation::Create(uint64_t 
 EmulatedAllocation::~EmulatedAllocation() {
   if (!impl_) return;
   {
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    MutexLock lock(g_alloc_mu);
     g_allocations.erase(reinterpret_cast<uintptr_t>(impl_->data));
   }
   munmap(impl_->data, impl_->mapped);

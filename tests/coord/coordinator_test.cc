@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const local::JobLayout kLayout{/*dp=*/2, /*tp=*/2, /*pp=*/1, /*zero=*/0};
+const JobLayout kLayout{/*dp=*/2, /*tp=*/2, /*pp=*/1, /*zero=*/0};
 store::RankKey Rank(int tp, int dp) { return {"job", 0, tp, dp}; }
 
 ControlPlaneFactory Etcd(const EtcdCluster& etcd) {
@@ -206,7 +206,7 @@ TEST_CASE("etcd coordination: a rank joining with another layout is refused", "[
   Cluster c(etcd);
   c.JoinAll();
   REQUIRE(reft::testing::Eventually([&] { return c.co(2)->JoinedNode(Rank(0, 0)).has_value(); }, 5s));
-  local::JobLayout other = kLayout;
+  JobLayout other = kLayout;
   other.dp = 3;
   Status s = c.co(2)->Join({"job", 0, 0, 2}, other);
   CHECK(s.code() == StatusCode::kInvalidArgument);

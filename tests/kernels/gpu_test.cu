@@ -55,7 +55,7 @@ int Child(int sock, uint64_t seed) {
   if (cudaMemcpy(&marker, dev + kOffset, sizeof(marker), cudaMemcpyDeviceToHost) != cudaSuccess)
     return 28;
   if (marker != kMarker) return 29;  // the done fence returned before the daemon's write
-  // Wait for the importer to close its mapping before freeing (field-notes §1.1).
+  // Wait for the importer to close its mapping before freeing (docs/data-paths.md "Rules for device memory").
   std::string bye;
   int fd;
   RecvWithFd(sock, &bye, &fd);

@@ -15,7 +15,7 @@ TEST_CASE("A1: eq. 5 reproduces 16.22 days at c=1.3, checkpoint in [0.40, 0.50]"
   const double ck = TimeToThreshold([&](double t) { return SurvivalCheckpoint(p, t, true); }, 0.9);
   CHECK(ck >= 0.40);
   CHECK(ck <= 0.50);
-  // The other shapes of the seeds-spec table.
+  // The other shapes of the REFT paper's table.
   const double want[][2] = {{1.0, 37.29}, {1.5, 11.16}, {2.0, 6.11}};
   for (auto& w : want) {
     p.shape = w[0];

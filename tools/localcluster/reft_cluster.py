@@ -82,7 +82,8 @@ class Node:
             a += ["--etcd", self.cluster.etcd.endpoints]
         config = self.cluster.config_path
         if self.cluster.tls:
-            config = self.cluster.tls.config_for(self.node_id, self.root, config, self.host)
+            config = self.cluster.tls.config_for(self.node_id, self.root, config, self.host,
+                                                 etcd=self.cluster.etcd is not None)
         if config:
             a += ["--config", config]
         return a + self.extra_args
@@ -185,10 +186,12 @@ class LocalCluster:
     def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
                  log_level: str = "info", extra_args: Optional[List[str]] = None,
                  keep: bool = False, config: Optional[str] = None, etcd: int = 1,
-                 tls: bool = False):
+                 etcd_host: str = "127.0.0.1", tls: bool = False):
         """`config`: TOML text every daemon reads with --config (flags still override it).
-        `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip).
-        `tls`: mutual TLS between the daemons and for ctl() (certificates per node id)."""
+        `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip);
+        `etcd_host`: the address they listen on (a bridge address when daemons run in network
+        namespaces). `tls`: mutual TLS between the daemons and for ctl() (certificates per node
+        id)."""
         self.build_dir = build_dir or find_build_dir()
         self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
         self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
@@ -209,9 +212,11 @@ class LocalCluster:
             with open(self.config_path, "w") as f:
                 f.write(config)
         self.env = dict(os.environ)
-        self.etcd: Optional[EtcdCluster] = (
-            EtcdCluster(os.path.join(self.root, "etcd"), etcd) if etcd > 0 else None)
         self.tls = ClusterTls(self.root) if tls else None
+        self.etcd: Optional[EtcdCluster] = (
+            EtcdCluster(os.path.join(self.root, "etcd"), etcd, host=etcd_host,
+                        tls=self.tls.etcd(etcd_host) if self.tls else None) if etcd > 0
+            else None)
         self.nodes: List[Node] = []
         for i in range(nodes):
             self.nodes.append(Node(self, f"node{i}", free_port(),

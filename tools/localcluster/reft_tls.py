@@ -1,12 +1,15 @@
 """Mutual TLS for a LocalCluster (LocalCluster(tls=True)): a CA of its own, a certificate per
 node named after the node id (made by tools/reft-certs.sh), a per-node configuration that
-points reftd at them, and the operator certificate reftctl presents.
+points reftd at them, and the operator certificate reftctl presents. With an etcd, its client
+port is TLS too (certificate "etcd"), and each reftd presents its node certificate to it.
 """
 from __future__ import annotations
 
 import os
 import subprocess
 from typing import List, Optional
+
+from etcd_server import EtcdTls
 
 CERTS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reft-certs.sh")
 
@@ -54,20 +57,30 @@ class ClusterTls:
         return (f'tls_cert = "{self.cert(node_id)}"\ntls_key = "{self.key(node_id)}"\n'
                 f'tls_ca = "{self.ca}"\n')
 
+    def etcd(self, host: str) -> EtcdTls:
+        """TLS of an etcd serving clients on `host`; reftctl's operator certificate is
+        etcdctl's."""
+        self.issue([self.spec("etcd", host)])
+        return EtcdTls(ca=self.ca, cert=self.cert("etcd"), key=self.key("etcd"),
+                       client_cert=self.cert("operator"), client_key=self.key("operator"))
+
     def config_for(self, node_id: str, node_root: str, base_config: Optional[str],
-                   host: str = "127.0.0.1") -> str:
+                   host: str = "127.0.0.1", etcd: bool = False) -> str:
         """Path of a TOML file: the cluster's configuration plus this node's certificate, which
-        names the node id and the address its peers dial."""
+        names the node id and the address its peers dial (also presented to etcd when `etcd`)."""
         self.issue([self.spec(node_id, host)])
         text = ""
         if base_config:
             with open(base_config) as f:
                 text = f.read()
         security = self.security_toml(node_id).rstrip("\n").split("\n")
+        text = add_to_section(text, "security", security)
+        if etcd:
+            text = add_to_section(text, "etcd", security)
         os.makedirs(node_root, exist_ok=True)
         path = os.path.join(node_root, "reftd-tls.toml")
         with open(path, "w") as f:
-            f.write(add_to_section(text, "security", security))
+            f.write(text)
         return path
 
     def ctl_args(self, name: str = "operator") -> List[str]:

@@ -1,6 +1,6 @@
 #pragma once
 /// \file client.h
-/// \brief libreft C++ API: a trainer process's connection to its node's reftd (DESIGN.md §4).
+/// \brief libreft C++ API: a trainer process's connection to its node's reftd (docs/protocol.md).
 ///
 /// One Client per trainer process and rank. It registers buffers once, then per step calls
 /// Snapshot(step) (returns at once), Fence() before the optimizer modifies the buffers again,
@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "reft/job_layout.h"
 #include "reft/result.h"
 #include "reft/status.h"
 
@@ -32,10 +33,8 @@
 
 namespace reft {
 
-/// \brief Parallel layout of the job.
-struct Layout {
-  int dp = 1, tp = 1, pp = 1, zero = 0;
-};
+/// \brief Parallel layout of the job: dp, tp, pp and the ZeRO stage (reft/job_layout.h).
+using Layout = JobLayout;
 
 struct ClientOptions {
   /// reftd's local socket; empty = env REFT_SOCKET, else "/run/reft/reftd.sock".
@@ -93,7 +92,7 @@ struct OptimizerStep {
   bool skipped = false;
 };
 
-/// \brief Emulated device memory (a memfd-backed "device", DESIGN.md §3) allocated through
+/// \brief Emulated device memory (a memfd-backed "device", docs/data-paths.md "Save") allocated through
 /// libreft, so that Register(..., MemoryLocation::kEmulated) can export it and the daemon pulls
 /// it like GPU memory. For CI and benchmarks; Unsupported in a build without device backends.
 class REFT_CLIENT_API EmulatedBuffer {
@@ -143,7 +142,7 @@ class REFT_CLIENT_API Client {
   /// \brief Connects and joins the job. Unavailable when reftd does not answer, InvalidArgument
   /// for a bad job/layout/protection, PermissionDenied when this uid is not allowed.
   static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
-  ~Client();  ///< Close()s
+  ~Client();  ///< Close()s; its error is dropped (call Close() first to see it)
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
@@ -151,7 +150,7 @@ class REFT_CLIENT_API Client {
   /// must stay valid until Close(). Host memory is staged by the copy worker; device memory
   /// is exported (emulated memfd / CUDA or HIP IPC handle) and pulled by the daemon.
   ///
-  /// Snapshots are sharded (DESIGN.md §2): a rank stores 1/dp of the replicated bytes of its
+  /// Snapshots are sharded (docs/architecture.md "Glossary"): a rank stores 1/dp of the replicated bytes of its
   /// sharding group plus the redundancy its protection asks for, computed from its own copy.
   /// The copy worker fills what comes from host memory; reftd pulls what is on a device.
   Status Register(const std::string& name, void* data, uint64_t size,
@@ -199,7 +198,7 @@ class REFT_CLIENT_API Client {
   /// it; nullopt when there is nothing to restore. Corrupted when a checksum fails (nothing is
   /// partially restored from a corrupt slot).
   Result<std::optional<int64_t>> Restore();
-  /// \brief HAS hints (DESIGN.md §3): the device is idle (pipeline bubble) from BubbleBegin()
+  /// \brief HAS hints (docs/has.md): the device is idle (pipeline bubble) from BubbleBegin()
   /// until BubbleEnd(). Two atomic stores in a page shared with reftd, no system call; reftd
   /// releases the device pull of the current snapshot into these windows first, alongside
   /// compute only what the bubbles cannot hold before the deadline (the next Fence()). The

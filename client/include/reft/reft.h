@@ -1,4 +1,4 @@
-/* reft.h: libreft C ABI (DESIGN.md §4). Opaque handles, a versioned options struct
+/* reft.h: libreft C ABI (docs/protocol.md). Opaque handles, a versioned options struct
  * (struct_size first: older callers keep working when fields are appended), integer status
  * codes equal to reft::StatusCode, and a thread-local message for the last error.
  * Every function is thread-safe on distinct handles; one handle may be shared (calls are

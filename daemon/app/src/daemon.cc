@@ -264,7 +264,7 @@ Status Daemon::Impl::CreateSecurity() {
   return Status::OK();
 }
 
-// Membership, manifests, shard streaming and the job-wide commit (DESIGN.md §3 Commit). Every
+// Membership, manifests, shard streaming and the job-wide commit (docs/data-paths.md "Commit"). Every
 // daemon runs it, also alone: a job whose ranks are all local simply commits without peers.
 Status Daemon::Impl::CreatePeer() {
   const DaemonConfig& c = config;

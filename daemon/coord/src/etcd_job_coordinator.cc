@@ -331,8 +331,8 @@ void EtcdJobCoordinator::NotifyGenerations() {
 
 // ---- CommitCoordinator ----
 
-Status EtcdJobCoordinator::Join(const store::RankKey& rank, const local::JobLayout& layout) {
-  REFT_RETURN_NOT_OK(local::ValidateRankInLayout(rank, layout));
+Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
+  REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   Status tracked = Track(rank.job);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -457,7 +457,7 @@ Status EtcdJobCoordinator::SyncNow(const std::string& job, std::chrono::millisec
   return Refresh(job, !tracked);
 }
 
-std::optional<local::JobLayout> EtcdJobCoordinator::Layout(const std::string& job) {
+std::optional<JobLayout> EtcdJobCoordinator::Layout(const std::string& job) {
   (void)Track(job);
   std::lock_guard<std::mutex> lock(mu_);
   const JobState& st = jobs_[job];
@@ -807,7 +807,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
       for (const auto& [node, rec] : it->second) {
         if (rec.generation != generation) continue;
         for (const auto& r : rec.ranks) {
-          if (local::ValidateRankInLayout(r, st.layout).ok()) ranks.insert(r);
+          if (st.layout.CheckRank(r).ok()) ranks.insert(r);
         }
       }
       if (static_cast<int64_t>(ranks.size()) < st.layout.world()) continue;

@@ -45,7 +45,7 @@ namespace {
 class ForwardingCoordinator final : public local::CommitCoordinator {
  public:
   explicit ForwardingCoordinator(local::CommitCoordinator* inner) : inner_(inner) {}
-  Status Join(const store::RankKey& r, const local::JobLayout& l) override {
+  Status Join(const store::RankKey& r, const JobLayout& l) override {
     return inner_->Join(r, l);
   }
   void Leave(const store::RankKey& r) override { inner_->Leave(r); }

@@ -1,4 +1,4 @@
-// Oobleck dynamic reconfiguration (§2.5, Appendix B) with the seeds-spec choices: lend from the
+// Oobleck dynamic reconfiguration (§2.5, Appendix B) with the choices of docs/planner.md: lend from the
 // pipeline with the largest surplus; merge with the smallest pipeline; fall back to a global
 // re-instantiation when fewer than f+1 pipelines would remain; joins (no algorithm in the paper)
 // form new pipelines or grow the smallest ones.

@@ -1,4 +1,4 @@
-// Oobleck node specification (§2.1) and GPU–stage mapping (§2.2), corrected per seeds-spec:
+// Oobleck node specification (§2.1) and GPU–stage mapping (§2.2), corrected as docs/planner.md says:
 // half-open layer ranges [u,k) [k,v); subproblems return the tuple (T1, slow, k*, T3) and the
 // parent recomputes T2 with its own S'; memory-infeasible stages are infinite; chain form
 // (peel the first stage) with the device shape "GPUs left", which encodes (whole nodes, GPUs

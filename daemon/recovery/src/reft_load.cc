@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "memfd.h"
+#include "reft/mapped_memfd.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/fetcher.h"
 #include "reft/recovery/group_assembler.h"
@@ -268,7 +268,7 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
                             " of job '" + job + "'");
   }
   REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
-  const protect::Layout layout = any.meta.layout;
+  const JobLayout layout = any.meta.layout;
   stats->locate = Clock::now() - start;
   Fetcher fetcher(&reader_, options_, stats, progress);
 
@@ -377,7 +377,7 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
     return out;
   }
   REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
-  const protect::Layout layout = any.meta.layout;
+  const JobLayout layout = any.meta.layout;
   out.recoverable = true;
   const uint64_t groups = static_cast<uint64_t>(layout.pp) * static_cast<uint64_t>(layout.tp);
   for (int pp = 0; pp < layout.pp; ++pp) {

@@ -60,7 +60,7 @@ grpc::Status Authorizer::Refuse(grpc::ServerContext* context, const char* method
   {
     // A bucket of kLogBurst lines refilled at one a second: a few refusals are all logged, a
     // flood costs a line a second (with how many went unlogged).
-    std::lock_guard<std::mutex> lock(log_mu_);
+    MutexLock lock(log_mu_);
     const int64_t now = NowMs();
     log_budget_ = std::min<double>(kLogBurst, log_budget_ + (now - last_log_ms_) / 1000.0);
     last_log_ms_ = now;

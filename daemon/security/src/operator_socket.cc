@@ -161,7 +161,7 @@ void OperatorSocket::AcceptLoop(grpc::Server* server) {
                    peer->Describe());
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       peers_[fd] = *peer;
     }
     grpc::AddInsecureChannelFromFd(server, fd);  // gRPC owns (and closes) the fd from here
@@ -177,7 +177,7 @@ std::optional<LocalPeer> OperatorSocket::Find(const std::string& grpc_peer) cons
     if (c < '0' || c > '9' || fd > 100000000) return std::nullopt;
     fd = fd * 10 + (c - '0');
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = peers_.find(fd);
   if (it == peers_.end()) return std::nullopt;
   return it->second;

@@ -4,7 +4,7 @@
 /// import + copy on the daemon side, with one implementation per memory kind (host, emulated,
 /// CUDA, HIP). No vendor header is visible here; CUDA/HIP live in kernels/cuda, kernels/hip.
 ///
-/// Save path (DESIGN.md §3, IPC pull): the trainer Export()s each registered buffer once and
+/// Save path (docs/data-paths.md "Save", IPC pull): the trainer Export()s each registered buffer once and
 /// sends the MemoryExport to its daemon; the daemon Import()s it once (cached by the caller,
 /// keyed by exporter pid + allocation_id) and copies device->host into its pinned slot with
 /// CopyToHostAsync on its own stream.
@@ -59,7 +59,7 @@ struct EventExport {
 };
 
 /// \brief Daemon-side mapping of an exported allocation. Lives as long as any copy uses it;
-/// the importer closes it when the last reference goes (field-notes §1: never close a mapping
+/// the importer closes it when the last reference goes (docs/data-paths.md "Rules for device memory": never close a mapping
 /// a snapshot still reads).
 class ImportedMemory {
  public:
@@ -114,7 +114,7 @@ class DeviceBackend {
   virtual Status CopyHostToLocal(int device, const void* src, void* dst, uint64_t size,
                                  void* native_stream) = 0;
 
-  // ---- fences (either side; DESIGN.md §3) ----
+  // ---- fences (either side; docs/data-paths.md "Save") ----
   /// \brief Records a completion point after the work queued so far on `native_stream` of
   /// `device` (CUDA/HIP: a cudaStream_t/hipStream_t, nullptr = the legacy default stream; an
   /// interprocess event re-recorded each call). Emulated/host: the host writes that precede the

@@ -73,7 +73,4 @@ class AdminService final : public v1::Admin::Service {
   std::chrono::steady_clock::time_point started_;
 };
 
-/// \brief Maps a reft Status to a gRPC status (code + message + "reft-code" trailer).
-grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status);
-
 }  // namespace reft::app

@@ -14,10 +14,10 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/mutex.h"
 #include "reft/peer/distributed_commit.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
@@ -78,8 +78,8 @@ class PeerService final : public v1::Peer::Service {
   JobCoordinator* coordinator_;
   Gossip gossip_;
   const security::Authorizer* authorizer_;
-  std::mutex handler_mu_;
-  std::shared_ptr<PersistHandler> persist_handler_;  // guarded by handler_mu_
+  Mutex handler_mu_;
+  std::shared_ptr<PersistHandler> persist_handler_ REFT_GUARDED_BY(handler_mu_);
 };
 
 }  // namespace reft::peer

@@ -1,6 +1,6 @@
 #pragma once
 /// \file odyssey.h
-/// \brief Odyssey (seeds-spec §3): state and transitions, execution-plan search (Algorithm 1
+/// \brief Odyssey (docs/planner.md): state and transitions, execution-plan search (Algorithm 1
 /// corrected: one plan per failure count), estimator (eqs. 9–14, simulator-backed), Kuhn–Munkres
 /// weight transfer in bytes with balanced sources, greedy colouring of asymmetric all-reduces with
 /// the clique lower bound, policy choice by throughput × effective time, and an event-driven

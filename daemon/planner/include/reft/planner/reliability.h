@@ -1,6 +1,6 @@
 #pragma once
 /// \file reliability.h
-/// \brief REFT reliability model (seeds-spec §1.11, eqs. 5–6 corrected) and its Monte-Carlo check.
+/// \brief REFT reliability model (eqs. 5–6 corrected, docs/planner.md) and its Monte-Carlo check.
 /// Pure functions; thread-safe.
 
 #include <cstdint>

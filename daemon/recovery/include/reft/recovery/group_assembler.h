@@ -1,7 +1,7 @@
 #pragma once
 /// \file group_assembler.h
 /// \brief The replicated bytes of one sharding group at one step, assembled from wherever they
-/// survive (REFT-load steps ❶–❸, seeds-spec §1.8): every member's shard from its own slot (this
+/// survive (REFT-load steps ❶–❸, docs/recovery.md): every member's shard from its own slot (this
 /// node's store first, then peers), else from an ARC copy; the shards nobody holds any more
 /// rebuilt from replicas, AEC parity or RS (protect::RebuildShards).
 ///
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 #include "reft/protect/slot_meta.h"
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/fetcher.h"

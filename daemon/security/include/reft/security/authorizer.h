@@ -16,12 +16,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/mutex.h"
 #include "reft/security/operator_socket.h"
 
 namespace reft::security {
@@ -54,10 +54,10 @@ class Authorizer {
   const bool mutual_tls_;
   const OperatorSocket* local_;
   mutable std::atomic<uint64_t> refused_{0};
-  mutable std::mutex log_mu_;
-  mutable int64_t last_log_ms_ = 0;  // guarded by log_mu_ (with the two below)
-  mutable double log_budget_ = 10;   // refusals that may still be logged now
-  mutable uint64_t unlogged_ = 0;
+  mutable Mutex log_mu_;
+  mutable int64_t last_log_ms_ REFT_GUARDED_BY(log_mu_) = 0;
+  mutable double log_budget_ REFT_GUARDED_BY(log_mu_) = 10;  ///< refusals that may still be logged now
+  mutable uint64_t unlogged_ REFT_GUARDED_BY(log_mu_) = 0;
 };
 
 /// \brief The names a verified client certificate carries: its common name and its DNS

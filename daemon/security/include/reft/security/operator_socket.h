@@ -17,13 +17,13 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/mutex.h"
 #include "reft/result.h"
 
 namespace reft::security {
@@ -84,8 +84,9 @@ class OperatorSocket {
   int wake_fd_;  ///< eventfd that ends the accept loop
   std::thread thread_;
   std::atomic<bool> stopped_{false};
-  mutable std::mutex mu_;
-  std::map<int, LocalPeer> peers_;  ///< by fd number; a reused number is overwritten at accept
+  mutable Mutex mu_;
+  /// By fd number; a reused number is overwritten at accept.
+  std::map<int, LocalPeer> peers_ REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::security
