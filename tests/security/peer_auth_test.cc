@@ -14,6 +14,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "peer_fixture.h"
 #include "reft/peer/peer_node.h"
 #include "reft/security/authorizer.h"
 #include "reft/security/grpc_auth.h"
@@ -40,32 +41,14 @@ struct ServedNode {
              std::unique_ptr<security::Authorizer> authorizer, peer::PeerSecurity client = {},
              std::vector<std::string> seeds = {})
       : auth(std::move(authorizer)) {
-    store::StoreOptions so;
-    so.shm_dir = dir + "/" + id;
-    so.prefault = false;
-    auto opened = store::SnapshotStore::Open(so);
-    REQUIRE(opened.ok());
-    store = std::move(*opened);
-    peer::PeerOptions o;
-    o.node_id = id;
-    o.seeds = std::move(seeds);
-    o.probe_interval = std::chrono::milliseconds(100);
-    o.probe_timeout = std::chrono::milliseconds(90);
-    o.rpc_deadline = std::chrono::milliseconds(2000);
-    o.anti_entropy_interval = std::chrono::milliseconds(100);
+    store = peer::test::OpenTestStore(dir + "/" + id);
+    peer::PeerOptions o = peer::test::FastOptions(id, std::move(seeds));
+    o.rpc_deadline = std::chrono::milliseconds(2000);  // a TLS handshake on a loaded machine
     client.authorizer = auth.get();
     auto created = peer::PeerNode::Create(o, store.get(), std::move(client));
     REQUIRE(created.ok());
     node = std::move(*created);
-    grpc::ServerBuilder b;
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", server_creds, &port);
-    node->Register(&b);
-    peer::PeerService::ConfigureServerBuilder(o, &b);
-    server = b.BuildAndStart();
-    REQUIRE(port != 0);
-    address = "127.0.0.1:" + std::to_string(port);
-    REQUIRE(node->Start(address).ok());
+    server = peer::test::ServeOnLoopback(node.get(), o, server_creds, &address);
   }
   ~ServedNode() {
     node->Stop();
