@@ -68,6 +68,18 @@ def lock_users(build):
     return users or None
 
 
+def object_of(entry):
+    """The object file an entry compiles to ("output", which CMake writes only for some
+    generators and versions, else the argument of -o)."""
+    if entry.get("output"):
+        return entry["output"]
+    args = entry.get("arguments") or shlex.split(entry["command"])
+    for flag, value in zip(args, args[1:]):
+        if flag == "-o":
+            return value
+    return None
+
+
 def units(build):
     path = os.path.join(build, "compile_commands.json")
     with open(path, encoding="utf-8") as fh:
@@ -75,7 +87,7 @@ def units(build):
     users = lock_users(build)
     seen = set()
     for e in entries:
-        if users is not None and e.get("output") not in users:
+        if users is not None and object_of(e) not in users:
             continue
         f = os.path.realpath(os.path.join(e["directory"], e["file"]))
         rel = os.path.relpath(f, ROOT)

@@ -251,6 +251,23 @@ PYBIND11_MODULE(_reft, m) {
              Check(r.status());
              return *r;
            })
+      .def("last_restore",
+           [](const reft::Client& c) -> py::object {
+             auto r = c.LastRestore();
+             if (!r) return py::none();
+             auto secs = [](std::chrono::nanoseconds d) {
+               return std::chrono::duration<double>(d).count();
+             };
+             py::dict d;
+             d["step"] = r->step < 0 ? py::object(py::none()) : py::object(py::int_(r->step));
+             d["source"] = r->source;
+             d["agreement_s"] = secs(r->agreement);
+             d["agreement_reason"] = r->agreement_reason;
+             d["daemon_s"] = secs(r->daemon);
+             d["total_s"] = secs(r->total);
+             d["detail"] = r->detail;
+             return std::move(d);
+           })
       .def("close",
            [](reft::Client& c) {
              reft::Status st;

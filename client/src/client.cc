@@ -163,6 +163,7 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   HostCopyGate job_gate REFT_GUARDED_BY(mu);
   std::vector<local_proto::OptimizerHyper> job_optimizer REFT_GUARDED_BY(mu);
   Status last_result REFT_GUARDED_BY(mu);
+  std::optional<RestoreReport> last_restore REFT_GUARDED_BY(mu);
   bool exit REFT_GUARDED_BY(mu) = false;
   bool closed REFT_GUARDED_BY(mu) = false;
   std::thread worker;
@@ -180,7 +181,7 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   Status FillHostRegions(const local_proto::Frame& begin, const local_proto::SlotReply& slot,
                          const SlotPlan& plan);
   Result<std::shared_ptr<const SlotPlan>> MakePlanLocked() const REFT_REQUIRES(mu);
-  Result<std::vector<PendingEvent>> RecordReadyEvents();
+  Result<std::vector<PendingEvent>> RecordReadyEvents() REFT_REQUIRES(mu);
   void WorkerMain();
   void WaitIdleLocked(MutexLock& lock) REFT_REQUIRES(mu) {
     lock.Wait(cv, [&]() REFT_REQUIRES(mu) { return !in_flight; });
@@ -659,11 +660,24 @@ Result<std::optional<int64_t>> Client::Restore() {
   if (d.closed) return Status::Unavailable("client is closed");
   if (d.buffers.empty()) return Status::InvalidArgument("restore with no registered buffer");
   d.WaitIdleLocked(lock);
+  const auto start = std::chrono::steady_clock::now();
   REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
                         d.channel->Call(MessageType::kRestore, {}, MessageType::kRestoreReply));
-  local_proto::SlotReply slot;
-  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &slot));
-  if (slot.step < 0) return std::optional<int64_t>();
+  local_proto::RestoreReply reply;
+  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));
+  const local_proto::SlotReply& slot = reply.slot;
+  RestoreReport report;
+  report.step = slot.step;
+  report.source = reply.report.source;
+  report.agreement = std::chrono::nanoseconds(reply.report.agreement_ns);
+  report.agreement_reason = reply.report.agreement;
+  report.daemon = std::chrono::nanoseconds(reply.report.daemon_ns);
+  report.detail = reply.report.detail;
+  if (slot.step < 0) {
+    report.total = std::chrono::steady_clock::now() - start;
+    d.last_restore = report;
+    return std::optional<int64_t>();
+  }
   Status copied;
   if (!slot.staged.empty()) {
     if (f.fds.size() != 1) {
@@ -696,7 +710,15 @@ Result<std::optional<int64_t>> Client::Restore() {
     if (copied.ok()) copied = done;
   }
   if (!copied.ok()) return copied.WithContext("restore of step " + std::to_string(slot.step));
+  report.total = std::chrono::steady_clock::now() - start;
+  d.last_restore = report;
   return std::optional<int64_t>(slot.step);
+}
+
+std::optional<RestoreReport> Client::LastRestore() const {
+  Impl& d = *impl_;
+  MutexLock lock(d.mu);
+  return d.last_restore;
 }
 
 Status Client::Close() {

@@ -106,7 +106,7 @@ Result<ShardingInput> ShardingInputFromJson(const json& doc) {
       in.placement.push_back(n.get<std::string>());
     }
   }
-  REFT_RETURN_NOT_OK(in.layout.Validate());
+  REFT_RETURN_NOT_OK(in.CheckLayout());
   if (doc.contains("scheme")) {
     if (!doc["scheme"].is_string())
       return Status::InvalidArgument("scheme: expected a string like \"arc1+aec\"");

@@ -192,13 +192,18 @@ Result<RankPlan> ComputeRankPlan(const JobLayout& layout, const Scheme& scheme, 
   return MakeRankPlan(layout, {}, scheme, coord, g, buffers);
 }
 
-Result<ShardingPlan> PlanSharding(const ShardingInput& in) {
-  REFT_RETURN_NOT_OK(in.layout.Validate());
-  if (!in.placement.empty() && static_cast<int64_t>(in.placement.size()) != in.layout.world()) {
-    return Status::InvalidArgument("layout: nodes has " + std::to_string(in.placement.size()) +
+Status ShardingInput::CheckLayout() const {
+  REFT_RETURN_NOT_OK(layout.Validate());
+  if (!placement.empty() && static_cast<int64_t>(placement.size()) != layout.world()) {
+    return Status::InvalidArgument("layout: nodes has " + std::to_string(placement.size()) +
                                    " entries, expected dp*tp*pp = " +
-                                   std::to_string(in.layout.world()));
+                                   std::to_string(layout.world()));
   }
+  return Status::OK();
+}
+
+Result<ShardingPlan> PlanSharding(const ShardingInput& in) {
+  REFT_RETURN_NOT_OK(in.CheckLayout());
   for (const auto& gb : in.group_buffers) {
     if (gb.pp < 0 || gb.pp >= in.layout.pp || gb.tp < 0 || gb.tp >= in.layout.tp) {
       return Status::InvalidArgument("group_buffers entry pp=" + std::to_string(gb.pp) +

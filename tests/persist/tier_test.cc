@@ -156,13 +156,13 @@ TEST_CASE("persist: complete-step detection for a layout", "[persist]") {
   CHECK(*complete == std::vector<int64_t>{10});
 
   // Against other layouts, step 10 is not complete: ranks missing, or ranks outside.
-  CHECK(HasProblem(Check(*tier, job, 10, {2, 1, 3}), "pp0-tp0-dp2: missing"));
-  StepStatus narrow = Check(*tier, job, 10, {2, 1, 1});
+  CHECK(HasProblem(Check(*tier, job, 10, {/*dp=*/3, /*tp=*/1, /*pp=*/2}), "pp0-tp0-dp2: missing"));
+  StepStatus narrow = Check(*tier, job, 10, {/*dp=*/1, /*tp=*/1, /*pp=*/2});
   CHECK_FALSE(narrow.complete);
   CHECK(HasProblem(narrow, "pp0-tp0-dp1: outside the layout"));
   CHECK(Check(*tier, job, 10, k2x1x2).complete);
   CHECK(tier->CheckStep(job, 30, k2x1x2).status().code() == StatusCode::kNotFound);
-  CHECK(tier->CheckStep(job, 10, {0, 1, 1}).status().code() == StatusCode::kInvalidArgument);
+  CHECK(tier->CheckStep(job, 10, {/*dp=*/0, 1, 1}).status().code() == StatusCode::kInvalidArgument);
 
   // The missing rank arrives later, from another node: the step becomes complete, and that
   // node has its own manifest. Node a's manifest is merged, not replaced, by a second call.

@@ -44,7 +44,9 @@ def test_bytearray_numpy_torch_round_trip(daemon):
         c.register("ba", ba)
         c.register("arr", arr, kind="unique", layer=3)
         c.register("ten", ten, layer=0)
+        assert c.last_restore is None
         assert c.restore() is None
+        assert c.last_restore["step"] is None and c.last_restore["source"] == "none"
         c.snapshot(5)
         c.fence()
         assert c.wait_committed(5, timeout=10) is True
@@ -52,6 +54,9 @@ def test_bytearray_numpy_torch_round_trip(daemon):
         arr[:] = 0
         ten.zero_()
         assert c.restore() == 5
+        report = c.last_restore
+        assert report["step"] == 5 and report["source"] == "memory", report
+        assert 0 <= report["agreement_s"] <= report["daemon_s"] <= report["total_s"], report
         assert bytes(ba) == want[0]
         assert np.array_equal(arr, want[1])
         assert torch.equal(ten, want[2])

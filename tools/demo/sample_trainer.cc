@@ -3,6 +3,7 @@
 // group), fills them with a pattern that is a pure function of (step, buffer, offset) — and of
 // the rank for the unique buffer — snapshots every step, and after a restart restores and
 // checks every byte of the pattern of the restored step. One line per event on stdout:
+//   restore-report <memory|persistent|none> <agreement seconds> <why it waited, or ->
 //   restored <step> ok | restored -1 fresh | restored <step> MISMATCH <buffer> <offset>
 //   restore-error <code> <message>      snapshot-error <step> <code> <message>
 //   committed <step>                    done <step>
@@ -115,6 +116,11 @@ int main(int argc, char** argv) {
                 restored.status().message().c_str());
     std::fflush(stdout);
     return 3;
+  }
+  if (auto report = (*client)->LastRestore()) {
+    std::printf("restore-report %s %.6f %s\n", report->source.c_str(),
+                std::chrono::duration<double>(report->agreement).count(),
+                report->agreement_reason.empty() ? "-" : report->agreement_reason.c_str());
   }
   int64_t start = 0;
   if (!restored->has_value()) {

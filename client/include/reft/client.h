@@ -137,6 +137,19 @@ struct HasCounters {
   bool copying = false;  ///< a device-copy chunk is in flight right now
 };
 
+/// \brief How the last Restore() went. A restore is a decision the job's ranks take together
+/// (docs/recovery.md "One decision per job"): every rank restores the same step from the same
+/// source, or none does; `agreement` is the time this rank waited for that decision.
+struct RestoreReport {
+  int64_t step = -1;        ///< -1: nothing committed job-wide (Restore() returned nullopt)
+  std::string source;       ///< "memory" | "persistent" | "none"
+  std::chrono::nanoseconds agreement{0};  ///< part of `daemon`
+  std::string agreement_reason;  ///< why it waited and whose decision it followed ("" = no wait)
+  std::chrono::nanoseconds daemon{0};  ///< the restore inside reftd (locate, fetch, decode, ...)
+  std::chrono::nanoseconds total{0};   ///< Restore() as the trainer saw it, copies included
+  std::string detail;                  ///< where each part came from
+};
+
 class REFT_CLIENT_API Client {
  public:
   /// \brief Connects and joins the job. Unavailable when reftd does not answer, InvalidArgument
@@ -198,6 +211,8 @@ class REFT_CLIENT_API Client {
   /// it; nullopt when there is nothing to restore. Corrupted when a checksum fails (nothing is
   /// partially restored from a corrupt slot).
   Result<std::optional<int64_t>> Restore();
+  /// \brief The report of the last Restore() that reached a decision; nullopt before one.
+  std::optional<RestoreReport> LastRestore() const;
   /// \brief HAS hints (docs/has.md): the device is idle (pipeline bubble) from BubbleBegin()
   /// until BubbleEnd(). Two atomic stores in a page shared with reftd, no system call; reftd
   /// releases the device pull of the current snapshot into these windows first, alongside

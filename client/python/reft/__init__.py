@@ -356,6 +356,15 @@ class Client:
         self._c.close()
 
     @property
+    def last_restore(self):
+        """How the last restore() went, or None before one: a dict with `step` (None when
+        nothing was committed job-wide), `source` ("memory", "persistent" or "none"),
+        `agreement_s` (time spent agreeing on the job-wide decision) and `agreement_reason`
+        (why it waited, whose decision it followed), `daemon_s` (the restore inside reftd),
+        `total_s` (restore() as seen here) and `detail` (where each part came from)."""
+        return self._c.last_restore()
+
+    @property
     def session_id(self):
         return self._c.session_id
 

@@ -14,10 +14,23 @@ bool Stored(const SessionBuffers::Buffer& b) {
 
 }  // namespace
 
-Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, local_proto::SlotReply* reply,
-                                 UniqueFd* fd) {
+namespace {
+std::string Cut(const std::string& text) {
+  return text.substr(0, local_proto::RestoreReport::kMaxText);
+}
+}  // namespace
+
+Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta,
+                                 local_proto::RestoreReply* restore_reply, UniqueFd* fd) {
   REFT_ASSIGN_OR_RETURN(RestoredState restored, restorer_->Restore(meta));
-  if (restored.step < 0) return Status::OK();  // nothing committed: a fresh start
+  local_proto::RestoreReport& report = restore_reply->report;
+  report.source = restored.step < 0 ? "none" : restored.source;
+  report.agreement_ns = static_cast<uint64_t>(restored.agreement.count());
+  report.daemon_ns = static_cast<uint64_t>(restored.elapsed.count());
+  report.agreement = Cut(restored.agreement_detail);
+  report.detail = Cut(restored.detail);
+  if (restored.step < 0) return Status::OK();  // nothing committed job-wide: a fresh start
+  local_proto::SlotReply* reply = &restore_reply->slot;
   const auto& buffers = buffers_->all();
   bool any_device = false;
   for (const auto& b : buffers) {

@@ -18,10 +18,10 @@ class RestoreDeliverer {
   RestoreDeliverer(RestoreProvider* restorer, SessionBuffers* buffers)
       : restorer_(restorer), buffers_(buffers) {}
 
-  /// \brief Restores the rank `meta` describes. `reply->step` is -1 when nothing is committed;
-  /// otherwise device buffers hold their bytes, `reply->staged` places the others in `*fd`
-  /// (left invalid when there are none).
-  Status Deliver(const protect::SlotMeta& meta, local_proto::SlotReply* reply, UniqueFd* fd);
+  /// \brief Restores the rank `meta` describes. `reply->slot.step` is -1 when nothing is
+  /// committed; otherwise device buffers hold their bytes, `reply->slot.staged` places the
+  /// others in `*fd` (left invalid when there are none). `reply->report` says how it went.
+  Status Deliver(const protect::SlotMeta& meta, local_proto::RestoreReply* reply, UniqueFd* fd);
 
  private:
   /// Copies each device buffer's bytes from `base` (offsets by buffer name) host->device.

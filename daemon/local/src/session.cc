@@ -232,7 +232,7 @@ Status Session::HandleRestore(const Frame& f) {
   REFT_ASSIGN_OR_RETURN(const protect::SlotMeta* meta, writer_.Meta());
   // The trainer goes back to a committed step: whatever the replicas replayed is ahead of it.
   writer_.ResetAor("the trainer restored");
-  local_proto::SlotReply reply;
+  local_proto::RestoreReply reply;
   UniqueFd fd;
   REFT_RETURN_NOT_OK(deliverer_.Deliver(*meta, &reply, &fd));
   std::vector<int> fds;

@@ -78,7 +78,13 @@ Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta, Re
   RestoreStats own;
   RestoreStats* st = stats != nullptr ? stats : &own;
   *st = RestoreStats{};
+  const auto start = Clock::now();
   auto r = RestoreConsistent(meta, st, progress);
+  if (r.ok()) {
+    r->agreement = st->agreement;
+    r->agreement_detail = st->agreement_detail;
+    r->elapsed = Clock::now() - start;
+  }
   if (observer_) observer_("restore", r.status(), *st);
   return r;
 }
@@ -368,6 +374,7 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
   REFT_ASSIGN_OR_RETURN(ClusterView view, Locate(job, deadline, &scratch, progress));
   out.unreachable = view.unreachable;
   out.waiting = view.waiting;
+  out.settled = scratch.agreement_detail;
   std::vector<const SlotEntry*> all;
   for (const auto& s : view.slots) {
     if (s.step == out.step) all.push_back(&s);

@@ -198,6 +198,10 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
           }
           return check.status();
         }
+        if (!check->settled.empty()) {  // the report says whom the decision waited for
+          stats->agreement_detail +=
+              (stats->agreement_detail.empty() ? "" : "; ") + check->settled;
+        }
         if (check->step != committed || moved()) continue;  // a commit or generation moved
         if (check->undecided()) {
           // Holders alive but silent past the agreement timeout: the bytes may well exist.

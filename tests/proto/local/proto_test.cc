@@ -65,6 +65,22 @@ TEST_CASE("messages round-trip through the codec") {
   CHECK(s2.staged[1].buffer_index == 2);
   CHECK(s2.staged[1].file_offset == 8192);
 
+  RestoreReply rr;
+  rr.slot = s;
+  rr.report = {"persistent", 2500, 90000, "followed node1's decision", "tier step 5"};
+  RestoreReply rr2;
+  REQUIRE(Decode(Encode(rr), l, &rr2).ok());
+  CHECK(rr2.slot.staged.size() == 2);
+  CHECK(rr2.report.source == "persistent");
+  CHECK(rr2.report.agreement_ns == 2500);
+  CHECK(rr2.report.daemon_ns == 90000);
+  CHECK(rr2.report.agreement == "followed node1's decision");
+  CHECK(rr2.report.detail == "tier step 5");
+  // A restore reply is not a slot reply with a trailer: each decoder refuses the other.
+  CHECK(!Decode(Encode(rr), l, &s2).ok());
+  rr.report.detail = std::string(RestoreReport::kMaxText + 1, 'x');
+  CHECK(Decode(Encode(rr), l, &rr2).code() == StatusCode::kProtocol);
+
   ErrorReply e;
   REQUIRE(Decode(EncodeError(Status::Corrupted("bad chunk")), l, &e).ok());
   CHECK(ToStatus(e).code() == StatusCode::kCorrupted);

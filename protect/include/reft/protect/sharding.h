@@ -110,6 +110,8 @@ struct ShardingInput {
   bool strict_placement = false;  ///< SG members sharing a node is an error, not a warning
 
   const std::vector<BufferSpec>& BuffersOf(int pp, int tp) const;
+  /// The layout is valid and `placement`, when given, names one node per rank.
+  Status CheckLayout() const;
 };
 
 /// \brief The result for one SG.

@@ -16,7 +16,8 @@ namespace reft::local_proto {
 
 constexpr uint32_t kFrameMagic = 0x4C544652;  // "RFTL" little-endian
 /// 2: slots are sharded (SlotReply carries regions, hello reply the shard alignment).
-constexpr uint16_t kProtocolVersion = 2;
+/// 3: restore replies carry a RestoreReport.
+constexpr uint16_t kProtocolVersion = 3;
 constexpr size_t kFrameHeaderSize = 24;
 
 enum class MessageType : uint16_t {

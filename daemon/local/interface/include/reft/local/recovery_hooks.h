@@ -43,6 +43,10 @@ struct RestoredState {
   int64_t step = -1;            ///< -1: nothing to restore (no committed step anywhere)
   std::string source;           ///< "memory" or "persistent"
   std::string detail;           ///< one line for logs: where each part came from
+  /// Time spent reaching the job-wide decision, and why it waited / whose decision it followed.
+  std::chrono::nanoseconds agreement{0};
+  std::string agreement_detail;
+  std::chrono::nanoseconds elapsed{0};  ///< the whole restore in reftd
   UniqueFd fd;     ///< memfd of `size` bytes
   uint64_t size = 0;
   std::map<std::string, uint64_t> offsets;  ///< buffer name -> offset of its bytes in `fd`
