@@ -94,3 +94,68 @@ TEST_CASE("bad flags are usage errors", "[config]") {
         StatusCode::kInvalidArgument);
   CHECK(Parse({"--help"}).status().code() == StatusCode::kCancelled);
 }
+
+TEST_CASE("security: a token without TLS beyond loopback is refused, and says why", "[config]") {
+  reft::testing::TempDir dir;
+  const std::string token = dir.path() + "/token";
+  std::ofstream(token) << "0123456789abcdef0123456789abcdef\n";
+  const std::string section = "[security]\ntoken_file = \"" + token + "\"\n";
+
+  SECTION("on loopback the token is fine") {
+    auto c = Parse({"--config", WriteFile(dir, "listen = \"127.0.0.1:7070\"\n" + section)});
+    INFO(c.status().message());
+    CHECK(c.ok());
+  }
+  for (const char* bad : {"listen = \"0.0.0.0:7070\"\n", "peers = [\"10.0.0.2:7070\"]\n",
+                          "[peer]\nadvertise = \"10.0.0.1:7070\"\n"}) {
+    INFO(bad);
+    auto c = Parse({"--config", WriteFile(dir, std::string(bad) + section)});
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(c.status().message(), Catch::Contains("clear text") &&
+                                         Catch::Contains("allow_insecure") &&
+                                         Catch::Contains("tls_cert"));
+    CHECK_THAT(c.status().message(), !Catch::Contains("0123456789abcdef"));
+  }
+  SECTION("allow_insecure is the operator's explicit way out") {
+    auto c = Parse({"--config", WriteFile(dir, "listen = \"0.0.0.0:7070\"\n" + section +
+                                                   "allow_insecure = true\n")});
+    INFO(c.status().message());
+    CHECK(c.ok());
+  }
+  SECTION("mutual TLS needs no token beyond loopback") {
+    auto c = Parse({"--config",
+                    WriteFile(dir, "listen = \"0.0.0.0:7070\"\n[security]\ntls_cert = \"c\"\n"
+                                   "tls_key = \"k\"\ntls_ca = \"a\"\n")});
+    INFO(c.status().message());
+    CHECK(c.ok());
+  }
+}
+
+TEST_CASE("security.operator_group must name a group", "[config]") {
+  reft::testing::TempDir dir;
+  auto c = Parse({"--config", WriteFile(dir, "[security]\noperator_group = \"no-such-grp-x\"\n")});
+  REQUIRE_FALSE(c.ok());
+  CHECK_THAT(c.status().message(),
+             Catch::Contains("security.operator_group") && Catch::Contains("no-such-grp-x"));
+  auto root = Parse({"--config", WriteFile(dir, "[security]\noperator_group = \"root\"\n")});
+  INFO(root.status().message());
+  REQUIRE(root.ok());
+  CHECK(root->security.operator_group == "root");
+}
+
+TEST_CASE("security: etcd in plain text beyond loopback is refused", "[config]") {
+  reft::testing::TempDir dir;
+  auto c = Parse({"--config", WriteFile(dir, "[etcd]\nendpoints = [\"10.0.0.9:2379\"]\n")});
+  REQUIRE_FALSE(c.ok());
+  CHECK_THAT(c.status().message(), Catch::Contains("etcd.endpoints") &&
+                                       Catch::Contains("no etcd TLS") &&
+                                       Catch::Contains("allow_insecure"));
+  auto local = Parse({"--config", WriteFile(dir, "[etcd]\nendpoints = [\"127.0.0.1:2379\"]\n")});
+  INFO(local.status().message());
+  CHECK(local.ok());
+  auto tls = Parse({"--config", WriteFile(dir, "[etcd]\nendpoints = [\"10.0.0.9:2379\"]\n"
+                                               "tls_ca = \"a\"\ntls_cert = \"c\"\ntls_key = \"k\"\n")});
+  INFO(tls.status().message());
+  CHECK(tls.ok());
+}

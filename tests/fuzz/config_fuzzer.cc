@@ -87,6 +87,7 @@ tls_cert = "/etc/reft/tls/node.crt"
 tls_key = "/etc/reft/tls/node.key"
 tls_ca = "/etc/reft/tls/ca.crt"
 allow_insecure = false
+operator_group = "root"
 )"));
   // Inline tables, dotted keys, arrays of tables, dates, floats, escapes: toml++ paths the
   // loader must reject cleanly.

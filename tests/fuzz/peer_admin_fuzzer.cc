@@ -553,7 +553,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK((*node)->coordinator()->Join(Rank("run-1", 0), layout).ok(), "Join");
   app::DaemonConfig config;
   config.node_id = "fuzz-node";
-  security::TokenAuthorizer auth("");
+  security::Authorizer auth("", false);  // no token, no TLS: every call admitted
   app::AdminService admin(
       config, f.store.get(),
       [] {

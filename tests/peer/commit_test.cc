@@ -118,7 +118,10 @@ TEST_CASE("SyncNow makes a node that missed the commit learn it at once", "[peer
   // A replacement node joins after the commit: nobody pushes the job to it for a minute.
   TestNode c("s2", d2.path(), {a.address}, 0, 64 << 10, 0, slow);
   REQUIRE(peer::test::Eventually([&] { return c.peer->membership().LiveMembers().size() == 2; }, 3s));
-  std::this_thread::sleep_for(300ms);
+  // The event a push to the newcomer would follow: the others see s2 alive (they learn of it
+  // by its probes and gossip). Until an exchange, s2 knows nothing of the job.
+  REQUIRE(peer::test::Eventually([&] { return StateOf(a, "s2") == MemberState::kAlive &&
+                                  StateOf(b, "s2") == MemberState::kAlive; }, 3s));
   CHECK(c.peer->coordinator()->NewestCommitted("job") == std::nullopt);
   Status s = c.peer->coordinator()->SyncNow("job", 1s);
   CHECK(s.ok());

@@ -2,7 +2,7 @@
 bridge (docs/failure-model.md "a peer hangs or a link drops": detected within the heartbeat timeout or the etcd lease
 TTL, no restore hangs), under both control planes: the gossip one (SWIM probes) and etcd
 (listening on the bridge's address in the root namespace; the cut node loses it too, so its
-lease expires). Skipped where network namespaces cannot be created (not root, no iproute2)."""
+lease expires). Every link is mutual TLS, etcd's client port included. Skipped where network namespaces cannot be created (not root, no iproute2)."""
 import os
 import subprocess
 import time
@@ -25,10 +25,6 @@ request_timeout_ms = 1000
 [restore]
 piece_size = "64K"
 piece_timeout_ms = 2000
-
-[security]
-# The daemons listen on the bridge's addresses, not loopback: plain text must be explicit.
-allow_insecure = true
 """
 RANKS = 3
 STEPS = 5
@@ -85,7 +81,10 @@ class Netns:
 @pytest.mark.parametrize("etcd", [0, 1], ids=["gossip", "etcd"])
 def test_a_dropped_link_is_detected_and_restore_goes_around_it(etcd):
     with Netns() as net:
-        cluster = LocalCluster(nodes=0, config=CONFIG, etcd=etcd, etcd_host=net.root)
+        # The daemons listen on the bridge's addresses, not loopback: mutual TLS, each node's
+        # certificate naming its node id and its address. The etcd variant's etcd listens on
+        # the root namespace's end of the bridge, which every namespace reaches.
+        cluster = LocalCluster(nodes=0, config=CONFIG, tls=True, etcd=etcd, etcd_host=net.root)
         nodes = [cluster.add_node(f"node{i}", start=False, host=net.hosts[i], netns=net.ns[i])
                  for i in range(RANKS)]
         with cluster:

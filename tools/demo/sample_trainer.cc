@@ -7,6 +7,8 @@
 //   restored <step> ok | restored -1 fresh | restored <step> MISMATCH <buffer> <offset>
 //   restore-error <code> <message>      snapshot-error <step> <code> <message>
 //   committed <step>                    done <step>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
   uint64_t unique_size = 0;
   int sleep_us = 0;
   bool restore_only = false;
+  std::string wait_file;
   app.add_option("--socket", options.socket_path)->required();
   app.add_option("--job", options.job)->required();
   app.add_option("--dp", options.dp);
@@ -74,6 +77,9 @@ int main(int argc, char** argv) {
   app.add_option("--unique-size", unique_size, "bytes of the unique buffer (default: like the others)");
   app.add_option("--sleep-us", sleep_us, "pause per step");
   app.add_flag("--restore-only", restore_only, "restore, verify, exit");
+  app.add_option("--wait-file", wait_file,
+                 "after the restore, wait until this file exists before training (a stand-in "
+                 "for a real job's first collective, which no rank passes before all restored)");
   app.add_option("--reply-timeout-ms", options.reply_timeout_ms,
                  "longest wait for one reftd reply (a restore from a slow tier needs more)");
   CLI11_PARSE(app, argc, argv);
@@ -134,6 +140,9 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   if (restore_only) return 0;
+  while (!wait_file.empty() && access(wait_file.c_str(), F_OK) != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 
   for (int64_t step = start; step < start + steps; ++step) {
     auto st = (*client)->Fence();  // the previous copy no longer reads the buffers

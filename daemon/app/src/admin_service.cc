@@ -74,7 +74,7 @@ class EventStream {
 }  // namespace
 
 AdminService::AdminService(const DaemonConfig& config, store::SnapshotStore* store,
-                           SessionLister sessions, const security::TokenAuthorizer* auth,
+                           SessionLister sessions, const security::Authorizer* auth,
                            const peer::NodeDirectory* membership, AdminRecovery recovery)
     : config_(config),
       store_(store),
@@ -98,7 +98,7 @@ int64_t AdminService::NewestCommittedStep(store::SnapshotStore* store, const std
 
 grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequest*,
                                   v1::StatusResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/Status"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Status"); !denied.ok()) return denied;
   resp->set_node_id(config_.node_id);
   resp->set_health("serving");
   auto* build = resp->mutable_build();
@@ -135,7 +135,7 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
 grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
                                          const v1::ListSnapshotsRequest* req,
                                          v1::ListSnapshotsResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/ListSnapshots"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/ListSnapshots"); !denied.ok()) return denied;
   std::optional<std::string> job;
   if (!req->job().empty()) {
     if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
@@ -161,7 +161,7 @@ grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
 grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
                                           const v1::VerifySnapshotRequest* req,
                                           v1::VerifySnapshotResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/VerifySnapshot"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/VerifySnapshot"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   auto ranks = store_->Ranks(req->job());
   if (ranks.empty()) {
@@ -205,7 +205,7 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
 grpc::Status AdminService::DropSnapshot(grpc::ServerContext* ctx,
                                         const v1::DropSnapshotRequest* req,
                                         v1::DropSnapshotResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/DropSnapshot"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/DropSnapshot"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (!req->force() && req->step() == NewestCommittedStep(store_, req->job())) {
     return proto::ToGrpc(
@@ -226,7 +226,7 @@ grpc::Status AdminService::DropSnapshot(grpc::ServerContext* ctx,
 
 grpc::Status AdminService::ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest*,
                                     v1::ListNodesResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/ListNodes"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/ListNodes"); !denied.ok()) return denied;
   for (const auto& m : membership_->Members()) {
     auto* n = resp->add_nodes();
     n->set_node_id(m.node_id);
@@ -275,7 +275,7 @@ void AdminService::FillPersistStatus(v1::PersistTierStatus* out) {
 grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
                                         const v1::RestoreCheckRequest* req,
                                         grpc::ServerWriter<v1::RestoreCheckEvent>* writer) {
-  if (auto denied = auth_->Check(ctx, "Admin/RestoreCheck"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/RestoreCheck"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.restore == nullptr) {
     return proto::ToGrpc(reft::Status::Unavailable("this daemon has no restore provider"), ctx);
@@ -365,7 +365,7 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
 
 grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRequest* req,
                                    grpc::ServerWriter<v1::PersistEvent>* writer) {
-  if (auto denied = auth_->Check(ctx, "Admin/Persist"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Persist"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.persister == nullptr || recovery_.tier == nullptr || !recovery_.tier->enabled()) {
     return proto::ToGrpc(reft::Status::Unsupported("no persistent tier is configured on node '" +
@@ -412,7 +412,7 @@ grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRe
 
 grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRequest* req,
                                    grpc::ServerWriter<v1::RebuildEvent>* writer) {
-  if (auto denied = auth_->Check(ctx, "Admin/Rebuild"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Rebuild"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.restore == nullptr) {
     return proto::ToGrpc(reft::Status::Unavailable("this daemon has no restore provider"), ctx);

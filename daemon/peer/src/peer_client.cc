@@ -11,6 +11,7 @@
 #include "reft/checksum.h"
 #include "reft/peer/rank_id.h"
 #include "reft/proto/grpc_status.h"
+#include "reft/security/grpc_auth.h"
 
 namespace reft::peer {
 
@@ -21,11 +22,17 @@ std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
 }  // namespace
 
 PeerClient::PeerClient(PeerOptions options, std::function<v1::Caller()> caller,
-                       std::shared_ptr<grpc::ChannelCredentials> credentials)
+                       std::shared_ptr<grpc::ChannelCredentials> credentials, std::string token)
     : options_(std::move(options)),
       link_(options_.link_bandwidth, options_.wire_chunk_bytes),
       caller_(std::move(caller)),
-      credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()) {}
+      credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()),
+      token_(std::move(token)) {}
+
+void PeerClient::Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
+  ctx->set_deadline(DeadlineIn(timeout));
+  security::AttachToken(ctx, token_);
+}
 
 void PeerClient::SetFencedHandler(std::function<void(const std::string&)> handler) {
   MutexLock lock(mu_);
@@ -83,7 +90,7 @@ Result<v1::HelloResponse> PeerClient::Hello(const std::string& address) {
   *req.mutable_caller() = Stamp();
   v1::HelloResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(options_.rpc_deadline));
+  Prepare(&ctx, options_.rpc_deadline);
   REFT_RETURN_NOT_OK(Check(Get(address)->stub->Hello(&ctx, req, &resp), "Hello " + address, ctx));
   return resp;
 }
@@ -93,7 +100,7 @@ Result<v1::PingResponse> PeerClient::Ping(const std::string& address, v1::PingRe
   *req.mutable_caller() = Stamp();
   v1::PingResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout));
+  Prepare(&ctx, timeout);
   REFT_RETURN_NOT_OK(Check(Get(address)->stub->Ping(&ctx, req, &resp), "Ping " + address, ctx));
   return resp;
 }
@@ -104,7 +111,7 @@ Result<v1::PingReqResponse> PeerClient::PingReq(const std::string& address,
   *req.mutable_caller() = Stamp();
   v1::PingReqResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout));
+  Prepare(&ctx, timeout);
   REFT_RETURN_NOT_OK(
       Check(Get(address)->stub->PingReq(&ctx, req, &resp), "PingReq " + address, ctx));
   return resp;
@@ -117,7 +124,7 @@ Result<v1::ReportCompleteResponse> PeerClient::ReportComplete(const std::string&
   *req.mutable_state() = state;
   v1::ReportCompleteResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(options_.rpc_deadline));
+  Prepare(&ctx, options_.rpc_deadline);
   REFT_RETURN_NOT_OK(Check(Get(address)->stub->ReportComplete(&ctx, req, &resp),
                            "ReportComplete " + address, ctx));
   return resp;
@@ -129,7 +136,7 @@ Result<v1::ExchangeCommitStateResponse> PeerClient::ExchangeCommitState(
   *req.mutable_caller() = Stamp();
   v1::ExchangeCommitStateResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout.count() > 0 ? timeout : options_.rpc_deadline));
+  Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
   REFT_RETURN_NOT_OK(Check(Get(address)->stub->ExchangeCommitState(&ctx, req, &resp),
                            "ExchangeCommitState " + address, ctx));
   return resp;
@@ -143,7 +150,7 @@ Result<v1::GetManifestResponse> PeerClient::GetManifest(const std::string& addre
   req.set_job(job);
   v1::GetManifestResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout.count() > 0 ? timeout : options_.rpc_deadline));
+  Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
   REFT_RETURN_NOT_OK(
       Check(Get(address)->stub->GetManifest(&ctx, req, &resp), "GetManifest " + address, ctx));
   return resp;
@@ -158,7 +165,7 @@ Result<v1::PersistStepResponse> PeerClient::PersistStep(const std::string& addre
   req.set_step(step);
   v1::PersistStepResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout));
+  Prepare(&ctx, timeout);
   REFT_RETURN_NOT_OK(
       Check(Get(address)->stub->PersistStep(&ctx, req, &resp), "PersistStep " + address, ctx));
   return resp;
@@ -277,7 +284,7 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   req.set_published_only(fo.published_only);
   req.set_expect_region_size(fo.expect_region_size);
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline));
+  Prepare(&ctx, fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline);
   // Raw stream: chunks arrive as ByteBuffers and their data is copied once, from gRPC's
   // receive slices straight into `dst` (no intermediate protobuf string).
   grpc::Slice req_slice(req.SerializeAsString());

@@ -46,12 +46,14 @@ void ReleaseSlot(void* holder) { delete static_cast<std::shared_ptr<store::SlotR
 }  // namespace
 
 PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
-                         JobCoordinator* jobs, Gossip gossip)
+                         JobCoordinator* jobs, Gossip gossip,
+                         const security::Authorizer* authorizer)
     : options_(std::move(options)),
       store_(store),
       membership_(nodes),
       coordinator_(jobs),
-      gossip_(gossip) {
+      gossip_(gossip),
+      authorizer_(authorizer) {
   // Replace the generated (copying) FetchRegion handler by a sync handler on raw ByteBuffers.
   // gRPC marks a "streamed" method bidi internally (the handler reads the request itself); on
   // the wire this is the same server-streaming call: one request message, then the chunks.
@@ -75,6 +77,12 @@ void PeerService::ConfigureServerBuilder(const PeerOptions& options, grpc::Serve
   b->SetMaxSendMessageSize(options.max_message_bytes);
 }
 
+grpc::Status PeerService::Authorize(grpc::ServerContext* ctx, const char* method,
+                                    const v1::Caller& caller) {
+  if (authorizer_ == nullptr) return grpc::Status::OK;
+  return authorizer_->CheckPeer(ctx, method, caller.node_id());
+}
+
 Status PeerService::Admit(const v1::Caller& caller, bool serves_snapshots) {
   REFT_RETURN_NOT_OK(membership_->AdmitCaller(caller));
   if (serves_snapshots && membership_->IsFenced()) {
@@ -86,6 +94,9 @@ Status PeerService::Admit(const v1::Caller& caller, bool serves_snapshots) {
 
 grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest* req,
                                 v1::HelloResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/Hello", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   *resp->mutable_server() = membership_->SelfCaller();
@@ -103,6 +114,9 @@ grpc::Status PeerService::NoGossip(const char* method) const {
 
 grpc::Status PeerService::Ping(grpc::ServerContext* ctx, const v1::PingRequest* req,
                                v1::PingResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/Ping", req->caller()); !denied.ok()) {
+    return denied;
+  }
   if (!gossip_.membership) return NoGossip("Ping");
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
@@ -113,6 +127,9 @@ grpc::Status PeerService::Ping(grpc::ServerContext* ctx, const v1::PingRequest* 
 
 grpc::Status PeerService::PingReq(grpc::ServerContext* ctx, const v1::PingReqRequest* req,
                                   v1::PingReqResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/PingReq", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Membership* swim = gossip_.membership;
   if (!swim) return NoGossip("PingReq");
   Status s = Admit(req->caller(), false);
@@ -132,6 +149,9 @@ grpc::Status PeerService::PingReq(grpc::ServerContext* ctx, const v1::PingReqReq
 grpc::Status PeerService::ReportComplete(grpc::ServerContext* ctx,
                                          const v1::ReportCompleteRequest* req,
                                          v1::ReportCompleteResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/ReportComplete", req->caller()); !denied.ok()) {
+    return denied;
+  }
   if (!gossip_.commit) return NoGossip("ReportComplete");
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
@@ -144,6 +164,9 @@ grpc::Status PeerService::ReportComplete(grpc::ServerContext* ctx,
 grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext* ctx,
                                               const v1::ExchangeCommitStateRequest* req,
                                               v1::ExchangeCommitStateResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/ExchangeCommitState", req->caller()); !denied.ok()) {
+    return denied;
+  }
   if (!gossip_.commit) return NoGossip("ExchangeCommitState");
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
@@ -158,6 +181,9 @@ grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext* ctx,
 
 grpc::Status PeerService::GetManifest(grpc::ServerContext* ctx, const v1::GetManifestRequest* req,
                                       v1::GetManifestResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/GetManifest", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), true);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   *resp->mutable_server() = membership_->SelfCaller();
@@ -197,6 +223,9 @@ void PeerService::SetPersistHandler(PersistHandler handler) {
 
 grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::PersistStepRequest* req,
                                       v1::PersistStepResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/PersistStep", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   std::shared_ptr<PersistHandler> handler;
@@ -229,6 +258,9 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
     if (!req.ParseFromString(bytes)) {
       return proto::ToGrpc(Status::InvalidArgument("malformed FetchRegionRequest"), ctx);
     }
+  }
+  if (auto denied = Authorize(ctx, "Peer/FetchRegion", req.caller()); !denied.ok()) {
+    return denied;
   }
   Status s = Admit(req.caller(), true);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
