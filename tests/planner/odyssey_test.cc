@@ -6,6 +6,7 @@
 #include <set>
 
 #include "reft/planner/odyssey.h"
+#include "reft/planner/policy_sim.h"
 
 using namespace reft::planner;
 using namespace reft::planner::odyssey;
@@ -230,23 +231,45 @@ TEST_CASE("plan search uses every node; table per failure count", "[odyssey]") {
   }
 }
 
-TEST_CASE("A15 shape: policy simulator runs all three policies on one trace", "[odyssey]") {
-  auto m = Uniform(16, 5);
-  PolicySimConfig c;
-  c.nodes = 16;
-  c.dp = 4;
-  c.pp = 4;
-  c.micro_batches = 16;
-  c.hours = 3;
-  c.failure_rate_per_hour = 0.05;
-  auto o = SimulatePolicy(m, c, PolicyKind::kOdyssey, 3);
-  auto b = SimulatePolicy(m, c, PolicyKind::kOobleck, 3);
-  auto r = SimulatePolicy(m, c, PolicyKind::kRecycle, 3);
-  REQUIRE(o.ok());
-  REQUIRE(b.ok());
+TEST_CASE("rerouting needs a live peer with the same layers, symmetric plan or not", "[odyssey]") {
+  // Pipelines [4,4,4,4] x2 and [6,5,5]: the two 4-stage pipelines are peers of each other.
+  auto m = Uniform(16);
+  ExecutionPlan p;
+  p.layers_per_stage = {{4, 4, 4, 4}, {4, 4, 4, 4}, {6, 5, 5}};
+  p.micro_batches = {4, 4, 4};
+  std::vector<std::vector<bool>> dead = {{false, true, false, false}, {false, false, false, false}, {false, false, false}};
+  auto r = ReroutedComputeTime(m, p, dead, 0);
   REQUIRE(r.ok());
-  CHECK(o->failures == b->failures);
-  CHECK(o->failures == r->failures);
-  CHECK(o->throughput > 0);
-  CHECK(o->decisions.size() <= static_cast<size_t>(o->failures));
+  // The live peer runs its own 4 micro-batches and the dead stage's 4 on stage 1.
+  PipelineSpec peer = StageSpec(m, {4, 4, 4, 4}, 4);
+  peer.rerouted = {0, 4, 0, 0};
+  const double peer_ms = SimulatePipeline(peer)->makespan;
+  const double other_ms = SimulatePipeline(StageSpec(m, {6, 5, 5}, 4))->makespan;
+  CHECK(*r == Approx(std::max(peer_ms, other_ms)));
+  // A stage of the 3-stage pipeline has no peer: infeasible, naming the stage.
+  dead[2][0] = true;
+  auto bad = ReroutedComputeTime(m, p, dead, 0);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("stage 0 of pipeline 2") != std::string::npos);
+  // Through the policy evaluation: the failure of unit 1 (pipeline 0, stage 1) can be rerouted.
+  Layout cur = Layout::Of(p, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  SearchOptions so;
+  so.micro_batches = 12;
+  std::vector<bool> alive(11, true);
+  RecoveryCosts costs;
+  auto ev = EvaluateFailure(m, cur, {1}, alive, 12, so, costs);
+  CHECK(ev.candidates[0].feasible);
+  CHECK(ev.candidates[0].step_time > p.step_time);
+  auto ev2 = EvaluateFailure(m, cur, {8}, alive, 12, so, costs);
+  CHECK_FALSE(ev2.candidates[0].feasible);
+}
+
+TEST_CASE("the copy time is bounded by the busiest sender or receiver", "[odyssey]") {
+  // One node receives two layers from two different holders: each sender sends 10, the
+  // receiver takes 20.
+  auto t = PlanTransfer({{0}, {1}, {}}, {{0}, {1}, {0, 1}}, {10, 10});
+  REQUIRE(t.ok());
+  CHECK(t->max_sender_bytes == 10);
+  CHECK(t->max_receiver_bytes == 20);
+  CHECK(t->max_link_bytes() == 20);
 }

@@ -1,5 +1,6 @@
-// Odyssey estimator (§3.5) and planner (§3.3, Algorithm 1 corrected: plans per failure count,
-// asymmetric pipeline-length multisets, floor-proportional batch with round-robin remainder).
+// Odyssey estimator (paper §IV-C, plus the data-parallel all-reduce) and planner (Algorithm 1
+// corrected: plans per failure count, asymmetric pipeline-length multisets, floor-proportional
+// batch with round-robin remainder).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -7,6 +8,7 @@
 #include <map>
 
 #include "reft/planner/odyssey.h"
+#include "reft/planner/ordering.h"
 
 namespace reft::planner::odyssey {
 
@@ -20,12 +22,12 @@ double SymmetricStepTime(int n_pp, int n_m, double tf, double tb) { return (n_pp
 
 double AnalyticStepTime(const PipelineSpec& p) {
   const int S = static_cast<int>(p.forward.size());
-  double t1 = 0, slow = -1, lat = 0;
+  double t1 = 0, slow = 0, lat = 0;
   int kstar = 0;
   for (int i = 0; i < S; ++i) {
     const double c = p.forward[i] + p.backward[i];
     t1 += c;
-    if (c > slow + 1e-12) { slow = c; kstar = i; }
+    if (!Longer(slow, c)) { slow = c; kstar = i; }  // the latest of tied slowest stages
   }
   double t3 = 0;
   for (int i = kstar; i < S; ++i) t3 += p.forward[i] + p.backward[i];
@@ -40,7 +42,7 @@ Result<double> ReroutedStepTimeEq13(int n_pp, int n_dp, int n_m, double tf, doub
   double extra = 0;
   for (int i = 0; i < n_pp; ++i) {
     if (failed[i] < 0) return Status::InvalidArgument("failure.failed_per_stage: negative count");
-    // Corrected boundary (D-G5): F_i >= N_dp leaves no replica of stage i.
+    // Corrected boundary: F_i >= N_dp (not > as printed) leaves no replica of stage i.
     if (failed[i] >= n_dp)
       return Status::InvalidArgument("failure.failed_per_stage[" + std::to_string(i) +
                                      "]: no surviving replica of the stage; rerouting is infeasible");
@@ -86,6 +88,53 @@ PipelineSpec StageSpec(const ModelProfile& m, const std::vector<int>& counts, in
   p.edge_latency.assign(counts.empty() ? 0 : counts.size() - 1, lat);
   p.micro_batches = std::max(1, nb);
   return p;
+}
+
+Status EstimateStep(const ModelProfile& m, const SearchOptions& o, ExecutionPlan& p) {
+  std::vector<PipelineSpec> specs;
+  for (size_t i = 0; i < p.layers_per_stage.size(); ++i)
+    specs.push_back(StageSpec(m, p.layers_per_stage[i], p.micro_batches.at(i), o.edge_latency));
+  REFT_ASSIGN_OR_RETURN(p.compute_time, SimulateStep(specs));
+  p.sync = GradientSync(m, DevicesOfPipelines(p.layers_per_stage), o.network);
+  p.step_time = p.compute_time + p.sync.ms;
+  return Status::OK();
+}
+
+Result<double> ReroutedComputeTime(const ModelProfile& m, const ExecutionPlan& p,
+                                   const std::vector<std::vector<bool>>& dead, double edge_latency) {
+  const size_t P = p.layers_per_stage.size();
+  if (dead.size() != P) return Status::InvalidArgument("reroute: one dead list per pipeline is required");
+  std::vector<bool> done(P, false);
+  double worst = 0;
+  for (size_t a = 0; a < P; ++a) {
+    if (done[a]) continue;
+    // Peer group of pipeline a: same stage boundaries.
+    std::vector<size_t> group;
+    for (size_t b = a; b < P; ++b)
+      if (!done[b] && p.layers_per_stage[b] == p.layers_per_stage[a]) { group.push_back(b); done[b] = true; }
+    const auto& counts = p.layers_per_stage[a];
+    const int S = static_cast<int>(counts.size());
+    PipelineSpec spec = StageSpec(m, counts, 1, edge_latency);
+    spec.rerouted.assign(S, 0);
+    int own = 0;
+    for (size_t b : group) own = std::max(own, p.micro_batches[b]);
+    spec.micro_batches = own;
+    for (int s = 0; s < S; ++s) {
+      int dead_mb = 0, live = 0;
+      for (size_t b : group) {
+        if (dead[b].size() != counts.size()) return Status::InvalidArgument("reroute: dead list size mismatch");
+        if (dead[b][s]) dead_mb += p.micro_batches[b]; else ++live;
+      }
+      if (dead_mb == 0) continue;
+      if (live == 0)
+        return Status::InvalidArgument("failure: stage " + std::to_string(s) + " of pipeline " + std::to_string(a) +
+                                       " has no live peer holding the same layers; rerouting is infeasible");
+      spec.rerouted[s] = (dead_mb + live - 1) / live;  // the most loaded live peer
+    }
+    REFT_ASSIGN_OR_RETURN(auto r, SimulatePipeline(spec));
+    worst = std::max(worst, r.makespan);
+  }
+  return worst;
 }
 
 double StagePeakMemory(const ModelProfile& m, int first, int count, int n_pp, int i) {
@@ -136,7 +185,7 @@ Result<std::vector<int>> SplitLayers(const ModelProfile& m, int S, int nb, const
       }
     }
     auto r = SimulatePipeline(StageSpec(m, counts, nb, o.edge_latency));
-    if (r.ok() && r->makespan < bt - 1e-9) { bt = r->makespan; best = counts; }
+    if (r.ok() && Shorter(r->makespan, bt)) { bt = r->makespan; best = counts; }
   };
   // Enumerate the placements of the remainder layers (capped; beyond the cap, the evenly spaced
   // placements starting at each offset).
@@ -173,6 +222,8 @@ Result<ExecutionPlan> BestPlan(const ModelProfile& m, int nodes, const SearchOpt
   const int min_pp = std::max(1, o.min_pp);
   const int max_dp = o.max_dp ? o.max_dp : nodes;
   std::map<std::pair<int, int>, std::pair<std::vector<int>, double>> cache;  // (len, nb)
+  // Multisets in a fixed order (longest pipelines first, then lexicographically decreasing); a
+  // later plan replaces the incumbent only when shorter beyond the tie tolerance.
   ExecutionPlan best;
   best.step_time = std::numeric_limits<double>::infinity();
   std::vector<int> lens;
@@ -201,8 +252,10 @@ Result<ExecutionPlan> BestPlan(const ModelProfile& m, int nodes, const SearchOpt
         p.layers_per_stage.push_back(it->second.first);
       }
       p.micro_batches = mb;
-      p.step_time = step;
-      if (step < best.step_time - 1e-9) best = p;
+      p.compute_time = step;
+      p.sync = GradientSync(m, DevicesOfPipelines(p.layers_per_stage), o.network);
+      p.step_time = step + p.sync.ms;
+      if (Shorter(p.step_time, best.step_time)) best = p;
       return;
     }
     if (static_cast<int>(lens.size()) >= max_dp) return;

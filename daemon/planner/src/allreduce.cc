@@ -1,0 +1,85 @@
+// Data-parallel gradient synchronisation: ring all-reduce per layer, scheduled in the colour
+// rounds of Odyssey's asymmetric communication (greedy colouring, clique lower bound).
+#include "reft/planner/allreduce.h"
+
+#include <algorithm>
+#include <set>
+
+namespace reft::planner {
+
+double RingAllReduceMs(double bytes, int p, const NetworkSpec& net) {
+  if (p < 2 || net.free()) return 0;
+  return 2.0 * (p - 1) * net.latency_ms + 2.0 * (p - 1) / p * bytes / net.bandwidth_bytes_per_ms;
+}
+
+Colouring ColourAllReduces(int num_layers, const std::vector<std::vector<int>>& device_layers) {
+  Colouring c;
+  c.round_of_layer.assign(num_layers, -1);
+  std::vector<std::set<int>> adj(num_layers);
+  std::vector<char> present(num_layers, 0);
+  for (const auto& dev : device_layers) {
+    std::set<int> ls(dev.begin(), dev.end());
+    c.lower_bound = std::max(c.lower_bound, static_cast<int>(ls.size()));
+    for (int a : ls) {
+      if (a < 0 || a >= num_layers) continue;
+      present[a] = 1;
+      for (int b : ls)
+        if (b != a && b >= 0 && b < num_layers) adj[a].insert(b);
+    }
+  }
+  // Gradient-ready order: the last layer's gradients are ready first.
+  for (int l = num_layers - 1; l >= 0; --l) {
+    if (!present[l]) continue;
+    std::set<int> taken;
+    for (int b : adj[l])
+      if (c.round_of_layer[b] >= 0) taken.insert(c.round_of_layer[b]);
+    int r = 0;
+    while (taken.count(r)) ++r;
+    c.round_of_layer[l] = r;
+    c.rounds = std::max(c.rounds, r + 1);
+  }
+  return c;
+}
+
+SyncEstimate GradientSync(const ModelProfile& m, const std::vector<SyncDevice>& devices,
+                          const NetworkSpec& net) {
+  const int L = static_cast<int>(m.layers.size());
+  std::vector<std::vector<int>> device_layers;
+  std::vector<int> holders(L, 0), min_gpus(L, 0);
+  for (const auto& d : devices) {
+    device_layers.push_back(d.layers);
+    for (int l : d.layers) {
+      if (l < 0 || l >= L) continue;
+      ++holders[l];
+      const int g = std::max(1, d.gpus);
+      min_gpus[l] = min_gpus[l] == 0 ? g : std::min(min_gpus[l], g);
+    }
+  }
+  const Colouring col = ColourAllReduces(L, device_layers);
+  SyncEstimate out;
+  out.rounds = col.rounds;
+  out.lower_bound = col.lower_bound;
+  std::vector<double> round_ms(col.rounds, 0);
+  for (int l = 0; l < L; ++l) {
+    if (col.round_of_layer[l] < 0) continue;
+    const double shard = static_cast<double>(m.layers[l].param_bytes) / min_gpus[l];  // gradients = params
+    round_ms[col.round_of_layer[l]] = std::max(round_ms[col.round_of_layer[l]], RingAllReduceMs(shard, holders[l], net));
+  }
+  for (double r : round_ms) out.ms += r;
+  return out;
+}
+
+std::vector<SyncDevice> DevicesOfPipelines(const std::vector<std::vector<int>>& layers_per_stage) {
+  std::vector<SyncDevice> out;
+  for (const auto& pipe : layers_per_stage) {
+    int l = 0;
+    for (int c : pipe) {
+      SyncDevice d;
+      for (int k = 0; k < c; ++k) d.layers.push_back(l++);
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+}  // namespace reft::planner

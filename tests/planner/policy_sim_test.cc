@@ -1,0 +1,106 @@
+// The policy simulator: one trace for every policy, each policy in its own terms.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "reft/planner/policy_sim.h"
+
+using namespace reft::planner;
+
+namespace {
+ModelProfile Uniform(int L, double f) {
+  ModelProfile m;
+  for (int i = 0; i < L; ++i) {
+    LayerProfile l;
+    l.forward = f;
+    l.backward = 2 * f;
+    l.param_bytes = 1 << 20;
+    l.optimizer_bytes = 2 << 20;
+    l.activation_bytes = 1 << 18;
+    m.layers.push_back(l);
+  }
+  return m;
+}
+PolicySimConfig Small() {
+  PolicySimConfig c;
+  c.nodes = 16;
+  c.dp = 4;
+  c.pp = 4;
+  c.micro_batches = 16;
+  c.hours = 3;
+  c.failure_rate_per_hour = 0.05;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("A15 shape: the three policies see one trace", "[policy]") {
+  const auto m = Uniform(16, 5);
+  const auto c = Small();
+  auto o = SimulatePolicy(m, c, PolicyKind::kOdyssey, 3);
+  auto b = SimulatePolicy(m, c, PolicyKind::kOobleck, 3);
+  auto r = SimulatePolicy(m, c, PolicyKind::kRecycle, 3);
+  REQUIRE(o.ok());
+  REQUIRE(b.ok());
+  REQUIRE(r.ok());
+  CHECK(o->failures == b->failures);
+  CHECK(o->failures == r->failures);
+  CHECK(o->failures > 0);
+  CHECK(o->throughput > 0);
+  // The Oobleck-like baseline reconfigures on every failure it sees, with its own mechanism.
+  for (const auto& d : b->decisions)
+    CHECK((d == "reinstantiate" || d == "borrow" || d == "merge" || d == "global" || d == "checkpoint-restart"));
+  for (const auto& d : r->decisions) CHECK((d == "reroute" || d == "checkpoint-restart"));
+}
+
+TEST_CASE("without failures every policy runs the same plan", "[policy]") {
+  const auto m = Uniform(16, 5);
+  auto c = Small();
+  c.failure_rate_per_hour = 1e-9;
+  auto o = SimulatePolicy(m, c, PolicyKind::kOdyssey, 1);
+  auto b = SimulatePolicy(m, c, PolicyKind::kOobleck, 1);
+  auto r = SimulatePolicy(m, c, PolicyKind::kRecycle, 1);
+  REQUIRE(o.ok());
+  REQUIRE(b.ok());
+  REQUIRE(r.ok());
+  CHECK(o->failures == 0);
+  CHECK(o->throughput == Approx(b->throughput));
+  CHECK(o->throughput == Approx(r->throughput));
+  CHECK(o->downtime_ms == 0);
+}
+
+TEST_CASE("ReCycle-like rolls back to the checkpoint and restarts symmetric when a stage dies", "[policy]") {
+  // DP 2: the second failure in a stage leaves it without a replica.
+  const auto m = Uniform(8, 5);
+  PolicySimConfig c;
+  c.nodes = 8;
+  c.dp = 2;
+  c.pp = 4;
+  c.micro_batches = 8;
+  c.hours = 6;
+  c.failure_rate_per_hour = 0.3;
+  c.checkpoint_interval_ms = 3.6e6;
+  c.min_pp = 2;
+  int restarted = 0, rerouted_after = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto r = SimulatePolicy(m, c, PolicyKind::kRecycle, seed);
+    REQUIRE(r.ok());
+    const auto it = std::find(r->decisions.begin(), r->decisions.end(), "checkpoint-restart");
+    if (it == r->decisions.end()) continue;
+    ++restarted;
+    CHECK(r->downtime_ms >= c.restart_ms + c.checkpoint_load_ms);
+    // The restarted plan is symmetric, so the next failure is rerouted again.
+    rerouted_after += it + 1 != r->decisions.end() && *(it + 1) == "reroute";
+  }
+  CHECK(restarted > 0);
+  CHECK(rerouted_after > 0);
+}
+
+TEST_CASE("the policy simulator rejects impossible setups", "[policy]") {
+  const auto m = Uniform(8, 5);
+  auto c = Small();
+  c.dp = 8;
+  CHECK(SimulatePolicy(m, c, PolicyKind::kOdyssey, 1).status().message().find("dp*pp") != std::string::npos);
+  c = Small();
+  c.failure_rate_per_hour = 0;
+  CHECK_FALSE(SimulatePolicy(m, c, PolicyKind::kRecycle, 1).ok());
+}
