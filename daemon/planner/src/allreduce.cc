@@ -3,7 +3,6 @@
 #include "reft/planner/allreduce.h"
 
 #include <algorithm>
-#include <set>
 
 namespace reft::planner {
 
@@ -15,26 +14,32 @@ double RingAllReduceMs(double bytes, int p, const NetworkSpec& net) {
 Colouring ColourAllReduces(int num_layers, const std::vector<std::vector<int>>& device_layers) {
   Colouring c;
   c.round_of_layer.assign(num_layers, -1);
-  std::vector<std::set<int>> adj(num_layers);
+  // Adjacency as a dense matrix: layers that share a device serialise.
+  std::vector<char> adj(static_cast<size_t>(num_layers) * num_layers, 0);
   std::vector<char> present(num_layers, 0);
+  std::vector<int> ls;
   for (const auto& dev : device_layers) {
-    std::set<int> ls(dev.begin(), dev.end());
+    ls.clear();
+    for (int a : dev)
+      if (a >= 0 && a < num_layers) ls.push_back(a);
+    std::sort(ls.begin(), ls.end());
+    ls.erase(std::unique(ls.begin(), ls.end()), ls.end());
     c.lower_bound = std::max(c.lower_bound, static_cast<int>(ls.size()));
     for (int a : ls) {
-      if (a < 0 || a >= num_layers) continue;
       present[a] = 1;
       for (int b : ls)
-        if (b != a && b >= 0 && b < num_layers) adj[a].insert(b);
+        if (b != a) adj[static_cast<size_t>(a) * num_layers + b] = 1;
     }
   }
   // Gradient-ready order: the last layer's gradients are ready first.
+  std::vector<char> taken(num_layers + 1);
   for (int l = num_layers - 1; l >= 0; --l) {
     if (!present[l]) continue;
-    std::set<int> taken;
-    for (int b : adj[l])
-      if (c.round_of_layer[b] >= 0) taken.insert(c.round_of_layer[b]);
+    std::fill(taken.begin(), taken.end(), 0);
+    for (int b = 0; b < num_layers; ++b)
+      if (adj[static_cast<size_t>(l) * num_layers + b] && c.round_of_layer[b] >= 0) taken[c.round_of_layer[b]] = 1;
     int r = 0;
-    while (taken.count(r)) ++r;
+    while (taken[r]) ++r;
     c.round_of_layer[l] = r;
     c.rounds = std::max(c.rounds, r + 1);
   }
@@ -44,6 +49,8 @@ Colouring ColourAllReduces(int num_layers, const std::vector<std::vector<int>>& 
 SyncEstimate GradientSync(const ModelProfile& m, const std::vector<SyncDevice>& devices,
                           const NetworkSpec& net) {
   const int L = static_cast<int>(m.layers.size());
+  SyncEstimate out;
+  if (net.free()) return out;  // no cost to schedule
   std::vector<std::vector<int>> device_layers;
   std::vector<int> holders(L, 0), min_gpus(L, 0);
   for (const auto& d : devices) {
@@ -56,7 +63,6 @@ SyncEstimate GradientSync(const ModelProfile& m, const std::vector<SyncDevice>& 
     }
   }
   const Colouring col = ColourAllReduces(L, device_layers);
-  SyncEstimate out;
   out.rounds = col.rounds;
   out.lower_bound = col.lower_bound;
   std::vector<double> round_ms(col.rounds, 0);

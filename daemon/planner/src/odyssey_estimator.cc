@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "reft/planner/odyssey.h"
 #include "reft/planner/ordering.h"
@@ -51,26 +52,22 @@ Result<double> ReroutedStepTimeEq13(int n_pp, int n_dp, int n_m, double tf, doub
   return (n_pp + n_m - 1 + extra) * (tf + tb);
 }
 
-Result<double> ReroutedStepTimeSim(const std::vector<double>& f, const std::vector<double>& b, int n_dp,
-                                   int n_m, const std::vector<int>& failed, double edge_latency) {
-  const int S = static_cast<int>(f.size());
+Result<double> ReroutedStepTimeSim(const ModelProfile& m, const std::vector<int>& counts, int n_dp, int n_m,
+                                   const std::vector<int>& failed, double edge_latency) {
+  const int S = static_cast<int>(counts.size());
   if (static_cast<int>(failed.size()) != S)
     return Status::InvalidArgument("failure.failed_per_stage: needs one entry per stage");
-  PipelineSpec p;
-  p.forward = f;
-  p.backward = b;
-  p.edge_latency.assign(S > 0 ? S - 1 : 0, edge_latency);
-  p.micro_batches = n_m;
-  p.rerouted.assign(S, 0);
+  ExecutionPlan p;
+  p.layers_per_stage.assign(n_dp, counts);
+  p.micro_batches.assign(n_dp, n_m);
+  // The first failed[i] pipelines lost their stage i.
+  std::vector<std::vector<bool>> dead(n_dp, std::vector<bool>(S, false));
   for (int i = 0; i < S; ++i) {
-    if (failed[i] >= n_dp)
-      return Status::InvalidArgument("failure.failed_per_stage[" + std::to_string(i) +
-                                     "]: no surviving replica of the stage; rerouting is infeasible");
-    // The most loaded surviving peer of stage i takes the ceiling of the failed share.
-    if (failed[i] > 0) p.rerouted[i] = (failed[i] * n_m + (n_dp - failed[i]) - 1) / (n_dp - failed[i]);
+    if (failed[i] < 0 || failed[i] > n_dp)
+      return Status::InvalidArgument("failure.failed_per_stage[" + std::to_string(i) + "]: out of range");
+    for (int q = 0; q < failed[i]; ++q) dead[q][i] = true;
   }
-  REFT_ASSIGN_OR_RETURN(auto r, SimulatePipeline(p));
-  return r.makespan;
+  return ReroutedComputeTime(m, p, dead, edge_latency);
 }
 
 PipelineSpec StageSpec(const ModelProfile& m, const std::vector<int>& counts, int nb, double lat) {
@@ -100,40 +97,113 @@ Status EstimateStep(const ModelProfile& m, const SearchOptions& o, ExecutionPlan
   return Status::OK();
 }
 
+Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
+                              const std::vector<std::vector<bool>>& dead, double lat) {
+  const int P = static_cast<int>(p.layers_per_stage.size());
+  if (static_cast<int>(dead.size()) != P || static_cast<int>(p.micro_batches.size()) != P)
+    return Status::InvalidArgument("reroute: one dead list and one micro-batch count per pipeline are required");
+  Schedule sc;
+  std::vector<std::vector<int>> proc(P);  // [pipeline][stage] -> process, -1 dead
+  std::vector<PipelineSpec> spec;
+  for (int q = 0; q < P; ++q) {
+    spec.push_back(StageSpec(m, p.layers_per_stage[q], p.micro_batches[q], lat));
+    if (dead[q].size() != p.layers_per_stage[q].size())
+      return Status::InvalidArgument("reroute: dead list of pipeline " + std::to_string(q) + " has the wrong size");
+    for (size_t s = 0; s < dead[q].size(); ++s) proc[q].push_back(dead[q][s] ? -1 : sc.procs++);
+  }
+  // Items of each process: (pipeline, micro-batch, own micro-batch it is timed against, rerouted).
+  struct Item { int pipeline, mb, src; bool rerouted; };
+  std::vector<std::vector<Item>> items(sc.procs);
+  std::vector<int> stage_of(sc.procs), depth_of(sc.procs);
+  for (int q = 0; q < P; ++q)
+    for (size_t s = 0; s < proc[q].size(); ++s) {
+      const int me = proc[q][s];
+      if (me < 0) continue;
+      stage_of[me] = static_cast<int>(s);
+      depth_of[me] = static_cast<int>(proc[q].size());
+      for (int mb = 0; mb < p.micro_batches[q]; ++mb) items[me].push_back({q, mb, mb, false});
+    }
+  // A dead position's micro-batches go round-robin to the live peers holding the same layers
+  // (pipelines with identical stage boundaries), evenly interleaved with each peer's own.
+  std::map<std::pair<int, int>, int> turn;  // (first pipeline of the group, stage) -> next peer
+  std::vector<std::vector<std::pair<int, int>>> extra(sc.procs);  // (pipeline, mb)
+  for (int q = 0; q < P; ++q)
+    for (size_t s = 0; s < proc[q].size(); ++s) {
+      if (proc[q][s] >= 0) continue;
+      std::vector<int> peers;
+      int group = q;
+      for (int r = 0; r < P; ++r)
+        if (p.layers_per_stage[r] == p.layers_per_stage[q]) {
+          group = std::min(group, r);
+          if (proc[r][s] >= 0) peers.push_back(proc[r][s]);
+        }
+      if (peers.empty())
+        return Status::InvalidArgument("failure: stage " + std::to_string(s) + " of pipeline " + std::to_string(q) +
+                                       " has no live peer holding the same layers; rerouting is infeasible");
+      int& t = turn[{group, static_cast<int>(s)}];
+      for (int mb = 0; mb < p.micro_batches[q]; ++mb) extra[peers[t++ % peers.size()]].push_back({q, mb});
+    }
+  for (int me = 0; me < sc.procs; ++me) {
+    if (extra[me].empty()) continue;
+    std::vector<Item> merged;
+    const int N = static_cast<int>(items[me].size()), R = static_cast<int>(extra[me].size());
+    int next = 0;
+    for (int own = 0; own < N; ++own) {
+      merged.push_back(items[me][own]);
+      while (next < R && static_cast<long>(next) * N / R == own) {
+        merged.push_back({extra[me][next].first, extra[me][next].second, own, true});
+        ++next;
+      }
+    }
+    items[me] = merged;
+  }
+  // Ops and dependencies: forward after the upstream stage's forward of the same micro-batch,
+  // backward after the downstream stage's backward (the last stage: after its own forward),
+  // whichever process runs them.
+  std::map<std::tuple<int, int, int>, std::pair<int, int>> op_of;  // (pipeline, stage, mb) -> (fwd, bwd)
+  sc.order.resize(sc.procs);
+  std::vector<std::vector<std::pair<int, int>>> ops_of(sc.procs);
+  for (int me = 0; me < sc.procs; ++me)
+    for (const auto& it : items[me]) {
+      const int s = stage_of[me];
+      const auto& sp = spec[it.pipeline];
+      const int f = static_cast<int>(sc.ops.size());
+      sc.ops.push_back({me, sp.forward[s], -1, 0, it.pipeline, s, it.mb, true, it.rerouted});
+      sc.ops.push_back({me, sp.backward[s], -1, 0, it.pipeline, s, it.mb, false, it.rerouted});
+      op_of[{it.pipeline, s, it.mb}] = {f, f + 1};
+      ops_of[me].push_back({f, f + 1});
+    }
+  for (auto& op : sc.ops) {
+    const int depth = static_cast<int>(proc[op.pipeline].size());
+    if (op.forward && op.stage > 0) {
+      op.dep = op_of.at({op.pipeline, op.stage - 1, op.micro_batch}).first;
+      op.latency = lat;
+    } else if (!op.forward && op.stage == depth - 1) {
+      op.dep = op_of.at({op.pipeline, op.stage, op.micro_batch}).first;
+    } else if (!op.forward) {
+      op.dep = op_of.at({op.pipeline, op.stage + 1, op.micro_batch}).second;
+      op.latency = lat;
+    }
+  }
+  for (int me = 0; me < sc.procs; ++me) {
+    std::vector<int> src;
+    std::vector<bool> rer;
+    for (const auto& it : items[me]) {
+      src.push_back(it.src);
+      rer.push_back(it.rerouted);
+    }
+    for (int code : OneFOneBOrder(src, rer, depth_of[me], stage_of[me]))
+      sc.order[me].push_back(code > 0 ? ops_of[me][code - 1].first : ops_of[me][-code - 1].second);
+  }
+  return sc;
+}
+
 Result<double> ReroutedComputeTime(const ModelProfile& m, const ExecutionPlan& p,
                                    const std::vector<std::vector<bool>>& dead, double edge_latency) {
-  const size_t P = p.layers_per_stage.size();
-  if (dead.size() != P) return Status::InvalidArgument("reroute: one dead list per pipeline is required");
-  std::vector<bool> done(P, false);
+  REFT_ASSIGN_OR_RETURN(auto sc, PlanSchedule(m, p, dead, edge_latency));
+  REFT_ASSIGN_OR_RETURN(auto end, SimulateSchedule(sc));
   double worst = 0;
-  for (size_t a = 0; a < P; ++a) {
-    if (done[a]) continue;
-    // Peer group of pipeline a: same stage boundaries.
-    std::vector<size_t> group;
-    for (size_t b = a; b < P; ++b)
-      if (!done[b] && p.layers_per_stage[b] == p.layers_per_stage[a]) { group.push_back(b); done[b] = true; }
-    const auto& counts = p.layers_per_stage[a];
-    const int S = static_cast<int>(counts.size());
-    PipelineSpec spec = StageSpec(m, counts, 1, edge_latency);
-    spec.rerouted.assign(S, 0);
-    int own = 0;
-    for (size_t b : group) own = std::max(own, p.micro_batches[b]);
-    spec.micro_batches = own;
-    for (int s = 0; s < S; ++s) {
-      int dead_mb = 0, live = 0;
-      for (size_t b : group) {
-        if (dead[b].size() != counts.size()) return Status::InvalidArgument("reroute: dead list size mismatch");
-        if (dead[b][s]) dead_mb += p.micro_batches[b]; else ++live;
-      }
-      if (dead_mb == 0) continue;
-      if (live == 0)
-        return Status::InvalidArgument("failure: stage " + std::to_string(s) + " of pipeline " + std::to_string(a) +
-                                       " has no live peer holding the same layers; rerouting is infeasible");
-      spec.rerouted[s] = (dead_mb + live - 1) / live;  // the most loaded live peer
-    }
-    REFT_ASSIGN_OR_RETURN(auto r, SimulatePipeline(spec));
-    worst = std::max(worst, r.makespan);
-  }
+  for (double e : end) worst = std::max(worst, e);
   return worst;
 }
 

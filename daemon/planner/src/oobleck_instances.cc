@@ -131,12 +131,22 @@ class Searcher {
     return std::isfinite(per_layer) ? rounds * per_layer : 0;
   }
   // Pruning threshold: a vector can enter the top list only if its compute step is below it.
+  // most_[j][v]: the most micro-batches templates < j can carry by the threshold on exactly v
+  // nodes (unbounded knapsack; -1 when v cannot be filled with templates that finish by then).
   void SetThreshold(double worst_step) {
     threshold_ = worst_step - sync_floor_;
+    if (std::isinf(threshold_)) return;
     const int p = static_cast<int>(sizes_.size());
-    best_ratio_.assign(p + 1, 0);  // best_ratio_[j]: most capacity per node among templates < j
-    for (int j = 0; j < p; ++j)
-      best_ratio_[j + 1] = std::max(best_ratio_[j], std::isinf(threshold_) ? 1e300 : static_cast<double>(Cap(j, threshold_)) / sizes_[j]);
+    most_.assign(p + 1, std::vector<long>(nodes_ + 1, -1));
+    most_[0][0] = 0;
+    for (int j = 1; j <= p; ++j) {
+      const int n = sizes_[j - 1];
+      const long cap = Cap(j - 1, threshold_);
+      for (int v = 0; v <= nodes_; ++v) {
+        most_[j][v] = most_[j - 1][v];
+        if (cap >= 1 && v >= n && most_[j][v - n] >= 0) most_[j][v] = std::max(most_[j][v], most_[j][v - n] + cap);
+      }
+    }
   }
   // Capacity at the threshold of the templates chosen so far (x_[j..p-1]); recomputed at every
   // node because the threshold only falls while the search runs.
@@ -157,7 +167,7 @@ class Searcher {
     const int n = sizes_[j - 1];
     if (count + left / sizes_[0] < m_.f + 1) return;    // too few pipelines even with the smallest
     if (count + (left + n - 1) / n > total_) return;    // more pipelines than micro-batches
-    if (!std::isinf(threshold_) && ChosenCapacity(j) + best_ratio_[j] * left < total_) return;
+    if (!std::isinf(threshold_) && (most_[j][left] < 0 || ChosenCapacity(j) + most_[j][left] < total_)) return;
     for (int k = left / n; k >= 0; --k) {
       if (k > 0 && !std::isinf(threshold_) && Cap(j - 1, threshold_) < 1) continue;  // cannot finish by then
       x_[j - 1] = k;
@@ -262,7 +272,8 @@ class Searcher {
   const uint64_t budget_;
   int total_ = 0;
   std::vector<int> sizes_, max_layers_;
-  std::vector<double> intercept_, slow_, best_ratio_;
+  std::vector<double> intercept_, slow_;
+  std::vector<std::vector<long>> most_;
   std::vector<std::vector<char>> reach_;
   std::vector<int> x_;
   double threshold_ = 0, sync_floor_ = 0;

@@ -38,11 +38,10 @@ double AnalyticStepTime(const PipelineSpec& p);
 /// Error when some failed[i] >= n_dp (corrected boundary: no replica left).
 Result<double> ReroutedStepTimeEq13(int n_pp, int n_dp, int n_m, double tf, double tb,
                                     const std::vector<int>& failed_per_stage);
-/// Simulator-based rerouted step: each surviving pipeline's stage i gets its share of the failed
-/// peers' micro-batches (eq. 11 with rerouted micro-batches). The value used for decisions.
-Result<double> ReroutedStepTimeSim(const std::vector<double>& stage_f, const std::vector<double>& stage_b,
-                                   int n_dp, int n_m, const std::vector<int>& failed_per_stage,
-                                   double edge_latency = 0);
+/// Rerouted step of a symmetric N_dp × S plan (the first failed[i] pipelines lost stage i), by
+/// the schedule of PlanSchedule: the value used for decisions, beside eq. 13 as printed.
+Result<double> ReroutedStepTimeSim(const ModelProfile& m, const std::vector<int>& layer_counts, int n_dp, int n_m,
+                                   const std::vector<int>& failed_per_stage, double edge_latency = 0);
 /// Stage specs of one pipeline from its layer counts (stage i holds the next counts[i] layers).
 PipelineSpec StageSpec(const ModelProfile& m, const std::vector<int>& counts, int micro_batches,
                        double edge_latency = 0);
@@ -61,12 +60,16 @@ struct SearchOptions {
 };
 /// \brief Fills compute_time (eq. 10 over the simulated pipelines), sync and step_time of `p`.
 Status EstimateStep(const ModelProfile& m, const SearchOptions& o, ExecutionPlan& p);
-/// \brief Compute time of `p` while the work of dead positions (dead[p][s]) is rerouted to the
-/// live peers holding the same layers: pipelines with identical stage boundaries form a peer
-/// group; stage s of a group with D pipelines and F_s dead ones gives each live peer
-/// ceil(micro-batches of the dead / (D − F_s)) extra micro-batches of stage s (eq. 11 with
-/// rerouted micro-batches; symmetric plans are one group). Error when a dead stage has no live
-/// peer.
+/// \brief The schedule of plan `p` over its live stages, every stage a process: the
+/// micro-batches of a dead position (dead[p][s]) go round-robin to the live peers holding the
+/// same layers (pipelines with identical stage boundaries), evenly interleaved with each peer's
+/// own micro-batches; a rerouted micro-batch still comes from its own pipeline's upstream stage
+/// and goes on to its downstream stage (ReCycle's data path). Each stage runs the 1F1B order
+/// (OneFOneBOrder). Error when a dead stage has no live peer.
+Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
+                              const std::vector<std::vector<bool>>& dead, double edge_latency);
+/// \brief Compute time of `p` with dead positions rerouted: eq. 11 on PlanSchedule's schedule
+/// (with no dead position, eq. 10 over the pipelines).
 Result<double> ReroutedComputeTime(const ModelProfile& m, const ExecutionPlan& p,
                                    const std::vector<std::vector<bool>>& dead, double edge_latency);
 /// Micro-batches in proportion to pipeline nodes (floor), remainder round-robin, none empty.

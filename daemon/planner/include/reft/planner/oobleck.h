@@ -132,9 +132,9 @@ struct InstantiationSearch {
 };
 /// \brief The `top` instantiations of `nodes` nodes with the highest throughput B / (step +
 /// all-reduce), by branch and bound over x (largest template first) without listing X(p, N):
-/// a partial vector is dropped when even the most capacity per node the remaining templates
-/// offer cannot carry the batch within the current top-th best step time. Exact unless
-/// `complete` is false. Errors name job.global_batch when the batch cannot be split.
+/// a partial vector is dropped when the remaining templates cannot carry the rest of the batch
+/// within the current top-th best step time on the nodes left (an exact knapsack bound). Exact
+/// unless `complete` is false. Errors name job.global_batch when the batch cannot be split.
 Result<InstantiationSearch> SearchInstantiations(const InstantiationModel& m, int nodes, size_t top = 1,
                                                  uint64_t max_evaluations = 20000000);
 
