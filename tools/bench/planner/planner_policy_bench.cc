@@ -1,6 +1,7 @@
 // A15: Odyssey-like vs Oobleck-like vs ReCycle-like recovery on the same failure traces.
 // 32 NPUs as failure units (initial plan PP4 × DP8, TP1), NPU failure rate 10 %/hour, 9 hours,
-// Llama-2-7B-like profile (32 layers, 64 GiB devices), gradient all-reduce at 100 Gbit/s.
+// Llama-2-7B-like profile (embedding, 32 layers, LM head; 64 GiB devices), gradient all-reduce
+// at 100 Gbit/s.
 // Prints one JSON line per seed, then the distribution of the ratios over the seeds; with
 // --sweep also the distribution under other restart costs, failure rates and link speeds (what
 // drives the ratios), one summary line each.
@@ -20,17 +21,24 @@ using namespace reft::planner;
 
 namespace {
 
+// Llama-2-7B-like, sequence 2048, micro-batch 1: the token embedding, 32 transformer layers
+// (202 M parameters each: 4·4096² attention + 3·4096·11008 MLP) and the LM head with the loss
+// (131 M parameters, 0.65 of a layer's FLOPs). fp16 parameters and gradients, fp32 master
+// weights and Adam moments (12 bytes per parameter).
 ModelProfile Llama2_7B() {
-  ModelProfile m;
-  for (int l = 0; l < 32; ++l) {
+  auto layer = [](double fwd_ms, double params, double activation_bytes) {
     LayerProfile lp;
-    lp.forward = 6.0;   // ms per micro-batch (size 1) per layer
-    lp.backward = 12.0;
-    lp.param_bytes = 404ull << 20;        // 202 M fp16 parameters
-    lp.optimizer_bytes = 2424ull << 20;   // fp32 master + Adam moments
-    lp.activation_bytes = 96ull << 20;
-    m.layers.push_back(lp);
-  }
+    lp.forward = fwd_ms;
+    lp.backward = 2 * fwd_ms;
+    lp.param_bytes = static_cast<uint64_t>(2 * params);
+    lp.optimizer_bytes = static_cast<uint64_t>(12 * params);
+    lp.activation_bytes = static_cast<uint64_t>(activation_bytes);
+    return lp;
+  };
+  ModelProfile m;
+  m.layers.push_back(layer(0.1, 131e6, 2048 * 4096 * 2));           // embedding: a lookup
+  for (int l = 0; l < 32; ++l) m.layers.push_back(layer(6.0, 202e6, 100e6));
+  m.layers.push_back(layer(3.9, 131e6, 2048 * 32000 * 6.0));        // head: fp16 logits + fp32 softmax
   return m;
 }
 
