@@ -143,14 +143,18 @@ Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
       int& t = turn[{group, static_cast<int>(s)}];
       for (int mb = 0; mb < p.micro_batches[q]; ++mb) extra[peers[t++ % peers.size()]].push_back({q, mb});
     }
+  // Each rerouted micro-batch runs right after the peer's own micro-batch of the same index
+  // (the last one if the peer has fewer): it arrives from its upstream stage at about that time.
   for (int me = 0; me < sc.procs; ++me) {
     if (extra[me].empty()) continue;
     std::vector<Item> merged;
-    const int N = static_cast<int>(items[me].size()), R = static_cast<int>(extra[me].size());
-    int next = 0;
+    const int N = static_cast<int>(items[me].size());
+    std::stable_sort(extra[me].begin(), extra[me].end(),
+                     [](const auto& a, const auto& b) { return a.second < b.second; });
+    size_t next = 0;
     for (int own = 0; own < N; ++own) {
       merged.push_back(items[me][own]);
-      while (next < R && static_cast<long>(next) * N / R == own) {
+      while (next < extra[me].size() && std::min(extra[me][next].second, N - 1) == own) {
         merged.push_back({extra[me][next].first, extra[me][next].second, own, true});
         ++next;
       }

@@ -62,9 +62,9 @@ struct SearchOptions {
 Status EstimateStep(const ModelProfile& m, const SearchOptions& o, ExecutionPlan& p);
 /// \brief The schedule of plan `p` over its live stages, every stage a process: the
 /// micro-batches of a dead position (dead[p][s]) go round-robin to the live peers holding the
-/// same layers (pipelines with identical stage boundaries), evenly interleaved with each peer's
-/// own micro-batches; a rerouted micro-batch still comes from its own pipeline's upstream stage
-/// and goes on to its downstream stage (ReCycle's data path). Each stage runs the 1F1B order
+/// same layers (pipelines with identical stage boundaries), each placed right after the peer's
+/// own micro-batch of the same index; a rerouted micro-batch still comes from its own
+/// pipeline's upstream stage and goes on to its downstream stage (ReCycle's data path). Each stage runs the 1F1B order
 /// (OneFOneBOrder). Error when a dead stage has no live peer.
 Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
                               const std::vector<std::vector<bool>>& dead, double edge_latency);
