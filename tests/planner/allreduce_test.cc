@@ -5,22 +5,12 @@
 
 #include "reft/planner/allreduce.h"
 #include "reft/planner/odyssey.h"
+#include "uniform_model.h"
 
 using namespace reft::planner;
 
 namespace {
-ModelProfile Uniform(int L, uint64_t param_bytes) {
-  ModelProfile m;
-  for (int i = 0; i < L; ++i) {
-    LayerProfile l;
-    l.forward = 10;
-    l.backward = 20;
-    l.param_bytes = param_bytes;
-    l.optimizer_bytes = 2 * param_bytes;
-    m.layers.push_back(l);
-  }
-  return m;
-}
+ModelProfile Uniform(int L, uint64_t param_bytes) { return testing::UniformModel(L, 10, param_bytes); }
 // The ring formula written out here, not taken from the code under test.
 double Ring(double bytes, int p, double beta, double alpha) { return 2.0 * (p - 1) * alpha + 2.0 * (p - 1) / p * bytes / beta; }
 }  // namespace

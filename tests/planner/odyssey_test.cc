@@ -7,24 +7,13 @@
 
 #include "reft/planner/odyssey.h"
 #include "reft/planner/policy_sim.h"
+#include "uniform_model.h"
 
 using namespace reft::planner;
 using namespace reft::planner::odyssey;
 
 namespace {
-ModelProfile Uniform(int L, double f = 10) {
-  ModelProfile m;
-  for (int i = 0; i < L; ++i) {
-    LayerProfile l;
-    l.forward = f;
-    l.backward = 2 * f;
-    l.param_bytes = 1 << 20;
-    l.optimizer_bytes = 2 << 20;
-    l.activation_bytes = 1 << 18;
-    m.layers.push_back(l);
-  }
-  return m;
-}
+ModelProfile Uniform(int L, double f = 10) { return testing::UniformModel(L, f); }
 double Rel(double a, double b) { return std::fabs(a - b) / b; }
 }  // namespace
 

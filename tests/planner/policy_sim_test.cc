@@ -4,23 +4,12 @@
 #include <algorithm>
 
 #include "reft/planner/policy_sim.h"
+#include "uniform_model.h"
 
 using namespace reft::planner;
 
 namespace {
-ModelProfile Uniform(int L, double f) {
-  ModelProfile m;
-  for (int i = 0; i < L; ++i) {
-    LayerProfile l;
-    l.forward = f;
-    l.backward = 2 * f;
-    l.param_bytes = 1 << 20;
-    l.optimizer_bytes = 2 << 20;
-    l.activation_bytes = 1 << 18;
-    m.layers.push_back(l);
-  }
-  return m;
-}
+ModelProfile Uniform(int L, double f) { return testing::UniformModel(L, f); }
 PolicySimConfig Small() {
   PolicySimConfig c;
   c.nodes = 16;

@@ -105,7 +105,10 @@ std::vector<int> Units(int n) {
 // A policy reacts to one failed unit: it updates its layout and the timeline, or says stop.
 using FailureHandler = std::function<Status(int unit, std::vector<bool>& alive, Timeline& tl, PolicyRun& run, bool& stop)>;
 
-Result<PolicyRun> Drive(const PolicySimConfig& c, uint64_t seed, Timeline& tl, const FailureHandler& on_failure) {
+// Runs the trace: the policy starts at `initial_step` and reacts to every failure.
+Result<PolicyRun> Drive(const PolicySimConfig& c, uint64_t seed, double initial_step, const FailureHandler& on_failure) {
+  Timeline tl(c.micro_batches * c.micro_batch_size, c.checkpoint_interval_ms);
+  tl.SetStep(initial_step);
   PolicyRun run;
   std::vector<bool> alive(c.nodes, true);
   for (const auto& [te, unit] : FailureTrace(c, seed)) {
@@ -126,6 +129,15 @@ Result<PolicyRun> Drive(const PolicySimConfig& c, uint64_t seed, Timeline& tl, c
   return run;
 }
 
+// The fallback of every policy when a layer lost its last live copy: back to the persistent
+// checkpoint, restart on the live units at `step`.
+void RestartFromCheckpoint(const PolicySimConfig& c, double step, Timeline& t, PolicyRun& run) {
+  t.RollBackToCheckpoint();
+  t.SetStep(step);
+  run.downtime_ms += t.Pause(c.restart_ms + c.checkpoint_load_ms);
+  run.decisions.push_back("checkpoint-restart");
+}
+
 bool InLayout(const odyssey::Layout& l, int unit) {
   for (const auto& p : l.node)
     if (std::find(p.begin(), p.end(), unit) != p.end()) return true;
@@ -139,13 +151,11 @@ Result<PolicyRun> RunOdyssey(const ModelProfile& m, const PolicySimConfig& c, ui
   const int B = c.micro_batches * c.micro_batch_size;
   const auto so = Options(c);
   odyssey::Layout cur = odyssey::Layout::Of(initial, Units(c.dp * c.pp));
-  Timeline tl(B, c.checkpoint_interval_ms);
-  tl.SetStep(cur.step);
   odyssey::RecoveryCosts costs;
   costs.restart_ms = c.restart_ms;
   costs.snapshot_load_ms = c.snapshot_load_ms;
   costs.transfer_bytes_per_ms = c.transfer_bytes_per_ms;
-  return Drive(c, seed, tl, [&](int unit, std::vector<bool>& alive, Timeline& t, PolicyRun& run, bool& stop) {
+  return Drive(c, seed, cur.step, [&](int unit, std::vector<bool>& alive, Timeline& t, PolicyRun& run, bool& stop) {
     if (!InLayout(cur, unit)) return Status::OK();  // an idle unit
     costs.expected_interval_ms = kMsPerHour / c.failure_rate_per_hour / std::max(1, LiveCount(alive));
     std::vector<bool> before = alive;
@@ -158,10 +168,7 @@ Result<PolicyRun> RunOdyssey(const ModelProfile& m, const PolicySimConfig& c, ui
       // holder): roll back to the persistent checkpoint, as the baselines do.
       if (!ev.new_plan.ok()) { stop = true; return Status::OK(); }
       cur = odyssey::Layout::Of(*ev.new_plan, ev.live_ids);
-      t.RollBackToCheckpoint();
-      t.SetStep(cur.step);
-      run.downtime_ms += t.Pause(c.restart_ms + c.checkpoint_load_ms);
-      run.decisions.push_back("checkpoint-restart");
+      RestartFromCheckpoint(c, cur.step, t, run);
       return Status::OK();
     }
     const auto& ch = ev.candidates[pick];
@@ -184,12 +191,9 @@ Result<PolicyRun> RunOdyssey(const ModelProfile& m, const PolicySimConfig& c, ui
 
 Result<PolicyRun> RunRecycle(const ModelProfile& m, const PolicySimConfig& c, uint64_t seed,
                              const odyssey::ExecutionPlan& initial) {
-  const int B = c.micro_batches * c.micro_batch_size;
   const auto so = Options(c);
   odyssey::Layout cur = odyssey::Layout::Of(initial, Units(c.dp * c.pp));
-  Timeline tl(B, c.checkpoint_interval_ms);
-  tl.SetStep(cur.step);
-  return Drive(c, seed, tl, [&](int unit, std::vector<bool>& alive, Timeline& t, PolicyRun& run, bool& stop) {
+  return Drive(c, seed, cur.step, [&](int unit, std::vector<bool>& alive, Timeline& t, PolicyRun& run, bool& stop) {
     if (!InLayout(cur, unit)) return Status::OK();
     auto rerouted = odyssey::ReroutedStep(m, cur, alive, so);
     if (rerouted.ok()) {
@@ -205,10 +209,7 @@ Result<PolicyRun> RunRecycle(const ModelProfile& m, const PolicySimConfig& c, ui
     auto plan = BestSymmetricPlan(m, static_cast<int>(live.size()), so);
     if (!plan.ok()) { stop = true; return Status::OK(); }
     cur = odyssey::Layout::Of(*plan, live);
-    t.RollBackToCheckpoint();
-    t.SetStep(cur.step);
-    run.downtime_ms += t.Pause(c.restart_ms + c.checkpoint_load_ms);
-    run.decisions.push_back("checkpoint-restart");
+    RestartFromCheckpoint(c, cur.step, t, run);
     return Status::OK();
   });
 }
@@ -276,11 +277,9 @@ Result<PolicyRun> RunOobleck(const ModelProfile& m, const PolicySimConfig& c, ui
     job.pipelines.push_back(pipe);
   }
   REFT_ASSIGN_OR_RETURN(auto plan, job.Plan(m, so, B, c.micro_batch_size));
-  Timeline tl(B, c.checkpoint_interval_ms);
-  tl.SetStep(plan.step_time);
   std::vector<uint64_t> bytes;
   for (size_t l = 0; l < m.layers.size(); ++l) bytes.push_back(m.StateBytes(static_cast<int>(l)));
-  return Drive(c, seed, tl, [&](int unit, std::vector<bool>&, Timeline& t, PolicyRun& run, bool& stop) {
+  return Drive(c, seed, plan.step_time, [&](int unit, std::vector<bool>&, Timeline& t, PolicyRun& run, bool& stop) {
     bool in_job = false;
     for (const auto& p : job.pipelines) in_job = in_job || std::count(p.nodes.begin(), p.nodes.end(), unit);
     if (!in_job) return Status::OK();
@@ -304,11 +303,8 @@ Result<PolicyRun> RunOobleck(const ModelProfile& m, const PolicySimConfig& c, ui
     job.pipelines = r.pipelines;
     REFT_ASSIGN_OR_RETURN(auto np, job.Plan(m, so, B, c.micro_batch_size));
     t.SetStep(np.step_time);
-    if (!tr.ok()) {
-      // A layer lost its last live copy: restart the new pipelines from the persistent checkpoint.
-      t.RollBackToCheckpoint();
-      run.downtime_ms += t.Pause(c.restart_ms + c.checkpoint_load_ms);
-      run.decisions.push_back("checkpoint-restart");
+    if (!tr.ok()) {  // a layer lost its last live copy
+      RestartFromCheckpoint(c, np.step_time, t, run);
       return Status::OK();
     }
     run.downtime_ms += t.Pause(c.restart_ms + tr->max_link_bytes() / c.transfer_bytes_per_ms);
