@@ -283,3 +283,42 @@ TEST_CASE("the copy time is bounded by the busiest sender or receiver", "[odysse
   CHECK(t->max_receiver_bytes == 20);
   CHECK(t->max_link_bytes() == 20);
 }
+
+TEST_CASE("a profile from the measured step time reproduces the step and extrapolates", "[odyssey]") {
+  // A job with a heavier last layer, measured on DP2 × PP4: spreading its step time over the
+  // layers by their parameters gives back the true profile (times proportional to parameters)
+  // and so the true step time of another plan.
+  ModelProfile truth;
+  std::vector<LayerState> state;
+  for (int l = 0; l < 16; ++l) {
+    LayerProfile lp;
+    lp.param_bytes = (l == 15 ? 3 : 1) * (8u << 20);
+    lp.optimizer_bytes = 2 * lp.param_bytes;
+    lp.forward = 0.5 * (lp.param_bytes >> 20);  // proportional to parameters
+    lp.backward = 2 * lp.forward;
+    truth.layers.push_back(lp);
+    state.push_back({lp.param_bytes, lp.optimizer_bytes, 0});
+  }
+  SearchOptions so;
+  so.micro_batches = 16;
+  so.network = NetworkSpec{1e6, 0.01};
+  ExecutionPlan running;
+  running.layers_per_stage = {{4, 4, 4, 4}, {4, 4, 4, 4}};
+  running.micro_batches = {8, 8};
+  ExecutionPlan measured = running;
+  REQUIRE(EstimateStep(truth, so, measured).ok());
+  auto derived = ProfileFromStepTime(state, running, measured.step_time, so);
+  REQUIRE(derived.ok());
+  for (int l = 0; l < 16; ++l) CHECK(derived->layers[l].forward == Approx(truth.layers[l].forward));
+  ExecutionPlan other;
+  other.layers_per_stage = {{6, 5, 5}, {6, 5, 5}, {8, 8}};
+  other.micro_batches = {5, 5, 6};
+  ExecutionPlan a = other, b = other;
+  REQUIRE(EstimateStep(truth, so, a).ok());
+  REQUIRE(EstimateStep(*derived, so, b).ok());
+  CHECK(b.step_time == Approx(a.step_time));
+  // A step shorter than its own all-reduce is rejected with the field named.
+  auto bad = ProfileFromStepTime(state, running, 1e-3, so);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("job.step_ms") != std::string::npos);
+}

@@ -211,6 +211,42 @@ Result<double> ReroutedComputeTime(const ModelProfile& m, const ExecutionPlan& p
   return worst;
 }
 
+Result<ModelProfile> ProfileFromStepTime(const std::vector<LayerState>& layers, const ExecutionPlan& running,
+                                         double measured_step_ms, const SearchOptions& o) {
+  if (layers.empty()) return Status::InvalidArgument("job.layers: no layer state to spread the step time over");
+  if (!(measured_step_ms > 0)) return Status::InvalidArgument("job.step_ms: the measured step time must be > 0");
+  ModelProfile m;
+  double total_params = 0;
+  for (const auto& l : layers) total_params += static_cast<double>(l.param_bytes);
+  for (const auto& l : layers) {
+    LayerProfile lp;
+    // Unit F+B of 1 spread over the layers; scaled below.
+    const double share = total_params > 0 ? l.param_bytes / total_params : 1.0 / layers.size();
+    lp.forward = share / 3;
+    lp.backward = 2 * share / 3;
+    lp.param_bytes = l.param_bytes;
+    lp.optimizer_bytes = l.optimizer_bytes;
+    lp.activation_bytes = l.activation_bytes;
+    m.layers.push_back(lp);
+  }
+  // The makespan is linear in the compute times (no edge latency), the all-reduce does not
+  // depend on them: solve k · compute(1) + sync = measured.
+  SearchOptions unit = o;
+  unit.edge_latency = 0;
+  ExecutionPlan p = running;
+  REFT_RETURN_NOT_OK(EstimateStep(m, unit, p));
+  const double compute = measured_step_ms - p.sync.ms;
+  if (!(compute > 0) || !(p.compute_time > 0))
+    return Status::InvalidArgument("job.step_ms: " + std::to_string(measured_step_ms) +
+                                   " ms does not cover the estimated all-reduce of " + std::to_string(p.sync.ms) + " ms");
+  const double k = compute / p.compute_time;
+  for (auto& l : m.layers) {
+    l.forward *= k;
+    l.backward *= k;
+  }
+  return m;
+}
+
 double StagePeakMemory(const ModelProfile& m, int first, int count, int n_pp, int i) {
   double st = 0, act = 0;
   for (int l = first; l < first + count; ++l) {

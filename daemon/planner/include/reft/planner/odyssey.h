@@ -64,14 +64,27 @@ Status EstimateStep(const ModelProfile& m, const SearchOptions& o, ExecutionPlan
 /// micro-batches of a dead position (dead[p][s]) go round-robin to the live peers holding the
 /// same layers (pipelines with identical stage boundaries), each placed right after the peer's
 /// own micro-batch of the same index; a rerouted micro-batch still comes from its own
-/// pipeline's upstream stage and goes on to its downstream stage (ReCycle's data path). Each stage runs the 1F1B order
-/// (OneFOneBOrder). Error when a dead stage has no live peer.
+/// pipeline's upstream stage and goes on to its downstream stage (ReCycle's data path). Each
+/// stage runs the 1F1B order (OneFOneBOrder). Error when a dead stage has no live peer.
 Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
                               const std::vector<std::vector<bool>>& dead, double edge_latency);
 /// \brief Compute time of `p` with dead positions rerouted: eq. 11 on PlanSchedule's schedule
 /// (with no dead position, eq. 10 over the pipelines).
 Result<double> ReroutedComputeTime(const ModelProfile& m, const ExecutionPlan& p,
                                    const std::vector<std::vector<bool>>& dead, double edge_latency);
+/// \brief What a running job tells about one layer without a time profile.
+struct LayerState {
+  uint64_t param_bytes = 0;      ///< parameters (gradients are as large)
+  uint64_t optimizer_bytes = 0;  ///< optimizer state
+  uint64_t activation_bytes = 0; ///< per micro-batch, if known (0 = unknown: memory not checked)
+};
+/// \brief A per-layer profile from a measured step time, for a job that attached none: each
+/// layer's F+B is proportional to its parameters (dense layers' FLOPs are), equal when no layer
+/// has any, B = 2F, scaled so that the estimate of the running plan (eq. 11 plus the all-reduce)
+/// equals `measured_step_ms`. Error when the all-reduce alone exceeds the measured step.
+Result<ModelProfile> ProfileFromStepTime(const std::vector<LayerState>& layers, const ExecutionPlan& running,
+                                         double measured_step_ms, const SearchOptions& o);
+
 /// Micro-batches in proportion to pipeline nodes (floor), remainder round-robin, none empty.
 std::vector<int> DistributeBatch(int n_m, const std::vector<int>& pipeline_nodes);
 /// Even layer split; enumerates placements of the remainder layers; drops OOM; fastest wins.
