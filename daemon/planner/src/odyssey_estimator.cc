@@ -111,25 +111,34 @@ Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
       return Status::InvalidArgument("reroute: dead list of pipeline " + std::to_string(q) + " has the wrong size");
     for (size_t s = 0; s < dead[q].size(); ++s) proc[q].push_back(dead[q][s] ? -1 : sc.procs++);
   }
-  // Items of each process: (pipeline, micro-batch, own micro-batch it is timed against, rerouted).
-  struct Item { int pipeline, mb, src; bool rerouted; };
-  std::vector<std::vector<Item>> items(sc.procs);
-  std::vector<int> stage_of(sc.procs), depth_of(sc.procs);
-  for (int q = 0; q < P; ++q)
-    for (size_t s = 0; s < proc[q].size(); ++s) {
-      const int me = proc[q][s];
-      if (me < 0) continue;
-      stage_of[me] = static_cast<int>(s);
-      depth_of[me] = static_cast<int>(proc[q].size());
-      for (int mb = 0; mb < p.micro_batches[q]; ++mb) items[me].push_back({q, mb, mb, false});
-    }
-  // A dead position's micro-batches go round-robin to the live peers holding the same layers
-  // (pipelines with identical stage boundaries), evenly interleaved with each peer's own.
+  // Every op's place in time had no node failed: its start in its own pipeline's failure-free
+  // 1F1B schedule. Each process runs its ops (own and rerouted) in that order, so a rerouted
+  // micro-batch takes the slot the dead stage would have used, and since every dependency
+  // points forward in that time the schedule cannot deadlock.
+  std::vector<std::vector<std::vector<std::pair<double, double>>>> when(P);  // [q][s][mb] = (F, B) start
+  for (int q = 0; q < P; ++q) {
+    REFT_ASSIGN_OR_RETURN(auto sim, SimulatePipeline(spec[q], /*keep_ops=*/true));
+    when[q].assign(spec[q].forward.size(), std::vector<std::pair<double, double>>(p.micro_batches[q]));
+    for (size_t s = 0; s < sim.ops.size(); ++s)
+      for (const auto& op : sim.ops[s]) (op.forward ? when[q][s][op.micro_batch].first : when[q][s][op.micro_batch].second) = op.start;
+  }
+  // Ops: the live stages' own micro-batches, and each dead position's micro-batches round-robin
+  // over the live peers holding the same layers (pipelines with identical stage boundaries).
   std::map<std::pair<int, int>, int> turn;  // (first pipeline of the group, stage) -> next peer
-  std::vector<std::vector<std::pair<int, int>>> extra(sc.procs);  // (pipeline, mb)
+  std::map<std::tuple<int, int, int>, std::pair<int, int>> op_of;  // (pipeline, stage, mb) -> (fwd, bwd)
+  auto add = [&](int me, int q, int s, int mb, bool rerouted) {
+    const int f = static_cast<int>(sc.ops.size());
+    sc.ops.push_back({me, spec[q].forward[s], -1, 0, q, s, mb, true, rerouted});
+    sc.ops.push_back({me, spec[q].backward[s], -1, 0, q, s, mb, false, rerouted});
+    op_of[{q, s, mb}] = {f, f + 1};
+  };
   for (int q = 0; q < P; ++q)
     for (size_t s = 0; s < proc[q].size(); ++s) {
-      if (proc[q][s] >= 0) continue;
+      const int S = static_cast<int>(s);
+      if (proc[q][s] >= 0) {
+        for (int mb = 0; mb < p.micro_batches[q]; ++mb) add(proc[q][s], q, S, mb, false);
+        continue;
+      }
       std::vector<int> peers;
       int group = q;
       for (int r = 0; r < P; ++r)
@@ -140,43 +149,12 @@ Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
       if (peers.empty())
         return Status::InvalidArgument("failure: stage " + std::to_string(s) + " of pipeline " + std::to_string(q) +
                                        " has no live peer holding the same layers; rerouting is infeasible");
-      int& t = turn[{group, static_cast<int>(s)}];
-      for (int mb = 0; mb < p.micro_batches[q]; ++mb) extra[peers[t++ % peers.size()]].push_back({q, mb});
+      int& t = turn[{group, S}];
+      for (int mb = 0; mb < p.micro_batches[q]; ++mb) add(peers[t++ % peers.size()], q, S, mb, true);
     }
-  // Each rerouted micro-batch runs right after the peer's own micro-batch of the same index
-  // (the last one if the peer has fewer): it arrives from its upstream stage at about that time.
-  for (int me = 0; me < sc.procs; ++me) {
-    if (extra[me].empty()) continue;
-    std::vector<Item> merged;
-    const int N = static_cast<int>(items[me].size());
-    std::stable_sort(extra[me].begin(), extra[me].end(),
-                     [](const auto& a, const auto& b) { return a.second < b.second; });
-    size_t next = 0;
-    for (int own = 0; own < N; ++own) {
-      merged.push_back(items[me][own]);
-      while (next < extra[me].size() && std::min(extra[me][next].second, N - 1) == own) {
-        merged.push_back({extra[me][next].first, extra[me][next].second, own, true});
-        ++next;
-      }
-    }
-    items[me] = merged;
-  }
-  // Ops and dependencies: forward after the upstream stage's forward of the same micro-batch,
-  // backward after the downstream stage's backward (the last stage: after its own forward),
-  // whichever process runs them.
-  std::map<std::tuple<int, int, int>, std::pair<int, int>> op_of;  // (pipeline, stage, mb) -> (fwd, bwd)
-  sc.order.resize(sc.procs);
-  std::vector<std::vector<std::pair<int, int>>> ops_of(sc.procs);
-  for (int me = 0; me < sc.procs; ++me)
-    for (const auto& it : items[me]) {
-      const int s = stage_of[me];
-      const auto& sp = spec[it.pipeline];
-      const int f = static_cast<int>(sc.ops.size());
-      sc.ops.push_back({me, sp.forward[s], -1, 0, it.pipeline, s, it.mb, true, it.rerouted});
-      sc.ops.push_back({me, sp.backward[s], -1, 0, it.pipeline, s, it.mb, false, it.rerouted});
-      op_of[{it.pipeline, s, it.mb}] = {f, f + 1};
-      ops_of[me].push_back({f, f + 1});
-    }
+  // Dependencies: forward after the upstream stage's forward of the same micro-batch, backward
+  // after the downstream stage's backward (the last stage: after its own forward), whichever
+  // process runs them.
   for (auto& op : sc.ops) {
     const int depth = static_cast<int>(proc[op.pipeline].size());
     if (op.forward && op.stage > 0) {
@@ -189,16 +167,16 @@ Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
       op.latency = lat;
     }
   }
-  for (int me = 0; me < sc.procs; ++me) {
-    std::vector<int> src;
-    std::vector<bool> rer;
-    for (const auto& it : items[me]) {
-      src.push_back(it.src);
-      rer.push_back(it.rerouted);
-    }
-    for (int code : OneFOneBOrder(src, rer, depth_of[me], stage_of[me]))
-      sc.order[me].push_back(code > 0 ? ops_of[me][code - 1].first : ops_of[me][-code - 1].second);
-  }
+  sc.order.assign(sc.procs, {});
+  for (size_t k = 0; k < sc.ops.size(); ++k) sc.order[sc.ops[k].proc].push_back(static_cast<int>(k));
+  auto key = [&](int k) {
+    const auto& op = sc.ops[k];
+    const auto& w = when[op.pipeline][op.stage][op.micro_batch];
+    // Ties: own before rerouted, then by pipeline, forward before backward.
+    return std::make_tuple(op.forward ? w.first : w.second, op.rerouted, op.pipeline, !op.forward);
+  };
+  for (auto& order : sc.order)
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
   return sc;
 }
 

@@ -196,6 +196,7 @@ Result<PolicyRun> RunRecycle(const ModelProfile& m, const PolicySimConfig& c, ui
   return Drive(c, seed, cur.step, [&](int unit, std::vector<bool>& alive, Timeline& t, PolicyRun& run, bool& stop) {
     if (!InLayout(cur, unit)) return Status::OK();
     auto rerouted = odyssey::ReroutedStep(m, cur, alive, so);
+    if (!rerouted.ok() && rerouted.status().code() != StatusCode::kInvalidArgument) return rerouted.status();
     if (rerouted.ok()) {
       cur.step = *rerouted;
       t.SetStep(cur.step);

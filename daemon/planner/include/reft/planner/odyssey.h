@@ -62,10 +62,11 @@ struct SearchOptions {
 Status EstimateStep(const ModelProfile& m, const SearchOptions& o, ExecutionPlan& p);
 /// \brief The schedule of plan `p` over its live stages, every stage a process: the
 /// micro-batches of a dead position (dead[p][s]) go round-robin to the live peers holding the
-/// same layers (pipelines with identical stage boundaries), each placed right after the peer's
-/// own micro-batch of the same index; a rerouted micro-batch still comes from its own
-/// pipeline's upstream stage and goes on to its downstream stage (ReCycle's data path). Each
-/// stage runs the 1F1B order (OneFOneBOrder). Error when a dead stage has no live peer.
+/// same layers (pipelines with identical stage boundaries); a rerouted micro-batch still comes
+/// from its own pipeline's upstream stage and goes on to its downstream stage (ReCycle's data
+/// path). Each process runs its ops in the order they would have started had no node failed
+/// (each pipeline's 1F1B schedule): a rerouted micro-batch takes the slot the dead stage would
+/// have used, and the schedule cannot deadlock. Error when a dead stage has no live peer.
 Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
                               const std::vector<std::vector<bool>>& dead, double edge_latency);
 /// \brief Compute time of `p` with dead positions rerouted: eq. 11 on PlanSchedule's schedule
