@@ -300,11 +300,22 @@ int main(int argc, char** argv) {
     auto rerouted = none(*base);
     rerouted[0][1] = true;  // the node of stage 1 in pipeline 0 failed
     cases.push_back({"rerouted", *base, rerouted});
+    if (dp >= 4) {
+      // Two failures in different stages of different pipelines, and one in the asymmetric
+      // reconfigured plan (its peers: the pipelines with the same stage boundaries).
+      auto two = rerouted;
+      two[1][0] = true;
+      cases.push_back({"rerouted_twice", *base, two});
+      auto asym = none(*after);
+      asym[0][1] = true;
+      cases.push_back({"reconfigured_rerouted", *after, asym});
+    }
     for (const auto& cs : cases) {
       auto est = odyssey::ReroutedComputeTime(m, cs.plan, cs.dead, lat);  // eq. 11 on the schedule
       if (!est.ok()) Die("estimate", est.status());
       // Beside it: the closed form (eq. 9 generalised, per pipeline) and eq. 9 / eq. 13 as printed.
       double closed = 0, printed = 0;
+      const bool rerouting = std::string(cs.name).find("rerouted") != std::string::npos;
       for (size_t p = 0; p < cs.plan.layers_per_stage.size(); ++p) {
         auto spec = odyssey::StageSpec(m, cs.plan.layers_per_stage[p], cs.plan.micro_batches[p], lat);
         closed = std::max(closed, odyssey::AnalyticStepTime(spec));
@@ -314,9 +325,10 @@ int main(int argc, char** argv) {
           tb = std::max(tb, spec.backward[i]);
         }
         const int n_pp = static_cast<int>(spec.forward.size());
-        if (std::string(cs.name) == "rerouted") {
+        if (rerouting) {
           std::vector<int> failed(n_pp, 0);
-          failed[1] = 1;
+          for (const auto& d : cs.dead)
+            for (size_t i = 0; i < d.size() && i < failed.size(); ++i) failed[i] += d[i];
           auto e13 = odyssey::ReroutedStepTimeEq13(n_pp, dp, cs.plan.micro_batches[p], tf, tb, failed);
           if (e13.ok()) printed = std::max(printed, *e13);
         } else {
@@ -338,8 +350,7 @@ int main(int argc, char** argv) {
                   pp, dp, cs.name, shape.c_str(), static_cast<size_t>(sc->procs), med,
                   *std::min_element(ms.steps.begin(), ms.steps.end()),
                   *std::max_element(ms.steps.begin(), ms.steps.end()), *est, err, closed, Rel(closed, med),
-                  std::string(cs.name) == "rerouted" ? "eq13" : "eq9", printed,
-                  std::string(cs.name) == "rerouted" ? "eq13" : "eq9", Rel(printed, med),
+                  rerouting ? "eq13" : "eq9", printed, rerouting ? "eq13" : "eq9", Rel(printed, med),
                   ms.realtime ? "true" : "false");
       std::fflush(stdout);
     }
