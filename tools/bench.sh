@@ -7,14 +7,16 @@ build="${REFT_BUILD_DIR:-build}"
 bash "$here/tools/build.sh" reftd reftctl reft_bench_client store_bench reft_bench_kernels \
   protect_bench reft_bench_peer planner_table3_bench planner_policy_bench \
   planner_transfer_bench planner_estimator_bench planner_exec_bench has_pipeline_bench aor_bench aor_copy_bench \
-  persist_bench reft_sample_trainer
+  persist_bench reft_sample_trainer reft_python
 cd "$here"
 out=out/bench
 mkdir -p "$out"
-size=1G; [ "${1:-}" = quick ] && size=256M
+size=1G; params=272M; [ "${1:-}" = quick ] && size=256M && params=32M
 b="$build/tools/bench"
 run() { local name=$1; shift; echo "== $name: $*" >&2; "$@" | tee "$out/$name.jsonl"; }
 run client   "$b/client/reft_bench_client" --size "$size" --reps 11
+run checkpointer /usr/bin/python3 tools/bench/client/checkpointer_bench.py --params "$params" \
+    --steps 8 --build-dir "$build"
 run store    "$b/store/store_bench" --bytes $((1 << 30)) --runs 5
 run kernels  "$b/kernels/reft_bench_kernels" --size "$size" --reps 3
 run protect  "$b/protect/protect_bench" --mib 128 --reps 15

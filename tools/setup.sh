@@ -12,6 +12,7 @@ packages=(
   prometheus-cpp-dev
   pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest python3-jsonschema
   python3-torch libopenblas0-pthread # Debian torch runs ~27x slower on reference BLAS
+  etcd-server etcd-client            # the control plane (docs/coordination.md); tests start one
   iproute2 procps
   clang-14 libclang-rt-14-dev         # libFuzzer + ASan/UBSan for tests/fuzz (docs/fuzzing.md)
 )

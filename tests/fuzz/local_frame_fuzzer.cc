@@ -190,7 +190,7 @@ Bytes FrameOf(MessageType type, uint32_t request_id, const Bytes& payload) {
 void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   Hello hello;
   hello.job = "run-1";
-  hello.dp = 1;
+  hello.coord.dp = 1;
   hello.layout.dp = 4;
   hello.protection = "arc1+aec";
   hello.client_version = "0.1.0";

@@ -548,7 +548,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto node = peer::PeerNode::Create(Options("fuzz-node"), f.store.get());
   FUZZ_CHECK(node.ok(), "PeerNode: %s", node.status().ToString().c_str());
   // A trainer of run-1 dp0 is connected here (GetManifest's "joined"; the job's layout).
-  local::JobLayout layout;
+  JobLayout layout;
   layout.dp = 2;
   FUZZ_CHECK((*node)->coordinator()->Join(Rank("run-1", 0), layout).ok(), "Join");
   app::DaemonConfig config;
@@ -571,7 +571,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t len = static_cast<size_t>(in.Le(2));
     RunOne(selector, in.Take(len), node->get(), &admin, &facts);
   }
-  CheckCommits(facts, (*node)->coordinator());
+  CheckCommits(facts, (*node)->gossip_commit());
   node->reset();
   f.Restore();
   return 0;

@@ -13,7 +13,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const local::JobLayout kOne{1, 1, 1, 0};
+const JobLayout kOne{1, 1, 1, 0};
 const store::RankKey kRank{"job", 0, 0, 0};
 
 void CompleteStep(TestNode& n, int64_t step) {
@@ -48,7 +48,7 @@ v1::JobCommitState State(uint64_t generation, std::optional<int64_t> base,
 TEST_CASE("a higher generation replaces the commit state and rolls the store back", "[peer]") {
   reft::testing::TempDir d("reft-peer");
   TestNode n("g0", d.path(), {});
-  auto* co = n.peer->coordinator();
+  auto* co = n.peer->gossip_commit();
   REQUIRE(co->Join(kRank, kOne).ok());
   CompleteStep(n, 1);
   CompleteStep(n, 2);
@@ -107,7 +107,7 @@ TEST_CASE("StartGeneration is compare-and-set and SyncNow spreads it to every me
                b.peer->membership().LiveMembers().size() == 1;
       },
       3s));
-  const local::JobLayout two{2, 1, 1, 0};
+  const JobLayout two{2, 1, 1, 0};
   const store::RankKey r0{"job", 0, 0, 0}, r1{"job", 0, 0, 1};
   REQUIRE(a.peer->coordinator()->Join(r0, two).ok());
   REQUIRE(b.peer->coordinator()->Join(r1, two).ok());

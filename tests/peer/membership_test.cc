@@ -118,7 +118,7 @@ TEST_CASE("membership converges from one seed, and a dropped link is detected", 
   Cluster c(3);
   REQUIRE(peer::test::Eventually([&] { return c.Converged(2); }, 3s));
   std::atomic<int> dead_events{0};
-  c.nodes[0]->peer->membership().AddListener([&](const MemberInfo& m, MemberState) {
+  c.nodes[0]->peer->swim()->AddListener([&](const MemberInfo& m, MemberState) {
     if (m.node_id == "n2" && m.state == MemberState::kDead) ++dead_events;
   });
   auto t0 = std::chrono::steady_clock::now();
@@ -227,7 +227,7 @@ TEST_CASE("a node declared dead that comes back with its old epoch is fenced", "
                                          std::vector<std::string>{c.nodes[0]->address,
                                                                   c.nodes[1]->address},
                                          old_epoch);
-  REQUIRE(peer::test::Eventually([&] { return back->peer->membership().IsFenced(); }, 3s));
+  REQUIRE(peer::test::Eventually([&] { return back->peer->swim()->IsFenced(); }, 3s));
   CHECK(back->peer->membership().epoch() != old_epoch);
   REQUIRE(peer::test::Eventually([&] { return StateOf(*c.nodes[0], "n2") == MemberState::kAlive &&
                                   StateOf(*c.nodes[1], "n2") == MemberState::kAlive; }, 3s));
@@ -235,6 +235,6 @@ TEST_CASE("a node declared dead that comes back with its old epoch is fenced", "
   auto stale = c.nodes[0]->peer->client().GetManifest(back->address, "");
   CHECK(stale.status().code() == StatusCode::kProtocol);
   CHECK_THAT(stale.status().message(), Catch::Contains("stale"));
-  back->peer->membership().ClearFence();
+  back->peer->swim()->ClearFence();
   CHECK(c.nodes[0]->peer->client().GetManifest(back->address, "").ok());
 }

@@ -20,7 +20,8 @@ PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> see
 
 TestNode::TestNode(const std::string& id, const std::string& shm_dir,
                    std::vector<std::string> seeds, uint64_t epoch, uint64_t chunk_size,
-                   uint64_t bandwidth, const std::function<void(PeerOptions*)>& tweak)
+                   uint64_t bandwidth, const std::function<void(PeerOptions*)>& tweak,
+                   const ControlPlaneFactory& control_plane)
     : node_id(id) {
   store::StoreOptions so;
   so.shm_dir = shm_dir;
@@ -33,7 +34,7 @@ TestNode::TestNode(const std::string& id, const std::string& shm_dir,
   o.epoch = epoch;
   o.peer_stream_bandwidth = bandwidth;
   if (tweak) tweak(&o);
-  auto p = PeerNode::Create(o, store.get());
+  auto p = PeerNode::Create(o, store.get(), nullptr, control_plane);
   if (!p.ok()) throw std::runtime_error(p.status().ToString());
   peer = std::move(*p);
   grpc::ServerBuilder b;

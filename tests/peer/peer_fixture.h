@@ -22,9 +22,11 @@ PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> see
 struct TestNode {
   /// Opens the store in `dir` (created by the caller, so a restart can reuse it).
   /// `tweak` (optional) adjusts the node's PeerOptions after FastOptions().
+  /// `control_plane` (optional): etcd instead of gossip (see reft/coord/etcd_control_plane.h).
   TestNode(const std::string& node_id, const std::string& shm_dir, std::vector<std::string> seeds,
            uint64_t epoch = 0, uint64_t chunk_size = 64 << 10, uint64_t bandwidth = 0,
-           const std::function<void(PeerOptions*)>& tweak = nullptr);
+           const std::function<void(PeerOptions*)>& tweak = nullptr,
+           const ControlPlaneFactory& control_plane = nullptr);
   ~TestNode();
   /// Stops the server at once (a link drop as seen by the peers) and the node's threads.
   void Kill();

@@ -1,5 +1,5 @@
 """Several reftd on loopback: membership, and a step committed only when every rank of the
-job, on every node, completed it (DESIGN.md §2, two-phase commit)."""
+job, on every node, completed it (docs/data-paths.md "Commit", two-phase)."""
 import time
 
 from reft_cluster import LocalCluster

@@ -1,6 +1,8 @@
 """A dropped link, with every reftd in its own network namespace joined by veth pairs to a
-bridge (DESIGN.md §5 "peer hangs or link drops": detected within the heartbeat timeout, no
-restore hangs). Skipped where network namespaces cannot be created (not root, no iproute2)."""
+bridge (docs/failure-model.md "a peer hangs or a link drops": detected within the heartbeat timeout or the etcd lease
+TTL, no restore hangs), under both control planes: the gossip one (SWIM probes) and etcd
+(listening on the bridge's address in the root namespace; the cut node loses it too, so its
+lease expires). Skipped where network namespaces cannot be created (not root, no iproute2)."""
 import os
 import subprocess
 import time
@@ -15,6 +17,10 @@ CONFIG = """
 probe_interval_ms = 100
 probe_timeout_ms = 80
 suspicion_timeout_ms = 600
+
+[etcd]
+lease_ttl_s = 2
+request_timeout_ms = 1000
 
 [restore]
 piece_size = "64K"
@@ -34,6 +40,8 @@ def sh(*args, check=True):
 
 class Netns:
     """RANKS namespaces on a bridge 10.77.0.0/24 (root side 10.77.0.254)."""
+
+    root = "10.77.0.254"  # the bridge's address: etcd listens here
 
     def __init__(self):
         tag = str(os.getpid() % 100000)
@@ -74,9 +82,10 @@ class Netns:
 
 
 
-def test_a_dropped_link_is_detected_and_restore_goes_around_it():
+@pytest.mark.parametrize("etcd", [0, 1], ids=["gossip", "etcd"])
+def test_a_dropped_link_is_detected_and_restore_goes_around_it(etcd):
     with Netns() as net:
-        cluster = LocalCluster(nodes=0, config=CONFIG)
+        cluster = LocalCluster(nodes=0, config=CONFIG, etcd=etcd, etcd_host=net.root)
         nodes = [cluster.add_node(f"node{i}", start=False, host=net.hosts[i], netns=net.ns[i])
                  for i in range(RANKS)]
         with cluster:
@@ -90,7 +99,8 @@ def test_a_dropped_link_is_detected_and_restore_goes_around_it():
 
             dropped = time.time()
             net.drop(2)
-            # Detected by the SWIM probes within the suspicion timeout plus a few periods.
+            # Detected by the SWIM probes within the suspicion timeout plus a few periods, or by
+            # etcd when node2's lease (2 s) expires.
             while nodes[0].member_state("node2") != "dead":
                 assert time.time() - dropped < 10, "link drop not detected"
                 time.sleep(0.05)
@@ -105,7 +115,8 @@ def test_a_dropped_link_is_detected_and_restore_goes_around_it():
             assert ev == ["restored", str(STEPS - 1), "ok"], ev
             assert t.finish() == 0
 
-            # The link comes back: node2 refutes its death with a new epoch and rejoins.
+            # The link comes back: node2 rejoins with a new epoch (it refutes its death, or
+            # registers again under a new lease).
             net.restore(2)
             deadline = time.time() + 20
             while nodes[0].member_state("node2") != "alive":

@@ -67,6 +67,13 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   loaded.persist_bandwidth = 1;
   loaded.persist_read_bandwidth = 1;
   loaded.persist_keep = 99;
+  loaded.restore_agreement_timeout_ms = 1;
+  loaded.etcd_endpoints = {"x"};
+  loaded.etcd_lease_ttl_s = 99;
+  loaded.etcd_request_timeout_ms = 1;
+  loaded.etcd_tls_ca = "x";
+  loaded.etcd_tls_cert = "x";
+  loaded.etcd_tls_key = "x";
   auto st = reft::app::LoadConfigFile(REFT_EXAMPLE_CONFIG, &loaded);
   INFO(st.message());
   REQUIRE(st.ok());
@@ -114,6 +121,13 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   CHECK(loaded.persist_bandwidth == d.persist_bandwidth);
   CHECK(loaded.persist_read_bandwidth == d.persist_read_bandwidth);
   CHECK(loaded.persist_keep == d.persist_keep);
+  CHECK(loaded.restore_agreement_timeout_ms == d.restore_agreement_timeout_ms);
+  CHECK(loaded.etcd_endpoints == d.etcd_endpoints);
+  CHECK(loaded.etcd_lease_ttl_s == d.etcd_lease_ttl_s);
+  CHECK(loaded.etcd_request_timeout_ms == d.etcd_request_timeout_ms);
+  CHECK(loaded.etcd_tls_ca == d.etcd_tls_ca);
+  CHECK(loaded.etcd_tls_cert == d.etcd_tls_cert);
+  CHECK(loaded.etcd_tls_key == d.etcd_tls_key);
 
   loaded.node_id = "example-node";  // default is the hostname, filled in by ParseDaemonArgs
   auto valid = reft::app::ValidateConfig(loaded);

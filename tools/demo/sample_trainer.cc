@@ -150,7 +150,9 @@ int main(int argc, char** argv) {
     }
     if (sleep_us) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
   }
-  (void)(*client)->Fence();
+  if (reft::Status fenced = (*client)->Fence(); !fenced.ok()) {
+    std::fprintf(stderr, "fence: %s\n", fenced.ToString().c_str());
+  }
   auto last = start + steps - 1;
   auto committed = (*client)->WaitCommitted(last, std::chrono::milliseconds(30000));
   if (committed.ok() && *committed) std::printf("committed %lld\n", static_cast<long long>(last));

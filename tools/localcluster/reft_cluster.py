@@ -2,8 +2,9 @@
 
 Used by the demo (tools/demo.sh), the system tests (tests/system) and benchmarks. Every
 daemon gets its own shm dir, socket, persist dir and a free TCP port; everything lives under
-one temporary root that is removed on close(). Nothing here fakes a component: the daemons
-are the real binaries, killed with real signals.
+one temporary root that is removed on close(). The control plane is a real etcd on loopback
+(one member, or three with etcd=3; etcd=0 runs the daemons' own gossip instead). Nothing here
+fakes a component: the daemons are the real binaries, killed with real signals.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import List, Optional
+
+from etcd_server import EtcdCluster
 
 
 def free_port() -> int:
@@ -74,6 +77,8 @@ class Node:
              "--persist-dir", self.persist_dir, "--log-level", self.cluster.log_level]
         if peers:
             a += ["--peers", peers]
+        if self.cluster.etcd is not None:
+            a += ["--etcd", self.cluster.etcd.endpoints]
         if self.cluster.config_path:
             a += ["--config", self.cluster.config_path]
         return a + self.extra_args
@@ -132,11 +137,12 @@ class Node:
         return self.proc.returncode
 
     def member_state(self, node_id: str) -> Optional[str]:
-        """How this daemon sees `node_id`: "alive", "suspect", "dead", or None if unknown."""
+        """How this daemon sees `node_id`: "alive", "suspect", "dead", or None if unknown.
+        With etcd a node is registered (alive) or not (dead: its lease expired)."""
         for n in self.ctl("nodes", "list", json_output=True)["nodes"]:
             if n["node_id"] == node_id:
                 return n["state"]
-        return None
+        return "dead" if self.cluster.etcd is not None else None
 
     def wait_member_state(self, node_id: str, state: str, timeout: float = 30.0) -> float:
         """Polls until this daemon sees `node_id` in `state`; returns the seconds it took."""
@@ -172,8 +178,12 @@ class LocalCluster:
 
     def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
                  log_level: str = "info", extra_args: Optional[List[str]] = None,
-                 keep: bool = False, config: Optional[str] = None):
-        """`config`: TOML text every daemon reads with --config (flags still override it)."""
+                 keep: bool = False, config: Optional[str] = None, etcd: int = 1,
+                 etcd_host: str = "127.0.0.1"):
+        """`config`: TOML text every daemon reads with --config (flags still override it).
+        `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip);
+        `etcd_host`: the address they listen on (a bridge address when daemons run in network
+        namespaces)."""
         self.build_dir = build_dir or find_build_dir()
         self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
         self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
@@ -194,6 +204,9 @@ class LocalCluster:
             with open(self.config_path, "w") as f:
                 f.write(config)
         self.env = dict(os.environ)
+        self.etcd: Optional[EtcdCluster] = (
+            EtcdCluster(os.path.join(self.root, "etcd"), etcd, host=etcd_host) if etcd > 0
+            else None)
         self.nodes: List[Node] = []
         for i in range(nodes):
             self.nodes.append(Node(self, f"node{i}", free_port(),
@@ -211,6 +224,8 @@ class LocalCluster:
         return node
 
     def start(self) -> "LocalCluster":
+        if self.etcd is not None:
+            self.etcd.start()
         for n in self.nodes:
             n.start(wait=False)
         for n in self.nodes:
@@ -223,6 +238,8 @@ class LocalCluster:
                 n.stop()
             except Exception:  # noqa: BLE001 - best effort teardown
                 n.kill()
+        if self.etcd is not None:
+            self.etcd.close()
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
             shutil.rmtree(self.shm_root, ignore_errors=True)

@@ -99,9 +99,9 @@ bool ValidHostPort(const std::string& addr) {
 }
 
 Status ApplyTopLevel(const toml::table& root, DaemonConfig* c) {
-  static const std::set<std::string> kSections = {"store", "local", "emulated", "admin", "peer",
-                                                   "restore", "persist",
-                                                  "security"};
+  static const std::set<std::string> kSections = {"store",   "local",   "emulated", "admin",
+                                                  "peer",    "restore", "persist",  "security",
+                                                  "etcd"};
   for (const auto& [k, node] : root) {
     const std::string key(k.str());
     if (kSections.count(key)) {
@@ -169,6 +169,9 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "restore.timeout_ms") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 100, 86400000, &v));
       c->restore_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "restore.agreement_timeout_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 86400000, &v));
+      c->restore_agreement_timeout_ms = static_cast<uint32_t>(v);
     } else if (key == "restore.rebuild_on_restore") {
       REFT_RETURN_NOT_OK(ReadBool(node, key, &c->rebuild_on_restore));
     } else if (key == "persist.every_steps") {
@@ -203,6 +206,20 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->peer_bandwidth));
     } else if (key == "peer.link_bandwidth") {
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->link_bandwidth));
+    } else if (key == "etcd.endpoints") {
+      REFT_RETURN_NOT_OK(ReadStringList(node, key, &c->etcd_endpoints));
+    } else if (key == "etcd.lease_ttl_s") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 3600, &v));
+      c->etcd_lease_ttl_s = static_cast<uint32_t>(v);
+    } else if (key == "etcd.request_timeout_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 10, 600000, &v));
+      c->etcd_request_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "etcd.tls_ca") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->etcd_tls_ca));
+    } else if (key == "etcd.tls_cert") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->etcd_tls_cert));
+    } else if (key == "etcd.tls_key") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->etcd_tls_key));
     } else if (key == "security.tls_cert") {
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.tls_cert));
     } else if (key == "security.tls_key") {
@@ -234,8 +251,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
     return Status::InvalidArgument(msg.str());
   }
   REFT_RETURN_NOT_OK(ApplyTopLevel(root, config));
-  for (const char* section :
-       {"store", "local", "emulated", "admin", "peer", "security", "restore", "persist"}) {
+  for (const char* section : {"store", "local", "emulated", "admin", "peer", "security", "restore",
+                              "persist", "etcd"}) {
     REFT_RETURN_NOT_OK(ApplySection(root, section, config));
   }
   return Status::OK();
@@ -255,6 +272,14 @@ Status ValidateConfig(const DaemonConfig& c) {
   }
   if (!c.metrics_listen.empty() && !ValidHostPort(c.metrics_listen)) {
     return KeyError("metrics_listen", "expected HOST:PORT, got '" + c.metrics_listen + "'");
+  }
+  for (const auto& e : c.etcd_endpoints) {
+    if (!ValidHostPort(e)) return KeyError("etcd.endpoints", "expected HOST:PORT, got '" + e + "'");
+  }
+  const bool etcd_tls = !c.etcd_tls_ca.empty() || !c.etcd_tls_cert.empty() || !c.etcd_tls_key.empty();
+  if (etcd_tls && (c.etcd_tls_ca.empty() || c.etcd_tls_cert.empty() || c.etcd_tls_key.empty())) {
+    return KeyError("etcd.tls_ca", "etcd.tls_ca, etcd.tls_cert and etcd.tls_key go together "
+                                   "(etcd client TLS with a client certificate)");
   }
   for (const auto& p : c.peers) {
     if (!ValidHostPort(p)) return KeyError("peers", "expected HOST:PORT, got '" + p + "'");
@@ -304,7 +329,7 @@ Result<DaemonConfig> ParseDaemonArgs(int argc, const char* const* argv) {
   CLI::App app{"reftd: per-node checkpoint agent (keeps training state in host memory)"};
   app.set_version_flag("--version", std::string("reftd ") + REFT_VERSION);
   std::string config_path, node_id, listen, socket, shm_dir, persist_dir, peers, memory_limit,
-      log_level, metrics_listen;
+      log_level, metrics_listen, etcd;
   app.add_option("--config", config_path, "TOML configuration file")->check(CLI::ExistingFile);
   app.add_option("--node-id", node_id, "node identity (default: hostname)");
   app.add_option("--listen", listen, "gRPC address HOST:PORT for peers and admin");
@@ -312,6 +337,7 @@ Result<DaemonConfig> ParseDaemonArgs(int argc, const char* const* argv) {
   app.add_option("--shm-dir", shm_dir, "directory for snapshot segments (tmpfs)");
   app.add_option("--persist-dir", persist_dir, "persistent tier directory");
   app.add_option("--peers", peers, "comma-separated seed peers HOST:PORT,...");
+  app.add_option("--etcd", etcd, "comma-separated etcd endpoints HOST:PORT,... (control plane)");
   app.add_option("--memory-limit", memory_limit, "snapshot memory limit (bytes, K/M/G suffixes)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   app.add_option("--metrics-listen", metrics_listen, "Prometheus endpoint HOST:PORT (off when empty)");
@@ -334,13 +360,15 @@ Result<DaemonConfig> ParseDaemonArgs(int argc, const char* const* argv) {
   if (!socket.empty()) config.socket = socket;
   if (!shm_dir.empty()) config.shm_dir = shm_dir;
   if (!persist_dir.empty()) config.persist_dir = persist_dir;
-  if (!peers.empty()) {
-    config.peers.clear();
-    std::stringstream ss(peers);
+  auto split = [](const std::string& csv, std::vector<std::string>* out) {
+    out->clear();
+    std::stringstream ss(csv);
     for (std::string p; std::getline(ss, p, ',');) {
-      if (!p.empty()) config.peers.push_back(p);
+      if (!p.empty()) out->push_back(p);
     }
-  }
+  };
+  if (!peers.empty()) split(peers, &config.peers);
+  if (!etcd.empty()) split(etcd, &config.etcd_endpoints);
   if (!memory_limit.empty()) {
     auto parsed = ParseByteSize(memory_limit);
     if (!parsed.ok()) return Status::InvalidArgument("--memory-limit: " + parsed.status().message());

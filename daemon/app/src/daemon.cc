@@ -16,6 +16,7 @@
 #include "reft/app/admin_service.h"
 #include "metered_commit_coordinator.h"
 #include "reft/app/notify.h"
+#include "reft/coord/etcd_control_plane.h"
 #include "reft/kernels/emulated.h"
 #include "reft/local/commit_coordinator.h"
 #include "reft/local/local_server.h"
@@ -152,6 +153,16 @@ Status PrepareSocketPath(const std::string& path) {
   return Status::OK();
 }
 
+// Client credentials towards etcd: mutual TLS when configured, plain text otherwise.
+Result<std::shared_ptr<grpc::ChannelCredentials>> MakeEtcdCredentials(const DaemonConfig& c) {
+  if (c.etcd_tls_ca.empty()) return std::shared_ptr<grpc::ChannelCredentials>();
+  security::SecurityOptions so;
+  so.tls_ca = c.etcd_tls_ca;
+  so.tls_cert = c.etcd_tls_cert;
+  so.tls_key = c.etcd_tls_key;
+  return security::MakeChannelCredentials(so);
+}
+
 local::LocalServerOptions MakeLocalOptions(const DaemonConfig& c) {
   local::LocalServerOptions o;
   o.socket_path = c.socket;
@@ -219,7 +230,7 @@ Result<size_t> Daemon::Impl::OpenStore() {
   return report.adopted.size();
 }
 
-// Membership, manifests, shard streaming and the job-wide commit (DESIGN.md §3 Commit). Every
+// Membership, manifests, shard streaming and the job-wide commit (docs/data-paths.md "Commit"). Every
 // daemon runs it, also alone: a job whose ranks are all local simply commits without peers.
 Status Daemon::Impl::CreatePeer() {
   const DaemonConfig& c = config;
@@ -235,10 +246,24 @@ Status Daemon::Impl::CreatePeer() {
   po.link_bandwidth = c.link_bandwidth;
   po.max_message_bytes = static_cast<int>(c.max_grpc_message_bytes);
   REFT_ASSIGN_OR_RETURN(auto credentials, security::MakeChannelCredentials(c.security));
-  REFT_ASSIGN_OR_RETURN(peer, peer::PeerNode::Create(po, store.get(), credentials));
+  peer::ControlPlaneFactory control_plane;
+  if (!c.etcd_endpoints.empty()) {
+    coord::EtcdControlPlaneOptions eo;
+    eo.etcd.endpoints = c.etcd_endpoints;
+    eo.etcd.request_timeout = std::chrono::milliseconds(c.etcd_request_timeout_ms);
+    REFT_ASSIGN_OR_RETURN(eo.etcd.credentials, MakeEtcdCredentials(c));
+    eo.lease_ttl = std::chrono::seconds(c.etcd_lease_ttl_s);
+    REFT_ASSIGN_OR_RETURN(control_plane, coord::MakeEtcdControlPlane(eo));
+  } else if (!c.peers.empty()) {
+    spdlog::warn("no etcd configured: the {} peer(s) agree by gossip, which has no consensus "
+                 "(restores may disagree under a partition or right after a node starts); "
+                 "configure [etcd] endpoints for a multi-node cluster",
+                 c.peers.size());
+  }
+  REFT_ASSIGN_OR_RETURN(peer, peer::PeerNode::Create(po, store.get(), credentials, control_plane));
   coordinator = std::make_unique<MeteredCommitCoordinator>(peer->CoordinatorHandle(), store.get(),
                                                            metrics.get());
-  peer::Membership* membership = &peer->membership();
+  peer::NodeDirectory* membership = &peer->membership();
   observability::Metrics* m = metrics.get();
   membership->AddListener([membership, m](const peer::MemberInfo& info, peer::MemberState) {
     if (info.self) {
@@ -272,6 +297,7 @@ void Daemon::Impl::CreateRecovery() {
   o.piece_timeout = std::chrono::milliseconds(c.restore_piece_timeout_ms);
   o.restore_timeout = std::chrono::milliseconds(c.restore_timeout_ms);
   o.rebuild_on_restore = c.rebuild_on_restore;
+  o.agreement_timeout = std::chrono::milliseconds(c.restore_agreement_timeout_ms);
   o.encode_threads = c.checksum_threads;
   restore = std::make_unique<recovery::ReftLoad>(store.get(), peer.get(), o);
   copier = std::make_unique<recovery::PublishedCopier>(store.get(), peer.get(), o);
@@ -280,11 +306,14 @@ void Daemon::Impl::CreateRecovery() {
                            const recovery::RestoreStats& stats) {
     if (st.ok()) {
       auto secs = [](std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); };
-      spdlog::info("{}: {} [locate {:.3f}s, fetch {:.3f}s, decode {:.3f}s, deliver {:.3f}s, "
-                   "rebuild {:.3f}s; {} from peers, {} local]",
-                   operation, stats.detail, secs(stats.locate), secs(stats.fetch),
-                   secs(stats.decode), secs(stats.deliver), secs(stats.rebuild),
+      spdlog::info("{}: {} [agreement {:.3f}s, locate {:.3f}s, fetch {:.3f}s, decode {:.3f}s, "
+                   "deliver {:.3f}s, rebuild {:.3f}s; {} from peers, {} local]",
+                   operation, stats.detail, secs(stats.agreement), secs(stats.locate),
+                   secs(stats.fetch), secs(stats.decode), secs(stats.deliver), secs(stats.rebuild),
                    FormatBytes(stats.bytes_peer), FormatBytes(stats.bytes_local));
+      if (!stats.agreement_detail.empty()) {
+        spdlog::info("{} agreement: {}", operation, stats.agreement_detail);
+      }
       RecordRecovery(m, operation, stats);
     } else {
       spdlog::error("{} failed: {}", operation, st.ToString());

@@ -1,5 +1,5 @@
 /// \file generation_file.cc
-#include "generation_file.h"
+#include "reft/peer/generation_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -4,7 +4,7 @@
 #include <future>
 #include <set>
 
-#include "grpc_status.h"
+#include "fencing.h"
 
 namespace reft::peer {
 
@@ -39,15 +39,6 @@ bool Supersedes(const MemberInfo& a, const MemberInfo& b) {
 
 }  // namespace
 
-const char* MemberStateName(MemberState s) {
-  switch (s) {
-    case MemberState::kAlive: return "alive";
-    case MemberState::kSuspect: return "suspect";
-    case MemberState::kDead: return "dead";
-  }
-  return "unknown";
-}
-
 Membership::Membership(PeerOptions options, PeerClient* client)
     : options_(std::move(options)), client_(client), rng_(std::random_device{}()) {
   self_.node_id = options_.node_id;
@@ -65,11 +56,12 @@ void Membership::SetAdvertiseAddress(const std::string& address) {
   options_.advertise_address = address;
 }
 
-void Membership::Start() {
+Status Membership::Start() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (running_) return;
+  if (running_) return Status::OK();
   running_ = true;
   thread_ = std::thread([this] { Run(); });
+  return Status::OK();
 }
 
 void Membership::Stop() {

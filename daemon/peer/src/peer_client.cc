@@ -1,15 +1,16 @@
 #include "reft/peer/peer_client.h"
 
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/sync_stream.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include <grpcpp/impl/rpc_method.h>
-#include <grpcpp/support/sync_stream.h>
-
-#include "grpc_status.h"
+#include "fencing.h"
 #include "reft/checksum.h"
 #include "reft/peer/rank_id.h"
+#include "reft/proto/grpc_status.h"
 
 namespace reft::peer {
 
@@ -27,12 +28,12 @@ PeerClient::PeerClient(PeerOptions options, std::function<v1::Caller()> caller,
       credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()) {}
 
 void PeerClient::SetFencedHandler(std::function<void(const std::string&)> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   on_fenced_ = std::move(handler);
 }
 
 std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto& c = conns_[address];
   if (!c) {
     grpc::ChannelArguments args;
@@ -56,24 +57,25 @@ std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
 }
 
 void PeerClient::Forget(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   conns_.erase(address);
 }
 
 v1::Caller PeerClient::Stamp() { return caller_(); }
 
-Status PeerClient::Check(const grpc::Status& s, const std::string& what) {
+Status PeerClient::Check(const grpc::Status& s, const std::string& what,
+                         const grpc::ClientContext& ctx) {
   if (s.ok()) return Status::OK();
   if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
       s.error_message().rfind(kFencedPrefix, 0) == 0) {
     std::function<void(const std::string&)> h;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       h = on_fenced_;
     }
     if (h) h(s.error_message());
   }
-  return FromGrpc(s, what);
+  return proto::FromGrpc(s, what, &ctx);
 }
 
 Result<v1::HelloResponse> PeerClient::Hello(const std::string& address) {
@@ -82,7 +84,7 @@ Result<v1::HelloResponse> PeerClient::Hello(const std::string& address) {
   v1::HelloResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(options_.rpc_deadline));
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Hello(&ctx, req, &resp), "Hello " + address));
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Hello(&ctx, req, &resp), "Hello " + address, ctx));
   return resp;
 }
 
@@ -92,7 +94,7 @@ Result<v1::PingResponse> PeerClient::Ping(const std::string& address, v1::PingRe
   v1::PingResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout));
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Ping(&ctx, req, &resp), "Ping " + address));
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Ping(&ctx, req, &resp), "Ping " + address, ctx));
   return resp;
 }
 
@@ -103,7 +105,8 @@ Result<v1::PingReqResponse> PeerClient::PingReq(const std::string& address,
   v1::PingReqResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout));
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->PingReq(&ctx, req, &resp), "PingReq " + address));
+  REFT_RETURN_NOT_OK(
+      Check(Get(address)->stub->PingReq(&ctx, req, &resp), "PingReq " + address, ctx));
   return resp;
 }
 
@@ -115,8 +118,8 @@ Result<v1::ReportCompleteResponse> PeerClient::ReportComplete(const std::string&
   v1::ReportCompleteResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(options_.rpc_deadline));
-  REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->ReportComplete(&ctx, req, &resp), "ReportComplete " + address));
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->ReportComplete(&ctx, req, &resp),
+                           "ReportComplete " + address, ctx));
   return resp;
 }
 
@@ -128,7 +131,7 @@ Result<v1::ExchangeCommitStateResponse> PeerClient::ExchangeCommitState(
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout.count() > 0 ? timeout : options_.rpc_deadline));
   REFT_RETURN_NOT_OK(Check(Get(address)->stub->ExchangeCommitState(&ctx, req, &resp),
-                           "ExchangeCommitState " + address));
+                           "ExchangeCommitState " + address, ctx));
   return resp;
 }
 
@@ -142,7 +145,7 @@ Result<v1::GetManifestResponse> PeerClient::GetManifest(const std::string& addre
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout.count() > 0 ? timeout : options_.rpc_deadline));
   REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->GetManifest(&ctx, req, &resp), "GetManifest " + address));
+      Check(Get(address)->stub->GetManifest(&ctx, req, &resp), "GetManifest " + address, ctx));
   return resp;
 }
 
@@ -157,7 +160,7 @@ Result<v1::PersistStepResponse> PeerClient::PersistStep(const std::string& addre
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout));
   REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->PersistStep(&ctx, req, &resp), "PersistStep " + address));
+      Check(Get(address)->stub->PersistStep(&ctx, req, &resp), "PersistStep " + address, ctx));
   return resp;
 }
 
@@ -330,10 +333,11 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   }
   if (!failure.ok()) {
     ctx.TryCancel();
+    // The call now ends CANCELLED, by our own doing: `failure` is what went wrong.
     (void)reader->Finish();
     return failure;
   }
-  REFT_RETURN_NOT_OK(Check(reader->Finish(), what));
+  REFT_RETURN_NOT_OK(Check(reader->Finish(), what, ctx));
   if (expect - offset != dst_size) {
     return Status::Protocol(what + ": stream ended after " + std::to_string(expect - offset) +
                             " of " + std::to_string(dst_size) + " bytes");

@@ -4,7 +4,8 @@ namespace reft::peer {
 
 Result<std::unique_ptr<PeerNode>> PeerNode::Create(
     PeerOptions options, store::SnapshotStore* store,
-    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    std::shared_ptr<grpc::ChannelCredentials> credentials,
+    const ControlPlaneFactory& control_plane) {
   PeerOptions check = options;
   if (check.advertise_address.empty()) check.advertise_address = "pending:0";
   std::string bad = PeerOptionsCheck::Validate(check);
@@ -14,12 +15,25 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
   n->options_ = options;
   PeerNode* raw = n.get();
   n->client_ = std::make_unique<PeerClient>(
-      options, [raw] { return raw->membership_->SelfCaller(); }, std::move(credentials));
-  n->membership_ = std::make_unique<Membership>(options, n->client_.get());
-  n->coordinator_ = std::make_unique<DistributedCommitCoordinator>(
-      store, n->membership_.get(), n->client_.get(), options.anti_entropy_interval);
-  n->service_ = std::make_unique<PeerService>(options, store, n->membership_.get(),
-                                              n->coordinator_.get());
+      options, [raw] { return raw->nodes_->SelfCaller(); }, std::move(credentials));
+  PeerService::Gossip gossip;
+  if (control_plane) {
+    REFT_ASSIGN_OR_RETURN(ControlPlane cp, control_plane(options, store, n->client_.get()));
+    if (!cp.nodes || !cp.jobs) return Status::Internal("control plane factory returned nothing");
+    n->nodes_ = std::move(cp.nodes);
+    n->jobs_ = std::move(cp.jobs);
+  } else {
+    auto swim = std::make_unique<Membership>(options, n->client_.get());
+    auto commit = std::make_unique<DistributedCommitCoordinator>(
+        store, swim.get(), n->client_.get(), options.anti_entropy_interval);
+    gossip = {swim.get(), commit.get()};
+    n->swim_ = swim.get();
+    n->gossip_commit_ = commit.get();
+    n->nodes_ = std::move(swim);
+    n->jobs_ = std::move(commit);
+  }
+  n->service_ = std::make_unique<PeerService>(options, store, n->nodes_.get(), n->jobs_.get(),
+                                              gossip);
   return n;
 }
 
@@ -31,7 +45,7 @@ namespace {
 class ForwardingCoordinator final : public local::CommitCoordinator {
  public:
   explicit ForwardingCoordinator(local::CommitCoordinator* inner) : inner_(inner) {}
-  Status Join(const store::RankKey& r, const local::JobLayout& l) override {
+  Status Join(const store::RankKey& r, const JobLayout& l) override {
     return inner_->Join(r, l);
   }
   void Leave(const store::RankKey& r) override { inner_->Leave(r); }
@@ -52,29 +66,28 @@ class ForwardingCoordinator final : public local::CommitCoordinator {
 }  // namespace
 
 std::unique_ptr<local::CommitCoordinator> PeerNode::CoordinatorHandle() {
-  return std::make_unique<ForwardingCoordinator>(coordinator_.get());
+  return std::make_unique<ForwardingCoordinator>(jobs_.get());
 }
 
 Status PeerNode::Start(const std::string& advertise_address) {
   if (!advertise_address.empty()) {
     options_.advertise_address = advertise_address;
-    membership_->SetAdvertiseAddress(advertise_address);
+    nodes_->SetAdvertiseAddress(advertise_address);
   }
   if (options_.advertise_address.empty()) {
     return Status::InvalidArgument("peer.advertise_address must not be empty");
   }
-  membership_->Start();
-  coordinator_->Start();
-  return Status::OK();
+  REFT_RETURN_NOT_OK(nodes_->Start());
+  return jobs_->Start();
 }
 
 void PeerNode::Stop() {
-  if (coordinator_) coordinator_->Stop();
-  if (membership_) membership_->Stop();
+  if (jobs_) jobs_->Stop();
+  if (nodes_) nodes_->Stop();
 }
 
 Result<std::string> PeerNode::AddressOf(const std::string& node_id) const {
-  auto m = membership_->Find(node_id);
+  auto m = nodes_->Find(node_id);
   if (!m) return Status::NotFound("node '" + node_id + "' is not a known member");
   if (m->state == MemberState::kDead) {
     return Status::Unavailable("node '" + node_id + "' was declared dead");

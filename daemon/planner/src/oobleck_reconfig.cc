@@ -1,8 +1,8 @@
-// Oobleck dynamic reconfiguration (paper §5, Appendix B) with the choices the paper leaves open:
-// lend from the pipeline with the largest surplus; merge with the smallest pipeline; when the
-// result still breaks the layout rules, re-instantiate all live nodes with the instantiation of
-// the highest estimated throughput; joins (no algorithm in the paper) form new pipelines or grow
-// the smallest ones.
+// Oobleck dynamic reconfiguration (paper §5, Appendix B) with the choices of docs/planner.md that
+// the paper leaves open: lend from the pipeline with the largest surplus; merge with the smallest
+// pipeline; when the result still breaks the layout rules, re-instantiate all live nodes with the
+// instantiation of the highest estimated throughput; joins (no algorithm in the paper) form new
+// pipelines or grow the smallest ones.
 #include <algorithm>
 #include <set>
 #include <string>

@@ -1,9 +1,9 @@
 // Oobleck node specification (paper §4.1.1, Appendix A) and GPU–stage mapping (§4.1.2): the paper's
-// divide and conquer, with these corrections: half-open layer ranges [u,k) [k,v) (eqs. 1 and 3
-// start the second half at k+1); a subproblem returns the tuple (T1, slow, k*, T3) and the
-// parent recomputes T2 with its own stage count (T2 is not additive); the slowest stage is the
-// latest of tied stages (ordering.h); a stage whose eq. 14 peak memory exceeds the device is
-// infeasible, which needs the number of stages after the subproblem in the memo key.
+// divide and conquer, with the corrections docs/planner.md lists: half-open layer ranges [u,k)
+// [k,v) (eqs. 1 and 3 start the second half at k+1); a subproblem returns the tuple (T1, slow, k*,
+// T3) and the parent recomputes T2 with its own stage count (T2 is not additive); the slowest
+// stage is the latest of tied stages (ordering.h); a stage whose eq. 14 peak memory exceeds the
+// device is infeasible, which needs the number of stages after the subproblem in the memo key.
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -4,6 +4,7 @@
 #include "reft/recovery/cluster_view.h"
 
 #include <future>
+#include <thread>
 #include <utility>
 
 #include "reft/peer/peer_node.h"
@@ -79,10 +80,20 @@ Result<ClusterView> Locator::Collect(const std::string& job,
   view.job = job;
   view.self = peer_->membership().node_id();
   view.addresses[view.self] = "";
-  // Ask every live member at once; each call ends at its own deadline.
+  // Ask every node of the job at once (etcd: where its slots and trainers are recorded;
+  // gossip: every live member); each call ends at its own deadline. A node the control plane
+  // reports dead is not asked: its memory is gone.
+  auto nodes = peer_->coordinator()->JobNodes(job);
+  if (!nodes.ok()) return nodes.status().WithContext("locating the nodes of job '" + job + "'");
   std::vector<std::pair<peer::MemberInfo, std::future<Result<v1::GetManifestResponse>>>> calls;
-  for (const auto& m : peer_->membership().LiveMembers()) {
-    calls.emplace_back(m, std::async(std::launch::async, [this, m, job, timeout] {
+  for (const auto& id : *nodes) {
+    const auto liveness = peer_->membership().Liveness(id);
+    auto m = peer_->membership().Find(id);
+    if (liveness == peer::NodeLiveness::kDead || !m || m->state == peer::MemberState::kDead) {
+      view.dead.push_back(id);
+      continue;
+    }
+    calls.emplace_back(*m, std::async(std::launch::async, [this, m = *m, job, timeout] {
                          return peer_->client().GetManifest(m.address, job, timeout);
                        }));
   }
@@ -122,6 +133,11 @@ Result<ClusterView> Locator::Collect(const std::string& job,
     auto m = call.get();
     if (!m.ok()) {
       view.unreachable.push_back(member.node_id + ": " + m.status().ToString());
+      if (peer_->membership().Liveness(member.node_id) != peer::NodeLiveness::kDead) {
+        view.waiting.push_back(member.node_id);
+      } else {
+        view.dead.push_back(member.node_id);
+      }
       continue;
     }
     view.addresses[member.node_id] = member.address;
@@ -129,6 +145,32 @@ Result<ClusterView> Locator::Collect(const std::string& job,
   }
   if (view.slots.empty() && !local_error.ok()) return local_error;
   return view;
+}
+
+Result<ClusterView> Locator::CollectSettled(
+    const std::string& job, std::chrono::milliseconds timeout,
+    std::chrono::steady_clock::time_point deadline, Settling* settling,
+    const std::function<void(const std::string&)>& progress) const {
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::milliseconds(20);
+  while (true) {
+    REFT_ASSIGN_OR_RETURN(ClusterView view, Collect(job, timeout));
+    const auto now = std::chrono::steady_clock::now();
+    if (view.waiting.empty() || now >= deadline) {
+      if (settling) settling->waited = now - start;
+      return view;
+    }
+    std::string who;
+    for (const auto& n : view.waiting) who += (who.empty() ? "" : ", ") + n;
+    const std::string line = "waiting for node(s) " + who +
+                             " (alive, not answering yet) before deciding the restore of job '" +
+                             job + "'";
+    if (settling && settling->reason.empty()) settling->reason = line;
+    if (progress) progress(line);
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
 }
 
 }  // namespace reft::recovery

@@ -55,6 +55,8 @@ std::vector<std::string> PublishedCopier::Locate(const store::RankKey& from, int
     if (node.empty() || node == peer_->membership().node_id()) return;
     if (std::find(out.begin(), out.end(), node) == out.end()) out.push_back(node);
   };
+  // Where its trainer is connected now (etcd records it), then every node of the job.
+  if (auto joined = peer_->coordinator()->JoinedNode(from)) add(*joined);
   auto view = locator_.Collect(from.job, std::min(options_.locate_timeout, timeout));
   if (!view.ok()) return out;
   auto j = view->joined.find(from);
@@ -81,7 +83,7 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
   std::vector<std::string> nodes;
   auto next_relocate = start;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = cache_.find(from);
     if (it != cache_.end()) {
       nodes.push_back(it->second);
@@ -112,14 +114,14 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
         fo.timeout = std::min(Remaining(deadline), options_.piece_timeout);
         Status st = peer_->client().FetchRegion(*address, from, step, region, dst, size, 0, fo);
         if (st.ok()) {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           cache_[from] = node;
           return st;
         }
         if (st.code() == StatusCode::kInvalidArgument) return st;
         last = st;
         if (IsNodeFailure(st)) {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           auto it = cache_.find(from);
           if (it != cache_.end() && it->second == node) cache_.erase(it);
           next_relocate = Clock::now();  // the neighbour may have moved: look again

@@ -6,7 +6,9 @@
 #include <map>
 #include <optional>
 
-#include "memfd.h"
+#include <spdlog/spdlog.h>
+
+#include "reft/mapped_memfd.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/fetcher.h"
 #include "reft/recovery/group_assembler.h"
@@ -76,10 +78,43 @@ Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta, Re
   RestoreStats own;
   RestoreStats* st = stats != nullptr ? stats : &own;
   *st = RestoreStats{};
-  auto r =
-      tier_ != nullptr ? RestoreConsistent(meta, st, progress) : RestoreImpl(meta, st, progress);
+  auto r = RestoreConsistent(meta, st, progress);
   if (observer_) observer_("restore", r.status(), *st);
   return r;
+}
+
+Result<ClusterView> ReftLoad::Locate(const std::string& job, Clock::time_point deadline,
+                                     RestoreStats* stats, const ProgressCallback& progress) {
+  Settling settling;
+  const auto until = std::min(deadline, Clock::now() + options_.agreement_timeout);
+  REFT_ASSIGN_OR_RETURN(ClusterView view,
+                        locator_.CollectSettled(job, options_.locate_timeout, until, &settling,
+                                                [&progress](const std::string& line) {
+                                                  spdlog::info("{}", line);
+                                                  if (progress) {
+                                                    progress(Progress{Phase::kLocate, 0, 0, line});
+                                                  }
+                                                }));
+  stats->agreement += settling.waited;
+  if (!settling.reason.empty()) {
+    stats->agreement_detail +=
+        (stats->agreement_detail.empty() ? "" : "; ") + settling.reason + " (waited " +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(settling.waited).count()) +
+        " ms)";
+  }
+  for (const auto& u : view.unreachable) stats->warnings.push_back("manifest unreadable: " + u);
+  return view;
+}
+
+// A step that looks unrecoverable while some holder is alive but silent is not lost: it is
+// undecided, and the answer is to try again later, never to give the bytes up.
+Status ReftLoad::LostOrUndecided(const Status& lost, const ClusterView& view) {
+  if (lost.code() != StatusCode::kLost || view.waiting.empty()) return lost;
+  std::string who;
+  for (const auto& n : view.waiting) who += (who.empty() ? "" : ", ") + n;
+  return Status::Unavailable("node(s) " + who + " of job '" + view.job +
+                             "' are alive but did not answer within the agreement timeout; "
+                             "without them: " + lost.message());
 }
 
 Result<int64_t> ReftLoad::ChooseStep(const std::string& job, RestoreStats* stats) {
@@ -112,8 +147,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   }
   const int64_t step = *step_or;
   stats->step = step;
-  REFT_ASSIGN_OR_RETURN(ClusterView view, locator_.Collect(meta.job, options_.locate_timeout));
-  for (const auto& u : view.unreachable) stats->warnings.push_back("manifest unreadable: " + u);
+  REFT_ASSIGN_OR_RETURN(ClusterView view, Locate(meta.job, deadline, stats, progress));
   const std::string sg = SgName(meta.coord.pp, meta.coord.tp);
   const std::string what = rank.ToString() + " step " + std::to_string(step);
 
@@ -124,12 +158,12 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
                       "' is committed, but no live node holds a slot of " + sg +
                       " at it: all its members are lost";
     if (!view.unreachable.empty()) why += " (unreachable: " + view.unreachable.front() + ")";
-    return Status::Lost(why);
+    return LostOrUndecided(Status::Lost(why), view);
   }
   auto snap = ReadSnapshotMeta(candidates, reader_, deadline);
   if (!snap.ok()) {
     if (snap.status().code() == StatusCode::kTimeout) return snap.status();
-    return Status::Lost(what + ": " + snap.status().message());
+    return LostOrUndecided(Status::Lost(what + ": " + snap.status().message()), view);
   }
   (snap->from->local ? stats->bytes_local : stats->bytes_peer) += snap->region_size;
   (snap->from->local ? stats->bytes_own_local : stats->bytes_own_peer) += snap->region_size;
@@ -159,14 +193,15 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     it.sources = UniqueSources(view, snapshot, step, meta.coord.dp, name);
     unique_items.push_back(std::move(it));
   }
-  REFT_ASSIGN_OR_RETURN(
-      GroupOutcome group,
-      AssembleGroup(view, snapshot, step, mem.data(), &fetcher, &unique_items, stats, deadline));
+  auto assembled =
+      AssembleGroup(view, snapshot, step, mem.data(), &fetcher, &unique_items, stats, deadline);
+  if (!assembled.ok()) return LostOrUndecided(assembled.status(), view);
+  GroupOutcome group = std::move(*assembled);
   std::string detail = what + " from memory: " + DescribeGroup(group);
   std::map<std::string, protect::ConstSpan> unique;
   for (size_t i = 0; i < unique_items.size(); ++i) {
     const FetchItem& it = unique_items[i];
-    if (!it.status.ok()) return UniqueLoss(it);
+    if (!it.status.ok()) return LostOrUndecided(UniqueLoss(it), view);
     unique[g.unique[i]] = {mem.data() + offsets[g.unique[i]], it.size};
     std::string served;
     for (const auto& s : it.served) served += (served.empty() ? "" : ", ") + s;
@@ -180,6 +215,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     if (progress) progress(Progress{Phase::kRebuild, 0, 0, "regenerating the slot of " + what});
     AssembledRank ar{snapshot, g, step, mem.data(), unique, MetaRegionSize(*snap)};
     Status rs = RebuildSlot(store_, view, &fetcher, ar, stats, deadline);
+    if (rs.ok()) rs = peer_->coordinator()->RecordSlot(rank, step);
     if (rs.ok()) {
       detail += "; slot regenerated on this node";
     } else {
@@ -222,8 +258,7 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
   REFT_ASSIGN_OR_RETURN(int64_t step, ChooseStep(job, stats));
   rep.step = step;
   stats->step = step;
-  REFT_ASSIGN_OR_RETURN(ClusterView view, locator_.Collect(job, options_.locate_timeout));
-  for (const auto& u : view.unreachable) stats->warnings.push_back("manifest unreadable: " + u);
+  REFT_ASSIGN_OR_RETURN(ClusterView view, Locate(job, deadline, stats, progress));
   std::vector<const SlotEntry*> all;
   for (const auto& s : view.slots) {
     if (s.step == step) all.push_back(&s);
@@ -233,7 +268,7 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
                             " of job '" + job + "'");
   }
   REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
-  const protect::Layout layout = any.meta.layout;
+  const JobLayout layout = any.meta.layout;
   stats->locate = Clock::now() - start;
   Fetcher fetcher(&reader_, options_, stats, progress);
 
@@ -307,6 +342,7 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
             progress(Progress{Phase::kRebuild, 0, 0, "regenerating " + rr.rank.ToString()});
           }
           rr.status = RebuildSlot(store_, view, &fetcher, ar, stats, deadline);
+          if (rr.status.ok()) rr.status = peer_->coordinator()->RecordSlot(rr.rank, step);
         }
         rep.ranks.push_back(std::move(rr));
       }
@@ -329,8 +365,9 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
     return out;
   }
   out.step = *step;
-  REFT_ASSIGN_OR_RETURN(ClusterView view, locator_.Collect(job, options_.locate_timeout));
+  REFT_ASSIGN_OR_RETURN(ClusterView view, Locate(job, deadline, &scratch, progress));
   out.unreachable = view.unreachable;
+  out.waiting = view.waiting;
   std::vector<const SlotEntry*> all;
   for (const auto& s : view.slots) {
     if (s.step == out.step) all.push_back(&s);
@@ -340,7 +377,7 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
     return out;
   }
   REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
-  const protect::Layout layout = any.meta.layout;
+  const JobLayout layout = any.meta.layout;
   out.recoverable = true;
   const uint64_t groups = static_cast<uint64_t>(layout.pp) * static_cast<uint64_t>(layout.tp);
   for (int pp = 0; pp < layout.pp; ++pp) {
@@ -418,7 +455,7 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
         rc.rebuildable = rc.nodes.empty() && a.lost.empty() && rc.unique != "lost" && neighbour_ok;
       }
       gc.recoverable = a.lost.empty() && !unique_lost;
-      if (!gc.recoverable) gc.lost = a.Describe();
+      if (!gc.recoverable) gc.lost = a.Describe() + LostMembersNote(plan->alive);
       out.recoverable &= gc.recoverable;
       out.groups.push_back(std::move(gc));
     }

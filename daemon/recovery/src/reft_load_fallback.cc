@@ -1,7 +1,10 @@
 /// \file reft_load_fallback.cc
-/// \brief Restore with the job-wide choice between memory and the persistent tier, and the
-/// generation change that rolls every node back to the persisted step (docs/recovery.md,
-/// "Fallback to the persistent tier").
+/// \brief The job-wide restore decision (docs/recovery.md "One decision per job"): every rank
+/// of a job restores the same step from the same source, or fails alike. The first restore
+/// that finds no decision for the job's current (generation, committed step) decides — memory
+/// when every sharding group can rebuild the step, else the persistent tier (a new generation),
+/// else "nothing to restore" — and records the decision with a compare-and-swap in the control
+/// plane; every other rank reads and follows it.
 
 #include <algorithm>
 
@@ -13,17 +16,28 @@ namespace reft::recovery {
 
 namespace {
 
-constexpr int kMaxAttempts = 4;  // the generation or the commit moved under a restore
+using Clock = std::chrono::steady_clock;
 
-persist::JobLayout TierLayout(const protect::SlotMeta& meta) {
-  persist::JobLayout l;
-  l.pp = meta.layout.pp;
-  l.tp = meta.layout.tp;
-  l.dp = meta.layout.dp;
-  return l;
-}
+constexpr int kMaxAttempts = 6;  // the generation, the commit or the decision moved under us
 
 std::string JobStr(const std::string& job) { return "job '" + job + "'"; }
+
+local::RestoredState Nothing(const std::string& detail) {
+  local::RestoredState none;
+  none.step = -1;
+  none.source = "memory";
+  none.detail = detail;
+  return none;
+}
+
+std::string DecisionStr(const peer::RestoreDecision& d) {
+  const std::string what = d.source == "none" ? std::string("nothing to restore")
+                                              : "step " + std::to_string(d.step) + " from " +
+                                                    (d.source == "tier" ? "the persistent tier"
+                                                                        : "memory");
+  return what + " (generation " + std::to_string(d.generation) + ", decided by node '" +
+         d.decided_by + "')";
+}
 
 }  // namespace
 
@@ -33,12 +47,25 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
   REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
   auto* coordinator = peer_->coordinator();
   const std::string& job = meta.job;
-  const persist::JobLayout layout = TierLayout(meta);
+  const JobLayout& layout = meta.layout;
+  const auto start = Clock::now();
+  const std::string self = peer_->membership().node_id();
+  // Time spent agreeing (waiting for silent holders is added by Locate).
+  auto agreed = [&](const std::string& how) {
+    stats->agreement += Clock::now() - start;
+    stats->agreement_detail += (stats->agreement_detail.empty() ? "" : "; ") + how;
+    if (!coordinator->HasConsensus()) {
+      stats->agreement_detail += " [no consensus store: this node's own decision]";
+    }
+  };
 
   // Restores `step` from the tier with `detail` (the generation must be `gen` at the end, or
   // the job moved on under us and the caller tries again: nullopt).
   auto from_tier = [&](int64_t step, uint64_t gen,
                        const std::string& detail) -> Result<std::optional<local::RestoredState>> {
+    if (tier_ == nullptr) {
+      return Status::Lost(detail + "; but this node has no persistent tier configured");
+    }
     auto tier = tier_->Get(true);
     if (!tier.ok()) {
       return Status::Lost(detail +
@@ -63,81 +90,27 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     return std::optional<local::RestoredState>(std::move(*r));
   };
 
-  Status retry_reason;
-  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
-    Status sync = coordinator->SyncNow(job, options_.sync_timeout);
-    if (!sync.ok()) stats->warnings.push_back(sync.message());
-    const peer::JobGeneration gen = coordinator->Generation(job);
-    // A concurrent restore elsewhere may start a generation (and drop the slots this one is
-    // reading) at any moment: a failure is then a reason to choose again, not an answer.
-    auto moved = [&] { return coordinator->Generation(job).generation != gen.generation; };
-    std::optional<int64_t> memory_step = gen.newest_committed;
-    std::string reason;
-
-    if (gen.base_step && memory_step && *memory_step == *gen.base_step) {
-      // The job already fell back to persisted step `base` and committed nothing newer: every
-      // rank restores exactly that step, from memory if some node still holds it, else the tier.
-      auto r = RestoreImpl(meta, stats, progress);
-      if (r.ok() && r->step == *gen.base_step &&
-          coordinator->Generation(job).generation == gen.generation) {
-        return r;
-      }
-      if (r.ok() || moved()) continue;  // a newer commit or generation appeared: choose again
-      if (r.status().code() != StatusCode::kLost) return r.status();
-      const std::string detail = "step " + std::to_string(*gen.base_step) + " of " + JobStr(job) +
-                                 " restored from the persistent tier " + tier_->options().dir +
-                                 " (generation " + std::to_string(gen.generation) +
-                                 ": the job fell back to it because " + gen.reason + ")";
-      REFT_ASSIGN_OR_RETURN(auto out, from_tier(*gen.base_step, gen.generation, detail));
-      if (out) return std::move(*out);
-      continue;
-    }
-
-    if (!memory_step) {
-      // Nothing committed in memory anywhere reachable (every node lost the job's snapshots,
-      // e.g. a whole-cluster reboot): the tier's newest complete step, if any.
-      reason = "nothing of " + JobStr(job) + " is committed in memory on any live node";
-    } else {
-      // Job-wide: can every sharding group rebuild S? Only then does any rank restore S.
-      auto check = CheckRestore(job);
-      if (!check.ok()) {
-        // NotFound: slots listed a moment ago are gone (a peer that already rolled back to a
-        // generation this node has not heard of yet): sync and choose again.
-        if (moved() || check.status().code() == StatusCode::kNotFound) {
-          retry_reason = check.status();
-          continue;
-        }
-        return check.status();
-      }
-      if (check->step != *memory_step || moved()) continue;  // a commit or generation moved
-      if (check->recoverable) {
-        auto r = RestoreImpl(meta, stats, progress);
-        // A fallback started by another node meanwhile wins: this state must not be used.
-        if (moved()) continue;
-        if (r.ok()) return r;
-        if (r.status().code() != StatusCode::kLost) return r.status();
-        reason = r.status().message();
-      } else {
-        reason = check->Summary();
-      }
-    }
-
-    // The fallback: the newest complete persisted step P <= S.
+  // The fallback: generation g+1 restarting from the newest complete persisted step P <= S,
+  // started with a compare-and-swap that records the decision {g+1, P, tier} with it.
+  // Returns the state, nullopt (the job moved: choose again), or the job-wide error.
+  auto fall_back = [&](const peer::JobGeneration& gen, const std::string& reason)
+      -> Result<std::optional<local::RestoredState>> {
+    const std::optional<int64_t> memory_step = gen.newest_committed;
     // A tier that cannot be read while memory holds nothing of the job: the job starts fresh
-    // (a missing or unmounted directory must not stop new jobs, DESIGN.md §5); the warning is
-    // logged and the detail says so. With a committed step it is Lost: never a silent restart.
-    auto unreadable = [&](const Status& why) -> Result<local::RestoredState> {
+    // (a missing or unmounted directory must not stop new jobs, docs/failure-model.md); the
+    // warning is logged and the detail says so. With a committed step it is Lost: never a silent
+    // restart.
+    auto unreadable = [&](const Status& why) -> Result<std::optional<local::RestoredState>> {
       const std::string what =
-          "the persistent tier " + tier_->options().dir + " cannot be read: " + why.ToString();
+          tier_ == nullptr ? std::string("no persistent tier is configured")
+                           : "the persistent tier " + tier_->options().dir +
+                                 " cannot be read: " + why.ToString();
       if (memory_step) return Status::Lost(reason + "; " + what);
       stats->warnings.push_back(reason + ", and " + what + ": starting without a restore");
-      local::RestoredState none;
-      none.step = -1;
-      none.source = "memory";
-      none.detail = reason + "; " + what;
-      stats->detail = none.detail;
-      return none;
+      stats->detail = reason + "; " + what;
+      return std::optional<local::RestoredState>(Nothing(stats->detail));
     };
+    if (tier_ == nullptr) return unreadable(Status::OK());
     auto tier = tier_->Get(true);
     if (!tier.ok()) return unreadable(tier.status());
     auto complete = (*tier)->CompleteSteps(job, layout);
@@ -152,15 +125,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       if (!memory_step || s <= *memory_step) p = s;
     }
     if (!p) {
-      if (!memory_step) {
-        local::RestoredState none;
-        none.step = -1;
-        none.source = "memory";
-        none.detail = "nothing committed for " + JobStr(job) +
-                      " in memory, and nothing persisted in " + tier_->options().dir;
-        stats->detail = none.detail;
-        return none;
-      }
+      if (!memory_step) return std::optional<local::RestoredState>();  // caller records "none"
       return Status::Lost(reason + "; and the persistent tier " + tier_->options().dir +
                           " has no complete step of " + JobStr(job) + " for layout " +
                           layout.ToString() + " at or before step " + std::to_string(*memory_step));
@@ -174,16 +139,133 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
                     : reason;
     const peer::JobGeneration next =
         coordinator->StartGeneration(job, gen.generation, *p, floor, why);
-    if (next.generation != gen.generation + 1 || next.base_step != p) continue;
-    // Tell every member now (they roll back and drop their slots newer than P) before any
-    // byte of P is handed to a trainer.
+    if (next.generation != gen.generation + 1 || next.base_step != p) {
+      return std::optional<local::RestoredState>();  // another restore started it: follow it
+    }
+    // Tell every member now (gossip: they roll back and drop their slots newer than P) before
+    // any byte of P is handed to a trainer.
     Status pushed = coordinator->SyncNow(job, options_.sync_timeout);
     if (!pushed.ok()) stats->warnings.push_back(pushed.message());
+    agreed("decided here: step " + std::to_string(*p) + " from the persistent tier (generation " +
+           std::to_string(next.generation) + ")");
     const std::string detail = why + "; restored step " + std::to_string(*p) +
                                " from the persistent tier " + tier_->options().dir +
                                " (generation " + std::to_string(next.generation) + ")";
-    REFT_ASSIGN_OR_RETURN(auto out, from_tier(*p, next.generation, detail));
-    if (out) return std::move(*out);
+    return from_tier(*p, next.generation, detail);
+  };
+
+  Status retry_reason;
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    Status sync = coordinator->SyncNow(job, options_.sync_timeout);
+    if (!sync.ok()) {
+      if (coordinator->HasConsensus()) {
+        // Without the control plane no rank can know what the others restore.
+        return Status::Unavailable("cannot reach the control plane to agree on the restore of " +
+                                   JobStr(job) + ": " + sync.message());
+      }
+      stats->warnings.push_back(sync.message());
+    }
+    const peer::JobGeneration gen = coordinator->Generation(job);
+    auto moved = [&] { return coordinator->Generation(job).generation != gen.generation; };
+    const int64_t committed = gen.newest_committed.value_or(-1);
+    REFT_ASSIGN_OR_RETURN(std::optional<peer::RestoreDecision> recorded, coordinator->Decision(job));
+    const bool current = recorded && recorded->generation == gen.generation &&
+                         recorded->step == committed &&
+                         (recorded->source != "none" || committed < 0);
+
+    peer::RestoreDecision decision;
+    if (current) {
+      decision = *recorded;
+      if (decision.decided_by != self) agreed("followed " + DecisionStr(decision));
+    } else {
+      // Decide: memory when every sharding group can rebuild the committed step, the tier
+      // otherwise, nothing when nothing was ever committed or persisted.
+      decision = peer::RestoreDecision{gen.generation, committed, "memory", self, "", 0};
+      std::string reason;
+      if (committed < 0) {
+        reason = "nothing of " + JobStr(job) + " is committed in memory";
+      } else if (gen.base_step && committed == *gen.base_step) {
+        decision.source = "tier";  // the job fell back to `base` and committed nothing since
+        decision.detail = gen.reason;
+      } else {
+        auto check = CheckRestore(job, progress);
+        if (!check.ok()) {
+          // NotFound: slots listed a moment ago are gone (a peer rolled back to a generation
+          // this node has not heard of yet): sync and choose again.
+          if (moved() || check.status().code() == StatusCode::kNotFound) {
+            retry_reason = check.status();
+            continue;
+          }
+          return check.status();
+        }
+        if (check->step != committed || moved()) continue;  // a commit or generation moved
+        if (check->undecided()) {
+          // Holders alive but silent past the agreement timeout: the bytes may well exist.
+          // Every rank gets this error until they answer or are declared dead.
+          return Status::Unavailable("cannot decide the restore of " + JobStr(job) + ": " +
+                                     check->Summary());
+        }
+        if (check->recoverable) {
+          decision.detail = check->Summary();
+        } else {
+          reason = check->Summary();
+        }
+      }
+      if (!reason.empty()) {
+        auto out = fall_back(gen, reason);
+        if (!out.ok()) return out.status();
+        if (*out) return std::move(**out);
+        if (moved()) continue;  // another restore started the fallback: follow it
+        decision.source = "none";
+        decision.step = -1;
+        decision.detail = "nothing committed for " + JobStr(job) + " in memory" +
+                          (tier_ ? ", and nothing persisted in " + tier_->options().dir : "");
+      }
+      auto won = coordinator->ProposeDecision(job, decision, recorded ? recorded->version : 0);
+      if (!won.ok()) return won.status().WithContext("recording the restore decision of " + JobStr(job));
+      if (won->generation != decision.generation || won->step != decision.step ||
+          won->source != decision.source) {
+        continue;  // another rank decided first: follow its decision
+      }
+      decision = *won;
+      agreed("decided here: " + DecisionStr(decision));
+    }
+
+    // Follow the decision.
+    if (decision.source == "none") {
+      stats->detail = decision.detail.empty() ? "nothing committed for " + JobStr(job)
+                                              : decision.detail;
+      return Nothing(stats->detail);
+    }
+    if (decision.source == "tier") {
+      // The job fell back to persisted step `base`: from memory if some node still holds it
+      // (it committed there before), else from the tier.
+      auto r = RestoreImpl(meta, stats, progress);
+      if (r.ok() && r->step == decision.step && !moved()) return r;
+      if (r.ok() || moved()) continue;  // a newer commit or generation appeared: choose again
+      if (r.status().code() != StatusCode::kLost) return r.status();
+      const std::string detail = "step " + std::to_string(decision.step) + " of " + JobStr(job) +
+                                 " restored from the persistent tier" +
+                                 (tier_ ? " " + tier_->options().dir : std::string()) +
+                                 " (generation " + std::to_string(gen.generation) +
+                                 ": the job fell back to it because " + gen.reason + ")";
+      REFT_ASSIGN_OR_RETURN(auto out, from_tier(decision.step, gen.generation, detail));
+      if (out) return std::move(*out);
+      continue;
+    }
+    auto r = RestoreImpl(meta, stats, progress);
+    if (moved()) continue;  // a fallback started elsewhere wins: this state must not be used
+    if (r.ok()) {
+      if (r->step != decision.step) continue;  // a newer commit: decide again
+      return r;
+    }
+    if (r.status().code() != StatusCode::kLost) return r.status();
+    // Bytes lost since the decision (a second failure during the restore): the job falls back,
+    // which moves it to a new generation; ranks that restored the step already are fenced by it
+    // (their next snapshot belongs to an abandoned generation and is dropped).
+    auto out = fall_back(gen, r.status().message());
+    if (!out.ok()) return out.status();
+    if (*out) return std::move(**out);
   }
   return Status::Unavailable("the commit state of " + JobStr(job) + " kept changing during " +
                              std::to_string(kMaxAttempts) + " restore attempts; try again" +

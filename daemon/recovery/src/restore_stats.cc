@@ -27,6 +27,8 @@ void RestoreStats::Add(const RestoreStats& o) {
   decode += o.decode;
   deliver += o.deliver;
   rebuild += o.rebuild;
+  agreement += o.agreement;
+  if (agreement_detail.empty()) agreement_detail = o.agreement_detail;
   bytes_local += o.bytes_local;
   bytes_peer += o.bytes_peer;
   bytes_shard += o.bytes_shard;
@@ -53,6 +55,12 @@ std::string RestoreCheck::Summary() const {
               ("SG pp" + std::to_string(g.pp) + "-tp" + std::to_string(g.tp) + ": " + g.lost);
     }
     if (lost.empty()) lost = "no slot of the step is left";
+    if (undecided()) {
+      std::string who;
+      for (const auto& n : waiting) who += (who.empty() ? "" : ", ") + n;
+      return head + "UNDECIDED: node(s) " + who +
+             " are alive but did not answer; without them: " + lost;
+    }
     return head + "LOST: " + lost;
   }
   int rebuilt = 0;

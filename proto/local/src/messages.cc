@@ -9,14 +9,14 @@ namespace {
 
 constexpr size_t kMaxErrorMessage = 4096;
 
-void PutLayout(Writer& w, const Layout& l) {
+void PutLayout(Writer& w, const JobLayout& l) {
   w.I32(l.dp);
   w.I32(l.tp);
   w.I32(l.pp);
   w.I32(l.zero);
 }
 
-Status GetLayout(Reader& r, Layout* l) {
+Status GetLayout(Reader& r, JobLayout* l) {
   REFT_RETURN_NOT_OK(r.I32(&l->dp, "layout.dp"));
   REFT_RETURN_NOT_OK(r.I32(&l->tp, "layout.tp"));
   REFT_RETURN_NOT_OK(r.I32(&l->pp, "layout.pp"));
@@ -30,9 +30,9 @@ Reader MakeReader(const std::vector<uint8_t>& p) { return Reader(p.data(), p.siz
 std::vector<uint8_t> Encode(const Hello& m) {
   Writer w;
   w.Bytes(m.job);
-  w.I32(m.pp);
-  w.I32(m.tp);
-  w.I32(m.dp);
+  w.I32(m.coord.pp);
+  w.I32(m.coord.tp);
+  w.I32(m.coord.dp);
   PutLayout(w, m.layout);
   w.Bytes(m.protection);
   w.Bytes(m.client_version);
@@ -41,9 +41,9 @@ std::vector<uint8_t> Encode(const Hello& m) {
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, Hello* m) {
   Reader r = MakeReader(p);
   REFT_RETURN_NOT_OK(r.Bytes(&m->job, l.max_string_bytes, "job"));
-  REFT_RETURN_NOT_OK(r.I32(&m->pp, "pp"));
-  REFT_RETURN_NOT_OK(r.I32(&m->tp, "tp"));
-  REFT_RETURN_NOT_OK(r.I32(&m->dp, "dp"));
+  REFT_RETURN_NOT_OK(r.I32(&m->coord.pp, "pp"));
+  REFT_RETURN_NOT_OK(r.I32(&m->coord.tp, "tp"));
+  REFT_RETURN_NOT_OK(r.I32(&m->coord.dp, "dp"));
   REFT_RETURN_NOT_OK(GetLayout(r, &m->layout));
   REFT_RETURN_NOT_OK(r.Bytes(&m->protection, l.max_string_bytes, "protection"));
   REFT_RETURN_NOT_OK(r.Bytes(&m->client_version, l.max_string_bytes, "client_version"));

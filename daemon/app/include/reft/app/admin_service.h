@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "reft/app/config.h"
-#include "reft/peer/distributed_commit.h"
-#include "reft/peer/membership.h"
+#include "reft/peer/job_coordinator.h"
+#include "reft/peer/node_directory.h"
 #include "reft/recovery/persister.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/tier_access.h"
@@ -29,7 +29,7 @@ struct AdminRecovery {
   recovery::ReftLoad* restore = nullptr;
   recovery::Persister* persister = nullptr;
   recovery::TierAccess* tier = nullptr;
-  peer::DistributedCommitCoordinator* coordinator = nullptr;
+  peer::JobCoordinator* coordinator = nullptr;
 };
 
 /// \brief Handles Admin RPCs. Stateless apart from the references it holds; gRPC may call it
@@ -38,7 +38,7 @@ class AdminService final : public v1::Admin::Service {
  public:
   /// \brief `auth` checks the shared token of every call (it may require none).
   AdminService(const DaemonConfig& config, store::SnapshotStore* store, SessionLister sessions,
-               const security::TokenAuthorizer* auth, const peer::Membership* membership,
+               const security::TokenAuthorizer* auth, const peer::NodeDirectory* membership,
                AdminRecovery recovery = {});
 
   grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest* req,
@@ -66,14 +66,11 @@ class AdminService final : public v1::Admin::Service {
   store::SnapshotStore* store_;
   SessionLister sessions_;
   const security::TokenAuthorizer* auth_;
-  const peer::Membership* membership_;
+  const peer::NodeDirectory* membership_;
   void FillPersistStatus(v1::PersistTierStatus* out);
 
   AdminRecovery recovery_;
   std::chrono::steady_clock::time_point started_;
 };
-
-/// \brief Maps a reft Status to a gRPC status (code + message + "reft-code" trailer).
-grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status);
 
 }  // namespace reft::app

@@ -1,6 +1,6 @@
 #pragma once
 /// \file config.h
-/// \brief reftd configuration: TOML file, then command-line flags (DESIGN.md §4), validated
+/// \brief reftd configuration: TOML file, then command-line flags (docs/protocol.md "reftd"), validated
 /// with errors that name the bad key.
 
 #include <sys/types.h>
@@ -56,12 +56,23 @@ struct DaemonConfig {
   uint64_t peer_bandwidth = 0;               ///< bytes/s per peer stream set; 0 = unlimited
   uint64_t link_bandwidth = 0;               ///< bytes/s from all peers together; 0 = unlimited
 
+  // [etcd] the control plane (docs/coordination.md); --etcd H:P,...
+  std::vector<std::string> etcd_endpoints;   ///< empty = gossip between the daemons (no consensus)
+  uint32_t etcd_lease_ttl_s = 5;             ///< a node is declared dead this long after it stops
+  uint32_t etcd_request_timeout_ms = 3000;   ///< one etcd call on one member
+  std::string etcd_tls_ca;                   ///< client TLS to etcd: CA, and a client cert + key
+  std::string etcd_tls_cert;
+  std::string etcd_tls_key;
+
   // [restore] REFT-load and node rebuild (recovery::RecoveryOptions)
   int restore_concurrency = 4;               ///< pieces fetched at once
   uint64_t restore_piece_bytes = 8ull << 20;
   uint32_t restore_piece_timeout_ms = 30000; ///< a source hanging longer is abandoned
   uint32_t restore_timeout_ms = 300000;      ///< bound of a whole restore/rebuild/check
   bool rebuild_on_restore = true;            ///< regenerate a lost rank's slot on restore
+  /// How long a restore waits for the holders of the job's slots to answer (alive but silent:
+  /// just started, paused, slow) before it gives up on them; never longer than the whole restore.
+  uint32_t restore_agreement_timeout_ms = 60000;
 
   // [persist] persistent tier (persist_dir)
   int64_t persist_every_steps = 0;           ///< persist each K-th committed step; 0 = on demand

@@ -1,6 +1,6 @@
 #pragma once
 /// \file distributed_commit.h
-/// \brief Global commit across reftd nodes (DESIGN.md §3 "Commit", seeds-spec §1.10 two-phase
+/// \brief Global commit across reftd nodes (docs/data-paths.md "Commit", docs/peer.md "Global commit": two-phase
 /// commit): ranks report completion to their local daemon; daemons exchange per-job completion
 /// sets (push on every completion, plus a periodic anti-entropy exchange with every live member
 /// so a lost message never blocks a commit); a step is committed on a node once the union of
@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "reft/local/commit_coordinator.h"
+#include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
 #include "reft/peer/peer_client.h"
 #include "reft/store/snapshot_store.h"
@@ -42,24 +43,15 @@
 
 namespace reft::peer {
 
-/// \brief A job's generation and commit point (see the file comment).
-struct JobGeneration {
-  uint64_t generation = 0;              ///< 0: the job never fell back
-  std::optional<int64_t> base_step;     ///< persisted step the generation restarted from
-  int64_t persist_floor = -1;           ///< steps <= this are never persisted in the generation
-  std::string reason;                   ///< why memory could not rebuild the step
-  std::optional<int64_t> newest_committed;
-};
-
-class DistributedCommitCoordinator : public local::CommitCoordinator {
+class DistributedCommitCoordinator final : public JobCoordinator {
  public:
   DistributedCommitCoordinator(store::SnapshotStore* store, Membership* membership,
                                PeerClient* client, std::chrono::milliseconds exchange_interval);
   ~DistributedCommitCoordinator() override;
-  void Start();
-  void Stop();
+  Status Start() override;
+  void Stop() override;
 
-  Status Join(const store::RankKey& rank, const local::JobLayout& layout) override;
+  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
   Status Complete(const store::RankKey& rank, int64_t step) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
@@ -72,15 +64,15 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   /// that missed a commit message (or just replaced a dead one) never restores an older step
   /// than the job committed. OK when every live member answered; otherwise Unavailable naming
   /// the members that did not (what the others said is merged all the same).
-  Status SyncNow(const std::string& job, std::chrono::milliseconds timeout);
+  Status SyncNow(const std::string& job, std::chrono::milliseconds timeout) override;
 
   /// \brief The job's layout as joined locally or learned from a peer; std::nullopt if unknown.
-  std::optional<local::JobLayout> Layout(const std::string& job);
+  std::optional<JobLayout> Layout(const std::string& job) override;
   /// \brief Every job this node has a commit state for (its own or learned from peers), sorted.
-  std::vector<std::string> Jobs();
+  std::vector<std::string> Jobs() override;
 
   /// \brief The job's generation and newest committed step as this node knows them.
-  JobGeneration Generation(const std::string& job);
+  JobGeneration Generation(const std::string& job) override;
 
   /// \brief Starts generation `from`+1 of `job` restarting from persisted step `base_step`, if
   /// the job is still at generation `from` here (compare and set: concurrent restores of the
@@ -89,23 +81,34 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   /// pushes it to the members. Returns the job's generation afterwards (the new one, or the
   /// one another restore or peer started first).
   JobGeneration StartGeneration(const std::string& job, uint64_t from, int64_t base_step,
-                                int64_t persist_floor, const std::string& reason);
+                                int64_t persist_floor, const std::string& reason) override;
 
-  /// Called after this node moved a job to another generation: the new generation and the
-  /// number of local slots dropped. Runs without the coordinator's lock held.
-  using GenerationListener =
-      std::function<void(const std::string& job, const JobGeneration& generation, int dropped)>;
-  void AddGenerationListener(GenerationListener listener);
+  /// Listeners run without the coordinator's lock held.
+  void AddGenerationListener(GenerationListener listener) override;
 
   /// \brief Directory for the per-job generation records (reftd: <shm_dir>/commit-state).
   /// Call before any job is used; empty (default) = kept in memory only.
-  void SetStateDir(std::string dir);
+  void SetStateDir(std::string dir) override;
 
   /// \brief Ranks whose trainer is connected to this node now (Join without a matching Leave),
   /// of `job` or of every job; sorted. Served in GetManifest's `joined`.
-  std::vector<store::RankKey> JoinedRanks(const std::optional<std::string>& job = std::nullopt);
+  std::vector<store::RankKey> JoinedRanks(
+      const std::optional<std::string>& job = std::nullopt) override;
   /// \brief True when `rank`'s trainer is connected to this node.
-  bool IsJoined(const store::RankKey& rank);
+  bool IsJoined(const store::RankKey& rank) override;
+
+  /// Every live member (gossip keeps no record of where slots are).
+  Result<std::vector<std::string>> JobNodes(const std::string& job) override;
+  std::optional<std::string> SlotLocation(const store::RankKey&) override { return std::nullopt; }
+  std::optional<std::string> JoinedNode(const store::RankKey&) override { return std::nullopt; }
+  Status RecordSlot(const store::RankKey&, int64_t) override { return Status::OK(); }
+  /// The live member with the smallest node id (this node included).
+  bool LeadsJob(const std::string& job) override;
+  /// Decisions are this node's own (no consensus): kept in memory per job.
+  Result<std::optional<RestoreDecision>> Decision(const std::string& job) override;
+  Result<RestoreDecision> ProposeDecision(const std::string& job, const RestoreDecision& decision,
+                                          int64_t expected_version) override;
+  bool HasConsensus() const override { return false; }
 
   // --- server side (PeerService) ---
   /// Merges a peer's view of a job and returns the merged view. InvalidArgument on a layout
@@ -117,7 +120,7 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   struct JobState {
     bool recovered = false;
     bool has_layout = false;
-    local::JobLayout layout;
+    JobLayout layout;
     int connected = 0;
     std::optional<int64_t> newest_committed;
     std::map<int64_t, std::set<store::RankKey>> completed;
@@ -155,6 +158,7 @@ class DistributedCommitCoordinator : public local::CommitCoordinator {
   std::string state_dir_;
   std::vector<GenerationEvent> pending_events_;  // delivered by NotifyGenerations()
   std::vector<GenerationListener> listeners_;
+  std::map<std::string, RestoreDecision> decisions_;  // this node's own (guarded by mu_)
   std::mutex listeners_mu_;                       // listeners_ (never held with mu_)
   bool running_ = false;
   std::thread thread_;

@@ -1,6 +1,6 @@
 #pragma once
 /// \file membership.h
-/// \brief SWIM-style membership of reftd nodes (seeds-spec §1.9: OFFLINE is raised by the
+/// \brief SWIM-style membership of reftd nodes (docs/peer.md "Membership": OFFLINE is raised by the
 /// survivors on heartbeat timeout, never broadcast by the failed node).
 ///
 /// Every probe_interval the node pings the next member of a shuffled round-robin order (so every
@@ -27,59 +27,40 @@
 #include <thread>
 #include <vector>
 
+#include "reft/peer/node_directory.h"
 #include "reft/peer/peer_client.h"
 #include "reft/peer/peer_options.h"
 #include "reft/v1/peer.pb.h"
 
 namespace reft::peer {
 
-enum class MemberState { kAlive = 0, kSuspect = 1, kDead = 2 };
-const char* MemberStateName(MemberState s);  ///< "alive", "suspect", "dead"
-
-struct MemberInfo {
-  std::string node_id;
-  std::string address;
-  uint64_t epoch = 0;
-  uint64_t incarnation = 0;
-  MemberState state = MemberState::kAlive;
-  bool self = false;
-};
-
-class Membership {
+class Membership final : public NodeDirectory {
  public:
-  /// A change of a member's state (or a new member); `self` events report this node's fencing.
-  using Listener = std::function<void(const MemberInfo& member, MemberState previous)>;
-
   /// `client` must outlive the Membership; Membership installs itself as its fenced handler.
   Membership(PeerOptions options, PeerClient* client);
-  ~Membership();
+  ~Membership() override;
 
-  /// Sets the address peers reach this node at (when it was not known at construction, e.g.
-  /// a port chosen by the server). Call before Start().
-  void SetAdvertiseAddress(const std::string& address);
+  void SetAdvertiseAddress(const std::string& address) override;
   /// Starts the probe thread (contacts the seeds first, in the background).
-  void Start();
-  void Stop();
+  Status Start() override;
+  void Stop() override;
 
-  /// Stamp for outgoing requests: protocol version, node id, current epoch, address.
-  v1::Caller SelfCaller() const;
-  uint64_t epoch() const;
-  const std::string& node_id() const { return options_.node_id; }
+  v1::Caller SelfCaller() const override;
+  uint64_t epoch() const override;
+  const std::string& node_id() const override { return options_.node_id; }
 
-  std::vector<MemberInfo> Members() const;        ///< everyone known, self included
-  std::vector<MemberInfo> LiveMembers() const;    ///< alive or suspect, self excluded
-  std::optional<MemberInfo> Find(const std::string& node_id) const;
+  std::vector<MemberInfo> Members() const override;
+  std::vector<MemberInfo> LiveMembers() const override;
+  std::optional<MemberInfo> Find(const std::string& node_id) const override;
 
-  /// True once this node learned it had been declared dead: its snapshots are stale.
-  bool IsFenced() const;
-  /// The daemon dropped (or re-validated) its stale state; the node serves again.
-  void ClearFence();
-  void AddListener(Listener listener);
+  bool IsFenced() const override;
+  void ClearFence() override;
+  void AddListener(Listener listener) override;
 
   // --- server side (PeerService) ---
   /// Refuses incompatible protocol versions and fenced callers; records the caller as alive
   /// (a joiner, or a rejoin with a newer epoch).
-  Status AdmitCaller(const v1::Caller& caller);
+  Status AdmitCaller(const v1::Caller& caller) override;
   /// Merges gossip; refutes suspicion of this node; fences this node if it was declared dead.
   void Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate>& updates);
   void FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const;

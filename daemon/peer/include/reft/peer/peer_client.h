@@ -9,11 +9,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/mutex.h"
 #include "reft/peer/peer_options.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -91,15 +91,16 @@ class PeerClient {
   };
   std::shared_ptr<Conn> Get(const std::string& address);
   v1::Caller Stamp();
-  Status Check(const grpc::Status& s, const std::string& what);
+  /// The reft status of a finished call (proto::FromGrpc); a fenced refusal also notifies.
+  Status Check(const grpc::Status& s, const std::string& what, const grpc::ClientContext& ctx);
 
   PeerOptions options_;
   TokenBucket link_;  ///< every stream from every peer (PeerOptions::link_bandwidth)
   std::function<v1::Caller()> caller_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Conn>> conns_;
-  std::function<void(const std::string&)> on_fenced_;
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<Conn>> conns_ REFT_GUARDED_BY(mu_);
+  std::function<void(const std::string&)> on_fenced_ REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::peer

@@ -1,45 +1,66 @@
 #pragma once
 /// \file peer_node.h
-/// \brief The node-to-node layer of reftd in one object: PeerClient pool, Membership,
-/// DistributedCommitCoordinator and the Peer service. The daemon creates it, registers
-/// service() on its grpc::ServerBuilder, starts the server, then calls Start().
+/// \brief The node-to-node layer of reftd in one object: PeerClient pool, the node directory
+/// (who is alive, where), the job coordinator (commit, generations, slot locations, restore
+/// decisions) and the Peer service. The control plane is etcd when the daemon is given one
+/// (a ControlPlaneFactory from daemon/coord), else gossip between the daemons (SWIM
+/// membership and completion-set exchange). The daemon creates it, registers it on its
+/// grpc::ServerBuilder, starts the server, then calls Start().
 /// Thread-safe after Start(); Stop() before destroying the server's services.
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "reft/peer/distributed_commit.h"
+#include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
+#include "reft/peer/node_directory.h"
 #include "reft/peer/peer_client.h"
 #include "reft/peer/peer_options.h"
 #include "reft/peer/peer_service.h"
 
 namespace reft::peer {
 
+/// \brief Where agreement and liveness come from.
+struct ControlPlane {
+  std::unique_ptr<NodeDirectory> nodes;
+  std::unique_ptr<JobCoordinator> jobs;
+};
+/// Builds a control plane for a node (its options, store and peer client outlive it).
+using ControlPlaneFactory = std::function<Result<ControlPlane>(
+    const PeerOptions& options, store::SnapshotStore* store, PeerClient* client)>;
+
 class PeerNode {
  public:
-  /// `store` must outlive the node. Fails InvalidArgument naming a bad option.
-  static Result<std::unique_ptr<PeerNode>> Create(PeerOptions options, store::SnapshotStore* store,
-                                                  std::shared_ptr<grpc::ChannelCredentials>
-                                                      credentials = nullptr);
+  /// `store` must outlive the node. Without `control_plane` the node runs the gossip control
+  /// plane. Fails InvalidArgument naming a bad option.
+  static Result<std::unique_ptr<PeerNode>> Create(
+      PeerOptions options, store::SnapshotStore* store,
+      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+      const ControlPlaneFactory& control_plane = nullptr);
   ~PeerNode();
 
   /// Registers the Peer service on `builder`. The server's max send size must be at least
   /// options.max_message_bytes (PeerService::ConfigureServerBuilder sets both limits, for a
   /// server of its own; a shared server sets its own limits >= that).
   void Register(grpc::ServerBuilder* builder);
-  /// Starts membership (seeds) and the commit exchange. `advertise_address` overrides the
-  /// option when the listening port was only known after the server started ("" = keep).
+  /// Starts the node directory (registration, seeds) and the coordinator.
+  /// `advertise_address` overrides the option when the listening port was only known after the
+  /// server started ("" = keep).
   Status Start(const std::string& advertise_address = "");
   void Stop();
 
-  Membership& membership() { return *membership_; }
+  NodeDirectory& membership() { return *nodes_; }
   PeerClient& client() { return *client_; }
-  /// The commit coordinator to hand to the local channel (owned by this node).
-  DistributedCommitCoordinator* coordinator() { return coordinator_.get(); }
+  /// The job coordinator to hand to the local channel (owned by this node).
+  JobCoordinator* coordinator() { return jobs_.get(); }
   PeerService* service() { return service_.get(); }
+  /// The gossip control plane's parts (nullptr when the node coordinates through etcd).
+  Membership* swim() { return swim_; }
+  DistributedCommitCoordinator* gossip_commit() { return gossip_commit_; }
   /// A non-owning CommitCoordinator that forwards to coordinator(), for wrappers that take
   /// ownership of their inner coordinator (reftd's MeteredCommitCoordinator). Must not outlive
   /// this PeerNode.
@@ -61,8 +82,10 @@ class PeerNode {
   PeerNode() = default;
   PeerOptions options_;
   std::unique_ptr<PeerClient> client_;
-  std::unique_ptr<Membership> membership_;
-  std::unique_ptr<DistributedCommitCoordinator> coordinator_;
+  std::unique_ptr<NodeDirectory> nodes_;
+  std::unique_ptr<JobCoordinator> jobs_;
+  Membership* swim_ = nullptr;
+  DistributedCommitCoordinator* gossip_commit_ = nullptr;
   std::unique_ptr<PeerService> service_;
 };
 

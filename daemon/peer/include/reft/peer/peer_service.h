@@ -11,12 +11,14 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/mutex.h"
 #include "reft/peer/distributed_commit.h"
+#include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
+#include "reft/peer/node_directory.h"
 #include "reft/peer/peer_options.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/v1/peer.grpc.pb.h"
@@ -25,8 +27,14 @@ namespace reft::peer {
 
 class PeerService final : public v1::Peer::Service {
  public:
-  PeerService(PeerOptions options, store::SnapshotStore* store, Membership* membership,
-              DistributedCommitCoordinator* coordinator);
+  /// The gossip control plane's parts, when this node runs it (both null with etcd: Ping,
+  /// PingReq, ReportComplete and ExchangeCommitState then answer UNIMPLEMENTED).
+  struct Gossip {
+    Membership* membership = nullptr;
+    DistributedCommitCoordinator* commit = nullptr;
+  };
+  PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
+              JobCoordinator* jobs, Gossip gossip);
 
   grpc::Status Hello(grpc::ServerContext*, const v1::HelloRequest*, v1::HelloResponse*) override;
   grpc::Status Ping(grpc::ServerContext*, const v1::PingRequest*, v1::PingResponse*) override;
@@ -54,13 +62,15 @@ class PeerService final : public v1::Peer::Service {
   grpc::Status FetchRegionRaw(grpc::ServerContext* ctx, const grpc::ByteBuffer* request,
                               grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer);
   Status Admit(const v1::Caller& caller, bool serves_snapshots);
+  grpc::Status NoGossip(const char* method) const;
 
   PeerOptions options_;
   store::SnapshotStore* store_;
-  Membership* membership_;
-  DistributedCommitCoordinator* coordinator_;
-  std::mutex handler_mu_;
-  std::shared_ptr<PersistHandler> persist_handler_;  // guarded by handler_mu_
+  NodeDirectory* membership_;
+  JobCoordinator* coordinator_;
+  Gossip gossip_;
+  Mutex handler_mu_;
+  std::shared_ptr<PersistHandler> persist_handler_ REFT_GUARDED_BY(handler_mu_);
 };
 
 }  // namespace reft::peer

@@ -1,9 +1,9 @@
 #pragma once
 /// \file odyssey.h
-/// \brief Odyssey: state and transitions, execution-plan search (Algorithm 1 corrected: one plan
-/// per failure count), estimator (eqs. 9–14, simulator-backed, plus the data-parallel all-reduce
-/// of allreduce.h), Kuhn–Munkres weight transfer in bytes with balanced sources, policy choice by
-/// throughput × effective time. Pure functions; thread-safe.
+/// \brief Odyssey (docs/planner.md): state and transitions, execution-plan search (Algorithm 1
+/// corrected: one plan per failure count), estimator (eqs. 9–14, simulator-backed, plus the
+/// data-parallel all-reduce of allreduce.h), Kuhn–Munkres weight transfer in bytes with balanced
+/// sources, policy choice by throughput × effective time. Pure functions; thread-safe.
 
 #include <algorithm>
 #include <cstdint>

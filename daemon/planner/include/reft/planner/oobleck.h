@@ -1,6 +1,6 @@
 #pragma once
 /// \file oobleck.h
-/// \brief Oobleck: node specification, memoised divide-and-conquer GPU–stage
+/// \brief Oobleck (docs/planner.md): node specification, memoised divide-and-conquer GPU–stage
 /// mapping (corrected T1/T2/T3), coin-change instantiation, min-max batch distribution,
 /// reinstantiation / borrowing / merging under failures, and node joins.
 ///

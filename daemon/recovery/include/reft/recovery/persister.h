@@ -1,6 +1,6 @@
 #pragma once
 /// \file persister.h
-/// \brief Writes committed steps to the persistent tier (DESIGN.md §3 "Persist"): every K-th
+/// \brief Writes committed steps to the persistent tier (docs/data-paths.md "Persist"): every K-th
 /// committed step in a background thread, and on demand (`reftctl persist`), for a whole job.
 ///
 /// What a node writes: for each rank of the job it holds, the slot's own data — regions
@@ -9,10 +9,10 @@
 /// SG together are its full replicated state.
 ///
 /// A job-wide persist (PersistJob) runs on one node: it chooses the step (default: the newest
-/// committed after a commit-state sync), persists its own ranks and asks every live member to
+/// committed after a commit-state sync), persists its own ranks and asks the job's other nodes to
 /// persist theirs (Peer.PersistStep, in parallel), then checks that the step is complete in the
-/// tier (CheckStep). The every-K schedule uses the same path, run by one node per cluster (the
-/// live member with the smallest node id), so every node persists the *same* step: nodes that
+/// tier (CheckStep). The every-K schedule uses the same path, run by one node per job (the one
+/// that LeadsJob: the job's coordinator), so every node persists the *same* step: nodes that
 /// decided on their own would pick different steps whenever one of them skipped a commit (a
 /// node may learn commits s and s+1 in one exchange) and no step would ever be complete.
 /// "Every K steps" = whenever the newest committed step is >= the last one attempted + K
@@ -34,12 +34,12 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "reft/mutex.h"
 #include "reft/recovery/tier_access.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -137,7 +137,8 @@ class Persister {
     std::optional<int64_t> last;  ///< last step attempted (or found complete in the tier)
   };
   NodePersist PersistLocalLocked(const std::string& job, int64_t step, bool force);
-  bool IsScheduleLeader() const;
+  /// This node runs the every-K schedule of `job` (the job's coordinator, so one node does).
+  bool IsScheduleLeader(const std::string& job) const;
   void Run();
 
   store::SnapshotStore* store_;
@@ -146,13 +147,13 @@ class Persister {
   PersisterOptions options_;
   Observer observer_;
 
-  std::mutex write_mu_;  // one local persist at a time
-  mutable std::mutex mu_;
+  Mutex write_mu_;  // one local persist at a time
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  bool running_ = false;
-  std::thread thread_;
-  std::map<std::string, Schedule> schedule_;      // guarded by mu_ (the thread only)
-  std::map<std::string, int64_t> last_complete_;  // guarded by mu_
+  bool running_ REFT_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started by Start(), joined by Stop()
+  std::map<std::string, Schedule> schedule_ REFT_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> last_complete_ REFT_GUARDED_BY(mu_);
 };
 
 /// \brief Why a persist failed, in the fixed set the metrics use (label `reason`).

@@ -23,6 +23,11 @@ struct RecoveryOptions {
   std::chrono::milliseconds sync_timeout{2000};
   /// GetManifest deadline per member when locating slots.
   std::chrono::milliseconds locate_timeout{2000};
+  /// Wait for knowledge: how long a restore keeps asking the holders of the job's slots that
+  /// are alive but do not answer (just started, paused, overloaded) before it gives up on them.
+  /// A holder known dead is never waited for; "lost" is only ever said of bytes whose holders
+  /// are known dead, or still silent after this. Bounded by restore_timeout.
+  std::chrono::milliseconds agreement_timeout{60000};
   /// Restore regenerates the rank's slot on this node when this node does not hold it
   /// (a replacement node), so the job is protected again.
   bool rebuild_on_restore = true;

@@ -50,7 +50,12 @@ struct RestoreCheck {
   bool recoverable = false;
   std::vector<GroupCheck> groups;        ///< ordered by (pp, tp)
   std::vector<std::string> unreachable;  ///< members whose manifest could not be read
+  /// Nodes of the job that are alive but did not answer within the agreement timeout: what they
+  /// hold is unknown, so a step that looks lost without them is "undecided", not lost.
+  std::vector<std::string> waiting;
   std::vector<std::string> warnings;
+  /// Not recoverable from what answered, but some holder is only silent (waiting non-empty).
+  bool undecided() const { return !recoverable && !waiting.empty(); }
   /// \brief One line: "step 7: recoverable (2 shards rebuilt)" or "step 7: LOST: ...".
   std::string Summary() const;
 };

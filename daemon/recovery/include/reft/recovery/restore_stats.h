@@ -33,6 +33,10 @@ struct RestoreStats {
   std::chrono::nanoseconds decode{0};   ///< RebuildShards (ARC copy, XOR, RS)
   std::chrono::nanoseconds deliver{0};  ///< memfd filled and handed over
   std::chrono::nanoseconds rebuild{0};  ///< regenerating a slot in this node's store
+  /// Reaching the job-wide decision: waiting for silent holders of the job's slots and agreeing
+  /// on the step and source with the other ranks (part of `locate`).
+  std::chrono::nanoseconds agreement{0};
+  std::string agreement_detail;  ///< why it waited, and whose decision the restore followed
 
   // Where verified bytes came from (every byte counted once in one of the three) ...
   uint64_t bytes_local = 0;       ///< read from this node's store

@@ -44,7 +44,7 @@ constexpr uint16_t kMaxMessageType = 17;
 const char* MessageTypeName(MessageType type);
 
 /// \brief Hard limits on everything a peer can make the other side read or allocate
-/// (field-notes §5.8). The defaults are what the daemon enforces; both sides share them.
+/// (docs/failure-model.md "Inputs reftd does not trust"). The defaults are what the daemon enforces; both sides share them.
 struct Limits {
   uint32_t max_payload_bytes = 64 * 1024;  ///< a frame larger than this is rejected
   uint32_t max_fds_per_frame = 4;          ///< SCM_RIGHTS fds accepted per frame (<= 253)

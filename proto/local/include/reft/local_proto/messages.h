@@ -11,20 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "reft/job_layout.h"
 #include "reft/local_proto/frame.h"
 #include "reft/result.h"
 
 namespace reft::local_proto {
 
-struct Layout {
-  int32_t dp = 1, tp = 1, pp = 1, zero = 0;
-};
-
 /// Client -> daemon, first message of a session.
 struct Hello {
   std::string job;
-  int32_t pp = 0, tp = 0, dp = 0;  ///< this rank's coordinates
-  Layout layout;
+  RankCoord coord;  ///< this rank's coordinates
+  JobLayout layout;
   std::string protection = "none";
   std::string client_version;
 };

@@ -1,0 +1,208 @@
+#pragma once
+/// \file etcd_client.h
+/// \brief A small client of etcd's v3 API over gRPC: linearizable reads, puts, deletes,
+/// transactions (compare-and-swap), leases with a keep-alive stream, and watches.
+///
+/// Endpoints fail over: a call that cannot reach one member (UNAVAILABLE, or a timeout from a
+/// member that lost its quorum) is tried on the next, once round the list. Reads are
+/// linearizable (etcd answers them through its leader), so every reftd that reads a key after a
+/// write succeeded sees that write. A transaction whose answer was lost in transit may or may not
+/// have been applied: callers read back what they compared before trying again.
+///
+/// One background thread keeps the granted leases alive; one more serves the watches (a single
+/// bidirectional stream for all of them, re-created on another endpoint when it breaks, resumed
+/// from the last revision seen). Thread-safe.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "reft/result.h"
+
+namespace etcdserverpb {
+class TxnRequest;
+class KV;
+}  // namespace etcdserverpb
+
+namespace reft::coord {
+
+struct EtcdOptions {
+  std::vector<std::string> endpoints;              ///< host:port of the etcd members
+  std::chrono::milliseconds request_timeout{3000};  ///< one unary call on one endpoint
+  /// Channel credentials (client TLS); nullptr = plain text.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+};
+
+/// \brief One key as etcd stores it.
+struct KeyValue {
+  std::string key;
+  std::string value;
+  int64_t create_revision = 0;  ///< 0: the key does not exist
+  int64_t mod_revision = 0;
+  int64_t version = 0;
+  int64_t lease = 0;
+};
+
+struct RangeResult {
+  std::vector<KeyValue> kvs;
+  int64_t count = 0;     ///< keys in the range (all of them, also beyond `limit`)
+  int64_t revision = 0;  ///< the store's revision the answer reflects
+};
+
+/// \brief The end of the key range holding every key that starts with `prefix`.
+std::string PrefixEnd(const std::string& prefix);
+
+enum class Compare { kEqual, kGreater, kLess, kNotEqual };
+
+/// \brief An etcd transaction: if every comparison holds, the `Then` operations run, else the
+/// `Else` ones, atomically at one revision.
+class Txn {
+ public:
+  Txn();
+  ~Txn();
+  Txn(Txn&&) noexcept;
+  Txn& operator=(Txn&&) noexcept;
+
+  /// The key's modification revision (0: the key does not exist).
+  Txn& IfModRevision(const std::string& key, Compare op, int64_t revision);
+  /// The key's creation revision (0: the key does not exist).
+  Txn& IfCreateRevision(const std::string& key, Compare op, int64_t revision);
+  Txn& IfValue(const std::string& key, Compare op, const std::string& value);
+
+  Txn& ThenPut(const std::string& key, const std::string& value, int64_t lease = 0);
+  Txn& ThenDelete(const std::string& key);
+  Txn& ThenDeleteRange(const std::string& key, const std::string& range_end);
+  Txn& ThenGet(const std::string& key);
+  Txn& ThenGetPrefix(const std::string& prefix);
+  Txn& ElsePut(const std::string& key, const std::string& value, int64_t lease = 0);
+  Txn& ElseGet(const std::string& key);
+  Txn& ElseGetPrefix(const std::string& prefix);
+
+  size_t operations() const;
+  const etcdserverpb::TxnRequest& request() const { return *request_; }
+
+ private:
+  std::unique_ptr<etcdserverpb::TxnRequest> request_;
+};
+
+struct TxnResult {
+  bool succeeded = false;
+  int64_t revision = 0;
+  /// The answers of the Get operations of the branch that ran, in their order.
+  std::vector<RangeResult> gets;
+};
+
+struct WatchEvent {
+  enum class Type { kPut, kDelete };
+  Type type = Type::kPut;
+  KeyValue kv;  ///< for a delete: the key and the revision of the delete
+};
+
+/// \brief What a watch delivers: events in revision order, or `reset` when events may have
+/// been missed (the stream broke and the history it would resume from was compacted): the
+/// watcher re-reads what it watches.
+struct WatchUpdate {
+  std::vector<WatchEvent> events;
+  int64_t revision = 0;
+  bool reset = false;
+};
+
+/// \brief Traffic counters, for the control-plane scale figures.
+struct EtcdTraffic {
+  uint64_t requests = 0;        ///< unary calls and stream messages sent
+  uint64_t bytes_sent = 0;
+  uint64_t responses = 0;       ///< unary answers and stream messages received
+  uint64_t bytes_received = 0;
+  uint64_t watch_events = 0;
+};
+
+class EtcdClient {
+ public:
+  using WatchCallback = std::function<void(const WatchUpdate&)>;
+  /// Called (on the keep-alive thread) when a lease expired or was revoked by etcd.
+  using LeaseLostCallback = std::function<void(int64_t lease)>;
+
+  /// Channels to every endpoint; no call is made yet. InvalidArgument without endpoints.
+  static Result<std::unique_ptr<EtcdClient>> Create(EtcdOptions options);
+  ~EtcdClient();
+  EtcdClient(const EtcdClient&) = delete;
+  EtcdClient& operator=(const EtcdClient&) = delete;
+
+  /// \brief Linearizable read of one key; std::nullopt when it does not exist.
+  Result<std::optional<KeyValue>> Get(const std::string& key);
+  /// \brief Linearizable read of every key with `prefix` (at most `limit`, 0 = all).
+  Result<RangeResult> GetPrefix(const std::string& prefix, int64_t limit = 0);
+  /// \brief Number of keys with `prefix`, without their values.
+  Result<int64_t> CountPrefix(const std::string& prefix);
+  /// \brief Returns the revision of the write.
+  Result<int64_t> Put(const std::string& key, const std::string& value, int64_t lease = 0);
+  /// \brief Returns the number of keys deleted.
+  Result<int64_t> Delete(const std::string& key);
+  Result<int64_t> DeletePrefix(const std::string& prefix);
+  Result<TxnResult> Commit(const Txn& txn);
+
+  /// \brief A lease of `ttl` (etcd may round it up to its minimum). It is kept alive in the
+  /// background until RevokeLease or destruction; when etcd reports it gone, `on_lost` runs.
+  Result<int64_t> GrantLease(std::chrono::seconds ttl, LeaseLostCallback on_lost = nullptr);
+  /// \brief Stops keeping the lease alive and revokes it (its keys are deleted now).
+  Status RevokeLease(int64_t lease);
+
+  /// \brief Watches `key` (or every key under it when `prefix`) from `start_revision` (0 = from
+  /// now). The callback runs on the watch thread, in revision order; it must not block long
+  /// and must not call CancelWatch. Returns a handle for CancelWatch.
+  Result<int64_t> Watch(const std::string& key, bool prefix, int64_t start_revision,
+                        WatchCallback callback);
+  void CancelWatch(int64_t handle);
+
+  EtcdTraffic traffic() const;
+  /// The endpoint the next call goes to (for logs).
+  std::string current_endpoint() const;
+
+ private:
+  struct Endpoint;
+  struct WatchState;
+  explicit EtcdClient(EtcdOptions options);
+
+  /// Runs `call(stub, context)` on the current endpoint, failing over as documented above.
+  template <typename Call>
+  Status Unary(const char* what, Call&& call);
+  void KeepAliveLoop();
+  void WatchLoop();
+  void Count(uint64_t sent_msgs, uint64_t sent_bytes, uint64_t recv_msgs, uint64_t recv_bytes);
+
+  EtcdOptions options_;
+  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  std::atomic<size_t> current_{0};
+  std::atomic<bool> stopping_{false};
+
+  // Leases kept alive: id -> (ttl, callback).
+  std::mutex lease_mu_;
+  std::condition_variable lease_cv_;
+  std::map<int64_t, std::pair<std::chrono::seconds, LeaseLostCallback>> leases_;
+  std::thread keepalive_thread_;
+
+  // Watches: handle -> state; the stream is (re)built by the watch thread.
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  std::map<int64_t, std::shared_ptr<WatchState>> watches_;
+  int64_t next_watch_handle_ = 1;
+  bool watch_dirty_ = false;  // a watch was added or cancelled: the stream is rebuilt
+  std::shared_ptr<grpc::ClientContext> watch_context_;
+  std::thread watch_thread_;
+
+  mutable std::mutex traffic_mu_;
+  EtcdTraffic traffic_;
+};
+
+}  // namespace reft::coord

@@ -1,0 +1,27 @@
+#pragma once
+/// \file etcd_control_plane.h
+/// \brief The etcd control plane of a PeerNode: one etcd client shared by the node directory
+/// (registration under a lease) and the job coordinator (commit, generation, locations,
+/// restore decisions). docs/coordination.md describes both.
+
+#include <chrono>
+#include <memory>
+
+#include "reft/coord/etcd_client.h"
+#include "reft/coord/etcd_job_coordinator.h"
+#include "reft/peer/peer_node.h"
+
+namespace reft::coord {
+
+struct EtcdControlPlaneOptions {
+  EtcdOptions etcd;
+  /// A node is declared dead this long after its last lease renewal.
+  std::chrono::seconds lease_ttl{5};
+  EtcdCoordinatorOptions coordinator;
+};
+
+/// \brief A factory for peer::PeerNode::Create. The client is created at once (InvalidArgument
+/// for bad endpoints); nothing is sent to etcd before PeerNode::Start.
+Result<peer::ControlPlaneFactory> MakeEtcdControlPlane(EtcdControlPlaneOptions options);
+
+}  // namespace reft::coord

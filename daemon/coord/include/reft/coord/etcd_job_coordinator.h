@@ -1,0 +1,175 @@
+#pragma once
+/// \file etcd_job_coordinator.h
+/// \brief Job-wide agreement in etcd (docs/coordination.md): the commit point, the generation,
+/// where every rank's slot lives, which node coordinates the job, and how the job restores.
+///
+/// Commit. A rank that sealed step S reports it to its daemon (Complete); the daemon writes
+/// ONE key per step for all its ranks of the job (`completions/<S>/<node>`, rewritten as more of
+/// its ranks complete), guarded by the job's generation. The job's coordinator — one node,
+/// elected with a key bound to its lease — watches the completions and, once they cover every
+/// rank of the layout, commits S in one transaction that succeeds only if the generation and
+/// the previous commit point are unchanged; the same transaction records the slot locations that
+/// changed and deletes the completions up to S. Every node watches `committed` (one event per
+/// step) and then commits its local slots of S, which frees the older ones. So a node writes
+/// O(1) keys per step per job and receives O(1) events, and only the coordinator sees O(nodes).
+///
+/// Generations. Falling back to the persistent tier starts generation g+1 with base P in one
+/// compare-and-swap on the generation key (StartGeneration): committed becomes P, completions
+/// are cleared and the restore decision {g+1, P, "tier"} is recorded with it. Every node
+/// watching the key rolls back (drops its slots newer than P). Completion writes and commits of
+/// generation g fail from then on (they compare the generation key's revision).
+///
+/// Offline. When etcd cannot be reached, snapshots go on locally (Complete only queues), the
+/// commit waits, and no restore can read a commit point; queued completions are written when
+/// etcd answers again. Thread-safe; owns one worker thread (Start/Stop).
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reft/coord/etcd_client.h"
+#include "reft/coord/etcd_node_directory.h"
+#include "reft/coord/records.h"
+#include "reft/peer/job_coordinator.h"
+#include "reft/store/snapshot_store.h"
+
+namespace reft::coord {
+
+struct EtcdCoordinatorOptions {
+  /// Operations per transaction (etcd's default limit is 128).
+  size_t max_txn_ops = 100;
+  /// A failed etcd write (etcd unreachable) is retried this often.
+  std::chrono::milliseconds retry_interval{200};
+};
+
+class EtcdJobCoordinator final : public peer::JobCoordinator {
+ public:
+  /// `store` and `nodes` must outlive the coordinator.
+  EtcdJobCoordinator(store::SnapshotStore* store, std::shared_ptr<EtcdClient> etcd,
+                     EtcdNodeDirectory* nodes, EtcdCoordinatorOptions options = {});
+  ~EtcdJobCoordinator() override;
+
+  /// Starts the worker and follows every job this node holds slots of.
+  Status Start() override;
+  void Stop() override;
+
+  // local::CommitCoordinator
+  /// Records the layout in etcd (InvalidArgument when the job runs with another layout on
+  /// some node) and the rank as joined on this node (a key bound to this node's lease).
+  /// Works offline: without etcd the layout and the joined key are written later.
+  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
+  void Leave(const store::RankKey& rank) override;
+  Status Complete(const store::RankKey& rank, int64_t step) override;
+  std::optional<int64_t> NewestCommitted(const std::string& job) override;
+  bool WaitCommitted(const std::string& job, int64_t step,
+                     std::chrono::milliseconds timeout) override;
+
+  // peer::JobCoordinator
+  Status SyncNow(const std::string& job, std::chrono::milliseconds timeout) override;
+  std::optional<JobLayout> Layout(const std::string& job) override;
+  std::vector<std::string> Jobs() override;
+  peer::JobGeneration Generation(const std::string& job) override;
+  peer::JobGeneration StartGeneration(const std::string& job, uint64_t from, int64_t base_step,
+                                      int64_t persist_floor, const std::string& reason) override;
+  void AddGenerationListener(GenerationListener listener) override;
+  void SetStateDir(std::string dir) override;
+  std::vector<store::RankKey> JoinedRanks(const std::optional<std::string>& job) override;
+  bool IsJoined(const store::RankKey& rank) override;
+  Result<std::vector<std::string>> JobNodes(const std::string& job) override;
+  std::optional<std::string> SlotLocation(const store::RankKey& rank) override;
+  std::optional<std::string> JoinedNode(const store::RankKey& rank) override;
+  bool LeadsJob(const std::string& job) override;
+  Result<std::optional<peer::RestoreDecision>> Decision(const std::string& job) override;
+  Result<peer::RestoreDecision> ProposeDecision(const std::string& job,
+                                                const peer::RestoreDecision& decision,
+                                                int64_t expected_version) override;
+  bool HasConsensus() const override { return true; }
+  Status RecordSlot(const store::RankKey& rank, int64_t step) override;
+
+ private:
+  struct JobState {
+    bool tracked = false;           // state read from etcd and watches set
+    bool stale = false;             // a compare failed or a watch lost events: re-read
+    std::vector<int64_t> watches;   // etcd watch handles
+    bool has_layout = false;
+    JobLayout layout;
+    int64_t layout_rev = 0;         // mod revision of the layout key (0: absent)
+    GenerationRecord gen;
+    int64_t gen_rev = 0;
+    bool gen_loaded = false;        // the local generation record was read
+    std::optional<int64_t> committed;
+    int64_t committed_rev = 0;
+    int connected = 0;              // trainer sessions on this node
+    // This node's completions not yet committed, and how many of them etcd has.
+    std::map<int64_t, std::set<store::RankKey>> pending;
+    std::map<int64_t, size_t> written;
+    // Coordination of the job.
+    bool want_lead = false;         // campaign when the coordinator key is free
+    bool leader = false;
+    int64_t completions_watch = 0;
+    // The leader's view: step -> node -> that node's completion record.
+    std::map<int64_t, std::map<std::string, CompletionRecord>> completions;
+    std::map<store::RankKey, std::string> locations;
+  };
+  struct GenerationEvent {
+    std::string job;
+    peer::JobGeneration generation;
+    int dropped = 0;
+  };
+
+  /// Reads the job's state from etcd once and watches it; afterwards watches keep it current.
+  Status Track(const std::string& job);
+  /// A linearizable read of layout, generation, committed and coordinator, applied.
+  Status Refresh(const std::string& job, bool start_watches);
+  // Apply one key's value (std::nullopt: deleted) to the job's state; ignore stale revisions.
+  void ApplyLayoutLocked(const std::string& job, JobState& st, const std::optional<KeyValue>& kv);
+  void ApplyGenerationLocked(const std::string& job, JobState& st,
+                             const std::optional<KeyValue>& kv);
+  void ApplyCommittedLocked(const std::string& job, JobState& st,
+                            const std::optional<KeyValue>& kv);
+  void ApplyCoordinatorLocked(const std::string& job, JobState& st,
+                              const std::optional<KeyValue>& kv);
+  void AdoptGenerationLocked(const std::string& job, JobState& st, const GenerationRecord& rec);
+  void LoadLocalStateLocked(const std::string& job, JobState& st);
+  void CommitLocalLocked(const std::string& job, int64_t step);
+  peer::JobGeneration InfoLocked(const JobState& st) const;
+  void OnCompletionEvent(const std::string& job, const WatchUpdate& u);
+  void NotifyGenerations();
+
+  // Worker: everything that writes to etcd in the background.
+  void Run();
+  void FlushCompletions(const std::string& job);
+  void Campaign(const std::string& job);
+  void BecomeLeader(const std::string& job);
+  void TryCommit(const std::string& job);
+  void SyncJoined();
+  void OnReregistered(int64_t lease);
+  void Wake();
+
+  store::SnapshotStore* store_;
+  std::shared_ptr<EtcdClient> etcd_;
+  EtcdNodeDirectory* nodes_;
+  EtcdCoordinatorOptions options_;
+
+  std::mutex track_mu_;  // serialises Track/Refresh I/O (never held with mu_ while waiting on it)
+  std::mutex mu_;
+  std::condition_variable cv_;  // commits (waiters) and work (the worker)
+  std::map<std::string, JobState> jobs_;
+  std::map<store::RankKey, int> joined_;         // rank -> sessions on this node
+  std::map<store::RankKey, bool> joined_in_etcd_;  // rank -> its joined key is written
+  std::string state_dir_;
+  bool work_ = false;
+  bool running_ = false;
+  std::thread worker_;
+  std::vector<GenerationEvent> pending_events_;
+  std::vector<int64_t> cancel_watches_;  // cancelled by the worker (not from a watch callback)
+  std::mutex listeners_mu_;
+  std::vector<GenerationListener> listeners_;
+};
+
+}  // namespace reft::coord

@@ -1,0 +1,85 @@
+#pragma once
+/// \file etcd_node_directory.h
+/// \brief Node membership in etcd: each reftd registers /reft/v1/nodes/<id> = {address, epoch}
+/// under a lease it keeps alive; its death is the lease expiring (after `lease_ttl` without a
+/// renewal). No probing between daemons and no membership table gossiped around: a node looks
+/// up the few nodes it needs, when it needs them.
+///
+/// A node whose lease expired while it was alive (a long pause, a partition from etcd)
+/// registers again under a new lease; listeners hear it as a `self` event, and everything bound
+/// to the old lease (joined ranks, the job coordinator key) is re-established by its owners
+/// (AddReregisterListener). Thread-safe.
+
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "reft/coord/etcd_client.h"
+#include "reft/peer/node_directory.h"
+#include "reft/peer/peer_options.h"
+
+namespace reft::coord {
+
+class EtcdNodeDirectory final : public peer::NodeDirectory {
+ public:
+  EtcdNodeDirectory(peer::PeerOptions options, std::shared_ptr<EtcdClient> etcd,
+                    std::chrono::seconds lease_ttl);
+  ~EtcdNodeDirectory() override;
+
+  void SetAdvertiseAddress(const std::string& address) override;
+  /// Grants the lease and registers this node. Unavailable when etcd cannot be reached.
+  Status Start() override;
+  /// Revokes the lease: this node's keys disappear at once (a clean shutdown is not a failure
+  /// the others have to wait a TTL for).
+  void Stop() override;
+
+  v1::Caller SelfCaller() const override;
+  /// Changes when the node registers again after its lease expired (a new identity).
+  uint64_t epoch() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return options_.epoch;
+  }
+  const std::string& node_id() const override { return options_.node_id; }
+
+  /// Every registered node (kAlive), and every node that registered once and whose lease has
+  /// expired since (kDead): two range reads.
+  std::vector<peer::MemberInfo> Members() const override;
+  std::vector<peer::MemberInfo> LiveMembers() const override;
+  /// A registered node, from a cache refreshed after `cache_ttl` (addresses rarely change);
+  /// unregistered nodes are reported kDead.
+  std::optional<peer::MemberInfo> Find(const std::string& node_id) const override;
+  /// A fresh (linearizable) read: kAlive when registered, kDead when not (etcd is the
+  /// authority), kUnknown when etcd cannot be reached.
+  peer::NodeLiveness Liveness(const std::string& node_id) const override;
+
+  bool IsFenced() const override { return false; }
+  void ClearFence() override {}
+  void AddListener(Listener listener) override;
+  Status AdmitCaller(const v1::Caller& caller) override;
+
+  /// The lease this node's registration is bound to (0 before Start / after Stop).
+  int64_t lease() const;
+  /// Called (on etcd's keep-alive thread, after re-registration) with the new lease.
+  void AddReregisterListener(std::function<void(int64_t lease)> listener);
+
+ private:
+  Status Register();
+  std::vector<peer::MemberInfo> Registered() const;
+  void OnLeaseLost(int64_t lease);
+
+  peer::PeerOptions options_;
+  std::shared_ptr<EtcdClient> etcd_;
+  std::chrono::seconds lease_ttl_;
+  mutable std::mutex mu_;
+  int64_t lease_ = 0;
+  bool stopped_ = false;
+  std::vector<Listener> listeners_;
+  std::vector<std::function<void(int64_t)>> reregister_listeners_;
+  struct Cached {
+    std::optional<peer::MemberInfo> info;
+    std::chrono::steady_clock::time_point at;
+  };
+  mutable std::map<std::string, Cached> cache_;
+};
+
+}  // namespace reft::coord

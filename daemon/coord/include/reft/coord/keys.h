@@ -1,0 +1,61 @@
+#pragma once
+/// \file keys.h
+/// \brief The etcd key schema of reft's control plane (docs/coordination.md). Every key lives
+/// under /reft/v1/; steps in keys are zero-padded to 20 digits so that key order is step order
+/// and "every completion up to step S" is one key range.
+///
+///   /reft/v1/nodes/<node>                        {address, epoch}             node's lease
+///   /reft/v1/known/<node>                        {address, epoch}             (kept: lists dead)
+///   /reft/v1/jobs/<job>/layout                   {dp, tp, pp, zero}
+///   /reft/v1/jobs/<job>/generation               {generation, base_step, persist_floor, reason}
+///   /reft/v1/jobs/<job>/committed                {step, generation}
+///   /reft/v1/jobs/<job>/completions/<step>/<node> {generation, ranks}
+///   /reft/v1/jobs/<job>/locations/<pp>/<tp>/<dp>  {node, step}
+///   /reft/v1/jobs/<job>/joined/<pp>/<tp>/<dp>     {node}                       node's lease
+///   /reft/v1/jobs/<job>/coordinator              {node}                       node's lease
+///   /reft/v1/jobs/<job>/restore                  {generation, step, source, decided_by, detail}
+
+#include <cstdint>
+#include <string>
+
+#include "reft/store/snapshot_store.h"
+
+namespace reft::coord::keys {
+
+inline const std::string kRoot = "/reft/v1/";
+
+std::string NodesPrefix();
+std::string Node(const std::string& node_id);
+/// The node id of a key under NodesPrefix(), or "" when it is not one.
+std::string NodeIdOf(const std::string& key);
+/// Every node that ever registered keeps a record here without a lease, so that a node whose
+/// lease expired is listed as dead rather than forgotten (`etcdctl del` forgets it).
+std::string KnownPrefix();
+std::string Known(const std::string& node_id);
+
+std::string JobPrefix(const std::string& job);
+std::string Layout(const std::string& job);
+std::string Generation(const std::string& job);
+std::string Committed(const std::string& job);
+std::string Coordinator(const std::string& job);
+std::string Restore(const std::string& job);
+
+std::string StepKey(int64_t step);  ///< 20 digits, steps >= 0
+std::string CompletionsPrefix(const std::string& job);
+std::string Completion(const std::string& job, int64_t step, const std::string& node);
+/// End of the key range holding every completion of a step <= `step`.
+std::string CompletionsEnd(const std::string& job, int64_t step);
+/// The step of a completion key, or -1 when it is not one.
+int64_t CompletionStep(const std::string& job, const std::string& key);
+
+std::string LocationsPrefix(const std::string& job);
+/// Prefix of the locations of one sharding group (pp, tp).
+std::string GroupLocationsPrefix(const std::string& job, int32_t pp, int32_t tp);
+std::string Location(const store::RankKey& rank);
+std::string JoinedPrefix(const std::string& job);
+std::string Joined(const store::RankKey& rank);
+/// The rank of a location or joined key of `job` (`kind` = "locations" | "joined").
+bool ParseRankKey(const std::string& job, const std::string& kind, const std::string& key,
+                  store::RankKey* rank);
+
+}  // namespace reft::coord::keys

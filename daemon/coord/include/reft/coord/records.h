@@ -1,0 +1,64 @@
+#pragma once
+/// \file records.h
+/// \brief The values stored under the keys of keys.h, as small JSON objects (readable with
+/// `etcdctl get`). Decoding checks every field and names the key on error.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reft/local/commit_coordinator.h"
+#include "reft/peer/job_coordinator.h"
+#include "reft/result.h"
+#include "reft/store/snapshot_store.h"
+
+namespace reft::coord {
+
+struct NodeRecord {
+  std::string address;
+  uint64_t epoch = 0;
+};
+
+struct GenerationRecord {
+  uint64_t generation = 0;
+  std::optional<int64_t> base_step;
+  int64_t persist_floor = -1;
+  std::string reason;
+};
+
+struct CommittedRecord {
+  int64_t step = -1;
+  uint64_t generation = 0;
+};
+
+/// The ranks of one node that completed one step, in one generation.
+struct CompletionRecord {
+  uint64_t generation = 0;
+  std::vector<store::RankKey> ranks;  ///< job filled in by the decoder
+};
+
+struct NodeRef {
+  std::string node;
+  int64_t step = -1;  ///< locations: the step the slot was recorded at
+};
+
+std::string Encode(const NodeRecord& r);
+std::string Encode(const JobLayout& r);
+std::string Encode(const GenerationRecord& r);
+std::string Encode(const CommittedRecord& r);
+std::string Encode(const CompletionRecord& r);
+std::string Encode(const NodeRef& r);
+std::string Encode(const peer::RestoreDecision& r);
+
+Result<NodeRecord> DecodeNode(const std::string& key, const std::string& value);
+Result<JobLayout> DecodeLayout(const std::string& key, const std::string& value);
+Result<GenerationRecord> DecodeGeneration(const std::string& key, const std::string& value);
+Result<CommittedRecord> DecodeCommitted(const std::string& key, const std::string& value);
+Result<CompletionRecord> DecodeCompletion(const std::string& job, const std::string& key,
+                                          const std::string& value);
+Result<NodeRef> DecodeNodeRef(const std::string& key, const std::string& value);
+/// `version` is set by the caller (the key's mod revision).
+Result<peer::RestoreDecision> DecodeDecision(const std::string& key, const std::string& value);
+
+}  // namespace reft::coord

@@ -1,0 +1,623 @@
+#include "reft/coord/etcd_client.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "etcd/rpc.grpc.pb.h"
+
+namespace reft::coord {
+
+namespace pb = etcdserverpb;
+using Clock = std::chrono::steady_clock;
+
+struct EtcdClient::Endpoint {
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::KV::Stub> kv;
+  std::unique_ptr<pb::Watch::Stub> watch;
+  std::unique_ptr<pb::Lease::Stub> lease;
+};
+
+struct EtcdClient::WatchState {
+  std::string key;
+  std::string range_end;
+  int64_t next_revision = 0;  // resume point (0 = from now)
+  WatchCallback callback;
+  int64_t server_id = -1;     // etcd's watch id on the current stream
+  bool create_sent = false;
+  bool cancelled = false;
+};
+
+std::string PrefixEnd(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    auto& c = reinterpret_cast<unsigned char&>(end.back());
+    if (c < 0xff) {
+      ++c;
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+namespace {
+
+KeyValue FromPb(const pb::KeyValue& kv) {
+  KeyValue out;
+  out.key = kv.key();
+  out.value = kv.value();
+  out.create_revision = kv.create_revision();
+  out.mod_revision = kv.mod_revision();
+  out.version = kv.version();
+  out.lease = kv.lease();
+  return out;
+}
+
+RangeResult FromPb(const pb::RangeResponse& r) {
+  RangeResult out;
+  out.count = r.count();
+  out.revision = r.header().revision();
+  out.kvs.reserve(r.kvs_size());
+  for (const auto& kv : r.kvs()) out.kvs.push_back(FromPb(kv));
+  return out;
+}
+
+pb::Compare::CompareResult ToPb(Compare op) {
+  switch (op) {
+    case Compare::kEqual: return pb::Compare::EQUAL;
+    case Compare::kGreater: return pb::Compare::GREATER;
+    case Compare::kLess: return pb::Compare::LESS;
+    case Compare::kNotEqual: return pb::Compare::NOT_EQUAL;
+  }
+  return pb::Compare::EQUAL;
+}
+
+void FillGet(pb::RequestOp* op, const std::string& key, const std::string& range_end) {
+  auto* r = op->mutable_request_range();
+  r->set_key(key);
+  if (!range_end.empty()) r->set_range_end(range_end);
+}
+
+void FillPut(pb::RequestOp* op, const std::string& key, const std::string& value, int64_t lease) {
+  auto* p = op->mutable_request_put();
+  p->set_key(key);
+  p->set_value(value);
+  p->set_lease(lease);
+}
+
+Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  const std::string m = "etcd " + what + ": " + s.error_message();
+  switch (s.error_code()) {
+    case grpc::StatusCode::OK: return Status::OK();
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return Status::Timeout(m);
+    case grpc::StatusCode::UNAVAILABLE: return Status::Unavailable(m);
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::OUT_OF_RANGE: return Status::InvalidArgument(m);
+    case grpc::StatusCode::NOT_FOUND: return Status::NotFound(m);
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED: return Status::PermissionDenied(m);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return Status::Busy(m);
+    case grpc::StatusCode::CANCELLED: return Status::Cancelled(m);
+    default: return Status::Unavailable(m);
+  }
+}
+
+// Worth trying another member: it is unreachable, or it could not reach its quorum in time.
+bool Retriable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         s.error_code() == grpc::StatusCode::UNKNOWN;
+}
+
+void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds d) {
+  ctx->set_deadline(std::chrono::system_clock::now() + d);
+}
+
+}  // namespace
+
+// ---- Txn ----
+
+Txn::Txn() : request_(std::make_unique<pb::TxnRequest>()) {}
+Txn::~Txn() = default;
+Txn::Txn(Txn&&) noexcept = default;
+Txn& Txn::operator=(Txn&&) noexcept = default;
+
+Txn& Txn::IfModRevision(const std::string& key, Compare op, int64_t revision) {
+  auto* c = request_->add_compare();
+  c->set_key(key);
+  c->set_target(pb::Compare::MOD);
+  c->set_result(ToPb(op));
+  c->set_mod_revision(revision);
+  return *this;
+}
+
+Txn& Txn::IfCreateRevision(const std::string& key, Compare op, int64_t revision) {
+  auto* c = request_->add_compare();
+  c->set_key(key);
+  c->set_target(pb::Compare::CREATE);
+  c->set_result(ToPb(op));
+  c->set_create_revision(revision);
+  return *this;
+}
+
+Txn& Txn::IfValue(const std::string& key, Compare op, const std::string& value) {
+  auto* c = request_->add_compare();
+  c->set_key(key);
+  c->set_target(pb::Compare::VALUE);
+  c->set_result(ToPb(op));
+  c->set_value(value);
+  return *this;
+}
+
+Txn& Txn::ThenPut(const std::string& key, const std::string& value, int64_t lease) {
+  FillPut(request_->add_success(), key, value, lease);
+  return *this;
+}
+
+Txn& Txn::ThenDelete(const std::string& key) {
+  request_->add_success()->mutable_request_delete_range()->set_key(key);
+  return *this;
+}
+
+Txn& Txn::ThenDeleteRange(const std::string& key, const std::string& range_end) {
+  auto* d = request_->add_success()->mutable_request_delete_range();
+  d->set_key(key);
+  d->set_range_end(range_end);
+  return *this;
+}
+
+Txn& Txn::ThenGet(const std::string& key) {
+  FillGet(request_->add_success(), key, "");
+  return *this;
+}
+
+Txn& Txn::ThenGetPrefix(const std::string& prefix) {
+  FillGet(request_->add_success(), prefix, PrefixEnd(prefix));
+  return *this;
+}
+
+Txn& Txn::ElsePut(const std::string& key, const std::string& value, int64_t lease) {
+  FillPut(request_->add_failure(), key, value, lease);
+  return *this;
+}
+
+Txn& Txn::ElseGet(const std::string& key) {
+  FillGet(request_->add_failure(), key, "");
+  return *this;
+}
+
+Txn& Txn::ElseGetPrefix(const std::string& prefix) {
+  FillGet(request_->add_failure(), prefix, PrefixEnd(prefix));
+  return *this;
+}
+
+size_t Txn::operations() const {
+  return static_cast<size_t>(request_->success_size()) +
+         static_cast<size_t>(request_->failure_size());
+}
+
+// ---- EtcdClient ----
+
+Result<std::unique_ptr<EtcdClient>> EtcdClient::Create(EtcdOptions options) {
+  if (options.endpoints.empty()) return Status::InvalidArgument("etcd: no endpoints given");
+  for (const auto& e : options.endpoints) {
+    if (e.empty() || e.find(':') == std::string::npos) {
+      return Status::InvalidArgument("etcd endpoint '" + e + "' is not host:port");
+    }
+  }
+  if (options.request_timeout.count() <= 0) {
+    return Status::InvalidArgument("etcd: request timeout must be > 0");
+  }
+  return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(options)));
+}
+
+EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
+  auto creds = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+  for (const auto& address : options_.endpoints) {
+    grpc::ChannelArguments args;
+    // Reconnect soon after a member comes back. (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is also the
+    // time one connection attempt may take: left at its default, a busy member still gets in.)
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    auto e = std::make_unique<Endpoint>();
+    e->address = address;
+    e->channel = grpc::CreateCustomChannel(address, creds, args);
+    e->kv = pb::KV::NewStub(e->channel);
+    e->watch = pb::Watch::NewStub(e->channel);
+    e->lease = pb::Lease::NewStub(e->channel);
+    endpoints_.push_back(std::move(e));
+  }
+  keepalive_thread_ = std::thread([this] { KeepAliveLoop(); });
+  watch_thread_ = std::thread([this] { WatchLoop(); });
+}
+
+EtcdClient::~EtcdClient() {
+  stopping_ = true;
+  lease_cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (watch_context_) watch_context_->TryCancel();
+  }
+  watch_cv_.notify_all();
+  if (keepalive_thread_.joinable()) keepalive_thread_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
+}
+
+void EtcdClient::Count(uint64_t sent_msgs, uint64_t sent_bytes, uint64_t recv_msgs,
+                       uint64_t recv_bytes) {
+  std::lock_guard<std::mutex> lock(traffic_mu_);
+  traffic_.requests += sent_msgs;
+  traffic_.bytes_sent += sent_bytes;
+  traffic_.responses += recv_msgs;
+  traffic_.bytes_received += recv_bytes;
+}
+
+EtcdTraffic EtcdClient::traffic() const {
+  std::lock_guard<std::mutex> lock(traffic_mu_);
+  return traffic_;
+}
+
+std::string EtcdClient::current_endpoint() const {
+  return endpoints_[current_.load() % endpoints_.size()]->address;
+}
+
+template <typename Call>
+Status EtcdClient::Unary(const char* what, Call&& call) {
+  grpc::Status last;
+  const size_t n = endpoints_.size();
+  const size_t first = current_.load();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t idx = (first + i) % n;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, options_.request_timeout);
+    last = call(*endpoints_[idx], &ctx);
+    if (last.ok()) {
+      current_ = idx;  // stay on a member that answers
+      return Status::OK();
+    }
+    if (!Retriable(last)) break;
+  }
+  std::string all;
+  for (const auto& e : endpoints_) all += (all.empty() ? "" : ",") + e->address;
+  return FromGrpc(last, std::string(what) + " (endpoints " + all + ")");
+}
+
+Result<std::optional<KeyValue>> EtcdClient::Get(const std::string& key) {
+  pb::RangeRequest req;
+  req.set_key(key);
+  pb::RangeResponse resp;
+  REFT_RETURN_NOT_OK(Unary("get", [&](Endpoint& e, grpc::ClientContext* c) {
+    return e.kv->Range(c, req, &resp);
+  }));
+  Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
+  if (resp.kvs_size() == 0) return std::optional<KeyValue>();
+  return std::optional<KeyValue>(FromPb(resp.kvs(0)));
+}
+
+Result<RangeResult> EtcdClient::GetPrefix(const std::string& prefix, int64_t limit) {
+  pb::RangeRequest req;
+  req.set_key(prefix);
+  req.set_range_end(PrefixEnd(prefix));
+  req.set_limit(limit);
+  pb::RangeResponse resp;
+  REFT_RETURN_NOT_OK(Unary("range", [&](Endpoint& e, grpc::ClientContext* c) {
+    return e.kv->Range(c, req, &resp);
+  }));
+  Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
+  return FromPb(resp);
+}
+
+Result<int64_t> EtcdClient::CountPrefix(const std::string& prefix) {
+  pb::RangeRequest req;
+  req.set_key(prefix);
+  req.set_range_end(PrefixEnd(prefix));
+  req.set_count_only(true);
+  pb::RangeResponse resp;
+  REFT_RETURN_NOT_OK(Unary("count", [&](Endpoint& e, grpc::ClientContext* c) {
+    return e.kv->Range(c, req, &resp);
+  }));
+  Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
+  return resp.count();
+}
+
+Result<int64_t> EtcdClient::Put(const std::string& key, const std::string& value, int64_t lease) {
+  pb::PutRequest req;
+  req.set_key(key);
+  req.set_value(value);
+  req.set_lease(lease);
+  pb::PutResponse resp;
+  REFT_RETURN_NOT_OK(Unary("put", [&](Endpoint& e, grpc::ClientContext* c) {
+    return e.kv->Put(c, req, &resp);
+  }));
+  Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
+  return resp.header().revision();
+}
+
+Result<int64_t> EtcdClient::Delete(const std::string& key) {
+  pb::DeleteRangeRequest req;
+  req.set_key(key);
+  pb::DeleteRangeResponse resp;
+  REFT_RETURN_NOT_OK(Unary("delete", [&](Endpoint& e, grpc::ClientContext* c) {
+    return e.kv->DeleteRange(c, req, &resp);
+  }));
+  Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
+  return resp.deleted();
+}
+
+Result<int64_t> EtcdClient::DeletePrefix(const std::string& prefix) {
+  pb::DeleteRangeRequest req;
+  req.set_key(prefix);
+  req.set_range_end(PrefixEnd(prefix));
+  pb::DeleteRangeResponse resp;
+  REFT_RETURN_NOT_OK(Unary("delete", [&](Endpoint& e, grpc::ClientContext* c) {
+    return e.kv->DeleteRange(c, req, &resp);
+  }));
+  Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
+  return resp.deleted();
+}
+
+Result<TxnResult> EtcdClient::Commit(const Txn& txn) {
+  pb::TxnResponse resp;
+  REFT_RETURN_NOT_OK(Unary("txn", [&](Endpoint& e, grpc::ClientContext* c) {
+    return e.kv->Txn(c, txn.request(), &resp);
+  }));
+  Count(1, txn.request().ByteSizeLong(), 1, resp.ByteSizeLong());
+  TxnResult out;
+  out.succeeded = resp.succeeded();
+  out.revision = resp.header().revision();
+  for (const auto& r : resp.responses()) {
+    if (r.has_response_range()) out.gets.push_back(FromPb(r.response_range()));
+  }
+  return out;
+}
+
+// ---- leases ----
+
+Result<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl, LeaseLostCallback on_lost) {
+  if (ttl.count() <= 0) return Status::InvalidArgument("etcd lease TTL must be > 0 s");
+  pb::LeaseGrantRequest req;
+  req.set_ttl(ttl.count());
+  pb::LeaseGrantResponse resp;
+  REFT_RETURN_NOT_OK(Unary("lease grant", [&](Endpoint& e, grpc::ClientContext* c) {
+    return e.lease->LeaseGrant(c, req, &resp);
+  }));
+  Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
+  if (!resp.error().empty()) return Status::Unavailable("etcd lease grant: " + resp.error());
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    leases_[resp.id()] = {std::chrono::seconds(std::max<int64_t>(resp.ttl(), 1)),
+                          std::move(on_lost)};
+  }
+  lease_cv_.notify_all();
+  return resp.id();
+}
+
+Status EtcdClient::RevokeLease(int64_t lease) {
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    leases_.erase(lease);
+  }
+  pb::LeaseRevokeRequest req;
+  req.set_id(lease);
+  pb::LeaseRevokeResponse resp;
+  Status s = Unary("lease revoke", [&](Endpoint& e, grpc::ClientContext* c) {
+    return e.lease->LeaseRevoke(c, req, &resp);
+  });
+  Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
+  // A lease etcd no longer knows is revoked already.
+  if (s.code() == StatusCode::kNotFound) return Status::OK();
+  return s;
+}
+
+void EtcdClient::KeepAliveLoop() {
+  std::unique_lock<std::mutex> lock(lease_mu_);
+  while (!stopping_) {
+    if (leases_.empty()) {
+      lease_cv_.wait(lock, [&] { return stopping_ || !leases_.empty(); });
+      continue;
+    }
+    // Renew every lease a third of the shortest TTL: two renewals may be lost before expiry.
+    std::chrono::milliseconds period = std::chrono::hours(1);
+    std::vector<int64_t> ids;
+    for (const auto& [id, l] : leases_) {
+      ids.push_back(id);
+      period = std::min<std::chrono::milliseconds>(period, l.first / 3);
+    }
+    period = std::max(period, std::chrono::milliseconds(100));
+    lock.unlock();
+
+    std::vector<int64_t> lost;
+    bool renewed = false;
+    const size_t n = endpoints_.size();
+    for (size_t attempt = 0; attempt < n && !renewed && !stopping_; ++attempt) {
+      Endpoint& e = *endpoints_[(current_.load() + attempt) % n];
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx, options_.request_timeout);
+      auto stream = e.lease->LeaseKeepAlive(&ctx);
+      bool ok = true;
+      std::vector<int64_t> gone;
+      for (int64_t id : ids) {
+        pb::LeaseKeepAliveRequest req;
+        req.set_id(id);
+        pb::LeaseKeepAliveResponse resp;
+        if (!stream->Write(req) || !stream->Read(&resp)) {
+          ok = false;
+          break;
+        }
+        Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
+        if (resp.ttl() <= 0) gone.push_back(id);
+      }
+      stream->WritesDone();
+      grpc::Status st = stream->Finish();
+      if (ok) {
+        renewed = true;
+        lost = std::move(gone);
+        current_ = (current_.load() + attempt) % n;
+      } else {
+        (void)st;  // this member failed; the next one is tried in this round
+      }
+    }
+
+    lock.lock();
+    for (int64_t id : lost) {
+      auto it = leases_.find(id);
+      if (it == leases_.end()) continue;
+      LeaseLostCallback cb = std::move(it->second.second);
+      leases_.erase(it);
+      if (cb) {
+        lock.unlock();
+        cb(id);
+        lock.lock();
+      }
+    }
+    // A failed round is retried sooner: a lease must not expire because one member is down.
+    const auto wait = renewed ? period : std::min(period, std::chrono::milliseconds(200));
+    lease_cv_.wait_for(lock, wait, [&] { return stopping_.load(); });
+  }
+}
+
+// ---- watches ----
+
+Result<int64_t> EtcdClient::Watch(const std::string& key, bool prefix, int64_t start_revision,
+                                  WatchCallback callback) {
+  if (!callback) return Status::InvalidArgument("etcd watch: no callback");
+  auto w = std::make_shared<WatchState>();
+  w->key = key;
+  w->range_end = prefix ? PrefixEnd(key) : "";
+  w->next_revision = start_revision;
+  w->callback = std::move(callback);
+  int64_t handle;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    handle = next_watch_handle_++;
+    watches_[handle] = w;
+    watch_dirty_ = true;
+    // The stream is rebuilt with the new watch (a cancel before the call starts cancels it
+    // when it starts, so no window is lost).
+    if (watch_context_) watch_context_->TryCancel();
+  }
+  watch_cv_.notify_all();
+  return handle;
+}
+
+void EtcdClient::CancelWatch(int64_t handle) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  auto it = watches_.find(handle);
+  if (it == watches_.end()) return;
+  it->second->cancelled = true;
+  watches_.erase(it);
+  watch_dirty_ = true;
+  // The stream is rebuilt without it; its events stop at once (cancelled is checked before
+  // every callback).
+  if (watch_context_) watch_context_->TryCancel();
+  watch_cv_.notify_all();
+}
+
+void EtcdClient::WatchLoop() {
+  size_t endpoint = current_.load();
+  while (!stopping_) {
+    std::vector<std::shared_ptr<WatchState>> active;
+    std::shared_ptr<grpc::ClientContext> ctx;
+    {
+      std::unique_lock<std::mutex> lock(watch_mu_);
+      watch_cv_.wait(lock, [&] { return stopping_ || !watches_.empty(); });
+      if (stopping_) return;
+      for (auto& [h, w] : watches_) {
+        w->server_id = -1;
+        w->create_sent = false;
+        active.push_back(w);
+      }
+      watch_dirty_ = false;
+      ctx = std::make_shared<grpc::ClientContext>();
+      // etcd's "require leader": a member cut off from its quorum closes the stream instead
+      // of keeping it open and silent, so the watch moves to a member that has a leader.
+      ctx->AddMetadata("hasleader", "true");
+      watch_context_ = ctx;
+    }
+    Endpoint& e = *endpoints_[endpoint % endpoints_.size()];
+    auto stream = e.watch->Watch(ctx.get());
+    std::deque<std::shared_ptr<WatchState>> pending;  // creates awaiting their "created"
+    bool ok = true;
+    for (auto& w : active) {
+      pb::WatchRequest req;
+      auto* c = req.mutable_create_request();
+      c->set_key(w->key);
+      if (!w->range_end.empty()) c->set_range_end(w->range_end);
+      c->set_start_revision(w->next_revision);
+      if (!stream->Write(req)) {
+        ok = false;
+        break;
+      }
+      Count(1, req.ByteSizeLong(), 0, 0);
+      w->create_sent = true;
+      pending.push_back(w);
+    }
+    std::map<int64_t, std::shared_ptr<WatchState>> by_id;
+    pb::WatchResponse resp;
+    while (ok && !stopping_ && stream->Read(&resp)) {
+      Count(0, 0, 1, resp.ByteSizeLong());
+      if (resp.created()) {
+        if (pending.empty()) continue;
+        auto w = pending.front();
+        pending.pop_front();
+        w->server_id = resp.watch_id();
+        // "From now" becomes a revision, so a rebuilt stream resumes without a gap.
+        if (w->next_revision == 0) w->next_revision = resp.header().revision() + 1;
+        by_id[resp.watch_id()] = w;
+      }
+      auto it = by_id.find(resp.watch_id());
+      if (it == by_id.end()) continue;
+      auto w = it->second;
+      if (resp.canceled()) {
+        by_id.erase(it);
+        if (resp.compact_revision() > 0 && !w->cancelled) {
+          // The history to resume from is gone: start from now and tell the watcher.
+          w->next_revision = 0;
+          WatchUpdate u;
+          u.reset = true;
+          u.revision = resp.header().revision();
+          w->callback(u);
+          std::lock_guard<std::mutex> lock(watch_mu_);
+          watch_dirty_ = true;
+        }
+        continue;
+      }
+      if (resp.events_size() == 0 || w->cancelled) continue;
+      WatchUpdate u;
+      u.revision = resp.header().revision();
+      for (const auto& ev : resp.events()) {
+        WatchEvent we;
+        we.type = ev.type() == pb::Event::DELETE ? WatchEvent::Type::kDelete
+                                                 : WatchEvent::Type::kPut;
+        we.kv = FromPb(ev.kv());
+        u.events.push_back(std::move(we));
+      }
+      w->next_revision = resp.events(resp.events_size() - 1).kv().mod_revision() + 1;
+      {
+        std::lock_guard<std::mutex> lock(traffic_mu_);
+        traffic_.watch_events += u.events.size();
+      }
+      w->callback(u);
+      std::lock_guard<std::mutex> lock(watch_mu_);
+      if (watch_dirty_) break;  // watches added or cancelled: rebuild the stream
+    }
+    ctx->TryCancel();
+    (void)stream->Finish();
+    bool rebuild_only;
+    {
+      std::lock_guard<std::mutex> lock(watch_mu_);
+      watch_context_.reset();
+      rebuild_only = watch_dirty_;
+    }
+    if (stopping_) return;
+    if (!rebuild_only) {
+      // The stream broke: the next member, after a short pause so a dead cluster is not spun on.
+      ++endpoint;
+      std::unique_lock<std::mutex> lock(watch_mu_);
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_.load(); });
+    }
+  }
+}
+
+}  // namespace reft::coord

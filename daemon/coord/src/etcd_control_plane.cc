@@ -1,0 +1,23 @@
+#include "reft/coord/etcd_control_plane.h"
+
+#include "reft/coord/etcd_node_directory.h"
+
+namespace reft::coord {
+
+Result<peer::ControlPlaneFactory> MakeEtcdControlPlane(EtcdControlPlaneOptions options) {
+  REFT_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> client, EtcdClient::Create(options.etcd));
+  std::shared_ptr<EtcdClient> etcd = std::move(client);
+  return peer::ControlPlaneFactory(
+      [etcd, options](const peer::PeerOptions& po, store::SnapshotStore* store,
+                      peer::PeerClient*) -> Result<peer::ControlPlane> {
+        auto nodes = std::make_unique<EtcdNodeDirectory>(po, etcd, options.lease_ttl);
+        auto jobs = std::make_unique<EtcdJobCoordinator>(store, etcd, nodes.get(),
+                                                         options.coordinator);
+        peer::ControlPlane cp;
+        cp.nodes = std::move(nodes);
+        cp.jobs = std::move(jobs);
+        return cp;
+      });
+}
+
+}  // namespace reft::coord

@@ -1,0 +1,932 @@
+#include "reft/coord/etcd_job_coordinator.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "reft/coord/keys.h"
+#include "reft/peer/generation_file.h"
+
+namespace reft::coord {
+
+namespace {
+
+std::optional<KeyValue> First(const RangeResult& r) {
+  if (r.kvs.empty()) return std::nullopt;
+  return r.kvs.front();
+}
+
+std::string Joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+EtcdJobCoordinator::EtcdJobCoordinator(store::SnapshotStore* store,
+                                       std::shared_ptr<EtcdClient> etcd, EtcdNodeDirectory* nodes,
+                                       EtcdCoordinatorOptions options)
+    : store_(store), etcd_(std::move(etcd)), nodes_(nodes), options_(options) {
+  nodes_->AddReregisterListener([this](int64_t lease) { OnReregistered(lease); });
+}
+
+EtcdJobCoordinator::~EtcdJobCoordinator() { Stop(); }
+
+Status EtcdJobCoordinator::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (running_) return Status::OK();
+    running_ = true;
+  }
+  worker_ = std::thread([this] { Run(); });
+  // Jobs whose slots this node holds (a restarted daemon): follow them from the start, so their
+  // commit point and generation are current before a trainer asks.
+  std::set<std::string> jobs;
+  for (const auto& r : store_->Ranks()) jobs.insert(r.job);
+  for (const auto& job : jobs) {
+    Status s = Track(job);
+    if (!s.ok()) spdlog::warn("job {}: cannot read its state from etcd yet: {}", job, s.ToString());
+  }
+  return Status::OK();
+}
+
+void EtcdJobCoordinator::Stop() {
+  std::vector<int64_t> watches;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_ && !worker_.joinable()) return;
+    running_ = false;
+    for (auto& [job, st] : jobs_) {
+      watches.insert(watches.end(), st.watches.begin(), st.watches.end());
+      if (st.completions_watch) watches.push_back(st.completions_watch);
+      st.watches.clear();
+      st.completions_watch = 0;
+      st.tracked = false;
+    }
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  for (int64_t w : watches) etcd_->CancelWatch(w);
+}
+
+void EtcdJobCoordinator::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    work_ = true;
+  }
+  cv_.notify_all();
+}
+
+// ---- reading and applying the job's state ----
+
+void EtcdJobCoordinator::LoadLocalStateLocked(const std::string& job, JobState& st) {
+  if (st.gen_loaded) return;
+  st.gen_loaded = true;
+  // The generation this node's slots belong to (a daemon restarted after a fallback): without
+  // it, a newer generation in etcd could not tell the new timeline's slots from the old ones.
+  if (!state_dir_.empty()) {
+    auto rec = peer::internal::LoadGeneration(state_dir_, job);
+    if (rec.ok() && rec->has_value()) {
+      st.gen.generation = (*rec)->generation;
+      if (st.gen.generation > 0) st.gen.base_step = (*rec)->base_step;
+      st.gen.persist_floor = (*rec)->persist_floor;
+      st.gen.reason = (*rec)->reason;
+    } else if (!rec.ok()) {
+      spdlog::warn("job {}: generation record unreadable ({}); following etcd", job,
+                   rec.status().ToString());
+    }
+  }
+  // Sealed slots newer than any commit are completions made before a restart: they re-enter.
+  std::optional<int64_t> newest;
+  for (const auto& r : store_->Ranks(job)) {
+    auto c = store_->NewestCommitted(r);
+    if (c && (!newest || *c > *newest)) newest = c;
+  }
+  for (const auto& slot : store_->List(job)) {
+    if (slot.state == store::SlotState::kComplete && (!newest || slot.step > *newest)) {
+      st.pending[slot.step].insert(slot.rank);
+    }
+  }
+  if (!st.committed) st.committed = newest;
+}
+
+Status EtcdJobCoordinator::Track(const std::string& job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (jobs_[job].tracked) return Status::OK();
+  }
+  return Refresh(job, true);
+}
+
+Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
+  std::lock_guard<std::mutex> io(track_mu_);
+  Txn read;
+  read.ThenGet(keys::Layout(job))
+      .ThenGet(keys::Generation(job))
+      .ThenGet(keys::Committed(job))
+      .ThenGet(keys::Coordinator(job));
+  auto r = etcd_->Commit(read);
+  if (!r.ok()) return r.status().WithContext("reading job '" + job + "' from etcd");
+  if (r->gets.size() != 4) return Status::Internal("etcd answered a 4-read txn with fewer reads");
+  bool watch = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    LoadLocalStateLocked(job, st);
+    ApplyLayoutLocked(job, st, First(r->gets[0]));
+    ApplyGenerationLocked(job, st, First(r->gets[1]));
+    ApplyCommittedLocked(job, st, First(r->gets[2]));
+    ApplyCoordinatorLocked(job, st, First(r->gets[3]));
+    st.stale = false;
+    watch = start_watches && !st.tracked && running_;
+    if (watch) st.tracked = true;
+    if (!st.pending.empty()) work_ = true;
+  }
+  cv_.notify_all();
+  NotifyGenerations();
+  if (!watch) return Status::OK();
+  // Watch each key from the revision just read: nothing between read and watch is missed.
+  const int64_t from = r->revision + 1;
+  using Apply = void (EtcdJobCoordinator::*)(const std::string&, JobState&,
+                                             const std::optional<KeyValue>&);
+  const std::pair<std::string, Apply> watched[] = {
+      {keys::Layout(job), &EtcdJobCoordinator::ApplyLayoutLocked},
+      {keys::Generation(job), &EtcdJobCoordinator::ApplyGenerationLocked},
+      {keys::Committed(job), &EtcdJobCoordinator::ApplyCommittedLocked},
+      {keys::Coordinator(job), &EtcdJobCoordinator::ApplyCoordinatorLocked}};
+  std::vector<int64_t> handles;
+  for (const auto& [key, apply] : watched) {
+    auto h = etcd_->Watch(key, false, from, [this, job, apply = apply](const WatchUpdate& u) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        JobState& st = jobs_[job];
+        if (u.reset) st.stale = true;  // events may be lost: the worker re-reads the job
+        for (const auto& e : u.events) {
+          std::optional<KeyValue> kv;
+          if (e.type == WatchEvent::Type::kPut) kv = e.kv;
+          (this->*apply)(job, st, kv);
+        }
+        work_ = true;
+      }
+      cv_.notify_all();
+      NotifyGenerations();
+    });
+    if (h.ok()) {
+      handles.push_back(*h);
+    } else {
+      spdlog::warn("job {}: cannot watch {}: {}", job, key, h.status().ToString());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& w = jobs_[job].watches;
+  w.insert(w.end(), handles.begin(), handles.end());
+  return Status::OK();
+}
+
+void EtcdJobCoordinator::ApplyLayoutLocked(const std::string&, JobState& st,
+                                           const std::optional<KeyValue>& kv) {
+  if (!kv) {
+    st.layout_rev = 0;
+    return;
+  }
+  if (kv->mod_revision < st.layout_rev) return;
+  auto l = DecodeLayout(kv->key, kv->value);
+  if (!l.ok()) {
+    spdlog::error("{}", l.status().ToString());
+    return;
+  }
+  if (st.has_layout && !(st.layout == *l)) {
+    st.completions.clear();  // a reconfigured job: completions of the old world are void
+  }
+  st.layout = *l;
+  st.has_layout = true;
+  st.layout_rev = kv->mod_revision;
+}
+
+void EtcdJobCoordinator::ApplyGenerationLocked(const std::string& job, JobState& st,
+                                               const std::optional<KeyValue>& kv) {
+  if (!kv) return;  // never deleted while the job exists
+  if (kv->mod_revision <= st.gen_rev) return;
+  auto rec = DecodeGeneration(kv->key, kv->value);
+  if (!rec.ok()) {
+    spdlog::error("{}", rec.status().ToString());
+    return;
+  }
+  st.gen_rev = kv->mod_revision;
+  if (rec->generation > st.gen.generation) {
+    AdoptGenerationLocked(job, st, *rec);
+  } else if (rec->generation == st.gen.generation) {
+    st.gen = *rec;
+  }
+}
+
+void EtcdJobCoordinator::AdoptGenerationLocked(const std::string& job, JobState& st,
+                                               const GenerationRecord& rec) {
+  st.gen = rec;
+  st.pending.clear();
+  st.written.clear();
+  st.completions.clear();
+  const int64_t base = rec.base_step.value_or(-1);
+  st.committed = rec.base_step;
+  // Slots newer than the base belong to the abandoned timeline; writing ones too, so that a
+  // trainer that did not restart fails its snapshot instead of completing a stale step.
+  std::set<int64_t> newer;
+  int dropped = 0;
+  for (const auto& slot : store_->List(job)) {
+    if (slot.step > base) {
+      newer.insert(slot.step);
+      ++dropped;
+    }
+  }
+  for (int64_t step : newer) {
+    Status s = store_->Drop(job, step);
+    if (!s.ok()) spdlog::warn("job {}: dropping step {} of the old timeline: {}", job, step, s.ToString());
+  }
+  if (!state_dir_.empty()) {
+    Status s = peer::internal::SaveGeneration(
+        state_dir_, job, {rec.generation, base, rec.persist_floor, rec.reason});
+    if (!s.ok()) spdlog::warn("job {}: generation record not saved: {}", job, s.ToString());
+  }
+  pending_events_.push_back({job, InfoLocked(st), dropped});
+}
+
+void EtcdJobCoordinator::ApplyCommittedLocked(const std::string& job, JobState& st,
+                                              const std::optional<KeyValue>& kv) {
+  if (!kv || kv->mod_revision <= st.committed_rev) return;
+  auto rec = DecodeCommitted(kv->key, kv->value);
+  if (!rec.ok()) {
+    spdlog::error("{}", rec.status().ToString());
+    return;
+  }
+  st.committed_rev = kv->mod_revision;
+  if (rec->generation < st.gen.generation) return;  // a stale commit of an abandoned timeline
+  st.committed = rec->step;
+  CommitLocalLocked(job, rec->step);
+  st.pending.erase(st.pending.begin(), st.pending.upper_bound(rec->step));
+  st.written.erase(st.written.begin(), st.written.upper_bound(rec->step));
+  for (auto it = st.completions.begin(); it != st.completions.end() && it->first <= rec->step;) {
+    it = st.completions.erase(it);
+  }
+}
+
+void EtcdJobCoordinator::CommitLocalLocked(const std::string& job, int64_t step) {
+  // Every local rank holding the step commits it (the store frees older slots only now).
+  for (const auto& r : store_->Ranks(job)) {
+    auto c = store_->NewestCommitted(r);
+    if (c && *c >= step) continue;
+    if (!store_->Get(r, step).ok()) continue;  // this rank's slot of the step lives elsewhere
+    Status s = store_->Commit(r, step);
+    if (!s.ok()) {
+      spdlog::error("committing {} step {} in the local store: {}", r.ToString(), step,
+                    s.ToString());
+    }
+  }
+}
+
+void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState& st,
+                                                const std::optional<KeyValue>& kv) {
+  std::string holder;
+  if (kv) {
+    auto ref = DecodeNodeRef(kv->key, kv->value);
+    if (ref.ok()) holder = ref->node;
+  }
+  const bool mine = !holder.empty() && holder == nodes_->node_id() && kv->lease == nodes_->lease();
+  if (!mine && st.leader) {
+    spdlog::warn("job {}: this node no longer coordinates the job's commits ({})", job,
+                 holder.empty() ? "its coordinator key is gone" : "node " + holder + " does");
+    st.leader = false;
+    st.completions.clear();
+    if (st.completions_watch) {
+      // Cancelling from a watch callback is not allowed: the worker does it.
+      cancel_watches_.push_back(st.completions_watch);
+      st.completions_watch = 0;
+    }
+  }
+  if (holder.empty() && st.connected > 0) st.want_lead = true;
+}
+
+peer::JobGeneration EtcdJobCoordinator::InfoLocked(const JobState& st) const {
+  peer::JobGeneration g;
+  g.generation = st.gen.generation;
+  g.base_step = st.gen.base_step;
+  g.persist_floor = st.gen.persist_floor;
+  g.reason = st.gen.reason;
+  g.newest_committed = st.committed;
+  return g;
+}
+
+void EtcdJobCoordinator::NotifyGenerations() {
+  std::vector<GenerationEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events.swap(pending_events_);
+  }
+  if (events.empty()) return;
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  for (const auto& e : events) {
+    for (const auto& l : listeners_) l(e.job, e.generation, e.dropped);
+  }
+}
+
+// ---- CommitCoordinator ----
+
+Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
+  REFT_RETURN_NOT_OK(layout.CheckRank(rank));
+  Status tracked = Track(rank.job);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[rank.job];
+    if (st.has_layout && !(st.layout == layout) && st.connected > 0) {
+      return Status::InvalidArgument("job '" + rank.job + "' is running with layout " +
+                                     st.layout.ToString() + "; rank " + rank.ToString() +
+                                     " connected with " + layout.ToString());
+    }
+  }
+  if (tracked.ok()) {
+    // The layout in etcd: created, kept, or replaced when no trainer of the old one is joined.
+    int64_t rev;
+    bool same;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      JobState& st = jobs_[rank.job];
+      rev = st.layout_rev;
+      same = st.has_layout && st.layout_rev != 0 && st.layout == layout;
+    }
+    if (!same) {
+      if (rev != 0) {
+        auto others = etcd_->GetPrefix(keys::JoinedPrefix(rank.job));
+        if (others.ok()) {
+          std::vector<std::string> where;
+          for (const auto& kv : others->kvs) {
+            auto ref = DecodeNodeRef(kv.key, kv.value);
+            if (ref.ok()) where.push_back(kv.key.substr(keys::JoinedPrefix(rank.job).size()) +
+                                          " on " + ref->node);
+          }
+          if (!where.empty()) {
+            std::lock_guard<std::mutex> lock(mu_);
+            return Status::InvalidArgument(
+                "job '" + rank.job + "' is running with layout " + jobs_[rank.job].layout.ToString() +
+                " (ranks pp/tp/dp " + Joined(where) + "); rank " + rank.ToString() +
+                " connected with " + layout.ToString());
+          }
+        }
+      }
+      Txn t;
+      t.IfModRevision(keys::Layout(rank.job), Compare::kEqual, rev)
+          .ThenPut(keys::Layout(rank.job), Encode(layout))
+          .ElseGet(keys::Layout(rank.job));
+      auto r = etcd_->Commit(t);
+      if (r.ok() && !r->succeeded && !r->gets.empty() && !r->gets[0].kvs.empty()) {
+        auto theirs = DecodeLayout(r->gets[0].kvs[0].key, r->gets[0].kvs[0].value);
+        if (theirs.ok() && !(*theirs == layout)) {
+          return Status::InvalidArgument("job '" + rank.job + "' was just started with layout " +
+                                         theirs->ToString() + " on another node; rank " +
+                                         rank.ToString() + " connected with " + layout.ToString());
+        }
+      }
+      if (!r.ok()) spdlog::warn("job {}: layout not recorded in etcd yet: {}", rank.job, r.status().ToString());
+    }
+  } else {
+    spdlog::warn("job {}: etcd unreachable at join ({}); snapshots continue locally, commits wait",
+                 rank.job, tracked.ToString());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[rank.job];
+    st.layout = layout;
+    st.has_layout = true;
+    ++st.connected;
+    ++joined_[rank];
+    if (!st.leader) st.want_lead = true;
+    work_ = true;
+  }
+  cv_.notify_all();
+  return Status::OK();
+}
+
+void EtcdJobCoordinator::Leave(const store::RankKey& rank) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(rank.job);
+    if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
+    auto j = joined_.find(rank);
+    if (j != joined_.end() && --j->second <= 0) joined_.erase(j);
+    work_ = true;  // the worker deletes the joined key
+  }
+  cv_.notify_all();
+}
+
+Status EtcdJobCoordinator::Complete(const store::RankKey& rank, int64_t step) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[rank.job];
+    if (st.committed && step <= *st.committed) return Status::OK();
+    st.pending[step].insert(rank);
+    work_ = true;
+  }
+  cv_.notify_all();
+  return Status::OK();
+}
+
+std::optional<int64_t> EtcdJobCoordinator::NewestCommitted(const std::string& job) {
+  (void)Track(job);  // offline: what this node knew
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_[job].committed;
+}
+
+bool EtcdJobCoordinator::WaitCommitted(const std::string& job, int64_t step,
+                                       std::chrono::milliseconds timeout) {
+  (void)Track(job);
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] {
+    auto c = jobs_[job].committed;
+    return c && *c >= step;
+  });
+}
+
+// ---- JobCoordinator ----
+
+Status EtcdJobCoordinator::SyncNow(const std::string& job, std::chrono::milliseconds) {
+  if (job.empty()) return Status::InvalidArgument("SyncNow: empty job id");
+  bool tracked;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tracked = jobs_[job].tracked;
+  }
+  return Refresh(job, !tracked);
+}
+
+std::optional<JobLayout> EtcdJobCoordinator::Layout(const std::string& job) {
+  (void)Track(job);
+  std::lock_guard<std::mutex> lock(mu_);
+  const JobState& st = jobs_[job];
+  if (!st.has_layout) return std::nullopt;
+  return st.layout;
+}
+
+std::vector<std::string> EtcdJobCoordinator::Jobs() {
+  std::set<std::string> out;
+  for (const auto& r : store_->Ranks()) out.insert(r.job);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [job, st] : jobs_) {
+    if (st.tracked || st.connected > 0) out.insert(job);
+  }
+  return {out.begin(), out.end()};
+}
+
+peer::JobGeneration EtcdJobCoordinator::Generation(const std::string& job) {
+  (void)Track(job);
+  std::lock_guard<std::mutex> lock(mu_);
+  return InfoLocked(jobs_[job]);
+}
+
+peer::JobGeneration EtcdJobCoordinator::StartGeneration(const std::string& job, uint64_t from,
+                                                        int64_t base_step,
+                                                        int64_t persist_floor,
+                                                        const std::string& reason) {
+  (void)Refresh(job, false);
+  int64_t gen_rev;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    if (st.gen.generation != from) return InfoLocked(st);
+    gen_rev = st.gen_rev;
+  }
+  GenerationRecord next{from + 1, base_step, persist_floor, reason};
+  peer::RestoreDecision decision{from + 1, base_step, "tier", nodes_->node_id(), reason, 0};
+  Txn t;
+  t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+      .ThenPut(keys::Generation(job), Encode(next))
+      .ThenPut(keys::Committed(job), Encode(CommittedRecord{base_step, from + 1}))
+      .ThenDeleteRange(keys::CompletionsPrefix(job), PrefixEnd(keys::CompletionsPrefix(job)))
+      .ThenPut(keys::Restore(job), Encode(decision));
+  auto r = etcd_->Commit(t);
+  if (!r.ok()) spdlog::warn("job {}: starting generation {} failed: {}", job, from + 1, r.status().ToString());
+  (void)Refresh(job, false);  // applies whichever generation won (and rolls this node back)
+  std::lock_guard<std::mutex> lock(mu_);
+  return InfoLocked(jobs_[job]);
+}
+
+void EtcdJobCoordinator::AddGenerationListener(GenerationListener listener) {
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  listeners_.push_back(std::move(listener));
+}
+
+void EtcdJobCoordinator::SetStateDir(std::string dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_dir_ = std::move(dir);
+}
+
+std::vector<store::RankKey> EtcdJobCoordinator::JoinedRanks(
+    const std::optional<std::string>& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<store::RankKey> out;
+  for (const auto& [rank, n] : joined_) {
+    if (!job || rank.job == *job) out.push_back(rank);
+  }
+  return out;
+}
+
+bool EtcdJobCoordinator::IsJoined(const store::RankKey& rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return joined_.count(rank) > 0;
+}
+
+Result<std::vector<std::string>> EtcdJobCoordinator::JobNodes(const std::string& job) {
+  std::set<std::string> nodes;
+  for (const std::string& prefix : {keys::LocationsPrefix(job), keys::JoinedPrefix(job)}) {
+    REFT_ASSIGN_OR_RETURN(RangeResult r, etcd_->GetPrefix(prefix));
+    for (const auto& kv : r.kvs) {
+      auto ref = DecodeNodeRef(kv.key, kv.value);
+      if (ref.ok() && ref->node != nodes_->node_id()) nodes.insert(ref->node);
+    }
+  }
+  return std::vector<std::string>(nodes.begin(), nodes.end());
+}
+
+std::optional<std::string> EtcdJobCoordinator::SlotLocation(const store::RankKey& rank) {
+  auto kv = etcd_->Get(keys::Location(rank));
+  if (!kv.ok() || !kv->has_value()) return std::nullopt;
+  auto ref = DecodeNodeRef((*kv)->key, (*kv)->value);
+  if (!ref.ok()) return std::nullopt;
+  return ref->node;
+}
+
+std::optional<std::string> EtcdJobCoordinator::JoinedNode(const store::RankKey& rank) {
+  auto kv = etcd_->Get(keys::Joined(rank));
+  if (!kv.ok() || !kv->has_value()) return std::nullopt;
+  auto ref = DecodeNodeRef((*kv)->key, (*kv)->value);
+  if (!ref.ok()) return std::nullopt;
+  return ref->node;
+}
+
+bool EtcdJobCoordinator::LeadsJob(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  return it != jobs_.end() && it->second.leader;
+}
+
+Result<std::optional<peer::RestoreDecision>> EtcdJobCoordinator::Decision(const std::string& job) {
+  REFT_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd_->Get(keys::Restore(job)));
+  if (!kv) return std::optional<peer::RestoreDecision>();
+  REFT_ASSIGN_OR_RETURN(peer::RestoreDecision d, DecodeDecision(kv->key, kv->value));
+  d.version = kv->mod_revision;
+  return std::optional<peer::RestoreDecision>(d);
+}
+
+Result<peer::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
+    const std::string& job, const peer::RestoreDecision& decision, int64_t expected_version) {
+  Txn t;
+  t.IfModRevision(keys::Restore(job), Compare::kEqual, expected_version)
+      .ThenPut(keys::Restore(job), Encode(decision))
+      .ElseGet(keys::Restore(job));
+  REFT_ASSIGN_OR_RETURN(TxnResult r, etcd_->Commit(t));
+  if (r.succeeded) {
+    peer::RestoreDecision d = decision;
+    d.version = r.revision;
+    return d;
+  }
+  if (r.gets.empty() || r.gets[0].kvs.empty()) {
+    return Status::Unavailable("the restore decision of job '" + job + "' changed while deciding");
+  }
+  const KeyValue& kv = r.gets[0].kvs[0];
+  REFT_ASSIGN_OR_RETURN(peer::RestoreDecision d, DecodeDecision(kv.key, kv.value));
+  d.version = kv.mod_revision;
+  return d;
+}
+
+Status EtcdJobCoordinator::RecordSlot(const store::RankKey& rank, int64_t step) {
+  int64_t gen_rev;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gen_rev = jobs_[rank.job].gen_rev;
+  }
+  Txn t;
+  t.IfModRevision(keys::Generation(rank.job), Compare::kEqual, gen_rev)
+      .ThenPut(keys::Location(rank), Encode(NodeRef{nodes_->node_id(), step}));
+  REFT_ASSIGN_OR_RETURN(TxnResult r, etcd_->Commit(t));
+  if (!r.succeeded) {
+    return Status::Unavailable("job '" + rank.job +
+                               "' moved to another generation; the slot location of " +
+                               rank.ToString() + " was not recorded");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  JobState& st = jobs_[rank.job];
+  if (st.leader) st.locations[rank] = nodes_->node_id();
+  return Status::OK();
+}
+
+// ---- the worker ----
+
+void EtcdJobCoordinator::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (running_) {
+    cv_.wait_for(lock, options_.retry_interval, [&] { return !running_ || work_; });
+    if (!running_) return;
+    work_ = false;
+    std::vector<std::string> jobs;
+    for (auto& [job, st] : jobs_) jobs.push_back(job);
+    std::vector<int64_t> cancel;
+    cancel.swap(cancel_watches_);
+    lock.unlock();
+    for (int64_t h : cancel) etcd_->CancelWatch(h);
+    for (const auto& job : jobs) {
+      bool tracked, stale;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        tracked = jobs_[job].tracked;
+        stale = jobs_[job].stale;
+      }
+      const Status read = !tracked ? Track(job) : stale ? Refresh(job, false) : Status::OK();
+      if (!read.ok()) {
+        std::lock_guard<std::mutex> l(mu_);
+        work_ = true;  // etcd unreachable: try again after retry_interval
+        continue;
+      }
+      FlushCompletions(job);
+      Campaign(job);
+      TryCommit(job);
+    }
+    SyncJoined();
+    lock.lock();
+  }
+}
+
+void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
+  struct Write {
+    int64_t step;
+    CompletionRecord rec;
+    size_t n;
+  };
+  std::vector<Write> writes;
+  int64_t gen_rev;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    gen_rev = st.gen_rev;
+    for (const auto& [step, ranks] : st.pending) {
+      if (st.committed && step <= *st.committed) continue;
+      if (st.written[step] >= ranks.size()) continue;
+      writes.push_back({step, {st.gen.generation, {ranks.begin(), ranks.end()}}, ranks.size()});
+    }
+  }
+  for (const auto& w : writes) {
+    Txn t;
+    t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+        .ThenPut(keys::Completion(job, w.step, nodes_->node_id()), Encode(w.rec));
+    auto r = etcd_->Commit(t);
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    if (!r.ok()) {
+      work_ = true;  // retried after retry_interval
+      return;
+    }
+    if (!r->succeeded) {
+      st.stale = true;  // the generation moved: re-read the job, then write again
+      work_ = true;
+      return;
+    }
+    auto& written = st.written[w.step];
+    written = std::max(written, w.n);
+  }
+}
+
+void EtcdJobCoordinator::Campaign(const std::string& job) {
+  const int64_t lease = nodes_->lease();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    if (!st.want_lead || st.leader || st.connected == 0) return;
+    if (lease == 0) {
+      work_ = true;
+      return;
+    }
+  }
+  Txn t;
+  t.IfCreateRevision(keys::Coordinator(job), Compare::kEqual, 0)
+      .ThenPut(keys::Coordinator(job), Encode(NodeRef{nodes_->node_id(), -1}), lease)
+      .ElseGet(keys::Coordinator(job));
+  auto r = etcd_->Commit(t);
+  if (!r.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    work_ = true;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    st.want_lead = false;
+    if (!r->succeeded) {
+      // Someone leads (possibly this node under an older lease that etcd still holds: it
+      // expires, the watch reports the delete, and this node campaigns again).
+      return;
+    }
+  }
+  BecomeLeader(job);
+}
+
+void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
+  auto locations = etcd_->GetPrefix(keys::LocationsPrefix(job));
+  auto completions = etcd_->GetPrefix(keys::CompletionsPrefix(job));
+  if (!locations.ok() || !completions.ok()) {
+    // Leading without a view would commit nothing; give the key back and try again.
+    (void)etcd_->Delete(keys::Coordinator(job));
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_[job].want_lead = true;
+    work_ = true;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    st.leader = true;
+    st.locations.clear();
+    for (const auto& kv : locations->kvs) {
+      store::RankKey rank;
+      auto ref = DecodeNodeRef(kv.key, kv.value);
+      if (ref.ok() && keys::ParseRankKey(job, "locations", kv.key, &rank)) {
+        st.locations[rank] = ref->node;
+      }
+    }
+    st.completions.clear();
+  }
+  WatchUpdate initial;
+  for (const auto& kv : completions->kvs) initial.events.push_back({WatchEvent::Type::kPut, kv});
+  OnCompletionEvent(job, initial);
+  auto h = etcd_->Watch(keys::CompletionsPrefix(job), true, completions->revision + 1,
+                        [this, job](const WatchUpdate& u) { OnCompletionEvent(job, u); });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (h.ok()) jobs_[job].completions_watch = *h;
+  spdlog::info("job {}: node {} coordinates the job's commits", job, nodes_->node_id());
+  work_ = true;
+}
+
+void EtcdJobCoordinator::OnCompletionEvent(const std::string& job, const WatchUpdate& u) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    if (!st.leader) return;
+    if (u.reset) st.want_lead = st.leader = false;  // re-read everything by campaigning again
+    for (const auto& e : u.events) {
+      const int64_t step = keys::CompletionStep(job, e.kv.key);
+      if (step < 0) continue;
+      const std::string node = e.kv.key.substr(e.kv.key.rfind('/') + 1);
+      if (e.type == WatchEvent::Type::kDelete) {
+        auto it = st.completions.find(step);
+        if (it != st.completions.end()) it->second.erase(node);
+        continue;
+      }
+      if (st.committed && step <= *st.committed) continue;
+      auto rec = DecodeCompletion(job, e.kv.key, e.kv.value);
+      if (!rec.ok()) {
+        spdlog::error("{}", rec.status().ToString());
+        continue;
+      }
+      st.completions[step][node] = std::move(*rec);
+    }
+    work_ = true;
+  }
+  cv_.notify_all();
+}
+
+void EtcdJobCoordinator::TryCommit(const std::string& job) {
+  int64_t step = -1;
+  uint64_t generation;
+  int64_t gen_rev, committed_rev;
+  std::vector<std::pair<store::RankKey, std::string>> moved;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    if (!st.leader || !st.has_layout) return;
+    generation = st.gen.generation;
+    // The newest step whose completions (of this generation) cover every rank of the layout.
+    for (auto it = st.completions.rbegin(); it != st.completions.rend(); ++it) {
+      if (st.committed && it->first <= *st.committed) break;
+      std::set<store::RankKey> ranks;
+      for (const auto& [node, rec] : it->second) {
+        if (rec.generation != generation) continue;
+        for (const auto& r : rec.ranks) {
+          if (st.layout.CheckRank(r).ok()) ranks.insert(r);
+        }
+      }
+      if (static_cast<int64_t>(ranks.size()) < st.layout.world()) continue;
+      step = it->first;
+      for (const auto& [node, rec] : it->second) {
+        if (rec.generation != generation) continue;
+        for (const auto& r : rec.ranks) {
+          auto loc = st.locations.find(r);
+          if (loc == st.locations.end() || loc->second != node) moved.emplace_back(r, node);
+        }
+      }
+      break;
+    }
+    if (step < 0) return;
+    gen_rev = st.gen_rev;
+    committed_rev = st.committed_rev;
+  }
+  // Slot locations that changed (a rank on another node than at the last commit): written
+  // with the commit, or before it in batches when there are many (a whole job moved).
+  const size_t room = options_.max_txn_ops - 2;
+  size_t first = 0;
+  while (moved.size() - first > room) {
+    Txn batch;
+    batch.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev);
+    for (size_t i = 0; i < options_.max_txn_ops && first < moved.size(); ++i, ++first) {
+      batch.ThenPut(keys::Location(moved[first].first), Encode(NodeRef{moved[first].second, step}));
+    }
+    auto r = etcd_->Commit(batch);
+    if (!r.ok() || !r->succeeded) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (r.ok()) jobs_[job].stale = true;
+      work_ = true;
+      return;
+    }
+  }
+  Txn t;
+  t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+      .IfModRevision(keys::Committed(job), Compare::kEqual, committed_rev)
+      .ThenPut(keys::Committed(job), Encode(CommittedRecord{step, generation}));
+  for (size_t i = first; i < moved.size(); ++i) {
+    t.ThenPut(keys::Location(moved[i].first), Encode(NodeRef{moved[i].second, step}));
+  }
+  t.ThenDeleteRange(keys::CompletionsPrefix(job), keys::CompletionsEnd(job, step));
+  auto r = etcd_->Commit(t);
+  std::lock_guard<std::mutex> lock(mu_);
+  JobState& st = jobs_[job];
+  if (!r.ok()) {
+    work_ = true;
+    return;
+  }
+  if (!r->succeeded) {
+    st.stale = true;  // generation or commit point moved: re-read, then decide again
+    work_ = true;
+    return;
+  }
+  for (const auto& [rank, node] : moved) st.locations[rank] = node;
+  // The watch delivers the commit too; applying it now saves this node a round trip.
+  KeyValue kv;
+  kv.key = keys::Committed(job);
+  kv.value = Encode(CommittedRecord{step, generation});
+  kv.mod_revision = r->revision;
+  ApplyCommittedLocked(job, st, kv);
+  cv_.notify_all();
+}
+
+void EtcdJobCoordinator::SyncJoined() {
+  const int64_t lease = nodes_->lease();
+  std::vector<store::RankKey> put, del;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [rank, n] : joined_) {
+      if (!joined_in_etcd_[rank]) put.push_back(rank);
+    }
+    for (const auto& [rank, in] : joined_in_etcd_) {
+      if (in && joined_.count(rank) == 0) del.push_back(rank);
+    }
+  }
+  if (lease == 0 && !put.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    work_ = true;
+    return;
+  }
+  for (const auto& rank : put) {
+    bool ok = etcd_->Put(keys::Joined(rank), Encode(NodeRef{nodes_->node_id(), -1}), lease).ok();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ok) {
+      joined_in_etcd_[rank] = true;
+    } else {
+      work_ = true;
+    }
+  }
+  for (const auto& rank : del) {
+    bool ok = etcd_->Delete(keys::Joined(rank)).ok();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ok && joined_.count(rank) == 0) {
+      joined_in_etcd_.erase(rank);
+    } else if (!ok) {
+      work_ = true;
+    }
+  }
+}
+
+void EtcdJobCoordinator::OnReregistered(int64_t) {
+  // Everything bound to the old lease is gone: joined keys and the coordinator keys.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [rank, in] : joined_in_etcd_) in = false;
+    for (auto& [job, st] : jobs_) {
+      if (st.leader) {
+        st.leader = false;
+        st.completions.clear();
+        if (st.completions_watch) cancel_watches_.push_back(st.completions_watch);
+        st.completions_watch = 0;
+      }
+      if (st.connected > 0) st.want_lead = true;
+    }
+    work_ = true;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace reft::coord

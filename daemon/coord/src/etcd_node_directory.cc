@@ -1,0 +1,260 @@
+#include "reft/coord/etcd_node_directory.h"
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "reft/coord/keys.h"
+#include "reft/coord/records.h"
+
+namespace reft::coord {
+
+namespace {
+// A node's address is looked up on every fetch; a restarted node keeps its id and address, and
+// a failed fetch makes the reader try another source anyway.
+constexpr auto kCacheTtl = std::chrono::seconds(2);
+
+peer::MemberInfo ToMember(const std::string& id, const NodeRecord& r, bool self) {
+  peer::MemberInfo m;
+  m.node_id = id;
+  m.address = r.address;
+  m.epoch = r.epoch;
+  m.state = peer::MemberState::kAlive;
+  m.self = self;
+  return m;
+}
+}  // namespace
+
+EtcdNodeDirectory::EtcdNodeDirectory(peer::PeerOptions options, std::shared_ptr<EtcdClient> etcd,
+                                     std::chrono::seconds lease_ttl)
+    : options_(std::move(options)), etcd_(std::move(etcd)), lease_ttl_(lease_ttl) {
+  if (options_.epoch == 0) options_.epoch = peer::NewEpoch();
+}
+
+EtcdNodeDirectory::~EtcdNodeDirectory() { Stop(); }
+
+void EtcdNodeDirectory::SetAdvertiseAddress(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  options_.advertise_address = address;
+}
+
+Status EtcdNodeDirectory::Register() {
+  int64_t lease;
+  REFT_ASSIGN_OR_RETURN(lease, etcd_->GrantLease(lease_ttl_, [this](int64_t l) { OnLeaseLost(l); }));
+  NodeRecord rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rec.address = options_.advertise_address;
+    rec.epoch = options_.epoch;  // a new one after the lease expired (OnLeaseLost)
+  }
+  // The leased key says "alive"; the known record (no lease) keeps the node listed as dead
+  // once the lease expires.
+  Status put = etcd_->Commit(Txn()
+                                 .ThenPut(keys::Node(options_.node_id), Encode(rec), lease)
+                                 .ThenPut(keys::Known(options_.node_id), Encode(rec)))
+                   .status();
+  if (!put.ok()) {
+    (void)etcd_->RevokeLease(lease);  // best effort: it expires by itself otherwise
+    return put.WithContext("registering node '" + options_.node_id + "' in etcd");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  lease_ = lease;
+  return Status::OK();
+}
+
+Status EtcdNodeDirectory::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = false;
+  }
+  return Register();
+}
+
+void EtcdNodeDirectory::Stop() {
+  int64_t lease;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    lease = lease_;
+    lease_ = 0;
+  }
+  if (lease != 0) (void)etcd_->RevokeLease(lease);  // expires by itself if etcd is unreachable
+}
+
+void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
+  std::vector<Listener> listeners;
+  std::vector<std::function<void(int64_t)>> rereg;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_ || lost != lease_) return;
+    lease_ = 0;
+    listeners = listeners_;
+  }
+  // Declared dead while alive: register again, with backoff while etcd is unreachable. The
+  // keep-alive thread runs this; other leases are renewed again once it returns.
+  // Like a SWIM refutation: the node comes back under a new epoch, so that anything still in
+  // flight under the old identity is refused by its peers (AdmitCaller).
+  uint64_t new_epoch = peer::NewEpoch();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    new_epoch = std::max(new_epoch, options_.epoch + 1);
+    options_.epoch = new_epoch;
+  }
+  spdlog::warn("node {}: its etcd lease expired (paused or cut off from etcd for longer than "
+               "the lease TTL of {} s): declared dead by the others; registering again under "
+               "epoch {}", options_.node_id, lease_ttl_.count(), new_epoch);
+  for (auto backoff = std::chrono::milliseconds(100);; backoff = std::min(backoff * 2,
+                                                                        std::chrono::milliseconds(2000))) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return;
+    }
+    if (Register().ok()) break;
+    std::this_thread::sleep_for(backoff);
+  }
+  int64_t lease;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lease = lease_;
+    rereg = reregister_listeners_;
+  }
+  peer::MemberInfo self = ToMember(options_.node_id, {SelfCaller().address(), epoch()}, true);
+  for (const auto& l : listeners) l(self, peer::MemberState::kDead);
+  for (const auto& l : rereg) l(lease);
+}
+
+v1::Caller EtcdNodeDirectory::SelfCaller() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::Caller c;
+  c.set_protocol_version(peer::kProtocolVersion);
+  c.set_node_id(options_.node_id);
+  c.set_epoch(options_.epoch);
+  c.set_address(options_.advertise_address);
+  return c;
+}
+
+std::vector<peer::MemberInfo> EtcdNodeDirectory::Registered() const {
+  std::vector<peer::MemberInfo> out;
+  auto all = etcd_->GetPrefix(keys::NodesPrefix());
+  bool self_listed = false;
+  if (all.ok()) {
+    for (const auto& kv : all->kvs) {
+      const std::string id = keys::NodeIdOf(kv.key);
+      auto rec = DecodeNode(kv.key, kv.value);
+      if (id.empty() || !rec.ok()) continue;
+      const bool self = id == options_.node_id;
+      self_listed |= self;
+      out.push_back(ToMember(id, *rec, self));
+    }
+  }
+  if (!self_listed) out.insert(out.begin(), ToMember(options_.node_id, {SelfCaller().address(), epoch()}, true));
+  return out;
+}
+
+std::vector<peer::MemberInfo> EtcdNodeDirectory::Members() const {
+  std::vector<peer::MemberInfo> out = Registered();
+  std::set<std::string> alive;
+  for (const auto& m : out) alive.insert(m.node_id);
+  auto known = etcd_->GetPrefix(keys::KnownPrefix());
+  if (!known.ok()) return out;
+  for (const auto& kv : known->kvs) {
+    const std::string id = kv.key.substr(keys::KnownPrefix().size());
+    auto rec = DecodeNode(kv.key, kv.value);
+    if (id.empty() || !rec.ok() || alive.count(id) != 0) continue;
+    peer::MemberInfo dead = ToMember(id, *rec, false);
+    dead.state = peer::MemberState::kDead;
+    out.push_back(std::move(dead));
+  }
+  return out;
+}
+
+std::vector<peer::MemberInfo> EtcdNodeDirectory::LiveMembers() const {
+  std::vector<peer::MemberInfo> out;
+  for (auto& m : Registered()) {
+    if (!m.self) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::optional<peer::MemberInfo> EtcdNodeDirectory::Find(const std::string& node_id) const {
+  if (node_id == options_.node_id) {
+    return ToMember(node_id, {SelfCaller().address(), epoch()}, true);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(node_id);
+    if (it != cache_.end() && now - it->second.at < kCacheTtl) return it->second.info;
+  }
+  auto kv = etcd_->Get(keys::Node(node_id));
+  if (!kv.ok()) {
+    // etcd unreachable: the last thing known is the best guess (a fetch will tell).
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(node_id);
+    return it != cache_.end() ? it->second.info : std::nullopt;
+  }
+  std::optional<peer::MemberInfo> info;
+  if (kv->has_value()) {
+    auto rec = DecodeNode((*kv)->key, (*kv)->value);
+    if (rec.ok()) info = ToMember(node_id, *rec, false);
+  } else {
+    peer::MemberInfo dead;
+    dead.node_id = node_id;
+    dead.state = peer::MemberState::kDead;
+    info = dead;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_[node_id] = {info, now};
+  return info;
+}
+
+peer::NodeLiveness EtcdNodeDirectory::Liveness(const std::string& node_id) const {
+  if (node_id == options_.node_id) return peer::NodeLiveness::kAlive;
+  auto kv = etcd_->Get(keys::Node(node_id));
+  if (!kv.ok()) return peer::NodeLiveness::kUnknown;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_.erase(node_id);
+  }
+  return kv->has_value() ? peer::NodeLiveness::kAlive : peer::NodeLiveness::kDead;
+}
+
+void EtcdNodeDirectory::AddListener(Listener listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listeners_.push_back(std::move(listener));
+}
+
+void EtcdNodeDirectory::AddReregisterListener(std::function<void(int64_t)> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reregister_listeners_.push_back(std::move(listener));
+}
+
+int64_t EtcdNodeDirectory::lease() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lease_;
+}
+
+Status EtcdNodeDirectory::AdmitCaller(const v1::Caller& c) {
+  if (c.protocol_version() != peer::kProtocolVersion) {
+    return Status::Protocol("protocol version " + std::to_string(c.protocol_version()) +
+                            " of node '" + c.node_id() + "' is not supported; node '" +
+                            options_.node_id + "' speaks protocol version " +
+                            std::to_string(peer::kProtocolVersion));
+  }
+  if (c.node_id().empty()) return Status::InvalidArgument("caller.node_id is empty");
+  // Fencing: a caller older than the epoch it registered since was declared dead and came
+  // back; what it says under the old identity is not believed.
+  auto known = Find(c.node_id());
+  if (known && known->state == peer::MemberState::kAlive && c.epoch() != 0 &&
+      c.epoch() < known->epoch) {
+    return Status::Protocol(  // "fenced:" is what peer clients recognise
+        "fenced: node '" + c.node_id() + "' epoch " + std::to_string(c.epoch()) +
+        " was declared dead; it registered again under epoch " + std::to_string(known->epoch));
+  }
+  return Status::OK();
+}
+
+}  // namespace reft::coord

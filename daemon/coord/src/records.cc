@@ -1,0 +1,155 @@
+#include "reft/coord/records.h"
+
+#include <nlohmann/json.hpp>
+
+namespace reft::coord {
+
+using json = nlohmann::json;
+
+namespace {
+
+Result<json> Parse(const std::string& key, const std::string& value) {
+  json j = json::parse(value, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::Corrupted("etcd key " + key + " does not hold a JSON object");
+  }
+  return j;
+}
+
+template <typename T>
+Result<T> Field(const json& j, const std::string& key, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end()) return Status::Corrupted("etcd key " + key + ": field '" + name + "' missing");
+  try {
+    return it->template get<T>();
+  } catch (const json::exception&) {
+    return Status::Corrupted("etcd key " + key + ": field '" + name + "' has the wrong type");
+  }
+}
+
+template <typename T>
+T FieldOr(const json& j, const char* name, T fallback) {
+  auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->template get<T>();
+  } catch (const json::exception&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+std::string Encode(const NodeRecord& r) {
+  return json{{"address", r.address}, {"epoch", r.epoch}}.dump();
+}
+
+std::string Encode(const JobLayout& r) {
+  return json{{"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"zero", r.zero}}.dump();
+}
+
+std::string Encode(const GenerationRecord& r) {
+  json j{{"generation", r.generation}, {"persist_floor", r.persist_floor}, {"reason", r.reason}};
+  j["base_step"] = r.base_step ? json(*r.base_step) : json(nullptr);
+  return j.dump();
+}
+
+std::string Encode(const CommittedRecord& r) {
+  return json{{"step", r.step}, {"generation", r.generation}}.dump();
+}
+
+std::string Encode(const CompletionRecord& r) {
+  json ranks = json::array();
+  for (const auto& k : r.ranks) ranks.push_back({k.pp, k.tp, k.dp});
+  return json{{"generation", r.generation}, {"ranks", ranks}}.dump();
+}
+
+std::string Encode(const NodeRef& r) { return json{{"node", r.node}, {"step", r.step}}.dump(); }
+
+std::string Encode(const peer::RestoreDecision& r) {
+  return json{{"generation", r.generation}, {"step", r.step},        {"source", r.source},
+              {"decided_by", r.decided_by}, {"detail", r.detail}}
+      .dump();
+}
+
+Result<NodeRecord> DecodeNode(const std::string& key, const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  NodeRecord r;
+  REFT_ASSIGN_OR_RETURN(r.address, Field<std::string>(j, key, "address"));
+  r.epoch = FieldOr<uint64_t>(j, "epoch", 0);
+  return r;
+}
+
+Result<JobLayout> DecodeLayout(const std::string& key, const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  JobLayout l;
+  REFT_ASSIGN_OR_RETURN(l.dp, Field<int32_t>(j, key, "dp"));
+  REFT_ASSIGN_OR_RETURN(l.tp, Field<int32_t>(j, key, "tp"));
+  REFT_ASSIGN_OR_RETURN(l.pp, Field<int32_t>(j, key, "pp"));
+  l.zero = FieldOr<int32_t>(j, "zero", 0);
+  Status v = l.Validate();
+  if (!v.ok()) return Status::Corrupted("etcd key " + key + ": " + v.message());
+  return l;
+}
+
+Result<GenerationRecord> DecodeGeneration(const std::string& key, const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  GenerationRecord r;
+  REFT_ASSIGN_OR_RETURN(r.generation, Field<uint64_t>(j, key, "generation"));
+  auto base = j.find("base_step");
+  if (base != j.end() && !base->is_null()) {
+    REFT_ASSIGN_OR_RETURN(int64_t b, Field<int64_t>(j, key, "base_step"));
+    r.base_step = b;
+  }
+  r.persist_floor = FieldOr<int64_t>(j, "persist_floor", -1);
+  r.reason = FieldOr<std::string>(j, "reason", "");
+  return r;
+}
+
+Result<CommittedRecord> DecodeCommitted(const std::string& key, const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  CommittedRecord r;
+  REFT_ASSIGN_OR_RETURN(r.step, Field<int64_t>(j, key, "step"));
+  r.generation = FieldOr<uint64_t>(j, "generation", 0);
+  return r;
+}
+
+Result<CompletionRecord> DecodeCompletion(const std::string& job, const std::string& key,
+                                          const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  CompletionRecord r;
+  r.generation = FieldOr<uint64_t>(j, "generation", 0);
+  auto ranks = j.find("ranks");
+  if (ranks == j.end() || !ranks->is_array()) {
+    return Status::Corrupted("etcd key " + key + ": field 'ranks' missing");
+  }
+  for (const auto& k : *ranks) {
+    if (!k.is_array() || k.size() != 3 || !k[0].is_number_integer() ||
+        !k[1].is_number_integer() || !k[2].is_number_integer()) {
+      return Status::Corrupted("etcd key " + key + ": a rank is not [pp, tp, dp]");
+    }
+    r.ranks.push_back({job, k[0].get<int32_t>(), k[1].get<int32_t>(), k[2].get<int32_t>()});
+  }
+  return r;
+}
+
+Result<NodeRef> DecodeNodeRef(const std::string& key, const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  NodeRef r;
+  REFT_ASSIGN_OR_RETURN(r.node, Field<std::string>(j, key, "node"));
+  r.step = FieldOr<int64_t>(j, "step", -1);
+  return r;
+}
+
+Result<peer::RestoreDecision> DecodeDecision(const std::string& key, const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  peer::RestoreDecision d;
+  REFT_ASSIGN_OR_RETURN(d.generation, Field<uint64_t>(j, key, "generation"));
+  REFT_ASSIGN_OR_RETURN(d.step, Field<int64_t>(j, key, "step"));
+  REFT_ASSIGN_OR_RETURN(d.source, Field<std::string>(j, key, "source"));
+  d.decided_by = FieldOr<std::string>(j, "decided_by", "");
+  d.detail = FieldOr<std::string>(j, "detail", "");
+  return d;
+}
+
+}  // namespace reft::coord

@@ -1,0 +1,72 @@
+#pragma once
+/// \file node_directory.h
+/// \brief Who the other reftd nodes are, where they listen and whether they are alive: the
+/// seam between the data plane (manifests, region fetches, persists) and the membership source.
+/// Two implementations: `coord::EtcdNodeDirectory` (each node registers under a lease in etcd;
+/// its death is the lease expiring) and `Membership` (SWIM probes between the daemons, for a
+/// few nodes without etcd). Thread-safe.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reft/peer/job_coordinator.h"
+#include "reft/result.h"
+#include "reft/v1/peer.pb.h"
+
+namespace reft::peer {
+
+enum class MemberState { kAlive = 0, kSuspect = 1, kDead = 2 };
+const char* MemberStateName(MemberState s);  ///< "alive", "suspect", "dead"
+
+struct MemberInfo {
+  std::string node_id;
+  std::string address;
+  uint64_t epoch = 0;
+  uint64_t incarnation = 0;
+  MemberState state = MemberState::kAlive;
+  bool self = false;
+};
+
+class NodeDirectory {
+ public:
+  /// A change of a member's state (or a new member); `self` events report this node's fencing.
+  using Listener = std::function<void(const MemberInfo& member, MemberState previous)>;
+
+  virtual ~NodeDirectory() = default;
+
+  /// Sets the address peers reach this node at (a port chosen by the server). Before Start().
+  virtual void SetAdvertiseAddress(const std::string& address) = 0;
+  /// Registers this node and starts tracking the others.
+  virtual Status Start() = 0;
+  virtual void Stop() = 0;
+
+  /// Stamp for outgoing requests: protocol version, node id, current epoch, address.
+  virtual v1::Caller SelfCaller() const = 0;
+  virtual uint64_t epoch() const = 0;
+  virtual const std::string& node_id() const = 0;
+
+  /// Everyone known, this node included (may be a full read of the control plane: for
+  /// operators, not for hot paths).
+  virtual std::vector<MemberInfo> Members() const = 0;
+  /// Alive or suspect members, this node excluded.
+  virtual std::vector<MemberInfo> LiveMembers() const = 0;
+  /// One node (this one included), or std::nullopt if unknown.
+  virtual std::optional<MemberInfo> Find(const std::string& node_id) const = 0;
+  /// kAlive (alive or suspect), kDead, or kUnknown (never heard of, or the membership source
+  /// cannot be asked right now). The restore path asks it before declaring bytes lost.
+  virtual NodeLiveness Liveness(const std::string& node_id) const;
+
+  /// True once this node learned it had been declared dead: its snapshots may be stale.
+  virtual bool IsFenced() const = 0;
+  /// The daemon dropped (or re-validated) its stale state; the node serves again.
+  virtual void ClearFence() = 0;
+  virtual void AddListener(Listener listener) = 0;
+
+  /// Server side: refuses incompatible protocol versions and callers declared dead.
+  virtual Status AdmitCaller(const v1::Caller& caller) = 0;
+};
+
+}  // namespace reft::peer

@@ -1,0 +1,233 @@
+// Job-wide agreement in etcd with in-process nodes (real stores, real gRPC, real etcd):
+// commits, the coordinator's failover, generations, restore decisions and etcd outages.
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <future>
+#include <thread>
+
+#include "etcd_fixture.h"
+#include "peer_fixture.h"
+#include "reft/coord/etcd_control_plane.h"
+#include "reft/coord/keys.h"
+
+using namespace reft;
+using namespace reft::peer;
+using namespace reft::peer::test;
+using namespace reft::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const JobLayout kLayout{/*dp=*/2, /*tp=*/2, /*pp=*/1, /*zero=*/0};
+store::RankKey Rank(int tp, int dp) { return {"job", 0, tp, dp}; }
+
+ControlPlaneFactory Etcd(const EtcdCluster& etcd) {
+  coord::EtcdControlPlaneOptions o;
+  o.etcd.endpoints = etcd.endpoints();
+  o.etcd.request_timeout = 1000ms;
+  o.lease_ttl = std::chrono::seconds(2);
+  o.coordinator.retry_interval = 50ms;
+  auto f = coord::MakeEtcdControlPlane(o);
+  REQUIRE(f.ok());
+  return *f;
+}
+
+// Three nodes; ranks: node 0 holds (tp0,dp0) and (tp1,dp0), node 1 (tp0,dp1), node 2 (tp1,dp1).
+struct Cluster {
+  explicit Cluster(const EtcdCluster& etcd) {
+    for (int i = 0; i < 3; ++i) {
+      dirs.push_back(std::make_unique<TempDir>("reft-coord"));
+      nodes.push_back(std::make_unique<TestNode>("n" + std::to_string(i), dirs[i]->path(),
+                                                 std::vector<std::string>{}, 0, 64 << 10, 0,
+                                                 nullptr, Etcd(etcd)));
+    }
+  }
+  void JoinAll() {
+    for (auto& [n, r] : placement) REQUIRE(co(n)->Join(r, kLayout).ok());
+  }
+  void Complete(size_t i, int64_t step) {
+    auto& [n, r] = placement[i];
+    WriteSlot(nodes[n]->store.get(), r, step, RandomBytes(4096, 7 + step + i));
+    REQUIRE(co(n)->Complete(r, step).ok());
+  }
+  JobCoordinator* co(int n) { return nodes[n]->peer->coordinator(); }
+  std::vector<std::unique_ptr<TempDir>> dirs;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  std::vector<std::pair<int, store::RankKey>> placement = {
+      {0, Rank(0, 0)}, {0, Rank(1, 0)}, {1, Rank(0, 1)}, {2, Rank(1, 1)}};
+};
+
+int Leaders(Cluster& c) {
+  int n = 0;
+  for (int i = 0; i < 3; ++i) n += c.co(i)->LeadsJob("job");
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("etcd coordination: a step commits everywhere only once every rank completed it",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  REQUIRE(reft::testing::Eventually([&] { return Leaders(c) == 1; }, 5s));
+  for (size_t i = 0; i < 4; ++i) c.Complete(i, 1);
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 1, 5s));
+  for (auto& [n, r] : c.placement) CHECK(c.nodes[n]->store->NewestCommitted(r) == 1);
+  // The locations of every rank's slot are recorded with the commit.
+  for (auto& [n, r] : c.placement) CHECK(c.co(1)->SlotLocation(r) == "n" + std::to_string(n));
+
+  // Three of four complete step 2: nothing commits; step 1 stays intact.
+  for (size_t i = 0; i < 3; ++i) c.Complete(i, 2);
+  for (int n = 0; n < 3; ++n) CHECK_FALSE(c.co(n)->WaitCommitted("job", 2, 300ms));
+  for (auto& [n, r] : c.placement) CHECK(c.nodes[n]->store->Get(r, 1).ok());
+  c.Complete(3, 2);
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 2, 5s));
+  for (auto& [n, r] : c.placement) {
+    CHECK(c.nodes[n]->store->NewestCommitted(r) == 2);
+    CHECK_FALSE(c.nodes[n]->store->Get(r, 1).ok());  // the older slot is freed after the commit
+  }
+  // Completions up to the commit are gone from etcd (O(1) keys per node per pending step).
+  coord::EtcdOptions eo;
+  eo.endpoints = etcd.endpoints();
+  auto client = coord::EtcdClient::Create(eo);
+  REQUIRE(client.ok());
+  CHECK(*(*client)->CountPrefix(coord::keys::CompletionsPrefix("job")) == 0);
+}
+
+TEST_CASE("etcd coordination: the coordinator's node leaves and another one takes over",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  REQUIRE(reft::testing::Eventually([&] { return Leaders(c) == 1; }, 5s));
+  int leader = 0;
+  while (!c.co(leader)->LeadsJob("job")) ++leader;
+  for (size_t i = 0; i < 4; ++i) c.Complete(i, 1);
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 1, 5s));
+  // The leader's ranks complete step 2 (written to etcd), then its node goes away (its lease is
+  // revoked: the coordinator key disappears at once).
+  for (size_t i = 0; i < 4; ++i) {
+    if (c.placement[i].first == leader) c.Complete(i, 2);
+  }
+  coord::EtcdOptions eo;
+  eo.endpoints = etcd.endpoints();
+  auto client = coord::EtcdClient::Create(eo);
+  REQUIRE(client.ok());
+  const std::string key = coord::keys::Completion("job", 2, "n" + std::to_string(leader));
+  REQUIRE(reft::testing::Eventually([&] { return (*(*client)->Get(key)).has_value(); }, 5s));
+  c.nodes[leader]->Kill();
+  std::vector<int> rest;
+  for (int n = 0; n < 3; ++n) {
+    if (n != leader) rest.push_back(n);
+  }
+  REQUIRE(reft::testing::Eventually([&] {
+    int l = 0;
+    for (int n : rest) l += c.co(n)->LeadsJob("job");
+    return l == 1;
+  }, 5s));
+  // The survivors complete step 2 too: the new coordinator commits it from all four completions.
+  for (size_t i = 0; i < 4; ++i) {
+    if (c.placement[i].first != leader) c.Complete(i, 2);
+  }
+  for (int n : rest) REQUIRE(c.co(n)->WaitCommitted("job", 2, 5s));
+}
+
+TEST_CASE("etcd coordination: two concurrent fallbacks start exactly one generation", "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  for (int64_t step = 1; step <= 3; ++step) {
+    for (size_t i = 0; i < 4; ++i) c.Complete(i, step);
+  }
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 3, 5s));
+  std::atomic<bool> go{false};
+  auto start = [&](int n, int64_t base) {
+    while (!go) std::this_thread::yield();
+    return c.co(n)->StartGeneration("job", 0, base, 3, "test " + std::to_string(n));
+  };
+  auto a = std::async(std::launch::async, start, 1, 1);
+  auto b = std::async(std::launch::async, start, 2, 2);
+  go = true;
+  const JobGeneration ga = a.get(), gb = b.get();
+  CHECK(ga.generation == 1);
+  CHECK(gb.generation == 1);
+  REQUIRE(ga.base_step == gb.base_step);  // one of the two bases won, both nodes see it
+  const int64_t base = *ga.base_step;
+  // Every node rolls back: commit point = base, slots newer than the base dropped.
+  for (int n = 0; n < 3; ++n) {
+    REQUIRE(reft::testing::Eventually([&] { return c.co(n)->Generation("job").generation == 1; }, 5s));
+    CHECK(c.co(n)->NewestCommitted("job") == base);
+  }
+  for (auto& [n, r] : c.placement) CHECK_FALSE(c.nodes[n]->store->Get(r, 3).ok());
+  // The decision {1, base, tier} was recorded with the generation.
+  auto d = c.co(0)->Decision("job");
+  REQUIRE(d.ok());
+  REQUIRE(d->has_value());
+  CHECK((*d)->generation == 1);
+  CHECK((*d)->step == base);
+  CHECK((*d)->source == "tier");
+  // A stale caller (still at generation 0) changes nothing.
+  CHECK(c.co(0)->StartGeneration("job", 0, 0, 3, "late").generation == 1);
+  CHECK(c.co(0)->Generation("job").base_step == base);
+  // The job goes on in generation 1: steps after the base commit again.
+  for (size_t i = 0; i < 4; ++i) c.Complete(i, base + 1);
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", base + 1, 5s));
+}
+
+TEST_CASE("etcd coordination: one restore decision wins, every node reads it", "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  std::vector<std::future<Result<RestoreDecision>>> proposals;
+  for (int n = 0; n < 3; ++n) {
+    proposals.push_back(std::async(std::launch::async, [&, n] {
+      RestoreDecision d{0, 5, n == 0 ? "memory" : "tier", "n" + std::to_string(n), "", 0};
+      return c.co(n)->ProposeDecision("job", d, 0);
+    }));
+  }
+  std::set<std::string> winners;
+  for (auto& p : proposals) {
+    auto r = p.get();
+    REQUIRE(r.ok());
+    winners.insert(r->decided_by);
+  }
+  CHECK(winners.size() == 1);
+  for (int n = 0; n < 3; ++n) {
+    auto d = c.co(n)->Decision("job");
+    REQUIRE(d.ok());
+    REQUIRE(d->has_value());
+    CHECK((*d)->decided_by == *winners.begin());
+  }
+}
+
+TEST_CASE("etcd coordination: a rank joining with another layout is refused", "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  REQUIRE(reft::testing::Eventually([&] { return c.co(2)->JoinedNode(Rank(0, 0)).has_value(); }, 5s));
+  JobLayout other = kLayout;
+  other.dp = 3;
+  Status s = c.co(2)->Join({"job", 0, 0, 2}, other);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("dp=2"));
+}
+
+TEST_CASE("etcd coordination: without etcd snapshots go on, the commit waits, nothing is lost",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  for (size_t i = 0; i < 4; ++i) c.Complete(i, 1);
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 1, 5s));
+  etcd.Kill(0);
+  for (size_t i = 0; i < 4; ++i) c.Complete(i, 2);  // sealed locally, queued for etcd
+  for (int n = 0; n < 3; ++n) CHECK_FALSE(c.co(n)->WaitCommitted("job", 2, 500ms));
+  for (auto& [n, r] : c.placement) {
+    CHECK(c.nodes[n]->store->NewestCommitted(r) == 1);
+    CHECK(c.nodes[n]->store->Get(r, 2).ok());
+  }
+  etcd.Restart(0);
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 2, 15s));
+  for (auto& [n, r] : c.placement) CHECK(c.nodes[n]->store->NewestCommitted(r) == 2);
+}

@@ -1,0 +1,239 @@
+// The etcd v3 client against real etcd processes: reads, writes, compare-and-swap, leases,
+// watches, and fail-over when a member of a three-member cluster dies.
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <thread>
+
+#include "etcd_fixture.h"
+#include "reft/coord/etcd_client.h"
+
+using namespace reft;
+using namespace reft::coord;
+using reft::testing::EtcdCluster;
+using reft::testing::Eventually;
+
+namespace {
+
+std::unique_ptr<EtcdClient> Connect(const EtcdCluster& etcd) {
+  EtcdOptions o;
+  o.endpoints = etcd.endpoints();
+  o.request_timeout = std::chrono::milliseconds(1000);
+  auto c = EtcdClient::Create(o);
+  REQUIRE(c.ok());
+  return std::move(*c);
+}
+
+}  // namespace
+
+TEST_CASE("etcd client: put, get, prefix, count and delete", "[coord]") {
+  EtcdCluster etcd(1);
+  auto c = Connect(etcd);
+  auto missing = c->Get("/t/a");
+  REQUIRE(missing.ok());
+  CHECK_FALSE(missing->has_value());
+  auto rev1 = c->Put("/t/a", "1");
+  REQUIRE(rev1.ok());
+  auto rev2 = c->Put("/t/b", "2");
+  REQUIRE(rev2.ok());
+  CHECK(*rev2 > *rev1);
+  REQUIRE(c->Put("/u/c", "3").ok());
+  auto a = c->Get("/t/a");
+  REQUIRE(a.ok());
+  REQUIRE(a->has_value());
+  CHECK((*a)->value == "1");
+  CHECK((*a)->mod_revision == *rev1);
+  CHECK((*a)->create_revision == *rev1);
+  auto all = c->GetPrefix("/t/");
+  REQUIRE(all.ok());
+  REQUIRE(all->kvs.size() == 2);
+  CHECK(all->kvs[0].key == "/t/a");
+  CHECK(all->kvs[1].key == "/t/b");
+  CHECK(all->revision >= *rev2);
+  auto n = c->CountPrefix("/t/");
+  REQUIRE(n.ok());
+  CHECK(*n == 2);
+  auto deleted = c->DeletePrefix("/t/");
+  REQUIRE(deleted.ok());
+  CHECK(*deleted == 2);
+  CHECK(*c->CountPrefix("/t/") == 0);
+  CHECK(*c->CountPrefix("/u/") == 1);
+}
+
+TEST_CASE("etcd client: a compare-and-swap lets exactly one of many writers win", "[coord]") {
+  EtcdCluster etcd(1);
+  auto c = Connect(etcd);
+  REQUIRE(c->Put("/t/gen", "0").ok());
+  auto gen = c->Get("/t/gen");
+  REQUIRE(gen.ok());
+  const int64_t seen = (*gen)->mod_revision;
+  std::atomic<int> won{0};
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 8; ++i) {
+    writers.emplace_back([&, i] {
+      Txn t;
+      t.IfModRevision("/t/gen", Compare::kEqual, seen).ThenPut("/t/gen", std::to_string(i + 1));
+      t.ElseGet("/t/gen");
+      auto r = c->Commit(t);
+      REQUIRE(r.ok());
+      if (r->succeeded) {
+        ++won;
+      } else {
+        REQUIRE(r->gets.size() == 1);
+        CHECK(r->gets[0].kvs.at(0).value != "0");  // the loser reads the winner's value
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  CHECK(won == 1);
+  Txn create;
+  create.IfCreateRevision("/t/new", Compare::kEqual, 0).ThenPut("/t/new", "x");
+  CHECK(c->Commit(create)->succeeded);
+  CHECK_FALSE(c->Commit(create)->succeeded);  // exists now
+}
+
+TEST_CASE("etcd client: a lease keeps its keys while its owner lives", "[coord]") {
+  EtcdCluster etcd(1);
+  auto watcher = Connect(etcd);
+  auto owner = Connect(etcd);
+  auto lease = owner->GrantLease(std::chrono::seconds(1));
+  REQUIRE(lease.ok());
+  auto rev = owner->Put("/nodes/n1", "alive", *lease);
+  REQUIRE(rev.ok());
+  std::atomic<bool> deleted{false};
+  REQUIRE(watcher
+              ->Watch("/nodes/", true, *rev + 1,
+                      [&](const WatchUpdate& u) {
+                        for (const auto& e : u.events) {
+                          if (e.type == WatchEvent::Type::kDelete && e.kv.key == "/nodes/n1") {
+                            deleted = true;
+                          }
+                        }
+                      })
+              .ok());
+  // Kept alive well past its TTL.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  CHECK_FALSE(deleted);
+  CHECK((*watcher->Get("/nodes/n1")).has_value());
+  // The owner goes away without revoking (like a killed reftd): etcd expires the lease.
+  const auto t0 = std::chrono::steady_clock::now();
+  owner.reset();
+  REQUIRE(Eventually([&] { return deleted.load(); }, std::chrono::seconds(10)));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(secs < 4.0);
+  CHECK_FALSE((*watcher->Get("/nodes/n1")).has_value());
+}
+
+TEST_CASE("etcd client: revoking a lease deletes its keys and reports it lost", "[coord]") {
+  EtcdCluster etcd(1);
+  auto a = Connect(etcd);
+  std::atomic<int64_t> lost{0};
+  auto lease = a->GrantLease(std::chrono::seconds(2), [&](int64_t id) { lost = id; });
+  REQUIRE(lease.ok());
+  REQUIRE(a->Put("/k", "v", *lease).ok());
+  // Another client revokes it (an operator, or etcd expiring it during a pause).
+  auto b = Connect(etcd);
+  REQUIRE(b->RevokeLease(*lease).ok());
+  CHECK_FALSE((*b->Get("/k")).has_value());
+  REQUIRE(Eventually([&] { return lost.load() == *lease; }, std::chrono::seconds(5)));
+}
+
+TEST_CASE("etcd client: a watch delivers every change in order, from a past revision", "[coord]") {
+  EtcdCluster etcd(1);
+  auto c = Connect(etcd);
+  auto first = c->Put("/w/x", "0");
+  REQUIRE(first.ok());
+  for (int i = 1; i < 5; ++i) REQUIRE(c->Put("/w/x", std::to_string(i)).ok());
+  std::mutex mu;
+  std::vector<std::string> seen;
+  auto h = c->Watch("/w/x", false, *first, [&](const WatchUpdate& u) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& e : u.events) seen.push_back(e.kv.value);
+  });
+  REQUIRE(h.ok());
+  for (int i = 5; i < 10; ++i) REQUIRE(c->Put("/w/x", std::to_string(i)).ok());
+  REQUIRE(c->Put("/w/other", "ignored").ok());
+  REQUIRE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return seen.size() >= 10;
+  }));
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(seen.size() == 10);
+  for (int i = 0; i < 10; ++i) CHECK(seen[i] == std::to_string(i));
+}
+
+TEST_CASE("etcd client: a cancelled watch stops, others keep going", "[coord]") {
+  EtcdCluster etcd(1);
+  auto c = Connect(etcd);
+  auto rev = c->Put("/c/init", "");
+  REQUIRE(rev.ok());
+  std::atomic<int> a{0}, b{0};
+  auto ha = c->Watch("/c/a", false, *rev + 1, [&](const WatchUpdate& u) { a += u.events.size(); });
+  auto hb = c->Watch("/c/b", false, *rev + 1, [&](const WatchUpdate& u) { b += u.events.size(); });
+  REQUIRE(ha.ok());
+  REQUIRE(hb.ok());
+  REQUIRE(c->Put("/c/a", "1").ok());
+  REQUIRE(c->Put("/c/b", "1").ok());
+  REQUIRE(Eventually([&] { return a == 1 && b == 1; }));
+  c->CancelWatch(*ha);
+  REQUIRE(c->Put("/c/a", "2").ok());
+  REQUIRE(c->Put("/c/b", "2").ok());
+  REQUIRE(Eventually([&] { return b == 2; }));
+  CHECK(a == 1);
+}
+
+TEST_CASE("etcd client: calls, leases and watches survive the loss of one of three members",
+          "[coord]") {
+  EtcdCluster etcd(3);
+  auto c = Connect(etcd);
+  auto lease = c->GrantLease(std::chrono::seconds(1));
+  REQUIRE(lease.ok());
+  auto rev = c->Put("/f/alive", "1", *lease);
+  REQUIRE(rev.ok());
+  std::atomic<int> events{0};
+  std::atomic<bool> alive_deleted{false};
+  REQUIRE(c->Watch("/f/", true, *rev + 1,
+                   [&](const WatchUpdate& u) {
+                     for (const auto& e : u.events) {
+                       if (e.kv.key == "/f/alive" && e.type == WatchEvent::Type::kDelete) {
+                         alive_deleted = true;
+                       }
+                       if (e.kv.key == "/f/n") ++events;
+                     }
+                   })
+              .ok());
+  REQUIRE(c->Put("/f/n", "0").ok());
+  REQUIRE(Eventually([&] { return events == 1; }));
+  // Kill the member the client talks to now (the first one it used), then the others serve.
+  etcd.Kill(0);
+  for (int i = 1; i <= 5; ++i) REQUIRE(c->Put("/f/n", std::to_string(i)).ok());
+  REQUIRE(Eventually([&] { return events == 6; }, std::chrono::seconds(10)));
+  // The lease stayed alive through the fail-over (renewed by the other members).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  CHECK_FALSE(alive_deleted);
+  CHECK((*c->Get("/f/alive")).has_value());
+  etcd.Restart(0);
+  REQUIRE(c->Put("/f/n", "6").ok());
+  REQUIRE(Eventually([&] { return events == 7; }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("etcd client: with no quorum calls fail within their deadline, then recover",
+          "[coord]") {
+  EtcdCluster etcd(3);
+  auto c = Connect(etcd);
+  REQUIRE(c->Put("/q/x", "1").ok());
+  etcd.Kill(1);
+  etcd.Kill(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c->Put("/q/x", "2");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE_FALSE(r.ok());
+  CHECK((r.status().code() == StatusCode::kTimeout ||
+         r.status().code() == StatusCode::kUnavailable));
+  CHECK(secs < 3 * 1.0 + 1.0);  // at most one request timeout per endpoint
+  etcd.Restart(1);
+  etcd.Restart(2);
+  REQUIRE(Eventually([&] { return c->Put("/q/x", "3").ok(); }, std::chrono::seconds(10)));
+  CHECK((*c->Get("/q/x"))->value == "3");
+}

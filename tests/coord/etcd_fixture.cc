@@ -1,0 +1,151 @@
+#include "etcd_fixture.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "reft/coord/etcd_client.h"
+
+namespace reft::testing {
+
+namespace {
+
+std::string EtcdBinary() {
+  if (access("/usr/bin/etcd", X_OK) == 0) return "/usr/bin/etcd";
+  return "etcd";  // execvp searches PATH
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+EtcdCluster::EtcdCluster(int members)
+    : dir_("reft-etcd") {
+  for (int i = 0; i < members; ++i) {
+    Member m;
+    m.name = "e" + std::to_string(i);
+    m.client_port = FreeLoopbackPort();
+    m.peer_port = FreeLoopbackPort();
+    m.data_dir = dir_.path() + "/" + m.name + ".data";
+    m.log_path = dir_.path() + "/" + m.name + ".log";
+    initial_cluster_ += (i ? "," : "") + m.name + "=http://127.0.0.1:" + std::to_string(m.peer_port);
+    members_.push_back(m);
+  }
+  for (auto& m : members_) Spawn(m, true);
+  if (!WaitHealthy()) {
+    std::string logs;
+    for (int i = 0; i < size(); ++i) logs += "---- " + members_[i].name + "\n" + Log(i);
+    throw std::runtime_error("etcd did not become healthy (" + last_error_ + "):\n" + logs);
+  }
+}
+
+EtcdCluster::~EtcdCluster() {
+  for (auto& m : members_) {
+    if (m.pid > 0) {
+      kill(m.pid, SIGCONT);
+      kill(m.pid, SIGKILL);
+      waitpid(m.pid, nullptr, 0);
+    }
+  }
+}
+
+void EtcdCluster::Spawn(Member& m, bool new_cluster) {
+  const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
+  const std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+  std::vector<std::string> args = {
+      EtcdBinary(), "--name", m.name, "--data-dir", m.data_dir,
+      "--listen-client-urls", client, "--advertise-client-urls", client,
+      "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+      "--initial-cluster", initial_cluster_,
+      "--initial-cluster-state", new_cluster ? "new" : "existing",
+      "--initial-cluster-token", "reft-test",
+      // Fast elections and 1 s minimum leases, so failure tests take seconds, not tens.
+      "--heartbeat-interval", "50", "--election-timeout", "500",
+      "--logger", "zap", "--log-outputs", m.log_path};
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    setpgid(0, 0);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  m.pid = pid;
+}
+
+std::vector<std::string> EtcdCluster::endpoints() const {
+  std::vector<std::string> out;
+  for (const auto& m : members_) out.push_back("127.0.0.1:" + std::to_string(m.client_port));
+  return out;
+}
+
+std::string EtcdCluster::endpoints_csv() const {
+  std::string out;
+  for (const auto& e : endpoints()) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+void EtcdCluster::Kill(int i) {
+  Member& m = members_.at(i);
+  if (m.pid <= 0) return;
+  kill(m.pid, SIGCONT);
+  kill(m.pid, SIGKILL);
+  waitpid(m.pid, nullptr, 0);
+  m.pid = -1;
+}
+
+void EtcdCluster::Restart(int i) {
+  Kill(i);
+  Spawn(members_.at(i), false);
+  if (!WaitHealthy()) throw std::runtime_error("etcd did not recover:\n" + Log(i));
+}
+
+void EtcdCluster::Pause(int i) { kill(members_.at(i).pid, SIGSTOP); }
+void EtcdCluster::Resume(int i) { kill(members_.at(i).pid, SIGCONT); }
+bool EtcdCluster::running(int i) const { return members_.at(i).pid > 0; }
+
+bool EtcdCluster::WaitHealthy(double seconds) const {
+  coord::EtcdOptions o;
+  o.endpoints = endpoints();
+  o.request_timeout = std::chrono::milliseconds(500);
+  auto client = coord::EtcdClient::Create(o);
+  if (!client.ok()) return false;
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (std::chrono::steady_clock::now() < end) {
+    auto r = (*client)->Get("/reft-test/health");
+    if (r.ok()) return true;
+    last_error_ = r.status().ToString();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::string EtcdCluster::Log(int i) const {
+  std::ifstream f(members_.at(i).log_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace reft::testing

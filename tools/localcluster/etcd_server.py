@@ -1,0 +1,146 @@
+"""Real etcd servers for the local cluster (tools/localcluster), the demo and the tests.
+
+One member, or a three-member cluster for the fault tests, each an `etcd` process (Debian's
+etcd-server) on loopback with its own data directory. Members are killed with real signals and
+restarted on their data directory. reftd reaches them with --etcd HOST:PORT,...
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from typing import List, Optional
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def etcd_binary() -> str:
+    path = shutil.which("etcd") or "/usr/bin/etcd"
+    if not os.access(path, os.X_OK):
+        raise FileNotFoundError("etcd not found: install Debian's etcd-server (tools/setup.sh)")
+    return path
+
+
+class EtcdMember:
+    def __init__(self, cluster: "EtcdCluster", index: int):
+        self.cluster = cluster
+        self.name = f"etcd{index}"
+        self.client_port = _free_port()
+        self.peer_port = _free_port()
+        self.data_dir = os.path.join(cluster.root, self.name + ".data")
+        self.log_path = os.path.join(cluster.root, self.name + ".log")
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.cluster.host}:{self.client_port}"
+
+    def start(self, new_cluster: bool) -> None:
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        client = f"http://{self.endpoint}"
+        args = [etcd_binary(), "--name", self.name, "--data-dir", self.data_dir,
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", self.cluster.initial_cluster,
+                "--initial-cluster-state", "new" if new_cluster else "existing",
+                "--initial-cluster-token", "reft-local",
+                # Elections in half a second and 1 s minimum leases: failures are noticed in
+                # seconds on loopback (production keeps etcd's defaults).
+                "--heartbeat-interval", "50", "--election-timeout", "500",
+                "--logger", "zap", "--log-outputs", self.log_path]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            if sig == signal.SIGKILL:
+                self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                self.proc.wait(timeout=30)
+
+    def pause(self) -> None:
+        self.kill(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.kill(signal.SIGCONT)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start(new_cluster=False)
+        self.cluster.wait_healthy()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class EtcdCluster:
+    """`members` etcd processes under `root` (created if missing), serving clients on `host`
+    (loopback, or a bridge address when daemons run in network namespaces)."""
+
+    def __init__(self, root: str, members: int = 1, host: str = "127.0.0.1"):
+        self.root = root
+        self.host = host
+        os.makedirs(root, exist_ok=True)
+        self.members: List[EtcdMember] = [EtcdMember(self, i) for i in range(members)]
+        self.initial_cluster = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}"
+                                        for m in self.members)
+
+    @property
+    def endpoints(self) -> str:
+        """HOST:PORT,... for reftd's --etcd."""
+        return ",".join(m.endpoint for m in self.members)
+
+    def start(self, timeout: float = 30.0) -> "EtcdCluster":
+        for m in self.members:
+            m.start(new_cluster=True)
+        self.wait_healthy(timeout)
+        return self
+
+    def etcdctl(self, *args: str, check: bool = True, timeout: float = 10.0):
+        env = dict(os.environ, ETCDCTL_API="3")
+        cmd = ["etcdctl", "--endpoints", self.endpoints, "--dial-timeout", "1s",
+               "--command-timeout", "2s", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, check=check, env=env,
+                              timeout=timeout)
+
+    def healthy(self) -> bool:
+        try:
+            return self.etcdctl("get", "/reft-local/health", check=False).returncode == 0
+        except (subprocess.TimeoutExpired, FileNotFoundError):
+            return False
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if any(m.running for m in self.members) and self.healthy():
+                return
+            time.sleep(0.05)
+        logs = ""
+        for m in self.members:
+            try:
+                with open(m.log_path, errors="replace") as f:
+                    logs += f"---- {m.name}\n" + f.read()[-3000:]
+            except FileNotFoundError:
+                pass
+        raise TimeoutError(f"etcd did not become healthy within {timeout}s\n{logs}")
+
+    def get(self, key: str) -> Optional[str]:
+        """The value of `key` (linearizable), or None."""
+        out = self.etcdctl("get", key, "--print-value-only").stdout
+        return out.rstrip("\n") if out else None
+
+    def close(self) -> None:
+        for m in self.members:
+            try:
+                m.kill()
+            except Exception:  # noqa: BLE001 - best effort teardown
+                pass
