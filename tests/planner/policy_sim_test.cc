@@ -20,17 +20,26 @@ PolicySimConfig Small() {
   c.failure_rate_per_hour = 0.05;
   return c;
 }
+struct ThreePolicies {
+  PolicyRun odyssey, oobleck, recycle;
+};
+// The three policies on the trace of one seed.
+ThreePolicies RunAll(const ModelProfile& m, const PolicySimConfig& c, uint64_t seed) {
+  auto o = SimulatePolicy(m, c, PolicyKind::kOdyssey, seed);
+  auto b = SimulatePolicy(m, c, PolicyKind::kOobleck, seed);
+  auto r = SimulatePolicy(m, c, PolicyKind::kRecycle, seed);
+  REQUIRE(o.ok());
+  REQUIRE(b.ok());
+  REQUIRE(r.ok());
+  return {*o, *b, *r};
+}
 }  // namespace
 
 TEST_CASE("A15 shape: the three policies see one trace", "[policy]") {
   const auto m = Uniform(16, 5);
   const auto c = Small();
-  auto o = SimulatePolicy(m, c, PolicyKind::kOdyssey, 3);
-  auto b = SimulatePolicy(m, c, PolicyKind::kOobleck, 3);
-  auto r = SimulatePolicy(m, c, PolicyKind::kRecycle, 3);
-  REQUIRE(o.ok());
-  REQUIRE(b.ok());
-  REQUIRE(r.ok());
+  const auto run = RunAll(m, c, 3);
+  const auto *o = &run.odyssey, *b = &run.oobleck, *r = &run.recycle;
   CHECK(o->failures == b->failures);
   CHECK(o->failures == r->failures);
   CHECK(o->failures > 0);
@@ -45,12 +54,8 @@ TEST_CASE("without failures every policy runs the same plan", "[policy]") {
   const auto m = Uniform(16, 5);
   auto c = Small();
   c.failure_rate_per_hour = 1e-9;
-  auto o = SimulatePolicy(m, c, PolicyKind::kOdyssey, 1);
-  auto b = SimulatePolicy(m, c, PolicyKind::kOobleck, 1);
-  auto r = SimulatePolicy(m, c, PolicyKind::kRecycle, 1);
-  REQUIRE(o.ok());
-  REQUIRE(b.ok());
-  REQUIRE(r.ok());
+  const auto run = RunAll(m, c, 1);
+  const auto *o = &run.odyssey, *b = &run.oobleck, *r = &run.recycle;
   CHECK(o->failures == 0);
   CHECK(o->throughput == Approx(b->throughput));
   CHECK(o->throughput == Approx(r->throughput));
