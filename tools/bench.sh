@@ -6,7 +6,7 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${REFT_BUILD_DIR:-build}"
 bash "$here/tools/build.sh" reftd reftctl reft_bench_client store_bench reft_bench_kernels \
   protect_bench reft_bench_peer planner_table3_bench planner_policy_bench \
-  planner_transfer_bench planner_estimator_bench has_pipeline_bench aor_bench aor_copy_bench \
+  planner_transfer_bench planner_estimator_bench planner_exec_bench has_pipeline_bench aor_bench aor_copy_bench \
   persist_bench reft_sample_trainer reft_python
 cd "$here"
 out=out/bench
@@ -27,9 +27,10 @@ run persist  "$b/persist/persist_bench" --bytes 536870912 --runs 7
 run restore_vs_tier /usr/bin/python3 tools/bench/recovery/restore_vs_tier.py
 run restore_agreement /usr/bin/python3 tools/bench/recovery/restore_agreement.py --runs 10
 run planner_table3    "$b/planner/planner_table3_bench"
-run planner_policy    "$b/planner/planner_policy_bench" 20
+run planner_policy    "$b/planner/planner_policy_bench" --seeds 30 --sweep
 run planner_transfer  "$b/planner/planner_transfer_bench"
 run planner_estimator "$b/planner/planner_estimator_bench"
+run planner_exec      "$b/planner/planner_exec_bench" --steps 5
 for s in 2 3 4; do for r in 0.25 1.0; do
   run "has_pp${s}_${r}" "$b/has/has_pipeline_bench" --reftd "$build/daemon/app/reftd" \
       --stages "$s" --iterations 6 --ss-over-bubble "$r" --chunk 131072
