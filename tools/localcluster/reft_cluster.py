@@ -214,7 +214,10 @@ class LocalCluster:
         self.env = dict(os.environ)
         self.tls = ClusterTls(self.root) if tls else None
         self.etcd: Optional[EtcdCluster] = (
-            EtcdCluster(os.path.join(self.root, "etcd"), etcd, host=etcd_host,
+            # On tmpfs: etcd fsyncs every write, and on a disk shared with a loaded build an
+            # fsync can take seconds (leases expire, commits stall); nothing here must outlive
+            # the machine.
+            EtcdCluster(os.path.join(self.shm_root, "etcd"), etcd, host=etcd_host,
                         tls=self.tls.etcd(etcd_host) if self.tls else None) if etcd > 0
             else None)
         self.nodes: List[Node] = []
