@@ -208,6 +208,11 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   hello.layout = opts.layout;
   hello.protection = opts.protection;
   hello.client_version = kClientVersion;
+  hello.owner_group = opts.owner_group;
+  if (hello.owner_group.empty()) {
+    const char* env = std::getenv("REFT_OWNER_GROUP");
+    if (env != nullptr) hello.owner_group = env;
+  }
   // The checks reftd applies to a hello, here first: a bad declaration fails before connecting.
   REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::CheckHello(hello));
   hello.protection = spec.ToString();
@@ -271,6 +276,12 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
     if (ex.ok()) {
       device = ex->device;
       r.memory.device = ex->device;
+      // The ordinal is this process's (CUDA_VISIBLE_DEVICES renumbers); reftd opens the
+      // device by its UUID / PCI bus id.
+      if (auto id = backend->Identify(ex->device); id.ok()) {
+        r.memory.device_uuid = id->uuid;
+        r.memory.pci_bus_id = id->pci_bus_id;
+      }
       r.memory.ipc_handle = ex->ipc_handle;
       r.memory.allocation_id = ex->allocation_id;
       r.memory.allocation_size = ex->allocation_size;

@@ -14,6 +14,7 @@
 
 #include "reft/kernels/emulated.h"
 #include "reft/mutex.h"
+#include "reft/sealed_fd.h"
 
 namespace reft::kernels {
 namespace {
@@ -34,12 +35,15 @@ uint32_t* GenerationWord(uint64_t* word) {
 }  // namespace
 
 Result<std::shared_ptr<SharedCounter>> SharedCounter::Create() {
-  int fd = memfd_create("reft-event", MFD_CLOEXEC);
+  int fd = memfd_create("reft-event", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Status::FromErrno(errno, "memfd_create(reft-event)");
-  if (ftruncate(fd, kCounterBytes) != 0) {
+  // The counter goes to reftd, which maps it: sealed, so no process can shrink it under that
+  // mapping (a SIGBUS in the daemon).
+  if (ftruncate(fd, kCounterBytes) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
     int err = errno;
     close(fd);
-    return Status::FromErrno(err, "ftruncate(reft-event)");
+    return Status::FromErrno(err, "sizing and sealing the event counter (reft-event)");
   }
   void* p = mmap(nullptr, kCounterBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
@@ -51,10 +55,7 @@ Result<std::shared_ptr<SharedCounter>> SharedCounter::Create() {
 }
 
 Result<std::shared_ptr<SharedCounter>> SharedCounter::Open(int fd) {
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(CounterPage)) {
-    return Status::InvalidArgument("event fd is not a reft event counter");
-  }
+  REFT_RETURN_NOT_OK(RequireShrinkSealed(fd, sizeof(CounterPage), "event counter fd"));
   int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return Status::FromErrno(errno, "dup(event fd)");
   void* p = mmap(nullptr, kCounterBytes, PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);

@@ -9,12 +9,15 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "backends.h"
 #include "copy_engine.h"
 #include "reft/kernels/emulated.h"
 #include "reft/kernels/xor.h"
 #include "reft/mutex.h"
+#include "reft/sealed_fd.h"
 #include "reft/units.h"
 
 namespace reft::kernels {
@@ -74,10 +77,35 @@ Status CheckRange(const ImportedMemory& mem, uint64_t offset, uint64_t size) {
   return Status::OK();
 }
 
+// The emulated devices this process sees, by ordinal: one by default; REFT_EMULATED_DEVICE_UUIDS
+// ("uuid,uuid,...") lists them instead, the way CUDA_VISIBLE_DEVICES narrows and renumbers real
+// GPUs per process (tests give the trainer and reftd different lists).
+std::vector<std::string> EmulatedDeviceUuids() {
+  std::vector<std::string> uuids;
+  const char* env = std::getenv("REFT_EMULATED_DEVICE_UUIDS");
+  std::string list = env != nullptr ? env : "";
+  size_t start = 0;
+  while (start <= list.size() && !list.empty()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) uuids.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (uuids.empty()) uuids.push_back("EMU-00000000-0000-0000-0000-000000000000");
+  return uuids;
+}
+
 class EmulatedBackend final : public DeviceBackend {
  public:
   MemoryKind kind() const override { return MemoryKind::kEmulated; }
-  int DeviceCount() const override { return 1; }
+  int DeviceCount() const override { return static_cast<int>(EmulatedDeviceUuids().size()); }
+  Result<DeviceIdentity> Identify(int ordinal) const override {
+    const auto uuids = EmulatedDeviceUuids();
+    if (ordinal < 0 || ordinal >= static_cast<int>(uuids.size())) {
+      return Status::InvalidArgument("no emulated device " + std::to_string(ordinal));
+    }
+    // A stable stand-in for the PCI address: the same device has it in every process.
+    return DeviceIdentity{uuids[ordinal], "emulated:" + uuids[ordinal]};
+  }
 
   Result<MemoryExport> Export(const void* ptr, uint64_t size) override {
     const auto p = reinterpret_cast<uintptr_t>(ptr);
@@ -123,22 +151,12 @@ class EmulatedBackend final : public DeviceBackend {
   Result<std::shared_ptr<ImportedMemory>> Import(const MemoryExport& ex) override {
     if (ex.kind != MemoryKind::kEmulated) return Status::InvalidArgument("not an emulated export");
     if (ex.fd < 0) return Status::InvalidArgument("emulated export without a memfd");
-    struct stat st;
-    if (fstat(ex.fd, &st) != 0) return Status::FromErrno(errno, "fstat(emulated memfd)");
-    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) < ex.allocation_size) {
-      return Status::InvalidArgument("emulated memfd holds " + std::to_string(st.st_size) +
-                                     " bytes, export claims " + std::to_string(ex.allocation_size));
-    }
     if (ex.offset > ex.allocation_size || ex.size > ex.allocation_size - ex.offset) {
       return Status::InvalidArgument("emulated export range outside its allocation");
     }
     // An exporter that could still shrink the memfd would turn the daemon's next copy into a
     // SIGBUS: only sealed allocations (EmulatedAllocation) are imported.
-    const int seals = fcntl(ex.fd, F_GET_SEALS);
-    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
-      return Status::PermissionDenied(
-          "emulated memfd is not sealed against shrinking (F_SEAL_SHRINK)");
-    }
+    REFT_RETURN_NOT_OK(RequireShrinkSealed(ex.fd, ex.allocation_size, "emulated memfd"));
     const uint64_t mapped = std::max<uint64_t>(ex.allocation_size, 1);
     void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, ex.fd, 0);
     if (base == MAP_FAILED) return Status::FromErrno(errno, "mmap(emulated memfd)");

@@ -14,6 +14,17 @@ nlohmann::json RankJson(const v1::RankId& r) {
   return {{"job", r.job()}, {"pp", r.pp()}, {"tp", r.tp()}, {"dp", r.dp()}};
 }
 
+// "uid 1000" or "uid 1000+team" (the group sharing the job); "-" = not claimed on this node.
+std::string OwnerText(const nlohmann::json& owner) {
+  if (owner.is_null()) return "-";
+  std::string s = "uid " + std::to_string(owner["uid"].get<uint32_t>());
+  if (!owner["gid"].is_null()) {
+    const std::string group = owner["group"];
+    s += "+" + (group.empty() ? "gid " + std::to_string(owner["gid"].get<uint32_t>()) : group);
+  }
+  return s;
+}
+
 void RunStatus(CtlContext& ctx) {
   auto stub = MakeAdminStub(ctx);
   v1::StatusResponse resp;
@@ -37,10 +48,18 @@ void RunStatus(CtlContext& ctx) {
       {"jobs", nlohmann::json::array()},
       {"sessions", nlohmann::json::array()}};
   for (const auto& j : resp.jobs()) {
+    nlohmann::json owner = nullptr;
+    if (j.has_owner()) {
+      const auto& o = j.owner();
+      owner = {{"uid", o.uid()},
+               {"gid", o.has_gid() ? nlohmann::json(o.gid()) : nlohmann::json(nullptr)},
+               {"group", o.group()}};
+    }
     doc["jobs"].push_back({{"job", j.job()},
                            {"ranks", j.ranks()},
                            {"newest_committed_step", j.newest_committed_step()},
-                           {"generation", j.generation()}});
+                           {"generation", j.generation()},
+                           {"owner", owner}});
   }
   const auto& p = resp.persist();
   nlohmann::json persisted = nlohmann::json::array();
@@ -94,9 +113,9 @@ void RunStatus(CtlContext& ctx) {
       const int64_t ps = it == persisted.end() ? -1 : it->second;
       rows.push_back({j["job"], std::to_string(j["ranks"].get<int>()),
                       step < 0 ? "-" : std::to_string(step), ps < 0 ? "-" : std::to_string(ps),
-                      std::to_string(j["generation"].get<uint64_t>())});
+                      std::to_string(j["generation"].get<uint64_t>()), OwnerText(j["owner"])});
     }
-    PrintTable({"JOB", "RANKS", "COMMITTED", "PERSISTED", "GENERATION"}, rows);
+    PrintTable({"JOB", "RANKS", "COMMITTED", "PERSISTED", "GENERATION", "OWNER"}, rows);
     if (!d["sessions"].empty()) {
       std::printf("\n");
       rows.clear();

@@ -44,6 +44,10 @@ struct ClientOptions {
   Layout layout;
   std::string protection = "none";  ///< "none" | "arcR" | "aec" | "rsR" joined with "+"
   int reply_timeout_ms = 60000;     ///< longest wait for one daemon reply
+  /// The group that shares the job with the uid that first opens it on a node (a group name
+  /// or gid; docs/security.md "Jobs belong to their owner"). Empty = env REFT_OWNER_GROUP,
+  /// else the owner uid alone.
+  std::string owner_group;
 };
 
 /// \brief kGradient: the flat, all-reduced gradient that protection "aor" replays optimizer

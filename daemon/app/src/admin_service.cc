@@ -117,6 +117,13 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
     js->set_ranks(ranks);
     js->set_newest_committed_step(NewestCommittedStep(store_, job));
     if (recovery_.coordinator) js->set_generation(recovery_.coordinator->Generation(job).generation);
+    if (auto owner = recovery_.owners ? recovery_.owners->Owner(job) : std::nullopt) {
+      auto* o = js->mutable_owner();
+      o->set_uid(owner->uid);
+      o->set_has_gid(owner->gid.has_value());
+      o->set_gid(owner->gid.value_or(0));
+      o->set_group(owner->group);
+    }
   }
   FillPersistStatus(resp->mutable_persist());
   if (sessions_) {
@@ -130,6 +137,17 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
                                std::chrono::steady_clock::now() - started_)
                                .count());
   return grpc::Status::OK;
+}
+
+grpc::Status AdminService::CheckJobCall(grpc::ServerContext* ctx, const char* method,
+                                        const std::string& job) const {
+  grpc::Status denied = auth_->CheckAdmin(ctx, method);
+  if (denied.ok() || recovery_.owners == nullptr) return denied;
+  auto owner = recovery_.owners->Owner(job);
+  if (!owner) return denied;
+  recovery_.owners->NoteDenied(job);
+  return grpc::Status(denied.error_code(), denied.error_message() + " (job '" + job +
+                                               "' belongs to " + owner->Describe() + ")");
 }
 
 grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
@@ -205,7 +223,9 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
 grpc::Status AdminService::DropSnapshot(grpc::ServerContext* ctx,
                                         const v1::DropSnapshotRequest* req,
                                         v1::DropSnapshotResponse* resp) {
-  if (auto denied = auth_->CheckAdmin(ctx, "Admin/DropSnapshot"); !denied.ok()) return denied;
+  if (auto denied = CheckJobCall(ctx, "Admin/DropSnapshot", req->job()); !denied.ok()) {
+    return denied;
+  }
   if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (!req->force() && req->step() == NewestCommittedStep(store_, req->job())) {
     return proto::ToGrpc(
@@ -365,7 +385,7 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
 
 grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRequest* req,
                                    grpc::ServerWriter<v1::PersistEvent>* writer) {
-  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Persist"); !denied.ok()) return denied;
+  if (auto denied = CheckJobCall(ctx, "Admin/Persist", req->job()); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.persister == nullptr || recovery_.tier == nullptr || !recovery_.tier->enabled()) {
     return proto::ToGrpc(reft::Status::Unsupported("no persistent tier is configured on node '" +

@@ -17,6 +17,7 @@
 #include "metered_commit_coordinator.h"
 #include "reft/app/notify.h"
 #include "reft/coord/etcd_control_plane.h"
+#include "reft/fault_guard.h"
 #include "reft/kernels/emulated.h"
 #include "reft/local/commit_coordinator.h"
 #include "reft/local/local_server.h"
@@ -51,6 +52,7 @@ struct Daemon::Impl {
   std::unique_ptr<recovery::PublishedCopier> copier;
   std::unique_ptr<recovery::TierAccess> tier;           // persistent tier, opened lazily
   std::unique_ptr<recovery::Persister> persister;       // before peer and tier go
+  std::unique_ptr<local::JobOwners> owners;              // read by local_server and admin
   std::unique_ptr<local::LocalServer> local_server;
   std::string token;                                     // shared token ("" = none)
   std::unique_ptr<security::OperatorSocket> admin_socket;  // reftctl --socket
@@ -232,6 +234,7 @@ Result<size_t> Daemon::Impl::OpenStore() {
     auto usage = s->Usage();
     m.SetMemoryUsed(static_cast<double>(usage.used));
     m.SetSlots(static_cast<double>(usage.slots));
+    m.SetRepairedFaults(RepairedFaults());
   });
   return report.adopted.size();
 }
@@ -398,8 +401,15 @@ void Daemon::Impl::CreateRecovery() {
 }
 
 Status Daemon::Impl::StartLocalChannel() {
+  // Job owners are recorded next to the slots they own, so a restarted reftd that adopts the
+  // slots enforces the same owners (docs/security.md "Jobs belong to their owner").
+  REFT_ASSIGN_OR_RETURN(owners, local::JobOwners::Open(config.shm_dir + "/job-owners"));
+  observability::Metrics* m = metrics.get();
+  owners->SetDeniedObserver([m](const std::string&) { m->IncJobAccessDenied(); });
+  local::LocalServerOptions options = MakeLocalOptions(config);
+  options.job_owners = owners.get();
   REFT_ASSIGN_OR_RETURN(local_server,
-                        local::LocalServer::Create(MakeLocalOptions(config), store.get(),
+                        local::LocalServer::Create(options, store.get(),
                                                    coordinator.get(),
                                                    local::ClusterHooks{copier.get(), restore.get()}));
   return local_server->Start();  // refuses a socket a live reftd serves
@@ -412,7 +422,8 @@ Status Daemon::Impl::StartGrpc() {
   admin = std::make_unique<AdminService>(
       config, store.get(), [server] { return ListSessions(server); }, auth.get(),
       &peer->membership(),
-      AdminRecovery{restore.get(), persister.get(), tier.get(), peer->coordinator()});
+      AdminRecovery{restore.get(), persister.get(), tier.get(), peer->coordinator(),
+                    owners.get()});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;

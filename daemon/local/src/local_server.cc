@@ -26,6 +26,7 @@ struct LocalServer::Impl {
   store::SnapshotStore* store = nullptr;
   CommitCoordinator* coordinator = nullptr;
   ServerCounters counters;
+  std::unique_ptr<JobOwners> own_owners;  // when the options name none
   SessionContext ctx;
 
   UniqueFd listen_fd, epoll_fd, wake_fd;
@@ -44,7 +45,7 @@ struct LocalServer::Impl {
   uint64_t next_id REFT_GUARDED_BY(mu) = 1;
   std::atomic<bool> loop_exit{false};
 
-  bool PeerAllowed(const ucred& c) const;
+  bool PeerAllowed(const PeerCredentials& c) const;
   void Accept() REFT_EXCLUDES(mu);
   void OnReadable(const std::shared_ptr<Session>& s) REFT_EXCLUDES(mu);
   void HangUp(const std::shared_ptr<Session>& s) REFT_EXCLUDES(mu);  // loop thread
@@ -54,7 +55,7 @@ struct LocalServer::Impl {
   void StartWorkerLocked() REFT_REQUIRES(mu);
 };
 
-bool LocalServer::Impl::PeerAllowed(const ucred& c) const {
+bool LocalServer::Impl::PeerAllowed(const PeerCredentials& c) const {
   if (c.uid == 0 || c.uid == ::geteuid()) return true;
   if (std::find(options.allowed_uids.begin(), options.allowed_uids.end(), c.uid) !=
       options.allowed_uids.end()) {
@@ -76,12 +77,12 @@ void LocalServer::Impl::Accept() {
   for (;;) {
     UniqueFd fd(::accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd.valid()) return;  // EAGAIN (listen socket is non-blocking) or a transient error
-    ucred cred{};
-    socklen_t len = sizeof(cred);
-    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    auto read = ReadPeerCredentials(fd.get());
+    if (!read.ok()) {
       counters.rejected_peers++;
       continue;
     }
+    const PeerCredentials& cred = *read;
     Status refuse;
     if (!PeerAllowed(cred)) {
       refuse = Status::PermissionDenied("uid " + std::to_string(cred.uid) + " gid " +
@@ -252,7 +253,13 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOption
   Impl& d = *server->impl_;
   d.store = store;
   d.coordinator = coordinator;
-  d.ctx = SessionContext{&d.options, store, coordinator, hooks.copier, hooks.restorer, &d.counters};
+  JobOwners* owners = options.job_owners;
+  if (owners == nullptr) {  // ownership is always enforced; without a record it lasts a run
+    REFT_ASSIGN_OR_RETURN(d.own_owners, JobOwners::Open(""));
+    owners = d.own_owners.get();
+  }
+  d.ctx = SessionContext{&d.options, store,           coordinator, hooks.copier,
+                         hooks.restorer, &d.counters, owners};
   return server;
 }
 

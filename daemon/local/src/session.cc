@@ -10,21 +10,22 @@ namespace reft::local {
 using local_proto::Frame;
 using local_proto::MessageType;
 
-Session::Session(uint64_t id, UniqueFd sock, const ucred& cred, const SessionContext& ctx)
+Session::Session(uint64_t id, UniqueFd sock, PeerCredentials cred, const SessionContext& ctx)
     : id_(id),
       fd_(sock.get()),
       sock_(std::move(sock)),
       ctx_(ctx),
       options_(*ctx.options),
+      cred_(std::move(cred)),
       writer_(SnapshotWriter::Context{ctx.options, ctx.store, ctx.coordinator, ctx.copier, &info_,
                                       &hung_up_},
               &buffers_),
       deliverer_(ctx.restorer, &buffers_) {
   info_.Update([&](SessionInfo& i) {
     i.id = id;
-    i.pid = cred.pid;
-    i.uid = cred.uid;
-    i.gid = cred.gid;
+    i.pid = cred_.pid;
+    i.uid = cred_.uid;
+    i.gid = cred_.gid;
   });
 }
 
@@ -128,6 +129,9 @@ Status Session::HandleHello(const Frame& f) {
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &h));
   REFT_ASSIGN_OR_RETURN(protect::Scheme scheme, protect::CheckHello(h));
   const store::RankKey rank(h.job, h.coord);
+  // Before anything of the job is touched: a session of another uid's job never joins it, so
+  // it can neither write, restore nor (by hanging up) unpublish the owner's slots.
+  REFT_RETURN_NOT_OK(ctx_.owners->Admit(h.job, cred_, h.owner_group));
   REFT_RETURN_NOT_OK(ctx_.coordinator->Join(rank, h.layout));
   joined_ = true;
   rank_ = rank;
@@ -191,8 +195,16 @@ Status Session::HandleSnapshotStaged(const Frame& f) {
       if (next_fd >= f.fds.size()) return Status::Protocol("snapshot_staged: event fd missing");
       ev.fd = f.fds[next_fd++].get();  // owned by the frame, alive until the copies finished
     }
+    // The client numbers its devices its own way: the event belongs to reftd's ordinal of the
+    // device its buffers were matched to (device_match.h).
+    const int kind = static_cast<int>(e.memory_kind);
+    const int device = buffers_.DaemonDevice(kind, e.device);
+    if (device != e.device) {
+      auto backend = kernels::GetDeviceBackend(static_cast<kernels::MemoryKind>(kind));
+      if (backend.ok()) ev = (*backend)->ForDevice(ev, device);
+    }
     ready.push_back(ev);
-    ready_keys.emplace_back(static_cast<int>(e.memory_kind), e.device);
+    ready_keys.emplace_back(kind, device);
   }
   if (next_fd != f.fds.size()) return Status::Protocol("snapshot_staged: unexpected fds");
   REFT_RETURN_NOT_OK(writer_.Pull(staged.step, ready, ready_keys));

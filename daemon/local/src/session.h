@@ -19,6 +19,7 @@
 #include "reft/local_proto/messages.h"
 #include "reft/local_proto/socket.h"
 #include "reft/mutex.h"
+#include "reft/peer_credentials.h"
 #include "reft/store/snapshot_store.h"
 #include "restore_deliverer.h"
 #include "session_buffers.h"
@@ -41,11 +42,12 @@ struct SessionContext {
   PeerCopier* copier = nullptr;
   RestoreProvider* restorer = nullptr;
   ServerCounters* counters = nullptr;
+  JobOwners* owners = nullptr;
 };
 
 class Session {
  public:
-  Session(uint64_t id, UniqueFd sock, const ucred& cred, const SessionContext& ctx);
+  Session(uint64_t id, UniqueFd sock, PeerCredentials cred, const SessionContext& ctx);
   ~Session();
 
   int fd() const { return fd_; }
@@ -87,6 +89,7 @@ class Session {
   UniqueFd sock_ REFT_GUARDED_BY(send_mu_);
   const SessionContext ctx_;
   const LocalServerOptions& options_;
+  const PeerCredentials cred_;  // as of connect(): checked against the job's owner at hello
   Mutex send_mu_;  // the loop thread and a worker may both reply
 
   Mutex mu_;

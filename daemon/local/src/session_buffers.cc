@@ -1,5 +1,6 @@
 #include "session_buffers.h"
 
+#include "device_match.h"
 #include "reft/protect/slot_plan.h"
 
 namespace reft::local {
@@ -41,6 +42,10 @@ Status SessionBuffers::Add(const local_proto::Register& r, const local_proto::Fr
                                      std::to_string(r.memory.allocation_size) + " bytes");
     }
     REFT_ASSIGN_OR_RETURN(buf.backend, kernels::GetDeviceBackend(kind));
+    // From here on the buffer names reftd's ordinal of its device (the client's may differ).
+    REFT_ASSIGN_OR_RETURN(const int device, MatchDevice(*buf.backend, r.memory, r.name));
+    devices_[{static_cast<int>(kind), r.memory.device}] = device;
+    buf.reg.memory.device = device;
     auto it = imports_.find(r.memory.allocation_id);
     if (it != imports_.end() && it->second->kind() == kind &&
         it->second->size() >= r.memory.allocation_size) {
@@ -49,7 +54,7 @@ Status SessionBuffers::Add(const local_proto::Register& r, const local_proto::Fr
     } else {
       kernels::MemoryExport ex;
       ex.kind = kind;
-      ex.device = r.memory.device;
+      ex.device = device;
       ex.ipc_handle = r.memory.ipc_handle;
       ex.fd = f.fds.empty() ? -1 : f.fds[0].get();
       ex.allocation_id = r.memory.allocation_id;
@@ -77,6 +82,11 @@ uint64_t SessionBuffers::bytes() const {
   uint64_t n = 0;
   for (const auto& b : buffers_) n += b.reg.size;
   return n;
+}
+
+int SessionBuffers::DaemonDevice(int memory_kind, int client_device) const {
+  auto it = devices_.find({memory_kind, client_device});
+  return it == devices_.end() ? client_device : it->second;
 }
 
 Result<kernels::CopyStream*> SessionBuffers::StreamFor(kernels::DeviceBackend* backend, int device) {

@@ -42,6 +42,10 @@ class SessionBuffers {
   std::vector<local_proto::Register> Registrations() const;
   uint64_t bytes() const;
 
+  /// \brief reftd's ordinal of the device the client calls `client_device` (of kind
+  /// `memory_kind`), as its registrations resolved it; `client_device` when none named it.
+  int DaemonDevice(int memory_kind, int client_device) const;
+
   /// \brief reftd's copy stream on (backend, device), created on first use.
   Result<kernels::CopyStream*> StreamFor(kernels::DeviceBackend* backend, int device);
 
@@ -53,6 +57,7 @@ class SessionBuffers {
   std::vector<Buffer> buffers_;
   std::map<uint64_t, std::shared_ptr<kernels::ImportedMemory>> imports_;  // by allocation_id
   std::map<std::pair<int, int>, std::unique_ptr<kernels::CopyStream>> streams_;  // (kind, device)
+  std::map<std::pair<int, int>, int> devices_;  // (kind, client's ordinal) -> reftd's ordinal
 };
 
 }  // namespace reft::local

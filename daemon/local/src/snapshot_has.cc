@@ -14,6 +14,7 @@
 #include "reft/has/bubble_estimate.h"
 #include "reft/kernels/emulated.h"
 #include "reft/local_proto/has_hints.h"
+#include "reft/sealed_fd.h"
 #include "reft/units.h"
 #include "snapshot_has_state.h"
 #include "snapshot_writer.h"
@@ -27,11 +28,9 @@ Status SnapshotWriter::AttachHas(const local_proto::Frame& f) {
   if (!f.payload.empty() && f.payload.size() != 5 * sizeof(int64_t)) {
     return Status::Protocol("has_attach payload must be empty or 40 bytes");
   }
-  struct stat st {};
-  if (::fstat(f.fds[0].get(), &st) != 0 ||
-      static_cast<uint64_t>(st.st_size) < local_proto::kHasHintPageBytes) {
-    return Status::InvalidArgument("has_attach: the hint page fd is smaller than one page");
-  }
+  // reftd reads the page whenever it gates a copy: a page the client could shrink would fault.
+  REFT_RETURN_NOT_OK(RequireShrinkSealed(f.fds[0].get(), local_proto::kHasHintPageBytes,
+                                         "has_attach: the hint page"));
   void* map = ::mmap(nullptr, local_proto::kHasHintPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                      f.fds[0].get(), 0);
   if (map == MAP_FAILED) return Status::IoError(std::string("has_attach: mmap: ") + std::strerror(errno));

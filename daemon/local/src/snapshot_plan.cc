@@ -55,6 +55,9 @@ Status SnapshotWriter::CompleteSlot(int64_t step, const std::shared_ptr<store::S
   const protect::SgGeometry& g = plan_->slot.geometry;
   const auto& unique = g.unique;
   const auto& bindings = plan_->slot.aor.bindings;
+  // The trainer had a writable fd of the slot: a slot it truncated reads zeros now and is
+  // neither published to the ring neighbour nor sealed (the step fails on this rank only).
+  REFT_RETURN_NOT_OK(slot->CheckIntact());
   if (g.m >= 2 && !unique.empty()) {
     // Peer copy: this rank keeps its ring neighbour's unique buffers (RNG, ZeRO-1 optimizer
     // shards) of the same step, and the neighbour before it keeps ours. Ours are published
@@ -80,6 +83,7 @@ Status SnapshotWriter::CompleteSlot(int64_t step, const std::shared_ptr<store::S
       ctx_.info->Update([](SessionInfo& i) { i.peer_copies++; });
     }
   }
+  REFT_RETURN_NOT_OK(slot->CheckIntact());
   return ctx_.store->Seal(rank_, step);
 }
 

@@ -163,6 +163,18 @@ Metrics::Metrics()
                             .Help("Chunks whose checksum did not match (must stay 0)")
                             .Register(r)
                             .Add({});
+  job_access_denied_ = &BuildCounter()
+                            .Name("reft_job_access_denied_total")
+                            .Help("Sessions and Admin calls on a job refused because the caller "
+                                  "is not the job's owner")
+                            .Register(r)
+                            .Add({});
+  repaired_faults_ = &BuildCounter()
+                          .Name("reft_client_mapping_faults_total")
+                          .Help("Accesses to a slot file a client truncated under reftd, "
+                                "repaired instead of crashing (the slot is then corrupt)")
+                          .Register(r)
+                          .Add({});
   auto& peers = BuildGauge().Name("reft_peers").Help("Peers known to this node, by state").Register(r);
   for (int s = 0; s < static_cast<int>(PeerState::kCount); ++s) {
     peers_[s] = &peers.Add({{"state", ToString(static_cast<PeerState>(s))}});
@@ -252,6 +264,11 @@ void Metrics::AddBytesRecovered(RecoverySource source, uint64_t bytes) {
 }
 void Metrics::IncChecksumFailures(uint64_t n) {
   checksum_failures_->Increment(static_cast<double>(n));
+}
+void Metrics::IncJobAccessDenied() { job_access_denied_->Increment(); }
+void Metrics::SetRepairedFaults(uint64_t total) {
+  const double now = static_cast<double>(total);
+  if (now > repaired_faults_->Value()) repaired_faults_->Increment(now - repaired_faults_->Value());
 }
 void Metrics::SetPeers(PeerState state, double count) {
   peers_[static_cast<int>(state)]->Set(count);

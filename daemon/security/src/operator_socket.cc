@@ -16,9 +16,7 @@
 #include <grpcpp/server_posix.h>
 #include <spdlog/spdlog.h>
 
-#ifndef SO_PEERGROUPS
-#define SO_PEERGROUPS 59  // Linux >= 4.13
-#endif
+#include "reft/peer_credentials.h"
 
 namespace reft::security {
 
@@ -36,30 +34,12 @@ bool IsOperator(const OperatorPolicy& p, uint32_t uid, uint32_t gid,
 }
 
 Result<LocalPeer> IdentifyPeer(int fd, const OperatorPolicy& policy) {
-  struct ucred cred {};
-  socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return Status::FromErrno(errno, "SO_PEERCRED");
-  }
-  std::vector<uint32_t> groups(64);
-  for (;;) {
-    socklen_t glen = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) == 0) {
-      groups.resize(glen / sizeof(gid_t));
-      break;
-    }
-    if (errno == ERANGE && groups.size() < 65536) {
-      groups.resize(std::max<size_t>(groups.size() * 2, glen / sizeof(gid_t)));
-      continue;
-    }
-    groups.clear();  // an older kernel: the primary group only
-    break;
-  }
+  REFT_ASSIGN_OR_RETURN(PeerCredentials cred, ReadPeerCredentials(fd));
   LocalPeer peer;
   peer.pid = cred.pid;
   peer.uid = cred.uid;
   peer.gid = cred.gid;
-  peer.operator_ = IsOperator(policy, cred.uid, cred.gid, groups);
+  peer.operator_ = IsOperator(policy, cred.uid, cred.gid, cred.groups);
   return peer;
 }
 

@@ -137,7 +137,17 @@ Result<std::shared_ptr<SegmentFile>> SegmentFile::Open(const std::string& path) 
 
 void SegmentFile::PrefaultExisting(int threads) const { (void)PopulateRange(data_, size_, threads); }
 
+Status SegmentFile::CheckIntact(const std::string& path) const {
+  struct stat st {};
+  const bool shrunk = ::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) < size_;
+  if (!shrunk && !guard_.Damaged()) return Status::OK();
+  return Status::Corrupted("segment " + path + " was truncated under reftd by a process " +
+                           "holding its fd (mapped " + std::to_string(size_) + " bytes, now " +
+                           std::to_string(st.st_size) + ")");
+}
+
 SegmentFile::~SegmentFile() {
+  guard_.Reset();
   if (data_ != nullptr) ::munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);
 }

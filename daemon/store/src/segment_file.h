@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "reft/fault_guard.h"
 #include "reft/result.h"
 
 namespace reft::store::internal {
@@ -41,12 +42,19 @@ class SegmentFile {
   /// \brief Maps the pages writable now, with up to `threads` threads (cheaper for pages tmpfs
   /// already holds; done before verification so that reading faults nothing).
   void PrefaultExisting(int threads) const;
+  /// \brief Corrupted (naming `path`) when the file was shrunk below the mapping: a fault in
+  /// the mapping was repaired (fault_guard.h) or the file is shorter than mapped now.
+  Status CheckIntact(const std::string& path) const;
 
  private:
-  SegmentFile(int fd, uint8_t* data, uint64_t size) : fd_(fd), data_(data), size_(size) {}
+  SegmentFile(int fd, uint8_t* data, uint64_t size)
+      : fd_(fd), data_(data), size_(size), guard_(data, size) {}
   int fd_;
   uint8_t* data_;
   uint64_t size_;
+  // Every trainer gets a writable fd of its slot files, so any of them can be truncated under
+  // this mapping: a fault is repaired instead of killing reftd.
+  FaultGuardedRange guard_;
 };
 
 }  // namespace reft::store::internal

@@ -35,6 +35,7 @@ class SlotRefImpl final : public SlotRef {
     return fd;
   }
   uint64_t region_file_offset(size_t i) const override { return g_.regions.at(i).offset; }
+  Status CheckIntact() const override { return file_->CheckIntact(info_.path); }
 
  private:
   SlotInfo info_;

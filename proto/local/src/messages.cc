@@ -36,6 +36,7 @@ std::vector<uint8_t> Encode(const Hello& m) {
   PutLayout(w, m.layout);
   w.Bytes(m.protection);
   w.Bytes(m.client_version);
+  if (!m.owner_group.empty()) w.Bytes(m.owner_group);
   return w.Take();
 }
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, Hello* m) {
@@ -47,6 +48,11 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, Hello* m) {
   REFT_RETURN_NOT_OK(GetLayout(r, &m->layout));
   REFT_RETURN_NOT_OK(r.Bytes(&m->protection, l.max_string_bytes, "protection"));
   REFT_RETURN_NOT_OK(r.Bytes(&m->client_version, l.max_string_bytes, "client_version"));
+  m->owner_group.clear();
+  if (r.left() > 0) {
+    REFT_RETURN_NOT_OK(r.Bytes(&m->owner_group, l.max_string_bytes, "owner_group"));
+    if (m->owner_group.empty()) return Status::Protocol("hello: empty owner_group is encoded");
+  }
   return r.Finish("hello");
 }
 
@@ -80,7 +86,12 @@ std::vector<uint8_t> Encode(const Register& m) {
   w.U64(m.memory.allocation_size);
   w.U64(m.memory.offset);
   w.U8(m.memory.has_fd ? 1 : 0);
-  if (!m.gradient.empty()) w.Bytes(m.gradient);
+  const bool identity = !m.memory.device_uuid.empty() || !m.memory.pci_bus_id.empty();
+  if (!m.gradient.empty() || identity) w.Bytes(m.gradient);
+  if (identity) {
+    w.Bytes(m.memory.device_uuid);
+    w.Bytes(m.memory.pci_bus_id);
+  }
   return w.Take();
 }
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m) {
@@ -106,9 +117,19 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m) {
   if (has_fd > 1) return Status::Protocol("register: has_fd must be 0 or 1");
   m->memory.has_fd = has_fd == 1;
   m->gradient.clear();
+  m->memory.device_uuid.clear();
+  m->memory.pci_bus_id.clear();
   if (r.left() > 0) {
     REFT_RETURN_NOT_OK(r.Bytes(&m->gradient, l.max_name_bytes, "gradient"));
-    if (m->gradient.empty()) return Status::Protocol("register: empty gradient field is encoded");
+    if (r.left() > 0) {
+      REFT_RETURN_NOT_OK(r.Bytes(&m->memory.device_uuid, l.max_string_bytes, "device_uuid"));
+      REFT_RETURN_NOT_OK(r.Bytes(&m->memory.pci_bus_id, l.max_string_bytes, "pci_bus_id"));
+      if (m->memory.device_uuid.empty() && m->memory.pci_bus_id.empty()) {
+        return Status::Protocol("register: empty device identity is encoded");
+      }
+    } else if (m->gradient.empty()) {
+      return Status::Protocol("register: empty gradient field is encoded");
+    }
   }
   return r.Finish("register");
 }

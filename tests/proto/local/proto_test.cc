@@ -193,6 +193,47 @@ TEST_CASE("AOR fields: optional trailers, byte-compatible when unused") {
   k3[4 + r.name.size()] = 3;  // the kind byte
   CHECK(Decode(k3, l, &r2).code() == StatusCode::kProtocol);
 
+  // register: the device identity after the (possibly empty) gradient name.
+  r.kind = BufferKind::kReplicated;
+  r.memory.device = 1;
+  r.memory.device_uuid = "GPU-0a1b2c3d-0000-1111-2222-333344445555";
+  r.memory.pci_bus_id = "0000:3b:00.0";
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.gradient.empty());
+  CHECK(r2.memory.device == 1);
+  CHECK(r2.memory.device_uuid == r.memory.device_uuid);
+  CHECK(r2.memory.pci_bus_id == "0000:3b:00.0");
+  r.gradient = "g";
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.gradient == "g");
+  CHECK(r2.memory.device_uuid == r.memory.device_uuid);
+  Writer empty_identity;  // an encoded but empty identity is not canonical
+  const auto head = Encode(Register{});
+  empty_identity.Fixed(head.data(), head.size());
+  empty_identity.Bytes("");
+  empty_identity.Bytes("");
+  empty_identity.Bytes("");
+  CHECK(Decode(empty_identity.Take(), l, &r2).code() == StatusCode::kProtocol);
+  REQUIRE(Decode(head, l, &r2).ok());
+  CHECK(r2.memory.device_uuid.empty());
+
+  // hello: the optional owner group.
+  Hello h;
+  h.job = "j";
+  h.layout = {1, 1, 1, 0};
+  const auto no_group = Encode(h);
+  Hello h2;
+  REQUIRE(Decode(no_group, l, &h2).ok());
+  CHECK(h2.owner_group.empty());
+  h.owner_group = "team-a";
+  const auto with_group = Encode(h);
+  CHECK(with_group.size() == no_group.size() + 4 + 6);
+  REQUIRE(Decode(with_group, l, &h2).ok());
+  CHECK(h2.owner_group == "team-a");
+  auto empty_group = no_group;
+  empty_group.insert(empty_group.end(), 4, 0);
+  CHECK(Decode(empty_group, l, &h2).code() == StatusCode::kProtocol);
+
   // slot reply: the gradient staging trailer.
   SlotReply s;
   s.step = 3;

@@ -51,6 +51,13 @@ struct MemoryExport {
   uint64_t size = 0;             ///< bytes of the buffer
 };
 
+/// \brief What names a device the same way in every process: ordinals do not (CUDA_VISIBLE_DEVICES
+/// and ROCR_VISIBLE_DEVICES renumber them per process).
+struct DeviceIdentity {
+  std::string uuid;        ///< e.g. "GPU-8c6e...", as nvidia-smi -L prints it
+  std::string pci_bus_id;  ///< e.g. "0000:3b:00.0"
+};
+
 /// \brief An event the other process can wait on (IPC event for CUDA/HIP; a shared counter
 /// for emulated). Exported as opaque bytes plus an optional fd.
 struct EventExport {
@@ -92,6 +99,19 @@ class DeviceBackend {
   virtual MemoryKind kind() const = 0;
   /// \brief Number of usable devices now (0 when the driver or the GPU is missing).
   virtual int DeviceCount() const = 0;
+  /// \brief The stable identity of device `ordinal` of this process; Unsupported for kinds
+  /// without devices (host).
+  virtual Result<DeviceIdentity> Identify(int ordinal) const {
+    (void)ordinal;
+    return Status::Unsupported("this memory kind has no devices");
+  }
+  /// \brief `event` (exported by another process) with the device it belongs to renamed to
+  /// this process's ordinal `device` (the exporter numbered it its own way). Unchanged for
+  /// kinds whose events name no device.
+  virtual EventExport ForDevice(const EventExport& event, int device) const {
+    (void)device;
+    return event;
+  }
 
   // ---- exporter side (trainer process) ----
   /// \brief Describes [ptr, ptr+size) for another process: finds the allocation base (CUDA:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reft/app/config.h"
+#include "reft/local/job_owners.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/node_directory.h"
 #include "reft/recovery/persister.h"
@@ -30,6 +31,8 @@ struct AdminRecovery {
   recovery::Persister* persister = nullptr;
   recovery::TierAccess* tier = nullptr;
   peer::JobCoordinator* coordinator = nullptr;
+  /// Who owns each job (shown by Status; named when a job's Drop or Persist is refused).
+  const local::JobOwners* owners = nullptr;
 };
 
 /// \brief Handles Admin RPCs. Stateless apart from the references it holds; gRPC may call it
@@ -68,6 +71,10 @@ class AdminService final : public v1::Admin::Service {
   const security::Authorizer* auth_;
   const peer::NodeDirectory* membership_;
   void FillPersistStatus(v1::PersistTierStatus* out);
+  /// \brief CheckAdmin for a call on one job: a refusal also names the job's owner and counts
+  /// as a refused access to the job.
+  grpc::Status CheckJobCall(grpc::ServerContext* ctx, const char* method,
+                            const std::string& job) const;
 
   AdminRecovery recovery_;
   std::chrono::steady_clock::time_point started_;

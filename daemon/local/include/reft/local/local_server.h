@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "reft/local/commit_coordinator.h"
+#include "reft/local/job_owners.h"
 #include "reft/local/recovery_hooks.h"
 #include "reft/local_proto/frame.h"
 #include "reft/result.h"
@@ -54,6 +55,9 @@ struct LocalServerOptions {
   /// whose optimizer is not reft's AdamW kernel (torch's differs in the last ulps) and checks
   /// the replay in production; costs one network copy every this many steps. 0 = never.
   uint32_t aor_resync_steps = 1000;
+  /// Who owns each job (job_owners.h); must outlive the server. Null: the server keeps its own
+  /// in memory (ownership is then enforced but forgotten at exit).
+  JobOwners* job_owners = nullptr;
 };
 
 /// \brief The cluster layer's implementations of the local channel's seams (recovery_hooks.h):

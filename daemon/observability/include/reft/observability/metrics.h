@@ -107,6 +107,13 @@ class Metrics {
   /// A persist of this node's ranks failed (nothing is counted for skipped persists).
   void IncPersistFailures(PersistFailure reason);
 
+  // --- trust ---
+  /// A session or an Admin call on a job was refused: the caller is not the job's owner.
+  void IncJobAccessDenied();
+  /// Faults on mappings a client shrank, repaired instead of killing reftd (fault_guard.h):
+  /// `total` is the process-wide count so far (the counter follows it).
+  void SetRepairedFaults(uint64_t total);
+
   // --- membership ---
   /// Number of peers currently in `state` (the peer component sets all states each round).
   void SetPeers(PeerState state, double count);
@@ -136,6 +143,8 @@ class Metrics {
       phase_{};
   std::array<prometheus::Counter*, static_cast<int>(RecoverySource::kCount)> recovered_{};
   prometheus::Counter* checksum_failures_ = nullptr;
+  prometheus::Counter* job_access_denied_ = nullptr;
+  prometheus::Counter* repaired_faults_ = nullptr;
   std::array<prometheus::Gauge*, static_cast<int>(PeerState::kCount)> peers_{};
   prometheus::Histogram* persist_duration_ = nullptr;
   prometheus::Counter* persist_bytes_ = nullptr;

@@ -92,6 +92,10 @@ class SlotRef {
   /// it (staged writes / restore reads). The caller closes the fd.
   virtual Result<int> DupFd() const = 0;
   virtual uint64_t region_file_offset(size_t i) const = 0;
+  /// \brief OK while the segment file is whole; Corrupted when a process holding its fd (a
+  /// trainer) shrank it: the mapping then reads zeros (reft/fault_guard.h) and the slot must
+  /// not be sealed or served.
+  virtual Status CheckIntact() const = 0;
 };
 
 /// \brief What a verification found: the first bad chunks by region.

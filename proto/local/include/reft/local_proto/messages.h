@@ -24,6 +24,10 @@ struct Hello {
   JobLayout layout;
   std::string protection = "none";
   std::string client_version;
+  /// The group that shares the job with its owner (a name or numeric gid; "" = the owner's
+  /// uid alone). Only the session that claims the job sets it. Optional trailing field:
+  /// encoded only when non-empty, so a hello without it is byte-identical to protocol 3's.
+  std::string owner_group;
 };
 struct HelloReply {
   uint64_t session_id = 0;
@@ -46,6 +50,12 @@ struct BufferMemory {
   uint64_t allocation_size = 0;
   uint64_t offset = 0;
   bool has_fd = false;  ///< an fd (emulated memfd) rides with the frame
+  /// The device's stable identity (kernels::DeviceIdentity): `device` is the client's ordinal,
+  /// which CUDA_VISIBLE_DEVICES renumbers per process; reftd opens the device with this UUID
+  /// (else this PCI bus id). Empty for host memory and for older clients (the ordinal is
+  /// trusted then).
+  std::string device_uuid;
+  std::string pci_bus_id;
 };
 
 struct Register {
@@ -57,8 +67,9 @@ struct Register {
   bool optimizer = false;  ///< a ZeRO-1 optimizer shard (AOR-eligible when unique)
   BufferMemory memory;
   /// For an optimizer shard under "aor": the gradient buffer it is replayed from ("" = the only
-  /// one). Optional trailing field: encoded only when non-empty, so a register without it is
-  /// byte-identical to protocol 2's and old daemons keep accepting it.
+  /// one). Optional trailer: `gradient`, then the device identity (memory.device_uuid,
+  /// memory.pci_bus_id). Each part is encoded only when it or a later one is non-empty, so a
+  /// register without them is byte-identical to protocol 2's and old daemons keep accepting it.
   std::string gradient;
 };
 struct RegisterReply {
