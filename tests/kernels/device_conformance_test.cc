@@ -92,6 +92,13 @@ TEST_CASE("emulated export rejects foreign pointers and overruns", "[kernels][em
   unsealed.offset = 0;
   unsealed.size = 4096;
   CHECK(b->Import(unsealed).status().code() == reft::StatusCode::kPermissionDenied);
+  // The same for a ready event: its counter is mapped by the waiter.
+  auto ready = b->RecordReadyEvent(0, nullptr);
+  REQUIRE(ready.ok());
+  CHECK(b->WaitEventOnHost(*ready, 1000).ok());  // libreft's own counters are sealed
+  reft::kernels::EventExport forged = *ready;
+  forged.fd = raw;
+  CHECK(b->WaitEventOnHost(forged, 1000).code() == reft::StatusCode::kPermissionDenied);
   close(raw);
 }
 

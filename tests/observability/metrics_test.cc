@@ -57,6 +57,8 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
   CHECK(Sample(before, "reft_snapshot_bytes_total") == 0);
   CHECK(Sample(before, "reft_snapshots_total") == 0);
   CHECK(Sample(before, "reft_checksum_failures_total") == 0);
+  CHECK(Sample(before, "reft_job_access_denied_total") == 0);
+  CHECK(Sample(before, "reft_client_mapping_faults_total") == 0);
   CHECK(Sample(before, "reft_recovered_bytes_total{source=\"parity\"}") == 0);
   CHECK(Sample(before, "reft_peers{state=\"alive\"}") == 0);
   CHECK(Sample(before, "reft_recovered_bytes_total{source=\"peer\"}") == 0);
@@ -85,6 +87,11 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
   m.AddBytesRecovered(obs::RecoverySource::kParity, 4096);
   m.AddBytesRecovered(obs::RecoverySource::kPersistent, 7);
   m.IncChecksumFailures();
+  m.IncJobAccessDenied();
+  m.IncJobAccessDenied();
+  m.SetRepairedFaults(3);
+  m.SetRepairedFaults(5);
+  m.SetRepairedFaults(4);  // a stale total never moves the counter back
   m.SetPeers(obs::PeerState::kAlive, 3);
   m.SetPeers(obs::PeerState::kSuspect, 1);
   m.ObserveGossipRoundTrip(0.0007);
@@ -113,6 +120,8 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
   CHECK(Sample(after, "reft_recovered_bytes_total{source=\"persistent\"}") == 7);
   CHECK(Sample(after, "reft_recovered_bytes_total{source=\"local\"}") == 0);
   CHECK(Sample(after, "reft_checksum_failures_total") == 1);
+  CHECK(Sample(after, "reft_job_access_denied_total") == 2);
+  CHECK(Sample(after, "reft_client_mapping_faults_total") == 5);
   CHECK(Sample(after, "reft_peers{state=\"alive\"}") == 3);
   CHECK(Sample(after, "reft_peers{state=\"suspect\"}") == 1);
   CHECK(Sample(after, "reft_gossip_round_trip_seconds_count") == 1);

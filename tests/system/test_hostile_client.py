@@ -5,13 +5,11 @@ reftd serving, its own later snapshots refused with an error, and another job's 
 intact and restorable."""
 import json
 import os
-import re
 import subprocess
 import sys
-import urllib.request
 
 import reft
-from reft_cluster import LocalCluster, free_port
+from reft_cluster import LocalCluster, free_port, scrape_metrics
 
 SIZE = 1 << 20
 
@@ -93,14 +91,6 @@ os._exit(0)  # no close(): the session is cut with its fds and mappings
 """ % {"size": SIZE}
 
 
-def repaired_faults(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    m = re.search(r"^reft_client_mapping_faults_total (\S+)$", text, re.M)
-    assert m, "reft_client_mapping_faults_total missing"
-    return float(m.group(1))
-
-
 def test_hostile_client_leaves_reftd_and_other_jobs_intact():
     metrics_port = free_port()
     with LocalCluster(nodes=1, etcd=0,
@@ -127,7 +117,7 @@ def test_hostile_client_leaves_reftd_and_other_jobs_intact():
         assert node.proc.poll() is None, "reftd died:\n" + node.log()
         # Without the guard, reftd's first write into the truncated slot (its meta region, at
         # snapshot begin) would have been a SIGBUS.
-        assert repaired_faults(metrics_port) >= 1
+        assert scrape_metrics(metrics_port)["reft_client_mapping_faults_total"] >= 1
         verify = node.ctl("snapshots", "verify", "--job", "victim", json_output=True)
         assert verify["ok"], verify
         restored = bytearray(SIZE)

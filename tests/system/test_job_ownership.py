@@ -9,12 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
 import reft
-from reft_cluster import LocalCluster, free_port
+from reft_cluster import LocalCluster, free_port, scrape_metrics
 
 NOBODY = 65534
 JOB = "owned-by-root"
@@ -58,11 +57,7 @@ def other_uid_client(node, job, action):
 
 
 def denied_total(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    m = re.search(r"^reft_job_access_denied_total (\S+)$", text, re.M)
-    assert m, "reft_job_access_denied_total missing"
-    return float(m.group(1))
+    return scrape_metrics(port)["reft_job_access_denied_total"]
 
 
 def admin_as_nobody(node, *args):

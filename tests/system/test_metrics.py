@@ -1,20 +1,7 @@
 """reftd's Prometheus endpoint: metrics appear, and change after snapshots."""
-import re
-import urllib.request
-
 from reft_cluster import LocalCluster, free_port
+from reft_cluster import scrape_metrics as scrape
 from trainer import SampleTrainer
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    values = {}
-    for line in text.splitlines():
-        m = re.match(r"^([a-z_]+(?:\{[^}]*\})?) ([0-9.eE+-]+)$", line)
-        if m:
-            values[m.group(1)] = float(m.group(2))
-    return values
 
 
 def test_metrics_change_after_snapshots():

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -27,6 +29,18 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def scrape_metrics(port: int) -> dict:
+    """reftd's Prometheus samples on 127.0.0.1:`port` (--metrics-listen): {"name{labels}": value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    values = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+(?:\{[^}]*\})?) ([0-9.eE+-]+)$", line)
+        if m:
+            values[m.group(1)] = float(m.group(2))
+    return values
 
 
 def find_build_dir() -> str:
