@@ -1,6 +1,7 @@
 #include "reft/local/job_owners.h"
 
 #include <grp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -112,6 +113,8 @@ Status JobOwners::SaveLocked() const {
     out.flush();
     if (!out) return Status::FromErrno(errno, "cannot write the job owners " + tmp);
   }
+  // Only reftd reads it: who owns what is nobody else's business.
+  if (::chmod(tmp.c_str(), 0600) != 0) return Status::FromErrno(errno, "chmod " + tmp);
   if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
     return Status::FromErrno(errno, "cannot replace the job owners " + path_);
   }
@@ -154,17 +157,6 @@ Status JobOwners::Admit(const std::string& job, const PeerCredentials& caller,
       return saved;
     }
     if (MayUse(it->second, caller)) return Status::OK();
-    owner = it->second;
-  }
-  return Refuse(job, owner, caller);
-}
-
-Status JobOwners::Check(const std::string& job, const PeerCredentials& caller) const {
-  JobOwner owner;
-  {
-    MutexLock lock(mu_);
-    auto it = owners_.find(job);
-    if (it == owners_.end() || MayUse(it->second, caller)) return Status::OK();
     owner = it->second;
   }
   return Refuse(job, owner, caller);

@@ -3,10 +3,10 @@
 /// \brief Which uid owns each job on this node (docs/security.md "Jobs belong to their owner").
 ///
 /// The uid that opens the first session of a job (its SO_PEERCRED) owns it, optionally
-/// together with a group the hello names (`owner_group`). Every later session of the job, and
-/// every Admin call on it that does not come from an operator, must come from the owner uid or
-/// a member of the owner group; anyone else is refused with PermissionDenied naming the job,
-/// the owner and the caller. The record is a small text file next to the slots (shm_dir), so a
+/// together with a group the hello names (`owner_group`). Every later session of the job must
+/// come from the owner uid or a member of the owner group; anyone else is refused with
+/// PermissionDenied naming the job, the owner and the caller (Admin calls on a job are
+/// operators' only; their refusals name the owner and are counted here too). The record is a small text file next to the slots (shm_dir), so a
 /// restarted reftd enforces the same owners over the slots it adopts. Thread-safe.
 
 #include <sys/types.h>
@@ -47,8 +47,6 @@ class JobOwners {
   /// is ignored: the claim decides.
   Status Admit(const std::string& job, const PeerCredentials& caller,
                const std::string& owner_group) REFT_EXCLUDES(mu_);
-  /// \brief Checks only (never claims): OK for a job without an owner.
-  Status Check(const std::string& job, const PeerCredentials& caller) const REFT_EXCLUDES(mu_);
 
   std::optional<JobOwner> Owner(const std::string& job) const REFT_EXCLUDES(mu_);
   std::map<std::string, JobOwner> All() const REFT_EXCLUDES(mu_);
@@ -60,7 +58,7 @@ class JobOwners {
   }
   uint64_t denied() const { return denied_.load(); }
   /// \brief Counts a refusal of a call on `job` decided elsewhere (an Admin call on the job by
-  /// someone who is not an operator), like the refusals of Admit() and Check().
+  /// someone who is not an operator), like the refusals of Admit().
   void NoteDenied(const std::string& job) const;
 
  private:
