@@ -43,7 +43,8 @@ std::string DecisionStr(const peer::RestoreDecision& d) {
 
 Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta& meta,
                                                          RestoreStats* stats,
-                                                         const ProgressCallback& progress) {
+                                                         const ProgressCallback& progress,
+                                                         const local::RestoreRequest& request) {
   REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
   auto* coordinator = peer_->coordinator();
   const std::string& job = meta.job;
@@ -244,7 +245,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     if (decision.source == "tier") {
       // The job fell back to persisted step `base`: from memory if some node still holds it
       // (it committed there before), else from the tier.
-      auto r = RestoreImpl(meta, stats, progress);
+      auto r = RestoreImpl(meta, stats, progress, request);
       if (r.ok() && r->step == decision.step && !moved()) return r;
       if (r.ok() || moved()) continue;  // a newer commit or generation appeared: choose again
       if (r.status().code() != StatusCode::kLost) return r.status();
@@ -257,7 +258,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       if (out) return std::move(*out);
       continue;
     }
-    auto r = RestoreImpl(meta, stats, progress);
+    auto r = RestoreImpl(meta, stats, progress, request);
     if (moved()) continue;  // a fallback started elsewhere wins: this state must not be used
     if (r.ok()) {
       if (r->step != decision.step) continue;  // a newer commit: decide again

@@ -67,11 +67,11 @@ TEST_CASE("messages round-trip through the codec") {
 
   RestoreReply rr;
   rr.slot = s;
-  rr.report = {"persistent", 2500, 90000, "followed node1's decision", "tier step 5"};
+  rr.report = {"tier", 2500, 90000, "followed node1's decision", "tier step 5"};
   RestoreReply rr2;
   REQUIRE(Decode(Encode(rr), l, &rr2).ok());
   CHECK(rr2.slot.staged.size() == 2);
-  CHECK(rr2.report.source == "persistent");
+  CHECK(rr2.report.source == "tier");
   CHECK(rr2.report.agreement_ns == 2500);
   CHECK(rr2.report.daemon_ns == 90000);
   CHECK(rr2.report.agreement == "followed node1's decision");

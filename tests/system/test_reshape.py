@@ -1,0 +1,166 @@
+"""Reshape with real reftd processes: a committed step restores into another layout (fewer
+nodes with no spare, another pp split, more nodes), bit for bit (docs/recovery.md "Reshape").
+
+reshape_trainer.py registers per layer a replicated float32 weight, a replicated bias and a
+ZeRO-style sharded optimizer buffer (totals that no dp divides), plus a per-rank "rng"; every
+byte is a function of (name, step, global index), so each rank of the new layout checks every
+byte it got, padding included. A node is lost by kill -9 of its reftd and a wipe of its memory.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from reft_cluster import LocalCluster
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STEPS = 3
+
+CONFIG = """
+[etcd]
+lease_ttl_s = 2
+
+[restore]
+piece_size = "64K"
+piece_timeout_ms = 3000
+timeout_ms = 60000
+
+[store]
+chunk_size = "16K"
+"""
+
+
+class Trainer:
+    def __init__(self, node, job, pp, dp, pp_size, dp_size, protection, *mode):
+        args = [sys.executable, os.path.join(HERE, "reshape_trainer.py"), "--socket", node.socket,
+                "--job", job, "--pp", str(pp), "--dp", str(dp), "--pp-size", str(pp_size),
+                "--dp-size", str(dp_size), "--protection", protection, *mode]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=dict(os.environ))
+
+    def result(self, timeout=180, check=True):
+        out, err = self.proc.communicate(timeout=timeout)
+        if check:
+            assert self.proc.returncode == 0, (out, err[-3000:])
+        return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+def run(placement, job, pp_size, dp_size, protection, *mode):
+    """One trainer per rank: placement[(pp, dp)] is its node. Returns each rank's JSON lines."""
+    trainers = {(pp, dp): Trainer(node, job, pp, dp, pp_size, dp_size, protection, *mode)
+                for (pp, dp), node in placement.items()}
+    return {rank: t.result() for rank, t in trainers.items()}
+
+
+def grid(nodes, pp_size, dp_size):
+    return {(pp, dp): nodes[pp * dp_size + dp] for pp in range(pp_size) for dp in range(dp_size)}
+
+
+def train(nodes, job, pp_size, dp_size, protection):
+    for rank, lines in run(grid(nodes, pp_size, dp_size), job, pp_size, dp_size, protection,
+                           "--train", str(STEPS)).items():
+        assert lines == [{"committed": STEPS - 1}], (rank, lines)
+
+
+def lose(node):
+    node.kill()
+    node.wipe_memory()
+
+
+def reshaped_ok(results, from_layout, then=0):
+    for rank, lines in results.items():
+        first = lines[0]
+        assert "error" not in first, (rank, first)
+        assert first["step"] == STEPS - 1, (rank, first)
+        assert first["bad"] == [], (rank, first)
+        report = first["report"]
+        assert report["reshaped"] is True and report["source"] == "memory", (rank, report)
+        assert report["from_layout"].startswith(from_layout), (rank, report)
+        assert report["filled"], (rank, report)
+        if then:
+            assert lines[1:] == [{"committed": STEPS - 1 + then}], (rank, lines)
+
+
+@pytest.mark.parametrize("protection", ["arc1", "aec", "rs2"])
+def test_dp4_to_dp3_after_a_node_is_lost_for_good(protection):
+    with LocalCluster(nodes=4, config=CONFIG) as cluster:
+        nodes = cluster.nodes
+        job = "shrink-" + protection
+        train(nodes, job, 1, 4, protection)
+        lose(nodes[3])  # no spare: the job goes on with dp = 3 on the three survivors
+        three = grid(nodes, 1, 3)
+
+        # A plain restore names both layouts and the way out.
+        plain = run({(0, 0): nodes[0]}, job, 1, 3, protection, "--restore")[(0, 0)][0]
+        assert plain["error"] == "InvalidArgumentError", plain
+        assert "dp=4" in plain["message"] and "dp=3" in plain["message"], plain
+        assert "reshape" in plain["message"], plain
+
+        results = run(three, job, 1, 3, protection, "--restore", "--reshape", "--then", "2")
+        reshaped_ok(results, "dp=4", then=2)
+        # Every rank still exists at its coordinates: its per-rank state came back too.
+        assert all(lines[0]["report"]["untouched"] == [] for lines in results.values())
+
+
+def test_pipeline_reshape_pp2_dp2_to_pp1_dp3_and_to_pp3_dp1():
+    with LocalCluster(nodes=4, config=CONFIG) as cluster:
+        nodes = cluster.nodes
+        train(nodes, "pipe-a", 2, 2, "arc1")
+        train(nodes, "pipe-b", 2, 2, "arc1")
+        # Each layer's buffers are found where the stage that held them saved them.
+        wide = run(grid(nodes, 1, 3), "pipe-a", 1, 3, "arc1", "--restore", "--reshape",
+                   "--then", "1")
+        reshaped_ok(wide, "dp=2", then=1)
+        # The rank at (pp0, dp2) did not exist before: its per-rank state is left alone.
+        assert wide[(0, 2)][0]["report"]["untouched"] == ["rng"], wide[(0, 2)]
+        assert wide[(0, 0)][0]["report"]["untouched"] == [], wide[(0, 0)]
+
+        deep = run(grid(nodes, 3, 1), "pipe-b", 3, 1, "none", "--restore", "--reshape",
+                   "--then", "1")
+        reshaped_ok(deep, "dp=2")
+        assert deep[(2, 0)][0]["report"]["untouched"] == ["rng"], deep[(2, 0)]
+
+
+def test_scale_up_dp2_to_dp4_on_added_nodes():
+    with LocalCluster(nodes=2, config=CONFIG) as cluster:
+        nodes = list(cluster.nodes)
+        train(nodes, "grow", 1, 2, "arc1")
+        nodes += [cluster.add_node("node2"), cluster.add_node("node3")]
+        results = run(grid(nodes, 1, 4), "grow", 1, 4, "arc1", "--restore", "--reshape",
+                      "--then", "1")
+        reshaped_ok(results, "dp=2", then=1)
+
+
+def test_kill_9_of_a_new_rank_and_of_a_source_node_midway_then_the_retry_succeeds():
+    # rs2 tolerates two lost members; node3 and node1 are not ring neighbours, so every unique
+    # part keeps its copy in the predecessor's slot.
+    with LocalCluster(nodes=4, config=CONFIG) as cluster:
+        nodes = cluster.nodes
+        train(nodes, "retry", 1, 4, "rs2")
+        lose(nodes[3])
+        victim = Trainer(nodes[0], "retry", 0, 0, 1, 3, "rs2", "--restore", "--reshape")
+        victim.kill()  # a new rank killed while it restores
+        first = {rank: Trainer(node, "retry", 0, rank[1], 1, 3, "rs2", "--restore", "--reshape")
+                 for rank, node in grid(nodes, 1, 3).items()}
+        lose(nodes[1])  # a source node killed while the ranks reshape
+        for rank, t in first.items():
+            lines = t.result(check=False)  # the rank on node1 loses its reftd
+            # Whatever the timing: all bytes right, or an error; never wrong bytes.
+            assert not lines or "error" in lines[0] or lines[0]["bad"] == [], (rank, lines)
+        # The retry on the two survivors (node1's lease expires within seconds; until then a
+        # restore may be told to wait for it).
+        placement = {(0, 0): nodes[0], (0, 1): nodes[2], (0, 2): nodes[2]}
+        for _ in range(30):
+            results = run(placement, "retry", 1, 3, "rs2", "--restore", "--reshape", "--then", "1")
+            errors = [lines[0] for lines in results.values() if "error" in lines[0]]
+            if not errors:
+                break
+            assert all(e["error"] == "UnavailableError" for e in errors), errors
+        reshaped_ok(results, "dp=4", then=1)
