@@ -88,6 +88,24 @@ def reshaped_ok(results, from_layout, then=0):
             assert lines[1:] == [{"committed": STEPS - 1 + then}], (rank, lines)
 
 
+def check_reshape_with_reftctl(node, job):
+    """`reftctl restore-check --layout`: possible into dp=3 (table and JSON, the schema holds),
+    not into another tp."""
+    from test_reftctl_json import validate
+    doc = node.ctl("restore-check", "--job", job, "--layout", "dp=3,pp=1,tp=1", json_output=True)
+    validate(doc, "restore-check.schema.json")
+    r = doc["reshape"]
+    assert r["possible"] and r["from_layout"] == "dp=4,tp=1,pp=1", r
+    assert [k["rank"]["dp"] for k in r["ranks"]] == [0, 1, 2], r
+    assert all(k["per_rank_state"].startswith("from ") for k in r["ranks"]), r
+    table = node.ctl("restore-check", "--job", job, "--layout", "dp=3,pp=1,tp=1")
+    assert "POSSIBLE from memory" in table.stdout and "NEW RANK" in table.stdout, table.stdout
+    other = node.ctl("restore-check", "--job", job, "--layout", "dp=2,tp=2", check=False)
+    assert other.returncode == 1 and "tp cannot change" in other.stdout, other.stdout
+    bad = node.ctl("restore-check", "--job", job, "--layout", "dp=x", check=False)
+    assert bad.returncode == 2, bad
+
+
 @pytest.mark.parametrize("protection", ["arc1", "aec", "rs2"])
 def test_dp4_to_dp3_after_a_node_is_lost_for_good(protection):
     with LocalCluster(nodes=4, config=CONFIG) as cluster:
@@ -96,6 +114,8 @@ def test_dp4_to_dp3_after_a_node_is_lost_for_good(protection):
         train(nodes, job, 1, 4, protection)
         lose(nodes[3])  # no spare: the job goes on with dp = 3 on the three survivors
         three = grid(nodes, 1, 3)
+        if protection == "arc1":
+            check_reshape_with_reftctl(nodes[0], job)
 
         # A plain restore names both layouts and the way out.
         plain = run({(0, 0): nodes[0]}, job, 1, 3, protection, "--restore")[(0, 0)][0]
