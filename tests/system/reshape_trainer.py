@@ -66,6 +66,9 @@ class Rank:
             self.client.register(f"optim.layers.{l}", o, kind="unique", layer=l,
                                  shard=(offset, OPTIM[l]))
             self.buffers[f"optim.layers.{l}"] = (o, offset, valid)
+        if args.register_unknown:  # a name the saved step does not have
+            self.unknown = np.zeros(64, dtype=np.uint8)
+            self.client.register("layers.unknown.weight", self.unknown)
         self.rng = np.full(4096, UNTOUCHED, dtype=np.uint8)
         self.client.register("rng", self.rng, kind="unique")
 
@@ -117,6 +120,7 @@ def main():
     p.add_argument("--restore", action="store_true")
     p.add_argument("--reshape", action="store_true")
     p.add_argument("--then", type=int, default=0)
+    p.add_argument("--register-unknown", action="store_true")
     args = p.parse_args()
     rank = Rank(args)
     if args.train:

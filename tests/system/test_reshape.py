@@ -158,6 +158,24 @@ def test_scale_up_dp2_to_dp4_on_added_nodes():
         reshaped_ok(results, "dp=2", then=1)
 
 
+def test_a_reshape_beyond_the_tolerance_fails_alike_on_every_rank_and_can_be_retried():
+    with LocalCluster(nodes=4, config=CONFIG) as cluster:
+        nodes = cluster.nodes
+        train(nodes, "beyond", 1, 4, "arc1")
+        # A layout naming a buffer the step does not have fails cleanly, and changes nothing.
+        wrong = run({(0, 0): nodes[0]}, "beyond", 1, 3, "arc1", "--restore", "--reshape",
+                    "--register-unknown")
+        assert wrong[(0, 0)][0]["error"] == "InvalidArgumentError", wrong
+        assert "does not exist in committed step" in wrong[(0, 0)][0]["message"], wrong
+        # Two ring neighbours lost under arc1: node3's shard had its only copy on node2.
+        lose(nodes[3])
+        lose(nodes[2])
+        results = run(grid(nodes, 1, 2), "beyond", 1, 2, "arc1", "--restore", "--reshape")
+        errors = [lines[0] for lines in results.values()]
+        assert all(e.get("error") == "LostError" for e in errors), errors
+        assert len({e["message"] for e in errors}) == 1, errors  # one job-wide decision
+
+
 def test_kill_9_of_a_new_rank_and_of_a_source_node_midway_then_the_retry_succeeds():
     # rs2 tolerates two lost members; node3 and node1 are not ring neighbours, so every unique
     # part keeps its copy in the predecessor's slot.
