@@ -262,8 +262,12 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
   auto catalog = CatalogStep(view, meta.job, step, reader_, deadline);
   if (!catalog.ok()) return LostOrUndecided(catalog.status(), view);
   Fetcher fetcher(&reader_, options_, stats, progress);
-  auto r = ReshapeRank(meta, *catalog, view, &fetcher, stats, deadline);
+  auto r = ReshapeRank(meta, *catalog, [&](const std::vector<RangeRequest>& requests,
+                                            std::string* detail) {
+    return AssembleRanges(*catalog, view, &fetcher, requests, stats, deadline, detail);
+  });
   if (!r.ok()) return LostOrUndecided(r.status(), view);
+  r->source = "memory";
   stats->detail = r->detail;
   if (progress) progress(Progress{Phase::kDeliver, r->size, r->size, r->detail});
   return r;

@@ -60,6 +60,19 @@ uint64_t CanonicalOffset(const SavedGroup& g, const std::string& name) {
 
 }  // namespace
 
+std::vector<PartOverlap> OverlappingParts(const protect::BufferSpec& spec, int members,
+                                          uint64_t begin, uint64_t end) {
+  std::vector<PartOverlap> out;
+  const uint64_t s = spec.size;
+  for (int d = 0; d < members; ++d) {
+    const uint64_t pb = static_cast<uint64_t>(d) * s;
+    const uint64_t pe = std::min(pb + s, spec.shard_total);
+    const uint64_t a = std::max(pb, begin), e = std::min(pe, end);
+    if (a < e) out.push_back({d, a - pb, e - pb, a - begin});
+  }
+  return out;
+}
+
 Status AssembleRanges(const StepCatalog& catalog, const ClusterView& view, Fetcher* fetcher,
                       const std::vector<RangeRequest>& requests, RestoreStats* stats,
                       Clock::time_point deadline, std::string* detail) {
@@ -88,15 +101,9 @@ Status AssembleRanges(const StepCatalog& catalog, const ClusterView& view, Fetch
       unique[saved->group].push_back(UniquePart(view, catalog, g, r.dp, r.name, r.begin, r.end,
                                                 r.dst));
     } else {
-      // The saved parts overlapping [begin, end): member d held [d·s, min((d+1)·s, total)).
-      const uint64_t s = spec.size;
-      for (int d = 0; d < catalog.layout.dp; ++d) {
-        const uint64_t pb = static_cast<uint64_t>(d) * s;
-        const uint64_t pe = std::min(pb + s, spec.shard_total);
-        const uint64_t a = std::max(pb, r.begin), e = std::min(pe, r.end);
-        if (a >= e) continue;
+      for (const PartOverlap& p : OverlappingParts(spec, catalog.layout.dp, r.begin, r.end)) {
         unique[saved->group].push_back(
-            UniquePart(view, catalog, g, d, r.name, a - pb, e - pb, r.dst + (a - r.begin)));
+            UniquePart(view, catalog, g, p.dp, r.name, p.lo, p.hi, r.dst + p.at));
       }
     }
   }

@@ -46,6 +46,29 @@ Result<const SavedBuffer*> StepCatalog::Find(const std::string& name, int tp, in
                           std::to_string(tp) + ": tp cannot change in a reshape");
 }
 
+Status AddGroup(StepCatalog* catalog, SavedGroup g) {
+  const size_t index = catalog->groups.size();
+  for (const auto& b : g.meta.meta.ForMember(0).buffers) {
+    auto& saved = catalog->buffers[b.name];
+    for (const SavedBuffer& other : saved) {
+      const protect::BufferSpec& o = other.spec;
+      const SavedGroup& og = catalog->groups[other.group];
+      if (og.tp != g.tp || b.kind != protect::BufferKind::kReplicated) continue;
+      if (o.size != b.size || o.dtype != b.dtype || o.kind != b.kind) {
+        return Status::InvalidArgument(
+            "committed step " + std::to_string(catalog->step) + " of job '" + catalog->job +
+            "': buffer '" + b.name + "' was saved as " + std::to_string(o.size) + " bytes of " +
+            o.dtype + " by sharding group " + GroupName(og.pp, og.tp) + " and as " +
+            std::to_string(b.size) + " bytes of " + b.dtype + " by " + GroupName(g.pp, g.tp) +
+            ": one name must mean one tensor");
+      }
+    }
+    saved.push_back(SavedBuffer{index, b});
+  }
+  catalog->groups.push_back(std::move(g));
+  return Status::OK();
+}
+
 Result<StepCatalog> CatalogStep(const ClusterView& view, const std::string& job, int64_t step,
                                 const RegionReader& reader,
                                 std::chrono::steady_clock::time_point deadline) {
@@ -87,25 +110,7 @@ Result<StepCatalog> CatalogStep(const ClusterView& view, const std::string& job,
       }
       g.meta = std::move(*meta);
       REFT_ASSIGN_OR_RETURN(g.geometry, g.meta.meta.Geometry());
-      const size_t index = out.groups.size();
-      for (const auto& b : g.meta.meta.ForMember(0).buffers) {
-        auto& saved = out.buffers[b.name];
-        for (const SavedBuffer& other : saved) {
-          const protect::BufferSpec& o = other.spec;
-          const SavedGroup& og = out.groups[other.group];
-          if (og.tp != tp || b.kind != protect::BufferKind::kReplicated) continue;
-          if (o.size != b.size || o.dtype != b.dtype || o.kind != b.kind) {
-            return Status::InvalidArgument(
-                "committed step " + std::to_string(step) + " of job '" + job + "': buffer '" +
-                b.name + "' was saved as " + std::to_string(o.size) + " bytes of " + o.dtype +
-                " by sharding group " + GroupName(og.pp, og.tp) + " and as " +
-                std::to_string(b.size) + " bytes of " + b.dtype + " by " + GroupName(pp, tp) +
-                ": one name must mean one tensor");
-          }
-        }
-        saved.push_back(SavedBuffer{index, b});
-      }
-      out.groups.push_back(std::move(g));
+      REFT_RETURN_NOT_OK(AddGroup(&out, std::move(g)));
     }
   }
   return out;

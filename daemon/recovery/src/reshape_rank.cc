@@ -44,9 +44,7 @@ Status RangeOf(const BufferSpec& want, const BufferSpec& saved, uint64_t* begin,
 }  // namespace
 
 Result<local::RestoredState> ReshapeRank(const protect::SlotMeta& meta, const StepCatalog& catalog,
-                                         const ClusterView& view, Fetcher* fetcher,
-                                         RestoreStats* stats,
-                                         std::chrono::steady_clock::time_point deadline) {
+                                         const RangeAssembler& assemble) {
   REFT_ASSIGN_OR_RETURN(protect::SgGeometry g, meta.Geometry());
   StateLayout state = ComputeStateLayout(meta, g);
   const std::string what = "rank " + meta.coord.ToString() + " of layout " +
@@ -91,10 +89,9 @@ Result<local::RestoredState> ReshapeRank(const protect::SlotMeta& meta, const St
   }
 
   std::string where;
-  REFT_RETURN_NOT_OK(AssembleRanges(catalog, view, fetcher, requests, stats, deadline, &where));
+  REFT_RETURN_NOT_OK(assemble(requests, &where));
   for (const auto& name : out.untouched) state.offsets.erase(name);
   out.step = catalog.step;
-  out.source = "memory";
   out.reshaped = true;
   out.from_layout = catalog.layout.ToString();
   out.size = mem.size();

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -62,6 +63,11 @@ struct StepCatalog {
   Result<const SavedBuffer*> Find(const std::string& name, int tp, int pp = -1) const;
 };
 
+/// \brief Adds saved group `g` (its meta and geometry set) to `catalog`, indexing its buffers;
+/// InvalidArgument when it saved a replicated name with another size or dtype than a group at
+/// the same tp already did (a name must mean one tensor).
+Status AddGroup(StepCatalog* catalog, SavedGroup g);
+
 /// \brief Reads the snapshot meta of every saved sharding group of `step` (slots located in
 /// `view`). Lost naming the group when no member's meta can be read (the group's slots are all
 /// gone); InvalidArgument when two groups saved one replicated name with different sizes or
@@ -85,6 +91,19 @@ struct RangeRequest {
   int dp = -1;
 };
 
+/// \brief The part of saved member `dp` that a range of a sharded buffer overlaps: bytes
+/// [lo, hi) of its buffer, landing at `at` bytes into the request's destination.
+struct PartOverlap {
+  int dp = 0;
+  uint64_t lo = 0, hi = 0;
+  uint64_t at = 0;
+};
+
+/// \brief The saved parts global range [begin, end) of sharded buffer `spec` overlaps: member d
+/// of `members` held [d·size, min((d+1)·size, shard_total)).
+std::vector<PartOverlap> OverlappingParts(const protect::BufferSpec& spec, int members,
+                                          uint64_t begin, uint64_t end);
+
 /// \brief Fills every request. Replicated bytes come from their group's canonical vector,
 /// assembled in place when the requests of a group lay it out exactly (the common case of a
 /// dp change), else into a scratch memfd. `detail` (optional) gets where each group's parts
@@ -95,14 +114,17 @@ Status AssembleRanges(const StepCatalog& catalog, const ClusterView& view, Fetch
                       std::chrono::steady_clock::time_point deadline,
                       std::string* detail = nullptr);
 
+/// \brief Fills range requests from one source of the saved step's bytes (memory:
+/// AssembleRanges; the persistent tier: AssembleTierRanges), setting `*detail`.
+using RangeAssembler =
+    std::function<Status(const std::vector<RangeRequest>& requests, std::string* detail)>;
+
 /// \brief The state of the rank `meta` describes (a rank of a new layout) from the saved step:
 /// every replicated buffer by name, every sharded buffer's range from the overlapping saved
 /// parts, unique buffers without a shard only at the same (pp, tp, dp) (else listed as
-/// untouched). InvalidArgument when a needed name is missing or its size/dtype/shard total
-/// differs from the saved one.
+/// untouched), the bytes from `assemble`. InvalidArgument when a needed name is missing or its
+/// size/dtype/shard total differs from the saved one. `source` is not set.
 Result<local::RestoredState> ReshapeRank(const protect::SlotMeta& meta, const StepCatalog& catalog,
-                                         const ClusterView& view, Fetcher* fetcher,
-                                         RestoreStats* stats,
-                                         std::chrono::steady_clock::time_point deadline);
+                                         const RangeAssembler& assemble);
 
 }  // namespace reft::recovery
