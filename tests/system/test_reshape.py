@@ -218,3 +218,31 @@ def test_kill_9_of_a_new_rank_and_of_a_source_node_midway_then_the_retry_succeed
         placement = {(0, 0): nodes[0], (0, 1): nodes[2], (0, 2): nodes[2]}
         results = run(placement, "retry", 1, 3, "rs2", "--restore", "--reshape", "--then", "1")
         reshaped_ok(results, "dp=4", then=1)
+
+
+def test_reft_torch_restores_a_model_and_its_optimizer_into_another_dp():
+    pytest.importorskip("torch")
+    with LocalCluster(nodes=2, config=CONFIG) as cluster:
+        nodes = cluster.nodes
+        reference = os.path.join(cluster.root, "reference.pt")
+        script = os.path.join(HERE, "torch_reshape_trainer.py")
+
+        def launch(node, dp, dp_size, *mode):
+            return subprocess.Popen([sys.executable, script, "--socket", node.socket, "--job",
+                                     "torch", "--dp", str(dp), "--dp-size", str(dp_size),
+                                     "--reference", reference, *mode],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def lines(proc):
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err[-3000:]
+            return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+
+        trainers = [launch(n, d, 2, "--train", "3") for d, n in enumerate(nodes)]
+        assert all(lines(t) == [{"committed": 2}] for t in trainers)
+        lose(nodes[1])
+        got = lines(launch(nodes[0], 0, 1, "--restore"))[0]
+        assert got["step"] == 2 and got["model"] and got["optimizer"], got
+        assert got["report"]["reshaped"] and got["report"]["from_layout"].startswith("dp=2"), got
+        assert "param/0.weight" in got["report"]["filled"], got
+        assert got["loss"] == got["loss"] and got["loss"] < 1e6, got  # finite
