@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -67,6 +68,18 @@ def train(nodes, job, pp_size, dp_size, protection):
     for rank, lines in run(grid(nodes, pp_size, dp_size), job, pp_size, dp_size, protection,
                            "--train", str(STEPS)).items():
         assert lines == [{"committed": STEPS - 1}], (rank, lines)
+
+
+def wait_no_slots_before(node, job, step, timeout=30):
+    """Polls `reftctl snapshots list` until `node` holds no slot of `job` older than `step`."""
+    deadline = time.time() + timeout
+    while True:
+        old = [s for s in node.ctl("snapshots", "list", json_output=True)["snapshots"]
+               if s["rank"]["job"] == job and s["step"] < step]
+        if not old:
+            return
+        assert time.time() < deadline, (node.node_id, old)
+        time.sleep(0.1)
 
 
 def lose(node):
@@ -138,6 +151,10 @@ def test_pipeline_reshape_pp2_dp2_to_pp1_dp3_and_to_pp3_dp1():
         wide = run(grid(nodes, 1, 3), "pipe-a", 1, 3, "arc1", "--restore", "--reshape",
                    "--then", "1")
         reshaped_ok(wide, "dp=2", then=1)
+        # Once a step committed under the new layout, the slots of ranks that no longer exist
+        # (pp1-*) are released on every node; the new ranks' older slots went with the commit.
+        for node in nodes:
+            wait_no_slots_before(node, "pipe-a", STEPS)
         # The rank at (pp0, dp2) did not exist before: its per-rank state is left alone.
         assert wide[(0, 2)][0]["report"]["untouched"] == ["rng"], wide[(0, 2)]
         assert wide[(0, 0)][0]["report"]["untouched"] == [], wide[(0, 0)]
