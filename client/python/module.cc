@@ -106,7 +106,7 @@ PYBIND11_MODULE(_reft, m) {
       .def("register_ptr",
            [](reft::Client& c, const std::string& name, uintptr_t ptr, uint64_t nbytes, int kind,
               const std::string& dtype, int layer, int memory, bool optimizer,
-              const std::string& gradient) {
+              const std::string& gradient, uint64_t shard_offset, uint64_t shard_total) {
              reft::BufferOptions o;
              o.kind = static_cast<reft::BufferKind>(kind);
              o.dtype = dtype;
@@ -114,6 +114,8 @@ PYBIND11_MODULE(_reft, m) {
              o.memory = static_cast<reft::MemoryLocation>(memory);
              o.optimizer = optimizer;
              o.gradient = gradient;
+             o.shard_offset = shard_offset;
+             o.shard_total = shard_total;
              reft::Status st;
              {
                py::gil_scoped_release nogil;
@@ -123,7 +125,8 @@ PYBIND11_MODULE(_reft, m) {
            })
       .def("register_buffer",
            [](reft::Client& c, const std::string& name, py::buffer obj, int kind,
-              const std::string& dtype, int layer, bool optimizer, const std::string& gradient) {
+              const std::string& dtype, int layer, bool optimizer, const std::string& gradient,
+              uint64_t shard_offset, uint64_t shard_total) {
              py::buffer_info info = obj.request(/*writable=*/true);
              // Only C-contiguous memory is one region (restore writes it back in place).
              py::ssize_t expect = info.itemsize;
@@ -140,6 +143,8 @@ PYBIND11_MODULE(_reft, m) {
              o.layer = layer;
              o.optimizer = optimizer;
              o.gradient = gradient;
+             o.shard_offset = shard_offset;
+             o.shard_total = shard_total;
              reft::Status st;
              {
                py::gil_scoped_release nogil;
@@ -242,11 +247,13 @@ PYBIND11_MODULE(_reft, m) {
              return *r;
            })
       .def("restore",
-           [](reft::Client& c) -> std::optional<int64_t> {
+           [](reft::Client& c, bool reshape) -> std::optional<int64_t> {
              reft::Result<std::optional<int64_t>> r = std::optional<int64_t>();
              {
                py::gil_scoped_release nogil;
-               r = c.Restore();
+               reft::RestoreOptions o;
+               o.reshape = reshape;
+               r = c.Restore(o);
              }
              Check(r.status());
              return *r;
@@ -266,6 +273,11 @@ PYBIND11_MODULE(_reft, m) {
              d["daemon_s"] = secs(r->daemon);
              d["total_s"] = secs(r->total);
              d["detail"] = r->detail;
+             d["reshaped"] = r->reshaped;
+             d["from_layout"] =
+                 r->from_layout.empty() ? py::object(py::none()) : py::object(py::str(r->from_layout));
+             d["filled"] = r->filled;
+             d["untouched"] = r->untouched;
              return std::move(d);
            })
       .def("close",

@@ -47,6 +47,12 @@ void reft_buffer_options_init(reft_buffer_options* o) {
   o->layer = -1;
 }
 
+void reft_restore_options_init(reft_restore_options* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof(*o));
+  o->struct_size = sizeof(*o);
+}
+
 void reft_optimizer_step_init(reft_optimizer_step* o) {
   if (o == nullptr) return;
   std::memset(o, 0, sizeof(*o));
@@ -116,6 +122,10 @@ int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
       opts.gradient = o->gradient;
     }
     if (REFT_HAS_FIELD(o, reft_buffer_options, no_staging)) opts.allow_staging = o->no_staging == 0;
+    if (REFT_HAS_FIELD(o, reft_buffer_options, shard_total)) {
+      opts.shard_offset = o->shard_offset;
+      opts.shard_total = o->shard_total;
+    }
   }
   return Report(c->impl->Register(name, data, size, opts));
 }
@@ -224,6 +234,26 @@ int reft_restore(reft_client* c, int64_t* step) {
   auto r = c->impl->Restore();
   if (!r.ok()) return Report(r.status());
   if (step != nullptr) *step = r->value_or(-1);
+  return Report(reft::Status::OK());
+}
+
+int reft_restore_ex(reft_client* c, const reft_restore_options* o, int64_t* step,
+                    int* reshaped) {
+  if (c == nullptr) return NullHandle();
+  reft::RestoreOptions opts;
+  if (o != nullptr) {
+    if (o->struct_size < offsetof(reft_restore_options, reshape) + sizeof(o->reshape)) {
+      return Report(reft::Status::InvalidArgument("reft_restore_options.struct_size too small"));
+    }
+    opts.reshape = o->reshape != 0;
+  }
+  auto r = c->impl->Restore(opts);
+  if (!r.ok()) return Report(r.status());
+  if (step != nullptr) *step = r->value_or(-1);
+  if (reshaped != nullptr) {
+    auto report = c->impl->LastRestore();
+    *reshaped = report && report->reshaped ? 1 : 0;
+  }
   return Report(reft::Status::OK());
 }
 

@@ -260,9 +260,12 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   r.layer = options.layer;
   r.size = size;
   r.optimizer = options.optimizer;
+  r.shard_offset = options.shard_offset;
+  r.shard_total = options.shard_total;
   r.memory.memory_kind = static_cast<uint32_t>(options.memory);
   // The checks reftd applies to a registration, here first (the scheme is fixed at Connect).
   REFT_RETURN_NOT_OK(protect::CheckRegistration(r, d.scheme));
+  REFT_RETURN_NOT_OK(protect::CheckShardRegistration(r, d.hello.coord, d.hello.layout));
   MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   d.WaitIdleLocked(lock);
@@ -665,7 +668,9 @@ Result<bool> Client::WaitCommitted(int64_t step, std::optional<std::chrono::mill
   }
 }
 
-Result<std::optional<int64_t>> Client::Restore() {
+Result<std::optional<int64_t>> Client::Restore() { return Restore(RestoreOptions{}); }
+
+Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
   Impl& d = *impl_;
   MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
@@ -673,7 +678,10 @@ Result<std::optional<int64_t>> Client::Restore() {
   d.WaitIdleLocked(lock);
   const auto start = std::chrono::steady_clock::now();
   REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
-                        d.channel->Call(MessageType::kRestore, {}, MessageType::kRestoreReply));
+                        d.channel->Call(MessageType::kRestore,
+                                        local_proto::Encode(local_proto::RestoreRequest{
+                                            options.reshape}),
+                                        MessageType::kRestoreReply));
   local_proto::RestoreReply reply;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));
   const local_proto::SlotReply& slot = reply.slot;
@@ -684,6 +692,10 @@ Result<std::optional<int64_t>> Client::Restore() {
   report.agreement_reason = reply.report.agreement;
   report.daemon = std::chrono::nanoseconds(reply.report.daemon_ns);
   report.detail = reply.report.detail;
+  report.reshaped = reply.report.reshaped;
+  report.from_layout = reply.report.from_layout;
+  report.filled = reply.report.filled;
+  report.untouched = reply.report.untouched;
   if (slot.step < 0) {
     report.total = std::chrono::steady_clock::now() - start;
     d.last_restore = report;

@@ -23,4 +23,34 @@ Result<int> DtypeSize(const std::string& dtype) {
                                  "complex64, complex128, bytes)");
 }
 
+Status CheckShard(const BufferSpec& b, int dp, int members) {
+  if (!b.sharded()) {
+    if (b.shard_offset != 0) {
+      return Status::InvalidArgument("buffer '" + b.name + "': shard offset " +
+                                     std::to_string(b.shard_offset) + " without a shard total");
+    }
+    return Status::OK();
+  }
+  const std::string at = "sharded buffer '" + b.name + "'";
+  if (b.kind != BufferKind::kUnique) {
+    return Status::InvalidArgument(at + " must be registered as unique (each rank holds its part)");
+  }
+  if (b.size == 0) return Status::InvalidArgument(at + " has size 0");
+  const uint64_t m = static_cast<uint64_t>(members);
+  const uint64_t want = static_cast<uint64_t>(dp) * b.size;
+  // The parts tile [0, total) exactly once per group: equal parts in dp order, the last one
+  // holding the remainder (padded to the common size).
+  if (b.shard_offset != want || b.shard_total <= (m - 1) * b.size || b.shard_total > m * b.size) {
+    const uint64_t part = (b.shard_total + m - 1) / m;
+    return Status::InvalidArgument(
+        at + ": rank dp" + std::to_string(dp) + " of " + std::to_string(members) + " holds [" +
+        std::to_string(b.shard_offset) + ", " + std::to_string(b.shard_offset + b.size) +
+        ") of " + std::to_string(b.shard_total) + " bytes; the " + std::to_string(members) +
+        " parts must tile [0, total) in dp order with one size: every rank registers " +
+        std::to_string(part) + " bytes (the last part padded) at offset dp*" +
+        std::to_string(part) + " = " + std::to_string(static_cast<uint64_t>(dp) * part));
+  }
+  return Status::OK();
+}
+
 }  // namespace reft::protect

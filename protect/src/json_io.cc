@@ -68,6 +68,15 @@ Result<std::vector<BufferSpec>> BuffersFromJson(const json& arr, const std::stri
     if (b.contains("optimizer") && !b["optimizer"].is_boolean())
       return Status::InvalidArgument(at + ".optimizer: expected true or false");
     s.optimizer = b.value("optimizer", false);
+    if (b.contains("shard")) {  // [offset, total] of a sharded buffer
+      const auto& sh = b["shard"];
+      if (!sh.is_array() || sh.size() != 2) {
+        return Status::InvalidArgument(at + ".shard: expected [offset, total]");
+      }
+      REFT_ASSIGN_OR_RETURN(s.shard_offset, Bytes(sh[0], at + ".shard[0]"));
+      REFT_ASSIGN_OR_RETURN(s.shard_total, Bytes(sh[1], at + ".shard[1]"));
+      if (s.shard_total == 0) return Status::InvalidArgument(at + ".shard: total is 0");
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -76,12 +85,14 @@ Result<std::vector<BufferSpec>> BuffersFromJson(const json& arr, const std::stri
 json BuffersToJson(const std::vector<BufferSpec>& buffers) {
   json arr = json::array();
   for (const auto& b : buffers) {
-    arr.push_back({{"name", b.name},
-                   {"size", b.size},
-                   {"dtype", b.dtype},
-                   {"kind", b.kind == BufferKind::kUnique ? "unique" : "replicated"},
-                   {"layer", b.layer},
-                   {"optimizer", b.optimizer}});
+    json o = {{"name", b.name},
+              {"size", b.size},
+              {"dtype", b.dtype},
+              {"kind", b.kind == BufferKind::kUnique ? "unique" : "replicated"},
+              {"layer", b.layer},
+              {"optimizer", b.optimizer}};
+    if (b.sharded()) o["shard"] = {b.shard_offset, b.shard_total};  // absent: byte-identical
+    arr.push_back(std::move(o));
   }
   return arr;
 }

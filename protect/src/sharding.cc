@@ -188,6 +188,7 @@ Result<RankPlan> ComputeRankPlan(const JobLayout& layout, const Scheme& scheme, 
                                  const std::vector<BufferSpec>& buffers, uint64_t chunk) {
   REFT_RETURN_NOT_OK(layout.CheckRank(coord));
   REFT_RETURN_NOT_OK(CheckZero(layout, buffers));
+  for (const auto& b : buffers) REFT_RETURN_NOT_OK(CheckShard(b, coord.dp, layout.dp));
   REFT_ASSIGN_OR_RETURN(auto g, BuildGeometry(layout.dp, buffers, chunk, scheme));
   return MakeRankPlan(layout, {}, scheme, coord, g, buffers);
 }

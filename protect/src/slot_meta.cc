@@ -104,6 +104,9 @@ Result<SgGeometry> SlotMeta::Geometry() const {
 SlotMeta SlotMeta::ForMember(int dp) const {
   SlotMeta m = *this;
   m.coord.dp = dp;
+  for (auto& b : m.buffers) {  // a member's part of a sharded buffer follows from its dp
+    if (b.sharded()) b.shard_offset = static_cast<uint64_t>(dp) * b.size;
+  }
   return m;
 }
 
@@ -150,6 +153,8 @@ std::string SlotMeta::DifferenceFrom(const SlotMeta& o, const std::string& other
     Diff(&out, at + "kind", KindName(a.kind), KindName(b.kind), other_name);
     Diff(&out, at + "layer", a.layer, b.layer, other_name);
     Diff(&out, at + "optimizer", a.optimizer, b.optimizer, other_name);
+    // The part's offset follows from the coordinates (CheckShard); the global size must agree.
+    Diff(&out, at + "shard total", a.shard_total, b.shard_total, other_name);
   }
   for (const auto& b : o.buffers) {
     if (!ours.count(b.name)) Diff(&out, "buffer '" + b.name + "'", absent, registered, other_name);

@@ -33,6 +33,8 @@ BufferSpec SpecOf(const local_proto::Register& r) {
                                                       : BufferKind::kReplicated;
   s.layer = r.layer;
   s.optimizer = r.optimizer;
+  s.shard_offset = r.shard_offset;
+  s.shard_total = r.shard_total;
   return s;
 }
 
@@ -80,6 +82,11 @@ Result<Scheme> CheckHello(const local_proto::Hello& hello) {
   REFT_ASSIGN_OR_RETURN(Scheme scheme, Scheme::Parse(hello.protection));
   REFT_RETURN_NOT_OK(CheckAorLayout(hello.layout, scheme));
   return scheme;
+}
+
+Status CheckShardRegistration(const local_proto::Register& r, const RankCoord& coord,
+                              const JobLayout& layout) {
+  return CheckShard(SpecOf(r), coord.dp, layout.dp);
 }
 
 Status CheckRegistration(const local_proto::Register& r, const Scheme& scheme) {

@@ -153,3 +153,49 @@ TEST_CASE("assembling the shards gives back every replicated buffer", "[protect]
 }
 
 }  // namespace reft::protect
+
+namespace reft::protect {
+
+TEST_CASE("a sharded buffer's part is recorded and follows the member's dp", "[protect][meta]") {
+  SlotMeta m = SampleMeta();
+  m.coord.dp = 1;
+  // 1000 bytes over dp 4: parts of 250; rank 1 holds [250, 500).
+  m.buffers.push_back({"optim.flat", 250, "uint8", BufferKind::kUnique, 3, false, 250, 1000});
+  REQUIRE(m.Plan().ok());
+  const auto bytes = m.Encode();
+  auto back = SlotMeta::Decode(bytes.data(), bytes.size());
+  REQUIRE(back.ok());
+  const BufferSpec& b = back->buffers.back();
+  CHECK(b.sharded());
+  CHECK(b.shard_offset == 250);
+  CHECK(b.shard_total == 1000);
+  CHECK(b.layer == 3);
+  const SlotMeta other = back->ForMember(3);
+  CHECK(other.buffers.back().shard_offset == 750);
+  CHECK(other.buffers.back().ShardValid() == 250);
+  CHECK(back->SameJobLayout(other));  // members differ only in coordinates (and so offsets)
+  SlotMeta bigger = other;
+  bigger.buffers.back().shard_total = 999;
+  CHECK(bigger.DifferenceFrom(*back).find("shard total") != std::string::npos);
+}
+
+TEST_CASE("sharded parts must tile [0, total) in equal dp-ordered parts", "[protect][meta]") {
+  BufferSpec b{"optim", 334, "uint8", BufferKind::kUnique, -1, false, 334, 1000};
+  CHECK(CheckShard(b, 1, 3).ok());
+  b.shard_offset = 668;  // the last part: 332 bytes of data, 2 of padding
+  CHECK(CheckShard(b, 2, 3).ok());
+  CHECK(b.ShardValid() == 332);
+  b.shard_offset = 600;  // not dp * size
+  auto st = CheckShard(b, 2, 3);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("334 bytes") != std::string::npos);
+  b.shard_offset = 0;
+  b.size = 500;  // two parts of 500 leave the third rank nothing
+  CHECK(!CheckShard(b, 0, 3).ok());
+  b.size = 300;  // three parts of 300 do not cover 1000
+  CHECK(!CheckShard(b, 0, 3).ok());
+  b = {"rep", 334, "uint8", BufferKind::kReplicated, -1, false, 0, 1000};
+  CHECK(!CheckShard(b, 0, 3).ok());  // only unique buffers are parts
+}
+
+}  // namespace reft::protect

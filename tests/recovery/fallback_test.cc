@@ -75,7 +75,7 @@ TEST_CASE(
     RestoreStats stats;
     auto st = t[n]->load.Restore(spec.Meta(rc), &stats);
     REQUIRE(st.ok());
-    CheckRestoredFrom(*st, spec, rc, 2, "persistent");
+    CheckRestoredFrom(*st, spec, rc, 2, "tier");
     CHECK(stats.bytes_persistent > 0);
     CHECK(stats.step == 2);
     CHECK_THAT(st->detail, Catch::Contains("memory cannot rebuild step 3"));
@@ -152,11 +152,11 @@ TEST_CASE("nothing committed in memory anywhere: every rank restores the newest 
   TierNode t0(c.node(0), dir.path()), t1(c.node(1), dir.path());
   auto st = t1.load.Restore(spec.Meta({0, 0, 1}));
   REQUIRE(st.ok());
-  CheckRestoredFrom(*st, spec, {0, 0, 1}, 5, "persistent");
+  CheckRestoredFrom(*st, spec, {0, 0, 1}, 5, "tier");
   CHECK_THAT(st->detail, Catch::Contains("nothing of job 'job' is committed in memory"));
   auto other = t0.load.Restore(spec.Meta({0, 0, 0}));
   REQUIRE(other.ok());
-  CheckRestoredFrom(*other, spec, {0, 0, 0}, 5, "persistent");
+  CheckRestoredFrom(*other, spec, {0, 0, 0}, 5, "tier");
   CHECK(c.node(0).peer->coordinator()->Generation(spec.job).generation == 1);
   // Without a persisted step of the job, a fresh job restores nothing.
   JobSpec fresh = spec;

@@ -57,7 +57,7 @@ void WriteContractSlot(store::SnapshotStore* store, const JobSpec& spec,
 void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const RankCoord& c,
                    int64_t step);
 
-/// \brief The same for a state from `source` ("memory" or "persistent").
+/// \brief The same for a state from `source` ("memory" or "tier").
 void CheckRestoredFrom(const local::RestoredState& st, const JobSpec& spec,
                        const RankCoord& c, int64_t step, const std::string& source);
 

@@ -41,7 +41,8 @@ Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t st
   }
 }
 
-Result<local::RestoredState> NodeLocalRestoreProvider::Restore(const protect::SlotMeta& meta) {
+Result<local::RestoredState> NodeLocalRestoreProvider::Restore(const protect::SlotMeta& meta,
+                                                               const local::RestoreRequest&) {
   local::RestoredState out;
   auto newest = coordinator_->NewestCommitted(meta.job);
   if (!newest) return out;  // nothing committed: a fresh start

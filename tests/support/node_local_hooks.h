@@ -31,7 +31,9 @@ class NodeLocalRestoreProvider final : public local::RestoreProvider {
  public:
   NodeLocalRestoreProvider(store::SnapshotStore* store, local::CommitCoordinator* coordinator)
       : store_(store), coordinator_(coordinator) {}
-  Result<local::RestoredState> Restore(const protect::SlotMeta& meta) override;
+  /// Same-layout restores only (`request.reshape` needs the cluster layer's catalog).
+  Result<local::RestoredState> Restore(const protect::SlotMeta& meta,
+                                       const local::RestoreRequest& request) override;
 
  private:
   store::SnapshotStore* store_;

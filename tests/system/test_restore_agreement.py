@@ -167,7 +167,7 @@ def test_beyond_the_tolerance_every_rank_fails_alike_then_falls_back_together():
         reports = []
         results = restore_at_once(cluster, nodes, "tier", "aec", reports)
         assert results == [("restored", STEPS - 1, "ok")] * M, results
-        assert [source for source, _, _ in reports] == ["persistent"] * M, reports
+        assert [source for source, _, _ in reports] == ["tier"] * M, reports
 
 
 def test_a_rank_on_a_node_without_slots_never_starts_fresh_beside_resuming_ranks():

@@ -3,7 +3,7 @@
 // group), fills them with a pattern that is a pure function of (step, buffer, offset) — and of
 // the rank for the unique buffer — snapshots every step, and after a restart restores and
 // checks every byte of the pattern of the restored step. One line per event on stdout:
-//   restore-report <memory|persistent|none> <agreement seconds> <why it waited, or ->
+//   restore-report <memory|tier|none> <agreement seconds> <why it waited, or ->
 //   restored <step> ok | restored -1 fresh | restored <step> MISMATCH <buffer> <offset>
 //   restore-error <code> <message>      snapshot-error <step> <code> <message>
 //   committed <step>                    done <step>

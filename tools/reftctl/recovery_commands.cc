@@ -8,6 +8,7 @@
 #include "command.h"
 #include "progress.h"
 #include "reft/units.h"
+#include "reshape_check.h"
 #include "table.h"
 
 namespace reft::ctl {
@@ -269,7 +270,18 @@ void PrintRestoreCheck(const nlohmann::json& d) {
   for (const auto& w : d["warnings"]) std::printf("warning: %s\n", w.get<std::string>().c_str());
 }
 
-void RunRestoreCheck(CtlContext& ctx, const std::string& job, double timeout_s) {
+void RunRestoreCheck(CtlContext& ctx, const std::string& job, double timeout_s,
+                     const std::string& layout) {
+  std::optional<JobLayout> to;
+  if (!layout.empty()) {
+    auto parsed = ParseLayoutArg(layout);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "reftctl: %s\n", parsed.status().message().c_str());
+      ctx.exit_code = kExitUsage;
+      return;
+    }
+    to = *parsed;
+  }
   auto stub = MakeAdminStub(ctx);
   v1::RestoreCheckRequest req;
   req.set_job(job);
@@ -279,7 +291,18 @@ void RunRestoreCheck(CtlContext& ctx, const std::string& job, double timeout_s) 
   v1::RestoreCheckEvent ev;
   if (!ReadStream(ctx, call.get(), reader.get(), &ev, "restore-check")) return;
   const auto& r = ev.result();
-  ctx.Emit(RestoreCheckJson(r), PrintRestoreCheck);
+  nlohmann::json doc = RestoreCheckJson(r);
+  if (to) {
+    // Exit 0 exactly when the reshape into `to` is possible.
+    doc["reshape"] = ReshapeCheckJson(doc, *to);
+    ctx.Emit(doc, [](const nlohmann::json& d) {
+      PrintRestoreCheck(d);
+      PrintReshapeCheck(d["reshape"]);
+    });
+    if (!doc["reshape"]["possible"].get<bool>()) ctx.exit_code = kExitFailed;
+    return;
+  }
+  ctx.Emit(doc, PrintRestoreCheck);
   // Restorable: a restore now delivers the newest committed step (from memory or the tier).
   if (r.restore_source() != "memory" && r.restore_source() != "persistent") {
     ctx.exit_code = kExitFailed;
@@ -346,6 +369,7 @@ struct RecoveryArgs {
   int64_t persist_step = -1;
   double persist_timeout = 6 * 3600;
   std::string check_job;
+  std::string check_layout;
   double check_timeout = 600;
   std::string rebuild_job;
   double rebuild_timeout = 3600;
@@ -372,7 +396,15 @@ void RegisterRecoveryCommands(CLI::App& root, CtlContext& ctx) {
   check->add_option("--job", args.check_job, "job id")->required();
   check->add_option("--timeout", args.check_timeout, "seconds to wait for the result")
       ->check(CLI::PositiveNumber);
-  check->callback([&ctx] { RunRestoreCheck(ctx, args.check_job, args.check_timeout); });
+  check->add_option("--layout", args.check_layout,
+                    "target layout, e.g. dp=3,pp=2,tp=1: can the step be reshaped into it")
+      ->check([](const std::string& v) {
+        auto l = ParseLayoutArg(v);
+        return l.ok() ? std::string() : l.status().message();
+      });
+  check->callback([&ctx] {
+    RunRestoreCheck(ctx, args.check_job, args.check_timeout, args.check_layout);
+  });
 
   auto* rebuild = root.add_subcommand(
       "rebuild", "regenerate on this node the slots of ranks no live node holds");

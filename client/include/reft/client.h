@@ -72,6 +72,22 @@ struct BufferOptions {
   /// pinned host buffer of this process at each snapshot; Client::StagedReason() says why);
   /// false = Register() fails with the export error.
   bool allow_staging = true;
+  /// A sharded buffer (kind kUnique): this rank holds bytes [shard_offset, shard_offset+size)
+  /// of a global buffer of `shard_total` bytes named `name` (ZeRO optimizer partitions, FSDP
+  /// flat shards); 0 = not sharded. The dp ranks of a sharding group split it in equal parts in
+  /// dp order: every rank registers ceil(total/dp) bytes at offset dp*that (the last part
+  /// padded), so the parts tile [0, total) exactly once (InvalidArgument otherwise). A reshaped
+  /// restore gives a rank of another layout its range, gathered from the saved parts.
+  uint64_t shard_offset = 0;
+  uint64_t shard_total = 0;
+};
+
+/// \brief How Restore() treats a committed step saved under another layout.
+struct RestoreOptions {
+  /// false: a layout change is InvalidArgument naming both layouts. true: restore the step into
+  /// this rank's layout by global buffer names (docs/recovery.md "Reshape"); the same result
+  /// as a plain restore when nothing changed.
+  bool reshape = false;
 };
 
 /// \brief One iteration's optimizer hyper-parameters (AdamW, torch.optim.AdamW semantics), sent
@@ -146,12 +162,16 @@ struct HasCounters {
 /// source, or none does; `agreement` is the time this rank waited for that decision.
 struct RestoreReport {
   int64_t step = -1;        ///< -1: nothing committed job-wide (Restore() returned nullopt)
-  std::string source;       ///< "memory" | "persistent" | "none"
+  std::string source;       ///< "memory" | "tier" | "none"
   std::chrono::nanoseconds agreement{0};  ///< part of `daemon`
   std::string agreement_reason;  ///< why it waited and whose decision it followed ("" = no wait)
   std::chrono::nanoseconds daemon{0};  ///< the restore inside reftd (locate, fetch, decode, ...)
   std::chrono::nanoseconds total{0};   ///< Restore() as the trainer saw it, copies included
   std::string detail;                  ///< where each part came from
+  bool reshaped = false;     ///< the step was saved under another layout (`from_layout`)
+  std::string from_layout;   ///< "dp=4,tp=1,pp=1,zero=1" when reshaped
+  std::vector<std::string> filled;     ///< reshaped: buffers restored
+  std::vector<std::string> untouched;  ///< reshaped: per-rank buffers the old layout lacks
 };
 
 class REFT_CLIENT_API Client {
@@ -215,6 +235,9 @@ class REFT_CLIENT_API Client {
   /// it; nullopt when there is nothing to restore. Corrupted when a checksum fails (nothing is
   /// partially restored from a corrupt slot).
   Result<std::optional<int64_t>> Restore();
+  /// \brief Restore() with options: `reshape` restores a step saved under another layout by
+  /// global buffer names (the report's `untouched` buffers keep their bytes).
+  Result<std::optional<int64_t>> Restore(const RestoreOptions& options);
   /// \brief The report of the last Restore() that reached a decision; nullopt before one.
   std::optional<RestoreReport> LastRestore() const;
   /// \brief HAS hints (docs/has.md): the device is idle (pipeline bubble) from BubbleBegin()

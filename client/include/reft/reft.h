@@ -70,7 +70,20 @@ typedef struct reft_buffer_options {
   /* v4: 1 = device memory reftd cannot pull (VMM / expandable segments) fails to register
    * instead of being staged by this process (reft_staged_reason says when it is). */
   int32_t no_staging;
+  /* v5: a sharded buffer (REFT_KIND_UNIQUE): bytes [shard_offset, shard_offset+size) of a
+   * global buffer of shard_total bytes; shard_total 0 = not sharded. Every dp rank registers
+   * ceil(total/dp) bytes at offset dp*that (the last part padded): the parts tile [0, total). */
+  uint64_t shard_offset;
+  uint64_t shard_total;
 } reft_buffer_options;
+
+/* Restore options, version 1. Call reft_restore_options_init() first, then set fields. */
+typedef struct reft_restore_options {
+  uint32_t struct_size; /* sizeof(reft_restore_options) as compiled by the caller */
+  /* 1: restore a step saved under another layout by global buffer names (docs/recovery.md
+   * "Reshape"); 0: a layout change is REFT_INVALID_ARGUMENT naming both layouts. */
+  int32_t reshape;
+} reft_restore_options;
 
 /* One iteration's optimizer hyper-parameters (AdamW, torch.optim.AdamW semantics) for
  * reft_snapshot_aor, version 1. Call reft_optimizer_step_init() first (beta1 0.9, beta2 0.999,
@@ -88,6 +101,7 @@ typedef struct reft_optimizer_step {
 REFT_C_API void reft_options_init(reft_options* options);
 REFT_C_API void reft_buffer_options_init(reft_buffer_options* options);
 REFT_C_API void reft_optimizer_step_init(reft_optimizer_step* step);
+REFT_C_API void reft_restore_options_init(reft_restore_options* options);
 
 /* Connects and joins; *out is set only on REFT_OK. */
 REFT_C_API int reft_connect(const reft_options* options, reft_client** out);
@@ -124,6 +138,9 @@ REFT_C_API int reft_wait_committed(reft_client* c, int64_t step, int64_t timeout
                                    int* committed);
 /* *step = restored step, or -1 when there is nothing to restore. */
 REFT_C_API int reft_restore(reft_client* c, int64_t* step);
+/* reft_restore with options (NULL = defaults). After a reshape, *reshaped (may be NULL) = 1. */
+REFT_C_API int reft_restore_ex(reft_client* c, const reft_restore_options* options, int64_t* step,
+                               int* reshaped);
 /* Closes and frees the handle (NULL is ignored); returns the last snapshot's error, if any. */
 REFT_C_API int reft_close(reft_client* c);
 

@@ -202,7 +202,7 @@ class Client:
                                 str(protection), int(timeout * 1000))
 
     def register(self, name, obj, kind="replicated", layer=None, dtype=None, optimizer=False,
-                 gradient=None):
+                 gradient=None, shard=None):
         """Registers a writable, contiguous buffer: bytearray, numpy array, torch tensor (CPU,
         CUDA or ROCm), or any object with `__cuda_array_interface__`.
 
@@ -213,6 +213,11 @@ class Client:
         protection "aor" replays optimizer shards from: read at every snapshot, never stored).
         optimizer=True marks a ZeRO-1 optimizer shard [fp32 master | exp_avg | exp_avg_sq];
         gradient= names its gradient buffer when several are registered.
+        shard=(offset, total) (kind "unique"): this rank holds bytes [offset, offset+len) of a
+        global buffer of `total` bytes named `name` (a ZeRO optimizer partition, an FSDP flat
+        shard). The dp ranks split it in equal parts in dp order: every rank registers
+        ceil(total/dp) bytes at offset dp*that, the last part padded. restore(reshape=True)
+        gives a rank of another layout its range, gathered from the saved parts.
         """
         if kind not in _KINDS:
             raise InvalidArgumentError(
@@ -220,9 +225,19 @@ class Client:
         layer_i = -1 if layer is None else int(layer)
         optimizer = bool(optimizer)
         gradient = "" if gradient is None else str(gradient)
+        if shard is None:
+            shard = (0, 0)
+        else:
+            try:
+                shard = (int(shard[0]), int(shard[1]))
+            except (TypeError, ValueError, IndexError):
+                raise InvalidArgumentError("shard must be (offset, total), not %r" % (shard,))
+            if shard[0] < 0 or shard[1] <= 0:
+                raise InvalidArgumentError("shard %r: offset must be >= 0 and total > 0" % (shard,))
         device = _device.describe(obj, name, dtype)
         if device is not None:
-            self._register_device(name, obj, device, _KINDS[kind], layer_i, optimizer, gradient)
+            self._register_device(name, obj, device, _KINDS[kind], layer_i, optimizer, gradient,
+                                  shard)
             return
         t = _device.torch_tensor(obj)
         if t is not None:
@@ -230,22 +245,23 @@ class Client:
                 raise InvalidArgumentError("tensor %r is not contiguous" % (name,))
             self._c.register_ptr(name, t.data_ptr(), t.numel() * t.element_size(), _KINDS[kind],
                                  dtype or str(t.dtype).replace("torch.", ""), layer_i, 0,
-                                 optimizer, gradient)
+                                 optimizer, gradient, *shard)
         else:
             if isinstance(obj, (bytes, str)) or (isinstance(obj, memoryview) and obj.readonly):
                 raise InvalidArgumentError("buffer %r is read-only: restore writes into it" % (name,))
             if dtype is None:
                 dtype = str(getattr(obj, "dtype", "uint8"))
-            self._c.register_buffer(name, obj, _KINDS[kind], dtype, layer_i, optimizer, gradient)
+            self._c.register_buffer(name, obj, _KINDS[kind], dtype, layer_i, optimizer, gradient,
+                                    *shard)
         self._buffers.append(obj)
 
-    def _register_device(self, name, obj, buf, kind, layer, optimizer, gradient):
+    def _register_device(self, name, obj, buf, kind, layer, optimizer, gradient, shard):
         built = _device.built_memory_kinds()
         backend = _device.MEMORY_NAMES[buf.memory]
         if buf.memory in built and buf.device >= 0:
             try:
                 self._c.register_ptr(name, buf.ptr, buf.nbytes, kind, buf.dtype, layer,
-                                     buf.memory, optimizer, gradient)
+                                     buf.memory, optimizer, gradient, *shard)
             except UnsupportedError as e:
                 if buf.tensor is None:
                     raise
@@ -277,7 +293,7 @@ class Client:
             self._torch_stager = TorchStager()
         mirror = self._torch_stager.mirror(buf.tensor)
         self._c.register_ptr(name, mirror.data_ptr(), buf.nbytes, kind, buf.dtype, layer, 0,
-                             optimizer, gradient)
+                             optimizer, gradient, *shard)
         self._torch_stager.add(buf.tensor, mirror)
         self._buffers.append(obj)
         self._streams.add(buf)
@@ -342,12 +358,15 @@ class Client:
         """True once `step` is committed job-wide; False when `timeout` seconds pass."""
         return self._c.wait_committed(int(step), None if timeout is None else float(timeout))
 
-    def restore(self):
+    def restore(self, reshape=False):
         """Fills the registered buffers from the newest committed step; returns it, or None.
         Waits first for the work queued on the devices' current streams (it may still use the
-        buffers)."""
+        buffers). A step saved under another layout raises InvalidArgumentError naming both
+        layouts, unless reshape=True: then every buffer is found by its global name wherever the
+        old layout saved it (docs/recovery.md "Reshape"); unique buffers without a shard whose
+        coordinates the old layout lacks keep their bytes (last_restore["untouched"])."""
         self._streams.synchronize()
-        step = self._c.restore()
+        step = self._c.restore(bool(reshape))
         if step is not None and self._torch_stager is not None:
             self._torch_stager.unstage()
         return step
@@ -358,10 +377,12 @@ class Client:
     @property
     def last_restore(self):
         """How the last restore() went, or None before one: a dict with `step` (None when
-        nothing was committed job-wide), `source` ("memory", "persistent" or "none"),
+        nothing was committed job-wide), `source` ("memory", "tier" or "none"),
         `agreement_s` (time spent agreeing on the job-wide decision) and `agreement_reason`
         (why it waited, whose decision it followed), `daemon_s` (the restore inside reftd),
-        `total_s` (restore() as seen here) and `detail` (where each part came from)."""
+        `total_s` (restore() as seen here), `detail` (where each part came from), and for a
+        reshape `reshaped` (True when the step was saved under another layout), `from_layout`
+        (that layout, else None), `filled` and `untouched` (buffer names)."""
         return self._c.last_restore()
 
     @property

@@ -16,6 +16,13 @@ statistics) change during the forward pass, which runs while the copy is in flig
 snapshotted from a shadow copy refreshed by snapshot() (small; queued on the current stream).
 ZeroRedundancyOptimizer: its local shard's state is registered as kind "unique", padded to the
 same buffers on every rank (agreed once, over the optimizer's process group).
+Reshape (restore(reshape=True), docs/recovery.md "Reshape"): parameters and persistent buffers
+are registered under their module names ("param/<name>", "buffer/<name>"), which do not depend
+on the layout, so a job that restarts with another dp restores them by name. The optimizer
+state of a plain optimizer is replicated and reshapes the same way. A ZeroRedundancyOptimizer's
+state is partitioned by parameter (torch's partition changes with the world size), which the
+equal dp-ordered parts of a sharded buffer cannot describe: a reshape across another dp restores
+the model but raises UnsupportedError for the optimizer state (not reshaped yet).
 PipelineBubbles sends HAS hints from a pipeline schedule (reft._bubbles).
 """
 
@@ -81,8 +88,12 @@ class Checkpointer:
             self._shadows.append((b, shadow))
             self._register("buffer/" + name, shadow, kind)
         self.state = None
+        self._zero_dp = None  # the optimizer's world size when it is a ZeroRedundancyOptimizer
         if optimizer is not None:
             local, agree = _local_optimizer(optimizer)
+            if agree is not None:
+                import torch.distributed as dist
+                self._zero_dp = dist.get_world_size(optimizer.process_group)
             self.state = FlatOptimizerState(local, agree)
             for name, flat in self.state.named_buffers():
                 self._register("optim/" + name, flat, "unique" if agree else kind)
@@ -112,13 +123,26 @@ class Checkpointer:
         """Waits until the last snapshot's copy no longer reads the registered memory."""
         self.client.fence()
 
-    def restore(self):
-        """Restores the newest committed step into the model and optimizer; returns it or None."""
+    def restore(self, reshape=False):
+        """Restores the newest committed step into the model and optimizer; returns it or None.
+        reshape=True restores a step saved under another layout by the buffers' names (see the
+        module docstring for what a ZeroRedundancyOptimizer's state allows)."""
         with _torch.no_grad():
-            step = self.client.restore()
-            if step is not None:
-                for live, shadow in self._shadows:
-                    live.copy_(shadow)
-                if self.state is not None:
-                    self.state.restored()
+            step = self.client.restore(reshape=reshape)
+            if step is None:
+                return None
+            for live, shadow in self._shadows:
+                live.copy_(shadow)
+            report = self.client.last_restore or {}
+            if report.get("reshaped") and self._zero_dp is not None:
+                saved_dp = dict(kv.split("=") for kv in report["from_layout"].split(","))["dp"]
+                if int(saved_dp) != self._zero_dp:
+                    from . import UnsupportedError
+                    raise UnsupportedError(
+                        "step %d was saved with dp=%s; the ZeroRedundancyOptimizer state is "
+                        "partitioned by parameter for that world size and cannot be reshaped "
+                        "into dp=%d yet (the model's parameters were restored, the optimizer "
+                        "state was not)" % (step, saved_dp, self._zero_dp))
+            if self.state is not None:
+                self.state.restored()
         return step

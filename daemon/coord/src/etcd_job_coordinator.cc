@@ -1,6 +1,7 @@
 #include "reft/coord/etcd_job_coordinator.h"
 
 #include <algorithm>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -280,6 +281,26 @@ void EtcdJobCoordinator::CommitLocalLocked(const std::string& job, int64_t step)
     if (!s.ok()) {
       spdlog::error("committing {} step {} in the local store: {}", r.ToString(), step,
                     s.ToString());
+    }
+  }
+  // Ranks the job's layout no longer has (it was reshaped into fewer ranks or another pp
+  // split): their slots served the reshape and are garbage once a step commits under the new
+  // layout, never before (docs/recovery.md "Reshape"). Their steps are older than `step`, so
+  // dropping those steps job-wide frees only what Commit frees for the ranks that remain.
+  const JobState& st = jobs_[job];
+  if (!st.has_layout) return;
+  std::set<int64_t> gone;
+  for (const auto& info : store_->List(job)) {
+    if (info.state != store::SlotState::kFree && info.step < step &&
+        !st.layout.Contains(info.rank.coord())) {
+      gone.insert(info.step);
+    }
+  }
+  for (int64_t old_step : gone) {
+    Status s = store_->Drop(job, old_step);
+    if (!s.ok()) {
+      spdlog::warn("job {}: dropping step {} of ranks outside layout {}: {}", job, old_step,
+                   st.layout.ToString(), s.ToString());
     }
   }
 }

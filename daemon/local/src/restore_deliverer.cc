@@ -20,21 +20,30 @@ std::string Cut(const std::string& text) {
 }
 }  // namespace
 
-Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta,
+Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreRequest& request,
                                  local_proto::RestoreReply* restore_reply, UniqueFd* fd) {
-  REFT_ASSIGN_OR_RETURN(RestoredState restored, restorer_->Restore(meta));
+  REFT_ASSIGN_OR_RETURN(RestoredState restored, restorer_->Restore(meta, request));
   local_proto::RestoreReport& report = restore_reply->report;
   report.source = restored.step < 0 ? "none" : restored.source;
   report.agreement_ns = static_cast<uint64_t>(restored.agreement.count());
   report.daemon_ns = static_cast<uint64_t>(restored.elapsed.count());
   report.agreement = Cut(restored.agreement_detail);
   report.detail = Cut(restored.detail);
-  if (restored.step < 0) return Status::OK();  // nothing committed job-wide: a fresh start
+  report.reshaped = restored.reshaped;
+  report.from_layout = restored.from_layout;
+  report.filled = restored.filled;
+  report.untouched = restored.untouched;
+  if (restored.step < 0) return Status::OK();
+  // Buffers a reshape left untouched keep the trainer's bytes: nothing is delivered for them.
+  auto untouched = [&](const SessionBuffers::Buffer& b) {
+    return std::find(restored.untouched.begin(), restored.untouched.end(), b.reg.name) !=
+           restored.untouched.end();
+  };  // nothing committed job-wide: a fresh start
   local_proto::SlotReply* reply = &restore_reply->slot;
   const auto& buffers = buffers_->all();
   bool any_device = false;
   for (const auto& b : buffers) {
-    if (!Stored(b)) continue;
+    if (!Stored(b) || untouched(b)) continue;
     if (!restored.offsets.count(b.reg.name)) {
       return Status::Internal("restore assembled no bytes for buffer '" + b.reg.name + "'");
     }
@@ -50,7 +59,7 @@ Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta,
   }
   reply->step = restored.step;
   for (size_t i = 0; i < buffers.size(); ++i) {
-    if (buffers[i].backend != nullptr || !Stored(buffers[i])) continue;
+    if (buffers[i].backend != nullptr || !Stored(buffers[i]) || untouched(buffers[i])) continue;
     local_proto::Placement p{static_cast<uint32_t>(i), restored.offsets.at(buffers[i].reg.name),
                              buffers[i].reg.size};
     reply->file_size = std::max(reply->file_size, p.file_offset + p.size);
@@ -65,7 +74,7 @@ Status RestoreDeliverer::PushDevice(const uint8_t* base,
   std::vector<kernels::CopyStream*> used;
   Status first;
   for (const auto& b : buffers_->all()) {
-    if (b.backend == nullptr || !Stored(b)) continue;
+    if (b.backend == nullptr || !Stored(b) || !offsets.count(b.reg.name)) continue;
     auto stream = buffers_->StreamFor(b.backend, b.reg.memory.device);
     if (!stream.ok()) {
       first = stream.status();

@@ -21,7 +21,8 @@ class RestoreDeliverer {
   /// \brief Restores the rank `meta` describes. `reply->slot.step` is -1 when nothing is
   /// committed; otherwise device buffers hold their bytes, `reply->slot.staged` places the
   /// others in `*fd` (left invalid when there are none). `reply->report` says how it went.
-  Status Deliver(const protect::SlotMeta& meta, local_proto::RestoreReply* reply, UniqueFd* fd);
+  Status Deliver(const protect::SlotMeta& meta, const RestoreRequest& request,
+                 local_proto::RestoreReply* reply, UniqueFd* fd);
 
  private:
   /// Copies each device buffer's bytes from `base` (offsets by buffer name) host->device.

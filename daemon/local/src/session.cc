@@ -135,6 +135,7 @@ Status Session::HandleHello(const Frame& f) {
   REFT_RETURN_NOT_OK(ctx_.coordinator->Join(rank, h.layout));
   joined_ = true;
   rank_ = rank;
+  layout_ = h.layout;
   scheme_ = scheme;
   writer_.Join(h, scheme);
   info_.Update([&](SessionInfo& i) {
@@ -157,6 +158,7 @@ Status Session::HandleRegister(Frame& f) {
   }
   local_proto::Register r;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &r));
+  REFT_RETURN_NOT_OK(protect::CheckShardRegistration(r, rank_.coord(), layout_));
   REFT_RETURN_NOT_OK(buffers_.Add(r, f, scheme_, options_.limits.max_buffers));
   writer_.BuffersChanged();
   info_.Update([&](SessionInfo& i) {
@@ -238,7 +240,8 @@ Status Session::HandleQueryCommitted(const Frame& f) {
 
 Status Session::HandleRestore(const Frame& f) {
   if (!joined_) return Status::Protocol("restore before hello");
-  if (!f.payload.empty()) return Status::Protocol("restore carries no payload");
+  local_proto::RestoreRequest request;
+  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &request));
   if (writer_.writing()) return Status::Busy("cannot restore while a snapshot is being written");
   if (buffers_.empty()) return Status::InvalidArgument("restore with no registered buffer");
   REFT_ASSIGN_OR_RETURN(const protect::SlotMeta* meta, writer_.Meta());
@@ -246,7 +249,7 @@ Status Session::HandleRestore(const Frame& f) {
   writer_.ResetAor("the trainer restored");
   local_proto::RestoreReply reply;
   UniqueFd fd;
-  REFT_RETURN_NOT_OK(deliverer_.Deliver(*meta, &reply, &fd));
+  REFT_RETURN_NOT_OK(deliverer_.Deliver(*meta, RestoreRequest{request.reshape}, &reply, &fd));
   std::vector<int> fds;
   if (fd.valid()) fds.push_back(fd.get());
   return Reply(MessageType::kRestoreReply, f.header.request_id, local_proto::Encode(reply), fds);

@@ -104,6 +104,7 @@ class Session {
   // Strand state (touched only by the worker running Drain()).
   bool joined_ = false;
   store::RankKey rank_;
+  JobLayout layout_;  ///< as the hello declared it
   protect::Scheme scheme_;
   SessionBuffers buffers_;
   SnapshotWriter writer_;

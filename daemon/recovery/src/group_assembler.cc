@@ -295,4 +295,18 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
   return out;
 }
 
+std::string DescribeGroup(const GroupOutcome& g) {
+  std::string out;
+  for (size_t d = 0; d < g.member_source.size(); ++d) {
+    out += (out.empty() ? "" : "; ") + ("dp" + std::to_string(d) + " " + g.member_source[d]);
+  }
+  return out;
+}
+
+Status UniqueLoss(const FetchItem& item) {
+  const StatusCode code = item.status.code();
+  if (code == StatusCode::kTimeout || code == StatusCode::kCorrupted) return item.status;
+  return Status::Lost(item.status.message());
+}
+
 }  // namespace reft::recovery

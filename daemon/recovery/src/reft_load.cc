@@ -12,6 +12,7 @@
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/fetcher.h"
 #include "reft/recovery/group_assembler.h"
+#include "reft/recovery/reshape.h"
 #include "reft/recovery/slot_rebuilder.h"
 #include "reft/recovery/snapshot_meta.h"
 #include "state_layout.h"
@@ -42,23 +43,6 @@ uint64_t MetaRegionSize(const LocatedMeta& m) {
   return m.region_size == m.encoded_size ? 0 : m.region_size;
 }
 
-std::string DescribeGroup(const GroupOutcome& g) {
-  std::string out;
-  for (size_t d = 0; d < g.member_source.size(); ++d) {
-    out += (out.empty() ? "" : "; ") + ("dp" + std::to_string(d) + " " + g.member_source[d]);
-  }
-  return out;
-}
-
-// Status of a failed unique-buffer item: Timeout stays Timeout, and Corrupted (every copy
-// failed its checksum: reported as such, never loaded) stays Corrupted; anything else means no
-// copy of the buffer could be read anywhere.
-Status UniqueLoss(const FetchItem& item) {
-  const StatusCode code = item.status.code();
-  if (code == StatusCode::kTimeout || code == StatusCode::kCorrupted) return item.status;
-  return Status::Lost(item.status.message());
-}
-
 }  // namespace
 
 ReftLoad::ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOptions options)
@@ -68,18 +52,20 @@ ReftLoad::ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOp
       locator_(store, peer),
       reader_(store, peer) {}
 
-Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta) {
+Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta,
+                                               const local::RestoreRequest& request) {
   RestoreStats stats;
-  return Restore(meta, &stats, nullptr);
+  return Restore(meta, &stats, nullptr, request);
 }
 
 Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta, RestoreStats* stats,
-                                               const ProgressCallback& progress) {
+                                               const ProgressCallback& progress,
+                                               const local::RestoreRequest& request) {
   RestoreStats own;
   RestoreStats* st = stats != nullptr ? stats : &own;
   *st = RestoreStats{};
   const auto start = Clock::now();
-  auto r = RestoreConsistent(meta, st, progress);
+  auto r = RestoreConsistent(meta, st, progress, request);
   if (r.ok()) {
     r->agreement = st->agreement;
     r->agreement_detail = st->agreement_detail;
@@ -133,7 +119,8 @@ Result<int64_t> ReftLoad::ChooseStep(const std::string& job, RestoreStats* stats
 
 Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta,
                                                    RestoreStats* stats,
-                                                   const ProgressCallback& progress) {
+                                                   const ProgressCallback& progress,
+                                                   const local::RestoreRequest& request) {
   const auto start = Clock::now();
   const auto deadline = start + options_.restore_timeout;
   REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
@@ -157,15 +144,22 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   const std::string sg = SgName(meta.coord.pp, meta.coord.tp);
   const std::string what = rank.ToString() + " step " + std::to_string(step);
 
-  const auto candidates =
+  auto candidates =
       GroupSlots(view, meta.job, meta.coord.pp, meta.coord.tp, meta.layout.dp, meta.coord.dp, step);
-  if (candidates.empty()) {
+  const bool own_group = !candidates.empty();
+  if (!own_group) {  // the rank's group may not exist in the saved layout: any slot tells it
+    for (const auto& s : view.slots) {
+      if (s.step == step) candidates.push_back(&s);
+    }
+  }
+  auto lost_group = [&] {
     std::string why = "step " + std::to_string(step) + " of job '" + meta.job +
                       "' is committed, but no live node holds a slot of " + sg +
                       " at it: all its members are lost";
     if (!view.unreachable.empty()) why += " (unreachable: " + view.unreachable.front() + ")";
     return LostOrUndecided(Status::Lost(why), view);
-  }
+  };
+  if (candidates.empty()) return lost_group();
   auto snap = ReadSnapshotMeta(candidates, reader_, deadline);
   if (!snap.ok()) {
     if (snap.status().code() == StatusCode::kTimeout) return snap.status();
@@ -174,8 +168,21 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   (snap->from->local ? stats->bytes_local : stats->bytes_peer) += snap->region_size;
   (snap->from->local ? stats->bytes_own_local : stats->bytes_own_peer) += snap->region_size;
   stats->bytes_other += snap->region_size;
+  const JobLayout& saved_layout = snap->meta.layout;
   const protect::SlotMeta snapshot = snap->meta.ForMember(meta.coord.dp);
   const std::string diff = meta.DifferenceFrom(snapshot, "snapshot");
+  if (!(saved_layout == meta.layout) && !request.reshape) {
+    return Status::InvalidArgument(
+        "step " + std::to_string(step) + " of job '" + meta.job + "' was saved under layout " +
+        saved_layout.ToString() + ", this trainer (" + rank.ToString() + ") declares layout " +
+        meta.layout.ToString() +
+        ": restore with reshape=True (RestoreOptions::reshape) to restore it into the new layout");
+  }
+  if (!(saved_layout == meta.layout) || (request.reshape && !diff.empty())) {
+    stats->locate = Clock::now() - start;
+    return ReshapeImpl(meta, step, view, stats, progress, deadline);
+  }
+  if (!own_group) return lost_group();
   if (!diff.empty()) {
     return Status::InvalidArgument("the restarted trainer of " + rank.ToString() +
                                    " declares another job layout than its snapshot of step " +
@@ -242,6 +249,28 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   stats->deliver = Clock::now() - t_deliver;
   if (progress) progress(Progress{Phase::kDeliver, out.size, out.size, what});
   return out;
+}
+
+Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta, int64_t step,
+                                                   const ClusterView& view, RestoreStats* stats,
+                                                   const ProgressCallback& progress,
+                                                   Clock::time_point deadline) {
+  if (progress) {
+    progress(Progress{Phase::kLocate, 0, 0, "reshaping step " + std::to_string(step) + " into " +
+                                                meta.coord.ToString()});
+  }
+  auto catalog = CatalogStep(view, meta.job, step, reader_, deadline);
+  if (!catalog.ok()) return LostOrUndecided(catalog.status(), view);
+  Fetcher fetcher(&reader_, options_, stats, progress);
+  auto r = ReshapeRank(meta, *catalog, [&](const std::vector<RangeRequest>& requests,
+                                            std::string* detail) {
+    return AssembleRanges(*catalog, view, &fetcher, requests, stats, deadline, detail);
+  });
+  if (!r.ok()) return LostOrUndecided(r.status(), view);
+  r->source = "memory";
+  stats->detail = r->detail;
+  if (progress) progress(Progress{Phase::kDeliver, r->size, r->size, r->detail});
+  return r;
 }
 
 Result<RebuildReport> ReftLoad::RebuildLostRanks(const std::string& job,

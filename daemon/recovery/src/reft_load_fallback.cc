@@ -10,6 +10,7 @@
 
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/reft_load.h"
+#include "reft/recovery/reshape_tier.h"
 #include "reft/recovery/tier_restore.h"
 
 namespace reft::recovery {
@@ -43,7 +44,8 @@ std::string DecisionStr(const peer::RestoreDecision& d) {
 
 Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta& meta,
                                                          RestoreStats* stats,
-                                                         const ProgressCallback& progress) {
+                                                         const ProgressCallback& progress,
+                                                         const local::RestoreRequest& request) {
   REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
   auto* coordinator = peer_->coordinator();
   const std::string& job = meta.job;
@@ -71,7 +73,15 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       return Status::Lost(detail +
                           "; but the persistent tier cannot be used: " + tier.status().ToString());
     }
-    auto r = RestoreFromTier(tier->get(), meta, step, options_.piece_bytes, stats, progress);
+    // A step persisted under another layout: reshaped by name when the trainer asked for it.
+    std::optional<JobLayout> saved;
+    if (request.reshape) {
+      auto l = PersistedLayout(tier->get(), job, step);
+      if (l.ok() && !(*l == layout)) saved = *l;
+    }
+    auto r = saved ? ReshapeFromTier(tier->get(), meta, step, *saved, stats)
+                   : RestoreFromTier(tier->get(), meta, step, options_.piece_bytes, stats,
+                                     progress);
     if (!r.ok()) {
       const StatusCode code = r.status().code();
       if (code == StatusCode::kIoError || code == StatusCode::kPermissionDenied ||
@@ -114,6 +124,15 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     auto tier = tier_->Get(true);
     if (!tier.ok()) return unreadable(tier.status());
     auto complete = (*tier)->CompleteSteps(job, layout);
+    if (request.reshape && complete.ok() && complete->empty()) {
+      // A reshape may read a step persisted under the layout the job ran with before: the
+      // layout of the newest step directory's manifests.
+      auto listed = (*tier)->ListSteps(job);
+      if (listed.ok() && !listed->empty()) {
+        auto saved = PersistedLayout(tier->get(), job, listed->back());
+        if (saved.ok()) complete = (*tier)->CompleteSteps(job, *saved);
+      }
+    }
     auto dirs =
         complete.ok() ? (*tier)->ListSteps(job) : Result<std::vector<int64_t>>(complete.status());
     if (!dirs.ok()) {
@@ -244,7 +263,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     if (decision.source == "tier") {
       // The job fell back to persisted step `base`: from memory if some node still holds it
       // (it committed there before), else from the tier.
-      auto r = RestoreImpl(meta, stats, progress);
+      auto r = RestoreImpl(meta, stats, progress, request);
       if (r.ok() && r->step == decision.step && !moved()) return r;
       if (r.ok() || moved()) continue;  // a newer commit or generation appeared: choose again
       if (r.status().code() != StatusCode::kLost) return r.status();
@@ -257,7 +276,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       if (out) return std::move(*out);
       continue;
     }
-    auto r = RestoreImpl(meta, stats, progress);
+    auto r = RestoreImpl(meta, stats, progress, request);
     if (moved()) continue;  // a fallback started elsewhere wins: this state must not be used
     if (r.ok()) {
       if (r->step != decision.step) continue;  // a newer commit: decide again

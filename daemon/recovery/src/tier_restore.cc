@@ -128,7 +128,7 @@ Result<local::RestoredState> RestoreFromTier(persist::PersistentTier* tier,
   const auto t_deliver = Clock::now();
   local::RestoredState out;
   out.step = step;
-  out.source = "persistent";
+  out.source = "tier";
   out.size = mem.size();
   out.offsets = state.offsets;
   out.fd = mem.Release();

@@ -86,11 +86,18 @@ std::vector<uint8_t> Encode(const Register& m) {
   w.U64(m.memory.allocation_size);
   w.U64(m.memory.offset);
   w.U8(m.memory.has_fd ? 1 : 0);
+  // Optional trailers, in this order, each written only when it or a later one is present:
+  // the gradient name, the device identity, the shard.
   const bool identity = !m.memory.device_uuid.empty() || !m.memory.pci_bus_id.empty();
-  if (!m.gradient.empty() || identity) w.Bytes(m.gradient);
-  if (identity) {
+  const bool shard = m.shard_total != 0;
+  if (!m.gradient.empty() || identity || shard) w.Bytes(m.gradient);
+  if (identity || shard) {
     w.Bytes(m.memory.device_uuid);
     w.Bytes(m.memory.pci_bus_id);
+  }
+  if (shard) {
+    w.U64(m.shard_offset);
+    w.U64(m.shard_total);
   }
   return w.Take();
 }
@@ -119,12 +126,17 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, Register* m) {
   m->gradient.clear();
   m->memory.device_uuid.clear();
   m->memory.pci_bus_id.clear();
+  m->shard_offset = m->shard_total = 0;
   if (r.left() > 0) {
     REFT_RETURN_NOT_OK(r.Bytes(&m->gradient, l.max_name_bytes, "gradient"));
     if (r.left() > 0) {
       REFT_RETURN_NOT_OK(r.Bytes(&m->memory.device_uuid, l.max_string_bytes, "device_uuid"));
       REFT_RETURN_NOT_OK(r.Bytes(&m->memory.pci_bus_id, l.max_string_bytes, "pci_bus_id"));
-      if (m->memory.device_uuid.empty() && m->memory.pci_bus_id.empty()) {
+      if (r.left() > 0) {
+        REFT_RETURN_NOT_OK(r.U64(&m->shard_offset, "shard_offset"));
+        REFT_RETURN_NOT_OK(r.U64(&m->shard_total, "shard_total"));
+        if (m->shard_total == 0) return Status::Protocol("register: encoded shard has total 0");
+      } else if (m->memory.device_uuid.empty() && m->memory.pci_bus_id.empty()) {
         return Status::Protocol("register: empty device identity is encoded");
       }
     } else if (m->gradient.empty()) {
@@ -228,7 +240,33 @@ std::vector<uint8_t> Encode(const RestoreReply& m) {
   w.U64(m.report.daemon_ns);
   w.Bytes(m.report.agreement);
   w.Bytes(m.report.detail);
+  if (m.report.reshaped) {  // optional trailer: older clients never see it
+    w.U8(1);
+    w.Bytes(m.report.from_layout);
+    for (const auto* names : {&m.report.filled, &m.report.untouched}) {
+      w.U32(static_cast<uint32_t>(names->size()));
+      for (const auto& n : *names) w.Bytes(n);
+    }
+  }
   return w.Take();
+}
+
+std::vector<uint8_t> Encode(const RestoreRequest& m) {
+  Writer w;
+  if (m.reshape) w.U8(1);  // the default request stays empty (older daemons accept it)
+  return w.Take();
+}
+
+Status Decode(const std::vector<uint8_t>& p, const Limits&, RestoreRequest* m) {
+  Reader r = MakeReader(p);
+  m->reshape = false;
+  if (r.left() > 0) {
+    uint8_t reshape = 0;
+    REFT_RETURN_NOT_OK(r.U8(&reshape, "reshape"));
+    if (reshape > 1) return Status::Protocol("restore: reshape must be 0 or 1");
+    m->reshape = reshape == 1;
+  }
+  return r.Finish("restore");
 }
 
 namespace {
@@ -298,6 +336,25 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreReply* m) {
   REFT_RETURN_NOT_OK(r.U64(&m->report.daemon_ns, "report.daemon_ns"));
   REFT_RETURN_NOT_OK(r.Bytes(&m->report.agreement, RestoreReport::kMaxText, "report.agreement"));
   REFT_RETURN_NOT_OK(r.Bytes(&m->report.detail, RestoreReport::kMaxText, "report.detail"));
+  m->report.reshaped = false;
+  m->report.from_layout.clear();
+  m->report.filled.clear();
+  m->report.untouched.clear();
+  if (r.left() > 0) {
+    uint8_t reshaped = 0;
+    REFT_RETURN_NOT_OK(r.U8(&reshaped, "report.reshaped"));
+    if (reshaped != 1) return Status::Protocol("restore reply: reshape trailer must say 1");
+    m->report.reshaped = true;
+    REFT_RETURN_NOT_OK(r.Bytes(&m->report.from_layout, l.max_string_bytes, "report.from_layout"));
+    for (auto* names : {&m->report.filled, &m->report.untouched}) {
+      uint32_t n = 0;
+      REFT_RETURN_NOT_OK(r.Count(&n, l.max_buffers, 4, "report.buffers"));
+      names->resize(n);
+      for (auto& name : *names) {
+        REFT_RETURN_NOT_OK(r.Bytes(&name, l.max_name_bytes, "report.buffer"));
+      }
+    }
+  }
   return r.Finish("restore reply");
 }
 

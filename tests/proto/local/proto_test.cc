@@ -54,6 +54,20 @@ TEST_CASE("messages round-trip through the codec") {
   CHECK(r2.memory.ipc_handle == r.memory.ipc_handle);
   CHECK(r2.memory.offset == 4096);
   CHECK(r2.memory.has_fd);
+  CHECK(r2.shard_total == 0);
+  // A sharded buffer: the shard trailer follows the (then empty) gradient field.
+  r.shard_offset = 334;
+  r.shard_total = 1000;
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.gradient.empty());
+  CHECK(r2.shard_offset == 334);
+  CHECK(r2.shard_total == 1000);
+  r.gradient = "grad";
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.gradient == "grad");
+  CHECK(r2.shard_total == 1000);
+  r.gradient.clear();
+  r.shard_offset = r.shard_total = 0;
 
   SlotReply s;
   s.step = 5;
@@ -67,15 +81,40 @@ TEST_CASE("messages round-trip through the codec") {
 
   RestoreReply rr;
   rr.slot = s;
-  rr.report = {"persistent", 2500, 90000, "followed node1's decision", "tier step 5"};
+  rr.report = {"tier", 2500, 90000, "followed node1's decision", "tier step 5"};
   RestoreReply rr2;
   REQUIRE(Decode(Encode(rr), l, &rr2).ok());
   CHECK(rr2.slot.staged.size() == 2);
-  CHECK(rr2.report.source == "persistent");
+  CHECK(rr2.report.source == "tier");
   CHECK(rr2.report.agreement_ns == 2500);
   CHECK(rr2.report.daemon_ns == 90000);
   CHECK(rr2.report.agreement == "followed node1's decision");
   CHECK(rr2.report.detail == "tier step 5");
+  CHECK(!rr2.report.reshaped);
+
+  // The reshape trailer: only when reshaped, so older clients never see it.
+  rr.report.reshaped = true;
+  rr.report.from_layout = "dp=4,tp=1,pp=1,zero=1";
+  rr.report.filled = {"layers.0.weight", "optim.layers.0"};
+  rr.report.untouched = {"rng"};
+  REQUIRE(Decode(Encode(rr), l, &rr2).ok());
+  CHECK(rr2.report.reshaped);
+  CHECK(rr2.report.from_layout == "dp=4,tp=1,pp=1,zero=1");
+  CHECK(rr2.report.filled == rr.report.filled);
+  CHECK(rr2.report.untouched == rr.report.untouched);
+  rr.report.reshaped = false;
+
+  // A restore request: empty = no reshape (what older clients send); one byte otherwise.
+  RestoreRequest req, req2;
+  CHECK(Encode(req).empty());
+  REQUIRE(Decode(Encode(req), l, &req2).ok());
+  CHECK(!req2.reshape);
+  req.reshape = true;
+  REQUIRE(Decode(Encode(req), l, &req2).ok());
+  CHECK(req2.reshape);
+  CHECK(!Decode(std::vector<uint8_t>{2}, l, &req2).ok());
+  CHECK(!Decode(std::vector<uint8_t>{1, 0}, l, &req2).ok());
+
   // A restore reply is not a slot reply with a trailer: each decoder refuses the other.
   CHECK(!Decode(Encode(rr), l, &s2).ok());
   rr.report.detail = std::string(RestoreReport::kMaxText + 1, 'x');

@@ -30,6 +30,10 @@ Result<Scheme> CheckHello(const local_proto::Hello& hello);
 /// naming a gradient). InvalidArgument naming the buffer otherwise. The limits on the number of
 /// buffers, duplicate names and device memory are the daemon's.
 Status CheckRegistration(const local_proto::Register& r, const Scheme& scheme);
+/// \brief A sharded registration fits the rank's place in its sharding group (CheckShard:
+/// the parts of a name tile [0, total) exactly once per group). OK when not sharded.
+Status CheckShardRegistration(const local_proto::Register& r, const RankCoord& coord,
+                              const JobLayout& layout);
 
 /// \brief A rank's slot plan.
 struct SlotPlan {

@@ -62,6 +62,14 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
 Result<GroupOutcome> PlanGroup(const ClusterView& view, const protect::SlotMeta& meta,
                                int64_t step);
 
+/// \brief "dp0 <source>; dp1 <source>; ..." of every member.
+std::string DescribeGroup(const GroupOutcome& g);
+
+/// \brief Status of a failed item of unique bytes: Timeout stays Timeout, and Corrupted (every
+/// copy failed its checksum: reported as such, never loaded) stays Corrupted; anything else
+/// means no copy of the bytes could be read anywhere (Lost).
+Status UniqueLoss(const FetchItem& item);
+
 /// \brief " [lost members: dp1: <why>; dp2: <why>]" for the members not `alive` (empty when
 /// every member is alive); `why[d]` defaults to "no live node holds its slot".
 std::string LostMembersNote(const std::vector<bool>& alive,

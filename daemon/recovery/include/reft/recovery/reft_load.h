@@ -59,8 +59,12 @@ class ReftLoad final : public local::RestoreProvider {
   /// `store` and `peer` must outlive this object.
   ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOptions options = {});
 
-  /// \brief RestoreProvider: see Restore(meta, stats, progress).
-  Result<local::RestoredState> Restore(const protect::SlotMeta& meta) override;
+  /// \brief RestoreProvider: see Restore(meta, stats, progress, request).
+  Result<local::RestoredState> Restore(const protect::SlotMeta& meta,
+                                       const local::RestoreRequest& request) override;
+  Result<local::RestoredState> Restore(const protect::SlotMeta& meta) {
+    return Restore(meta, local::RestoreRequest{});
+  }
 
   /// \brief The newest step committed job-wide, assembled for the rank `meta` describes: its
   /// sharding group's replicated buffers (own shards from the members' slots, lost ones rebuilt
@@ -71,15 +75,19 @@ class ReftLoad final : public local::RestoreProvider {
   /// rebuild_on_restore is set, the slot is regenerated and committed here (a failure to do so
   /// is a warning in `stats`, the restore still succeeds).
   /// With a persistent tier set, the choice between memory and the tier is made job-wide first
-  /// (see the file comment); a fallback answers source "persistent" and a detail naming why
+  /// (see the file comment); a fallback answers source "tier" and a detail naming why
   /// memory failed.
+  /// When the step was saved under another layout than `meta` declares: with
+  /// `request.reshape` the rank's buffers are assembled by global name (reshape_restore.h);
+  /// without it InvalidArgument naming both layouts and the way out (reshape).
   /// \return step -1 when nothing is committed (and nothing is persisted); InvalidArgument
   /// naming the differences when the trainer declares other buffers/layout/protection than the
   /// snapshot; Lost naming exactly what cannot be rebuilt (and why the tier cannot help);
   /// Timeout past restore_timeout. Never reads a step other than the newest committed one, or
   /// the persisted step the job fell back to.
   Result<local::RestoredState> Restore(const protect::SlotMeta& meta, RestoreStats* stats,
-                                       const ProgressCallback& progress = nullptr);
+                                       const ProgressCallback& progress = nullptr,
+                                       const local::RestoreRequest& request = {});
 
   /// \brief Regenerates onto this node the slot of every rank of `job` that no live node holds
   /// at the newest committed step (world from the snapshots' layout). Per-rank outcomes in the
@@ -104,7 +112,8 @@ class ReftLoad final : public local::RestoreProvider {
  private:
   /// Restore with the job-wide choice between memory and the persistent tier.
   Result<local::RestoredState> RestoreConsistent(const protect::SlotMeta& meta, RestoreStats* stats,
-                                                 const ProgressCallback& progress);
+                                                 const ProgressCallback& progress,
+                                                 const local::RestoreRequest& request);
   /// Sync + newest committed step + located slots.
   Result<int64_t> ChooseStep(const std::string& job, RestoreStats* stats);
   /// The job's slots, after waiting (agreement_timeout at most) for holders alive but silent.
@@ -112,7 +121,13 @@ class ReftLoad final : public local::RestoreProvider {
                              RestoreStats* stats, const ProgressCallback& progress);
   static Status LostOrUndecided(const Status& lost, const ClusterView& view);
   Result<local::RestoredState> RestoreImpl(const protect::SlotMeta& meta, RestoreStats* stats,
-                                           const ProgressCallback& progress);
+                                           const ProgressCallback& progress,
+                                           const local::RestoreRequest& request);
+  /// The rank's state by global names from `step`, saved under another layout (reshape.h).
+  Result<local::RestoredState> ReshapeImpl(const protect::SlotMeta& meta, int64_t step,
+                                           const ClusterView& view, RestoreStats* stats,
+                                           const ProgressCallback& progress,
+                                           std::chrono::steady_clock::time_point deadline);
   Result<RebuildReport> RebuildImpl(const std::string& job, const ProgressCallback& progress);
 
   store::SnapshotStore* store_;

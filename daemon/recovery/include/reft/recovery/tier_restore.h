@@ -20,7 +20,7 @@ namespace reft::recovery {
 /// \brief Restores the rank `meta` describes at persisted `step`: every SG member's "rep/shard"
 /// (the shards together are the SG's canonical replicated vector) and the rank's own
 /// "unique/*" from the step's rank files (written by any node), each chunk verified as it is
-/// read, into a memfd laid out like a memory restore; RestoredState.source = "persistent".
+/// read, into a memfd laid out like a memory restore; RestoredState.source = "tier".
 /// The snapshot meta comes from the rank's own file (else any member's).
 /// \return InvalidArgument naming the differences when the trainer declares another job
 /// layout; Lost naming the missing rank file; Corrupted naming the file, region and chunk (no

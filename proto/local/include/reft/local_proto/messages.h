@@ -71,6 +71,11 @@ struct Register {
   /// memory.pci_bus_id). Each part is encoded only when it or a later one is non-empty, so a
   /// register without them is byte-identical to protocol 2's and old daemons keep accepting it.
   std::string gradient;
+  /// A sharded buffer: bytes [shard_offset, shard_offset+size) of a global buffer of
+  /// `shard_total` bytes (0 = not sharded). Optional trailer after `gradient` (which is then
+  /// encoded even when empty): encoded only for sharded buffers.
+  uint64_t shard_offset = 0;
+  uint64_t shard_total = 0;
 };
 struct RegisterReply {
   uint32_t buffer_index = 0;
@@ -133,11 +138,22 @@ struct SlotReply {
 /// rank's decision), `agreement` says why it waited and whose decision it followed.
 struct RestoreReport {
   static constexpr uint32_t kMaxText = 8192;  ///< `agreement` and `detail` are cut to this
-  std::string source;    ///< "memory" | "persistent" | "none" (nothing committed job-wide)
+  std::string source;    ///< "memory" | "tier" | "none" (nothing committed job-wide)
   uint64_t agreement_ns = 0;
   uint64_t daemon_ns = 0;  ///< the whole restore inside reftd (agreement included)
   std::string agreement;
   std::string detail;    ///< where each part came from
+  /// Reshape (optional trailer, encoded only when `reshaped`): the step was saved under
+  /// `from_layout` and assembled by global name; `filled` buffers got their bytes,
+  /// `untouched` ones (unique, unsharded, coordinates gone) kept the trainer's.
+  bool reshaped = false;
+  std::string from_layout;
+  std::vector<std::string> filled;
+  std::vector<std::string> untouched;
+};
+/// Restore (client -> daemon). Empty payload = {reshape: false}, what older clients send.
+struct RestoreRequest {
+  bool reshape = false;  ///< restore a step saved under another layout by global names
 };
 /// RestoreReply: the restored bytes (SlotReply without a gradient trailer) and the report.
 struct RestoreReply {
@@ -177,6 +193,7 @@ std::vector<uint8_t> Encode(const StepMessage& m);
 std::vector<uint8_t> Encode(const SnapshotBegin& m);
 std::vector<uint8_t> Encode(const SlotReply& m);
 std::vector<uint8_t> Encode(const RestoreReply& m);
+std::vector<uint8_t> Encode(const RestoreRequest& m);
 std::vector<uint8_t> Encode(const QueryCommittedReply& m);
 std::vector<uint8_t> Encode(const SnapshotStaged& m);
 std::vector<uint8_t> Encode(const ErrorReply& m);
@@ -191,6 +208,7 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, StepMessage* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotBegin* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreRequest* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, QueryCommittedReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotStaged* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, ErrorReply* m);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "reft/unique_fd.h"
 #include "reft/protect/slot_meta.h"
@@ -41,7 +42,7 @@ class PeerCopier {
 /// (device restores copy H2D from it) and hands to the trainer (staged restores map it).
 struct RestoredState {
   int64_t step = -1;            ///< -1: nothing to restore (no committed step anywhere)
-  std::string source;           ///< "memory" or "persistent"
+  std::string source;           ///< "memory" or "tier" (the persistent tier)
   std::string detail;           ///< one line for logs: where each part came from
   /// Time spent reaching the job-wide decision, and why it waited / whose decision it followed.
   std::chrono::nanoseconds agreement{0};
@@ -50,6 +51,21 @@ struct RestoredState {
   UniqueFd fd;     ///< memfd of `size` bytes
   uint64_t size = 0;
   std::map<std::string, uint64_t> offsets;  ///< buffer name -> offset of its bytes in `fd`
+  /// Reshape (RestoreRequest::reshape): the step was saved under `from_layout` and assembled
+  /// by global name. `untouched` buffers have no bytes in `fd` (unique buffers without a shard
+  /// whose coordinates the saved layout lacks): the trainer keeps its own.
+  bool reshaped = false;
+  std::string from_layout;
+  std::vector<std::string> filled;
+  std::vector<std::string> untouched;
+};
+
+/// \brief What the trainer asks of a restore.
+struct RestoreRequest {
+  /// Restore a step saved under another layout (other dp, pp split, ZeRO partition) by the
+  /// buffers' global names (docs/recovery.md "Reshape"). Without it a layout change is an
+  /// InvalidArgument naming both layouts.
+  bool reshape = false;
 };
 
 class RestoreProvider {
@@ -60,7 +76,8 @@ class RestoreProvider {
   /// InvalidArgument when the snapshots were taken with other buffers/layout/protection;
   /// Lost naming what cannot be rebuilt when neither memory nor the persistent tier has it;
   /// Timeout/Unavailable when sources stop answering (never hangs past its deadline).
-  virtual Result<RestoredState> Restore(const protect::SlotMeta& meta) = 0;
+  virtual Result<RestoredState> Restore(const protect::SlotMeta& meta,
+                                        const RestoreRequest& request) = 0;
 };
 
 }  // namespace reft::local

@@ -1,0 +1,154 @@
+/// \file reshape_assemble.cc
+/// \brief AssembleRanges: byte ranges of a committed step's buffers, by name, from wherever
+/// they survive.
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "reft/mapped_memfd.h"
+#include "reft/recovery/group_assembler.h"
+#include "reft/recovery/reshape.h"
+
+namespace reft::recovery {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string GroupName(const SavedGroup& g) {
+  return "pp" + std::to_string(g.pp) + "-tp" + std::to_string(g.tp);
+}
+
+// An item reading bytes [lo, hi) of member `dp`'s unique buffer `name` into dst: its own slot
+// first, then its ring neighbour's copy (peer or AOR region), each source shifted by `lo`.
+FetchItem UniquePart(const ClusterView& view, const StepCatalog& c, const SavedGroup& g, int dp,
+                     const std::string& name, uint64_t lo, uint64_t hi, uint8_t* dst) {
+  FetchItem it;
+  it.what = "bytes [" + std::to_string(lo) + ", " + std::to_string(hi) + ") of unique buffer '" +
+            name + "' of saved rank " + GroupName(g) + "-dp" + std::to_string(dp) + " step " +
+            std::to_string(c.step);
+  it.dst = dst;
+  it.size = hi - lo;
+  it.sources = UniqueSources(view, g.meta.meta.ForMember(dp), c.step, dp, name);
+  for (auto& s : it.sources) s.region_offset += lo;
+  return it;
+}
+
+// True when the group's replicated requests lay its canonical vector out exactly: every
+// buffer whole, at its canonical offset from one base (then it is assembled in place).
+uint8_t* InPlaceBase(const SavedGroup& g, const std::vector<const RangeRequest*>& reqs) {
+  if (reqs.size() != g.geometry.buffers.size() || g.geometry.buffers.empty()) return nullptr;
+  uint8_t* base = nullptr;
+  for (const auto& e : g.geometry.buffers) {
+    auto it = std::find_if(reqs.begin(), reqs.end(),
+                           [&](const RangeRequest* r) { return r->name == e.name; });
+    if (it == reqs.end() || (*it)->begin != 0 || (*it)->end != e.size) return nullptr;
+    uint8_t* b = (*it)->dst - e.offset;
+    if (base == nullptr) base = b;
+    if (b != base) return nullptr;
+  }
+  return base;
+}
+
+uint64_t CanonicalOffset(const SavedGroup& g, const std::string& name) {
+  for (const auto& e : g.geometry.buffers) {
+    if (e.name == name) return e.offset;
+  }
+  return 0;  // unreachable: the catalog lists the group's buffers
+}
+
+}  // namespace
+
+std::vector<PartOverlap> OverlappingParts(const protect::BufferSpec& spec, int members,
+                                          uint64_t begin, uint64_t end) {
+  std::vector<PartOverlap> out;
+  const uint64_t s = spec.size;
+  for (int d = 0; d < members; ++d) {
+    const uint64_t pb = static_cast<uint64_t>(d) * s;
+    const uint64_t pe = std::min(pb + s, spec.shard_total);
+    const uint64_t a = std::max(pb, begin), e = std::min(pe, end);
+    if (a < e) out.push_back({d, a - pb, e - pb, a - begin});
+  }
+  return out;
+}
+
+Status AssembleRanges(const StepCatalog& catalog, const ClusterView& view, Fetcher* fetcher,
+                      const std::vector<RangeRequest>& requests, RestoreStats* stats,
+                      Clock::time_point deadline, std::string* detail) {
+  const size_t n = catalog.groups.size();
+  std::vector<std::vector<const RangeRequest*>> replicated(n);
+  std::vector<std::vector<FetchItem>> unique(n);
+  for (const RangeRequest& r : requests) {
+    REFT_ASSIGN_OR_RETURN(const SavedBuffer* saved, catalog.Find(r.name, r.tp, r.pp));
+    const SavedGroup& g = catalog.groups[saved->group];
+    const protect::BufferSpec& spec = saved->spec;
+    const uint64_t limit = spec.sharded() ? spec.shard_total : spec.size;
+    if (r.begin > r.end || r.end > limit) {
+      return Status::InvalidArgument("bytes [" + std::to_string(r.begin) + ", " +
+                                     std::to_string(r.end) + ") of buffer '" + r.name +
+                                     "': the saved buffer has " + std::to_string(limit) +
+                                     " bytes");
+    }
+    if (r.begin == r.end) continue;
+    if (spec.kind == protect::BufferKind::kReplicated) {
+      replicated[saved->group].push_back(&r);
+    } else if (!spec.sharded()) {
+      if (r.dp < 0 || r.dp >= catalog.layout.dp) {
+        return Status::InvalidArgument("unique buffer '" + r.name +
+                                       "' is per rank: the request must name the saved dp");
+      }
+      unique[saved->group].push_back(UniquePart(view, catalog, g, r.dp, r.name, r.begin, r.end,
+                                                r.dst));
+    } else {
+      for (const PartOverlap& p : OverlappingParts(spec, catalog.layout.dp, r.begin, r.end)) {
+        unique[saved->group].push_back(
+            UniquePart(view, catalog, g, p.dp, r.name, p.lo, p.hi, r.dst + p.at));
+      }
+    }
+  }
+
+  std::vector<FetchItem> loose;  // unique bytes of groups without replicated requests
+  std::vector<std::vector<FetchItem>*> ran;
+  std::string where;
+  for (size_t i = 0; i < n; ++i) {
+    const SavedGroup& g = catalog.groups[i];
+    if (replicated[i].empty()) {
+      for (auto& it : unique[i]) loose.push_back(std::move(it));
+      continue;
+    }
+    uint8_t* base = InPlaceBase(g, replicated[i]);
+    MappedMemfd scratch;
+    if (base == nullptr) {
+      REFT_ASSIGN_OR_RETURN(scratch, MappedMemfd::Create("reft-reshape " + GroupName(g),
+                                                         g.geometry.total));
+      base = scratch.data();
+    }
+    REFT_ASSIGN_OR_RETURN(GroupOutcome outcome,
+                          AssembleGroup(view, g.meta.meta, catalog.step, base, fetcher,
+                                        &unique[i], stats, deadline));
+    where += (where.empty() ? "" : "; ") + ("group " + GroupName(g) + ": " + DescribeGroup(outcome));
+    if (scratch.data() != nullptr) {
+      for (const RangeRequest* r : replicated[i]) {
+        std::memcpy(r->dst, base + CanonicalOffset(g, r->name) + r->begin, r->end - r->begin);
+      }
+    }
+    ran.push_back(&unique[i]);
+  }
+  if (!loose.empty()) {
+    fetcher->Run(&loose, deadline);
+    ran.push_back(&loose);
+  }
+  uint64_t parts = 0;
+  for (auto* items : ran) {
+    for (const FetchItem& it : *items) {
+      if (!it.status.ok()) return UniqueLoss(it);
+      ++parts;
+    }
+  }
+  if (parts > 0) where += (where.empty() ? "" : "; ") + std::to_string(parts) + " unique part(s)";
+  if (detail != nullptr) *detail = where;
+  return Status::OK();
+}
+
+}  // namespace reft::recovery
