@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -279,6 +280,9 @@ Status Daemon::Impl::CreatePeer() {
   po.peer_stream_bandwidth = c.peer_bandwidth;
   po.link_bandwidth = c.link_bandwidth;
   po.max_message_bytes = static_cast<int>(c.max_grpc_message_bytes);
+  // A smaller message limit than the default wire chunk needs smaller wire chunks (4 KiB units).
+  po.wire_chunk_bytes = std::max<uint64_t>(
+      4096, std::min(peer::kMaxWireChunk, (c.max_grpc_message_bytes - 4096) / 4096 * 4096));
   peer::PeerSecurity ps;
   REFT_ASSIGN_OR_RETURN(ps.credentials, security::MakeChannelCredentials(c.security));
   ps.token = token;
