@@ -48,7 +48,9 @@ struct RestoreStats {
   uint64_t bytes_parity = 0;   ///< AEC / RS parity ("rep/aec", "rep/rs")
   uint64_t bytes_unique = 0;   ///< unique buffers from their own rank's slot
   uint64_t bytes_other = 0;    ///< the snapshot meta a restore reads
-  uint64_t bytes_rebuilt = 0;  ///< shard bytes produced by decoding (not fetched)
+  /// Shard bytes of members without a slot: decoded, or an ARC copy fetched straight into
+  /// place (those are in bytes_replica too).
+  uint64_t bytes_rebuilt = 0;
   /// Members' own data read from memory (shards, unique buffers, meta; not ARC/peer copies nor
   /// parity), by where: with bytes_replica, bytes_parity and bytes_persistent every byte is
   /// counted once, as the metric reft_recovered_bytes_total{source} needs.
