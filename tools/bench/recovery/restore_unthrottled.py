@@ -36,6 +36,7 @@ CONFIG = """
 probe_interval_ms = 200
 probe_timeout_ms = 150
 suspicion_timeout_ms = 1000
+link_bandwidth = {link}
 
 [restore]
 piece_timeout_ms = 60000
@@ -64,9 +65,9 @@ def last_phases(node):
     return dict(zip(PHASES, map(float, found[-1]))) if found else {}
 
 
-def restore_once(m, size, protection):
+def restore_once(m, size, protection, link=0):
     job = "fast"
-    with LocalCluster(nodes=m, config=CONFIG) as cluster:
+    with LocalCluster(nodes=m, config=CONFIG.format(link=link)) as cluster:
         nodes = list(cluster.nodes)
         for t in launch(cluster, nodes, job, m, size, protection, restore_only=False):
             if t.finish(timeout=900) != 0:
@@ -164,6 +165,24 @@ def limit(m, size):
     return tcp_all(sizes), memcpy_all(m, size)
 
 
+def sweep(args):
+    """Restore time vs link rate: link-bound while the slowest rank's bytes / rate dominate."""
+    for scheme in args.schemes.split(","):
+        for text in args.sizes.split(","):
+            size = int(text[:-1]) << (30 if text.endswith("G") else 20)
+            for rate_text in args.link_rates.split(","):
+                rate = int(rate_text.rstrip("M")) << (20 if rate_text.endswith("M") else 0)
+                r = restore_once(args.members, size, scheme, rate)
+                # The replacement receives the whole replicated state over its link.
+                link_s = size / rate if rate else 0.0
+                print(json.dumps({
+                    "bench": "restore_vs_link_rate", "scheme": scheme, "members": args.members,
+                    "replicated_bytes": size, "link_bandwidth": rate,
+                    "restore_s": round(r["restore_s"], 3), "link_bound_s": round(link_s, 3),
+                    "phases_slowest": r["phases"]}), flush=True)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--members", type=int, default=8)
@@ -171,7 +190,12 @@ def main():
                     help="replicated bytes per rank (W), comma separated, suffix M or G")
     ap.add_argument("--schemes", default="arc1,aec")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--link-rates", default="",
+                    help="instead: restore time against each node's link rate (bytes/s, suffix "
+                         "M; 0 = unthrottled), one run each, e.g. 2M,8M,32M,0")
     args = ap.parse_args()
+    if args.link_rates:
+        return sweep(args)
     for scheme in args.schemes.split(","):
         for text in args.sizes.split(","):
             size = int(text[:-1]) << (30 if text.endswith("G") else 20)
