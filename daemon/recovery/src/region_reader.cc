@@ -42,8 +42,15 @@ Status RegionReader::ReadLocal(const SlotEntry& slot, const std::string& region,
                                uint8_t* dst, uint64_t size) const {
   REFT_ASSIGN_OR_RETURN(std::shared_ptr<store::SlotRef> ref, store_->Get(slot.rank, slot.step));
   REFT_ASSIGN_OR_RETURN(size_t idx, ref->FindRegion(region));
-  REFT_RETURN_NOT_OK(peer::VerifySealedRange(*ref, idx, offset, size, slot.Where()));
-  std::memcpy(dst, ref->region_data(idx) + offset, size);
+  // One sealed chunk at a time, hashed and then copied while it is still in the cache.
+  const uint64_t c = slot.Region(region)->chunk_size;
+  const uint64_t end = offset + size;
+  for (uint64_t pos = offset; pos < end;) {
+    const uint64_t next = c > 0 ? std::min(end, (pos / c + 1) * c) : end;
+    REFT_RETURN_NOT_OK(peer::VerifySealedRange(*ref, idx, pos, next - pos, slot.Where()));
+    std::memcpy(dst + (pos - offset), ref->region_data(idx) + pos, next - pos);
+    pos = next;
+  }
   return Status::OK();
 }
 
