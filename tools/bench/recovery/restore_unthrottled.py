@@ -107,8 +107,9 @@ def tcp_all(sizes, chunk=4 << 20):
     port = srv.getsockname()[1]
     sinks = [bytearray(chunk) for _ in sizes]  # a receive buffer per rank, reused
 
-    def send(n):
+    def send(r, n):
         c = socket.create_connection(("127.0.0.1", port))
+        c.sendall(r.to_bytes(4, "little"))  # which rank's bytes: accept order is arbitrary
         view = memoryview(src)
         while n > 0:
             k = min(n, len(src))
@@ -116,7 +117,11 @@ def tcp_all(sizes, chunk=4 << 20):
             n -= k
         c.close()
 
-    def recv(conn, n, sink):
+    def recv(conn, sink):
+        header = b""
+        while len(header) < 4:
+            header += conn.recv(4 - len(header))
+        n = sizes[int.from_bytes(header, "little")]
         view = memoryview(sink)
         while n > 0:
             got = conn.recv_into(view[:min(n, len(sink))])
@@ -126,12 +131,12 @@ def tcp_all(sizes, chunk=4 << 20):
         conn.close()
 
     start = time.monotonic()
-    threads = [threading.Thread(target=send, args=(n,)) for n in sizes]
+    threads = [threading.Thread(target=send, args=(r, n)) for r, n in enumerate(sizes)]
     for t in threads:
         t.start()
-    for r, n in enumerate(sizes):
+    for r in range(len(sizes)):
         conn, _ = srv.accept()
-        t = threading.Thread(target=recv, args=(conn, n, sinks[r]))
+        t = threading.Thread(target=recv, args=(conn, sinks[r]))
         t.start()
         threads.append(t)
     for t in threads:
@@ -211,7 +216,8 @@ def main():
             print(json.dumps({
                 "bench": "restore_unthrottled", "scheme": scheme, "members": args.members,
                 "replicated_bytes": size, "runs": len(runs),
-                "restore_s": round(med["restore_s"], 3), "limit_s": round(med["limit_s"], 3),
+                "restore_s": round(med["restore_s"], 3), "daemon_s": round(med["daemon_s"], 3),
+                "wall_s": round(med["wall_s"], 3), "limit_s": round(med["limit_s"], 3),
                 "tcp_s": round(med["tcp_s"], 3), "memcpy_s": round(med["memcpy_s"], 3),
                 "ratio_median": round(statistics.median(ratios), 2),
                 "ratio_min": round(ratios[0], 2), "ratio_max": round(ratios[-1], 2),
