@@ -77,7 +77,7 @@ TEST_CASE("a byte flipped in the served slot after sealing is reported as Corrup
   }
   SECTION("sealed chunks larger than wire chunks: the server refuses to send it") {
     Pair p(8 << 20);  // wire chunks are at most 4 MiB
-    auto bytes = RandomBytes(12 << 20, TestSeed(1));
+    auto bytes = RandomBytes(20 << 20, TestSeed(1));  // sealed chunk 1: bytes 8..16 MiB
     WriteSlot(p.src.store.get(), kRank, 3, bytes);
     auto ref = p.src.store->Get(kRank, 3);
     REQUIRE(ref.ok());
