@@ -349,9 +349,10 @@ void Daemon::Impl::CreateRecovery() {
     if (st.ok()) {
       auto secs = [](std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); };
       spdlog::info("{}: {} [agreement {:.3f}s, locate {:.3f}s, fetch {:.3f}s, decode {:.3f}s, "
-                   "deliver {:.3f}s, rebuild {:.3f}s; {} from peers, {} local]",
+                   "deliver {:.3f}s, rebuild {:.3f}s, allocate {:.3f}s; {} from peers, {} local]",
                    operation, stats.detail, secs(stats.agreement), secs(stats.locate),
                    secs(stats.fetch), secs(stats.decode), secs(stats.deliver), secs(stats.rebuild),
+                   secs(stats.allocate),
                    FormatBytes(stats.bytes_peer), FormatBytes(stats.bytes_local));
       if (!stats.agreement_detail.empty()) {
         spdlog::info("{} agreement: {}", operation, stats.agreement_detail);

@@ -97,8 +97,7 @@ Result<local::RestoredState> RestoreFromTier(persist::PersistentTier* tier,
   REFT_ASSIGN_OR_RETURN(protect::SgGeometry g, snapshot.Geometry());
   const StateLayout state = ComputeStateLayout(snapshot, g);
   REFT_ASSIGN_OR_RETURN(MappedMemfd mem,
-                        MappedMemfd::Create("reft-restore " + what + " (persistent)", state.size,
-                                              true));
+                        MappedMemfd::Create("reft-restore " + what + " (persistent)", state.size));
   stats->bytes_persistent += meta_size;
   stats->bytes_other += meta_size;
   stats->locate += Clock::now() - start;

@@ -43,9 +43,10 @@ piece_timeout_ms = 60000
 timeout_ms = 600000
 """
 
-PHASES = ("agreement", "locate", "fetch", "decode", "deliver", "rebuild")
+PHASES = ("agreement", "locate", "fetch", "decode", "deliver", "rebuild", "allocate")
 PHASE_RE = re.compile(r"restore: .*\[agreement ([\d.]+)s, locate ([\d.]+)s, fetch ([\d.]+)s, "
-                      r"decode ([\d.]+)s, deliver ([\d.]+)s, rebuild ([\d.]+)s")
+                      r"decode ([\d.]+)s, deliver ([\d.]+)s, rebuild ([\d.]+)s"
+                      r"(?:, allocate ([\d.]+)s)?")
 
 
 def launch(cluster, nodes, job, m, size, protection, restore_only):
@@ -62,7 +63,7 @@ def launch(cluster, nodes, job, m, size, protection, restore_only):
 
 def last_phases(node):
     found = PHASE_RE.findall(node.log())
-    return dict(zip(PHASES, map(float, found[-1]))) if found else {}
+    return {k: float(v) for k, v in zip(PHASES, found[-1]) if v} if found else {}
 
 
 def restore_once(m, size, protection, link=0):

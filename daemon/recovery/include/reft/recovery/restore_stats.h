@@ -29,6 +29,7 @@ using ProgressCallback = std::function<void(const Progress&)>;
 struct RestoreStats {
   int64_t step = -1;
   std::chrono::nanoseconds locate{0};   ///< commit-state sync, manifests, meta
+  std::chrono::nanoseconds allocate{0};  ///< the restore memfd created and mapped
   std::chrono::nanoseconds fetch{0};    ///< every verified byte read (local and peers)
   std::chrono::nanoseconds decode{0};   ///< RebuildShards (ARC copy, XOR, RS)
   std::chrono::nanoseconds deliver{0};  ///< memfd filled and handed over
