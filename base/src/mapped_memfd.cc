@@ -9,7 +9,7 @@
 
 namespace reft {
 
-Result<MappedMemfd> MappedMemfd::Create(const std::string& name, uint64_t size, bool populate) {
+Result<MappedMemfd> MappedMemfd::Create(const std::string& name, uint64_t size) {
   MappedMemfd m;
   const int fd = ::memfd_create(name.substr(0, 200).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Status::FromErrno(errno, "memfd_create '" + name + "'");
@@ -29,8 +29,7 @@ Result<MappedMemfd> MappedMemfd::Create(const std::string& name, uint64_t size, 
   }
   m.size_ = size;
   if (size > 0) {
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                     MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap of the memfd '" + name + "'");
     m.data_ = static_cast<uint8_t*>(p);
   }

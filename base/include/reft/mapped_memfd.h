@@ -18,9 +18,7 @@ class MappedMemfd {
  public:
   /// \brief memfd_create (close-on-exec) of `size` bytes, mapped MAP_SHARED (nothing is mapped
   /// when `size` is 0). OutOfMemory / IoError naming `name` and the size when the kernel refuses.
-  /// `populate`: allocate and map every page now (MAP_POPULATE), for a buffer about to be
-  /// filled whole: one kernel call instead of a page fault per 4 KiB while it is written.
-  static Result<MappedMemfd> Create(const std::string& name, uint64_t size, bool populate = false);
+  static Result<MappedMemfd> Create(const std::string& name, uint64_t size);
   MappedMemfd() = default;
   MappedMemfd(MappedMemfd&& o) noexcept;
   MappedMemfd& operator=(MappedMemfd&& o) noexcept;
