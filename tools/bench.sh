@@ -26,6 +26,12 @@ run peer     "$b/peer/reft_bench_peer" --size 256M --reps 5
 run persist  "$b/persist/persist_bench" --bytes 536870912 --runs 7
 run restore_vs_tier /usr/bin/python3 tools/bench/recovery/restore_vs_tier.py
 run restore_agreement /usr/bin/python3 tools/bench/recovery/restore_agreement.py --runs 10
+run restore_unthrottled /usr/bin/python3 tools/bench/recovery/restore_unthrottled.py \
+    --members 8 --sizes 64M,256M --runs 3
+run restore_unthrottled_1g /usr/bin/python3 tools/bench/recovery/restore_unthrottled.py \
+    --members 4 --sizes 1G --runs 3
+run restore_vs_link_rate /usr/bin/python3 tools/bench/recovery/restore_unthrottled.py \
+    --members 8 --sizes 64M --schemes arc1 --link-rates 2M,8M,32M,128M,0
 run planner_table3    "$b/planner/planner_table3_bench"
 run planner_policy    "$b/planner/planner_policy_bench" --seeds 30 --sweep
 run planner_transfer  "$b/planner/planner_transfer_bench"

@@ -1,6 +1,7 @@
 /// \file decoder.cc
-/// \brief Executes a RecoveryAnalysis on surviving members' regions. Works on zero-padded copies
-/// of all m shards (W bytes of scratch); restore is rare and bounded by the SG's replicated size.
+/// \brief Executes a RecoveryAnalysis on surviving members' regions: RebuildShards on zero-padded
+/// copies of all m shards (W bytes of scratch), RebuildShardsInto in place in the canonical
+/// vector (scratch only for a short tail shard).
 
 #include <cstring>
 
@@ -29,40 +30,13 @@ Result<const uint8_t*> RegionBytes(const std::vector<const MemberRegions*>& memb
 
 }  // namespace
 
-Result<std::vector<std::vector<uint8_t>>> RebuildShards(
-    const SgGeometry& g, const Scheme& scheme, const std::vector<const MemberRegions*>& members) {
-  if (members.size() != static_cast<size_t>(g.m)) {
-    return Status::InvalidArgument("decode: " + std::to_string(members.size()) +
-                                   " members given, SG has " + std::to_string(g.m));
-  }
-  std::vector<bool> alive(static_cast<size_t>(g.m));
-  for (int d = 0; d < g.m; ++d) alive[d] = members[d] != nullptr;
-  REFT_ASSIGN_OR_RETURN(auto analysis, AnalyzeRecovery(g, scheme, alive));
-  // Unique buffers are restored by copy from the holder's peer/aor region, not here; only
-  // replicated shard losses fail this call.
-  if (!analysis.lost.empty()) {
-    analysis.lost_unique.clear();
-    return Status::Lost("SG cannot rebuild: " + analysis.Describe());
-  }
-  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(g.m));
-  bool any_dead = false;
-  for (int d = 0; d < g.m; ++d) any_dead |= !alive[d];
-  if (!any_dead) return out;
+namespace {
 
-  const uint64_t padded = g.PaddedShard();
-  std::vector<std::vector<uint8_t>> work(static_cast<size_t>(g.m), std::vector<uint8_t>(padded, 0));
-  // Only the survivors' shards that some operation reads are loaded (RequiredRegions), so a
-  // recovering daemon may pass just the regions it fetched.
-  std::vector<bool> needed(static_cast<size_t>(g.m), false);
-  for (const auto& ref : RequiredRegions(g, scheme, alive, analysis)) {
-    if (ref.region == kRegionShard) needed[ref.member] = true;
-  }
-  for (int d = 0; d < g.m; ++d) {
-    if (!alive[d] || !needed[d]) continue;
-    REFT_ASSIGN_OR_RETURN(const uint8_t* p,
-                          RegionBytes(members, d, kRegionShard, 0, g.ShardSize(d)));
-    if (g.ShardSize(d) > 0) std::memcpy(work[d].data(), p, g.ShardSize(d));
-  }
+// Runs `analysis.ops` on per-member padded shard buffers `work` (survivors' shards in place,
+// dead members' targets zeroed).
+Status RunOps(const SgGeometry& g, const Scheme& scheme, const std::vector<bool>& alive,
+              const RecoveryAnalysis& analysis, const std::vector<const MemberRegions*>& members,
+              const std::vector<uint8_t*>& work) {
   std::shared_ptr<const kernels::RsCodec> codec;
   if (scheme.rs > 0) {
     REFT_ASSIGN_OR_RETURN(codec, kernels::RsCodec::Create(g.m - scheme.rs, scheme.rs));
@@ -74,7 +48,7 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(
       case RecoveryOp::Kind::kCopy: {
         REFT_ASSIGN_OR_RETURN(const uint8_t* p,
                               RegionBytes(members, op.holder, op.region, op.region_offset, len));
-        std::memcpy(work[op.target].data() + op.begin, p, len);
+        std::memcpy(work[op.target] + op.begin, p, len);
         break;
       }
       case RecoveryOp::Kind::kXor: {
@@ -82,9 +56,9 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(
         REFT_ASSIGN_OR_RETURN(const uint8_t* p,
                               RegionBytes(members, op.holder, op.region, op.region_offset, len));
         srcs.push_back(p);
-        for (const auto& [j, off] : op.sources) srcs.push_back(work[j].data() + off);
+        for (const auto& [j, off] : op.sources) srcs.push_back(work[j] + off);
         REFT_RETURN_NOT_OK(
-            kernels::XorReduce(work[op.target].data() + op.begin, srcs.data(), srcs.size(), len));
+            kernels::XorReduce(work[op.target] + op.begin, srcs.data(), srcs.size(), len));
         break;
       }
       case RecoveryOp::Kind::kRs: {
@@ -93,8 +67,8 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(
         std::vector<uint8_t*> blocks(static_cast<size_t>(k + r));
         for (int p = 0; p < k; ++p) {
           const int j = RsDataShard(g.m, r, op.stripe, p);
-          blocks[p] = work[j].data() +
-                      static_cast<uint64_t>(AecIndex(g.m, j, op.stripe)) * g.rs_sub + op.begin;
+          blocks[p] =
+              work[j] + static_cast<uint64_t>(AecIndex(g.m, j, op.stripe)) * g.rs_sub + op.begin;
         }
         scratch.assign(len * static_cast<uint64_t>(r), 0);
         for (int q = 0; q < r; ++q) {
@@ -114,11 +88,98 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(
       }
     }
   }
+  return Status::OK();
+}
+
+// The analysis of who is alive (members[d] != nullptr), failing when shard bytes are lost.
+Result<RecoveryAnalysis> AnalyzeMembers(const SgGeometry& g, const Scheme& scheme,
+                                        const std::vector<const MemberRegions*>& members,
+                                        std::vector<bool>* alive) {
+  if (members.size() != static_cast<size_t>(g.m)) {
+    return Status::InvalidArgument("decode: " + std::to_string(members.size()) +
+                                   " members given, SG has " + std::to_string(g.m));
+  }
+  alive->assign(static_cast<size_t>(g.m), false);
+  for (int d = 0; d < g.m; ++d) (*alive)[d] = members[d] != nullptr;
+  REFT_ASSIGN_OR_RETURN(auto analysis, AnalyzeRecovery(g, scheme, *alive));
+  // Unique buffers are restored by copy from the holder's peer/aor region, not here; only
+  // replicated shard losses fail this call.
+  if (!analysis.lost.empty()) {
+    analysis.lost_unique.clear();
+    return Status::Lost("SG cannot rebuild: " + analysis.Describe());
+  }
+  return analysis;
+}
+
+// Which survivors' shards some operation reads (RequiredRegions), so a recovering daemon may
+// pass just the regions it fetched.
+std::vector<bool> NeededShards(const SgGeometry& g, const Scheme& scheme,
+                               const std::vector<bool>& alive, const RecoveryAnalysis& analysis) {
+  std::vector<bool> needed(static_cast<size_t>(g.m), false);
+  for (const auto& ref : RequiredRegions(g, scheme, alive, analysis)) {
+    if (ref.region == kRegionShard) needed[ref.member] = true;
+  }
+  return needed;
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<uint8_t>>> RebuildShards(
+    const SgGeometry& g, const Scheme& scheme, const std::vector<const MemberRegions*>& members) {
+  std::vector<bool> alive;
+  REFT_ASSIGN_OR_RETURN(RecoveryAnalysis analysis, AnalyzeMembers(g, scheme, members, &alive));
+  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(g.m));
+  bool any_dead = false;
+  for (int d = 0; d < g.m; ++d) any_dead |= !alive[d];
+  if (!any_dead) return out;
+
+  const uint64_t padded = g.PaddedShard();
+  std::vector<std::vector<uint8_t>> own(static_cast<size_t>(g.m), std::vector<uint8_t>(padded, 0));
+  std::vector<uint8_t*> work(static_cast<size_t>(g.m));
+  const std::vector<bool> needed = NeededShards(g, scheme, alive, analysis);
+  for (int d = 0; d < g.m; ++d) {
+    work[d] = own[d].data();
+    if (!alive[d] || !needed[d]) continue;
+    REFT_ASSIGN_OR_RETURN(const uint8_t* p,
+                          RegionBytes(members, d, kRegionShard, 0, g.ShardSize(d)));
+    if (g.ShardSize(d) > 0) std::memcpy(work[d], p, g.ShardSize(d));
+  }
+  REFT_RETURN_NOT_OK(RunOps(g, scheme, alive, analysis, members, work));
   for (int d = 0; d < g.m; ++d) {
     if (alive[d]) continue;
-    out[d].assign(work[d].begin(), work[d].begin() + static_cast<std::ptrdiff_t>(g.ShardSize(d)));
+    out[d].assign(own[d].begin(), own[d].begin() + static_cast<std::ptrdiff_t>(g.ShardSize(d)));
   }
   return out;
+}
+
+Status RebuildShardsInto(const SgGeometry& g, const Scheme& scheme,
+                         const std::vector<const MemberRegions*>& members, uint8_t* canonical) {
+  std::vector<bool> alive;
+  REFT_ASSIGN_OR_RETURN(RecoveryAnalysis analysis, AnalyzeMembers(g, scheme, members, &alive));
+  const uint64_t padded = g.PaddedShard();
+  std::vector<std::vector<uint8_t>> own(static_cast<size_t>(g.m));
+  std::vector<uint8_t*> work(static_cast<size_t>(g.m));
+  const std::vector<bool> needed = NeededShards(g, scheme, alive, analysis);
+  for (int d = 0; d < g.m; ++d) {
+    uint8_t* place = canonical + g.shard_begin[d];
+    if (g.ShardSize(d) == padded) {
+      // A full-size shard is its own padded buffer: worked on where it lies.
+      work[d] = place;
+      if (!alive[d]) std::memset(place, 0, padded);
+      continue;
+    }
+    // A short shard (the tail of the vector) reads as zero-padded: a padded copy.
+    own[d].assign(padded, 0);
+    work[d] = own[d].data();
+    if (alive[d] && needed[d] && g.ShardSize(d) > 0) std::memcpy(work[d], place, g.ShardSize(d));
+  }
+  REFT_RETURN_NOT_OK(RunOps(g, scheme, alive, analysis, members, work));
+  for (int d = 0; d < g.m; ++d) {
+    if (!alive[d] && !own[d].empty() && g.ShardSize(d) > 0) {
+      std::memcpy(canonical + g.shard_begin[d], own[d].data(), g.ShardSize(d));
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace reft::protect

@@ -76,18 +76,58 @@ TEST_CASE("a byte flipped in the served slot after sealing is reported as Corrup
     CHECK_THAT(s.message(), Catch::Contains("327680..393216"));
   }
   SECTION("sealed chunks larger than wire chunks: the server refuses to send it") {
-    Pair p(4 << 20);
-    auto bytes = RandomBytes(6 << 20, TestSeed(1));
+    Pair p(8 << 20);  // wire chunks are at most 4 MiB
+    auto bytes = RandomBytes(20 << 20, TestSeed(1));  // sealed chunk 1: bytes 8..16 MiB
     WriteSlot(p.src.store.get(), kRank, 3, bytes);
     auto ref = p.src.store->Get(kRank, 3);
     REQUIRE(ref.ok());
-    (*ref)->region_data(0)[(4 << 20) + 3] ^= 1;
+    (*ref)->region_data(0)[(8 << 20) + 3] ^= 1;
     std::vector<uint8_t> got(bytes.size());
     Status s = p.dst.peer->FetchRegion("s", kRank, 3, "params", got.data(), got.size());
     CHECK(s.code() == StatusCode::kCorrupted);
     CHECK_THAT(s.message(), Catch::Contains("sealed chunk 1"));
     // The first, intact sealed chunk still arrives when asked for alone.
-    CHECK(p.dst.peer->FetchRegion("s", kRank, 3, "params", got.data(), 4 << 20).ok());
+    CHECK(p.dst.peer->FetchRegion("s", kRank, 3, "params", got.data(), 8 << 20).ok());
+  }
+}
+
+TEST_CASE("FetchRegion checks whole sealed chunks against the caller's manifest in one pass",
+          "[peer]") {
+  // 64 KiB: each sealed chunk is one wire chunk; 8 MiB: a sealed chunk arrives in 4 MiB pieces.
+  for (uint64_t chunk_size : {uint64_t{64} << 10, uint64_t{8} << 20}) {
+    INFO("chunk size " << chunk_size);
+    Pair p(chunk_size);
+    auto bytes = RandomBytes((17 << 20) + 4321, TestSeed(2));
+    WriteSlot(p.src.store.get(), kRank, 5, bytes);
+    auto m = p.dst.peer->client().GetManifest(p.src.address, "job");
+    REQUIRE(m.ok());
+    REQUIRE(m->slots_size() == 1);
+    const auto& rm = m->slots(0).regions(0);
+    std::vector<uint64_t> table(rm.chunk_checksums().begin(), rm.chunk_checksums().end());
+    FetchOptions fo;
+    fo.expect_region_size = bytes.size();
+    fo.expect_chunks = &table;
+    fo.expect_chunk_size = chunk_size;
+    std::vector<uint8_t> got(bytes.size());
+    REQUIRE(p.dst.peer->client()
+                .FetchRegion(p.src.address, kRank, 5, "params", got.data(), got.size(), 0, fo)
+                .ok());
+    CHECK(got == bytes);
+    // A range starting inside a sealed chunk: the first one is the server's to check.
+    std::vector<uint8_t> part(bytes.size() - 1000);
+    REQUIRE(p.dst.peer->client()
+                .FetchRegion(p.src.address, kRank, 5, "params", part.data(), part.size(), 1000, fo)
+                .ok());
+    CHECK(std::equal(part.begin(), part.end(), bytes.begin() + 1000));
+    // The slot the manifest described was replaced by another with the same size: the served
+    // bytes pass their own checksums but not the manifest's.
+    const uint64_t changed = 1;  // with 8 MiB chunks: one hashed piece by piece
+    table[changed] ^= 1;
+    Status s = p.dst.peer->client().FetchRegion(p.src.address, kRank, 5, "params", got.data(),
+                                                got.size(), 0, fo);
+    CHECK(s.code() == StatusCode::kCorrupted);
+    CHECK_THAT(s.message(), Catch::Contains("sealed chunk " + std::to_string(changed)));
+    CHECK_THAT(s.message(), Catch::Contains("holder's manifest"));
   }
 }
 

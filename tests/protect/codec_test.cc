@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "protect_fixture.h"
 #include "reft/protect/rebuild_analysis.h"
 
@@ -166,6 +168,23 @@ TEST_CASE("RequiredRegions is exactly enough to rebuild", "[protect][codec]") {
       REQUIRE(r.ok());
       for (int d : dead)
         REQUIRE((*r)[static_cast<size_t>(d)] == sim.canonical_shards[static_cast<size_t>(d)]);
+      // In place: survivors' shards where they lie, garbage where the dead ones go.
+      std::vector<uint8_t> canonical;
+      for (int d = 0; d < m; ++d) {
+        const auto& shard = sim.canonical_shards[static_cast<size_t>(d)];
+        if (alive[static_cast<size_t>(d)]) {
+          canonical.insert(canonical.end(), shard.begin(), shard.end());
+        } else {
+          canonical.insert(canonical.end(), shard.size(), uint8_t{0xA5});
+        }
+      }
+      REQUIRE(RebuildShardsInto(sim.geometry, scheme, ptrs, canonical.data()).ok());
+      for (int d = 0; d < m; ++d) {
+        const auto& shard = sim.canonical_shards[static_cast<size_t>(d)];
+        REQUIRE(std::equal(shard.begin(), shard.end(),
+                           canonical.begin() +
+                               static_cast<std::ptrdiff_t>(sim.geometry.shard_begin[d])));
+      }
     }
   }
 }

@@ -4,6 +4,7 @@
 // the rank for the unique buffer — snapshots every step, and after a restart restores and
 // checks every byte of the pattern of the restored step. One line per event on stdout:
 //   restore-report <memory|tier|none> <agreement seconds> <why it waited, or ->
+//   restore-time <Restore() seconds> <seconds inside reftd>
 //   restored <step> ok | restored -1 fresh | restored <step> MISMATCH <buffer> <offset>
 //   restore-error <code> <message>      snapshot-error <step> <code> <message>
 //   committed <step>                    done <step>
@@ -121,6 +122,9 @@ int main(int argc, char** argv) {
     std::printf("restore-report %s %.6f %s\n", report->source.c_str(),
                 std::chrono::duration<double>(report->agreement).count(),
                 report->agreement_reason.empty() ? "-" : report->agreement_reason.c_str());
+    // Restore() as this trainer saw it (copy-out included) and the part spent inside reftd.
+    std::printf("restore-time %.6f %.6f\n", std::chrono::duration<double>(report->total).count(),
+                std::chrono::duration<double>(report->daemon).count());
   }
   int64_t start = 0;
   if (!restored->has_value()) {

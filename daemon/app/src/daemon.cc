@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -282,6 +283,9 @@ Status Daemon::Impl::CreatePeer() {
   po.peer_stream_bandwidth = c.peer_bandwidth;
   po.link_bandwidth = c.link_bandwidth;
   po.max_message_bytes = static_cast<int>(c.max_grpc_message_bytes);
+  // A smaller message limit than the default wire chunk needs smaller wire chunks (4 KiB units).
+  po.wire_chunk_bytes = std::max<uint64_t>(
+      4096, std::min(peer::kMaxWireChunk, (c.max_grpc_message_bytes - 4096) / 4096 * 4096));
   peer::PeerSecurity ps;
   REFT_ASSIGN_OR_RETURN(ps.credentials, security::MakeChannelCredentials(c.security));
   ps.token = token;
@@ -348,9 +352,10 @@ void Daemon::Impl::CreateRecovery() {
     if (st.ok()) {
       auto secs = [](std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); };
       spdlog::info("{}: {} [agreement {:.3f}s, locate {:.3f}s, fetch {:.3f}s, decode {:.3f}s, "
-                   "deliver {:.3f}s, rebuild {:.3f}s; {} from peers, {} local]",
+                   "deliver {:.3f}s, rebuild {:.3f}s, allocate {:.3f}s; {} from peers, {} local]",
                    operation, stats.detail, secs(stats.agreement), secs(stats.locate),
                    secs(stats.fetch), secs(stats.decode), secs(stats.deliver), secs(stats.rebuild),
+                   secs(stats.allocate),
                    FormatBytes(stats.bytes_peer), FormatBytes(stats.bytes_local));
       if (!stats.agreement_detail.empty()) {
         spdlog::info("{} agreement: {}", operation, stats.agreement_detail);

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
+#include "chunk_table_check.h"
 #include "fencing.h"
 #include "reft/checksum.h"
 #include "reft/peer/rank_id.h"
@@ -16,6 +18,10 @@
 namespace reft::peer {
 
 namespace {
+// Pacing granularity of the link and per-peer token buckets: 1 MiB bursts, whatever the wire
+// chunk size, so an emulated link stays as smooth as it was with 1 MiB chunks.
+constexpr uint64_t kPacingBurst = 1ull << 20;
+
 std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
   return std::chrono::system_clock::now() + d;
 }
@@ -24,7 +30,7 @@ std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
 PeerClient::PeerClient(PeerOptions options, std::function<v1::Caller()> caller,
                        std::shared_ptr<grpc::ChannelCredentials> credentials, std::string token)
     : options_(std::move(options)),
-      link_(options_.link_bandwidth, options_.wire_chunk_bytes),
+      link_(options_.link_bandwidth, kPacingBurst),
       caller_(std::move(caller)),
       credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()),
       token_(std::move(token)) {}
@@ -52,13 +58,12 @@ std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     // A channel per peer (not a shared subchannel pool), so one peer's trouble stays its own.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    // Let a region stream keep several 1 MiB chunks in flight (HTTP/2 flow-control window).
+    // Let a region stream keep two 4 MiB chunks in flight (HTTP/2 flow-control window).
     args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
     c = std::make_shared<Conn>();
     c->channel = grpc::CreateCustomChannel(address, credentials_, args);
     c->stub = v1::Peer::NewStub(c->channel);
-    c->bucket = std::make_unique<TokenBucket>(options_.peer_stream_bandwidth,
-                                              options_.wire_chunk_bytes);
+    c->bucket = std::make_unique<TokenBucket>(options_.peer_stream_bandwidth, kPacingBurst);
   }
   return c;
 }
@@ -295,6 +300,10 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(conn->channel.get(), method,
                                                                     &ctx, req_buf));
+  std::optional<ChunkTableCheck> table;
+  if (fo.expect_chunks != nullptr && fo.expect_chunk_size > 0 && fo.expect_region_size > 0) {
+    table.emplace(fo.expect_chunks, fo.expect_chunk_size, fo.expect_region_size);
+  }
   grpc::ByteBuffer msg;
   std::vector<grpc::Slice> slices;
   uint64_t expect = offset;
@@ -331,6 +340,22 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
                                   std::to_string(h.offset) + ".." +
                                   std::to_string(h.offset + h.length) + ") fails its checksum");
       break;
+    }
+    uint64_t sealed = 0;
+    if (table) {
+      switch (table->Add(h.offset, dst + (h.offset - offset), h.data_size, h.checksum, &sealed)) {
+        case ChunkTableCheck::Result::kOk:
+          break;
+        case ChunkTableCheck::Result::kMismatch:
+          failure = Status::Corrupted(what + ": sealed chunk " + std::to_string(sealed) +
+                                      " differs from the checksum in the holder's manifest");
+          break;
+        case ChunkTableCheck::Result::kStraddles:
+          failure = Status::Protocol(what + ": chunk " + std::to_string(chunk_no) +
+                                     " crosses the end of sealed chunk " + std::to_string(sealed));
+          break;
+      }
+      if (!failure.ok()) break;
     }
     // Pace after receipt: gRPC's flow-control window is bounded, so the sender is held back too.
     conn->bucket->Acquire(h.data_size);

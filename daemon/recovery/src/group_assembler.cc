@@ -38,6 +38,19 @@ Result<uint64_t> PlannedRegionSize(const protect::SlotMeta& meta, int dp,
   return Status::Internal("member dp" + std::to_string(dp) + " has no region '" + region + "'");
 }
 
+// True when every member without a slot has a shard-sized ARC copy of its shard on a live
+// node (ShardSources lists only copies for such a member).
+bool DeadShardsHaveCopies(const ClusterView& view, const protect::SlotMeta& meta,
+                          const protect::SgGeometry& g, int64_t step,
+                          const std::vector<bool>& alive) {
+  for (int d = 0; d < g.m; ++d) {
+    if (!alive[d] && g.ShardSize(d) > 0 && ShardSources(view, meta, g, step, d).empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 store::RankKey MemberRank(const protect::SlotMeta& meta, int dp) {
@@ -163,6 +176,10 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
   std::vector<bool> have(static_cast<size_t>(m), false);
   std::map<protect::RegionRef, std::vector<uint8_t>> fetched;  // redundancy regions
   bool extra_pending = extra != nullptr && !extra->empty();
+  // While every dead member's shard has an ARC copy somewhere, those copies are fetched straight
+  // into the canonical vector like live shards (one copy, hashed once, nothing decoded). The
+  // first copy that fails turns this off, and the dead shards are decoded as usual.
+  bool copy_dead = true;
 
   while (true) {
     REFT_ASSIGN_OR_RETURN(out.analysis, protect::AnalyzeRecovery(g, meta.scheme, out.alive));
@@ -179,8 +196,9 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
     std::vector<FetchItem> items;
     std::vector<int> shard_of;                  // per item: member, or -1
     std::vector<protect::RegionRef> region_of;  // per item: redundancy region, when shard_of < 0
+    if (copy_dead) copy_dead = DeadShardsHaveCopies(view, meta, g, step, out.alive);
     for (int d = 0; d < m; ++d) {
-      if (!out.alive[d] || have[d]) continue;
+      if (!(out.alive[d] || copy_dead) || have[d]) continue;
       if (g.ShardSize(d) == 0) {
         have[d] = true;
         continue;
@@ -195,7 +213,10 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
       region_of.emplace_back();
     }
     std::map<protect::RegionRef, std::vector<uint8_t>> pending;
-    for (const auto& ref : protect::RequiredRegions(g, meta.scheme, out.alive, out.analysis)) {
+    const auto required = copy_dead ? std::vector<protect::RegionRef>{}
+                                    : protect::RequiredRegions(g, meta.scheme, out.alive,
+                                                               out.analysis);
+    for (const auto& ref : required) {
       if (ref.region == protect::kRegionShard || fetched.count(ref)) continue;
       REFT_ASSIGN_OR_RETURN(uint64_t size, PlannedRegionSize(meta, ref.member, ref.region));
       auto& buf = pending[ref];
@@ -232,6 +253,17 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
     bool changed = false;
     for (size_t i = 0; i < items.size(); ++i) {
       const int d = shard_of[i];
+      if (d >= 0 && !out.alive[d]) {  // a dead member's ARC copy
+        if (items[i].status.ok()) {
+          have[d] = true;
+          out.member_source[d] = "rebuilt from " + Join(items[i].served);
+          if (stats != nullptr) stats->bytes_rebuilt += items[i].size;
+        } else {
+          copy_dead = false;
+          changed = true;
+        }
+        continue;
+      }
       if (d >= 0) {
         if (items[i].status.ok()) {
           have[d] = true;
@@ -263,7 +295,7 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
 
   // Decode the shards of the dead members from what the survivors served.
   bool any_dead = false;
-  for (int d = 0; d < m; ++d) any_dead |= !out.alive[d];
+  for (int d = 0; d < m; ++d) any_dead |= !out.alive[d] && !have[d];
   if (any_dead) {
     const auto t0 = Clock::now();
     std::vector<protect::MemberRegions> regions(static_cast<size_t>(m));
@@ -276,19 +308,13 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
     for (const auto& [ref, buf] : fetched) {
       if (out.alive[ref.member]) regions[ref.member][ref.region] = {buf.data(), buf.size()};
     }
-    auto rebuilt = protect::RebuildShards(g, meta.scheme, members);
-    if (!rebuilt.ok()) return rebuilt.status().WithContext(sg);
+    // In place: survivors' shards are read where they lie, dead ones written into their places.
+    Status rebuilt = protect::RebuildShardsInto(g, meta.scheme, members, canonical);
+    if (!rebuilt.ok()) return rebuilt.WithContext(sg);
     for (int d = 0; d < m; ++d) {
-      if (out.alive[d]) continue;
-      const auto& shard = (*rebuilt)[d];
-      if (shard.size() != g.ShardSize(d)) {
-        return Status::Internal(sg + ": rebuilt shard dp" + std::to_string(d) + " has " +
-                                std::to_string(shard.size()) + " bytes, expected " +
-                                std::to_string(g.ShardSize(d)));
-      }
-      if (!shard.empty()) std::memcpy(canonical + g.shard_begin[d], shard.data(), shard.size());
+      if (out.alive[d] || have[d]) continue;
       out.member_source[d] = DescribeRebuild(g, meta.scheme, out.analysis, d);
-      if (stats != nullptr) stats->bytes_rebuilt += shard.size();
+      if (stats != nullptr) stats->bytes_rebuilt += g.ShardSize(d);
     }
     if (stats != nullptr) stats->decode += Clock::now() - t0;
   }

@@ -194,7 +194,9 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   // The memfd: the SG's canonical replicated vector at 0, then the unique buffers.
   StateLayout state = ComputeStateLayout(snapshot, g);
   std::map<std::string, uint64_t>& offsets = state.offsets;
+  const auto t_allocate = Clock::now();
   REFT_ASSIGN_OR_RETURN(MappedMemfd mem, MappedMemfd::Create("reft-restore " + what, state.size));
+  stats->allocate = Clock::now() - t_allocate;
 
   Fetcher fetcher(&reader_, options_, stats, progress);
   std::vector<FetchItem> unique_items;

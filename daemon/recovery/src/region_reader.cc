@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "reft/checksum.h"
 #include "reft/peer/peer_node.h"
 #include "reft/peer/sealed_checksums.h"
 
@@ -43,8 +42,15 @@ Status RegionReader::ReadLocal(const SlotEntry& slot, const std::string& region,
                                uint8_t* dst, uint64_t size) const {
   REFT_ASSIGN_OR_RETURN(std::shared_ptr<store::SlotRef> ref, store_->Get(slot.rank, slot.step));
   REFT_ASSIGN_OR_RETURN(size_t idx, ref->FindRegion(region));
-  REFT_RETURN_NOT_OK(peer::VerifySealedRange(*ref, idx, offset, size, slot.Where()));
-  std::memcpy(dst, ref->region_data(idx) + offset, size);
+  // One sealed chunk at a time, hashed and then copied while it is still in the cache.
+  const uint64_t c = slot.Region(region)->chunk_size;
+  const uint64_t end = offset + size;
+  for (uint64_t pos = offset; pos < end;) {
+    const uint64_t next = c > 0 ? std::min(end, (pos / c + 1) * c) : end;
+    REFT_RETURN_NOT_OK(peer::VerifySealedRange(*ref, idx, pos, next - pos, slot.Where()));
+    std::memcpy(dst + (pos - offset), ref->region_data(idx) + pos, next - pos);
+    pos = next;
+  }
   return Status::OK();
 }
 
@@ -57,28 +63,18 @@ Status RegionReader::ReadRemote(const SlotEntry& slot, const std::string& region
   fo.timeout =
       std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                  deadline - std::chrono::steady_clock::now()));
-  REFT_RETURN_NOT_OK(
-      peer_->client().FetchRegion(address, slot.rank, slot.step, region, dst, size, offset, fo));
-  // Second, independent check against the holder's manifest: every sealed chunk wholly inside
-  // the range (the edges of a partial chunk were checked by the server against the same table).
+  // Second, independent check against the holder's manifest, folded into the client's one hash
+  // pass: every sealed chunk wholly inside the range must carry the manifest's checksum (the
+  // edges of a partial chunk are checked by the server against the same table).
   const RegionEntry& e = *slot.Region(region);
-  const uint64_t c = e.chunk_size;
-  if (c == 0) return Status::OK();
-  const uint64_t range_end = offset + size;
-  for (uint64_t i = (offset + c - 1) / c;; ++i) {  // first chunk starting at or after offset
-    const uint64_t begin = i * c;
-    if (begin >= e.size || begin >= range_end) break;
-    const uint64_t end = std::min(e.size, begin + c);
-    if (end > range_end) break;  // a partial chunk at the tail
-    if (i >= e.chunks.size() || Checksum64(dst + (begin - offset), end - begin) != e.chunks[i]) {
-      return Status::Corrupted(slot.rank.ToString() + " step " + std::to_string(slot.step) +
-                               " region '" + region + "' from " + slot.Where() + ": chunk " +
-                               std::to_string(i) + " (region bytes " + std::to_string(begin) +
-                               ".." + std::to_string(end) +
-                               ") differs from the checksum in the holder's manifest");
-    }
+  fo.expect_region_size = e.size;
+  if (e.chunk_size > 0) {
+    fo.expect_chunks = &e.chunks;
+    fo.expect_chunk_size = e.chunk_size;
   }
-  return Status::OK();
+  Status st =
+      peer_->client().FetchRegion(address, slot.rank, slot.step, region, dst, size, offset, fo);
+  return st.code() == StatusCode::kCorrupted ? st.WithContext(slot.Where()) : st;
 }
 
 }  // namespace reft::recovery

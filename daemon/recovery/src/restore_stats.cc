@@ -23,6 +23,7 @@ const char* PhaseName(Phase phase) {
 
 void RestoreStats::Add(const RestoreStats& o) {
   locate += o.locate;
+  allocate += o.allocate;
   fetch += o.fetch;
   decode += o.decode;
   deliver += o.deliver;

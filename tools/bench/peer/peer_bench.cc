@@ -1,5 +1,5 @@
 // reft_bench_peer: FetchRegion throughput over loopback (sealed slot in shared memory ->
-// checksummed 1 MiB chunks -> client buffer) against a raw TCP transfer of the same bytes from
+// checksummed 4 MiB chunks -> client buffer) against a raw TCP transfer of the same bytes from
 // the same mapping in the same run (1 MiB send()s, recv() straight into the destination).
 // Prints JSON lines; the ratio grpc/tcp is the figure to compare across machines.
 #include <arpa/inet.h>
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   std::string dir = shm_root + "/reft-bench-peer-" + std::to_string(getpid());
   store::StoreOptions so;
   so.shm_dir = dir;
-  so.chunk_size = 1ull << 20;  // sealed chunks == wire chunks: the server hashes nothing
+  so.chunk_size = peer::kMaxWireChunk;  // sealed chunks == wire chunks: the server hashes nothing
   auto st = store::SnapshotStore::Open(so);
   if (!st.ok()) Die("open store", st.status());
   store::RankKey rank{"bench", 0, 0, 0};

@@ -62,4 +62,11 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(
     const SgGeometry& geometry, const Scheme& scheme,
     const std::vector<const MemberRegions*>& members);
 
+/// \brief The same, in place: `canonical` (geometry.total bytes) holds every survivor's shard at
+/// its place (geometry.shard_begin), and the failed members' shards are written into theirs.
+/// Survivors' "rep/shard" entries in `members` are not read (the canonical vector is); their
+/// redundancy regions are. No copy of the survivors' shards is made.
+Status RebuildShardsInto(const SgGeometry& geometry, const Scheme& scheme,
+                         const std::vector<const MemberRegions*>& members, uint8_t* canonical);
+
 }  // namespace reft::protect

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -32,6 +33,13 @@ struct FetchOptions {
   uint64_t expect_region_size = 0;
   /// Deadline of the whole stream; 0 = PeerOptions::fetch_deadline.
   std::chrono::milliseconds timeout{0};
+  /// The region's sealed chunk table as the caller learned it (the holder's manifest): chunk
+  /// size and XXH3-64 of every chunk; needs `expect_region_size`. When set, every sealed chunk
+  /// the range covers whole must match it too (Corrupted naming the chunk otherwise), checked
+  /// in the same hash pass as the wire checksum: a slot replaced between the manifest and the
+  /// fetch is caught without hashing the bytes twice. Must outlive the call.
+  const std::vector<uint64_t>* expect_chunks = nullptr;
+  uint64_t expect_chunk_size = 0;
 };
 
 class PeerClient {

@@ -13,7 +13,9 @@ namespace reft::peer {
 /// Wire protocol version of proto/reft/v1/peer.proto; peers with another version are refused.
 constexpr uint32_t kProtocolVersion = 1;
 /// Largest data chunk of a FetchRegion stream (docs/protocol.md "Wire": big messages are chunked).
-constexpr uint64_t kMaxWireChunk = 1ull << 20;
+/// Equal to the store's default sealed chunk, so a wire chunk is a whole sealed chunk and travels
+/// with the checksum Seal() recorded: the holder hashes nothing, the receiver hashes once.
+constexpr uint64_t kMaxWireChunk = 4ull << 20;
 
 struct PeerOptions {
   std::string node_id;             ///< unique per node (reftd --node-id)
@@ -34,7 +36,7 @@ struct PeerOptions {
   /// keeping recovery traffic off training and for emulating a link in benchmarks); 0 = unlimited
   uint64_t link_bandwidth = 0;
   uint64_t wire_chunk_bytes = kMaxWireChunk;   ///< <= kMaxWireChunk
-  int max_message_bytes = 2 << 20;      ///< gRPC send/receive limit, both ends (> one chunk)
+  int max_message_bytes = 8 << 20;      ///< gRPC send/receive limit, both ends (> one chunk)
 };
 
 /// \brief A fresh epoch: nanoseconds of the realtime clock, strictly increasing in the process.

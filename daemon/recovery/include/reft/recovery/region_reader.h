@@ -7,9 +7,10 @@
 /// - local slot: every sealed chunk the range touches is hashed whole and compared with the
 ///   chunk table in the segment (VerifySealedRange) before the bytes are copied out;
 /// - peer slot: the peer layer verifies every wire chunk (sealed checksum end to end, or the
-///   server re-checks the sealed chunk before serving part of it), and this reader then hashes
-///   every sealed chunk lying wholly inside the range again against the checksums the holder
-///   listed in its manifest, so a slot replaced between manifest and fetch is caught too.
+///   server re-checks the sealed chunk before serving part of it) and, in the same hash pass,
+///   every sealed chunk lying wholly inside the range against the checksums the holder listed
+///   in its manifest (FetchOptions::expect_chunks), so a slot replaced between manifest and
+///   fetch is caught too. Each byte is hashed once on this node.
 /// Any mismatch is Corrupted naming the region, chunk and holder; nothing unverified is returned.
 
 #include <chrono>

@@ -29,6 +29,7 @@ using ProgressCallback = std::function<void(const Progress&)>;
 struct RestoreStats {
   int64_t step = -1;
   std::chrono::nanoseconds locate{0};   ///< commit-state sync, manifests, meta
+  std::chrono::nanoseconds allocate{0};  ///< the restore memfd created and mapped
   std::chrono::nanoseconds fetch{0};    ///< every verified byte read (local and peers)
   std::chrono::nanoseconds decode{0};   ///< RebuildShards (ARC copy, XOR, RS)
   std::chrono::nanoseconds deliver{0};  ///< memfd filled and handed over
@@ -48,7 +49,9 @@ struct RestoreStats {
   uint64_t bytes_parity = 0;   ///< AEC / RS parity ("rep/aec", "rep/rs")
   uint64_t bytes_unique = 0;   ///< unique buffers from their own rank's slot
   uint64_t bytes_other = 0;    ///< the snapshot meta a restore reads
-  uint64_t bytes_rebuilt = 0;  ///< shard bytes produced by decoding (not fetched)
+  /// Shard bytes of members without a slot: decoded, or an ARC copy fetched straight into
+  /// place (those are in bytes_replica too).
+  uint64_t bytes_rebuilt = 0;
   /// Members' own data read from memory (shards, unique buffers, meta; not ARC/peer copies nor
   /// parity), by where: with bytes_replica, bytes_parity and bytes_persistent every byte is
   /// counted once, as the metric reft_recovered_bytes_total{source} needs.
