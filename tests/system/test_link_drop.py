@@ -1,6 +1,13 @@
-"""A dropped link, with every reftd in its own network namespace joined by veth pairs to a
-bridge (DESIGN.md §5 "peer hangs or link drops": detected within the heartbeat timeout, no
-restore hangs). Skipped where network namespaces cannot be created (not root, no iproute2)."""
+"""Links that fail, with every reftd in its own network namespace joined by veth pairs to a
+bridge; etcd listens on the bridge's address in the root namespace.
+
+- a dropped link (the node's veth down: cut from its peers and from etcd) is detected within
+  the lease TTL and no restore hangs;
+- a partition between the nodes only (tc netem drops what node2 and the others send each
+  other, etcd stays reachable): a restore that needs node2's bytes waits for it and answers
+  "undecided", never "lost"; after healing every rank restores the same step.
+
+Skipped where network namespaces (or netem) are not available (not root, no iproute2/tc)."""
 import os
 import subprocess
 import time
@@ -11,14 +18,14 @@ from reft_cluster import LocalCluster
 from trainer import SampleTrainer
 
 CONFIG = """
-[peer]
-probe_interval_ms = 100
-probe_timeout_ms = 80
-suspicion_timeout_ms = 600
+[etcd]
+lease_ttl_s = 2
+request_timeout_ms = 1000
 
 [restore]
 piece_size = "64K"
 piece_timeout_ms = 2000
+agreement_timeout_ms = 3000
 
 [security]
 # The daemons listen on the bridge's addresses, not loopback: plain text must be explicit.
@@ -34,6 +41,8 @@ def sh(*args, check=True):
 
 class Netns:
     """RANKS namespaces on a bridge 10.77.0.0/24 (root side 10.77.0.254)."""
+
+    root = "10.77.0.254"  # the bridge: etcd listens here
 
     def __init__(self):
         tag = str(os.getpid() % 100000)
@@ -66,6 +75,33 @@ class Netns:
     def restore(self, i):
         sh("ip", "link", "set", self.veth[i], "up")
 
+    def cut_peers(self, i):
+        """Silently drops what node i and the other nodes send each other (netem loss 100 %);
+        its traffic with the bridge's address (etcd) still flows."""
+        others = [h for j, h in enumerate(self.hosts) if j != i]
+        # Towards node i (the bridge side of its veth): from the other nodes.
+        self._drop([], self.veth[i], "src", others)
+        # From node i (inside its namespace): to the other nodes.
+        self._drop(["ip", "netns", "exec", self.ns[i]], self.veth[i] + "p", "dst", others)
+
+    def heal_peers(self, i):
+        sh("tc", "qdisc", "del", "dev", self.veth[i], "root", check=False)
+        sh("ip", "netns", "exec", self.ns[i], "tc", "qdisc", "del", "dev", self.veth[i] + "p",
+           "root", check=False)
+
+    @staticmethod
+    def _drop(prefix, dev, field, hosts):
+        # Band 3 of a prio qdisc drops everything; only the filtered addresses go there.
+        try:
+            sh(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "prio")
+            sh(*prefix, "tc", "qdisc", "add", "dev", dev, "parent", "1:3", "handle", "30:",
+               "netem", "loss", "100%")
+        except (OSError, subprocess.CalledProcessError) as e:
+            pytest.skip(f"cannot drop packets with tc netem here: {e}")
+        for h in hosts:
+            sh(*prefix, "tc", "filter", "add", "dev", dev, "parent", "1:0", "protocol", "ip",
+               "prio", "1", "u32", "match", "ip", field, h + "/32", "flowid", "1:3")
+
     def __exit__(self, *exc):
         for ns, veth in zip(self.ns, self.veth):
             sh("ip", "link", "del", veth, check=False)
@@ -74,23 +110,39 @@ class Netns:
 
 
 
+def start_cluster(net):
+    cluster = LocalCluster(nodes=0, config=CONFIG, etcd_host=net.root)
+    nodes = [cluster.add_node(f"node{i}", start=False, host=net.hosts[i], netns=net.ns[i])
+             for i in range(RANKS)]
+    return cluster, nodes
+
+
+def restore_only(cluster, node, job, dp):
+    return SampleTrainer(cluster, node, job, steps=0, size=200_001, buffers=2,
+                         extra=["--dp", str(dp), "--dp-size", str(RANKS), "--protection", "arc1",
+                                "--restore-only"])
+
+
+def train(cluster, nodes, job):
+    trainers = [SampleTrainer(cluster, n, job, steps=STEPS, size=200_001, buffers=2,
+                              extra=["--dp", str(d), "--dp-size", str(RANKS), "--protection",
+                                     "arc1"])
+                for d, n in enumerate(nodes)]
+    for t in trainers:
+        assert t.finish(timeout=120) == 0, t.lines[-5:]
+        assert f"committed {STEPS - 1}" in t.lines, t.lines[-5:]
+
+
 def test_a_dropped_link_is_detected_and_restore_goes_around_it():
     with Netns() as net:
-        cluster = LocalCluster(nodes=0, config=CONFIG)
-        nodes = [cluster.add_node(f"node{i}", start=False, host=net.hosts[i], netns=net.ns[i])
-                 for i in range(RANKS)]
+        cluster, nodes = start_cluster(net)
         with cluster:
-            trainers = [SampleTrainer(cluster, n, "link", steps=STEPS, size=200_001, buffers=2,
-                                      extra=["--dp", str(d), "--dp-size", str(RANKS),
-                                             "--protection", "arc1"])
-                        for d, n in enumerate(nodes)]
-            for t in trainers:
-                assert t.finish(timeout=120) == 0, t.lines[-5:]
+            train(cluster, nodes, "link")
             assert nodes[0].member_state("node2") == "alive"
 
             dropped = time.time()
             net.drop(2)
-            # Detected by the SWIM probes within the suspicion timeout plus a few periods.
+            # Its lease (2 s) expires: etcd declares it dead for everyone.
             while nodes[0].member_state("node2") != "dead":
                 assert time.time() - dropped < 10, "link drop not detected"
                 time.sleep(0.05)
@@ -98,16 +150,41 @@ def test_a_dropped_link_is_detected_and_restore_goes_around_it():
             assert detected < 5, detected
 
             # Rank 0 restores: shard 2 comes from rank 1's ARC copy, not from the cut node.
-            t = SampleTrainer(cluster, nodes[0], "link", steps=0, size=200_001, buffers=2,
-                              extra=["--dp", "0", "--dp-size", str(RANKS),
-                                     "--protection", "arc1", "--restore-only"])
+            t = restore_only(cluster, nodes[0], "link", 0)
             ev = t.wait_for("restored", timeout=60)
             assert ev == ["restored", str(STEPS - 1), "ok"], ev
             assert t.finish() == 0
 
-            # The link comes back: node2 refutes its death with a new epoch and rejoins.
+            # The link comes back: node2 registers again under a new lease.
             net.restore(2)
             deadline = time.time() + 20
             while nodes[0].member_state("node2") != "alive":
                 assert time.time() < deadline, "node2 did not rejoin"
                 time.sleep(0.1)
+
+
+def test_a_partition_between_nodes_makes_a_restore_wait_never_lose_bytes():
+    with Netns() as net:
+        cluster, nodes = start_cluster(net)
+        with cluster:
+            train(cluster, nodes, "split")
+
+            net.cut_peers(2)
+            try:
+                # node2 is alive for etcd (its lease holds) but its peers cannot reach it nor it
+                # them: its rank's restore needs shards only node0 and node1 hold. It waits the
+                # agreement timeout and answers "undecided" (Unavailable), never Lost.
+                t = restore_only(cluster, nodes[2], "split", 2)
+                ev = t.wait_for("restore-error", timeout=60)
+                assert int(ev[1]) == 6, ev  # StatusCode::kUnavailable
+                assert "did not answer" in " ".join(ev[2:]), ev
+                t.finish()
+                assert nodes[0].member_state("node2") == "alive"
+            finally:
+                net.heal_peers(2)
+            # Healed: every rank restores the same committed step, bit for bit.
+            trainers = [restore_only(cluster, n, "split", d) for d, n in enumerate(nodes)]
+            for t in trainers:
+                ev = t.wait_for("restored", timeout=120)
+                assert ev == ["restored", str(STEPS - 1), "ok"], ev
+                assert t.finish() == 0

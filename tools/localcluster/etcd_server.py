@@ -40,7 +40,7 @@ class EtcdMember:
 
     @property
     def endpoint(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.cluster.host}:{self.client_port}"
 
     def start(self, new_cluster: bool) -> None:
         peer = f"http://127.0.0.1:{self.peer_port}"
@@ -83,10 +83,12 @@ class EtcdMember:
 
 
 class EtcdCluster:
-    """`members` etcd processes under `root` (created if missing)."""
+    """`members` etcd processes under `root` (created if missing), serving clients on `host`
+    (loopback, or a bridge address when daemons run in network namespaces)."""
 
-    def __init__(self, root: str, members: int = 1):
+    def __init__(self, root: str, members: int = 1, host: str = "127.0.0.1"):
         self.root = root
+        self.host = host
         os.makedirs(root, exist_ok=True)
         self.members: List[EtcdMember] = [EtcdMember(self, i) for i in range(members)]
         self.initial_cluster = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}"
@@ -102,6 +104,13 @@ class EtcdCluster:
             m.start(new_cluster=True)
         self.wait_healthy(timeout)
         return self
+
+    def restart_all(self, timeout: float = 30.0) -> None:
+        """Starts every member that is down on its data directory, then waits for a quorum."""
+        for m in self.members:
+            if not m.running:
+                m.start(new_cluster=False)
+        self.wait_healthy(timeout)
 
     def etcdctl(self, *args: str, check: bool = True, timeout: float = 10.0):
         env = dict(os.environ, ETCDCTL_API="3")

@@ -47,6 +47,7 @@ class Node:
     proc: Optional[subprocess.Popen] = None
     host: str = "127.0.0.1"
     netns: Optional[str] = None  # run reftd inside this network namespace (ip netns exec)
+    etcd_via: Optional[str] = None  # reach etcd at this HOST:PORT (a TcpProxy) instead
 
     @property
     def addr(self) -> str:
@@ -78,7 +79,7 @@ class Node:
         if peers:
             a += ["--peers", peers]
         if self.cluster.etcd is not None:
-            a += ["--etcd", self.cluster.etcd.endpoints]
+            a += ["--etcd", self.etcd_via or self.cluster.etcd.endpoints]
         if self.cluster.config_path:
             a += ["--config", self.cluster.config_path]
         return a + self.extra_args
@@ -178,9 +179,12 @@ class LocalCluster:
 
     def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
                  log_level: str = "info", extra_args: Optional[List[str]] = None,
-                 keep: bool = False, config: Optional[str] = None, etcd: int = 1):
+                 keep: bool = False, config: Optional[str] = None, etcd: int = 1,
+                 etcd_host: str = "127.0.0.1"):
         """`config`: TOML text every daemon reads with --config (flags still override it).
-        `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip)."""
+        `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip);
+        `etcd_host`: the address they listen on (a bridge address when daemons run in network
+        namespaces)."""
         self.build_dir = build_dir or find_build_dir()
         self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
         self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
@@ -202,7 +206,8 @@ class LocalCluster:
                 f.write(config)
         self.env = dict(os.environ)
         self.etcd: Optional[EtcdCluster] = (
-            EtcdCluster(os.path.join(self.root, "etcd"), etcd) if etcd > 0 else None)
+            EtcdCluster(os.path.join(self.root, "etcd"), etcd, host=etcd_host) if etcd > 0
+            else None)
         self.nodes: List[Node] = []
         for i in range(nodes):
             self.nodes.append(Node(self, f"node{i}", free_port(),

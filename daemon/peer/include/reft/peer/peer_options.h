@@ -14,6 +14,10 @@ namespace reft::peer {
 constexpr uint32_t kProtocolVersion = 1;
 /// Largest data chunk of a FetchRegion stream (DESIGN.md §4: big messages are chunked).
 constexpr uint64_t kMaxWireChunk = 1ull << 20;
+/// The most nodes (this one included) the gossip control plane serves: beyond it reftd needs
+/// etcd. Its full-table pings, per-member commit pushes and fixed suspicion timeout are sized
+/// for this many; docs/coordination.md has the figures behind the number.
+constexpr uint32_t kMaxGossipNodes = 16;
 
 struct PeerOptions {
   std::string node_id;             ///< unique per node (DESIGN.md --node-id)
@@ -28,6 +32,8 @@ struct PeerOptions {
   std::chrono::milliseconds rpc_deadline{2000};      ///< control RPCs (commit, manifest, hello)
   std::chrono::milliseconds fetch_deadline{120000};  ///< one FetchRegion stream
   std::chrono::milliseconds anti_entropy_interval{500};  ///< commit-state exchange period
+  /// Gossip: live members (this node included) beyond which newcomers are refused.
+  uint32_t max_gossip_nodes = kMaxGossipNodes;
 
   uint64_t peer_stream_bandwidth = 0;   ///< bytes/s per peer (shared by its streams); 0 = unlimited
   /// bytes/s of everything this node receives from all peers together (its network link, for
