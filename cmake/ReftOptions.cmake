@@ -7,7 +7,3 @@ option(REFT_BUILD_BENCH "Build benchmarks under tools/bench" ON)
 set_property(CACHE REFT_WITH_CUDA PROPERTY STRINGS ON OFF AUTO)
 set_property(CACHE REFT_WITH_HIP PROPERTY STRINGS ON OFF AUTO)
 set_property(CACHE REFT_WITH_PYTHON PROPERTY STRINGS ON OFF AUTO)
-
-# Developer aid: components to leave out of the build (e.g. "planner;protect") while working
-# on another one. Tests and benches of a skipped component are skipped too.
-set(REFT_SKIP_COMPONENTS "" CACHE STRING "Components to leave out (semicolon-separated)")

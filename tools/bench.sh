@@ -6,15 +6,17 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${REFT_BUILD_DIR:-build}"
 bash "$here/tools/build.sh" reftd reftctl reft_bench_client store_bench reft_bench_kernels \
   protect_bench reft_bench_peer planner_table3_bench planner_policy_bench \
-  planner_transfer_bench planner_estimator_bench has_pipeline_bench aor_bench aor_copy_bench \
-  persist_bench reft_sample_trainer coord_scale_host
+  planner_transfer_bench planner_estimator_bench planner_exec_bench has_pipeline_bench aor_bench aor_copy_bench \
+  persist_bench reft_sample_trainer reft_python coord_scale_host
 cd "$here"
 out=out/bench
 mkdir -p "$out"
-size=1G; [ "${1:-}" = quick ] && size=256M
+size=1G; params=272M; [ "${1:-}" = quick ] && size=256M && params=32M
 b="$build/tools/bench"
 run() { local name=$1; shift; echo "== $name: $*" >&2; "$@" | tee "$out/$name.jsonl"; }
 run client   "$b/client/reft_bench_client" --size "$size" --reps 11
+run checkpointer /usr/bin/python3 tools/bench/client/checkpointer_bench.py --params "$params" \
+    --steps 8 --build-dir "$build"
 run store    "$b/store/store_bench" --bytes $((1 << 30)) --runs 5
 run kernels  "$b/kernels/reft_bench_kernels" --size "$size" --reps 3
 run protect  "$b/protect/protect_bench" --mib 128 --reps 15
@@ -23,10 +25,12 @@ run aor_copy "$b/aor/aor_copy_bench" --elems 16M --reps 3
 run peer     "$b/peer/reft_bench_peer" --size 256M --reps 5
 run persist  "$b/persist/persist_bench" --bytes 536870912 --runs 7
 run restore_vs_tier /usr/bin/python3 tools/bench/recovery/restore_vs_tier.py
+run restore_agreement /usr/bin/python3 tools/bench/recovery/restore_agreement.py --runs 10
 run planner_table3    "$b/planner/planner_table3_bench"
-run planner_policy    "$b/planner/planner_policy_bench" 20
+run planner_policy    "$b/planner/planner_policy_bench" --seeds 30 --sweep
 run planner_transfer  "$b/planner/planner_transfer_bench"
 run planner_estimator "$b/planner/planner_estimator_bench"
+run planner_exec      "$b/planner/planner_exec_bench" --steps 5
 for s in 2 3 4; do for r in 0.25 1.0; do
   run "has_pp${s}_${r}" "$b/has/has_pipeline_bench" --reftd "$build/daemon/app/reftd" \
       --stages "$s" --iterations 6 --ss-over-bubble "$r" --chunk 131072

@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "reft/client.h"
 
@@ -48,6 +50,37 @@ PYBIND11_MODULE(_reft, m) {
       PyErr_SetString(PyExc_RuntimeError, e.status.ToString().c_str());
     }
   });
+
+  // Which backend owns a bare device pointer (`__cuda_array_interface__`): (memory kind, device).
+  m.def("locate", [](uintptr_t ptr) {
+    auto [memory, device] = reft::LocateMemory(reinterpret_cast<const void*>(ptr));
+    return std::make_pair(static_cast<int>(memory), device);
+  });
+  m.def("built_memory_kinds", [] {
+    std::vector<int> out;
+    for (auto k : reft::BuiltMemoryLocations()) out.push_back(static_cast<int>(k));
+    return out;
+  });
+
+  // For tests: emulated device memory (a memfd "device" reftd pulls like GPU memory). Its bytes
+  // are host memory, reachable through the buffer protocol; reft.testing wraps it with
+  // `__cuda_array_interface__`.
+  py::class_<reft::EmulatedBuffer>(m, "_EmulatedDeviceMemory", py::buffer_protocol())
+      .def(py::init([](uint64_t nbytes, bool exportable) {
+             auto b = reft::EmulatedBuffer::Create(nbytes, exportable);
+             Check(b.status());
+             return std::move(*b);
+           }),
+           py::arg("nbytes"), py::arg("exportable") = true)
+      .def_property_readonly("ptr",
+                             [](const reft::EmulatedBuffer& b) {
+                               return reinterpret_cast<uintptr_t>(b.data());
+                             })
+      .def_property_readonly("nbytes", &reft::EmulatedBuffer::size)
+      .def_buffer([](reft::EmulatedBuffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.size())}, {1});
+      });
 
   py::class_<reft::Client>(m, "_Client")
       .def(py::init([](const std::string& socket, const std::string& job, int pp, int tp, int dp,
@@ -113,6 +146,21 @@ PYBIND11_MODULE(_reft, m) {
                st = c.Register(name, info.ptr, nbytes, o);
              }
              Check(st);
+           })
+      .def("staged_reason",
+           [](const reft::Client& c, const std::string& name) {
+             auto why = c.StagedReason(name);
+             Check(why.status());
+             return *why;
+           })
+      .def("set_stream",
+           [](reft::Client& c, int memory, int device, uintptr_t stream) {
+             Check(c.SetStream(static_cast<reft::MemoryLocation>(memory), device,
+                               reinterpret_cast<void*>(stream)));
+           })
+      .def("gate_host_copies",
+           [](reft::Client& c, uintptr_t word, uint64_t value) {
+             Check(c.GateHostCopies(reinterpret_cast<const uint64_t*>(word), value));
            })
       .def("snapshot",
            [](reft::Client& c, int64_t step) {
@@ -202,6 +250,23 @@ PYBIND11_MODULE(_reft, m) {
              }
              Check(r.status());
              return *r;
+           })
+      .def("last_restore",
+           [](const reft::Client& c) -> py::object {
+             auto r = c.LastRestore();
+             if (!r) return py::none();
+             auto secs = [](std::chrono::nanoseconds d) {
+               return std::chrono::duration<double>(d).count();
+             };
+             py::dict d;
+             d["step"] = r->step < 0 ? py::object(py::none()) : py::object(py::int_(r->step));
+             d["source"] = r->source;
+             d["agreement_s"] = secs(r->agreement);
+             d["agreement_reason"] = r->agreement_reason;
+             d["daemon_s"] = secs(r->daemon);
+             d["total_s"] = secs(r->total);
+             d["detail"] = r->detail;
+             return std::move(d);
            })
       .def("close",
            [](reft::Client& c) {

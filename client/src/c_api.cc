@@ -1,5 +1,6 @@
 // The C ABI over reft::Client. Errors never cross as exceptions; each call records its
 // message in a thread-local string returned by reft_last_error().
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <new>
@@ -114,8 +115,28 @@ int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
     if (REFT_HAS_FIELD(o, reft_buffer_options, gradient) && o->gradient != nullptr) {
       opts.gradient = o->gradient;
     }
+    if (REFT_HAS_FIELD(o, reft_buffer_options, no_staging)) opts.allow_staging = o->no_staging == 0;
   }
   return Report(c->impl->Register(name, data, size, opts));
+}
+
+int reft_staged_reason(reft_client* c, const char* name, char* reason, size_t size) {
+  if (c == nullptr) return NullHandle();
+  if (name == nullptr) return Report(reft::Status::InvalidArgument("buffer name is NULL"));
+  if (reason == nullptr || size == 0) {
+    return Report(reft::Status::InvalidArgument("reason buffer is NULL or empty"));
+  }
+  auto why = c->impl->StagedReason(name);
+  if (!why.ok()) return Report(why.status());
+  const size_t n = std::min(why->size(), size - 1);
+  std::memcpy(reason, why->data(), n);
+  reason[n] = '\0';
+  return Report(reft::Status::OK());
+}
+
+int reft_set_stream(reft_client* c, int32_t memory, int32_t device, void* stream) {
+  if (c == nullptr) return NullHandle();
+  return Report(c->impl->SetStream(static_cast<reft::MemoryLocation>(memory), device, stream));
 }
 
 int reft_snapshot(reft_client* c, int64_t step) {

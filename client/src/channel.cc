@@ -8,7 +8,7 @@ using local_proto::MessageType;
 
 Result<local_proto::Frame> Channel::Call(MessageType type, const std::vector<uint8_t>& payload,
                                          MessageType expect, const std::vector<int>& fds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!sock_.valid()) return Status::Unavailable("client is closed");
   const uint32_t id = next_id_++;
   Status sent = local_proto::SendFrame(sock_.get(), type, id, payload, fds);
@@ -53,7 +53,7 @@ Result<local_proto::Frame> Channel::Call(MessageType type, const std::vector<uin
 }
 
 void Channel::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   sock_.reset();
 }
 

@@ -3,18 +3,18 @@
 /// \brief The client end of the local channel: strictly one request then its reply, serialised
 /// by a mutex so the copy worker and the trainer thread can share one connection.
 
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "reft/local_proto/messages.h"
 #include "reft/local_proto/socket.h"
+#include "reft/mutex.h"
 
 namespace reft::client {
 
 class Channel {
  public:
-  Channel(local_proto::UniqueFd sock, int timeout_ms) : sock_(std::move(sock)), timeout_ms_(timeout_ms) {}
+  Channel(UniqueFd sock, int timeout_ms) : sock_(std::move(sock)), timeout_ms_(timeout_ms) {}
   /// \brief Sends a request and returns the reply frame of type `expect`; an error reply
   /// becomes its Status; any other reply is a Protocol error.
   Result<local_proto::Frame> Call(local_proto::MessageType type,
@@ -24,11 +24,11 @@ class Channel {
   void Close();
 
  private:
-  std::mutex mu_;
-  local_proto::UniqueFd sock_;
-  int timeout_ms_;
-  uint32_t next_id_ = 1;
-  local_proto::Limits limits_;
+  Mutex mu_;
+  UniqueFd sock_ REFT_GUARDED_BY(mu_);
+  const int timeout_ms_;
+  uint32_t next_id_ REFT_GUARDED_BY(mu_) = 1;
+  const local_proto::Limits limits_;
 };
 
 }  // namespace reft::client

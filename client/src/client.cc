@@ -19,14 +19,13 @@
 #include <vector>
 
 #include "channel.h"
+#include "device_staging.h"
 #include "optimizer_fields.h"
 #include "reft/aor/hyper_codec.h"
 #include "reft/kernels/device.h"
 #include "reft/local_proto/has_hints.h"
-#include "reft/protect/aor_plan.h"
 #include "reft/protect/codec.h"
-#include "reft/protect/scheme.h"
-#include "reft/protect/slot_meta.h"
+#include "reft/protect/slot_plan.h"
 
 namespace reft {
 
@@ -94,43 +93,44 @@ struct RegisteredBuffer {
   MemoryLocation memory = MemoryLocation::kHost;
   int device = 0;
   BufferOptions options;
+  /// Device memory reftd cannot pull: the copy worker stages it through this host buffer.
+  std::shared_ptr<client::StagingBuffer> staging;
+  std::string staged_reason;
+
+  /// The copy worker reads and restore writes these bytes: host memory, or the staging copy.
+  bool on_host() const { return memory == MemoryLocation::kHost || staging != nullptr; }
+  uint8_t* host_data() const {
+    return staging ? staging->host() : static_cast<uint8_t*>(data);
+  }
+  local_proto::Register reg;  ///< what was sent: an input of the slot plan
 };
 
-/// This rank's slot plan, computed with the same pure function and inputs as reftd
-/// (protect::SlotMeta), so the copy worker knows which region bytes come from host memory.
+/// This rank's slot plan (protect::PlanSlot, the function reftd calls on the same hello and
+/// registrations) and the replicated buffers the copy worker reads from host memory.
 struct SlotPlan {
-  protect::SlotMeta meta;
-  protect::RankPlan rank;
-  protect::SgGeometry geometry;
-  protect::ReplicatedSource host_replicated;  ///< replicated buffers in host memory
-  bool all_replicated_on_host = true;
-  /// AEC/RS parity is computed where every replicated buffer is: here when all are host memory.
-  bool parity_on_host = false;
-  /// AOR (protect/aor_plan.h): per binding, the registration index of its optimizer shard and
-  /// of its gradient buffer (the copy worker stages host gradients' slices).
-  protect::AorPlan aor;
-  std::vector<uint32_t> aor_buffer_index;
-  std::vector<uint32_t> aor_gradient_index;
+  protect::SlotPlan slot;
+  protect::ReplicatedSource host_replicated;
 };
-
-/// Spec of a slot buffer (gradient buffers are not slot buffers: MakePlanLocked skips them).
-protect::BufferSpec SpecOf(const RegisteredBuffer& b) {
-  protect::BufferSpec s;
-  s.name = b.name;
-  s.size = b.size;
-  s.dtype = b.options.dtype;
-  s.kind = b.options.kind == BufferKind::kUnique ? protect::BufferKind::kUnique
-                                                 : protect::BufferKind::kReplicated;
-  s.layer = b.options.layer;
-  s.optimizer = b.options.optimizer;
-  return s;
-}
 
 /// A ready event recorded by snapshot() on the trainer thread for one (memory kind, device).
 struct PendingEvent {
   MemoryLocation memory;
   int device;
   kernels::EventExport event;  // fd borrowed from the backend (lives as long as the process)
+};
+
+const kernels::EventExport* FindEvent(const std::vector<PendingEvent>& events,
+                                      MemoryLocation memory, int device) {
+  for (const auto& e : events) {
+    if (e.memory == memory && e.device == device) return &e.event;
+  }
+  return nullptr;
+}
+
+/// GateHostCopies(): a host word a device copy writes once the staged bytes have landed.
+struct HostCopyGate {
+  const uint64_t* word = nullptr;
+  uint64_t value = 0;
 };
 
 }  // namespace
@@ -141,29 +141,38 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   std::unique_ptr<client::Channel> channel;
   uint64_t session_id = 0;
   uint64_t shard_chunk = 0;               // from reftd's hello reply
+  local_proto::Hello hello;               // as sent: an input of the slot plan
   protect::Scheme scheme;
-  std::vector<RegisteredBuffer> buffers;  // guarded by mu (appended only when idle)
-  std::shared_ptr<const SlotPlan> plan;   // guarded by mu; reset by Register()
+  // Written under mu only while no snapshot is in flight (Register and StartSnapshot wait for
+  // idle first), read by the copy worker while one is: a handshake the analysis cannot see,
+  // so these two are not annotated.
+  std::vector<RegisteredBuffer> buffers;
+  std::shared_ptr<const SlotPlan> plan;
   MappingCache mappings;                  // used only by the copy worker
 
   std::atomic<local_proto::HasHintPage*> has_page{nullptr};  // HAS hints; set once, under mu
-  bool has_disabled = false;                                 // reftd refused has_attach
-
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  bool in_flight = false;
-  bool job_ready = false;
-  int64_t job_step = -1;
-  std::vector<PendingEvent> job_events;
-  std::vector<local_proto::OptimizerHyper> job_optimizer;
-  Status last_result;
-  bool exit = false;
-  bool closed = false;
+  bool has_disabled REFT_GUARDED_BY(mu) = false;  // reftd refused has_attach
+  std::map<std::pair<MemoryLocation, int>, void*> streams REFT_GUARDED_BY(mu);  // SetStream()
+  HostCopyGate next_gate REFT_GUARDED_BY(mu);  // GateHostCopies()
+  bool in_flight REFT_GUARDED_BY(mu) = false;
+  bool job_ready REFT_GUARDED_BY(mu) = false;
+  int64_t job_step REFT_GUARDED_BY(mu) = -1;
+  std::vector<PendingEvent> job_events REFT_GUARDED_BY(mu);
+  HostCopyGate job_gate REFT_GUARDED_BY(mu);
+  std::vector<local_proto::OptimizerHyper> job_optimizer REFT_GUARDED_BY(mu);
+  Status last_result REFT_GUARDED_BY(mu);
+  std::optional<RestoreReport> last_restore REFT_GUARDED_BY(mu);
+  bool exit REFT_GUARDED_BY(mu) = false;
+  bool closed REFT_GUARDED_BY(mu) = false;
   std::thread worker;
 
   Status RunSnapshot(int64_t step, const std::vector<PendingEvent>& events,
+                     const HostCopyGate& gate,
                      const std::vector<local_proto::OptimizerHyper>& optimizer,
                      const SlotPlan& plan);
+  Status StageDeviceBuffers(const std::vector<PendingEvent>& events, const HostCopyGate& gate);
   Status StartSnapshot(int64_t step, const OptimizerStep* all,
                        const std::map<std::string, OptimizerStep>* per_buffer);
   Result<std::vector<local_proto::OptimizerHyper>> OptimizerRecords(
@@ -171,15 +180,17 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
       const std::map<std::string, OptimizerStep>* per_buffer) const;
   Status FillHostRegions(const local_proto::Frame& begin, const local_proto::SlotReply& slot,
                          const SlotPlan& plan);
-  Result<std::shared_ptr<const SlotPlan>> MakePlanLocked() const;
-  Result<std::vector<PendingEvent>> RecordReadyEvents();
+  Result<std::shared_ptr<const SlotPlan>> MakePlanLocked() const REFT_REQUIRES(mu);
+  Result<std::vector<PendingEvent>> RecordReadyEvents() REFT_REQUIRES(mu);
   void WorkerMain();
-  void WaitIdleLocked(std::unique_lock<std::mutex>& lock) {
-    cv.wait(lock, [&] { return !in_flight; });
+  void WaitIdleLocked(MutexLock& lock) REFT_REQUIRES(mu) {
+    lock.Wait(cv, [&]() REFT_REQUIRES(mu) { return !in_flight; });
   }
 };
 
 Client::Client() : impl_(std::make_unique<Impl>()) {}
+// The destructor has no caller to tell: Close() returns the last snapshot's error to whoever
+// wants it (documented in client.h).
 Client::~Client() { (void)Close(); }
 
 uint64_t Client::session_id() const { return impl_->session_id; }
@@ -190,28 +201,21 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     const char* env = std::getenv("REFT_SOCKET");
     opts.socket_path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
   }
-  if (opts.job.empty()) return Status::InvalidArgument("job id is empty");
   if (opts.reply_timeout_ms <= 0) return Status::InvalidArgument("reply_timeout_ms must be > 0");
-  REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::Scheme::Parse(opts.protection));
-  {
-    protect::Layout l;
-    l.dp = opts.layout.dp;
-    l.zero_stage = opts.layout.zero;
-    REFT_RETURN_NOT_OK(protect::CheckAorLayout(l, spec));
-  }
-  REFT_ASSIGN_OR_RETURN(local_proto::UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
+  local_proto::Hello hello;
+  hello.job = opts.job;
+  hello.coord = {opts.pp, opts.tp, opts.dp};
+  hello.layout = opts.layout;
+  hello.protection = opts.protection;
+  hello.client_version = kClientVersion;
+  // The checks reftd applies to a hello, here first: a bad declaration fails before connecting.
+  REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::CheckHello(hello));
+  hello.protection = spec.ToString();
+  REFT_ASSIGN_OR_RETURN(UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
 
   std::unique_ptr<Client> c(new Client());
   c->impl_->options = opts;
   c->impl_->channel = std::make_unique<client::Channel>(std::move(sock), opts.reply_timeout_ms);
-  local_proto::Hello hello;
-  hello.job = opts.job;
-  hello.pp = opts.pp;
-  hello.tp = opts.tp;
-  hello.dp = opts.dp;
-  hello.layout = {opts.layout.dp, opts.layout.tp, opts.layout.pp, opts.layout.zero};
-  hello.protection = spec.ToString();
-  hello.client_version = kClientVersion;
   REFT_ASSIGN_OR_RETURN(local_proto::Frame reply,
                         c->impl_->channel->Call(MessageType::kHello, local_proto::Encode(hello),
                                                 MessageType::kHelloReply));
@@ -220,6 +224,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (hr.shard_chunk == 0) return Status::Protocol("reftd sent no shard alignment");
   c->impl_->session_id = hr.session_id;
   c->impl_->shard_chunk = hr.shard_chunk;
+  c->impl_->hello = hello;
   c->impl_->scheme = spec;
   Impl* impl = c->impl_.get();
   impl->worker = std::thread([impl] { impl->WorkerMain(); });
@@ -232,27 +237,15 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (data == nullptr || size == 0) {
     return Status::InvalidArgument("buffer '" + name + "': memory is null or empty");
   }
-  if (name.empty() || name.size() > protect::kMaxBufferName) {
-    return Status::InvalidArgument("buffer name '" + name + "' must have 1 to " +
-                                   std::to_string(protect::kMaxBufferName) + " bytes");
-  }
   if (options.kind != BufferKind::kReplicated && options.kind != BufferKind::kUnique &&
       options.kind != BufferKind::kGradient) {
     return Status::InvalidArgument("buffer '" + name + "': unknown kind " +
                                    std::to_string(static_cast<int>(options.kind)));
   }
-  if (options.kind == BufferKind::kGradient && !d.scheme.aor) {
-    return Status::InvalidArgument("gradient buffer '" + name + "' is read only by protection "
-                                   "'aor', which this client did not ask for ('" +
-                                   d.scheme.ToString() + "')");
-  }
-  if (options.gradient.size() > protect::kMaxBufferName) {
-    return Status::InvalidArgument("buffer '" + name + "': gradient name too long");
-  }
-  std::unique_lock<std::mutex> lock(d.mu);
-  if (d.closed) return Status::Unavailable("client is closed");
-  d.WaitIdleLocked(lock);
   local_proto::Register r;
+  std::shared_ptr<client::StagingBuffer> staging;
+  std::string staged_reason;
+  int device = 0;
   r.name = name;
   r.kind = options.kind == BufferKind::kUnique     ? local_proto::BufferKind::kUnique
            : options.kind == BufferKind::kGradient ? local_proto::BufferKind::kGradient
@@ -263,26 +256,40 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   r.size = size;
   r.optimizer = options.optimizer;
   r.memory.memory_kind = static_cast<uint32_t>(options.memory);
+  // The checks reftd applies to a registration, here first (the scheme is fixed at Connect).
+  REFT_RETURN_NOT_OK(protect::CheckRegistration(r, d.scheme));
+  MutexLock lock(d.mu);
+  if (d.closed) return Status::Unavailable("client is closed");
+  d.WaitIdleLocked(lock);
   std::vector<int> fds;
   if (options.memory != MemoryLocation::kHost) {
     auto kind = static_cast<kernels::MemoryKind>(options.memory);
-#if REFT_HAVE_DEVICE_BACKENDS
-    REFT_ASSIGN_OR_RETURN(kernels::DeviceBackend * backend, kernels::GetDeviceBackend(kind));
-#else
-    (void)kind;
-    kernels::DeviceBackend* backend = nullptr;
-    return Status::Unsupported("buffer '" + name + "': this libreft was built without device "
-                               "backends; register host memory");
-#endif
+    auto found = kernels::GetDeviceBackend(kind);
+    if (!found.ok()) return found.status().WithContext("buffer '" + name + "'");
+    kernels::DeviceBackend* backend = *found;
     auto ex = backend->Export(data, size);
-    if (!ex.ok()) return ex.status().WithContext("exporting buffer '" + name + "'");
-    r.memory.device = ex->device;
-    r.memory.ipc_handle = ex->ipc_handle;
-    r.memory.allocation_id = ex->allocation_id;
-    r.memory.allocation_size = ex->allocation_size;
-    r.memory.offset = ex->offset;
-    r.memory.has_fd = ex->fd >= 0;
-    if (ex->fd >= 0) fds.push_back(ex->fd);
+    if (ex.ok()) {
+      device = ex->device;
+      r.memory.device = ex->device;
+      r.memory.ipc_handle = ex->ipc_handle;
+      r.memory.allocation_id = ex->allocation_id;
+      r.memory.allocation_size = ex->allocation_size;
+      r.memory.offset = ex->offset;
+      r.memory.has_fd = ex->fd >= 0;
+      if (ex->fd >= 0) fds.push_back(ex->fd);
+    } else {
+      // Staged fallback: only for memory the backend owns but will not export (Locate fails
+      // for a pointer that is not this kind's memory at all).
+      auto located = backend->Locate(data);
+      if (ex.status().code() != StatusCode::kUnsupported || !options.allow_staging ||
+          !located.ok()) {
+        return ex.status().WithContext("exporting buffer '" + name + "'");
+      }
+      device = *located;
+      REFT_ASSIGN_OR_RETURN(staging, client::StagingBuffer::Create(backend, device, data, size));
+      staged_reason = ex.status().message();
+      r.memory = {};  // reftd sees host memory: this process copies it into the slot
+    }
   }
   REFT_ASSIGN_OR_RETURN(local_proto::Frame reply,
                         d.channel->Call(MessageType::kRegister, local_proto::Encode(r),
@@ -292,14 +299,41 @@ Status Client::Register(const std::string& name, void* data, uint64_t size,
   if (rr.buffer_index != d.buffers.size()) {
     return Status::Protocol("reftd numbered buffer '" + name + "' out of order");
   }
-  d.buffers.push_back({name, data, size, options.memory, r.memory.device, options});
+  d.buffers.push_back({name, data, size, options.memory, device, options, std::move(staging),
+                       std::move(staged_reason), r});
   d.plan.reset();
+  return Status::OK();
+}
+
+Result<std::string> Client::StagedReason(const std::string& name) const {
+  MutexLock lock(impl_->mu);
+  for (const auto& b : impl_->buffers) {
+    if (b.name == name) return b.staged_reason;
+  }
+  return Status::NotFound("no buffer '" + name + "' is registered");
+}
+
+Status Client::SetStream(MemoryLocation memory, int device, void* native_stream) {
+  if (memory != MemoryLocation::kCuda && memory != MemoryLocation::kHip &&
+      memory != MemoryLocation::kEmulated) {
+    return Status::InvalidArgument("SetStream: memory kind " +
+                                   std::to_string(static_cast<int>(memory)) + " has no streams");
+  }
+  if (device < 0) return Status::InvalidArgument("SetStream: device " + std::to_string(device));
+  MutexLock lock(impl_->mu);
+  impl_->streams[{memory, device}] = native_stream;
+  return Status::OK();
+}
+
+Status Client::GateHostCopies(const uint64_t* word, uint64_t value) {
+  if (word == nullptr) return Status::InvalidArgument("GateHostCopies: word is null");
+  MutexLock lock(impl_->mu);
+  impl_->next_gate = {word, value};
   return Status::OK();
 }
 
 Result<std::vector<PendingEvent>> Client::Impl::RecordReadyEvents() {
   std::vector<PendingEvent> out;
-#if REFT_HAVE_DEVICE_BACKENDS
   for (const auto& b : buffers) {
     if (b.memory == MemoryLocation::kHost) continue;
     bool seen = false;
@@ -307,66 +341,28 @@ Result<std::vector<PendingEvent>> Client::Impl::RecordReadyEvents() {
     if (seen) continue;
     REFT_ASSIGN_OR_RETURN(kernels::DeviceBackend * backend,
                           kernels::GetDeviceBackend(static_cast<kernels::MemoryKind>(b.memory)));
-    // CUDA/HIP: recorded on the legacy default stream after the trainer's queued work (the
-    // optimizer step); the daemon's copy stream waits on it before reading the buffers.
-    REFT_ASSIGN_OR_RETURN(kernels::EventExport ev, backend->RecordReadyEvent(b.device, nullptr));
+    // CUDA/HIP: recorded on the stream SetStream() named (the legacy default stream unless
+    // set) after the trainer's queued work, the optimizer step; the daemon's copy stream, or
+    // this process's staging copy, waits on it before reading the buffers.
+    auto stream = streams.find({b.memory, b.device});
+    REFT_ASSIGN_OR_RETURN(
+        kernels::EventExport ev,
+        backend->RecordReadyEvent(b.device, stream == streams.end() ? nullptr : stream->second));
     out.push_back({b.memory, b.device, ev});
   }
-#endif
   return out;
 }
 
 Result<std::shared_ptr<const SlotPlan>> Client::Impl::MakePlanLocked() const {
   auto plan = std::make_shared<SlotPlan>();
-  protect::SlotMeta& m = plan->meta;
-  m.job = options.job;
-  m.coord = {options.pp, options.tp, options.dp};
-  m.layout.dp = options.layout.dp;
-  m.layout.tp = options.layout.tp;
-  m.layout.pp = options.layout.pp;
-  m.layout.zero_stage = options.layout.zero;
-  m.scheme = scheme;
-  m.shard_chunk = shard_chunk;
-  bool any_replicated_on_device = false;
-  protect::AorInput aor_in;
-  for (const auto& b : buffers) {
-    if (b.options.kind == BufferKind::kGradient) {  // read by reftd's replay, never stored
-      aor_in.gradients.push_back({b.name, b.size, b.options.dtype});
-      continue;
+  std::vector<local_proto::Register> registrations;
+  for (const auto& b : buffers) registrations.push_back(b.reg);
+  REFT_ASSIGN_OR_RETURN(plan->slot, protect::PlanSlot(hello, registrations, shard_chunk));
+  for (uint32_t i : plan->slot.replicated) {
+    const auto& b = buffers[i];
+    if (b.on_host()) {
+      plan->host_replicated[b.name] = {b.host_data(), b.size};
     }
-    m.buffers.push_back(SpecOf(b));
-    if (!b.options.gradient.empty()) aor_in.gradient_of[b.name] = b.options.gradient;
-    if (b.options.kind != BufferKind::kReplicated) continue;
-    if (b.memory == MemoryLocation::kHost) {
-      plan->host_replicated[b.name] = {static_cast<const uint8_t*>(b.data), b.size};
-    } else {
-      any_replicated_on_device = true;
-    }
-  }
-  REFT_ASSIGN_OR_RETURN(plan->rank, m.Plan());
-  REFT_ASSIGN_OR_RETURN(plan->geometry, m.Geometry());
-  plan->all_replicated_on_host = !any_replicated_on_device;
-  const bool parity = (scheme.aec || scheme.rs > 0) && plan->geometry.m >= 2;
-  if (parity && any_replicated_on_device && !plan->host_replicated.empty()) {
-    return Status::InvalidArgument(
-        "protection '" + scheme.ToString() + "' computes parity over all replicated buffers, "
-        "which must then live in one memory: '" + plan->host_replicated.begin()->first +
-        "' is host memory while others are on a device");
-  }
-  plan->parity_on_host = parity && plan->all_replicated_on_host;
-  aor_in.layout = m.layout;
-  aor_in.scheme = m.scheme;
-  aor_in.coord = m.coord;
-  aor_in.buffers = m.buffers;
-  REFT_ASSIGN_OR_RETURN(plan->aor, protect::PlanAor(aor_in));
-  for (const auto& b : plan->aor.bindings) {
-    uint32_t opt = 0, grad = 0;
-    for (uint32_t i = 0; i < buffers.size(); ++i) {
-      if (buffers[i].name == b.buffer) opt = i;
-      if (buffers[i].name == b.gradient) grad = i;
-    }
-    plan->aor_buffer_index.push_back(opt);
-    plan->aor_gradient_index.push_back(grad);
   }
   return std::shared_ptr<const SlotPlan>(std::move(plan));
 }
@@ -375,7 +371,7 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
                                      const local_proto::SlotReply& slot, const SlotPlan& plan) {
   std::map<std::string, const local_proto::RegionPlacement*> placed;
   for (const auto& r : slot.regions) placed[r.name] = &r;
-  for (const auto& r : plan.rank.regions) {
+  for (const auto& r : plan.slot.rank.regions) {
     auto it = placed.find(r.name);
     if (it == placed.end() || it->second->size != r.size) {
       return Status::Protocol("reftd's slot layout differs from this client's plan at region '" +
@@ -384,14 +380,15 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
   }
   bool host_unique = false;
   for (const auto& b : buffers) {
-    host_unique |= b.options.kind == BufferKind::kUnique && b.memory == MemoryLocation::kHost;
+    host_unique |= b.options.kind == BufferKind::kUnique && b.on_host();
   }
   // AOR: the ring neighbour's slice of every host-memory gradient goes to reftd's staging file
   // (its second fd); reftd replays from it after the fence, when the trainer may overwrite the
   // gradient. Device gradients are pulled by reftd.
   size_t host_gradients = 0;
-  for (size_t i = 0; i < plan.aor.bindings.size(); ++i) {
-    if (buffers[plan.aor_gradient_index[i]].memory == MemoryLocation::kHost) ++host_gradients;
+  const auto& bindings = plan.slot.aor.bindings;
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    if (buffers[plan.slot.aor_gradient[i]].on_host()) ++host_gradients;
   }
   if (slot.gradients.size() != host_gradients) {
     return Status::Protocol("reftd asks for " + std::to_string(slot.gradients.size()) +
@@ -404,15 +401,14 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
                           mappings.Get(begin.fds[1].get(), slot.gradient_file_size));
     for (const auto& g : slot.gradients) {
       size_t i = 0;
-      while (i < plan.aor.bindings.size() && plan.aor.bindings[i].buffer != g.name) ++i;
-      if (i == plan.aor.bindings.size() || g.file_offset != plan.aor.bindings[i].staging_offset ||
-          g.size != plan.aor.bindings[i].grad_bytes) {
+      while (i < bindings.size() && bindings[i].buffer != g.name) ++i;
+      if (i == bindings.size() || g.file_offset != bindings[i].staging_offset ||
+          g.size != bindings[i].grad_bytes) {
         return Status::Protocol("reftd's gradient staging differs from this client's AOR plan "
                                 "at '" + g.name + "'");
       }
-      const auto& src = buffers[plan.aor_gradient_index[i]];
-      std::memcpy(staging + g.file_offset,
-                  static_cast<const uint8_t*>(src.data) + plan.aor.bindings[i].grad_offset, g.size);
+      const auto& src = buffers[plan.slot.aor_gradient[i]];
+      std::memcpy(staging + g.file_offset, src.host_data() + bindings[i].grad_offset, g.size);
     }
   }
   if (plan.host_replicated.empty() && !host_unique) return Status::OK();  // all on a device
@@ -423,26 +419,44 @@ Status Client::Impl::FillHostRegions(const local_proto::Frame& begin,
     return protect::MutableSpan{base + p->file_offset, p->size};
   };
   if (!plan.host_replicated.empty()) {
-    const protect::SgGeometry& g = plan.geometry;
+    const protect::SgGeometry& g = plan.slot.geometry;
     std::map<std::string, protect::MutableSpan> regions;
     regions[protect::kRegionShard] = span(protect::kRegionShard);
     for (int o = 1; o <= scheme.arc; ++o) {
       regions[protect::ArcRegionName(o)] = span(protect::ArcRegionName(o));
     }
-    if (plan.parity_on_host && scheme.aec) regions[protect::kRegionAec] = span(protect::kRegionAec);
-    if (plan.parity_on_host && scheme.rs > 0) regions[protect::kRegionRs] = span(protect::kRegionRs);
+    const bool parity = plan.slot.parity_on_host();
+    if (parity && scheme.aec) regions[protect::kRegionAec] = span(protect::kRegionAec);
+    if (parity && scheme.rs > 0) regions[protect::kRegionRs] = span(protect::kRegionRs);
     REFT_RETURN_NOT_OK(protect::EncodeMember(g, scheme, options.dp, plan.host_replicated, regions,
-                                             1, !plan.all_replicated_on_host));
+                                             1, plan.slot.any_replicated_on_device));
   }
   for (const auto& b : buffers) {
-    if (b.options.kind != BufferKind::kUnique || b.memory != MemoryLocation::kHost) continue;
+    if (b.options.kind != BufferKind::kUnique || !b.on_host()) continue;
     auto dst = span(protect::UniqueRegionName(b.name));
-    std::memcpy(dst.data, b.data, b.size);
+    std::memcpy(dst.data, b.host_data(), b.size);
+  }
+  return Status::OK();
+}
+
+Status Client::Impl::StageDeviceBuffers(const std::vector<PendingEvent>& events,
+                                        const HostCopyGate& gate) {
+  if (gate.word != nullptr) {
+    REFT_RETURN_NOT_OK(client::WaitHostCopyGate(gate.word, gate.value, options.reply_timeout_ms));
+  }
+  for (const auto& b : buffers) {
+    if (!b.staging) continue;
+    const kernels::EventExport* ready = FindEvent(events, b.memory, b.device);
+    if (ready == nullptr) {
+      return Status::Internal("no ready event for staged buffer '" + b.name + "'");
+    }
+    REFT_RETURN_NOT_OK(b.staging->Pull(*ready).WithContext("staging buffer '" + b.name + "'"));
   }
   return Status::OK();
 }
 
 Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& events,
+                                 const HostCopyGate& gate,
                                  const std::vector<local_proto::OptimizerHyper>& optimizer,
                                  const SlotPlan& plan) {
   local_proto::StepMessage m{step};
@@ -452,15 +466,25 @@ Status Client::Impl::RunSnapshot(int64_t step, const std::vector<PendingEvent>& 
                                       MessageType::kSnapshotBeginReply));
   local_proto::SlotReply slot;
   REFT_RETURN_NOT_OK(local_proto::Decode(begin.payload, local_proto::Limits{}, &slot));
-  Status copied = FillHostRegions(begin, slot, plan);
+  Status copied = StageDeviceBuffers(events, gate);
+  if (copied.ok()) copied = FillHostRegions(begin, slot, plan);
   if (!copied.ok()) {
-    (void)channel->Call(MessageType::kSnapshotAbort, local_proto::Encode(m), MessageType::kAck);
+    // reftd discards the slot on abort, or when this client hangs up if the abort is lost.
+    Status aborted =
+        channel->Call(MessageType::kSnapshotAbort, local_proto::Encode(m), MessageType::kAck)
+            .status();
+    if (!aborted.ok()) copied = copied.WithContext("(abort: " + aborted.message() + ")");
     return copied.WithContext("snapshot of step " + std::to_string(step));
   }
   local_proto::SnapshotStaged staged;
   staged.step = step;
   std::vector<int> event_fds;
   for (const auto& e : events) {
+    bool pulled = false;  // reftd waits only on devices it pulls from
+    for (const auto& b : buffers) {
+      pulled |= b.memory == e.memory && b.device == e.device && !b.on_host();
+    }
+    if (!pulled) continue;
     local_proto::ReadyEvent re;
     re.memory_kind = static_cast<uint32_t>(e.memory);
     re.device = e.device;
@@ -483,20 +507,21 @@ void Client::Impl::WorkerMain() {
   // Best effort: the policy needs no privilege; if refused the worker stays SCHED_OTHER.
   sched_param param{};
   (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
-  std::unique_lock<std::mutex> lock(mu);
+  MutexLock lock(mu);
   for (;;) {
-    cv.wait(lock, [&] { return exit || job_ready; });
+    lock.Wait(cv, [&]() REFT_REQUIRES(mu) { return exit || job_ready; });
     if (!job_ready) return;
     job_ready = false;
     int64_t step = job_step;
     std::vector<PendingEvent> events = std::move(job_events);
     job_events.clear();
+    HostCopyGate gate = job_gate;
     std::vector<local_proto::OptimizerHyper> optimizer = std::move(job_optimizer);
     job_optimizer.clear();
     std::shared_ptr<const SlotPlan> slot_plan = plan;
-    lock.unlock();
-    Status st = RunSnapshot(step, events, optimizer, *slot_plan);
-    lock.lock();
+    lock.Unlock();
+    Status st = RunSnapshot(step, events, gate, optimizer, *slot_plan);
+    lock.Lock();
     last_result = st;
     in_flight = false;
     cv.notify_all();
@@ -528,8 +553,8 @@ Result<std::vector<local_proto::OptimizerHyper>> Client::Impl::OptimizerRecords(
     }
   }
   std::vector<local_proto::OptimizerHyper> out;
-  for (size_t i = 0; i < p.aor.bindings.size(); ++i) {
-    const std::string& name = p.aor.bindings[i].buffer;
+  for (size_t i = 0; i < p.slot.aor.bindings.size(); ++i) {
+    const std::string& name = p.slot.aor.bindings[i].buffer;
     const OptimizerStep* o = all;
     if (per_buffer != nullptr) {
       auto it = per_buffer->find(name);
@@ -547,7 +572,7 @@ Result<std::vector<local_proto::OptimizerHyper>> Client::Impl::OptimizerRecords(
     Status valid = aor::ValidateStepHyper(h);
     if (!valid.ok()) return valid.WithContext(at + "optimizer shard '" + name + "'");
     local_proto::OptimizerHyper rec;
-    rec.buffer_index = p.aor_buffer_index[i];
+    rec.buffer_index = p.slot.aor_buffer[i];
     const auto wire = aor::EncodeStepHyper(h);
     std::copy(wire.begin(), wire.end(), rec.record.begin());
     out.push_back(rec);
@@ -558,7 +583,7 @@ Result<std::vector<local_proto::OptimizerHyper>> Client::Impl::OptimizerRecords(
 Status Client::Impl::StartSnapshot(int64_t step, const OptimizerStep* all,
                                    const std::map<std::string, OptimizerStep>* per_buffer) {
   Impl& d = *this;
-  std::unique_lock<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   if (step < 0) return Status::InvalidArgument("step " + std::to_string(step) + " is negative");
   if (d.buffers.empty()) return Status::InvalidArgument("snapshot with no registered buffer");
@@ -575,6 +600,8 @@ Status Client::Impl::StartSnapshot(int64_t step, const OptimizerStep* all,
                         d.OptimizerRecords(step, *d.plan, all, per_buffer));
   REFT_ASSIGN_OR_RETURN(d.job_events, d.RecordReadyEvents());
   d.job_optimizer = std::move(optimizer);
+  d.job_gate = d.next_gate;
+  d.next_gate = {};
   if (auto* page = d.has_page.load(std::memory_order_relaxed)) {
     page->snapshot_ns.store(local_proto::MonotonicNs(), std::memory_order_release);
   }
@@ -587,7 +614,7 @@ Status Client::Impl::StartSnapshot(int64_t step, const OptimizerStep* all,
 
 Status Client::Fence() {
   Impl& d = *impl_;
-  std::unique_lock<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   auto* page = d.has_page.load(std::memory_order_relaxed);
   if (page != nullptr) {
     // The deadline is here: reftd's release gate sees it and lets every remaining chunk out.
@@ -604,7 +631,7 @@ Status Client::Fence() {
 Result<bool> Client::WaitCommitted(int64_t step, std::optional<std::chrono::milliseconds> timeout) {
   Impl& d = *impl_;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    MutexLock lock(d.mu);
     if (d.closed) return Status::Unavailable("client is closed");
   }
   const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
@@ -629,15 +656,28 @@ Result<bool> Client::WaitCommitted(int64_t step, std::optional<std::chrono::mill
 
 Result<std::optional<int64_t>> Client::Restore() {
   Impl& d = *impl_;
-  std::unique_lock<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   if (d.buffers.empty()) return Status::InvalidArgument("restore with no registered buffer");
   d.WaitIdleLocked(lock);
+  const auto start = std::chrono::steady_clock::now();
   REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
                         d.channel->Call(MessageType::kRestore, {}, MessageType::kRestoreReply));
-  local_proto::SlotReply slot;
-  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &slot));
-  if (slot.step < 0) return std::optional<int64_t>();
+  local_proto::RestoreReply reply;
+  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));
+  const local_proto::SlotReply& slot = reply.slot;
+  RestoreReport report;
+  report.step = slot.step;
+  report.source = reply.report.source;
+  report.agreement = std::chrono::nanoseconds(reply.report.agreement_ns);
+  report.agreement_reason = reply.report.agreement;
+  report.daemon = std::chrono::nanoseconds(reply.report.daemon_ns);
+  report.detail = reply.report.detail;
+  if (slot.step < 0) {
+    report.total = std::chrono::steady_clock::now() - start;
+    d.last_restore = report;
+    return std::optional<int64_t>();
+  }
   Status copied;
   if (!slot.staged.empty()) {
     if (f.fds.size() != 1) {
@@ -654,7 +694,14 @@ Result<std::optional<int64_t>> Client::Restore() {
             copied = Status::Protocol("restore reply places an unknown buffer");
             break;
           }
-          std::memcpy(d.buffers[pl.buffer_index].data, base + pl.file_offset, pl.size);
+          const RegisteredBuffer& b = d.buffers[pl.buffer_index];
+          std::memcpy(b.host_data(), base + pl.file_offset, pl.size);
+          if (b.staging) {
+            auto stream = d.streams.find({b.memory, b.device});
+            copied = b.staging->Push(stream == d.streams.end() ? nullptr : stream->second)
+                         .WithContext("restoring staged buffer '" + b.name + "'");
+            if (!copied.ok()) break;
+          }
         }
         ::munmap(p, slot.file_size);
       }
@@ -663,14 +710,22 @@ Result<std::optional<int64_t>> Client::Restore() {
     if (copied.ok()) copied = done;
   }
   if (!copied.ok()) return copied.WithContext("restore of step " + std::to_string(slot.step));
+  report.total = std::chrono::steady_clock::now() - start;
+  d.last_restore = report;
   return std::optional<int64_t>(slot.step);
+}
+
+std::optional<RestoreReport> Client::LastRestore() const {
+  Impl& d = *impl_;
+  MutexLock lock(d.mu);
+  return d.last_restore;
 }
 
 Status Client::Close() {
   Impl& d = *impl_;
   Status result;
   {
-    std::unique_lock<std::mutex> lock(d.mu);
+    MutexLock lock(d.mu);
     if (d.closed) return Status::OK();
     d.WaitIdleLocked(lock);
     result = d.last_result;
@@ -687,7 +742,7 @@ Status Client::Close() {
 
 Status Client::EnableHas(const HasPipelineHint& hint) {
   Impl& d = *impl_;
-  std::unique_lock<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
   if (d.has_page.load() != nullptr) return Status::OK();
   std::vector<uint8_t> payload;
@@ -706,7 +761,7 @@ Status Client::EnableHas(const HasPipelineHint& hint) {
     std::memcpy(payload.data(), v, sizeof(v));
   }
   d.WaitIdleLocked(lock);  // the channel carries one request at a time
-  local_proto::UniqueFd fd(::memfd_create("reft-has-hints", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd fd(::memfd_create("reft-has-hints", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
   if (::ftruncate(fd.get(), local_proto::kHasHintPageBytes) != 0 ||
       ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
@@ -732,12 +787,12 @@ Status Client::BubbleBegin() {
   auto* page = d.has_page.load(std::memory_order_acquire);
   if (page == nullptr) {
     {
-      std::lock_guard<std::mutex> lock(d.mu);
+      MutexLock lock(d.mu);
       if (d.has_disabled) return Status::OK();
     }
     Status st = EnableHas();
     if (!st.ok()) {
-      std::lock_guard<std::mutex> lock(d.mu);
+      MutexLock lock(d.mu);
       d.has_disabled = true;  // hints are advisory: report once, then ignore
       return st;
     }

@@ -6,6 +6,10 @@
 # freed when the same job id runs again and succeeds, or by an operator with
 # `reftctl snapshots drop`.
 #
+# The drops go over the admin socket as root, an operator (docs/security.md): its access is
+# checked by the caller's uid, so no credentials are stored for the epilog. Between nodes reftd
+# uses mutual TLS; nothing here crosses the network.
+#
 # The reft job id is the Slurm job id unless the trainer sets another one: export
 # REFT_JOB=<name> in the job and in slurm.conf's TaskEpilog environment, or edit JOB below.
 set -u -o pipefail

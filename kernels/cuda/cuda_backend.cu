@@ -19,16 +19,22 @@ namespace {
 
 using PointerGetAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
 
-// Allocation base, size and legacy-IPC capability of the allocation holding `ptr`.
-// IS_LEGACY_CUDA_IPC_CAPABLE is 0 for VMM memory (cuMemCreate, PyTorch expandable segments).
-Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* size,
-                       bool* ipc_capable) {
+// The device holding `ptr`; Unsupported when it is not CUDA device memory (or no driver).
+Status QueryDevice(const void* ptr, int* device) {
   cudaPointerAttributes attrs{};
   if (cudaPointerGetAttributes(&attrs, ptr) != cudaSuccess || attrs.type != cudaMemoryTypeDevice) {
     (void)cudaGetLastError();
     return Status::Unsupported("pointer is not CUDA device memory");
   }
   *device = attrs.device;
+  return Status::OK();
+}
+
+// Allocation base, size and legacy-IPC capability of the allocation holding `ptr`.
+// IS_LEGACY_CUDA_IPC_CAPABLE is 0 for VMM memory (cuMemCreate, PyTorch expandable segments).
+Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* size,
+                       bool* ipc_capable) {
+  REFT_RETURN_NOT_OK(QueryDevice(ptr, device));
   static PointerGetAttributeFn fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult q{};

@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 
 #include "reft/kernels/emulated.h"
+#include "reft/mutex.h"
 
 namespace reft::kernels {
 namespace {
@@ -115,10 +115,10 @@ Result<uint64_t> DecodeEventTarget(const std::string& handle) {
 }
 
 Result<EventExport> RecordHostReadyEvent() {
-  static std::mutex mu;
+  static Mutex mu;
   static std::shared_ptr<SharedCounter> counter;
   static uint64_t last = 0;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   if (!counter) {
     REFT_ASSIGN_OR_RETURN(counter, SharedCounter::Create());
   }
@@ -149,7 +149,7 @@ HostCopyStream::HostCopyStream(bool paced, std::shared_ptr<SharedCounter> done)
 
 HostCopyStream::~HostCopyStream() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -158,15 +158,15 @@ HostCopyStream::~HostCopyStream() {
 
 void HostCopyStream::Run(const std::string& name) {
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    lock.Wait(cv_, [&]() REFT_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_ with nothing left: pending work always drains first
     auto op = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Status st = op();
-    lock.lock();
+    lock.Lock();
     if (!st.ok() && first_error_.ok()) first_error_ = st;
     ++finished_;
     cv_.notify_all();
@@ -175,38 +175,40 @@ void HostCopyStream::Run(const std::string& name) {
 
 void HostCopyStream::EnqueueWork(std::function<Status()> work) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(std::move(work));
     ++enqueued_;
   }
   cv_.notify_all();
 }
 
+void PacedCopy(void* dst, const void* src, uint64_t size, uint64_t bytes_per_second) {
+  if (bytes_per_second == 0) {
+    std::memcpy(dst, src, size);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t done = 0; done < size;) {
+    uint64_t n = std::min(kPaceChunk, size - done);
+    std::memcpy(static_cast<uint8_t*>(dst) + done, static_cast<const uint8_t*>(src) + done, n);
+    done += n;
+    std::this_thread::sleep_until(
+        start + std::chrono::nanoseconds(static_cast<int64_t>(1e9 * done / bytes_per_second)));
+  }
+}
+
 void HostCopyStream::EnqueueCopy(void* dst, const void* src, uint64_t size) {
   const bool paced = paced_;
   EnqueueWork([dst, src, size, paced] {
-    const uint64_t bandwidth = paced ? EmulatedCopyBandwidth() : 0;
-    if (bandwidth == 0) {
-      std::memcpy(dst, src, size);
-      return Status::OK();
-    }
-    // The emulated link: copy chunk by chunk, never ahead of size / bandwidth.
-    const auto start = std::chrono::steady_clock::now();
-    for (uint64_t done = 0; done < size;) {
-      uint64_t n = std::min(kPaceChunk, size - done);
-      std::memcpy(static_cast<uint8_t*>(dst) + done, static_cast<const uint8_t*>(src) + done, n);
-      done += n;
-      std::this_thread::sleep_until(
-          start + std::chrono::nanoseconds(static_cast<int64_t>(1e9 * done / bandwidth)));
-    }
+    PacedCopy(dst, src, size, paced ? EmulatedCopyBandwidth() : 0);
     return Status::OK();
   });
 }
 
 Status HostCopyStream::Synchronize() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t target = enqueued_;
-  cv_.wait(lock, [&] { return finished_ >= target; });
+  lock.Wait(cv_, [&]() REFT_REQUIRES(mu_) { return finished_ >= target; });
   Status st = first_error_;
   first_error_ = Status::OK();
   return st;
@@ -225,7 +227,7 @@ Result<EventExport> HostCopyStream::RecordEvent() {
   uint64_t target;
   {
     // Target and queue position are taken together so targets are stored in increasing order.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     target = ++recorded_;
     auto done = done_;
     queue_.push_back([done, target] {

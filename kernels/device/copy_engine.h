@@ -7,11 +7,11 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "reft/kernels/device.h"
+#include "reft/mutex.h"
 
 namespace reft::kernels {
 
@@ -43,6 +43,10 @@ Result<uint64_t> DecodeEventTarget(const std::string& handle);
 /// An event with no fd is already complete.
 Status WaitCounterEvent(const EventExport& event, int64_t timeout_ms);
 
+/// \brief Copies `size` bytes no faster than `bytes_per_second` (0 = plain memcpy): chunk by
+/// chunk, never ahead of size / bandwidth (the emulated device's link).
+void PacedCopy(void* dst, const void* src, uint64_t size, uint64_t bytes_per_second);
+
 /// \brief Signals a new value of this process's "ready" counter and returns it as an event
 /// (host/emulated memory: the host writes before the call are complete). Thread-safe.
 Result<EventExport> RecordHostReadyEvent();
@@ -68,14 +72,14 @@ class HostCopyStream final : public CopyStream {
 
   const bool paced_;
   std::shared_ptr<SharedCounter> done_;  // completion counter exported by RecordEvent
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<Status()>> queue_;
-  uint64_t enqueued_ = 0;  // operations queued so far
-  uint64_t finished_ = 0;  // operations executed so far
-  uint64_t recorded_ = 0;  // last event target handed out
-  Status first_error_;
-  bool stop_ = false;
+  std::deque<std::function<Status()>> queue_ REFT_GUARDED_BY(mu_);
+  uint64_t enqueued_ REFT_GUARDED_BY(mu_) = 0;  // operations queued so far
+  uint64_t finished_ REFT_GUARDED_BY(mu_) = 0;  // operations executed so far
+  uint64_t recorded_ REFT_GUARDED_BY(mu_) = 0;  // last event target handed out
+  Status first_error_ REFT_GUARDED_BY(mu_);
+  bool stop_ REFT_GUARDED_BY(mu_) = false;
   std::thread worker_;
 };
 

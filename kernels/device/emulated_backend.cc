@@ -1,19 +1,20 @@
-// The emulated device (DESIGN.md §3): host memory in memfds that the daemon imports like GPU
+// The emulated device (docs/data-paths.md "Save"): host memory in memfds that the daemon imports like GPU
 // IPC memory, copied by a paced copy engine, so the pull path, fences and scheduling run in CI.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 
 #include "backends.h"
 #include "copy_engine.h"
 #include "reft/kernels/emulated.h"
 #include "reft/kernels/xor.h"
+#include "reft/mutex.h"
 #include "reft/units.h"
 
 namespace reft::kernels {
@@ -36,9 +37,10 @@ struct AllocationEntry {
   uint64_t size;
   int fd;
   uint64_t id;
+  bool exportable;
 };
-std::mutex g_alloc_mu;
-std::map<uintptr_t, AllocationEntry> g_allocations;
+Mutex g_alloc_mu;
+std::map<uintptr_t, AllocationEntry> g_allocations REFT_GUARDED_BY(g_alloc_mu);
 std::atomic<uint64_t> g_next_alloc_id{1};
 
 class EmulatedImport final : public ImportedMemory {
@@ -79,12 +81,15 @@ class EmulatedBackend final : public DeviceBackend {
 
   Result<MemoryExport> Export(const void* ptr, uint64_t size) override {
     const auto p = reinterpret_cast<uintptr_t>(ptr);
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
-    auto it = g_allocations.upper_bound(p);
-    if (it == g_allocations.begin()) return NotEmulated();
-    --it;
+    MutexLock lock(g_alloc_mu);
+    auto it = Containing(p);
+    if (it == g_allocations.end()) return NotEmulated();
     const AllocationEntry& a = it->second;
     if (p - it->first > a.size || size > a.size - (p - it->first)) return NotEmulated();
+    if (!a.exportable) {
+      return Status::Unsupported("emulated allocation is not exportable (it stands in for VMM / "
+                                 "expandable-segment memory)");
+    }
     MemoryExport ex;
     ex.kind = MemoryKind::kEmulated;
     ex.fd = a.fd;
@@ -93,6 +98,26 @@ class EmulatedBackend final : public DeviceBackend {
     ex.offset = p - it->first;
     ex.size = size;
     return ex;
+  }
+
+  Result<int> Locate(const void* ptr) override {
+    MutexLock lock(g_alloc_mu);
+    if (Containing(reinterpret_cast<uintptr_t>(ptr)) == g_allocations.end()) return NotEmulated();
+    return 0;
+  }
+
+  // The trainer's own copy of emulated memory (the staged fallback): the host writes before
+  // RecordReadyEvent are complete, so `ready` is already signalled; the copy is paced like the
+  // device link.
+  Status CopyLocalToHost(int, const void* src, void* dst, uint64_t size,
+                         const EventExport& ready) override {
+    REFT_RETURN_NOT_OK(WaitCounterEvent(ready, 60000));
+    PacedCopy(dst, src, size, EmulatedCopyBandwidth());
+    return Status::OK();
+  }
+  Status CopyHostToLocal(int, const void* src, void* dst, uint64_t size, void*) override {
+    PacedCopy(dst, src, size, EmulatedCopyBandwidth());
+    return Status::OK();
   }
 
   Result<std::shared_ptr<ImportedMemory>> Import(const MemoryExport& ex) override {
@@ -169,6 +194,14 @@ class EmulatedBackend final : public DeviceBackend {
   }
 
  private:
+  // The registered allocation whose range may hold `p` (caller holds g_alloc_mu), or end().
+  static std::map<uintptr_t, AllocationEntry>::iterator Containing(uintptr_t p)
+      REFT_REQUIRES(g_alloc_mu) {
+    auto it = g_allocations.upper_bound(p);
+    if (it == g_allocations.begin()) return g_allocations.end();
+    --it;
+    return p - it->first < std::max<uint64_t>(it->second.size, 1) ? it : g_allocations.end();
+  }
   static Status NotEmulated() {
     return Status::Unsupported("pointer is not inside an emulated-device allocation");
   }
@@ -193,7 +226,8 @@ struct EmulatedAllocation::Impl {
   uint64_t mapped = 0;
 };
 
-Result<std::unique_ptr<EmulatedAllocation>> EmulatedAllocation::Create(uint64_t size) {
+Result<std::unique_ptr<EmulatedAllocation>> EmulatedAllocation::Create(uint64_t size,
+                                                                       bool exportable) {
   auto impl = std::make_unique<Impl>();
   impl->size = size;
   impl->mapped = std::max<uint64_t>(size, 1);
@@ -211,9 +245,9 @@ Result<std::unique_ptr<EmulatedAllocation>> EmulatedAllocation::Create(uint64_t 
   impl->data = mmap(nullptr, impl->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, impl->fd, 0);
   if (impl->data == MAP_FAILED) return fail("mmap(emulated device)");
   {
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    MutexLock lock(g_alloc_mu);
     g_allocations[reinterpret_cast<uintptr_t>(impl->data)] =
-        AllocationEntry{size, impl->fd, g_next_alloc_id.fetch_add(1)};
+        AllocationEntry{size, impl->fd, g_next_alloc_id.fetch_add(1), exportable};
   }
   std::unique_ptr<EmulatedAllocation> alloc(new EmulatedAllocation());
   alloc->impl_ = std::move(impl);
@@ -223,7 +257,7 @@ Result<std::unique_ptr<EmulatedAllocation>> EmulatedAllocation::Create(uint64_t 
 EmulatedAllocation::~EmulatedAllocation() {
   if (!impl_) return;
   {
-    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    MutexLock lock(g_alloc_mu);
     g_allocations.erase(reinterpret_cast<uintptr_t>(impl_->data));
   }
   munmap(impl_->data, impl_->mapped);

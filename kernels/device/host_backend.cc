@@ -1,5 +1,7 @@
 // Host memory: trainers copy CPU buffers into their slot themselves (the staged path), so the
 // daemon never imports host memory. The backend exists so every kind answers the same API.
+#include <cstring>
+
 #include "backends.h"
 #include "copy_engine.h"
 
@@ -15,6 +17,18 @@ class HostBackend final : public DeviceBackend {
   MemoryKind kind() const override { return MemoryKind::kHost; }
   int DeviceCount() const override { return 1; }
   Result<MemoryExport> Export(const void*, uint64_t) override { return Staged(); }
+  Result<int> Locate(const void*) override {
+    return Status::Unsupported("host memory belongs to no device");
+  }
+  Status CopyLocalToHost(int, const void* src, void* dst, uint64_t size,
+                         const EventExport&) override {
+    std::memcpy(dst, src, size);
+    return Status::OK();
+  }
+  Status CopyHostToLocal(int, const void* src, void* dst, uint64_t size, void*) override {
+    std::memcpy(dst, src, size);
+    return Status::OK();
+  }
   Result<std::shared_ptr<ImportedMemory>> Import(const MemoryExport&) override { return Staged(); }
   Result<std::unique_ptr<CopyStream>> CreateStream(int) override { return Staged(); }
   Result<EventExport> RecordReadyEvent(int, void*) override { return RecordHostReadyEvent(); }

@@ -14,10 +14,8 @@
 namespace reft::kernels {
 namespace {
 
-// Allocation base, size and legacy-IPC capability of the allocation holding `ptr`
-// (0 for VMM memory from hipMemCreate, which needs hipMemExportToShareableHandle instead).
-Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* size,
-                       bool* ipc_capable) {
+// The device holding `ptr`; Unsupported when it is not HIP device memory (or no driver).
+Status QueryDevice(const void* ptr, int* device) {
   hipPointerAttribute_t attrs{};
   if (hipPointerGetAttributes(&attrs, ptr) != hipSuccess ||
       attrs.memoryType != hipMemoryTypeDevice) {
@@ -25,6 +23,14 @@ Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* si
     return Status::Unsupported("pointer is not HIP device memory");
   }
   *device = attrs.device;
+  return Status::OK();
+}
+
+// Allocation base, size and legacy-IPC capability of the allocation holding `ptr`
+// (0 for VMM memory from hipMemCreate, which needs hipMemExportToShareableHandle instead).
+Status QueryAllocation(const void* ptr, int* device, uintptr_t* base, size_t* size,
+                       bool* ipc_capable) {
+  REFT_RETURN_NOT_OK(QueryDevice(ptr, device));
   hipDeviceptr_t start = nullptr;
   size_t range = 0;
   if (hipMemGetAddressRange(&start, &range, const_cast<void*>(ptr)) != hipSuccess) {

@@ -1,10 +1,12 @@
 // The C ABI: versioned options, integer codes equal to reft::StatusCode, thread-local errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
 
+#include "reft/client.h"
 #include "reft/reft.h"
 #include "server_fixture.h"
 
@@ -136,4 +138,44 @@ TEST_CASE("C ABI: ZeRO-1 under aor, gradient buffers and optimizer hyper-paramet
     CHECK(s.aor_replays == 2);
   }
   for (int d = 0; d < 2; ++d) CHECK(reft_close(c[d]) == REFT_OK);
+}
+
+TEST_CASE("C ABI: staged device memory, its reason, no_staging and streams") {
+  ServerFixture f;
+  reft_options o;
+  reft_options_init(&o);
+  o.socket_path = f.socket.c_str();
+  o.job = "c-staged";
+  reft_client* c = nullptr;
+  REQUIRE(reft_connect(&o, &c) == REFT_OK);
+  auto dev = reft::EmulatedBuffer::Create(1 << 16, /*exportable=*/false);
+  REQUIRE(dev.ok());
+  reft_buffer_options bo;
+  reft_buffer_options_init(&bo);
+  bo.memory = REFT_MEMORY_EMULATED;
+  bo.no_staging = 1;
+  CHECK(reft_register(c, "strict", (*dev)->data(), (*dev)->size(), &bo) == REFT_UNSUPPORTED);
+  bo.no_staging = 0;
+  REQUIRE(reft_register(c, "w", (*dev)->data(), (*dev)->size(), &bo) == REFT_OK);
+  char why[256];
+  REQUIRE(reft_staged_reason(c, "w", why, sizeof(why)) == REFT_OK);
+  CHECK(std::string(why).find("not exportable") != std::string::npos);
+  char tiny[4];
+  REQUIRE(reft_staged_reason(c, "w", tiny, sizeof(tiny)) == REFT_OK);
+  CHECK(std::strlen(tiny) == 3);  // truncated, NUL-terminated
+  CHECK(reft_staged_reason(c, "nope", why, sizeof(why)) == REFT_NOT_FOUND);
+  CHECK(reft_set_stream(c, REFT_MEMORY_HOST, 0, nullptr) == REFT_INVALID_ARGUMENT);
+  CHECK(reft_set_stream(c, REFT_MEMORY_EMULATED, 0, nullptr) == REFT_OK);
+  std::memset((*dev)->data(), 0x5a, (*dev)->size());
+  REQUIRE(reft_snapshot(c, 1) == REFT_OK);
+  REQUIRE(reft_fence(c) == REFT_OK);
+  std::memset((*dev)->data(), 0, (*dev)->size());
+  int committed = 0;
+  REQUIRE(reft_wait_committed(c, 1, 10000, &committed) == REFT_OK);
+  int64_t step = -1;
+  REQUIRE(reft_restore(c, &step) == REFT_OK);
+  CHECK(step == 1);
+  const auto* p = static_cast<const uint8_t*>((*dev)->data());
+  CHECK(std::all_of(p, p + (*dev)->size(), [](uint8_t v) { return v == 0x5a; }));
+  CHECK(reft_close(c) == REFT_OK);
 }

@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const local::JobLayout kLayout{/*dp=*/2, /*tp=*/2, /*pp=*/1, /*zero=*/0};
+const JobLayout kLayout{/*dp=*/2, /*tp=*/2, /*pp=*/1, /*zero=*/0};
 store::RankKey Rank(int tp, int dp) { return {"job", 0, tp, dp}; }
 
 // Three nodes; ranks: node 0 holds (tp0,dp0) and (tp1,dp0), node 1 (tp0,dp1), node 2 (tp1,dp1).
@@ -120,7 +120,8 @@ TEST_CASE("etcd coordination: the coordinator's node leaves and another one take
   for (size_t i = 0; i < 4; ++i) {
     if (c.placement[i].first != leader) c.Complete(i, 2);
   }
-  for (int n : rest) REQUIRE(c.co(n)->WaitCommitted("job", 2, 5s));
+  // A bound, not a pause: it returns at the commit (generous for a loaded CI machine).
+  for (int n : rest) REQUIRE(c.co(n)->WaitCommitted("job", 2, 15s));
 }
 
 TEST_CASE("etcd coordination: two concurrent fallbacks start exactly one generation", "[coord]") {
@@ -195,7 +196,7 @@ TEST_CASE("etcd coordination: a rank joining with another layout is refused", "[
   Cluster c(etcd);
   c.JoinAll();
   REQUIRE(reft::testing::Eventually([&] { return c.co(2)->JoinedNode(Rank(0, 0)).has_value(); }, 5s));
-  local::JobLayout other = kLayout;
+  JobLayout other = kLayout;
   other.dp = 3;
   Status s = c.co(2)->Join({"job", 0, 0, 2}, other);
   CHECK(s.code() == StatusCode::kInvalidArgument);

@@ -1,4 +1,4 @@
-// Fuzz target: the AOR step hyper-parameter record (daemon/protect/aor hyper_codec.h,
+// Fuzz target: the AOR step hyper-parameter record (protect/aor hyper_codec.h,
 // DecodeStepHyper), which trainers send to reftd once per iteration and the replay tool reads
 // from trace files, and the AdamW replay step it drives.
 //

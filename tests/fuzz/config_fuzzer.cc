@@ -5,7 +5,7 @@
 // Properties: toml++ throws on malformed input internally; LoadConfigFile must turn every
 // problem into an InvalidArgument status with a message (an escaping exception is a crash);
 // ValidateConfig fails only with InvalidArgument; ParseDaemonArgs agrees with
-// LoadConfigFile + ValidateConfig (DESIGN.md §4: a config error is a clear one-line error).
+// LoadConfigFile + ValidateConfig (docs/protocol.md: a config error is a clear one-line error).
 #include <cstring>
 #include <string>
 
@@ -87,6 +87,7 @@ tls_cert = "/etc/reft/tls/node.crt"
 tls_key = "/etc/reft/tls/node.key"
 tls_ca = "/etc/reft/tls/ca.crt"
 allow_insecure = false
+operator_group = "root"
 )"));
   // Inline tables, dotted keys, arrays of tables, dates, floats, escapes: toml++ paths the
   // loader must reject cleanly.

@@ -65,6 +65,7 @@ void DecodeAll(const Bytes& payload, const Limits& l) {
   RoundTrip<RegisterReply>(payload, l, "register_reply");
   RoundTrip<StepMessage>(payload, l, "step message");
   RoundTrip<SlotReply>(payload, l, "slot reply");
+  RoundTrip<RestoreReply>(payload, l, "restore reply");
   RoundTrip<QueryCommittedReply>(payload, l, "query_committed_reply", /*canonical=*/false);
   RoundTrip<SnapshotStaged>(payload, l, "snapshot_staged");
   RoundTrip<ErrorReply>(payload, l, "error");
@@ -190,7 +191,7 @@ Bytes FrameOf(MessageType type, uint32_t request_id, const Bytes& payload) {
 void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   Hello hello;
   hello.job = "run-1";
-  hello.dp = 1;
+  hello.coord.dp = 1;
   hello.layout.dp = 4;
   hello.protection = "arc1+aec";
   hello.client_version = "0.1.0";
@@ -224,7 +225,11 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   slot.file_size = 1 << 20;
   slot.staged = {{0, 4096, 8192}, {1, 12288, 100}};
   sink("snapshot_begin_reply", FrameOf(MessageType::kSnapshotBeginReply, 3, Encode(slot)));
-  sink("restore_reply", FrameOf(MessageType::kRestoreReply, 6, Encode(slot)));
+  RestoreReply restored;
+  restored.slot = slot;
+  restored.report = {"memory", 1500000, 90000000, "node2 alive but silent (waited 1 ms)",
+                     "pp0-tp0: shards from node0, node1"};
+  sink("restore_reply", FrameOf(MessageType::kRestoreReply, 6, Encode(restored)));
   SnapshotStaged staged;
   staged.step = 42;
   staged.events.push_back({2, 0, std::string(64, 'e'), false});

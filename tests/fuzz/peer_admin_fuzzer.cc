@@ -548,12 +548,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto node = peer::PeerNode::Create(Options("fuzz-node"), f.store.get());
   FUZZ_CHECK(node.ok(), "PeerNode: %s", node.status().ToString().c_str());
   // A trainer of run-1 dp0 is connected here (GetManifest's "joined"; the job's layout).
-  local::JobLayout layout;
+  JobLayout layout;
   layout.dp = 2;
   FUZZ_CHECK((*node)->coordinator()->Join(Rank("run-1", 0), layout).ok(), "Join");
   app::DaemonConfig config;
   config.node_id = "fuzz-node";
-  security::TokenAuthorizer auth("");
+  security::Authorizer auth("", false);  // no token, no TLS: every call admitted
   app::AdminService admin(
       config, f.store.get(),
       [] {

@@ -31,7 +31,7 @@ if ! have_toolchain; then
 fi
 cmd=$1 src=$(cd "$2" && pwd) dir=$(mkdir -p "$3" && cd "$3" && pwd)
 fuzzers=(local_frame_fuzzer segment_fuzzer config_fuzzer slot_meta_fuzzer aor_hyper_fuzzer
-         peer_admin_fuzzer)
+         peer_admin_fuzzer persist_manifest_fuzzer)
 
 build() {
   local flags="-O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=address,undefined"

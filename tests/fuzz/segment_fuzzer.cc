@@ -2,7 +2,7 @@
 // (daemon/store/src/segment_format.h ParseSegment), the image reader built on it
 // (reft/store/segment_image.h SegmentImageReader::FromFd) and, on request, the store's
 // adoption of a segment left in shm_dir (SnapshotStore::Open). Segments are read back after
-// crashes and from the persistent tier, so they are untrusted input (field-notes §5.5).
+// crashes and from the persistent tier, so they are untrusted input (docs/failure-model.md).
 //
 // Input: one control byte, then the file image. Control bits (harness aids, so that mutated
 // headers get past the XXH3 checksums and reach the checks behind them; the parser itself

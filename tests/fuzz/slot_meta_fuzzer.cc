@@ -1,4 +1,4 @@
-// Fuzz target: the "meta" region of a snapshot slot (daemon/protect slot_meta.h,
+// Fuzz target: the "meta" region of a snapshot slot (protect slot_meta.h,
 // SlotMeta::Decode). A replacement node, restore-check and the persistent tier read it from
 // slots written by other nodes and processes, so it is untrusted input; whatever it accepts
 // drives the sharding function (slot layouts, shard boundaries, buffer placement).
@@ -63,11 +63,11 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
                {"rng", 16, "uint8", BufferKind::kUnique, -1, false}};
   put("arc1_aec_dp4", m);
   SlotMeta z = m;
-  z.layout = Layout{};
+  z.layout = JobLayout{};
   z.layout.dp = 3;
   z.layout.tp = 2;
   z.layout.pp = 2;
-  z.layout.zero_stage = 1;
+  z.layout.zero = 1;
   z.coord = {1, 1, 2};
   z.scheme = *Scheme::Parse("rs1+aor");
   z.shard_chunk = 4096;

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -92,6 +93,53 @@ TEST_CASE("emulated export rejects foreign pointers and overruns", "[kernels][em
   unsealed.size = 4096;
   CHECK(b->Import(unsealed).status().code() == reft::StatusCode::kPermissionDenied);
   close(raw);
+}
+
+TEST_CASE("unexportable emulated memory: located, refused like VMM, copied by its owner",
+          "[kernels][emulated]") {
+  BandwidthGuard unlimited(0);
+  auto* b = *GetDeviceBackend(MemoryKind::kEmulated);
+  auto alloc = EmulatedAllocation::Create(kAlloc, /*exportable=*/false);
+  REQUIRE(alloc.ok());
+  auto* base = static_cast<uint8_t*>((*alloc)->data());
+  auto ex = b->Export(base + 3, 100);
+  CHECK(ex.status().code() == reft::StatusCode::kUnsupported);
+  CHECK(ex.status().message().find("not exportable") != std::string::npos);
+  // Locate claims every byte of a live allocation, and nothing else.
+  CHECK(b->Locate(base).ValueOr(-1) == 0);
+  CHECK(b->Locate(base + kAlloc - 1).ValueOr(-1) == 0);
+  CHECK_FALSE(b->Locate(base + kAlloc).ok());
+  std::vector<uint8_t> host(64);
+  CHECK_FALSE(b->Locate(host.data()).ok());
+  CHECK_FALSE((*GetDeviceBackend(MemoryKind::kHost))->Locate(host.data()).ok());
+
+  // The staged fallback: this process copies its own device memory to host and back.
+  auto want = RandomBytes(kAlloc - 7, TestSeed(12));
+  std::memcpy(base + 7, want.data(), want.size());
+  auto ready = b->RecordReadyEvent(0, nullptr);
+  REQUIRE(ready.ok());
+  std::vector<uint8_t> got(want.size());
+  REQUIRE(b->CopyLocalToHost(0, base + 7, got.data(), got.size(), *ready).ok());
+  CHECK(got == want);
+  std::reverse(got.begin(), got.end());
+  REQUIRE(b->CopyHostToLocal(0, got.data(), base + 7, got.size(), nullptr).ok());
+  CHECK(std::memcmp(base + 7, got.data(), got.size()) == 0);
+  alloc->reset();
+  CHECK_FALSE(b->Locate(base).ok());  // freed allocations are forgotten
+}
+
+TEST_CASE("the owner's staged copy is paced like the device link", "[kernels][emulated]") {
+  const uint64_t size = 4u << 20;
+  BandwidthGuard slow(64ull << 20);  // 64 MiB/s: >= 62 ms
+  auto* b = *GetDeviceBackend(MemoryKind::kEmulated);
+  auto alloc = EmulatedAllocation::Create(size, false);
+  REQUIRE(alloc.ok());
+  std::vector<uint8_t> host(size);
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(b->CopyLocalToHost(0, (*alloc)->data(), host.data(), size, EventExport{}).ok());
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
+  CHECK(ms >= 60.0);
 }
 
 TEST_CASE("emulated copies match memcpy for every size and misalignment", "[kernels][emulated]") {

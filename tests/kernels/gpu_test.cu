@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
@@ -54,7 +55,7 @@ int Child(int sock, uint64_t seed) {
   if (cudaMemcpy(&marker, dev + kOffset, sizeof(marker), cudaMemcpyDeviceToHost) != cudaSuccess)
     return 28;
   if (marker != kMarker) return 29;  // the done fence returned before the daemon's write
-  // Wait for the importer to close its mapping before freeing (field-notes §1.1).
+  // Wait for the importer to close its mapping before freeing (docs/data-paths.md "Rules for device memory").
   std::string bye;
   int fd;
   RecvWithFd(sock, &bye, &fd);
@@ -151,6 +152,49 @@ TEST_CASE("CUDA export of host memory is refused", "[kernels][gpu][cuda]") {
   auto* b = *GetDeviceBackend(MemoryKind::kCuda);
   std::vector<uint8_t> host(64);
   CHECK(b->Export(host.data(), host.size()).status().code() == reft::StatusCode::kUnsupported);
+}
+
+TEST_CASE("CUDA staged fallback: Locate, local copies after the ready event, device kept",
+          "[kernels][gpu][cuda]") {
+  auto* b = *GetDeviceBackend(MemoryKind::kCuda);
+  const int last = b->DeviceCount() - 1;
+  REQUIRE(cudaSetDevice(last) == cudaSuccess);
+  uint8_t* dev = nullptr;
+  REQUIRE(cudaMalloc(&dev, kAlloc) == cudaSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);  // the trainer's current device is someone else's
+  auto located = b->Locate(dev + kOffset);
+  REQUIRE(located.ok());
+  CHECK(*located == last);
+  std::vector<uint8_t> host(64);
+  CHECK(b->Locate(host.data()).status().code() == reft::StatusCode::kUnsupported);
+
+  // Work queued on a stream before the ready event must land before the staged copy reads.
+  cudaStream_t trainer;
+  REQUIRE(cudaSetDevice(last) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&trainer, cudaStreamNonBlocking) == cudaSuccess);
+  auto want = reft::testing::RandomBytes(kSize, 77);
+  REQUIRE(cudaMemsetAsync(dev, 0, kAlloc, trainer) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(dev + kOffset, want.data(), kSize, cudaMemcpyHostToDevice, trainer) ==
+          cudaSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  auto ready = b->RecordReadyEvent(last, trainer);
+  REQUIRE(ready.ok());
+  std::vector<uint8_t> got(kSize);
+  REQUIRE(b->CopyLocalToHost(last, dev + kOffset, got.data(), kSize, *ready).ok());
+  CHECK(got == want);
+  int current = -1;
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == 0);  // exporter-side calls leave the caller's current device alone
+
+  std::reverse(got.begin(), got.end());
+  REQUIRE(b->CopyHostToLocal(last, got.data(), dev + kOffset, kSize, trainer).ok());
+  std::vector<uint8_t> back(kSize);
+  REQUIRE(cudaMemcpy(back.data(), dev + kOffset, kSize, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(back == got);
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == 0);
+  (void)cudaStreamDestroy(trainer);
+  (void)cudaFree(dev);
 }
 
 int main(int argc, char** argv) {

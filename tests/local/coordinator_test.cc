@@ -4,11 +4,11 @@
 
 #include <cstring>
 
-#include "reft/local/commit_coordinator.h"
+#include "reft/local/single_node_commit.h"
 #include "test_support.h"
 
 using namespace reft;
-using reft::local::JobLayout;
+using reft::JobLayout;
 using reft::local::SingleNodeCommitCoordinator;
 
 namespace {

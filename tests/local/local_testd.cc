@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "node_local_hooks.h"
 #include "reft/local/local_server.h"
+#include "reft/local/single_node_commit.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -31,12 +33,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   reft::local::SingleNodeCommitCoordinator coordinator(store->get());
+  reft::testing::NodeLocalPeerCopier copier(store->get());
+  reft::testing::NodeLocalRestoreProvider restorer(store->get(), &coordinator);
   reft::local::LocalServerOptions options;
   options.socket_path = argv[1];
   if (const char* v = std::getenv("REFT_TESTD_AOR_RESYNC_STEPS"); v != nullptr && *v != '\0') {
     options.aor_resync_steps = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
   }
-  auto server = reft::local::LocalServer::Create(options, store->get(), &coordinator);
+  auto server = reft::local::LocalServer::Create(options, store->get(), &coordinator,
+                                                 reft::local::ClusterHooks{&copier, &restorer});
   if (!server.ok() || !(*server)->Start().ok()) {
     std::fprintf(stderr, "cannot start the local server on %s\n", argv[1]);
     return 1;

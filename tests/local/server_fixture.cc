@@ -17,8 +17,11 @@ ServerFixture::ServerFixture(local::LocalServerOptions options) {
   REQUIRE(s.ok());
   store = std::move(*s);
   coordinator = std::make_unique<local::SingleNodeCommitCoordinator>(store.get());
+  copier = std::make_unique<NodeLocalPeerCopier>(store.get());
+  restorer = std::make_unique<NodeLocalRestoreProvider>(store.get(), coordinator.get());
   options.socket_path = socket;
-  auto srv = local::LocalServer::Create(options, store.get(), coordinator.get());
+  auto srv = local::LocalServer::Create(options, store.get(), coordinator.get(),
+                                        local::ClusterHooks{copier.get(), restorer.get()});
   REQUIRE(srv.ok());
   server = std::move(*srv);
   Status st = server->Start();

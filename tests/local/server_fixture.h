@@ -3,7 +3,9 @@
 #include <memory>
 #include <string>
 
+#include "node_local_hooks.h"
 #include "reft/local/local_server.h"
+#include "reft/local/single_node_commit.h"
 #include "test_support.h"
 
 namespace reft::testing {
@@ -15,6 +17,8 @@ struct ServerFixture {
   std::string socket;
   std::unique_ptr<store::SnapshotStore> store;
   std::unique_ptr<local::SingleNodeCommitCoordinator> coordinator;
+  std::unique_ptr<NodeLocalPeerCopier> copier;
+  std::unique_ptr<NodeLocalRestoreProvider> restorer;
   std::unique_ptr<local::LocalServer> server;
 };
 

@@ -350,7 +350,8 @@ TEST_CASE("the socket is private, a stale one is replaced, a live one is refused
   CHECK((st.st_mode & 0777) == 0600);
   local::LocalServerOptions o;
   o.socket_path = f.socket;
-  auto second = local::LocalServer::Create(o, f.store.get(), f.coordinator.get());
+  auto second = local::LocalServer::Create(o, f.store.get(), f.coordinator.get(),
+                                      local::ClusterHooks{f.copier.get(), f.restorer.get()});
   REQUIRE(second.ok());
   CHECK((*second)->Start().code() == StatusCode::kAlreadyExists);
   // Sessions are listed for `reftctl status`.
@@ -377,7 +378,8 @@ TEST_CASE("the socket is private, a stale one is replaced, a live one is refused
   std::strcpy(addr.sun_path, f.socket.c_str());
   REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
   ::close(fd);
-  auto third = local::LocalServer::Create(o, f.store.get(), f.coordinator.get());
+  auto third = local::LocalServer::Create(o, f.store.get(), f.coordinator.get(),
+                                      local::ClusterHooks{f.copier.get(), f.restorer.get()});
   REQUIRE(third.ok());
   CHECK((*third)->Start().ok());
   CHECK(Client::Connect(Opts(f)).ok());

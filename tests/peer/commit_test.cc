@@ -12,7 +12,7 @@ using namespace reft::testing;
 using namespace std::chrono_literals;
 
 namespace {
-const local::JobLayout kLayout{/*dp=*/2, /*tp=*/2, /*pp=*/1, /*zero=*/0};
+const JobLayout kLayout{/*dp=*/2, /*tp=*/2, /*pp=*/1, /*zero=*/0};
 store::RankKey Rank(int tp, int dp) { return {"job", 0, tp, dp}; }
 }  // namespace
 
@@ -72,7 +72,7 @@ TEST_CASE("a lost report is repaired by anti-entropy and a restarted node recove
   TempDir d0("reft-peer"), d1("reft-peer");
   auto n0 = std::make_unique<TestNode>("a0", d0.path(), std::vector<std::string>{});
   auto n1 = std::make_unique<TestNode>("a1", d1.path(), std::vector<std::string>{n0->address});
-  const local::JobLayout layout{2, 1, 1, 0};
+  const JobLayout layout{2, 1, 1, 0};
   store::RankKey r0{"job", 0, 0, 0}, r1{"job", 0, 0, 1};
   REQUIRE(peer::test::Eventually([&] { return n0->peer->membership().LiveMembers().size() == 1 &&
                                   n1->peer->membership().LiveMembers().size() == 1; }, 3s));
@@ -104,7 +104,7 @@ TEST_CASE("SyncNow makes a node that missed the commit learn it at once", "[peer
   TestNode b("s1", d1.path(), {a.address}, 0, 64 << 10, 0, slow);
   REQUIRE(peer::test::Eventually([&] { return a.peer->membership().LiveMembers().size() == 1 &&
                                   b.peer->membership().LiveMembers().size() == 1; }, 3s));
-  const local::JobLayout layout{2, 1, 1, 0};
+  const JobLayout layout{2, 1, 1, 0};
   store::RankKey r0{"job", 0, 0, 0}, r1{"job", 0, 0, 1};
   REQUIRE(a.peer->coordinator()->Join(r0, layout).ok());
   REQUIRE(b.peer->coordinator()->Join(r1, layout).ok());
@@ -118,7 +118,10 @@ TEST_CASE("SyncNow makes a node that missed the commit learn it at once", "[peer
   // A replacement node joins after the commit: nobody pushes the job to it for a minute.
   TestNode c("s2", d2.path(), {a.address}, 0, 64 << 10, 0, slow);
   REQUIRE(peer::test::Eventually([&] { return c.peer->membership().LiveMembers().size() == 2; }, 3s));
-  std::this_thread::sleep_for(300ms);
+  // The event a push to the newcomer would follow: the others see s2 alive (they learn of it
+  // by its probes and gossip). Until an exchange, s2 knows nothing of the job.
+  REQUIRE(peer::test::Eventually([&] { return StateOf(a, "s2") == MemberState::kAlive &&
+                                  StateOf(b, "s2") == MemberState::kAlive; }, 3s));
   CHECK(c.peer->coordinator()->NewestCommitted("job") == std::nullopt);
   Status s = c.peer->coordinator()->SyncNow("job", 1s);
   CHECK(s.ok());

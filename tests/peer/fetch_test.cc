@@ -148,7 +148,7 @@ TEST_CASE("FetchRegion published_only serves a writing slot's region once it is 
 
 TEST_CASE("GetManifest lists the ranks whose trainer is connected to the node", "[peer]") {
   Pair p(64 << 10);
-  const local::JobLayout layout{4, 1, 1, 0};
+  const JobLayout layout{4, 1, 1, 0};
   const store::RankKey r1{"job", 0, 0, 1}, r3{"job", 0, 0, 3}, other{"other", 0, 0, 0};
   REQUIRE(p.src.peer->coordinator()->Join(r1, layout).ok());
   REQUIRE(p.src.peer->coordinator()->Join(r3, layout).ok());

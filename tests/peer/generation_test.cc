@@ -13,7 +13,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const local::JobLayout kOne{1, 1, 1, 0};
+const JobLayout kOne{1, 1, 1, 0};
 const store::RankKey kRank{"job", 0, 0, 0};
 
 void CompleteStep(TestNode& n, int64_t step) {
@@ -107,7 +107,7 @@ TEST_CASE("StartGeneration is compare-and-set and SyncNow spreads it to every me
                b.peer->membership().LiveMembers().size() == 1;
       },
       3s));
-  const local::JobLayout two{2, 1, 1, 0};
+  const JobLayout two{2, 1, 1, 0};
   const store::RankKey r0{"job", 0, 0, 0}, r1{"job", 0, 0, 1};
   REQUIRE(a.peer->coordinator()->Join(r0, two).ok());
   REQUIRE(b.peer->coordinator()->Join(r1, two).ok());

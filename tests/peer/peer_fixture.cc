@@ -18,35 +18,48 @@ PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> see
   return o;
 }
 
-TestNode::TestNode(const std::string& id, const std::string& shm_dir,
-                   std::vector<std::string> seeds, uint64_t epoch, uint64_t chunk_size,
-                   uint64_t bandwidth, const std::function<void(PeerOptions*)>& tweak,
-                   const ControlPlaneFactory& control_plane)
-    : node_id(id) {
+std::unique_ptr<store::SnapshotStore> OpenTestStore(const std::string& shm_dir,
+                                                    uint64_t chunk_size) {
   store::StoreOptions so;
   so.shm_dir = shm_dir;
   so.prefault = false;
   so.chunk_size = chunk_size;
   auto s = store::SnapshotStore::Open(so);
   if (!s.ok()) throw std::runtime_error(s.status().ToString());
-  store = std::move(*s);
+  return std::move(*s);
+}
+
+std::unique_ptr<grpc::Server> ServeOnLoopback(PeerNode* node, const PeerOptions& options,
+                                              std::shared_ptr<grpc::ServerCredentials> credentials,
+                                              std::string* address) {
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", std::move(credentials), &port);
+  node->Register(&b);
+  PeerService::ConfigureServerBuilder(options, &b);
+  auto server = b.BuildAndStart();
+  if (!server || port == 0) throw std::runtime_error("cannot start the Peer server");
+  *address = "127.0.0.1:" + std::to_string(port);
+  Status st = node->Start(*address);
+  if (!st.ok()) throw std::runtime_error(st.ToString());
+  return server;
+}
+
+TestNode::TestNode(const std::string& id, const std::string& shm_dir,
+                   std::vector<std::string> seeds, uint64_t epoch, uint64_t chunk_size,
+                   uint64_t bandwidth, const std::function<void(PeerOptions*)>& tweak,
+                   const ControlPlaneFactory& control_plane)
+    : node_id(id) {
+  store = OpenTestStore(shm_dir, chunk_size);
   PeerOptions o = FastOptions(id, std::move(seeds));
   o.epoch = epoch;
   o.peer_stream_bandwidth = bandwidth;
   if (tweak) tweak(&o);
-  auto p = PeerNode::Create(o, store.get(), nullptr, control_plane);
+  auto p = PeerNode::Create(o, store.get(), {}, control_plane);
   if (!p.ok()) throw std::runtime_error(p.status().ToString());
   peer = std::move(*p);
-  grpc::ServerBuilder b;
-  int port = 0;
-  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  peer->Register(&b);
-  PeerService::ConfigureServerBuilder(FastOptions(id, {}), &b);
-  server = b.BuildAndStart();
-  if (!server || port == 0) throw std::runtime_error("cannot start the Peer server");
-  address = "127.0.0.1:" + std::to_string(port);
-  Status st = peer->Start(address);
-  if (!st.ok()) throw std::runtime_error(st.ToString());
+  server = ServeOnLoopback(peer.get(), FastOptions(id, {}), grpc::InsecureServerCredentials(),
+                           &address);
 }
 
 TestNode::~TestNode() { Kill(); }

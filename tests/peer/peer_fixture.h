@@ -19,6 +19,17 @@ namespace reft::peer::test {
 
 PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> seeds);
 
+/// A store in `shm_dir` without prefaulting; throws when it cannot be opened.
+std::unique_ptr<store::SnapshotStore> OpenTestStore(const std::string& shm_dir,
+                                                    uint64_t chunk_size = 64 << 10);
+
+/// Serves `node`'s Peer service on 127.0.0.1:0 with `credentials` (message limits of
+/// `options`) and starts the node at the bound address, which goes to `*address`. Throws on
+/// failure.
+std::unique_ptr<grpc::Server> ServeOnLoopback(PeerNode* node, const PeerOptions& options,
+                                              std::shared_ptr<grpc::ServerCredentials> credentials,
+                                              std::string* address);
+
 struct TestNode {
   /// Opens the store in `dir` (created by the caller, so a restart can reuse it).
   /// `tweak` (optional) adjusts the node's PeerOptions after FastOptions().

@@ -22,7 +22,7 @@ namespace pt = reft::persist::testing;
 
 namespace {
 
-const JobLayout k2x1x2{2, 1, 2};
+const JobLayout k2x1x2{/*dp=*/2, /*tp=*/1, /*pp=*/2};
 
 PersistReport Persist(PersistentTier& tier, const std::string& job, int64_t step,
                       const JobLayout& layout, const std::vector<pt::RankData>& ranks) {
@@ -156,13 +156,13 @@ TEST_CASE("persist: complete-step detection for a layout", "[persist]") {
   CHECK(*complete == std::vector<int64_t>{10});
 
   // Against other layouts, step 10 is not complete: ranks missing, or ranks outside.
-  CHECK(HasProblem(Check(*tier, job, 10, {2, 1, 3}), "pp0-tp0-dp2: missing"));
-  StepStatus narrow = Check(*tier, job, 10, {2, 1, 1});
+  CHECK(HasProblem(Check(*tier, job, 10, {/*dp=*/3, /*tp=*/1, /*pp=*/2}), "pp0-tp0-dp2: missing"));
+  StepStatus narrow = Check(*tier, job, 10, {/*dp=*/1, /*tp=*/1, /*pp=*/2});
   CHECK_FALSE(narrow.complete);
   CHECK(HasProblem(narrow, "pp0-tp0-dp1: outside the layout"));
   CHECK(Check(*tier, job, 10, k2x1x2).complete);
   CHECK(tier->CheckStep(job, 30, k2x1x2).status().code() == StatusCode::kNotFound);
-  CHECK(tier->CheckStep(job, 10, {0, 1, 1}).status().code() == StatusCode::kInvalidArgument);
+  CHECK(tier->CheckStep(job, 10, {/*dp=*/0, 1, 1}).status().code() == StatusCode::kInvalidArgument);
 
   // The missing rank arrives later, from another node: the step becomes complete, and that
   // node has its own manifest. Node a's manifest is merged, not replaced, by a second call.
@@ -215,7 +215,7 @@ TEST_CASE("persist: retention keeps the newest complete steps", "[persist]") {
   o.keep = 2;
   auto tier = pt::OpenTier(o);
   const std::string job = "job-r";
-  const JobLayout l{1, 1, 2};
+  const JobLayout l{/*dp=*/2, /*tp=*/1, /*pp=*/1};
   Persist(*tier, job, 1, l, pt::AllRanks(job, l, 1));
   Persist(*tier, job, 2, l, pt::AllRanks(job, l, 2));
   auto three = pt::AllRanks(job, l, 3);
@@ -325,7 +325,7 @@ TEST_CASE("persist: damaged or truncated rank files are rejected", "[persist]") 
   reft::testing::TempDir dir("reft-persist");
   auto tier = pt::OpenTier(pt::TestOptions(dir.path()));
   const std::string job = "job-t";
-  const JobLayout l{1, 1, 2};
+  const JobLayout l{/*dp=*/2, /*tp=*/1, /*pp=*/1};
   auto ranks = pt::AllRanks(job, l, 4);
   Persist(*tier, job, 4, l, ranks);
   const std::string path = pt::RankPath(dir.path(), ranks[1].rank(), 4);

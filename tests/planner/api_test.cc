@@ -18,10 +18,31 @@ std::string Err(const reft::Result<json>& r) { return r.ok() ? "" : r.status().m
 TEST_CASE("worked examples run", "[api]") {
   auto t = PlanTemplates(Load("templates.toml"));
   REQUIRE(t.ok());
-  CHECK((*t)["templates"].size() == static_cast<size_t>((*t)["n_max"].get<int>() - (*t)["n0"].get<int>() + 1));
+  CHECK((*t)["n0"] == 2);
+  CHECK((*t)["n_max"] == 6);  // 8 nodes − f·n0
+  CHECK((*t)["templates"].size() == 5u);
+  for (const auto& tm : (*t)["templates"]) {
+    // Layers covered once, in order; the T1/T2/T3 total equals its parts.
+    int next = 0;
+    for (const auto& st : tm["stages"]) {
+      CHECK(st["layers"][0] == next);
+      next = st["layers"][1];
+    }
+    CHECK(next == 24);
+    CHECK(tm["iteration_ms"].get<double>() ==
+          Approx(tm["t1_ms"].get<double>() + tm["t2_ms"].get<double>() + tm["t3_ms"].get<double>()));
+    CHECK(tm["iteration_ms"].get<double>() <= tm["simulated_iteration_ms"].get<double>() * (1 + 1e-9));
+  }
   auto i = PlanInstantiate(Load("instantiate.json"));
   REQUIRE(i.ok());
-  CHECK((*i)["best"]["micro_batches"].size() >= 2u);
+  CHECK((*i)["num_options"] == 4);  // 9 = 2+2+5 = 2+3+4 = 3+3+3 = 2+2+2+3 (templates 2..5, >= 3 parts)
+  CHECK((*i)["complete"] == true);
+  int mb = 0;
+  for (int x : (*i)["best"]["micro_batches"]) mb += x;
+  CHECK(mb == 64);  // global batch 256 / micro-batch 4
+  CHECK((*i)["best"]["step_ms"].get<double>() ==
+        Approx((*i)["best"]["compute_ms"].get<double>() + (*i)["best"]["allreduce_ms"].get<double>()));
+  CHECK((*i)["best"]["allreduce_ms"].get<double>() > 0);
   auto f = PlanFailover(Load("failover_odyssey.json"));
   REQUIRE(f.ok());
   CHECK((*f)["candidates"].size() == 3u);
@@ -41,6 +62,21 @@ TEST_CASE("worked examples run", "[api]") {
   auto r = Reliability(Load("reliability.toml"));
   REQUIRE(r.ok());
   CHECK((*r)["reft_days"].get<double>() == Approx(16.18).epsilon(0.002));
+}
+
+TEST_CASE("outputs are deterministic", "[api]") {
+  for (const char* name : {"templates.toml", "instantiate.json", "failover_odyssey.json", "failover_oobleck.json"}) {
+    const json in = Load(name);
+    auto a = std::string(name).find("failover") == 0 ? PlanFailover(in)
+             : std::string(name).find("templates") == 0 ? PlanTemplates(in) : PlanInstantiate(in);
+    auto b = std::string(name).find("failover") == 0 ? PlanFailover(in)
+             : std::string(name).find("templates") == 0 ? PlanTemplates(in) : PlanInstantiate(in);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    INFO(name);
+    CHECK(a->dump() == b->dump());
+    CHECK_FALSE(a->contains("planning_seconds"));
+  }
 }
 
 TEST_CASE("n0 is derived from device memory when not given", "[api]") {

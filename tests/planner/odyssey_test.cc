@@ -6,24 +6,14 @@
 #include <set>
 
 #include "reft/planner/odyssey.h"
+#include "reft/planner/policy_sim.h"
+#include "uniform_model.h"
 
 using namespace reft::planner;
 using namespace reft::planner::odyssey;
 
 namespace {
-ModelProfile Uniform(int L, double f = 10) {
-  ModelProfile m;
-  for (int i = 0; i < L; ++i) {
-    LayerProfile l;
-    l.forward = f;
-    l.backward = 2 * f;
-    l.param_bytes = 1 << 20;
-    l.optimizer_bytes = 2 << 20;
-    l.activation_bytes = 1 << 18;
-    m.layers.push_back(l);
-  }
-  return m;
-}
+ModelProfile Uniform(int L, double f = 10) { return testing::UniformModel(L, f); }
 double Rel(double a, double b) { return std::fabs(a - b) / b; }
 }  // namespace
 
@@ -72,7 +62,7 @@ TEST_CASE("A12: estimator within 8.02% of the simulator", "[odyssey]") {
     const double base = SimulatePipeline(spec)->makespan;
     std::vector<int> failed(pp, 0);
     failed[0] = 1;
-    auto rs = ReroutedStepTimeSim(spec.forward, spec.backward, dp, 8, failed, lat);
+    auto rs = ReroutedStepTimeSim(Uniform(32), counts, dp, 8, failed, lat);
     INFO(rs.status().ToString());
     REQUIRE(rs.ok());
     auto e13 = ReroutedStepTimeEq13(pp, dp, 8, spec.forward[0], spec.backward[0], failed);
@@ -230,23 +220,135 @@ TEST_CASE("plan search uses every node; table per failure count", "[odyssey]") {
   }
 }
 
-TEST_CASE("A15 shape: policy simulator runs all three policies on one trace", "[odyssey]") {
-  auto m = Uniform(16, 5);
-  PolicySimConfig c;
-  c.nodes = 16;
-  c.dp = 4;
-  c.pp = 4;
-  c.micro_batches = 16;
-  c.hours = 3;
-  c.failure_rate_per_hour = 0.05;
-  auto o = SimulatePolicy(m, c, PolicyKind::kOdyssey, 3);
-  auto b = SimulatePolicy(m, c, PolicyKind::kOobleck, 3);
-  auto r = SimulatePolicy(m, c, PolicyKind::kRecycle, 3);
-  REQUIRE(o.ok());
-  REQUIRE(b.ok());
+TEST_CASE("rerouting needs a live peer with the same layers, symmetric plan or not", "[odyssey]") {
+  // Pipelines [4,4,4,4] x2 and [6,5,5]: the two 4-stage pipelines are peers of each other.
+  auto m = Uniform(16);
+  ExecutionPlan p;
+  p.layers_per_stage = {{4, 4, 4, 4}, {4, 4, 4, 4}, {6, 5, 5}};
+  p.micro_batches = {4, 4, 4};
+  std::vector<std::vector<bool>> dead = {{false, true, false, false}, {false, false, false, false}, {false, false, false}};
+  auto r = ReroutedComputeTime(m, p, dead, 0);
   REQUIRE(r.ok());
-  CHECK(o->failures == b->failures);
-  CHECK(o->failures == r->failures);
-  CHECK(o->throughput > 0);
-  CHECK(o->decisions.size() <= static_cast<size_t>(o->failures));
+  // Slower than without the failure, at most as slow as the live peer running both pipelines'
+  // stage-1 work back to back after a full pipeline fill.
+  std::vector<std::vector<bool>> none = {{false, false, false, false}, {false, false, false, false}, {false, false, false}};
+  const double before = *ReroutedComputeTime(m, p, none, 0);
+  CHECK(before == Approx(*SimulateStep({StageSpec(m, {4, 4, 4, 4}, 4), StageSpec(m, {4, 4, 4, 4}, 4),
+                                        StageSpec(m, {6, 5, 5}, 4)})));
+  CHECK(*r > before);
+  CHECK(*r <= before + 4 * (40 + 80) + 1e-9);
+  // The schedule: the peer's stage 1 runs 8 micro-batches, 4 of them rerouted from pipeline 0,
+  // whose activations come from pipeline 0's stage 0 and go on to pipeline 0's stage 2.
+  auto sc = PlanSchedule(m, p, dead, 0);
+  REQUIRE(sc.ok());
+  int rerouted = 0;
+  for (const auto& op : sc->ops)
+    if (op.rerouted) {
+      ++rerouted;
+      CHECK(op.pipeline == 0);
+      CHECK(op.stage == 1);
+      if (op.forward) {
+        CHECK(sc->ops[op.dep].pipeline == 0);
+        CHECK(sc->ops[op.dep].stage == 0);
+      } else {
+        CHECK(sc->ops[op.dep].pipeline == 0);
+        CHECK(sc->ops[op.dep].stage == 2);
+      }
+    }
+  CHECK(rerouted == 8);  // forward and backward of 4 micro-batches
+  // A stage of the 3-stage pipeline has no peer: infeasible, naming the stage.
+  dead[2][0] = true;
+  auto bad = ReroutedComputeTime(m, p, dead, 0);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("stage 0 of pipeline 2") != std::string::npos);
+  // Through the policy evaluation: the failure of unit 1 (pipeline 0, stage 1) can be rerouted.
+  Layout cur = Layout::Of(p, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  SearchOptions so;
+  so.micro_batches = 12;
+  std::vector<bool> alive(11, true);
+  RecoveryCosts costs;
+  auto ev = EvaluateFailure(m, cur, {1}, alive, 12, so, costs);
+  CHECK(ev.candidates[0].feasible);
+  CHECK(ev.candidates[0].step_time > p.step_time);
+  auto ev2 = EvaluateFailure(m, cur, {8}, alive, 12, so, costs);
+  CHECK_FALSE(ev2.candidates[0].feasible);
+}
+
+TEST_CASE("the copy time is bounded by the busiest sender or receiver", "[odyssey]") {
+  // One node receives two layers from two different holders: each sender sends 10, the
+  // receiver takes 20.
+  auto t = PlanTransfer({{0}, {1}, {}}, {{0}, {1}, {0, 1}}, {10, 10});
+  REQUIRE(t.ok());
+  CHECK(t->max_sender_bytes == 10);
+  CHECK(t->max_receiver_bytes == 20);
+  CHECK(t->max_link_bytes() == 20);
+}
+
+TEST_CASE("a profile from the measured step time reproduces the step and extrapolates", "[odyssey]") {
+  // A job with a heavier last layer, measured on DP2 × PP4: spreading its step time over the
+  // layers by their parameters gives back the true profile (times proportional to parameters)
+  // and so the true step time of another plan.
+  ModelProfile truth;
+  std::vector<LayerState> state;
+  for (int l = 0; l < 16; ++l) {
+    LayerProfile lp;
+    lp.param_bytes = (l == 15 ? 3 : 1) * (8u << 20);
+    lp.optimizer_bytes = 2 * lp.param_bytes;
+    lp.forward = 0.5 * (lp.param_bytes >> 20);  // proportional to parameters
+    lp.backward = 2 * lp.forward;
+    truth.layers.push_back(lp);
+    state.push_back({lp.param_bytes, lp.optimizer_bytes, 0});
+  }
+  SearchOptions so;
+  so.micro_batches = 16;
+  so.network = NetworkSpec{1e6, 0.01};
+  ExecutionPlan running;
+  running.layers_per_stage = {{4, 4, 4, 4}, {4, 4, 4, 4}};
+  running.micro_batches = {8, 8};
+  ExecutionPlan measured = running;
+  REQUIRE(EstimateStep(truth, so, measured).ok());
+  auto derived = ProfileFromStepTime(state, running, measured.step_time, so);
+  REQUIRE(derived.ok());
+  for (int l = 0; l < 16; ++l) CHECK(derived->layers[l].forward == Approx(truth.layers[l].forward));
+  ExecutionPlan other;
+  other.layers_per_stage = {{6, 5, 5}, {6, 5, 5}, {8, 8}};
+  other.micro_batches = {5, 5, 6};
+  ExecutionPlan a = other, b = other;
+  REQUIRE(EstimateStep(truth, so, a).ok());
+  REQUIRE(EstimateStep(*derived, so, b).ok());
+  CHECK(b.step_time == Approx(a.step_time));
+  // A step shorter than its own all-reduce is rejected with the field named.
+  auto bad = ProfileFromStepTime(state, running, 1e-3, so);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("job.step_ms") != std::string::npos);
+}
+
+TEST_CASE("rerouting schedules never deadlock and never beat the failure-free plan", "[odyssey]") {
+  // Failed stages in several pipelines at once (e.g. stage 1 of one pipeline and stage 0 of
+  // another) used to make two peers wait for each other.
+  auto m = Uniform(12);
+  std::mt19937_64 rng(17);
+  int feasible = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    ExecutionPlan p;
+    const int P = 2 + trial % 4;
+    for (int q = 0; q < P; ++q) p.layers_per_stage.push_back(q % 3 == 2 ? std::vector<int>{6, 6} : std::vector<int>{4, 4, 4});
+    for (int q = 0; q < P; ++q) p.micro_batches.push_back(1 + static_cast<int>(rng() % 6));
+    std::vector<std::vector<bool>> dead;
+    for (const auto& x : p.layers_per_stage) {
+      dead.emplace_back();
+      for (size_t s = 0; s < x.size(); ++s) dead.back().push_back(rng() % 5 == 0);
+    }
+    auto r = ReroutedComputeTime(m, p, dead, 0.1);
+    INFO("trial " << trial << ": " << r.status().ToString());
+    if (!r.ok()) {
+      CHECK(r.status().code() == reft::StatusCode::kInvalidArgument);  // no live peer, never a deadlock
+      continue;
+    }
+    ++feasible;
+    std::vector<std::vector<bool>> none;
+    for (const auto& x : p.layers_per_stage) none.emplace_back(x.size(), false);
+    CHECK(*r >= *ReroutedComputeTime(m, p, none, 0.1) - 1e-9);
+  }
+  CHECK(feasible > 100);
 }

@@ -18,7 +18,7 @@ BufferSpec Opt(const std::string& name, uint64_t n, const std::string& dtype = "
 AorInput Input(int dp, int rank, uint64_t n) {
   AorInput in;
   in.layout.dp = dp;
-  in.layout.zero_stage = 1;
+  in.layout.zero = 1;
   in.scheme = *Scheme::Parse("arc1+aor");
   in.coord = {0, 0, rank};
   in.buffers = {{"params", 4096, "bf16"}, Opt("opt", n), {"rng", 8, "uint8", BufferKind::kUnique}};
@@ -97,7 +97,7 @@ TEST_CASE("AOR plan: nothing to replay without aor regions", "[protect][aor]") {
 
 TEST_CASE("AOR plan: clear errors", "[protect][aor]") {
   AorInput in = Input(2, 0, 100);
-  in.layout.zero_stage = 0;
+  in.layout.zero = 0;
   CHECK_THAT(Error(in), Catch::Contains("ZeRO stage is 0 (must be 1"));
   CHECK(CheckAorLayout(in.layout, in.scheme).code() == StatusCode::kInvalidArgument);
   CHECK(CheckAorLayout(in.layout, *Scheme::Parse("arc1")).ok());

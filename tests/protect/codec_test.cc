@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "protect_fixture.h"
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 
 namespace reft::protect {
 namespace {
@@ -112,7 +112,7 @@ TEST_CASE("ARC(2) and RS(2) survive every pair, RS(3) every triple, m up to 8",
   }
 }
 
-TEST_CASE("Combination arc1+aec is computed, not additive (seeds-spec 1.6)", "[protect][codec]") {
+TEST_CASE("Combination arc1+aec is computed, not additive (docs/protection.md)", "[protect][codec]") {
   const Scheme scheme = *Scheme::Parse("arc1+aec");
   for (int m = 3; m <= 8; ++m) {
     INFO("m=" << m);

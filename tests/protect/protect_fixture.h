@@ -60,7 +60,7 @@ inline SimSg MakeSim(int m, const Scheme& scheme, const std::vector<BufferSpec>&
     const auto& bytes = sim.buffers[e.name];
     flat.insert(flat.end(), bytes.begin(), bytes.end());
   }
-  Layout layout;
+  JobLayout layout;
   layout.dp = m;
   for (int d = 0; d < m; ++d) {
     sim.canonical_shards.emplace_back(

@@ -11,7 +11,7 @@ namespace reft::protect {
 
 TEST_CASE("Shards tile the canonical vector in name order, chunk-aligned", "[protect][sharding]") {
   std::vector<BufferSpec> bufs = {{"z", 1000, "fp32"}, {"a", 302, "fp16"}, {"m", 4096, "uint8"}};
-  Layout layout;
+  JobLayout layout;
   layout.dp = 3;
   uint64_t prev_end = 0;
   for (int d = 0; d < 3; ++d) {
@@ -37,7 +37,7 @@ TEST_CASE("Bytes per rank follow the formulas up to chunk padding", "[protect][s
   const uint64_t chunk = 4096;
   std::vector<BufferSpec> bufs = {{"p", w, "uint8"}};
   for (int m = 2; m <= 8; ++m) {
-    Layout layout;
+    JobLayout layout;
     layout.dp = m;
     const double wm = static_cast<double>(w) / m;
     for (int r = 1; r < m && r <= 3; ++r) {
@@ -66,9 +66,9 @@ TEST_CASE("Bytes per rank follow the formulas up to chunk padding", "[protect][s
 }
 
 TEST_CASE("Slot layout lists unique buffers and their neighbour replicas", "[protect][sharding]") {
-  Layout layout;
+  JobLayout layout;
   layout.dp = 2;
-  layout.zero_stage = 1;
+  layout.zero = 1;
   std::vector<BufferSpec> bufs = {{"params", 100, "fp16"},
                                   {"optim", 64, "fp32", BufferKind::kUnique, -1, true},
                                   {"rng", 8, "uint8", BufferKind::kUnique}};
@@ -85,7 +85,7 @@ TEST_CASE("SG members sharing a node are reported by name", "[protect][sharding]
   in.layout.dp = 3;
   in.layout.tp = 2;
   // Megatron order: tp fastest. (pp0, tp0) members are ranks 0, 2, 4.
-  in.layout.nodes = {"n0", "n0", "n0", "n1", "n2", "n2"};
+  in.placement = {"n0", "n0", "n0", "n1", "n2", "n2"};
   in.scheme = *Scheme::Parse("arc1");
   in.buffers = {{"p", 1000, "uint8"}};
   auto plan = PlanSharding(in);
@@ -100,14 +100,14 @@ TEST_CASE("SG members sharing a node are reported by name", "[protect][sharding]
 }
 
 TEST_CASE("Invalid inputs are rejected with the bad field named", "[protect][sharding]") {
-  Layout layout;
+  JobLayout layout;
   layout.dp = 2;
   auto odd = ComputeRankPlan(layout, Scheme{}, {0, 0, 0}, {{"x", 3, "fp16"}}, 16);
   REQUIRE(odd.status().message().find("'x'") != std::string::npos);
-  layout.zero_stage = 3;
+  layout.zero = 3;
   auto z3 = ComputeRankPlan(layout, Scheme{}, {0, 0, 0}, {{"x", 4, "fp16"}}, 16);
   REQUIRE(z3.status().message().find("ZeRO stage 3") != std::string::npos);
-  layout.zero_stage = 0;
+  layout.zero = 0;
   auto arc = ComputeRankPlan(layout, *Scheme::Parse("arc2"), {0, 0, 0}, {{"x", 4, "fp16"}}, 16);
   REQUIRE(arc.status().message().find("arc2 needs dp >= 3") != std::string::npos);
   REQUIRE(Scheme::Parse("arc1+xyz").status().message().find("'xyz'") != std::string::npos);

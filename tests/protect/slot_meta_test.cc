@@ -17,7 +17,7 @@ SlotMeta SampleMeta() {
   m.coord = {1, 0, 2};
   m.layout.dp = 4;
   m.layout.pp = 2;
-  m.layout.zero_stage = 1;
+  m.layout.zero = 1;
   m.scheme = *Scheme::Parse("arc1+aec");
   m.shard_chunk = 4096;
   m.buffers = testing::MixedBuffers(40);
@@ -99,7 +99,7 @@ TEST_CASE("partial sources: two writers together produce the full encoding", "[p
   const Scheme arc = *Scheme::Parse("arc2");
   auto specs = testing::MixedBuffers(37);
   auto sim = testing::MakeSim(4, arc, specs, 64, reft::testing::TestSeed(11));
-  const auto plan = ComputeRankPlan(Layout{4, 1, 1, 0, {}}, arc, {0, 0, 1}, specs, 64);
+  const auto plan = ComputeRankPlan(JobLayout{4, 1, 1, 0}, arc, {0, 0, 1}, specs, 64);
   REQUIRE(plan.ok());
   // Writer A holds the fp32 buffer, writer B the other two; each fills what it can read.
   ReplicatedSource a, b;

@@ -6,37 +6,19 @@ import platform
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 
 import pytest
 
 import reft
-
-
-@pytest.fixture
-def daemon():
-    tmp = tempfile.TemporaryDirectory(prefix="reft-py-")
-    sock = os.path.join(tmp.name, "reftd.sock")
-    proc = subprocess.Popen([os.environ["REFT_LOCAL_TESTD"], sock, os.path.join(tmp.name, "shm")],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    yield sock
-    proc.terminate()
-    assert proc.wait(timeout=30) == 0
-    tmp.cleanup()
+from conftest import client, start_daemon, stop_daemon
 
 
 @pytest.fixture
 def aor_daemon():
     """reft_local_testd with a periodic AOR resync every 5 steps; yields (socket, stats) where
     stats() returns the daemon's per-session counters (SIGUSR1)."""
-    tmp = tempfile.TemporaryDirectory(prefix="reft-py-aor-")
-    sock = os.path.join(tmp.name, "reftd.sock")
-    env = dict(os.environ, REFT_TESTD_AOR_RESYNC_STEPS="5")
-    proc = subprocess.Popen([os.environ["REFT_LOCAL_TESTD"], sock, os.path.join(tmp.name, "shm")],
-                            stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout.readline().strip() == "ready"
+    proc, sock, tmp = start_daemon("reft-py-aor-", {"REFT_TESTD_AOR_RESYNC_STEPS": "5"})
 
     def stats():
         proc.send_signal(signal.SIGUSR1)
@@ -48,16 +30,7 @@ def aor_daemon():
         raise AssertionError("reft_local_testd exited")
 
     yield sock, stats
-    proc.terminate()
-    assert proc.wait(timeout=30) == 0
-    tmp.cleanup()
-
-
-def client(sock, **kw):
-    args = dict(socket=sock, job="py-job", pp=0, tp=0, dp=0,
-                layout=reft.Layout(dp=1, tp=1, pp=1, zero=0), protection="none")
-    args.update(kw)
-    return reft.Client(**args)
+    stop_daemon(proc, tmp)
 
 
 def test_bytearray_numpy_torch_round_trip(daemon):
@@ -71,7 +44,9 @@ def test_bytearray_numpy_torch_round_trip(daemon):
         c.register("ba", ba)
         c.register("arr", arr, kind="unique", layer=3)
         c.register("ten", ten, layer=0)
+        assert c.last_restore is None
         assert c.restore() is None
+        assert c.last_restore["step"] is None and c.last_restore["source"] == "none"
         c.snapshot(5)
         c.fence()
         assert c.wait_committed(5, timeout=10) is True
@@ -79,6 +54,9 @@ def test_bytearray_numpy_torch_round_trip(daemon):
         arr[:] = 0
         ten.zero_()
         assert c.restore() == 5
+        report = c.last_restore
+        assert report["step"] == 5 and report["source"] == "memory", report
+        assert 0 <= report["agreement_s"] <= report["daemon_s"] <= report["total_s"], report
         assert bytes(ba) == want[0]
         assert np.array_equal(arr, want[1])
         assert torch.equal(ten, want[2])

@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const local::JobLayout kLayout{3, 1, 1, 0};
+const JobLayout kLayout{3, 1, 1, 0};
 
 // A writing slot of `rank` at `step` whose "unique/rng" holds `bytes` (not published).
 std::shared_ptr<store::SlotRef> BeginSlot(store::SnapshotStore* s, const store::RankKey& rank,

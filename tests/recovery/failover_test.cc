@@ -56,7 +56,7 @@ struct Child {
 // Slots of `ranks` written, sealed and committed into a store in `dir` that is closed again,
 // so a node started on `dir` adopts them.
 void PrewriteSlots(const std::string& dir, const JobSpec& spec,
-                   const std::vector<protect::RankCoord>& ranks, int64_t step) {
+                   const std::vector<RankCoord>& ranks, int64_t step) {
   store::StoreOptions so;
   so.shm_dir = dir;
   so.prefault = false;
@@ -153,7 +153,7 @@ TEST_CASE("a shard corrupted on one node is taken from its ARC copy or rebuilt f
       // dp1's own shard is damaged on node 1 after sealing (memory corruption, not in transit).
       FlipByteInSegment(c.node(1).store.get(), spec.Key({0, 0, 1}), 4, "rep/shard", 70001);
       for (size_t n : {size_t{0}, size_t{1}}) {  // read remotely, and locally on node 1
-        const protect::RankCoord rc{0, 0, static_cast<int>(n)};
+        const RankCoord rc{0, 0, static_cast<int>(n)};
         ReftLoad load(c.node(n).store.get(), c.node(n).peer.get(), TestOptions());
         RestoreStats stats;
         auto st = load.Restore(spec.Meta(rc), &stats);

@@ -66,7 +66,7 @@ TEST_CASE(
   CHECK(check->groups[1].recoverable);
 
   // The restarted trainers, the recoverable SG's first: every rank gets step 2 from the tier.
-  std::vector<std::pair<protect::RankCoord, size_t>> order = {{{1, 0, 0}, 0}, {{1, 0, 1}, 3},
+  std::vector<std::pair<RankCoord, size_t>> order = {{{1, 0, 0}, 0}, {{1, 0, 1}, 3},
                                                               {{1, 0, 2}, 3}, {{0, 0, 0}, 0},
                                                               {{0, 0, 1}, 3}, {{0, 0, 2}, 0}};
   bool first = true;

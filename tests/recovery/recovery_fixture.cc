@@ -24,7 +24,7 @@ uint64_t Mix(uint64_t h, uint64_t v) {
   return h;
 }
 
-uint64_t Seed(const JobSpec& spec, const protect::RankCoord& c, const protect::BufferSpec& b,
+uint64_t Seed(const JobSpec& spec, const RankCoord& c, const protect::BufferSpec& b,
               int64_t step) {
   uint64_t h = std::hash<std::string>{}(spec.job + "/" + b.name);
   h = Mix(h, static_cast<uint64_t>(c.pp));
@@ -39,20 +39,19 @@ void Fail(const Status& s) {
 
 }  // namespace
 
-protect::SlotMeta JobSpec::Meta(const protect::RankCoord& c) const {
+protect::SlotMeta JobSpec::Meta(const RankCoord& c) const {
   protect::SlotMeta m;
   m.job = job;
   m.coord = c;
   m.layout = layout;
-  m.layout.nodes.clear();
   m.scheme = scheme;
   m.shard_chunk = shard_chunk;
   m.buffers = buffers;
   return m;
 }
 
-std::vector<protect::RankCoord> JobSpec::Ranks() const {
-  std::vector<protect::RankCoord> out;
+std::vector<RankCoord> JobSpec::Ranks() const {
+  std::vector<RankCoord> out;
   for (int pp = 0; pp < layout.pp; ++pp) {
     for (int tp = 0; tp < layout.tp; ++tp) {
       for (int dp = 0; dp < layout.dp; ++dp) out.push_back({pp, tp, dp});
@@ -70,7 +69,7 @@ JobSpec MakeJob(int dp, int tp, int pp, const std::string& scheme, bool with_uni
   auto parsed = protect::Scheme::Parse(scheme);
   Fail(parsed.status());
   s.scheme = *parsed;
-  if (s.scheme.aor) s.layout.zero_stage = 1;
+  if (s.scheme.aor) s.layout.zero = 1;
   auto buf = [](std::string name, uint64_t elems, std::string dtype, int esize) {
     protect::BufferSpec b;
     b.name = std::move(name);
@@ -94,7 +93,7 @@ JobSpec MakeJob(int dp, int tp, int pp, const std::string& scheme, bool with_uni
   return s;
 }
 
-std::vector<uint8_t> BufferBytes(const JobSpec& spec, const protect::RankCoord& c,
+std::vector<uint8_t> BufferBytes(const JobSpec& spec, const RankCoord& c,
                                  const protect::BufferSpec& b, int64_t step) {
   std::mt19937_64 rng(Seed(spec, c, b, step));
   std::vector<uint8_t> out(b.size);
@@ -120,7 +119,7 @@ std::vector<uint8_t> BufferBytes(const JobSpec& spec, const protect::RankCoord& 
 }
 
 std::vector<std::pair<std::string, std::vector<uint8_t>>> SlotRegions(const JobSpec& spec,
-                                                                      const protect::RankCoord& c,
+                                                                      const RankCoord& c,
                                                                       int64_t step) {
   const protect::SlotMeta meta = spec.Meta(c);
   auto plan = meta.Plan();
@@ -158,7 +157,7 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> SlotRegions(const JobS
 }
 
 void WriteContractSlot(store::SnapshotStore* store, const JobSpec& spec,
-                       const protect::RankCoord& c, int64_t step, bool commit) {
+                       const RankCoord& c, int64_t step, bool commit) {
   auto regions = SlotRegions(spec, c, step);
   std::vector<store::RegionSpec> layout;
   for (const auto& [name, bytes] : regions) layout.push_back({name, bytes.size()});
@@ -176,13 +175,13 @@ void WriteContractSlot(store::SnapshotStore* store, const JobSpec& spec,
   if (commit) Fail(store->Commit(key, step));
 }
 
-void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const protect::RankCoord& c,
+void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const RankCoord& c,
                    int64_t step) {
   CheckRestoredFrom(st, spec, c, step, "memory");
 }
 
 void CheckRestoredFrom(const local::RestoredState& st, const JobSpec& spec,
-                       const protect::RankCoord& c, int64_t step, const std::string& source) {
+                       const RankCoord& c, int64_t step, const std::string& source) {
   INFO(spec.Key(c).ToString() << ": " << st.detail);
   REQUIRE(st.step == step);
   REQUIRE(st.fd.valid());
@@ -206,7 +205,7 @@ void CheckRestoredFrom(const local::RestoredState& st, const JobSpec& spec,
 }
 
 void CheckSlotEqualsOriginal(store::SnapshotStore* store, const JobSpec& spec,
-                             const protect::RankCoord& c, int64_t step) {
+                             const RankCoord& c, int64_t step) {
   INFO("slot of " << spec.Key(c).ToString() << " step " << step);
   REQUIRE(store->NewestCommitted(spec.Key(c)) == step);
   auto ref = store->Get(spec.Key(c), step);
@@ -293,8 +292,7 @@ void Cluster::Converge(std::chrono::milliseconds timeout) {
 
 void Cluster::WriteStep(const JobSpec& spec, const std::map<std::string, size_t>& placement,
                         int64_t step) {
-  const local::JobLayout layout{spec.layout.dp, spec.layout.tp, spec.layout.pp,
-                                spec.layout.zero_stage};
+  const JobLayout& layout = spec.layout;
   for (const auto& c : spec.Ranks()) {
     TestNode& n = node(placement.at(c.ToString()));
     const std::string key = n.node_id + "/" + spec.Key(c).ToString();

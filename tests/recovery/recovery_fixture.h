@@ -23,14 +23,14 @@ using peer::test::TestNode;
 /// \brief A job: layout, protection and the buffers every rank registers.
 struct JobSpec {
   std::string job = "job";
-  protect::Layout layout;
+  JobLayout layout;
   protect::Scheme scheme;
   uint64_t shard_chunk = 4096;
   std::vector<protect::BufferSpec> buffers;
 
-  protect::SlotMeta Meta(const protect::RankCoord& c) const;
-  std::vector<protect::RankCoord> Ranks() const;
-  store::RankKey Key(const protect::RankCoord& c) const { return {job, c.pp, c.tp, c.dp}; }
+  protect::SlotMeta Meta(const RankCoord& c) const;
+  std::vector<RankCoord> Ranks() const;
+  store::RankKey Key(const RankCoord& c) const { return {job, c.pp, c.tp, c.dp}; }
 };
 
 /// \brief fp32/bf16/fp16 replicated buffers of odd sizes, a unique RNG state and (optionally) a
@@ -40,31 +40,31 @@ JobSpec MakeJob(int dp, int tp, int pp, const std::string& scheme, bool with_uni
 
 /// \brief The bytes of buffer `b` of rank `c` at `step` (replicated buffers are identical across
 /// the SG; unique ones differ per rank).
-std::vector<uint8_t> BufferBytes(const JobSpec& spec, const protect::RankCoord& c,
+std::vector<uint8_t> BufferBytes(const JobSpec& spec, const RankCoord& c,
                                  const protect::BufferSpec& b, int64_t step);
 
 /// \brief The rank's slot, region by region, as the save path writes it.
 std::vector<std::pair<std::string, std::vector<uint8_t>>> SlotRegions(const JobSpec& spec,
-                                                                      const protect::RankCoord& c,
+                                                                      const RankCoord& c,
                                                                       int64_t step);
 
 /// \brief Writes and seals the rank's slot of `step` in `store`; commits it too when `commit`.
 void WriteContractSlot(store::SnapshotStore* store, const JobSpec& spec,
-                       const protect::RankCoord& c, int64_t step, bool commit = false);
+                       const RankCoord& c, int64_t step, bool commit = false);
 
 /// \brief Checks that `st` holds every buffer of rank `c` at `step` bit-exactly, restored from
 /// memory.
-void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const protect::RankCoord& c,
+void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const RankCoord& c,
                    int64_t step);
 
 /// \brief The same for a state from `source` ("memory" or "persistent").
 void CheckRestoredFrom(const local::RestoredState& st, const JobSpec& spec,
-                       const protect::RankCoord& c, int64_t step, const std::string& source);
+                       const RankCoord& c, int64_t step, const std::string& source);
 
 /// \brief Checks that `store` holds the rank's committed slot of `step`, equal region by region
 /// to the slot the save path wrote.
 void CheckSlotEqualsOriginal(store::SnapshotStore* store, const JobSpec& spec,
-                             const protect::RankCoord& c, int64_t step);
+                             const RankCoord& c, int64_t step);
 
 /// \brief Options with short deadlines and small pieces (several pieces per shard).
 RecoveryOptions TestOptions();

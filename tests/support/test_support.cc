@@ -9,9 +9,10 @@
 
 namespace reft::testing {
 
-TempDir::TempDir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+TempDir::TempDir(const std::string& prefix, const std::string& base) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string under = !base.empty() ? base : tmpdir && *tmpdir ? tmpdir : "/tmp";
+  std::string templ = under + "/" + prefix + "-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + templ);
   path_ = templ;
 }

@@ -15,7 +15,8 @@ namespace reft::testing {
 /// \brief A fresh directory under $TMPDIR (or /tmp), removed recursively on destruction.
 class TempDir {
  public:
-  explicit TempDir(const std::string& prefix = "reft-test");
+  /// Under `base`, or $TMPDIR (else /tmp) when `base` is empty.
+  explicit TempDir(const std::string& prefix = "reft-test", const std::string& base = "");
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

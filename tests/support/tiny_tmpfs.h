@@ -1,4 +1,4 @@
-// A size-limited tmpfs for "the directory is full" tests (DESIGN.md §5 full persist dir).
+// A size-limited tmpfs for "the directory is full" tests (docs/failure-model.md: full persistent directory).
 #pragma once
 
 #include <string>

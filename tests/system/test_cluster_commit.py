@@ -1,5 +1,5 @@
 """Several reftd on loopback: membership, and a step committed only when every rank of the
-job, on every node, completed it (DESIGN.md §2, two-phase commit)."""
+job, on every node, completed it (docs/data-paths.md "Commit", two-phase)."""
 import time
 
 from reft_cluster import LocalCluster
@@ -30,16 +30,24 @@ def test_commit_waits_for_ranks_on_other_nodes():
     with LocalCluster(nodes=2) as cluster:
         a, b = cluster.nodes
         assert wait_until(lambda: len(a.ctl("status", json_output=True)["peers"]) == 1)
-        # Rank dp0 on node0 snapshots steps 0..4 alone: nothing may commit job-wide.
+        # Rank tp0 on node0 snapshots alone: nothing may commit job-wide.
+        # Two tensor-parallel ranks (tp=2, dp=1): each is a sharding group of its own, so with
+        # no protection a rank completes its steps alone and only the commit rule keeps them
+        # uncommitted. (Data-parallel ranks of one group could not even complete alone.)
         t0 = SampleTrainer(cluster, a, "spread", steps=5, size=50_000, buffers=2,
-                           extra=["--dp", "0", "--dp-size", "2"])
-        time.sleep(3)
+                           extra=["--tp", "0", "--tp-size", "2", "--protection", "none"])
+        # The event a wrong commit would follow: tp0 completed step 0 (and, since the trainer
+        # snapshots step 1 only once step 0's copy is done, step 1 too).
+        assert wait_until(lambda: {0, 1} <= {
+            s["step"] for s in a.ctl("snapshots", "list", "--job", "spread",
+                                     json_output=True)["snapshots"]
+            if s["state"] == "complete"}), a.ctl("snapshots", "list").stdout
         status = a.ctl("status", json_output=True)
         job = next(j for j in status["jobs"] if j["job"] == "spread")
         assert job["newest_committed_step"] == -1, status
-        # Rank dp1 on node1 completes the same steps: both nodes commit.
+        # Rank tp1 on node1 completes the same steps: both nodes commit.
         t1 = SampleTrainer(cluster, b, "spread", steps=5, size=50_000, buffers=2,
-                           extra=["--dp", "1", "--dp-size", "2"])
+                           extra=["--tp", "1", "--tp-size", "2", "--protection", "none"])
         assert t1.finish(timeout=90) == 0, t1.lines
         assert t0.finish(timeout=90) == 0, t0.lines
         for node in (a, b):

@@ -1,4 +1,4 @@
-"""DESIGN.md §5 on one node with real processes: trainer and daemon SIGKILLs at many points,
+"""docs/failure-model.md on one node with real processes: trainer and daemon SIGKILLs at many points,
 a flipped byte in a slot, the memory limit, malformed frames on the socket."""
 import glob
 import os

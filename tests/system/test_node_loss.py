@@ -1,4 +1,4 @@
-"""Node loss with real reftd processes (DESIGN.md §5 rows "node lost", "more failures than the
+"""Node loss with real reftd processes (docs/failure-model.md rows "node lost", "more failures than the
 protection tolerates", "peer hangs", "corrupted bytes in transit").
 
 A job of dp = 4 ranks, one rank per node, snapshots every step; its sharding group is the

@@ -1,4 +1,4 @@
-"""The persistent tier with real reftd processes (DESIGN.md §3 Persist, §5): `reftctl persist`
+"""The persistent tier with real reftd processes (docs/data-paths.md "Persist", docs/failure-model.md): `reftctl persist`
 for a whole job from one node, every K steps in the background, a missing directory reported
 (exit 1, status, metrics) while snapshots keep committing, and the restore fallback decided
 job-wide (`reftctl restore-check`, every trainer restores the persisted step)."""

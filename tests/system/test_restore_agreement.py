@@ -78,19 +78,34 @@ def replace(nodes, lost):
         nodes[i].start(wait=True)
 
 
-def restore_at_once(cluster, nodes, job, protection):
+def restore_report(trainer):
+    """(source, agreement seconds, reason) from the trainer's LastRestore() line."""
+    for line in trainer.lines:
+        if line.startswith("restore-report "):
+            _, source, seconds, reason = line.split(" ", 3)
+            return source, float(seconds), reason
+    raise AssertionError(f"no restore report: {trainer.lines[-5:]}")
+
+
+def restore_at_once(cluster, nodes, job, protection, reports=None):
+    """Every rank restores at once; the outcomes in rank order (and, into `reports`, the
+    restore report of each rank that reached a decision)."""
     trainers = ranks(cluster, nodes, job, protection, restore_only=True)
     results = [outcome(t) for t in trainers]
     for t in trainers:
         t.finish(timeout=60)
+        if reports is not None:
+            reports.append(restore_report(t))
     return results
 
 
+# Two lost nodes are not ring neighbours: a rank's unique buffers (RNG, data position) have one
+# copy, in its ring predecessor's slot, under every protection.
 @pytest.mark.parametrize("protection,lost", [
     ("arc1", [1]),
-    ("arc2", [1, 2]),
+    ("arc2", [1, 3]),
     ("aec", [1]),
-    ("rs2", [1, 2]),
+    ("rs2", [1, 3]),
 ])
 def test_ranks_restarted_at_once_after_replacement_restore_the_same_step(protection, lost):
     with LocalCluster(nodes=M, config=CONFIG.format(ttl=5)) as cluster:
@@ -115,14 +130,19 @@ def test_a_peer_paused_during_the_restore_is_waited_for():
         nodes[2].pause()
         timer = threading.Timer(1.5, nodes[2].resume)
         timer.start()
+        reports = []
         try:
-            results = restore_at_once(cluster, nodes, "paused", "arc1")
+            results = restore_at_once(cluster, nodes, "paused", "arc1", reports)
         finally:
             timer.cancel()
             nodes[2].resume()
         assert results == [("restored", STEPS - 1, "ok")] * M, results
         log = "".join(n.log() for n in nodes)
         assert "waiting for node(s) node2" in log
+        # The trainers are told how long they waited and why (LastRestore()).
+        assert all(source == "memory" for source, _, _ in reports), reports
+        waited = [(sec, why) for _, sec, why in reports if "node2" in why]
+        assert waited and all(0.2 < sec < 30 for sec, _ in waited), reports
 
 
 def test_beyond_the_tolerance_every_rank_fails_alike_then_falls_back_together():
@@ -138,14 +158,16 @@ def test_beyond_the_tolerance_every_rank_fails_alike_then_falls_back_together():
 
         # With a persisted step, every rank falls back to it: the same step everywhere.
         train(cluster, nodes, "tier", "aec")
-        nodes[0].ctl("persist", "--job", "tier")
-        train(cluster, nodes, "tier", "aec")  # steps move past the persisted one in memory
+        nodes[0].ctl("persist", "--job", "tier")  # step 2 persisted
+        # Memory moves on past the persisted step (the ranks resume at 3 and commit up to 5).
+        for t in ranks(cluster, nodes, "tier", "aec", restore_only=False, steps=STEPS + 3):
+            assert t.finish(timeout=120) == 0, t.lines[-5:]
+            assert f"committed {STEPS + 2}" in t.lines, t.lines[-5:]
         replace(nodes, [1, 2])
-        results = restore_at_once(cluster, nodes, "tier", "aec")
-        steps = {r[1] for r in results}
-        assert [r[0] for r in results] == ["restored"] * M, results
-        assert [r[2] for r in results] == ["ok"] * M, results
-        assert len(steps) == 1, results
+        reports = []
+        results = restore_at_once(cluster, nodes, "tier", "aec", reports)
+        assert results == [("restored", STEPS - 1, "ok")] * M, results
+        assert [source for source, _, _ in reports] == ["persistent"] * M, reports
 
 
 def test_a_rank_on_a_node_without_slots_never_starts_fresh_beside_resuming_ranks():

@@ -58,6 +58,7 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   loaded.security.tls_ca = "x";
   loaded.security.token_file = "x";
   loaded.security.allow_insecure = true;
+  loaded.security.operator_group = "x";
   loaded.restore_concurrency = 99;
   loaded.restore_piece_bytes = 1;
   loaded.restore_piece_timeout_ms = 1;
@@ -112,6 +113,7 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   CHECK(loaded.security.tls_ca == d.security.tls_ca);
   CHECK(loaded.security.token_file == d.security.token_file);
   CHECK(loaded.security.allow_insecure == d.security.allow_insecure);
+  CHECK(loaded.security.operator_group == d.security.operator_group);
   CHECK(loaded.restore_concurrency == d.restore_concurrency);
   CHECK(loaded.restore_piece_bytes == d.restore_piece_bytes);
   CHECK(loaded.restore_piece_timeout_ms == d.restore_piece_timeout_ms);
@@ -174,12 +176,14 @@ TEST_CASE("the Kubernetes ConfigMap embeds a config reftd accepts", "[deploy]") 
   CHECK(config.memory_limit == (200ull << 30));
   CHECK(config.allowed_uids == std::vector<uint32_t>{1000});
   config.node_id = "k8s-node";  // the DaemonSet passes --node-id $(NODE_NAME)
-  // A non-loopback listen address needs a token or TLS; the DaemonSet mounts the Secret's
-  // token at this path. Validation reads the file, so stand in a token of the same shape.
-  CHECK(config.security.token_file == "/etc/reft-secret/token");
-  const std::string token = dir.path() + "/token";
-  std::ofstream(token) << "0123456789abcdef0123456789abcdef\n";
-  config.security.token_file = token;
+  // A non-loopback listen address: mutual TLS with the certificate the DaemonSet's init
+  // container obtains from cert-manager for this node, and no token in clear text.
+  CHECK(config.security.tls());
+  CHECK(config.security.tls_cert == "/run/reft-tls/tls.crt");
+  CHECK(config.security.tls_key == "/run/reft-tls/tls.key");
+  CHECK(config.security.tls_ca == "/run/reft-tls/ca.crt");
+  CHECK(config.security.token_file.empty());
+  CHECK_FALSE(config.security.allow_insecure);
   auto valid = reft::app::ValidateConfig(config);
   INFO(valid.message());
   CHECK(valid.ok());

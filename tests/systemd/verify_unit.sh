@@ -1,5 +1,5 @@
 #!/bin/sh
-# Verifies the configured reftd.service (issue 6; field-notes §3.1-§3.4):
+# Verifies the configured reftd.service (docs/operations.md "Run under systemd"):
 #  1. policy: Type=notify, WatchdogSec, LimitMEMLOCK, DevicePolicy=closed are present, and
 #     neither DynamicUser= nor RemoveIPC=yes is (both delete the snapshots in /dev/shm);
 #  2. `systemd-analyze verify` finds no real unit error. The copy it verifies points

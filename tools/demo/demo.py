@@ -126,9 +126,13 @@ def run():
     steps = 120
     say("trainer: " + ("torch DDP sample over gloo (tools/demo/train.py)" if have_torch()
                        else "C++ sample (torch not installed)"))
-    with LocalCluster(nodes=RANKS, build_dir=find_build_dir(), config=CONFIG) as cluster:
+    # Mutual TLS between the daemons (and for reftctl), as in production: a CA of the
+    # cluster's own and a certificate per node id (tools/reft-certs.sh, docs/security.md).
+    with LocalCluster(nodes=RANKS, build_dir=find_build_dir(), config=CONFIG,
+                      tls=True) as cluster:
         nodes = list(cluster.nodes)
         record = os.path.join(cluster.root, "records")
+        say(f"mutual TLS: CA and per-node certificates in {cluster.tls.dir}")
         for n in nodes:
             say(f"reftd {n.node_id} serving on {n.addr}, socket {n.socket}")
         say(f"job '{JOB}': {RANKS} data-parallel ranks, one per node, protection {PROTECTION}")

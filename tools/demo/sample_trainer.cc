@@ -3,9 +3,12 @@
 // group), fills them with a pattern that is a pure function of (step, buffer, offset) — and of
 // the rank for the unique buffer — snapshots every step, and after a restart restores and
 // checks every byte of the pattern of the restored step. One line per event on stdout:
+//   restore-report <memory|persistent|none> <agreement seconds> <why it waited, or ->
 //   restored <step> ok | restored -1 fresh | restored <step> MISMATCH <buffer> <offset>
 //   restore-error <code> <message>      snapshot-error <step> <code> <message>
 //   committed <step>                    done <step>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
   uint64_t unique_size = 0;
   int sleep_us = 0;
   bool restore_only = false;
+  std::string wait_file;
   app.add_option("--socket", options.socket_path)->required();
   app.add_option("--job", options.job)->required();
   app.add_option("--dp", options.dp);
@@ -77,6 +81,9 @@ int main(int argc, char** argv) {
                  "how long each step waits for the previous step's commit (the last step's wait "
                  "stays 30 s); short in tests that cut the control plane off");
   app.add_flag("--restore-only", restore_only, "restore, verify, exit");
+  app.add_option("--wait-file", wait_file,
+                 "after the restore, wait until this file exists before training (a stand-in "
+                 "for a real job's first collective, which no rank passes before all restored)");
   app.add_option("--reply-timeout-ms", options.reply_timeout_ms,
                  "longest wait for one reftd reply (a restore from a slow tier needs more)");
   CLI11_PARSE(app, argc, argv);
@@ -114,6 +121,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     return 3;
   }
+  if (auto report = (*client)->LastRestore()) {
+    std::printf("restore-report %s %.6f %s\n", report->source.c_str(),
+                std::chrono::duration<double>(report->agreement).count(),
+                report->agreement_reason.empty() ? "-" : report->agreement_reason.c_str());
+  }
   int64_t start = 0;
   if (!restored->has_value()) {
     std::printf("restored -1 fresh\n");
@@ -132,6 +144,9 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   if (restore_only) return 0;
+  while (!wait_file.empty() && access(wait_file.c_str(), F_OK) != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 
   for (int64_t step = start; step < start + steps; ++step) {
     auto st = (*client)->Fence();  // the previous copy no longer reads the buffers
@@ -155,7 +170,9 @@ int main(int argc, char** argv) {
     }
     if (sleep_us) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
   }
-  (void)(*client)->Fence();
+  if (reft::Status fenced = (*client)->Fence(); !fenced.ok()) {
+    std::fprintf(stderr, "fence: %s\n", fenced.ToString().c_str());
+  }
   auto last = start + steps - 1;
   auto committed = (*client)->WaitCommitted(last, std::chrono::milliseconds(30000));
   if (committed.ok() && *committed) std::printf("committed %lld\n", static_cast<long long>(last));

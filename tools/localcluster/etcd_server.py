@@ -2,7 +2,8 @@
 
 One member, or a three-member cluster for the fault tests, each an `etcd` process (Debian's
 etcd-server) on loopback with its own data directory. Members are killed with real signals and
-restarted on their data directory. reftd reaches them with --etcd HOST:PORT,...
+restarted on their data directory. reftd reaches them with --etcd HOST:PORT,... Optionally the
+client port speaks TLS and requires a client certificate (EtcdTls), as production etcd should.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from typing import List, Optional
 
 
@@ -26,6 +28,17 @@ def etcd_binary() -> str:
     if not os.access(path, os.X_OK):
         raise FileNotFoundError("etcd not found: install Debian's etcd-server (tools/setup.sh)")
     return path
+
+
+@dataclass
+class EtcdTls:
+    """Client-port TLS: the CA both sides trust, the server's certificate (naming the address
+    clients dial) and the client certificate etcdctl presents."""
+    ca: str
+    cert: str
+    key: str
+    client_cert: str
+    client_key: str
 
 
 class EtcdMember:
@@ -44,7 +57,8 @@ class EtcdMember:
 
     def start(self, new_cluster: bool) -> None:
         peer = f"http://127.0.0.1:{self.peer_port}"
-        client = f"http://{self.endpoint}"
+        tls = self.cluster.tls
+        client = f"{'https' if tls else 'http'}://{self.endpoint}"
         args = [etcd_binary(), "--name", self.name, "--data-dir", self.data_dir,
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
@@ -55,6 +69,9 @@ class EtcdMember:
                 # seconds on loopback (production keeps etcd's defaults).
                 "--heartbeat-interval", "50", "--election-timeout", "500",
                 "--logger", "zap", "--log-outputs", self.log_path]
+        if tls:
+            args += ["--cert-file", tls.cert, "--key-file", tls.key, "--client-cert-auth",
+                     "--trusted-ca-file", tls.ca]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
 
@@ -86,9 +103,11 @@ class EtcdCluster:
     """`members` etcd processes under `root` (created if missing), serving clients on `host`
     (loopback, or a bridge address when daemons run in network namespaces)."""
 
-    def __init__(self, root: str, members: int = 1, host: str = "127.0.0.1"):
+    def __init__(self, root: str, members: int = 1, host: str = "127.0.0.1",
+                 tls: Optional[EtcdTls] = None):
         self.root = root
         self.host = host
+        self.tls = tls
         os.makedirs(root, exist_ok=True)
         self.members: List[EtcdMember] = [EtcdMember(self, i) for i in range(members)]
         self.initial_cluster = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}"
@@ -115,7 +134,11 @@ class EtcdCluster:
     def etcdctl(self, *args: str, check: bool = True, timeout: float = 10.0):
         env = dict(os.environ, ETCDCTL_API="3")
         cmd = ["etcdctl", "--endpoints", self.endpoints, "--dial-timeout", "1s",
-               "--command-timeout", "2s", *args]
+               "--command-timeout", "2s"]
+        if self.tls:
+            cmd += ["--cacert", self.tls.ca, "--cert", self.tls.client_cert,
+                    "--key", self.tls.client_key]
+        cmd += args
         return subprocess.run(cmd, capture_output=True, text=True, check=check, env=env,
                               timeout=timeout)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from etcd_server import EtcdCluster
+from reft_tls import ClusterTls
 
 
 def free_port() -> int:
@@ -80,8 +81,12 @@ class Node:
             a += ["--peers", peers]
         if self.cluster.etcd is not None:
             a += ["--etcd", self.etcd_via or self.cluster.etcd.endpoints]
-        if self.cluster.config_path:
-            a += ["--config", self.cluster.config_path]
+        config = self.cluster.config_path
+        if self.cluster.tls:
+            config = self.cluster.tls.config_for(self.node_id, self.root, config, self.host,
+                                                 etcd=self.cluster.etcd is not None)
+        if config:
+            a += ["--config", config]
         return a + self.extra_args
 
     def start(self, wait: bool = True, timeout: float = 20.0) -> "Node":
@@ -112,6 +117,8 @@ class Node:
 
     def ctl(self, *args: str, check: bool = True, json_output: bool = False):
         cmd = [self.cluster.reftctl, "--addr", self.addr]
+        if self.cluster.tls:
+            cmd += self.cluster.tls.ctl_args()
         if json_output:
             cmd += ["-o", "json"]
         r = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=120)
@@ -180,11 +187,12 @@ class LocalCluster:
     def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
                  log_level: str = "info", extra_args: Optional[List[str]] = None,
                  keep: bool = False, config: Optional[str] = None, etcd: int = 1,
-                 etcd_host: str = "127.0.0.1"):
+                 etcd_host: str = "127.0.0.1", tls: bool = False):
         """`config`: TOML text every daemon reads with --config (flags still override it).
         `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip);
         `etcd_host`: the address they listen on (a bridge address when daemons run in network
-        namespaces)."""
+        namespaces). `tls`: mutual TLS between the daemons and for ctl() (certificates per node
+        id)."""
         self.build_dir = build_dir or find_build_dir()
         self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
         self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
@@ -205,8 +213,13 @@ class LocalCluster:
             with open(self.config_path, "w") as f:
                 f.write(config)
         self.env = dict(os.environ)
+        self.tls = ClusterTls(self.root) if tls else None
         self.etcd: Optional[EtcdCluster] = (
-            EtcdCluster(os.path.join(self.root, "etcd"), etcd, host=etcd_host) if etcd > 0
+            # On tmpfs: etcd fsyncs every write, and on a disk shared with a loaded build an
+            # fsync can take seconds (leases expire, commits stall); nothing here must outlive
+            # the machine.
+            EtcdCluster(os.path.join(self.shm_root, "etcd"), etcd, host=etcd_host,
+                        tls=self.tls.etcd(etcd_host) if self.tls else None) if etcd > 0
             else None)
         self.nodes: List[Node] = []
         for i in range(nodes):
@@ -227,6 +240,8 @@ class LocalCluster:
     def start(self) -> "LocalCluster":
         if self.etcd is not None:
             self.etcd.start()
+        if self.tls:
+            self.tls.issue([self.tls.spec(n.node_id, n.host) for n in self.nodes])  # one run
         for n in self.nodes:
             n.start(wait=False)
         for n in self.nodes:

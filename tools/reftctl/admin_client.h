@@ -1,7 +1,7 @@
 #pragma once
 /// \file admin_client.h
 /// \brief reftctl's connection to a daemon's Admin service, with the exit-code mapping of
-/// DESIGN.md §4 (3 = cannot reach the daemon, 1 = the operation failed).
+/// docs/protocol.md "reftctl" (3 = cannot reach the daemon, 1 = the operation failed).
 
 #include <memory>
 #include <string>

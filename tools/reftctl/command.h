@@ -3,7 +3,7 @@
 /// \brief How reftctl subcommands plug into the CLI. Each noun lives in its own file and
 /// exposes one `Register<Noun>Commands(CLI::App& root, CtlContext& ctx)`; main.cc calls them.
 ///
-/// Exit codes (DESIGN.md §4): 0 success, 1 operation failed, 2 usage error, 3 cannot reach
+/// Exit codes (docs/protocol.md "reftctl"): 0 success, 1 operation failed, 2 usage error, 3 cannot reach
 /// the daemon. A command sets `ctx.exit_code` and prints its result with `ctx.Emit`.
 
 #include <functional>

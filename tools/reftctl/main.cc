@@ -37,13 +37,9 @@ int main(int argc, char** argv) {
   RegisterRecoveryCommands(app, ctx);
   auto* plan = app.add_subcommand("plan", "offline planning (no daemon needed)");
   plan->require_subcommand(1);
-#ifdef REFT_CTL_HAVE_PLAN
   RegisterPlanCommands(*plan, ctx);
   RegisterReliabilityCommands(app, ctx);
-#endif
-#ifdef REFT_CTL_HAVE_PROTECTION
   RegisterProtectionPlanCommand(*plan, ctx);
-#endif
 
   try {
     app.parse(argc, argv);

@@ -1,6 +1,6 @@
 #pragma once
 /// \file client.h
-/// \brief libreft C++ API: a trainer process's connection to its node's reftd (DESIGN.md §4).
+/// \brief libreft C++ API: a trainer process's connection to its node's reftd (docs/protocol.md).
 ///
 /// One Client per trainer process and rank. It registers buffers once, then per step calls
 /// Snapshot(step) (returns at once), Fence() before the optimizer modifies the buffers again,
@@ -18,7 +18,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "reft/job_layout.h"
 #include "reft/result.h"
 #include "reft/status.h"
 
@@ -30,10 +33,8 @@
 
 namespace reft {
 
-/// \brief Parallel layout of the job.
-struct Layout {
-  int dp = 1, tp = 1, pp = 1, zero = 0;
-};
+/// \brief Parallel layout of the job: dp, tp, pp and the ZeRO stage (reft/job_layout.h).
+using Layout = JobLayout;
 
 struct ClientOptions {
   /// reftd's local socket; empty = env REFT_SOCKET, else "/run/reft/reftd.sock".
@@ -62,6 +63,11 @@ struct BufferOptions {
   /// For an optimizer shard under "aor": the gradient buffer (kind kGradient) its update is
   /// replayed from. Empty = the only gradient buffer registered.
   std::string gradient;
+  /// Device memory that reftd cannot pull (the backend refuses to export it: VMM / expandable
+  /// segments, stream-ordered pools): true = stage it instead (the copy worker copies it to a
+  /// pinned host buffer of this process at each snapshot; Client::StagedReason() says why);
+  /// false = Register() fails with the export error.
+  bool allow_staging = true;
 };
 
 /// \brief One iteration's optimizer hyper-parameters (AdamW, torch.optim.AdamW semantics), sent
@@ -86,12 +92,14 @@ struct OptimizerStep {
   bool skipped = false;
 };
 
-/// \brief Emulated device memory (a memfd-backed "device", DESIGN.md §3) allocated through
+/// \brief Emulated device memory (a memfd-backed "device", docs/data-paths.md "Save") allocated through
 /// libreft, so that Register(..., MemoryLocation::kEmulated) can export it and the daemon pulls
 /// it like GPU memory. For CI and benchmarks; Unsupported in a build without device backends.
 class REFT_CLIENT_API EmulatedBuffer {
  public:
-  static Result<std::unique_ptr<EmulatedBuffer>> Create(uint64_t size);
+  /// \brief `exportable` = false: memory the emulated backend refuses to export, as CUDA
+  /// refuses VMM memory, so that Register() takes the staged fallback (tests).
+  static Result<std::unique_ptr<EmulatedBuffer>> Create(uint64_t size, bool exportable = true);
   ~EmulatedBuffer();
   EmulatedBuffer(const EmulatedBuffer&) = delete;
   EmulatedBuffer& operator=(const EmulatedBuffer&) = delete;
@@ -103,6 +111,13 @@ class REFT_CLIENT_API EmulatedBuffer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// \brief Where `ptr` lives as the device backends built into this libreft see it: the memory
+/// kind and device ordinal, or {kHost, 0} when no device backend claims it.
+REFT_CLIENT_API std::pair<MemoryLocation, int> LocateMemory(const void* ptr);
+/// \brief The memory kinds this libreft registers: host and emulated always, CUDA and HIP when
+/// their backends were compiled in.
+REFT_CLIENT_API std::vector<MemoryLocation> BuiltMemoryLocations();
 
 /// \brief Optional description of this rank's pipeline for HAS (daemon/has): lets reftd start
 /// from the 1F1B simulator's bubble estimate before it has measured one iteration.
@@ -122,12 +137,25 @@ struct HasCounters {
   bool copying = false;  ///< a device-copy chunk is in flight right now
 };
 
+/// \brief How the last Restore() went. A restore is a decision the job's ranks take together
+/// (docs/recovery.md "One decision per job"): every rank restores the same step from the same
+/// source, or none does; `agreement` is the time this rank waited for that decision.
+struct RestoreReport {
+  int64_t step = -1;        ///< -1: nothing committed job-wide (Restore() returned nullopt)
+  std::string source;       ///< "memory" | "persistent" | "none"
+  std::chrono::nanoseconds agreement{0};  ///< part of `daemon`
+  std::string agreement_reason;  ///< why it waited and whose decision it followed ("" = no wait)
+  std::chrono::nanoseconds daemon{0};  ///< the restore inside reftd (locate, fetch, decode, ...)
+  std::chrono::nanoseconds total{0};   ///< Restore() as the trainer saw it, copies included
+  std::string detail;                  ///< where each part came from
+};
+
 class REFT_CLIENT_API Client {
  public:
   /// \brief Connects and joins the job. Unavailable when reftd does not answer, InvalidArgument
   /// for a bad job/layout/protection, PermissionDenied when this uid is not allowed.
   static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
-  ~Client();  ///< Close()s
+  ~Client();  ///< Close()s; its error is dropped (call Close() first to see it)
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
@@ -135,11 +163,28 @@ class REFT_CLIENT_API Client {
   /// must stay valid until Close(). Host memory is staged by the copy worker; device memory
   /// is exported (emulated memfd / CUDA or HIP IPC handle) and pulled by the daemon.
   ///
-  /// Snapshots are sharded (DESIGN.md §2): a rank stores 1/dp of the replicated bytes of its
+  /// Snapshots are sharded (docs/architecture.md "Glossary"): a rank stores 1/dp of the replicated bytes of its
   /// sharding group plus the redundancy its protection asks for, computed from its own copy.
   /// The copy worker fills what comes from host memory; reftd pulls what is on a device.
   Status Register(const std::string& name, void* data, uint64_t size,
                   const BufferOptions& options = {});
+  /// \brief Why the device buffer `name` is staged (copied device->host by this process's copy
+  /// worker instead of pulled by reftd), or "" when reftd pulls it or it is host memory.
+  /// NotFound for a name that is not registered.
+  Result<std::string> StagedReason(const std::string& name) const;
+
+  /// \brief The stream whose queued work produces this client's buffers on `device` of
+  /// `memory` (a cudaStream_t / hipStream_t; nullptr, the initial setting, is the legacy default
+  /// stream). Snapshot() records its ready event there, so the pull starts after that work and
+  /// Snapshot() never synchronises the device; staged restores are queued there too. Takes
+  /// effect from the next Snapshot(); emulated memory ignores it.
+  Status SetStream(MemoryLocation memory, int device, void* native_stream);
+  /// \brief For language bindings that stage device memory with their own device copies
+  /// (which libreft cannot wait on): the next Snapshot()'s copy worker waits until `*word >=
+  /// value` before it reads host buffers. The binding queues its device->host copies, then a
+  /// copy that writes `value` to `word` (pinned host memory) behind them. Consumed by the next
+  /// Snapshot(); Timeout (that snapshot's error) after the reply timeout.
+  Status GateHostCopies(const uint64_t* word, uint64_t value);
 
   /// \brief Starts the snapshot of `step` and returns without waiting for the copy. If the
   /// previous snapshot is still copying it is waited for first; if it failed and Fence() has
@@ -166,7 +211,9 @@ class REFT_CLIENT_API Client {
   /// it; nullopt when there is nothing to restore. Corrupted when a checksum fails (nothing is
   /// partially restored from a corrupt slot).
   Result<std::optional<int64_t>> Restore();
-  /// \brief HAS hints (DESIGN.md §3): the device is idle (pipeline bubble) from BubbleBegin()
+  /// \brief The report of the last Restore() that reached a decision; nullopt before one.
+  std::optional<RestoreReport> LastRestore() const;
+  /// \brief HAS hints (docs/has.md): the device is idle (pipeline bubble) from BubbleBegin()
   /// until BubbleEnd(). Two atomic stores in a page shared with reftd, no system call; reftd
   /// releases the device pull of the current snapshot into these windows first, alongside
   /// compute only what the bubbles cannot hold before the deadline (the next Fence()). The

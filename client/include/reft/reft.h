@@ -1,4 +1,4 @@
-/* reft.h: libreft C ABI (DESIGN.md §4). Opaque handles, a versioned options struct
+/* reft.h: libreft C ABI (docs/protocol.md). Opaque handles, a versioned options struct
  * (struct_size first: older callers keep working when fields are appended), integer status
  * codes equal to reft::StatusCode, and a thread-local message for the last error.
  * Every function is thread-safe on distinct handles; one handle may be shared (calls are
@@ -67,6 +67,9 @@ typedef struct reft_buffer_options {
   /* v3: for an optimizer shard under "aor", the name of its gradient buffer (REFT_KIND_GRADIENT);
    * NULL = the only gradient buffer registered. */
   const char* gradient;
+  /* v4: 1 = device memory reftd cannot pull (VMM / expandable segments) fails to register
+   * instead of being staged by this process (reft_staged_reason says when it is). */
+  int32_t no_staging;
 } reft_buffer_options;
 
 /* One iteration's optimizer hyper-parameters (AdamW, torch.optim.AdamW semantics) for
@@ -91,6 +94,14 @@ REFT_C_API int reft_connect(const reft_options* options, reft_client** out);
 /* options may be NULL (replicated, uint8, no layer, host memory). */
 REFT_C_API int reft_register(reft_client* c, const char* name, void* data, uint64_t size,
                              const reft_buffer_options* options);
+/* Why the device buffer `name` is staged (copied device->host by this process instead of
+ * pulled by reftd): copied into reason[0..size) NUL-terminated; "" when it is pulled or host
+ * memory. REFT_NOT_FOUND for a name that is not registered. */
+REFT_C_API int reft_staged_reason(reft_client* c, const char* name, char* reason, size_t size);
+/* The stream (cudaStream_t / hipStream_t; NULL = legacy default stream) whose work produces the
+ * buffers on `device` of `memory` (REFT_MEMORY_*): reft_snapshot records its ready event there
+ * and never synchronises the device. */
+REFT_C_API int reft_set_stream(reft_client* c, int32_t memory, int32_t device, void* stream);
 REFT_C_API int reft_snapshot(reft_client* c, int64_t step);
 /* reft_snapshot with this iteration's optimizer hyper-parameters (protection "aor"): either one
  * record with buffer = NULL (the same for every replayed optimizer shard), or `count` records

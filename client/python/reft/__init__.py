@@ -2,8 +2,9 @@
 
     c = reft.Client(socket=PATH, job="run-1", pp=0, tp=0, dp=RANK,
                     layout=reft.Layout(dp=4, tp=1, pp=1, zero=0), protection="arc1")
-    c.register("params", obj, kind="replicated", layer=None)
-    c.snapshot(step)              # returns at once
+    c.register("params", obj, kind="replicated", layer=None)   # CPU or CUDA/ROCm tensor, numpy,
+                                                                # __cuda_array_interface__ ...
+    c.snapshot(step)              # returns at once; never synchronises the device
     # ZeRO-1 under protection "aor": the gradient reftd replays the neighbour's optimizer
     # shard from, and each step's hyper-parameters (docs/client.md "AOR"):
     c.register("grad", flat_grad, kind="gradient")
@@ -15,15 +16,18 @@
     c.close()
 
 Errors raise reft.Error subclasses, one per status code. The library prints nothing and
-starts one thread (the copy worker).
+starts one thread (the copy worker); a device buffer that has to be staged is reported by one
+reft.StagedWarning at registration.
 """
 
 import os as _os
+import warnings as _warnings
 from dataclasses import dataclass as _dataclass
 
+from . import _device
 from . import _reft
 
-__all__ = ["Client", "Layout", "OptimizerStep", "Error"]
+__all__ = ["Client", "Layout", "OptimizerStep", "Error", "StagedWarning"]
 __version__ = "0.1.0"
 
 DEFAULT_SOCKET = "/run/reft/reftd.sock"
@@ -110,6 +114,12 @@ def _raise(code, message):
 _reft._set_raise_hook(_raise)
 
 
+class StagedWarning(UserWarning):
+    """A device buffer reftd cannot pull is staged: this process copies it device->host at
+    every snapshot (more trainer work and a pinned host copy of the buffer). Issued once, at
+    registration, naming the buffer and why."""
+
+
 @_dataclass(frozen=True)
 class Layout:
     """Parallel layout of the job: dp * tp * pp ranks, ZeRO stage."""
@@ -170,17 +180,6 @@ def _record(name, o):
 _KINDS = {"replicated": 0, "unique": 1, "gradient": 2}
 
 
-def _torch_tensor(obj):
-    mod = type(obj).__module__
-    if not mod.startswith("torch"):
-        return None
-    try:
-        import torch
-    except ImportError:  # pragma: no cover
-        return None
-    return obj if isinstance(obj, torch.Tensor) else None
-
-
 class Client:
     """A trainer rank's connection to its node's reftd. Also a context manager."""
 
@@ -196,14 +195,20 @@ class Client:
         if not isinstance(layout, Layout):
             raise InvalidArgumentError("layout must be a reft.Layout")
         self._buffers = []  # keeps registered objects alive while the daemon may copy them
+        self._streams = _device.StreamTracker()
+        self._torch_stager = None  # CUDA/ROCm tensors staged by torch (libreft lacks the backend)
         self._c = _reft._Client(str(socket), str(job), int(pp), int(tp), int(dp), int(layout.dp),
                                 int(layout.tp), int(layout.pp), int(layout.zero),
                                 str(protection), int(timeout * 1000))
 
     def register(self, name, obj, kind="replicated", layer=None, dtype=None, optimizer=False,
                  gradient=None):
-        """Registers a writable, contiguous buffer: bytearray, numpy array, CPU torch tensor.
+        """Registers a writable, contiguous buffer: bytearray, numpy array, torch tensor (CPU,
+        CUDA or ROCm), or any object with `__cuda_array_interface__`.
 
+        Device memory is pulled by reftd from an IPC export of its allocation; memory the
+        backend cannot export (expandable segments, VMM, or a libreft built without the backend
+        for a torch tensor) is staged by this process instead, with one reft.StagedWarning.
         kind: "replicated", "unique", or "gradient" (the flat all-reduced gradient that
         protection "aor" replays optimizer shards from: read at every snapshot, never stored).
         optimizer=True marks a ZeRO-1 optimizer shard [fp32 master | exp_avg | exp_avg_sq];
@@ -215,11 +220,12 @@ class Client:
         layer_i = -1 if layer is None else int(layer)
         optimizer = bool(optimizer)
         gradient = "" if gradient is None else str(gradient)
-        t = _torch_tensor(obj)
+        device = _device.describe(obj, name, dtype)
+        if device is not None:
+            self._register_device(name, obj, device, _KINDS[kind], layer_i, optimizer, gradient)
+            return
+        t = _device.torch_tensor(obj)
         if t is not None:
-            if t.device.type != "cpu":
-                raise UnsupportedError(
-                    "tensor %r is on %s: this build registers CPU tensors only" % (name, t.device))
             if not t.is_contiguous():
                 raise InvalidArgumentError("tensor %r is not contiguous" % (name,))
             self._c.register_ptr(name, t.data_ptr(), t.numel() * t.element_size(), _KINDS[kind],
@@ -233,6 +239,56 @@ class Client:
             self._c.register_buffer(name, obj, _KINDS[kind], dtype, layer_i, optimizer, gradient)
         self._buffers.append(obj)
 
+    def _register_device(self, name, obj, buf, kind, layer, optimizer, gradient):
+        built = _device.built_memory_kinds()
+        backend = _device.MEMORY_NAMES[buf.memory]
+        if buf.memory in built and buf.device >= 0:
+            try:
+                self._c.register_ptr(name, buf.ptr, buf.nbytes, kind, buf.dtype, layer,
+                                     buf.memory, optimizer, gradient)
+            except UnsupportedError as e:
+                if buf.tensor is None:
+                    raise
+                # libreft's backend cannot use this device at all (e.g. a driver older than
+                # libreft's runtime); torch can.
+                why = "libreft's %s backend cannot use it (%s); torch copies it to pinned host " \
+                      "memory at every snapshot" % (backend, e)
+            else:
+                self._buffers.append(obj)
+                self._streams.add(buf)
+                why = self._c.staged_reason(name)
+                if why:
+                    self._warn_staged(name, buf, why)
+                return
+        elif buf.memory in built:
+            raise InvalidArgumentError(
+                "buffer %r: its __cuda_array_interface__ pointer is not device memory of any "
+                "backend of this libreft" % (name,))
+        elif buf.tensor is None:
+            raise UnsupportedError(
+                "buffer %r is %s device memory, but this libreft was built without the %s "
+                "backend, and without it only torch tensors can be staged (this is a %s)"
+                % (name, backend, backend, type(obj).__name__))
+        else:
+            why = "this libreft was built without the %s backend; torch copies it to pinned " \
+                  "host memory at every snapshot" % (backend,)
+        if self._torch_stager is None:
+            from ._torch_staging import TorchStager
+            self._torch_stager = TorchStager()
+        mirror = self._torch_stager.mirror(buf.tensor)
+        self._c.register_ptr(name, mirror.data_ptr(), buf.nbytes, kind, buf.dtype, layer, 0,
+                             optimizer, gradient)
+        self._torch_stager.add(buf.tensor, mirror)
+        self._buffers.append(obj)
+        self._streams.add(buf)
+        self._warn_staged(name, buf, why)
+
+    @staticmethod
+    def _warn_staged(name, buf, why):
+        # stacklevel: the caller of Client.register (through register, _register_device).
+        _warnings.warn("reft: buffer %r (%s) is staged by this process, not pulled by reftd: %s"
+                       % (name, buf.where(), why), StagedWarning, stacklevel=4)
+
     def snapshot(self, step, optimizer=None):
         """Starts the snapshot of `step`; returns at once (the copy runs in the background).
 
@@ -240,7 +296,15 @@ class Client:
         when reftd replays optimizer shards: a reft.OptimizerStep (or a dict of its fields) for
         every shard, or {buffer_name: OptimizerStep or dict of fields} per shard (a dict whose
         values are all OptimizerSteps or dicts). Ignored when nothing is replayed.
+
+        Device buffers: the ready event is recorded on torch's current stream of each device
+        (for `__cuda_array_interface__` objects, the stream they declare), so reftd's pull
+        starts after the work queued there; nothing waits for the device.
         """
+        self._streams.update(self._c)
+        if self._torch_stager is not None:
+            self._c.fence()  # the mirrors are overwritten below: the previous copy must be done
+            self._torch_stager.stage(self._c)
         if optimizer is None:
             self._c.snapshot(int(step))
             return
@@ -279,11 +343,26 @@ class Client:
         return self._c.wait_committed(int(step), None if timeout is None else float(timeout))
 
     def restore(self):
-        """Fills the registered buffers from the newest committed step; returns it, or None."""
-        return self._c.restore()
+        """Fills the registered buffers from the newest committed step; returns it, or None.
+        Waits first for the work queued on the devices' current streams (it may still use the
+        buffers)."""
+        self._streams.synchronize()
+        step = self._c.restore()
+        if step is not None and self._torch_stager is not None:
+            self._torch_stager.unstage()
+        return step
 
     def close(self):
         self._c.close()
+
+    @property
+    def last_restore(self):
+        """How the last restore() went, or None before one: a dict with `step` (None when
+        nothing was committed job-wide), `source` ("memory", "persistent" or "none"),
+        `agreement_s` (time spent agreeing on the job-wide decision) and `agreement_reason`
+        (why it waited, whose decision it followed), `daemon_s` (the restore inside reftd),
+        `total_s` (restore() as seen here) and `detail` (where each part came from)."""
+        return self._c.last_restore()
 
     @property
     def session_id(self):

@@ -1,44 +1,69 @@
 """reft.torch: snapshot a torch.nn.Module and its optimizer through a reft.Client.
 
-    ckpt = reft.torch.Checkpointer(client, model, optimizer)   # registers everything
+    ckpt = reft.torch.Checkpointer(client, model, optimizer)   # registers everything, once
     step = ckpt.restore()        # None on a fresh start
     for step in ...:
+        loss = model(batch); loss.backward()   # the previous snapshot's copy overlaps this
         ckpt.fence()             # before optimizer.step(): previous copy done
         optimizer.step()
-        ckpt.snapshot(step)
+        ckpt.snapshot(step)      # returns at once; copies nothing on this thread
 
-Parameters and buffers are registered in place (no copy). Optimizer state (e.g. AdamW's
-exp_avg / exp_avg_sq / step) is flattened into one contiguous tensor per dtype, which is
-refreshed from the live state before each snapshot and scattered back after restore.
+Parameters are registered in place. The optimizer's state becomes views into one flat buffer
+per dtype and device that is registered once (zero copy: see reft._optim_state), so a snapshot
+gathers nothing and a restore writes the state straight back. CPU, CUDA and ROCm tensors are
+all taken (reftd pulls device memory itself). Persistent module buffers (BatchNorm running
+statistics) change during the forward pass, which runs while the copy is in flight, so they are
+snapshotted from a shadow copy refreshed by snapshot() (small; queued on the current stream).
+ZeroRedundancyOptimizer: its local shard's state is registered as kind "unique", padded to the
+same buffers on every rank (agreed once, over the optimizer's process group).
+PipelineBubbles sends HAS hints from a pipeline schedule (reft._bubbles).
 """
 
 import torch as _torch
 
-__all__ = ["Checkpointer"]
+from ._bubbles import PipelineBubbles
+from ._optim_state import FlatOptimizerState
+
+__all__ = ["Checkpointer", "PipelineBubbles"]
 
 
-def _state_tensors(optimizer):
-    """(key, tensor) for every tensor in the optimizer state, in a stable order."""
-    index = {}
-    for gi, group in enumerate(optimizer.param_groups):
-        for pi, p in enumerate(group["params"]):
-            index[id(p)] = (gi, pi)
-    out = []
-    for p, st in optimizer.state.items():
-        gi, pi = index[id(p)]
-        for k in sorted(st):
-            v = st[k]
-            if isinstance(v, _torch.Tensor):
-                out.append(((gi, pi, k), v))
-    out.sort(key=lambda kv: kv[0])
+def _local_optimizer(optimizer):
+    """(optimizer whose state to keep, the agreement on buffer sizes for a ZeRO shard or None)."""
+    try:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+    except ImportError:  # pragma: no cover - torch without distributed
+        ZeroRedundancyOptimizer = ()
+    if isinstance(optimizer, ZeroRedundancyOptimizer):
+        if not hasattr(optimizer, "optim"):
+            from . import UnsupportedError
+            raise UnsupportedError("ZeroRedundancyOptimizer(overlap_with_ddp=True) builds its "
+                                   "local optimizer during training; reft.torch needs it first")
+        return optimizer.optim, lambda sizes: _largest_across(optimizer.process_group, sizes)
+    return optimizer, None
+
+
+def _largest_across(group, sizes):
+    """{name: (numel, dtype)} of every rank of `group`, each name at its largest numel."""
+    import torch.distributed as dist
+    everyone = [None] * dist.get_world_size(group)
+    dist.all_gather_object(everyone, sizes, group=group)
+    out = {}
+    for rank_sizes in everyone:
+        for name, (numel, dtype) in rank_sizes.items():
+            out[name] = (max(numel, out.get(name, (0, dtype))[0]), dtype)
     return out
 
 
 class Checkpointer:
-    """Registers `model` (parameters and buffers) and `optimizer` state with `client`.
+    """Registers `model` (parameters, persistent buffers) and `optimizer` state with `client`.
 
-    The optimizer must have its state initialised (one optimizer step, or a zero-grad step)
-    before construction so the flattened layout is known; the layout is then fixed.
+    kind: how the model (and a plain optimizer's state) is registered, "replicated" (identical
+    across data parallel ranks) or "unique". Create it after the model is on its device and,
+    for optimizers other than Adam, AdamW and SGD, after one optimizer step (their state
+    layout is read from the state). With a ZeroRedundancyOptimizer the construction is a
+    collective over its process group (the ranks agree on the buffers' sizes). Between
+    snapshot() and fence() the trainer must not modify the registered memory (docs/client.md
+    "Between snapshot and fence").
     """
 
     def __init__(self, client, model, optimizer=None, kind="replicated"):
@@ -47,57 +72,53 @@ class Checkpointer:
         self.optimizer = optimizer
         for name, p in model.named_parameters():
             self._register("param/" + name, p.data, kind)
+        persistent = set(model.state_dict(keep_vars=True))
+        self._shadows = []  # (module buffer, registered copy)
         for name, b in model.named_buffers():
-            self._register("buffer/" + name, b, kind)
-        self._flat = {}
-        self._slices = []
+            if name not in persistent:
+                continue  # non-persistent buffers are derived caches, not training state
+            shadow = b.detach().clone(memory_format=_torch.contiguous_format)
+            self._shadows.append((b, shadow))
+            self._register("buffer/" + name, shadow, kind)
+        self.state = None
         if optimizer is not None:
-            tensors = _state_tensors(optimizer)
-            sizes = {}
-            for key, t in tensors:
-                off = sizes.get(t.dtype, 0)
-                self._slices.append((key, t.dtype, off, t.numel(), t.shape))
-                sizes[t.dtype] = off + t.numel()
-            for dt, n in sizes.items():
-                flat = _torch.zeros(max(n, 1), dtype=dt)
-                self._flat[dt] = flat
-                self._register("optim/" + str(dt).replace("torch.", ""), flat, "unique"
-                               if kind == "unique" else kind)
-            self._gather()
+            local, agree = _local_optimizer(optimizer)
+            self.state = FlatOptimizerState(local, agree)
+            for name, flat in self.state.named_buffers():
+                self._register("optim/" + name, flat, "unique" if agree else kind)
 
     def _register(self, name, tensor, kind):
         if not tensor.is_contiguous():
             raise ValueError("tensor %s is not contiguous" % name)
         self.client.register(name, tensor, kind=kind)
 
-    def _state_by_key(self):
-        return dict(_state_tensors(self.optimizer))
+    @property
+    def optimizer_buffers(self):
+        """{name: flat tensor} of the registered optimizer state (the state tensors are views)."""
+        return dict(self.state.named_buffers()) if self.state is not None else {}
 
-    def _gather(self):
-        live = self._state_by_key()
-        for key, dt, off, n, _ in self._slices:
-            self._flat[dt][off:off + n].copy_(live[key].reshape(-1))
-
-    def _scatter(self):
-        live = self._state_by_key()
-        for key, dt, off, n, shape in self._slices:
-            live[key].copy_(self._flat[dt][off:off + n].reshape(shape))
-
-    def snapshot(self, step):
-        """Copies optimizer state into its flat buffers, then starts the snapshot."""
-        if self.optimizer is not None:
-            self.client.fence()  # the flat buffers may still be read by the previous copy
+    def snapshot(self, step, **kwargs):
+        """Starts the snapshot of `step` and returns; keyword arguments go to client.snapshot."""
+        if self._shadows:
+            self.client.fence()  # the shadows are rewritten: the previous copy must be done
             with _torch.no_grad():
-                self._gather()
-        self.client.snapshot(step)
+                for live, shadow in self._shadows:
+                    shadow.copy_(live)
+        if self.state is not None:
+            self.state.sync()
+        self.client.snapshot(step, **kwargs)
 
     def fence(self):
+        """Waits until the last snapshot's copy no longer reads the registered memory."""
         self.client.fence()
 
     def restore(self):
         """Restores the newest committed step into the model and optimizer; returns it or None."""
         with _torch.no_grad():
             step = self.client.restore()
-            if step is not None and self.optimizer is not None:
-                self._scatter()
+            if step is not None:
+                for live, shadow in self._shadows:
+                    live.copy_(shadow)
+                if self.state is not None:
+                    self.state.restored()
         return step

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "reft/kernels/device.h"
+#include "reft/mutex.h"
 #include "reft/peer/rank_id.h"
+#include "reft/proto/grpc_status.h"
 #include "reft/recovery/tier_restore.h"
 #include "reft/v1/common.pb.h"
 
@@ -16,46 +17,21 @@ namespace {
 constexpr uint32_t kProtocolVersion = 1;
 constexpr size_t kMaxJobName = 64;
 
-
-grpc::StatusCode ToGrpcCode(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk: return grpc::StatusCode::OK;
-    case StatusCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
-    case StatusCode::kNotFound: return grpc::StatusCode::NOT_FOUND;
-    case StatusCode::kAlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
-    case StatusCode::kOutOfMemory: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case StatusCode::kCorrupted: return grpc::StatusCode::DATA_LOSS;
-    case StatusCode::kLost: return grpc::StatusCode::DATA_LOSS;
-    case StatusCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
-    case StatusCode::kTimeout: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case StatusCode::kPermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
-    case StatusCode::kBusy: return grpc::StatusCode::FAILED_PRECONDITION;
-    case StatusCode::kCancelled: return grpc::StatusCode::CANCELLED;
-    case StatusCode::kUnsupported: return grpc::StatusCode::UNIMPLEMENTED;
-    default: return grpc::StatusCode::INTERNAL;
-  }
-}
-
 reft::Status CheckJobName(const std::string& job) {
   if (job.empty()) return reft::Status::InvalidArgument("job must not be empty");
   if (job.size() > kMaxJobName) return reft::Status::InvalidArgument("job name longer than 64 bytes");
   return reft::Status::OK();
 }
 
-v1::ErrorCode ToErrorCode(StatusCode code) {
-  return static_cast<v1::ErrorCode>(code);  // common.proto mirrors StatusCode one to one
+// The job's layout as the commit coordinator knows it (joined here or learned from a peer).
+std::optional<JobLayout> KnownLayout(peer::JobCoordinator* coordinator,
+                                     const std::string& job) {
+  if (coordinator == nullptr) return std::nullopt;
+  return coordinator->Layout(job);
 }
 
-std::optional<persist::JobLayout> TierLayout(peer::JobCoordinator* coordinator,
-                                             const std::string& job) {
-  if (coordinator == nullptr) return std::nullopt;
-  auto l = coordinator->Layout(job);
-  if (!l) return std::nullopt;
-  persist::JobLayout out;
-  out.pp = l->pp;
-  out.tp = l->tp;
-  out.dp = l->dp;
-  return out;
+v1::ErrorCode ToErrorCode(StatusCode code) {
+  return static_cast<v1::ErrorCode>(code);  // common.proto mirrors StatusCode one to one
 }
 
 // Writes the events of one server-streaming call: progress callbacks may come from fetch
@@ -68,7 +44,7 @@ class EventStream {
 
   void Progress(const std::string& phase, uint64_t done, uint64_t total, const std::string& unit,
                 const std::string& message) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const auto now = std::chrono::steady_clock::now();
     if (phase == phase_ && done != total && now - last_ < std::chrono::milliseconds(100)) return;
     phase_ = phase;
@@ -84,27 +60,21 @@ class EventStream {
   }
 
   void Result(const Event& e) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     (void)writer_->Write(e);
   }
 
  private:
-  grpc::ServerWriter<Event>* writer_;
-  std::mutex mu_;
-  std::string phase_;
-  std::chrono::steady_clock::time_point last_{};
+  grpc::ServerWriter<Event>* const writer_;
+  Mutex mu_;  // serialises the writes; guards the progress thinning
+  std::string phase_ REFT_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point last_ REFT_GUARDED_BY(mu_){};
 };
 
 }  // namespace
 
-grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  if (ctx) ctx->AddTrailingMetadata("reft-code", StatusCodeName(status.code()));
-  return grpc::Status(ToGrpcCode(status.code()), status.message());
-}
-
 AdminService::AdminService(const DaemonConfig& config, store::SnapshotStore* store,
-                           SessionLister sessions, const security::TokenAuthorizer* auth,
+                           SessionLister sessions, const security::Authorizer* auth,
                            const peer::NodeDirectory* membership, AdminRecovery recovery)
     : config_(config),
       store_(store),
@@ -128,7 +98,7 @@ int64_t AdminService::NewestCommittedStep(store::SnapshotStore* store, const std
 
 grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequest*,
                                   v1::StatusResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/Status"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Status"); !denied.ok()) return denied;
   resp->set_node_id(config_.node_id);
   resp->set_health("serving");
   auto* build = resp->mutable_build();
@@ -165,10 +135,10 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
 grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
                                          const v1::ListSnapshotsRequest* req,
                                          v1::ListSnapshotsResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/ListSnapshots"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/ListSnapshots"); !denied.ok()) return denied;
   std::optional<std::string> job;
   if (!req->job().empty()) {
-    if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+    if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
     job = req->job();
   }
   for (const auto& slot : store_->List(job)) {
@@ -191,15 +161,17 @@ grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
 grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
                                           const v1::VerifySnapshotRequest* req,
                                           v1::VerifySnapshotResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/VerifySnapshot"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/VerifySnapshot"); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   auto ranks = store_->Ranks(req->job());
   if (ranks.empty()) {
-    return ToGrpcStatus(ctx, reft::Status::NotFound("no snapshots of job '" + req->job() + "' on this node"));
+    return proto::ToGrpc(
+        reft::Status::NotFound("no snapshots of job '" + req->job() + "' on this node"), ctx);
   }
   int64_t step = req->has_step() ? req->step() : NewestCommittedStep(store_, req->job());
   if (step < 0) {
-    return ToGrpcStatus(ctx, reft::Status::NotFound("job '" + req->job() + "' has no committed step"));
+    return proto::ToGrpc(reft::Status::NotFound("job '" + req->job() + "' has no committed step"),
+                         ctx);
   }
   resp->set_job(req->job());
   resp->set_step(step);
@@ -208,7 +180,7 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
   for (const auto& rank : ranks) {
     auto report = store_->Verify(rank, step);
     if (report.status().code() == StatusCode::kNotFound) continue;
-    if (!report.ok()) return ToGrpcStatus(ctx, report.status());
+    if (!report.ok()) return proto::ToGrpc(report.status(), ctx);
     ++checked;
     chunks += report->chunks_checked;
     for (const auto& bad : report->bad) {
@@ -220,8 +192,9 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
     }
   }
   if (checked == 0) {
-    return ToGrpcStatus(ctx, reft::Status::NotFound("job '" + req->job() + "' has no step " +
-                                                    std::to_string(step) + " on this node"));
+    return proto::ToGrpc(reft::Status::NotFound("job '" + req->job() + "' has no step " +
+                                                std::to_string(step) + " on this node"),
+                         ctx);
   }
   resp->set_ranks_checked(checked);
   resp->set_chunks_checked(chunks);
@@ -232,26 +205,28 @@ grpc::Status AdminService::VerifySnapshot(grpc::ServerContext* ctx,
 grpc::Status AdminService::DropSnapshot(grpc::ServerContext* ctx,
                                         const v1::DropSnapshotRequest* req,
                                         v1::DropSnapshotResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/DropSnapshot"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/DropSnapshot"); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (!req->force() && req->step() == NewestCommittedStep(store_, req->job())) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "step " + std::to_string(req->step()) +
-                            " is the newest committed snapshot of job '" + req->job() +
-                            "'; dropping it loses the restorable state (use --force)");
+    return proto::ToGrpc(
+        Status::InvalidArgument("step " + std::to_string(req->step()) +
+                                " is the newest committed snapshot of job '" + req->job() +
+                                "'; dropping it loses the restorable state (use "
+                                "--force)"),
+        ctx);
   }
   uint32_t freed = 0;
   for (const auto& slot : store_->List(req->job())) {
     if (slot.step == req->step()) ++freed;
   }
-  if (auto st = store_->Drop(req->job(), req->step()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto st = store_->Drop(req->job(), req->step()); !st.ok()) return proto::ToGrpc(st, ctx);
   resp->set_slots_freed(freed);
   return grpc::Status::OK;
 }
 
 grpc::Status AdminService::ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest*,
                                     v1::ListNodesResponse* resp) {
-  if (auto denied = auth_->Check(ctx, "Admin/ListNodes"); !denied.ok()) return denied;
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/ListNodes"); !denied.ok()) return denied;
   for (const auto& m : membership_->Members()) {
     auto* n = resp->add_nodes();
     n->set_node_id(m.node_id);
@@ -279,7 +254,7 @@ void AdminService::FillPersistStatus(v1::PersistTierStatus* out) {
       for (const auto& job : recovery_.coordinator->Jobs()) jobs.insert(job);
     }
     for (const auto& job : jobs) {
-      auto layout = TierLayout(recovery_.coordinator, job);
+      auto layout = KnownLayout(recovery_.coordinator, job);
       if (!layout) continue;
       auto newest = (*t)->NewestCompleteStep(job, *layout);
       if (!newest.ok()) {
@@ -300,17 +275,17 @@ void AdminService::FillPersistStatus(v1::PersistTierStatus* out) {
 grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
                                         const v1::RestoreCheckRequest* req,
                                         grpc::ServerWriter<v1::RestoreCheckEvent>* writer) {
-  if (auto denied = auth_->Check(ctx, "Admin/RestoreCheck"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/RestoreCheck"); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.restore == nullptr) {
-    return ToGrpcStatus(ctx, reft::Status::Unavailable("this daemon has no restore provider"));
+    return proto::ToGrpc(reft::Status::Unavailable("this daemon has no restore provider"), ctx);
   }
   const std::string& job = req->job();
   EventStream<v1::RestoreCheckEvent> events(writer);
   auto check = recovery_.restore->CheckRestore(job, [&](const recovery::Progress& p) {
     events.Progress("check", p.bytes_done, p.bytes_total, "groups", p.message);
   });
-  if (!check.ok()) return ToGrpcStatus(ctx, check.status());
+  if (!check.ok()) return proto::ToGrpc(check.status(), ctx);
   v1::RestoreCheckEvent ev;
   v1::RestoreCheckResponse* r = ev.mutable_result();
   r->set_job(job);
@@ -356,7 +331,7 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
   if (recovery_.tier != nullptr) {
     events.Progress("check", 0, 0, "", "reading the persistent tier");
     pc = recovery::CheckPersistent(
-        recovery_.tier, job, TierLayout(recovery_.coordinator, job),
+        recovery_.tier, job, KnownLayout(recovery_.coordinator, job),
         check->step >= 0 ? std::optional<int64_t>(check->step) : std::nullopt);
   }
   auto* p = r->mutable_persistent();
@@ -390,14 +365,15 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
 
 grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRequest* req,
                                    grpc::ServerWriter<v1::PersistEvent>* writer) {
-  if (auto denied = auth_->Check(ctx, "Admin/Persist"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Persist"); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.persister == nullptr || recovery_.tier == nullptr || !recovery_.tier->enabled()) {
-    return ToGrpcStatus(ctx, reft::Status::Unsupported("no persistent tier is configured on node '" +
-                                                       config_.node_id + "' (persist_dir)"));
+    return proto::ToGrpc(reft::Status::Unsupported("no persistent tier is configured on node '" +
+                                                   config_.node_id + "' (persist_dir)"),
+                         ctx);
   }
   if (req->has_step() && req->step() < 0) {
-    return ToGrpcStatus(ctx, reft::Status::InvalidArgument("step must not be negative"));
+    return proto::ToGrpc(reft::Status::InvalidArgument("step must not be negative"), ctx);
   }
   EventStream<v1::PersistEvent> events(writer);
   auto rep = recovery_.persister->PersistJob(
@@ -406,7 +382,7 @@ grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRe
         events.Progress("persist", static_cast<uint64_t>(done), static_cast<uint64_t>(total),
                         "nodes", message);
       });
-  if (!rep.ok()) return ToGrpcStatus(ctx, rep.status());
+  if (!rep.ok()) return proto::ToGrpc(rep.status(), ctx);
   v1::PersistEvent ev;
   v1::PersistResponse* r = ev.mutable_result();
   r->set_job(rep->job);
@@ -436,10 +412,10 @@ grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRe
 
 grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRequest* req,
                                    grpc::ServerWriter<v1::RebuildEvent>* writer) {
-  if (auto denied = auth_->Check(ctx, "Admin/Rebuild"); !denied.ok()) return denied;
-  if (auto st = CheckJobName(req->job()); !st.ok()) return ToGrpcStatus(ctx, st);
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/Rebuild"); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
   if (recovery_.restore == nullptr) {
-    return ToGrpcStatus(ctx, reft::Status::Unavailable("this daemon has no restore provider"));
+    return proto::ToGrpc(reft::Status::Unavailable("this daemon has no restore provider"), ctx);
   }
   EventStream<v1::RebuildEvent> events(writer);
   const auto start = std::chrono::steady_clock::now();
@@ -447,7 +423,7 @@ grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRe
     events.Progress(recovery::PhaseName(p.phase), p.bytes_done, p.bytes_total,
                     p.bytes_total > 0 ? "bytes" : "", p.message);
   });
-  if (!rep.ok()) return ToGrpcStatus(ctx, rep.status());
+  if (!rep.ok()) return proto::ToGrpc(rep.status(), ctx);
   v1::RebuildEvent ev;
   v1::RebuildResponse* r = ev.mutable_result();
   r->set_job(rep->job);

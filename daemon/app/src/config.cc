@@ -231,6 +231,8 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.token_file));
     } else if (key == "security.allow_insecure") {
       REFT_RETURN_NOT_OK(ReadBool(node, key, &c->security.allow_insecure));
+    } else if (key == "security.operator_group") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.operator_group));
     } else {
       return KeyError(key, "unknown key");
     }
@@ -282,6 +284,16 @@ Status ValidateConfig(const DaemonConfig& c) {
     return KeyError("etcd.tls_ca", "etcd.tls_ca, etcd.tls_cert and etcd.tls_key go together "
                                    "(etcd client TLS with a client certificate)");
   }
+  // etcd holds the commit decisions: in plain text beyond loopback anyone on the path could
+  // read or forge them, as for the token rule of ValidateSecurity.
+  for (const auto& e : c.etcd_endpoints) {
+    if (!etcd_tls && !c.security.allow_insecure && !security::IsLoopbackAddress(e)) {
+      return KeyError("etcd.endpoints",
+                      "'" + e + "' is not a loopback address and there is no etcd TLS: anyone "
+                      "on the network could read or forge the commit decisions; configure "
+                      "etcd.tls_ca/tls_cert/tls_key, or set security.allow_insecure = true");
+    }
+  }
   std::set<std::string> others;
   for (const auto& p : c.peers) {
     if (!ValidHostPort(p)) return KeyError("peers", "expected HOST:PORT, got '" + p + "'");
@@ -302,6 +314,7 @@ Status ValidateConfig(const DaemonConfig& c) {
   }
   std::vector<std::string> addresses = c.peers;
   addresses.push_back(c.listen);
+  if (!c.advertise.empty()) addresses.push_back(c.advertise);
   REFT_RETURN_NOT_OK(security::ValidateSecurity(c.security, addresses));
   if (!c.security.token_file.empty()) {
     REFT_RETURN_NOT_OK(security::ReadTokenFile(c.security.token_file).status());

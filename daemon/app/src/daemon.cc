@@ -27,6 +27,8 @@
 #include "reft/recovery/published_copier.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/tier_access.h"
+#include "reft/security/authorizer.h"
+#include "reft/security/operator_socket.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/units.h"
 
@@ -34,6 +36,7 @@ namespace reft::app {
 
 struct Daemon::Impl {
   Result<size_t> OpenStore();  ///< returns the number of adopted slots
+  Status CreateSecurity();
   Status CreatePeer();
   void CreateRecovery();
   Status StartLocalChannel();
@@ -49,7 +52,9 @@ struct Daemon::Impl {
   std::unique_ptr<recovery::TierAccess> tier;           // persistent tier, opened lazily
   std::unique_ptr<recovery::Persister> persister;       // before peer and tier go
   std::unique_ptr<local::LocalServer> local_server;
-  std::unique_ptr<security::TokenAuthorizer> auth;
+  std::string token;                                     // shared token ("" = none)
+  std::unique_ptr<security::OperatorSocket> admin_socket;  // reftctl --socket
+  std::unique_ptr<security::Authorizer> auth;            // every Admin and Peer call
   std::unique_ptr<AdminService> admin;
   std::unique_ptr<grpc::Server> grpc_server;
 };
@@ -199,6 +204,7 @@ Status Daemon::Start() {
   kernels::SetEmulatedCopyBandwidth(c.emulated_bandwidth);
   REFT_ASSIGN_OR_RETURN(impl_->metrics, observability::Metrics::Create(c.metrics_listen));
   REFT_ASSIGN_OR_RETURN(size_t adopted, impl_->OpenStore());
+  REFT_RETURN_NOT_OK(impl_->CreateSecurity());
   REFT_RETURN_NOT_OK(impl_->CreatePeer());
   impl_->CreateRecovery();
   REFT_RETURN_NOT_OK(impl_->StartLocalChannel());
@@ -230,7 +236,35 @@ Result<size_t> Daemon::Impl::OpenStore() {
   return report.adopted.size();
 }
 
-// Membership, manifests, shard streaming and the job-wide commit (DESIGN.md §3 Commit). Every
+// The token, the admin socket (bound now, served once the gRPC server runs) and the Authorizer
+// that Admin and Peer share (docs/security.md).
+Status Daemon::Impl::CreateSecurity() {
+  const security::SecurityOptions& o = config.security;
+  if (!o.token_file.empty()) {
+    REFT_ASSIGN_OR_RETURN(token, security::ReadTokenFile(o.token_file));
+  }
+  security::OperatorPolicy policy;
+  policy.daemon_uid = geteuid();
+  if (!o.operator_group.empty()) {
+    REFT_ASSIGN_OR_RETURN(policy.operator_gid,
+                          security::LookupGroup(o.operator_group, "security.operator_group"));
+    policy.operator_group = o.operator_group;
+  }
+  REFT_RETURN_NOT_OK(PrepareSocketPath(AdminSocketPath(config)));
+  REFT_ASSIGN_OR_RETURN(admin_socket,
+                        security::OperatorSocket::Listen(AdminSocketPath(config), policy));
+  auth = std::make_unique<security::Authorizer>(token, o.tls(), admin_socket.get());
+  if (!o.tls() && token.empty()) {
+    spdlog::warn("no TLS and no token: any process that reaches {} can call Peer and Admin "
+                 "(a loopback development setup; docs/security.md)", config.listen);
+  } else if (!o.tls() && !security::IsLoopbackAddress(config.listen)) {
+    spdlog::warn("the shared token travels in clear text on {} (security.allow_insecure)",
+                 config.listen);
+  }
+  return Status::OK();
+}
+
+// Membership, manifests, shard streaming and the job-wide commit (docs/data-paths.md "Commit"). Every
 // daemon runs it, also alone: a job whose ranks are all local simply commits without peers.
 Status Daemon::Impl::CreatePeer() {
   const DaemonConfig& c = config;
@@ -245,7 +279,10 @@ Status Daemon::Impl::CreatePeer() {
   po.peer_stream_bandwidth = c.peer_bandwidth;
   po.link_bandwidth = c.link_bandwidth;
   po.max_message_bytes = static_cast<int>(c.max_grpc_message_bytes);
-  REFT_ASSIGN_OR_RETURN(auto credentials, security::MakeChannelCredentials(c.security));
+  peer::PeerSecurity ps;
+  REFT_ASSIGN_OR_RETURN(ps.credentials, security::MakeChannelCredentials(c.security));
+  ps.token = token;
+  ps.authorizer = auth.get();
   peer::ControlPlaneFactory control_plane;
   if (!c.etcd_endpoints.empty()) {
     coord::EtcdControlPlaneOptions eo;
@@ -260,7 +297,8 @@ Status Daemon::Impl::CreatePeer() {
                  "configure [etcd] endpoints for a multi-node cluster",
                  c.peers.size());
   }
-  REFT_ASSIGN_OR_RETURN(peer, peer::PeerNode::Create(po, store.get(), credentials, control_plane));
+  REFT_ASSIGN_OR_RETURN(peer,
+                        peer::PeerNode::Create(po, store.get(), std::move(ps), control_plane));
   coordinator = std::make_unique<MeteredCommitCoordinator>(peer->CoordinatorHandle(), store.get(),
                                                            metrics.get());
   peer::NodeDirectory* membership = &peer->membership();
@@ -369,17 +407,7 @@ Status Daemon::Impl::StartLocalChannel() {
 
 Status Daemon::Impl::StartGrpc() {
   const DaemonConfig& c = config;
-  REFT_RETURN_NOT_OK(PrepareSocketPath(AdminSocketPath(c)));
-  std::string token;
-  if (!c.security.token_file.empty()) {
-    REFT_ASSIGN_OR_RETURN(token, security::ReadTokenFile(c.security.token_file));
-  }
-  auth = std::make_unique<security::TokenAuthorizer>(std::move(token));
   REFT_ASSIGN_OR_RETURN(auto credentials, security::MakeServerCredentials(c.security));
-  if (!c.security.tls() && !auth->enabled() && !security::IsLoopbackAddress(c.listen)) {
-    spdlog::warn("serving gRPC in plain text without a token on {} (security.allow_insecure)",
-                 c.listen);
-  }
   const local::LocalServer* server = local_server.get();
   admin = std::make_unique<AdminService>(
       config, store.get(), [server] { return ListSessions(server); }, auth.get(),
@@ -389,8 +417,6 @@ Status Daemon::Impl::StartGrpc() {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(c.listen, credentials, &bound_port);
-  // reftctl --socket reaches Admin over a Unix socket next to the local channel's.
-  builder.AddListeningPort("unix:" + AdminSocketPath(c), grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(static_cast<int>(c.max_grpc_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(c.max_grpc_message_bytes));
   builder.RegisterService(admin.get());
@@ -399,6 +425,9 @@ Status Daemon::Impl::StartGrpc() {
   if (!grpc_server || bound_port == 0) {
     return Status::Unavailable("cannot listen on " + c.listen + " (address in use or invalid)");
   }
+  // reftctl --socket reaches Admin over the admin socket next to the local channel's; its
+  // connections join the same server once their uid is known.
+  admin_socket->Serve(grpc_server.get());
   return peer->Start();
 }
 
@@ -410,6 +439,7 @@ void Daemon::Shutdown() {
   }
   if (impl_->persister) impl_->persister->Stop();  // no new persists; a running one finishes
   if (impl_->peer) impl_->peer->Stop();  // no more probes or commit exchanges
+  if (impl_->admin_socket) impl_->admin_socket->Stop();  // no new admin connections
   if (impl_->grpc_server) {
     impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     impl_->grpc_server->Wait();
@@ -417,6 +447,7 @@ void Daemon::Shutdown() {
   }
   impl_->admin.reset();
   impl_->auth.reset();
+  impl_->admin_socket.reset();
   impl_->persister.reset();
   impl_->copier.reset();
   impl_->restore.reset();

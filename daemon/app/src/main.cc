@@ -1,5 +1,5 @@
 // reftd: the per-node checkpoint agent. Composition root only: parse the configuration, start
-// the daemon, wait for a signal, shut down. Exit status (DESIGN.md §4): 0 clean shutdown,
+// the daemon, wait for a signal, shut down. Exit status (docs/protocol.md "reftd"): 0 clean shutdown,
 // 2 usage or config error (one line on stderr), 1 runtime failure.
 #include <signal.h>
 

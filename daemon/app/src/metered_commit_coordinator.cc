@@ -7,7 +7,7 @@ MeteredCommitCoordinator::MeteredCommitCoordinator(
     observability::Metrics* metrics)
     : inner_(std::move(inner)), store_(store), metrics_(metrics) {}
 
-Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const local::JobLayout& layout) {
+Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
   return inner_->Join(rank, layout);
 }
 
@@ -16,33 +16,41 @@ void MeteredCommitCoordinator::Leave(const store::RankKey& rank) { inner_->Leave
 Status MeteredCommitCoordinator::Complete(const store::RankKey& rank, int64_t step) {
   const auto key = std::make_pair(rank.job, step);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     first_complete_.emplace(key, Clock::now());
   }
   if (auto slot = store_->Get(rank, step); slot.ok()) {
     metrics_->RecordSnapshot((*slot)->info().payload_bytes);
   }
   Status st = inner_->Complete(rank, step);
-  auto committed = inner_->NewestCommitted(rank.job);
-  if (committed && *committed >= step) {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Observe every step of this job that the commit covered, then forget them.
-    for (auto it = first_complete_.lower_bound({rank.job, INT64_MIN});
-         it != first_complete_.end() && it->first.first == rank.job && it->first.second <= *committed;) {
-      metrics_->ObserveCommitLatency(std::chrono::duration<double>(Clock::now() - it->second).count());
-      it = first_complete_.erase(it);
-    }
-  }
+  ObserveCommitted(rank.job, inner_->NewestCommitted(rank.job));
   return st;
 }
 
+void MeteredCommitCoordinator::ObserveCommitted(const std::string& job,
+                                                std::optional<int64_t> committed) {
+  if (!committed) return;
+  MutexLock lock(mu_);
+  // Observe every step of this job that the commit covered, then forget them.
+  for (auto it = first_complete_.lower_bound({job, INT64_MIN});
+       it != first_complete_.end() && it->first.first == job && it->first.second <= *committed;) {
+    metrics_->ObserveCommitLatency(std::chrono::duration<double>(Clock::now() - it->second).count());
+    it = first_complete_.erase(it);
+  }
+}
+
 std::optional<int64_t> MeteredCommitCoordinator::NewestCommitted(const std::string& job) {
-  return inner_->NewestCommitted(job);
+  auto committed = inner_->NewestCommitted(job);
+  ObserveCommitted(job, committed);
+  return committed;
 }
 
 bool MeteredCommitCoordinator::WaitCommitted(const std::string& job, int64_t step,
                                              std::chrono::milliseconds timeout) {
-  return inner_->WaitCommitted(job, step, timeout);
+  const bool committed = inner_->WaitCommitted(job, step, timeout);
+  // A distributed commit lands after Complete() returned: the waiter is the first to see it.
+  if (committed) ObserveCommitted(job, inner_->NewestCommitted(job));
+  return committed;
 }
 
 }  // namespace reft::app

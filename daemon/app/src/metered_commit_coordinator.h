@@ -6,23 +6,23 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "reft/local/commit_coordinator.h"
+#include "reft/mutex.h"
 #include "reft/observability/metrics.h"
 
 namespace reft::app {
 
 /// \brief Forwards every call to `inner`; on Complete() it counts the rank's snapshot bytes,
-/// and when a step becomes committed it observes the latency from the step's first completion
+/// and when it sees a step committed (on Complete, NewestCommitted or WaitCommitted) it observes the latency from the step's first completion
 /// on this node to its commit. Thread-safe.
 class MeteredCommitCoordinator final : public local::CommitCoordinator {
  public:
   MeteredCommitCoordinator(std::unique_ptr<local::CommitCoordinator> inner,
                            store::SnapshotStore* store, observability::Metrics* metrics);
 
-  Status Join(const store::RankKey& rank, const local::JobLayout& layout) override;
+  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
   Status Complete(const store::RankKey& rank, int64_t step) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
@@ -31,11 +31,15 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
 
  private:
   using Clock = std::chrono::steady_clock;
+  /// Observes the latency of every step of `job` up to `committed` not observed yet.
+  void ObserveCommitted(const std::string& job, std::optional<int64_t> committed);
+
   std::unique_ptr<local::CommitCoordinator> inner_;
   store::SnapshotStore* store_;
   observability::Metrics* metrics_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, int64_t>, Clock::time_point> first_complete_;
+  Mutex mu_;
+  std::map<std::pair<std::string, int64_t>, Clock::time_point> first_complete_
+      REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::app

@@ -335,8 +335,8 @@ void EtcdJobCoordinator::NotifyGenerations() {
 
 // ---- CommitCoordinator ----
 
-Status EtcdJobCoordinator::Join(const store::RankKey& rank, const local::JobLayout& layout) {
-  REFT_RETURN_NOT_OK(local::ValidateRankInLayout(rank, layout));
+Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
+  REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   Status tracked = Track(rank.job);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -463,7 +463,7 @@ Status EtcdJobCoordinator::SyncNow(const std::string& job, std::chrono::millisec
   return Refresh(job, !tracked);
 }
 
-std::optional<local::JobLayout> EtcdJobCoordinator::Layout(const std::string& job) {
+std::optional<JobLayout> EtcdJobCoordinator::Layout(const std::string& job) {
   (void)Track(job);
   std::lock_guard<std::mutex> lock(mu_);
   const JobState& st = jobs_[job];
@@ -831,7 +831,7 @@ void EtcdJobCoordinator::AddCompletionLocked(JobState& st, int64_t step, const s
   held = std::move(rec);
   if (sc.recount || held.generation != st.gen.generation || !st.has_layout) return;
   for (const auto& r : held.ranks) {
-    if (local::ValidateRankInLayout(r, st.layout).ok()) sc.covered.insert(r);
+    if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
   }
 }
 
@@ -841,7 +841,7 @@ void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) 
   for (const auto& [node, rec] : sc.by_node) {
     if (rec.generation != st.gen.generation) continue;
     for (const auto& r : rec.ranks) {
-      if (local::ValidateRankInLayout(r, st.layout).ok()) sc.covered.insert(r);
+      if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
     }
   }
 }

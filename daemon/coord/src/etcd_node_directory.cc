@@ -1,5 +1,7 @@
 #include "reft/coord/etcd_node_directory.h"
 
+#include <algorithm>
+#include <set>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -45,9 +47,14 @@ Status EtcdNodeDirectory::Register() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     rec.address = options_.advertise_address;
-    rec.epoch = options_.epoch;
+    rec.epoch = options_.epoch;  // a new one after the lease expired (OnLeaseLost)
   }
-  Status put = etcd_->Put(keys::Node(options_.node_id), Encode(rec), lease).status();
+  // The leased key says "alive"; the known record (no lease) keeps the node listed as dead
+  // once the lease expires.
+  Status put = etcd_->Commit(Txn()
+                                 .ThenPut(keys::Node(options_.node_id), Encode(rec), lease)
+                                 .ThenPut(keys::Known(options_.node_id), Encode(rec)))
+                   .status();
   if (!put.ok()) {
     (void)etcd_->RevokeLease(lease);  // best effort: it expires by itself otherwise
     return put.WithContext("registering node '" + options_.node_id + "' in etcd");
@@ -88,9 +95,17 @@ void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
   }
   // Declared dead while alive: register again, with backoff while etcd is unreachable. The
   // keep-alive thread runs this; other leases are renewed again once it returns.
+  // Like a SWIM refutation: the node comes back under a new epoch, so that anything still in
+  // flight under the old identity is refused by its peers (AdmitCaller).
+  uint64_t new_epoch = peer::NewEpoch();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    new_epoch = std::max(new_epoch, options_.epoch + 1);
+    options_.epoch = new_epoch;
+  }
   spdlog::warn("node {}: its etcd lease expired (paused or cut off from etcd for longer than "
-               "the lease TTL of {} s); the others saw it as dead; registering again",
-               options_.node_id, lease_ttl_.count());
+               "the lease TTL of {} s): declared dead by the others; registering again under "
+               "epoch {}", options_.node_id, lease_ttl_.count(), new_epoch);
   for (auto backoff = std::chrono::milliseconds(100);; backoff = std::min(backoff * 2,
                                                                         std::chrono::milliseconds(2000))) {
     {
@@ -106,8 +121,7 @@ void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
     lease = lease_;
     rereg = reregister_listeners_;
   }
-  peer::MemberInfo self = ToMember(options_.node_id, {options_.advertise_address, options_.epoch},
-                                   true);
+  peer::MemberInfo self = ToMember(options_.node_id, {SelfCaller().address(), epoch()}, true);
   for (const auto& l : listeners) l(self, peer::MemberState::kDead);
   for (const auto& l : rereg) l(lease);
 }
@@ -122,7 +136,7 @@ v1::Caller EtcdNodeDirectory::SelfCaller() const {
   return c;
 }
 
-std::vector<peer::MemberInfo> EtcdNodeDirectory::Members() const {
+std::vector<peer::MemberInfo> EtcdNodeDirectory::Registered() const {
   std::vector<peer::MemberInfo> out;
   auto all = etcd_->GetPrefix(keys::NodesPrefix());
   bool self_listed = false;
@@ -136,13 +150,30 @@ std::vector<peer::MemberInfo> EtcdNodeDirectory::Members() const {
       out.push_back(ToMember(id, *rec, self));
     }
   }
-  if (!self_listed) out.insert(out.begin(), ToMember(options_.node_id, {SelfCaller().address(), options_.epoch}, true));
+  if (!self_listed) out.insert(out.begin(), ToMember(options_.node_id, {SelfCaller().address(), epoch()}, true));
+  return out;
+}
+
+std::vector<peer::MemberInfo> EtcdNodeDirectory::Members() const {
+  std::vector<peer::MemberInfo> out = Registered();
+  std::set<std::string> alive;
+  for (const auto& m : out) alive.insert(m.node_id);
+  auto known = etcd_->GetPrefix(keys::KnownPrefix());
+  if (!known.ok()) return out;
+  for (const auto& kv : known->kvs) {
+    const std::string id = kv.key.substr(keys::KnownPrefix().size());
+    auto rec = DecodeNode(kv.key, kv.value);
+    if (id.empty() || !rec.ok() || alive.count(id) != 0) continue;
+    peer::MemberInfo dead = ToMember(id, *rec, false);
+    dead.state = peer::MemberState::kDead;
+    out.push_back(std::move(dead));
+  }
   return out;
 }
 
 std::vector<peer::MemberInfo> EtcdNodeDirectory::LiveMembers() const {
   std::vector<peer::MemberInfo> out;
-  for (auto& m : Members()) {
+  for (auto& m : Registered()) {
     if (!m.self) out.push_back(std::move(m));
   }
   return out;
@@ -150,7 +181,7 @@ std::vector<peer::MemberInfo> EtcdNodeDirectory::LiveMembers() const {
 
 std::optional<peer::MemberInfo> EtcdNodeDirectory::Find(const std::string& node_id) const {
   if (node_id == options_.node_id) {
-    return ToMember(node_id, {SelfCaller().address(), options_.epoch}, true);
+    return ToMember(node_id, {SelfCaller().address(), epoch()}, true);
   }
   const auto now = std::chrono::steady_clock::now();
   {
@@ -254,6 +285,15 @@ Status EtcdNodeDirectory::AdmitCaller(const v1::Caller& c) {
                             std::to_string(peer::kProtocolVersion));
   }
   if (c.node_id().empty()) return Status::InvalidArgument("caller.node_id is empty");
+  // Fencing: a caller older than the epoch it registered since was declared dead and came
+  // back; what it says under the old identity is not believed.
+  auto known = Find(c.node_id());
+  if (known && known->state == peer::MemberState::kAlive && c.epoch() != 0 &&
+      c.epoch() < known->epoch) {
+    return Status::Protocol(  // "fenced:" is what peer clients recognise
+        "fenced: node '" + c.node_id() + "' epoch " + std::to_string(c.epoch()) +
+        " was declared dead; it registered again under epoch " + std::to_string(known->epoch));
+  }
   return Status::OK();
 }
 

@@ -18,6 +18,9 @@ std::string NodeIdOf(const std::string& key) {
   return key.rfind(p, 0) == 0 ? key.substr(p.size()) : "";
 }
 
+std::string KnownPrefix() { return kRoot + "known/"; }
+std::string Known(const std::string& node_id) { return KnownPrefix() + node_id; }
+
 std::string JobPrefix(const std::string& job) { return kRoot + "jobs/" + job + "/"; }
 std::string Layout(const std::string& job) { return JobPrefix(job) + "layout"; }
 std::string Generation(const std::string& job) { return JobPrefix(job) + "generation"; }

@@ -44,7 +44,7 @@ std::string Encode(const NodeRecord& r) {
   return json{{"address", r.address}, {"epoch", r.epoch}}.dump();
 }
 
-std::string Encode(const local::JobLayout& r) {
+std::string Encode(const JobLayout& r) {
   return json{{"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"zero", r.zero}}.dump();
 }
 
@@ -80,14 +80,14 @@ Result<NodeRecord> DecodeNode(const std::string& key, const std::string& value) 
   return r;
 }
 
-Result<local::JobLayout> DecodeLayout(const std::string& key, const std::string& value) {
+Result<JobLayout> DecodeLayout(const std::string& key, const std::string& value) {
   REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
-  local::JobLayout l;
+  JobLayout l;
   REFT_ASSIGN_OR_RETURN(l.dp, Field<int32_t>(j, key, "dp"));
   REFT_ASSIGN_OR_RETURN(l.tp, Field<int32_t>(j, key, "tp"));
   REFT_ASSIGN_OR_RETURN(l.pp, Field<int32_t>(j, key, "pp"));
   l.zero = FieldOr<int32_t>(j, "zero", 0);
-  Status v = local::ValidateRankInLayout({"job", 0, 0, 0}, l);
+  Status v = l.Validate();
   if (!v.ok()) return Status::Corrupted("etcd key " + key + ": " + v.message());
   return l;
 }

@@ -14,48 +14,44 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 
-#include "node_local_hooks.h"
+#include "reft/mutex.h"
 #include "session.h"
 
 namespace reft::local {
-
-using local_proto::UniqueFd;
 
 struct LocalServer::Impl {
   LocalServerOptions options;
   store::SnapshotStore* store = nullptr;
   CommitCoordinator* coordinator = nullptr;
   ServerCounters counters;
-  std::unique_ptr<NodeLocalPeerCopier> local_copier;
-  std::unique_ptr<NodeLocalRestoreProvider> local_restorer;
   SessionContext ctx;
 
   UniqueFd listen_fd, epoll_fd, wake_fd;
   std::thread loop;
-  std::vector<std::thread> workers;
   bool started = false;
   bool stopped = false;
 
-  mutable std::mutex mu;  // sessions + work queue
+  mutable Mutex mu;  // sessions + work queue
   std::condition_variable work_cv;
-  std::deque<std::shared_ptr<Session>> work;
-  bool workers_exit = false;
-  std::map<int, std::shared_ptr<Session>> by_fd;        // sessions still in epoll
-  std::map<uint64_t, std::shared_ptr<Session>> alive;  // until their hang-up was processed
-  uint64_t next_id = 1;
+  std::vector<std::thread> workers REFT_GUARDED_BY(mu);
+  std::deque<std::shared_ptr<Session>> work REFT_GUARDED_BY(mu);
+  bool workers_exit REFT_GUARDED_BY(mu) = false;
+  std::map<int, std::shared_ptr<Session>> by_fd REFT_GUARDED_BY(mu);  // sessions still in epoll
+  // Sessions until their hang-up was processed.
+  std::map<uint64_t, std::shared_ptr<Session>> alive REFT_GUARDED_BY(mu);
+  uint64_t next_id REFT_GUARDED_BY(mu) = 1;
   std::atomic<bool> loop_exit{false};
 
   bool PeerAllowed(const ucred& c) const;
-  void Accept();
-  void OnReadable(const std::shared_ptr<Session>& s);
-  void HangUp(const std::shared_ptr<Session>& s);  // loop thread
-  void Schedule(const std::shared_ptr<Session>& s);
-  void LoopMain();
-  void WorkerMain();
-  void StartWorkerLocked();
+  void Accept() REFT_EXCLUDES(mu);
+  void OnReadable(const std::shared_ptr<Session>& s) REFT_EXCLUDES(mu);
+  void HangUp(const std::shared_ptr<Session>& s) REFT_EXCLUDES(mu);  // loop thread
+  void Schedule(const std::shared_ptr<Session>& s) REFT_EXCLUDES(mu);
+  void LoopMain() REFT_EXCLUDES(mu);
+  void WorkerMain() REFT_EXCLUDES(mu);
+  void StartWorkerLocked() REFT_REQUIRES(mu);
 };
 
 bool LocalServer::Impl::PeerAllowed(const ucred& c) const {
@@ -70,7 +66,7 @@ bool LocalServer::Impl::PeerAllowed(const ucred& c) const {
 
 void LocalServer::Impl::Schedule(const std::shared_ptr<Session>& s) {
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     work.push_back(s);
   }
   work_cv.notify_one();
@@ -92,7 +88,7 @@ void LocalServer::Impl::Accept() {
                                         std::to_string(cred.gid) +
                                         " is not allowed to use this reftd socket");
     } else {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (alive.size() >= options.max_sessions) {
         refuse = Status::Busy("reftd serves at most " + std::to_string(options.max_sessions) +
                               " clients");
@@ -101,8 +97,11 @@ void LocalServer::Impl::Accept() {
     if (!refuse.ok()) {
       counters.rejected_peers++;
       // Tell the peer why, then hang up; a non-blocking send so a peer cannot stall the loop.
-      (void)local_proto::SendFrame(fd.get(), local_proto::MessageType::kError, 0,
-                                   local_proto::EncodeError(refuse));
+      if (!local_proto::SendFrame(fd.get(), local_proto::MessageType::kError, 0,
+                                  local_proto::EncodeError(refuse))
+               .ok()) {
+        counters.failed_replies++;
+      }
       continue;
     }
     timeval tv{options.send_timeout_ms / 1000, (options.send_timeout_ms % 1000) * 1000};
@@ -110,7 +109,7 @@ void LocalServer::Impl::Accept() {
     int raw = fd.get();
     std::shared_ptr<Session> s;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       s = std::make_shared<Session>(next_id++, std::move(fd), cred, ctx);
       by_fd[raw] = s;
       alive[s->id()] = s;
@@ -133,7 +132,7 @@ void LocalServer::Impl::Accept() {
 void LocalServer::Impl::HangUp(const std::shared_ptr<Session>& s) {
   ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, s->fd(), nullptr);
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     by_fd.erase(s->fd());
   }
   if (s->EnqueueHangup()) Schedule(s);
@@ -172,7 +171,7 @@ void LocalServer::Impl::LoopMain() {
       }
       std::shared_ptr<Session> s;
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         auto it = by_fd.find(fd);
         if (it == by_fd.end()) continue;
         s = it->second;
@@ -180,7 +179,7 @@ void LocalServer::Impl::LoopMain() {
       // Read what is queued first (a last frame may precede the hang-up), then hang up.
       if (events[i].events & EPOLLIN) OnReadable(s);
       if (events[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         if (by_fd.count(fd) == 0) continue;
       }
       if (events[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
@@ -200,14 +199,14 @@ void LocalServer::Impl::WorkerMain() {
   for (;;) {
     std::shared_ptr<Session> s;
     {
-      std::unique_lock<std::mutex> lock(mu);
-      work_cv.wait(lock, [&] { return workers_exit || !work.empty(); });
+      MutexLock lock(mu);
+      lock.Wait(work_cv, [&]() REFT_REQUIRES(mu) { return workers_exit || !work.empty(); });
       if (work.empty()) return;  // workers_exit and nothing left
       s = std::move(work.front());
       work.pop_front();
     }
     if (s->Drain()) {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       alive.erase(s->id());
     }
   }
@@ -226,8 +225,10 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOption
                                                          store::SnapshotStore* store,
                                                          CommitCoordinator* coordinator,
                                                          ClusterHooks hooks) {
-  if (store == nullptr || coordinator == nullptr) {
-    return Status::InvalidArgument("LocalServer needs a store and a commit coordinator");
+  if (store == nullptr || coordinator == nullptr || hooks.copier == nullptr ||
+      hooks.restorer == nullptr) {
+    return Status::InvalidArgument("LocalServer needs a store, a commit coordinator, a peer "
+                                   "copier and a restore provider");
   }
   if (options.socket_path.empty()) return Status::InvalidArgument("socket path is empty");
   if (options.socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
@@ -251,14 +252,6 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOption
   Impl& d = *server->impl_;
   d.store = store;
   d.coordinator = coordinator;
-  if (hooks.copier == nullptr) {
-    d.local_copier = std::make_unique<NodeLocalPeerCopier>(store);
-    hooks.copier = d.local_copier.get();
-  }
-  if (hooks.restorer == nullptr) {
-    d.local_restorer = std::make_unique<NodeLocalRestoreProvider>(store, coordinator);
-    hooks.restorer = d.local_restorer.get();
-  }
   d.ctx = SessionContext{&d.options, store, coordinator, hooks.copier, hooks.restorer, &d.counters};
   return server;
 }
@@ -312,7 +305,7 @@ Status LocalServer::Start() {
   }
   d.started = true;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    MutexLock lock(d.mu);
     for (int i = 0; i < d.options.copy_threads; ++i) d.StartWorkerLocked();
   }
   d.loop = std::thread([&d] { d.LoopMain(); });
@@ -331,17 +324,18 @@ void LocalServer::Stop() {
   // Hang up every session still connected; the workers run their cleanups.
   std::vector<std::shared_ptr<Session>> open;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    MutexLock lock(d.mu);
     for (auto& [fd, s] : d.by_fd) open.push_back(s);
   }
   for (auto& s : open) d.HangUp(s);
+  std::vector<std::thread> workers;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    MutexLock lock(d.mu);
     d.workers_exit = true;
+    workers.swap(d.workers);
   }
   d.work_cv.notify_all();
-  for (auto& t : d.workers) t.join();
-  d.workers.clear();
+  for (auto& t : workers) t.join();
   ::unlink(d.options.socket_path.c_str());
   d.listen_fd.reset();
   d.epoll_fd.reset();
@@ -351,7 +345,7 @@ void LocalServer::Stop() {
 std::vector<SessionInfo> LocalServer::Sessions() const {
   std::vector<std::shared_ptr<Session>> list;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     for (auto& [id, s] : impl_->alive) list.push_back(s);
   }
   std::vector<SessionInfo> out;
@@ -362,7 +356,7 @@ std::vector<SessionInfo> LocalServer::Sessions() const {
 LocalServerStats LocalServer::Stats() const {
   const ServerCounters& c = impl_->counters;
   return {c.accepted.load(), c.rejected_peers.load(), c.rejected_frames.load(),
-          c.closed_sessions.load()};
+          c.closed_sessions.load(), c.failed_replies.load()};
 }
 
 const std::string& LocalServer::socket_path() const { return impl_->options.socket_path; }

@@ -222,14 +222,14 @@ std::string Metrics::Serialize() const {
 }
 
 void Metrics::SetRefreshHook(std::function<void(Metrics&)> hook) {
-  std::lock_guard<std::mutex> lock(hook_mu_);
+  MutexLock lock(hook_mu_);
   hook_ = std::move(hook);
 }
 
 void Metrics::RunRefreshHook() const {
   // Held while the hook runs: SetRefreshHook() cannot swap it out mid-call, and concurrent
   // scrapes run the hook one at a time.
-  std::lock_guard<std::mutex> lock(hook_mu_);
+  MutexLock lock(hook_mu_);
   if (hook_) hook_(const_cast<Metrics&>(*this));
 }
 

@@ -3,10 +3,23 @@
 #include <future>
 
 #include "reft/peer/generation_file.h"
+#include "reft/log.h"
 #include "reft/peer/rank_id.h"
 
 namespace reft::peer {
 
+namespace {
+
+// A peer's state this node refuses to merge (another layout, a malformed state) changes nothing
+// here; the exchange goes on with the other jobs and members.
+void WarnIfRefused(const Status& merged, const std::string& job, const std::string& node) {
+  if (!merged.ok()) {
+    LogWarning("commit state of job '" + job + "' from node '" + node +
+               "' not merged: " + merged.ToString());
+  }
+}
+
+}  // namespace
 
 DistributedCommitCoordinator::DistributedCommitCoordinator(store::SnapshotStore* store,
                                                            Membership* membership,
@@ -85,7 +98,10 @@ void DistributedCommitCoordinator::TryCommitLocked(const std::string& job, JobSt
     auto c = store_->NewestCommitted(r);
     if (c && *c >= *target) continue;
     if (!store_->Get(r, *target).ok()) continue;  // this rank's slot lives elsewhere
-    (void)store_->Commit(r, *target);
+    if (Status c = store_->Commit(r, *target); !c.ok()) {
+      LogWarning("committing step " + std::to_string(*target) + " of " + r.ToString() +
+                 " in the store failed: " + c.ToString());
+    }
   }
   if (!st.newest_committed || *target > *st.newest_committed) {
     st.newest_committed = target;
@@ -96,8 +112,8 @@ void DistributedCommitCoordinator::TryCommitLocked(const std::string& job, JobSt
 }
 
 Status DistributedCommitCoordinator::Join(const store::RankKey& rank,
-                                          const local::JobLayout& layout) {
-  REFT_RETURN_NOT_OK(local::ValidateRankInLayout(rank, layout));
+                                          const JobLayout& layout) {
+  REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   std::lock_guard<std::mutex> lock(mu_);
   JobState& st = StateLocked(rank.job);
   if (st.has_layout && !(st.layout == layout)) {
@@ -153,7 +169,8 @@ Status DistributedCommitCoordinator::SyncNow(const std::string& job,
     calls.emplace_back(m.node_id, std::async(std::launch::async, [this, m, req, timeout]() {
                          auto r = client_->ExchangeCommitState(m.address, req, timeout);
                          if (!r.ok()) return r.status();
-                         for (const auto& j : r->jobs()) (void)MergeRemote(j);
+                         for (const auto& j : r->jobs())
+                           WarnIfRefused(MergeRemote(j).status(), j.job(), m.node_id);
                          return Status::OK();
                        }));
   }
@@ -245,12 +262,12 @@ Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::J
                             in.persist_floor(), in.fallback_reason());
     }
     if (in.dp() > 0) {
-      local::JobLayout l;
+      JobLayout l;
       l.dp = in.dp();
       l.tp = in.tp();
       l.pp = in.pp();
       l.zero = st.has_layout ? st.layout.zero : 0;  // zero does not change the world
-      if (Status v = local::ValidateRankInLayout({in.job(), 0, 0, 0}, l); !v.ok()) return v;
+      if (Status v = l.Validate(); !v.ok()) return v;
       if (st.has_layout && l.world() != st.layout.world()) {
         return Status::InvalidArgument("job '" + in.job() + "': peer reports layout dp=" +
                                        std::to_string(l.dp) + ",tp=" + std::to_string(l.tp) +
@@ -269,7 +286,7 @@ Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::J
       for (const auto& r : sc.ranks()) {
         store::RankKey k = FromRankId(r);
         if (k.job != in.job()) continue;
-        if (st.has_layout && !local::ValidateRankInLayout(k, st.layout).ok()) continue;
+        if (st.has_layout && !st.layout.CheckRank(k).ok()) continue;
         grew = set.insert(k).second || grew;
       }
     }
@@ -305,12 +322,21 @@ void DistributedCommitCoordinator::AdoptGenerationLocked(const std::string& job,
       ++dropped;
     }
   }
-  for (int64_t step : newer) (void)store_->Drop(job, step);
+  for (int64_t step : newer) {
+    if (Status d = store_->Drop(job, step); !d.ok()) {
+      LogWarning("dropping step " + std::to_string(step) + " of job '" + job +
+                 "' (abandoned by the new generation) failed: " + d.ToString());
+    }
+  }
   if (!state_dir_.empty()) {
     // Best effort: without the record a restarted daemon starts at generation 0 and is rolled
     // back again by its peers (dropping its slots newer than the base): safe, only slower.
-    (void)internal::SaveGeneration(state_dir_, job,
-                                   {st.generation, base, st.persist_floor, st.reason});
+    Status saved = internal::SaveGeneration(state_dir_, job,
+                                            {st.generation, base, st.persist_floor, st.reason});
+    if (!saved.ok()) {
+      LogWarning("recording generation " + std::to_string(st.generation) + " of job '" + job +
+                 "' failed: " + saved.ToString());
+    }
   }
   dirty_.insert(job);
   pending_events_.push_back({job, InfoLocked(st), dropped});
@@ -326,7 +352,7 @@ JobGeneration DistributedCommitCoordinator::InfoLocked(const JobState& st) const
   return g;
 }
 
-std::optional<local::JobLayout> DistributedCommitCoordinator::Layout(const std::string& job) {
+std::optional<JobLayout> DistributedCommitCoordinator::Layout(const std::string& job) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!KnownLocked(job)) return std::nullopt;
   const JobState& st = StateLocked(job);
@@ -448,7 +474,7 @@ void DistributedCommitCoordinator::PushAll(const std::vector<v1::JobCommitState>
     calls.push_back(std::async(std::launch::async, [this, m, req]() {
       auto r = client_->ExchangeCommitState(m.address, req);
       if (!r.ok()) return;  // the next round retries
-      for (const auto& j : r->jobs()) (void)MergeRemote(j);
+      for (const auto& j : r->jobs()) WarnIfRefused(MergeRemote(j).status(), j.job(), m.node_id);
     }));
   }
   for (auto& c : calls) c.get();

@@ -4,7 +4,7 @@
 #include <future>
 #include <set>
 
-#include "grpc_status.h"
+#include "fencing.h"
 
 namespace reft::peer {
 

@@ -1,15 +1,17 @@
 #include "reft/peer/peer_client.h"
 
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/sync_stream.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include <grpcpp/impl/rpc_method.h>
-#include <grpcpp/support/sync_stream.h>
-
-#include "grpc_status.h"
+#include "fencing.h"
 #include "reft/checksum.h"
 #include "reft/peer/rank_id.h"
+#include "reft/proto/grpc_status.h"
+#include "reft/security/grpc_auth.h"
 
 namespace reft::peer {
 
@@ -20,19 +22,25 @@ std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
 }  // namespace
 
 PeerClient::PeerClient(PeerOptions options, std::function<v1::Caller()> caller,
-                       std::shared_ptr<grpc::ChannelCredentials> credentials)
+                       std::shared_ptr<grpc::ChannelCredentials> credentials, std::string token)
     : options_(std::move(options)),
       link_(options_.link_bandwidth, options_.wire_chunk_bytes),
       caller_(std::move(caller)),
-      credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()) {}
+      credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()),
+      token_(std::move(token)) {}
+
+void PeerClient::Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
+  ctx->set_deadline(DeadlineIn(timeout));
+  security::AttachToken(ctx, token_);
+}
 
 void PeerClient::SetFencedHandler(std::function<void(const std::string&)> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   on_fenced_ = std::move(handler);
 }
 
 std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto& c = conns_[address];
   if (!c) {
     grpc::ChannelArguments args;
@@ -56,24 +64,25 @@ std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
 }
 
 void PeerClient::Forget(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   conns_.erase(address);
 }
 
 v1::Caller PeerClient::Stamp() { return caller_(); }
 
-Status PeerClient::Check(const grpc::Status& s, const std::string& what) {
+Status PeerClient::Check(const grpc::Status& s, const std::string& what,
+                         const grpc::ClientContext& ctx) {
   if (s.ok()) return Status::OK();
   if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
       s.error_message().rfind(kFencedPrefix, 0) == 0) {
     std::function<void(const std::string&)> h;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       h = on_fenced_;
     }
     if (h) h(s.error_message());
   }
-  return FromGrpc(s, what);
+  return proto::FromGrpc(s, what, &ctx);
 }
 
 Result<v1::HelloResponse> PeerClient::Hello(const std::string& address) {
@@ -81,8 +90,8 @@ Result<v1::HelloResponse> PeerClient::Hello(const std::string& address) {
   *req.mutable_caller() = Stamp();
   v1::HelloResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(options_.rpc_deadline));
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Hello(&ctx, req, &resp), "Hello " + address));
+  Prepare(&ctx, options_.rpc_deadline);
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Hello(&ctx, req, &resp), "Hello " + address, ctx));
   return resp;
 }
 
@@ -91,8 +100,8 @@ Result<v1::PingResponse> PeerClient::Ping(const std::string& address, v1::PingRe
   *req.mutable_caller() = Stamp();
   v1::PingResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout));
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Ping(&ctx, req, &resp), "Ping " + address));
+  Prepare(&ctx, timeout);
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Ping(&ctx, req, &resp), "Ping " + address, ctx));
   return resp;
 }
 
@@ -102,8 +111,9 @@ Result<v1::PingReqResponse> PeerClient::PingReq(const std::string& address,
   *req.mutable_caller() = Stamp();
   v1::PingReqResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout));
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->PingReq(&ctx, req, &resp), "PingReq " + address));
+  Prepare(&ctx, timeout);
+  REFT_RETURN_NOT_OK(
+      Check(Get(address)->stub->PingReq(&ctx, req, &resp), "PingReq " + address, ctx));
   return resp;
 }
 
@@ -114,9 +124,9 @@ Result<v1::ReportCompleteResponse> PeerClient::ReportComplete(const std::string&
   *req.mutable_state() = state;
   v1::ReportCompleteResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(options_.rpc_deadline));
-  REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->ReportComplete(&ctx, req, &resp), "ReportComplete " + address));
+  Prepare(&ctx, options_.rpc_deadline);
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->ReportComplete(&ctx, req, &resp),
+                           "ReportComplete " + address, ctx));
   return resp;
 }
 
@@ -126,9 +136,9 @@ Result<v1::ExchangeCommitStateResponse> PeerClient::ExchangeCommitState(
   *req.mutable_caller() = Stamp();
   v1::ExchangeCommitStateResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout.count() > 0 ? timeout : options_.rpc_deadline));
+  Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
   REFT_RETURN_NOT_OK(Check(Get(address)->stub->ExchangeCommitState(&ctx, req, &resp),
-                           "ExchangeCommitState " + address));
+                           "ExchangeCommitState " + address, ctx));
   return resp;
 }
 
@@ -140,9 +150,9 @@ Result<v1::GetManifestResponse> PeerClient::GetManifest(const std::string& addre
   req.set_job(job);
   v1::GetManifestResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout.count() > 0 ? timeout : options_.rpc_deadline));
+  Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
   REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->GetManifest(&ctx, req, &resp), "GetManifest " + address));
+      Check(Get(address)->stub->GetManifest(&ctx, req, &resp), "GetManifest " + address, ctx));
   return resp;
 }
 
@@ -155,9 +165,9 @@ Result<v1::PersistStepResponse> PeerClient::PersistStep(const std::string& addre
   req.set_step(step);
   v1::PersistStepResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(timeout));
+  Prepare(&ctx, timeout);
   REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->PersistStep(&ctx, req, &resp), "PersistStep " + address));
+      Check(Get(address)->stub->PersistStep(&ctx, req, &resp), "PersistStep " + address, ctx));
   return resp;
 }
 
@@ -274,7 +284,7 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   req.set_published_only(fo.published_only);
   req.set_expect_region_size(fo.expect_region_size);
   grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineIn(fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline));
+  Prepare(&ctx, fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline);
   // Raw stream: chunks arrive as ByteBuffers and their data is copied once, from gRPC's
   // receive slices straight into `dst` (no intermediate protobuf string).
   grpc::Slice req_slice(req.SerializeAsString());
@@ -330,10 +340,11 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   }
   if (!failure.ok()) {
     ctx.TryCancel();
+    // The call now ends CANCELLED, by our own doing: `failure` is what went wrong.
     (void)reader->Finish();
     return failure;
   }
-  REFT_RETURN_NOT_OK(Check(reader->Finish(), what));
+  REFT_RETURN_NOT_OK(Check(reader->Finish(), what, ctx));
   if (expect - offset != dst_size) {
     return Status::Protocol(what + ": stream ended after " + std::to_string(expect - offset) +
                             " of " + std::to_string(dst_size) + " bytes");

@@ -3,8 +3,7 @@
 namespace reft::peer {
 
 Result<std::unique_ptr<PeerNode>> PeerNode::Create(
-    PeerOptions options, store::SnapshotStore* store,
-    std::shared_ptr<grpc::ChannelCredentials> credentials,
+    PeerOptions options, store::SnapshotStore* store, PeerSecurity security,
     const ControlPlaneFactory& control_plane) {
   PeerOptions check = options;
   if (check.advertise_address.empty()) check.advertise_address = "pending:0";
@@ -15,7 +14,8 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
   n->options_ = options;
   PeerNode* raw = n.get();
   n->client_ = std::make_unique<PeerClient>(
-      options, [raw] { return raw->nodes_->SelfCaller(); }, std::move(credentials));
+      options, [raw] { return raw->nodes_->SelfCaller(); }, std::move(security.credentials),
+      std::move(security.token));
   PeerService::Gossip gossip;
   if (control_plane) {
     REFT_ASSIGN_OR_RETURN(ControlPlane cp, control_plane(options, store, n->client_.get()));
@@ -33,7 +33,7 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
     n->jobs_ = std::move(commit);
   }
   n->service_ = std::make_unique<PeerService>(options, store, n->nodes_.get(), n->jobs_.get(),
-                                              gossip);
+                                              gossip, security.authorizer);
   return n;
 }
 
@@ -45,7 +45,7 @@ namespace {
 class ForwardingCoordinator final : public local::CommitCoordinator {
  public:
   explicit ForwardingCoordinator(local::CommitCoordinator* inner) : inner_(inner) {}
-  Status Join(const store::RankKey& r, const local::JobLayout& l) override {
+  Status Join(const store::RankKey& r, const JobLayout& l) override {
     return inner_->Join(r, l);
   }
   void Leave(const store::RankKey& r) override { inner_->Leave(r); }

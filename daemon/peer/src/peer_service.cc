@@ -4,10 +4,11 @@
 #include <cstring>
 #include <memory>
 
-#include "grpc_status.h"
+#include "fencing.h"
 #include "reft/checksum.h"
 #include "reft/peer/rank_id.h"
 #include "reft/peer/sealed_checksums.h"
+#include "reft/proto/grpc_status.h"
 
 namespace reft::peer {
 
@@ -45,12 +46,14 @@ void ReleaseSlot(void* holder) { delete static_cast<std::shared_ptr<store::SlotR
 }  // namespace
 
 PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
-                         JobCoordinator* jobs, Gossip gossip)
+                         JobCoordinator* jobs, Gossip gossip,
+                         const security::Authorizer* authorizer)
     : options_(std::move(options)),
       store_(store),
       membership_(nodes),
       coordinator_(jobs),
-      gossip_(gossip) {
+      gossip_(gossip),
+      authorizer_(authorizer) {
   // Replace the generated (copying) FetchRegion handler by a sync handler on raw ByteBuffers.
   // gRPC marks a "streamed" method bidi internally (the handler reads the request itself); on
   // the wire this is the same server-streaming call: one request message, then the chunks.
@@ -61,8 +64,8 @@ PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, NodeD
              grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
             grpc::ByteBuffer request;
             if (!stream->Read(&request)) {
-              return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                  "FetchRegion without a request message");
+              return proto::ToGrpc(Status::InvalidArgument("FetchRegion without a request message"),
+                                   ctx);
             }
             return self->FetchRegionRaw(ctx, &request, stream);
           },
@@ -74,6 +77,12 @@ void PeerService::ConfigureServerBuilder(const PeerOptions& options, grpc::Serve
   b->SetMaxSendMessageSize(options.max_message_bytes);
 }
 
+grpc::Status PeerService::Authorize(grpc::ServerContext* ctx, const char* method,
+                                    const v1::Caller& caller) {
+  if (authorizer_ == nullptr) return grpc::Status::OK;
+  return authorizer_->CheckPeer(ctx, method, caller.node_id());
+}
+
 Status PeerService::Admit(const v1::Caller& caller, bool serves_snapshots) {
   REFT_RETURN_NOT_OK(membership_->AdmitCaller(caller));
   if (serves_snapshots && membership_->IsFenced()) {
@@ -83,10 +92,13 @@ Status PeerService::Admit(const v1::Caller& caller, bool serves_snapshots) {
   return Status::OK();
 }
 
-grpc::Status PeerService::Hello(grpc::ServerContext*, const v1::HelloRequest* req,
+grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest* req,
                                 v1::HelloResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/Hello", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
-  if (!s.ok()) return ToGrpc(s);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
   *resp->mutable_server() = membership_->SelfCaller();
   if (gossip_.membership) gossip_.membership->FillUpdates(resp->mutable_members());
   return grpc::Status::OK;
@@ -100,22 +112,28 @@ grpc::Status PeerService::NoGossip(const char* method) const {
                           "' coordinates through etcd, not by gossip");
 }
 
-grpc::Status PeerService::Ping(grpc::ServerContext*, const v1::PingRequest* req,
+grpc::Status PeerService::Ping(grpc::ServerContext* ctx, const v1::PingRequest* req,
                                v1::PingResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/Ping", req->caller()); !denied.ok()) {
+    return denied;
+  }
   if (!gossip_.membership) return NoGossip("Ping");
   Status s = Admit(req->caller(), false);
-  if (!s.ok()) return ToGrpc(s);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
   gossip_.membership->Merge(req->updates());
   gossip_.membership->FillUpdates(resp->mutable_updates());
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::PingReq(grpc::ServerContext*, const v1::PingReqRequest* req,
+grpc::Status PeerService::PingReq(grpc::ServerContext* ctx, const v1::PingReqRequest* req,
                                   v1::PingReqResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/PingReq", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Membership* swim = gossip_.membership;
   if (!swim) return NoGossip("PingReq");
   Status s = Admit(req->caller(), false);
-  if (!s.ok()) return ToGrpc(s);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
   swim->Merge(req->updates());
   auto timeout =
       std::min(std::chrono::milliseconds(req->timeout_ms()), 2 * swim->probe_timeout());
@@ -128,36 +146,46 @@ grpc::Status PeerService::PingReq(grpc::ServerContext*, const v1::PingReqRequest
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::ReportComplete(grpc::ServerContext*, const v1::ReportCompleteRequest* req,
+grpc::Status PeerService::ReportComplete(grpc::ServerContext* ctx,
+                                         const v1::ReportCompleteRequest* req,
                                          v1::ReportCompleteResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/ReportComplete", req->caller()); !denied.ok()) {
+    return denied;
+  }
   if (!gossip_.commit) return NoGossip("ReportComplete");
   Status s = Admit(req->caller(), false);
-  if (!s.ok()) return ToGrpc(s);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
   auto merged = gossip_.commit->MergeRemote(req->state());
-  if (!merged.ok()) return ToGrpc(merged.status());
+  if (!merged.ok()) return proto::ToGrpc(merged.status(), ctx);
   *resp->mutable_state() = std::move(*merged);
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext*,
+grpc::Status PeerService::ExchangeCommitState(grpc::ServerContext* ctx,
                                               const v1::ExchangeCommitStateRequest* req,
                                               v1::ExchangeCommitStateResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/ExchangeCommitState", req->caller()); !denied.ok()) {
+    return denied;
+  }
   if (!gossip_.commit) return NoGossip("ExchangeCommitState");
   Status s = Admit(req->caller(), false);
-  if (!s.ok()) return ToGrpc(s);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
   Status first;
   for (const auto& j : req->jobs()) {
     auto merged = gossip_.commit->MergeRemote(j);
     if (!merged.ok() && first.ok()) first = merged.status();
   }
   for (auto& j : gossip_.commit->AllStates()) *resp->add_jobs() = std::move(j);
-  return ToGrpc(first);
+  return proto::ToGrpc(first, ctx);
 }
 
-grpc::Status PeerService::GetManifest(grpc::ServerContext*, const v1::GetManifestRequest* req,
+grpc::Status PeerService::GetManifest(grpc::ServerContext* ctx, const v1::GetManifestRequest* req,
                                       v1::GetManifestResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/GetManifest", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), true);
-  if (!s.ok()) return ToGrpc(s);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
   *resp->mutable_server() = membership_->SelfCaller();
   std::optional<std::string> job;
   if (!req->job().empty()) job = req->job();
@@ -179,7 +207,7 @@ grpc::Status PeerService::GetManifest(grpc::ServerContext*, const v1::GetManifes
       region->set_name((*ref)->info().regions[i].name);
       region->set_size((*ref)->region_size(i));
       auto sealed = ReadSealedChecksums(**ref, i);
-      if (!sealed.ok()) return ToGrpc(sealed.status());
+      if (!sealed.ok()) return proto::ToGrpc(sealed.status(), ctx);
       region->set_chunk_size(sealed->chunk_size);
       for (uint64_t c : sealed->chunks) region->add_chunk_checksums(c);
       region->set_checksum(Checksum64(sealed->chunks.data(), sealed->chunks.size() * 8));
@@ -189,17 +217,20 @@ grpc::Status PeerService::GetManifest(grpc::ServerContext*, const v1::GetManifes
 }
 
 void PeerService::SetPersistHandler(PersistHandler handler) {
-  std::lock_guard<std::mutex> lock(handler_mu_);
+  MutexLock lock(handler_mu_);
   persist_handler_ = handler ? std::make_shared<PersistHandler>(std::move(handler)) : nullptr;
 }
 
-grpc::Status PeerService::PersistStep(grpc::ServerContext*, const v1::PersistStepRequest* req,
+grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::PersistStepRequest* req,
                                       v1::PersistStepResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/PersistStep", req->caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req->caller(), false);
-  if (!s.ok()) return ToGrpc(s);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
   std::shared_ptr<PersistHandler> handler;
   {
-    std::lock_guard<std::mutex> lock(handler_mu_);
+    MutexLock lock(handler_mu_);
     handler = persist_handler_;
   }
   if (!handler) {
@@ -220,16 +251,19 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
   {
     std::vector<grpc::Slice> slices;
     if (!raw->Dump(&slices).ok()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unreadable FetchRegion request");
+      return proto::ToGrpc(Status::InvalidArgument("unreadable FetchRegion request"), ctx);
     }
     std::string bytes;
     for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
     if (!req.ParseFromString(bytes)) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed FetchRegionRequest");
+      return proto::ToGrpc(Status::InvalidArgument("malformed FetchRegionRequest"), ctx);
     }
   }
+  if (auto denied = Authorize(ctx, "Peer/FetchRegion", req.caller()); !denied.ok()) {
+    return denied;
+  }
   Status s = Admit(req.caller(), true);
-  if (!s.ok()) return ToGrpc(s);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
   store::RankKey rank = FromRankId(req.rank());
   const std::string what = rank.ToString() + " step " + std::to_string(req.step()) +
                            " region '" + req.region() + "'";
@@ -237,25 +271,27 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
   // table entries were filled by Publish, so the checks below work unchanged).
   auto ref = req.published_only() ? store_->GetPublished(rank, req.step(), req.region())
                                    : store_->Get(rank, req.step());
-  if (!ref.ok()) return ToGrpc(ref.status());
+  if (!ref.ok()) return proto::ToGrpc(ref.status(), ctx);
   auto slot = std::move(*ref);
   auto idx = slot->FindRegion(req.region());
-  if (!idx.ok()) return ToGrpc(idx.status().WithContext(what));
+  if (!idx.ok()) return proto::ToGrpc(idx.status().WithContext(what), ctx);
   const uint64_t size = slot->region_size(*idx);
   if (req.expect_region_size() != 0 && req.expect_region_size() != size) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        what + " has " + std::to_string(size) + " bytes, the caller expects " +
-                            std::to_string(req.expect_region_size()));
+    return proto::ToGrpc(Status::InvalidArgument(what + " has " + std::to_string(size) +
+                                                 " bytes, the caller expects " +
+                                                 std::to_string(req.expect_region_size())),
+                         ctx);
   }
   const uint64_t begin = req.offset();
   const uint64_t length = req.length() ? req.length() : (begin <= size ? size - begin : 0);
   if (begin > size || length > size - begin) {
-    return grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
-                        what + ": bytes " + std::to_string(begin) + "+" + std::to_string(length) +
-                            " exceed the region size " + std::to_string(size));
+    return proto::ToGrpc(Status::InvalidArgument(what + ": bytes " + std::to_string(begin) + "+" +
+                                                 std::to_string(length) +
+                                                 " exceed the region size " + std::to_string(size)),
+                         ctx);
   }
   auto sealed = ReadSealedChecksums(*slot, *idx);
-  if (!sealed.ok()) return ToGrpc(sealed.status());
+  if (!sealed.ok()) return proto::ToGrpc(sealed.status(), ctx);
   const uint64_t C = sealed->chunk_size;
   const uint64_t W = std::min<uint64_t>(options_.wire_chunk_bytes, C);
   uint8_t* base = slot->region_data(*idx);
@@ -263,7 +299,7 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
   uint64_t pos = begin;
   const uint64_t end = begin + length;
   while (pos < end) {
-    if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled");
+    if (ctx->IsCancelled()) return proto::ToGrpc(Status::Cancelled("client cancelled"), ctx);
     // Wire chunks never straddle a sealed chunk: [pos, next) lies inside sealed chunk pos / C.
     const uint64_t sc = pos / C;
     const uint64_t sc_end = std::min(size, (sc + 1) * C);
@@ -278,10 +314,11 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
       if (verified != sc) {
         uint64_t actual = Checksum64(base + sc * C, sc_end - sc * C);
         if (actual != sealed->chunks[sc]) {
-          return grpc::Status(grpc::StatusCode::DATA_LOSS,
-                              what + ": sealed chunk " + std::to_string(sc) + " (region bytes " +
-                                  std::to_string(sc * C) + ".." + std::to_string(sc_end) +
-                                  ") fails its checksum on node '" + membership_->node_id() + "'");
+          return proto::ToGrpc(
+              Status::Corrupted(what + ": sealed chunk " + std::to_string(sc) + " (region bytes " +
+                                std::to_string(sc * C) + ".." + std::to_string(sc_end) +
+                                ") fails its checksum on node '" + membership_->node_id() + "'"),
+              ctx);
         }
         verified = sc;
       }
@@ -294,7 +331,7 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
         grpc::Slice(base + pos, n, ReleaseSlot, new std::shared_ptr<store::SlotRef>(slot))};
     grpc::ByteBuffer msg(parts, 2);
     if (!writer->Write(msg)) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, what + ": client went away");
+      return proto::ToGrpc(Status::Cancelled(what + ": client went away"), ctx);
     }
     pos = next;
   }

@@ -8,10 +8,10 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
+#include "reft/mutex.h"
 #include "reft/persist/persistent_tier.h"
 #include "reft/token_bucket.h"
 
@@ -69,7 +69,8 @@ class TierImpl final : public PersistentTier {
   /// Header-level check of one rank file against the rank and step its path names.
   Status CheckRankFile(const store::RankKey& rank, int64_t step);
   /// Existing manifest of this node for the step, if any and readable.
-  std::optional<Manifest> ReadOwnManifestLocked(const std::string& job, int64_t step);
+  std::optional<Manifest> ReadOwnManifestLocked(const std::string& job, int64_t step)
+      REFT_REQUIRES(manifest_mu_);
   bool StaleScratch(const std::string& path, const std::string& name, std::string* why) const;
 
   const PersistOptions options_;
@@ -79,15 +80,15 @@ class TierImpl final : public PersistentTier {
   std::shared_ptr<TokenBucket> read_bucket_;
   std::atomic<uint64_t> seq_{0};
 
-  std::mutex mu_;
-  std::map<std::pair<std::string, int64_t>, int> in_flight_;  ///< (job, step) -> writers
-  std::mutex manifest_mu_;  ///< serialises manifest read-modify-write
+  Mutex mu_;
+  /// (job, step) -> writers in progress: retention never deletes those steps.
+  std::map<std::pair<std::string, int64_t>, int> in_flight_ REFT_GUARDED_BY(mu_);
+  Mutex manifest_mu_;  ///< serialises manifest read-modify-write
 };
 
 /// \brief Validates PersistOptions (everything but the directory itself).
 Status ValidateOptions(const PersistOptions& o);
 /// \brief Job id rules of the store (non-empty, <= 64 bytes, no '/', "..", control bytes).
 Status ValidateJob(const std::string& job);
-Status ValidateLayout(const JobLayout& layout);
 
 }  // namespace reft::persist::internal

@@ -36,14 +36,6 @@ Result<std::vector<std::string>> ListNames(const std::string& dir, const std::st
   return names;
 }
 
-bool InLayout(const store::RankKey& r, const JobLayout& l) {
-  return r.pp < l.pp && r.tp < l.tp && r.dp < l.dp;
-}
-
-std::string Coords(const store::RankKey& r) {
-  return "pp" + std::to_string(r.pp) + "-tp" + std::to_string(r.tp) + "-dp" + std::to_string(r.dp);
-}
-
 }  // namespace
 
 Result<std::vector<std::string>> TierImpl::ListJobs() {
@@ -92,7 +84,7 @@ Status TierImpl::CheckRankFile(const store::RankKey& rank, int64_t step) {
 Result<StepStatus> TierImpl::CheckStep(const std::string& job, int64_t step,
                                        const JobLayout& layout) {
   REFT_RETURN_NOT_OK(ValidateJob(job));
-  REFT_RETURN_NOT_OK(ValidateLayout(layout));
+  REFT_RETURN_NOT_OK(layout.Validate());
   REFT_RETURN_NOT_OK(CheckRoot());
   REFT_ASSIGN_OR_RETURN(auto names,
                         ListNames(StepDir(job, step), options_.dir, StepRel(job, step)));
@@ -114,23 +106,23 @@ Result<StepStatus> TierImpl::CheckStep(const std::string& job, int64_t step,
       for (int32_t dp = 0; dp < layout.dp; ++dp) {
         store::RankKey r{job, pp, tp, dp};
         if (present.count(r) == 0) {
-          st.problems.push_back(Coords(r) + ": missing");
+          st.problems.push_back(r.coord().ToString() + ": missing");
           continue;
         }
         Status s = CheckRankFile(r, step);
         if (s.ok()) {
           st.valid.push_back(r);
         } else if (s.code() == StatusCode::kNotFound) {
-          st.problems.push_back(Coords(r) + ": missing (removed while checking)");
+          st.problems.push_back(r.coord().ToString() + ": missing (removed while checking)");
         } else {
-          st.problems.push_back(Coords(r) + ": " + s.ToString());
+          st.problems.push_back(r.coord().ToString() + ": " + s.ToString());
         }
       }
     }
   }
   for (const auto& r : present) {
-    if (!InLayout(r, layout)) {
-      st.problems.push_back(Coords(r) + ": outside the layout " + layout.ToString());
+    if (!layout.Contains(r)) {
+      st.problems.push_back(r.coord().ToString() + ": outside the layout " + layout.ToString());
     }
   }
   st.complete = st.problems.empty();
@@ -169,7 +161,7 @@ Result<std::optional<int64_t>> TierImpl::NewestCompleteStep(const std::string& j
 Result<std::vector<int64_t>> TierImpl::ApplyRetention(const std::string& job,
                                                       const JobLayout& layout) {
   REFT_RETURN_NOT_OK(ValidateJob(job));
-  REFT_RETURN_NOT_OK(ValidateLayout(layout));
+  REFT_RETURN_NOT_OK(layout.Validate());
   std::vector<int64_t> removed;
   if (options_.keep == 0) return removed;
   REFT_ASSIGN_OR_RETURN(auto steps, ListSteps(job));
@@ -193,7 +185,7 @@ Result<std::vector<int64_t>> TierImpl::ApplyRetention(const std::string& job,
   {
     // Under the lock so that a WriteRank of a victim either registered first (and the step is
     // skipped) or starts after the rename (and recreates a fresh directory).
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (int64_t s : steps) {
       if (s >= cutoff) break;
       if (in_flight_.count({job, s}) != 0) continue;

@@ -1,4 +1,4 @@
-// Opening the tier: option checks, the directory probe (DESIGN.md §5: "persistent directory
+// Opening the tier: option checks, the directory probe (docs/failure-model.md: "persistent directory
 // full or missing: error reported"), and the cleanup of what dead writers left behind.
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,10 +17,6 @@
 
 namespace reft::persist {
 
-std::string JobLayout::ToString() const {
-  return "pp" + std::to_string(pp) + " x tp" + std::to_string(tp) + " x dp" + std::to_string(dp);
-}
-
 namespace internal {
 
 Status ValidateJob(const std::string& job) {
@@ -35,13 +31,6 @@ Status ValidateJob(const std::string& job) {
   }
   if (job.find("..") != std::string::npos) {
     return Status::InvalidArgument("job id '" + job + "' contains '..'");
-  }
-  return Status::OK();
-}
-
-Status ValidateLayout(const JobLayout& l) {
-  if (l.pp < 1 || l.tp < 1 || l.dp < 1) {
-    return Status::InvalidArgument("layout " + l.ToString() + ": every size must be >= 1");
   }
   return Status::OK();
 }
@@ -77,12 +66,12 @@ TierImpl::TierImpl(PersistOptions options, dev_t dev, ino_t ino)
 
 TierImpl::InFlight::InFlight(TierImpl* tier, std::string job, int64_t step)
     : tier_(tier), key_(std::move(job), step) {
-  std::lock_guard<std::mutex> lock(tier_->mu_);
+  MutexLock lock(tier_->mu_);
   ++tier_->in_flight_[key_];
 }
 
 TierImpl::InFlight::~InFlight() {
-  std::lock_guard<std::mutex> lock(tier_->mu_);
+  MutexLock lock(tier_->mu_);
   auto it = tier_->in_flight_.find(key_);
   if (it != tier_->in_flight_.end() && --it->second == 0) tier_->in_flight_.erase(it);
 }

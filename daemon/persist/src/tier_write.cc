@@ -90,7 +90,7 @@ Result<std::string> TierImpl::WriteManifest(const std::string& job, int64_t step
                                             const JobLayout& layout,
                                             const std::vector<RankFileInfo>& files) {
   REFT_RETURN_NOT_OK(ValidateJob(job));
-  REFT_RETURN_NOT_OK(ValidateLayout(layout));
+  REFT_RETURN_NOT_OK(layout.Validate());
   if (step < 0) return Status::InvalidArgument("step " + std::to_string(step) + " must be >= 0");
   for (const auto& f : files) {
     if (f.rank.job != job || f.step != step) {
@@ -101,7 +101,7 @@ Result<std::string> TierImpl::WriteManifest(const std::string& job, int64_t step
   }
   InFlight guard(this, job, step);
   REFT_RETURN_NOT_OK(EnsureStepDir(job, step));
-  std::lock_guard<std::mutex> lock(manifest_mu_);
+  MutexLock lock(manifest_mu_);
   std::map<store::RankKey, RankFileInfo> merged;
   if (auto old = ReadOwnManifestLocked(job, step)) {
     for (auto& f : old->files) merged[f.rank] = std::move(f);
@@ -145,7 +145,7 @@ Result<PersistReport> TierImpl::PersistStep(const std::string& job, int64_t step
                                             const std::vector<RankImage>& ranks) {
   const auto t0 = std::chrono::steady_clock::now();
   REFT_RETURN_NOT_OK(ValidateJob(job));
-  REFT_RETURN_NOT_OK(ValidateLayout(layout));
+  REFT_RETURN_NOT_OK(layout.Validate());
   if (step < 0) return Status::InvalidArgument("step " + std::to_string(step) + " must be >= 0");
   for (const auto& r : ranks) {
     if (r.rank.job != job) {

@@ -2,13 +2,13 @@
 #include "reft/planner/api.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
 
 #include "reft/planner/odyssey.h"
 #include "reft/planner/oobleck.h"
+#include "reft/planner/allreduce.h"
 #include "reft/planner/reliability.h"
 
 namespace reft::planner {
@@ -99,16 +99,30 @@ Result<std::vector<oobleck::PipelineTemplate>> AllTemplates(const Setup& s, oobl
   return out;
 }
 
+Result<oobleck::InstantiationModel> InstantiationInputs(const Setup& s, oobleck::TemplatePlanner& tp) {
+  oobleck::InstantiationModel im;
+  im.model = &s.model;
+  REFT_ASSIGN_OR_RETURN(im.templates, AllTemplates(s, tp));
+  im.f = s.job.f;
+  im.global_batch = s.job.global_batch;
+  im.micro_batch = s.job.micro_batch;
+  im.network = s.cluster.network;
+  return im;
+}
+
+json OptionJson(const oobleck::InstantiationOption& o) {
+  return {{"x", o.x}, {"pipeline_nodes", o.pipeline_nodes}, {"micro_batches", o.batch.micro_batches},
+          {"compute_ms", o.batch.step_time}, {"allreduce_ms", o.sync.ms}, {"allreduce_rounds", o.sync.rounds},
+          {"step_ms", o.step_ms}, {"throughput_samples_per_s", o.throughput * 1000}};
+}
+
 }  // namespace
 
 Result<json> PlanTemplates(const json& in) {
   REFT_ASSIGN_OR_RETURN(auto s, ParseSetup(in));
   oobleck::TemplatePlanner tp(s.model, s.cluster);
-  const auto t0 = std::chrono::steady_clock::now();
   REFT_ASSIGN_OR_RETURN(auto ts, AllTemplates(s, tp));
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  json out = {{"n0", s.spec.n0}, {"n_max", s.spec.n_max}, {"f", s.job.f},
-              {"layers", s.model.layers.size()}, {"planning_seconds", secs}};
+  json out = {{"n0", s.spec.n0}, {"n_max", s.spec.n_max}, {"f", s.job.f}, {"layers", s.model.layers.size()}};
   out["templates"] = json::array();
   for (const auto& t : ts) out["templates"].push_back(TemplateJson(t));
   return out;
@@ -120,30 +134,16 @@ Result<json> PlanInstantiate(const json& in) {
   int top = 10;
   if (in.contains("top")) { REFT_ASSIGN_OR_RETURN(top, GetInt(in, "input", "top", false, 10, 1)); }
   oobleck::TemplatePlanner tp(s.model, s.cluster);
-  REFT_ASSIGN_OR_RETURN(auto ts, AllTemplates(s, tp));
-  auto xs = oobleck::EnumerateInstantiations(s.spec.sizes, s.cluster.nodes, s.job.f + 1);
+  REFT_ASSIGN_OR_RETURN(auto im, InstantiationInputs(s, tp));
+  REFT_ASSIGN_OR_RETURN(auto search, oobleck::SearchInstantiations(im, s.cluster.nodes, static_cast<size_t>(top)));
   json opts = json::array();
-  std::string last_error;
-  for (const auto& x : xs) {
-    std::vector<const oobleck::PipelineTemplate*> pipes;
-    for (size_t j = 0; j < x.size(); ++j)
-      for (int c = 0; c < x[j]; ++c) pipes.push_back(&ts[j]);
-    auto bp = oobleck::DistributeBatch(pipes, s.job.global_batch, s.job.micro_batch);
-    if (!bp.ok()) { last_error = bp.status().message(); continue; }
-    json sizes = json::array();
-    for (auto* p : pipes) sizes.push_back(p->nodes);
-    opts.push_back({{"x", x}, {"pipeline_nodes", sizes}, {"micro_batches", bp->micro_batches},
-                    {"step_ms", bp->step_time}, {"throughput_samples_per_s", bp->throughput * 1000}});
-  }
-  if (opts.empty())
-    return Status::InvalidArgument(last_error.empty() ? "cluster.nodes: no instantiation with f+1 pipelines"
-                                                      : last_error);
-  std::stable_sort(opts.begin(), opts.end(), [](const json& a, const json& b) {
-    return a["throughput_samples_per_s"].get<double>() > b["throughput_samples_per_s"].get<double>();
-  });
-  const size_t total = opts.size();
-  if (opts.size() > static_cast<size_t>(top)) opts.erase(opts.begin() + top, opts.end());
-  return json{{"templates", s.spec.sizes}, {"num_options", total}, {"options", opts}, {"best", opts[0]}};
+  for (const auto& o : search.best) opts.push_back(OptionJson(o));
+  json out = {{"templates", s.spec.sizes}, {"num_options", search.num_options}, {"evaluated", search.evaluated},
+              {"complete", search.complete}, {"options", opts}, {"best", opts[0]}};
+  if (!search.complete)
+    out["warning"] = "the search stopped after " + std::to_string(search.evaluated) +
+                     " evaluations: the options are the best found, not necessarily the best";
+  return out;
 }
 
 namespace {
@@ -159,9 +159,13 @@ Result<json> OobleckFailover(const json& in) {
   if (fj.contains("joined_nodes")) { REFT_ASSIGN_OR_RETURN(joined, IntList(fj["joined_nodes"], "failure.joined_nodes", 0)); }
   if (failed.empty() && joined.empty())
     return Status::InvalidArgument("failure.failed_nodes: missing (or give failure.joined_nodes)");
+  oobleck::TemplatePlanner tp(s.model, s.cluster);
+  REFT_ASSIGN_OR_RETURN(auto im, InstantiationInputs(s, tp));
+  std::map<int, const oobleck::PipelineTemplate*> by_size;
+  for (const auto& t : im.templates) by_size[t.nodes] = &t;
   oobleck::Reconfiguration r;
   r.pipelines = cur;
-  if (!failed.empty()) r = oobleck::HandleFailures(s.spec, s.job.f, cur, failed);
+  if (!failed.empty()) { REFT_ASSIGN_OR_RETURN(r, oobleck::HandleFailures(s.spec, im, cur, failed)); }
   if (!joined.empty() && !r.exit_required) {
     auto j = oobleck::HandleJoins(s.spec, r.pipelines, joined);
     r.pipelines = j.pipelines;
@@ -174,16 +178,6 @@ Result<json> OobleckFailover(const json& in) {
   out["pipelines"] = ps;
   if (r.exit_required) return out;
   // Layer placement: each node of a pipeline holds the layers of its template's stages on it.
-  oobleck::TemplatePlanner tp(s.model, s.cluster);
-  std::map<int, oobleck::PipelineTemplate> by_size;
-  auto tmpl = [&](int n) -> Result<const oobleck::PipelineTemplate*> {
-    auto it = by_size.find(n);
-    if (it == by_size.end()) {
-      REFT_ASSIGN_OR_RETURN(auto t, tp.Plan(n));
-      it = by_size.emplace(n, t).first;
-    }
-    return &it->second;
-  };
   auto node_layers = [](const oobleck::PipelineTemplate& t, int k) {
     std::vector<int> v;
     for (const auto& st : t.stages)
@@ -194,11 +188,10 @@ Result<json> OobleckFailover(const json& in) {
   std::map<int, std::vector<int>> holds;  // live node id -> layers it holds now
   std::set<int> dead(failed.begin(), failed.end());
   for (const auto& p : cur) {
-    if (p.nodes.size() < static_cast<size_t>(s.spec.n0)) continue;
-    auto t = tmpl(static_cast<int>(p.nodes.size()));
-    if (!t.ok()) continue;  // a size outside the templates: its layers are not counted as copies
+    auto t = by_size.find(static_cast<int>(p.nodes.size()));
+    if (t == by_size.end()) continue;  // a size outside the templates: its layers are not counted as copies
     for (size_t k = 0; k < p.nodes.size(); ++k)
-      if (!dead.count(p.nodes[k])) holds[p.nodes[k]] = node_layers(**t, static_cast<int>(k));
+      if (!dead.count(p.nodes[k])) holds[p.nodes[k]] = node_layers(*t->second, static_cast<int>(k));
   }
   std::vector<int> ids;
   std::vector<std::vector<int>> held, roles;
@@ -208,10 +201,20 @@ Result<json> OobleckFailover(const json& in) {
       held.push_back(holds.count(id) ? holds[id] : std::vector<int>{});
     }
   std::vector<const oobleck::PipelineTemplate*> ptr;
+  std::vector<SyncDevice> devices;
   for (const auto& p : r.pipelines) {
-    REFT_ASSIGN_OR_RETURN(auto t, tmpl(static_cast<int>(p.nodes.size())));
-    ptr.push_back(t);
-    for (size_t k = 0; k < p.nodes.size(); ++k) roles.push_back(node_layers(*t, static_cast<int>(k)));
+    auto t = by_size.find(static_cast<int>(p.nodes.size()));
+    if (t == by_size.end())
+      return Status::Internal("reconfiguration produced a pipeline of " + std::to_string(p.nodes.size()) +
+                              " nodes, which has no template");
+    ptr.push_back(t->second);
+    for (size_t k = 0; k < p.nodes.size(); ++k) roles.push_back(node_layers(*t->second, static_cast<int>(k)));
+    for (const auto& st : t->second->stages) {
+      SyncDevice d;
+      for (int l = st.first_layer; l < st.last_layer; ++l) d.layers.push_back(l);
+      d.gpus = st.gpus;
+      devices.push_back(d);
+    }
   }
   std::vector<uint64_t> bytes;
   for (size_t l = 0; l < s.model.layers.size(); ++l) bytes.push_back(s.model.StateBytes(static_cast<int>(l)));
@@ -235,11 +238,15 @@ Result<json> OobleckFailover(const json& in) {
   json moves = json::array();
   for (const auto& mv : tr->moves)
     moves.push_back({{"layer", mv.layer}, {"from_node", ids[mv.from]}, {"to_node", ids[mv.to]}, {"bytes", mv.bytes}});
-  out["copies"] = {{"moves", moves}, {"total_bytes", tr->total_bytes}, {"max_sender_bytes", tr->max_sender_bytes}};
+  out["copies"] = {{"moves", moves}, {"total_bytes", tr->total_bytes}, {"max_sender_bytes", tr->max_sender_bytes},
+                   {"max_receiver_bytes", tr->max_receiver_bytes}};
   if (s.job.global_batch > 0) {
     REFT_ASSIGN_OR_RETURN(auto bp, oobleck::DistributeBatch(ptr, s.job.global_batch, s.job.micro_batch));
+    const auto sync = GradientSync(s.model, devices, s.cluster.network);
     out["micro_batches"] = bp.micro_batches;
-    out["step_ms"] = bp.step_time;
+    out["compute_ms"] = bp.step_time;
+    out["allreduce_ms"] = sync.ms;
+    out["step_ms"] = bp.step_time + sync.ms;
   }
   return out;
 }
@@ -253,6 +260,7 @@ Result<json> OdysseyFailover(const json& in) {
   REFT_ASSIGN_OR_RETURN(so.edge_latency, GetNumber(pj, "plan", "edge_latency_ms", false, 0, 0));
   if (in.contains("cluster")) {
     REFT_ASSIGN_OR_RETURN(so.device_memory, GetBytes(in["cluster"], "cluster", "device_memory", false, 0));
+    REFT_ASSIGN_OR_RETURN(so.network, ParseNetwork(in["cluster"], "cluster"));
   }
   odyssey::ExecutionPlan plan;
   const int L = static_cast<int>(model.layers.size());
@@ -276,10 +284,7 @@ Result<json> OdysseyFailover(const json& in) {
   std::vector<int> lens;
   for (const auto& p : plan.layers_per_stage) lens.push_back(static_cast<int>(p.size()));
   plan.micro_batches = odyssey::DistributeBatch(so.micro_batches, lens);
-  std::vector<PipelineSpec> specs;
-  for (size_t p = 0; p < lens.size(); ++p)
-    specs.push_back(odyssey::StageSpec(model, plan.layers_per_stage[p], plan.micro_batches[p], so.edge_latency));
-  REFT_ASSIGN_OR_RETURN(plan.step_time, SimulateStep(specs));
+  REFT_RETURN_NOT_OK(odyssey::EstimateStep(model, so, plan));
   int units = 0;
   for (int l : lens) units += l;
   std::vector<int> ids(units);
@@ -320,7 +325,7 @@ Result<json> OdysseyFailover(const json& in) {
     cands.push_back(x);
   }
   const int pick = odyssey::ChooseCandidate(ev.candidates);
-  json out = {{"mode", "odyssey"}, {"current_step_ms", plan.step_time},
+  json out = {{"mode", "odyssey"}, {"current_step_ms", plan.step_time}, {"current_allreduce_ms", plan.sync.ms},
               {"expected_interval_ms", costs.expected_interval_ms}, {"candidates", cands}};
   if (ev.eq13_ms >= 0) out["reroute_eq13_ms"] = ev.eq13_ms;
   if (pick < 0) {
@@ -331,6 +336,9 @@ Result<json> OdysseyFailover(const json& in) {
   if (ev.new_plan.ok()) {
     out["new_plan"] = {{"pipelines", ev.new_plan->layers_per_stage},
                        {"micro_batches", ev.new_plan->micro_batches},
+                       {"compute_ms", ev.new_plan->compute_time},
+                       {"allreduce_ms", ev.new_plan->sync.ms},
+                       {"allreduce_rounds", ev.new_plan->sync.rounds},
                        {"step_ms", ev.new_plan->step_time}};
     json moves = json::array();
     for (const auto& mv : ev.transfer.moves)
@@ -341,7 +349,8 @@ Result<json> OdysseyFailover(const json& in) {
       assign.push_back({{"node", ev.live_ids[i]},
                         {"position", ev.transfer.position_of_node.empty() ? -1 : ev.transfer.position_of_node[i]}});
     out["transfer"] = {{"assignment", assign}, {"moves", moves}, {"total_bytes", ev.transfer.total_bytes},
-                       {"max_sender_bytes", ev.transfer.max_sender_bytes}};
+                       {"max_sender_bytes", ev.transfer.max_sender_bytes},
+                       {"max_receiver_bytes", ev.transfer.max_receiver_bytes}};
   }
   return out;
 }

@@ -1,6 +1,7 @@
-// Odyssey restorer (§3.4): Kuhn–Munkres weight transfer with costs in bytes (D-G6), dummy
-// columns for idle survivors, least-loaded source selection; greedy colouring of per-layer
-// all-reduces in gradient-ready order with the clique lower bound (D-G7).
+// Odyssey restorer (paper §IV-B): Kuhn–Munkres weight transfer with costs in bytes (the paper
+// counts layers, which differ in size), zero-cost dummy columns for idle survivors, and for each
+// missing layer the least-loaded holder as the sender (KM minimises the volume, not the slowest
+// link).
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -80,7 +81,7 @@ TransferPlan Finish(const std::vector<std::vector<int>>& held, const std::vector
                     const std::vector<uint64_t>& bytes, const std::vector<int>& pos) {
   TransferPlan t;
   t.position_of_node = pos;
-  std::vector<uint64_t> load(held.size(), 0);
+  std::vector<uint64_t> load(held.size(), 0), in(held.size(), 0);
   std::vector<std::set<int>> hs(held.size());
   for (size_t i = 0; i < held.size(); ++i) hs[i].insert(held[i].begin(), held[i].end());
   for (size_t i = 0; i < held.size(); ++i) {
@@ -94,12 +95,14 @@ TransferPlan Finish(const std::vector<std::vector<int>>& held, const std::vector
         if (hs[k].count(l) && (src < 0 || load[k] < load[src])) src = static_cast<int>(k);
       const uint64_t b = LayerBytes(bytes, l);
       load[src] += b;
+      in[i] += b;
       t.moves.push_back({l, src, static_cast<int>(i), b});
       t.total_bytes += b;
       ++t.total_layers;
     }
   }
   for (uint64_t x : load) t.max_sender_bytes = std::max(t.max_sender_bytes, x);
+  for (uint64_t x : in) t.max_receiver_bytes = std::max(t.max_receiver_bytes, x);
   return t;
 }
 
@@ -127,35 +130,6 @@ Result<TransferPlan> PositionalTransfer(const std::vector<std::vector<int>>& hel
   std::vector<int> pos(held.size());
   for (size_t i = 0; i < held.size(); ++i) pos[i] = static_cast<int>(i);
   return Finish(held, roles, bytes, pos);
-}
-
-Colouring ColourAllReduces(int num_layers, const std::vector<std::vector<int>>& device_layers) {
-  Colouring c;
-  c.round_of_layer.assign(num_layers, -1);
-  std::vector<std::set<int>> adj(num_layers);
-  std::vector<char> present(num_layers, 0);
-  for (const auto& dev : device_layers) {
-    std::set<int> ls(dev.begin(), dev.end());
-    c.lower_bound = std::max(c.lower_bound, static_cast<int>(ls.size()));
-    for (int a : ls) {
-      if (a < 0 || a >= num_layers) continue;
-      present[a] = 1;
-      for (int b : ls)
-        if (b != a && b >= 0 && b < num_layers) adj[a].insert(b);
-    }
-  }
-  // Gradient-ready order: the last layer's gradients are ready first.
-  for (int l = num_layers - 1; l >= 0; --l) {
-    if (!present[l]) continue;
-    std::set<int> taken;
-    for (int b : adj[l])
-      if (c.round_of_layer[b] >= 0) taken.insert(c.round_of_layer[b]);
-    int r = 0;
-    while (taken.count(r)) ++r;
-    c.round_of_layer[l] = r;
-    c.rounds = std::max(c.rounds, r + 1);
-  }
-  return c;
 }
 
 }  // namespace reft::planner::odyssey

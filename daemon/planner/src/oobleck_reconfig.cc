@@ -1,7 +1,8 @@
-// Oobleck dynamic reconfiguration (§2.5, Appendix B) with the seeds-spec choices: lend from the
-// pipeline with the largest surplus; merge with the smallest pipeline; fall back to a global
-// re-instantiation when fewer than f+1 pipelines would remain; joins (no algorithm in the paper)
-// form new pipelines or grow the smallest ones.
+// Oobleck dynamic reconfiguration (paper §5, Appendix B) with the choices of docs/planner.md that
+// the paper leaves open: lend from the pipeline with the largest surplus; merge with the smallest
+// pipeline; when the result still breaks the layout rules, re-instantiate all live nodes with the
+// instantiation of the highest estimated throughput; joins (no algorithm in the paper) form new
+// pipelines or grow the smallest ones.
 #include <algorithm>
 #include <set>
 #include <string>
@@ -22,38 +23,33 @@ bool Valid(const NodeSpec& s, const std::vector<Pipeline>& ps, int f) {
   return true;
 }
 
-// Re-partitions all live nodes with the most balanced instantiation (smallest largest pipeline).
-bool Reinstantiate(const NodeSpec& s, int f, std::vector<Pipeline>& ps, Reconfiguration& out) {
+// Re-partitions all live nodes with the instantiation of the highest estimated throughput.
+Status Reinstantiate(const InstantiationModel& im, std::vector<Pipeline>& ps, Reconfiguration& out) {
   std::vector<int> all;
   for (const auto& p : ps) all.insert(all.end(), p.nodes.begin(), p.nodes.end());
-  auto xs = EnumerateInstantiations(s.sizes, static_cast<int>(all.size()), f + 1);
-  if (xs.empty()) return false;
-  auto largest = [&](const std::vector<int>& x) {
-    for (int j = static_cast<int>(x.size()) - 1; j >= 0; --j)
-      if (x[j] > 0) return j;
-    return -1;
-  };
-  const auto& x = *std::min_element(xs.begin(), xs.end(), [&](const auto& a, const auto& b) {
-    return largest(a) < largest(b);
-  });
+  auto search = SearchInstantiations(im, static_cast<int>(all.size()), 1);
+  if (!search.ok()) return search.status();
+  const auto& best = search->best.front();
   std::vector<Pipeline> next;
   size_t pos = 0;
-  for (int j = static_cast<int>(x.size()) - 1; j >= 0; --j)
-    for (int c = 0; c < x[j]; ++c) {
-      Pipeline p;
-      p.nodes.assign(all.begin() + pos, all.begin() + pos + s.sizes[j]);
-      pos += s.sizes[j];
-      next.push_back(p);
-    }
+  for (int n : best.pipeline_nodes) {  // largest template first
+    Pipeline p;
+    p.nodes.assign(all.begin() + pos, all.begin() + pos + n);
+    pos += n;
+    next.push_back(p);
+  }
   ps = next;
-  out.actions.push_back("global re-instantiation into " + std::to_string(ps.size()) + " pipelines");
-  return true;
+  out.actions.push_back("global re-instantiation into " + std::to_string(ps.size()) +
+                        " pipelines (highest estimated throughput of " + std::to_string(search->num_options) +
+                        " instantiations)");
+  return Status::OK();
 }
 
 }  // namespace
 
-Reconfiguration HandleFailures(const NodeSpec& spec, int f, const std::vector<Pipeline>& current,
-                               const std::vector<int>& failed) {
+Result<Reconfiguration> HandleFailures(const NodeSpec& spec, const InstantiationModel& im,
+                                       const std::vector<Pipeline>& current, const std::vector<int>& failed) {
+  const int f = im.f;
   Reconfiguration out;
   const std::set<int> dead(failed.begin(), failed.end());
   std::vector<Pipeline> ps;
@@ -115,9 +111,14 @@ Reconfiguration HandleFailures(const NodeSpec& spec, int f, const std::vector<Pi
     hit.erase(hit.begin() + i);
     --i;
   }
-  if (!Valid(spec, ps, f) && !Reinstantiate(spec, f, ps, out)) {
-    out.exit_required = true;
-    out.exit_reason = "no instantiation of " + std::to_string(alive) + " nodes with f+1 pipelines";
+  if (!Valid(spec, ps, f)) {
+    const Status st = Reinstantiate(im, ps, out);
+    if (st.code() == StatusCode::kInvalidArgument && st.message().rfind("cluster.nodes", 0) == 0) {
+      out.exit_required = true;
+      out.exit_reason = "no instantiation of " + std::to_string(alive) + " nodes with f+1 pipelines: " + st.message();
+    } else if (!st.ok()) {
+      return st;
+    }
   }
   out.pipelines = ps;
   return out;

@@ -1,15 +1,17 @@
-// Oobleck node specification (§2.1) and GPU–stage mapping (§2.2), corrected per seeds-spec:
-// half-open layer ranges [u,k) [k,v); subproblems return the tuple (T1, slow, k*, T3) and the
-// parent recomputes T2 with its own S'; memory-infeasible stages are infinite; chain form
-// (peel the first stage) with the device shape "GPUs left", which encodes (whole nodes, GPUs
-// left in the current node) because a stage never spans nodes.
+// Oobleck node specification (paper §4.1.1, Appendix A) and GPU–stage mapping (§4.1.2): the paper's
+// divide and conquer, with the corrections docs/planner.md lists: half-open layer ranges [u,k)
+// [k,v) (eqs. 1 and 3 start the second half at k+1); a subproblem returns the tuple (T1, slow, k*,
+// T3) and the parent recomputes T2 with its own stage count (T2 is not additive); the slowest
+// stage is the latest of tied stages (ordering.h); a stage whose eq. 14 peak memory exceeds the
+// device is infeasible, which needs the number of stages after the subproblem in the memo key.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
-#include <unordered_map>
+#include <cstdint>
 
 #include "reft/planner/oobleck.h"
+#include "reft/planner/ordering.h"
 
 namespace reft::planner::oobleck {
 
@@ -66,27 +68,47 @@ PipelineSpec PipelineTemplate::ToSpec(int nb) const {
   return p;
 }
 
+namespace {
+
+// Device groups of the divide and conquer: a group is either g in [1, M] GPUs of one node or
+// a >= 2 whole nodes. A group of whole nodes splits into whole nodes, a one-node group into two
+// GPU counts (a stage never spans nodes). Index: g - 1 for sub-node groups, M + a - 2 for a >= 2.
+struct Groups {
+  int M = 1;
+  int Index(int nodes, int gpus) const { return nodes <= 1 ? gpus - 1 : M + nodes - 2; }
+  bool Whole(int grp) const { return grp >= M; }
+  int Nodes(int grp) const { return Whole(grp) ? grp - M + 2 : 1; }
+  int Gpus(int grp) const { return Whole(grp) ? Nodes(grp) * M : grp + 1; }
+};
+
+}  // namespace
+
 struct TemplatePlanner::Impl {
+  // Result of subproblem (S', u, v, group, after): T1/slow/T3 of the best split found, k* local
+  // to the subproblem, and how it splits (s1 stages and left group, first half [u, k)).
   struct Sub {
-    float t1 = 0, slow = 0, t3 = 0;
-    int16_t kstar = 0;
-    int16_t split = 0;  // first stage ends at layer `split`
-    int8_t d = 0;       // GPUs of the first stage
-    int8_t state = 0;   // 0 unknown, 1 feasible, 2 infeasible
+    double t1 = 0, slow = 0, t3 = 0;
+    int16_t kstar = kUnknown;  // >= 0 feasible; kInfeasible; kUnknown
+    int16_t s1 = 0, k = 0, left = 0;
   };
+  static constexpr int16_t kUnknown = -2, kInfeasible = -1;
+
   const ModelProfile& model;
   ClusterSpec cluster;
+  Groups groups;
   int L, M;
-  int max_gpus = 0;
-  std::vector<std::vector<double>> pre_fb;     // [d][l] prefix of F+B on d GPUs
-  std::vector<std::vector<double>> pre_f;      // [d][l] prefix of F
-  std::vector<double> pre_static, pre_act;     // prefix bytes
+  int max_nodes = 0, max_stages = 0, afters = 1;
+  std::vector<std::vector<double>> pre_fb;  // [d][l] prefix of F+B on d GPUs
+  std::vector<std::vector<double>> pre_f;   // [d][l] prefix of F
+  std::vector<double> pre_static, pre_act;  // prefix bytes
+  std::vector<size_t> base;                 // [group][S'][after] -> first memo slot
   std::vector<Sub> memo;
   size_t entries = 0;
 
   Impl(const ModelProfile& m, const ClusterSpec& c) : model(m), cluster(c) {
     L = static_cast<int>(m.layers.size());
     M = c.gpus_per_node;
+    groups.M = M;
     pre_fb.assign(M + 1, std::vector<double>(L + 1, 0));
     pre_f.assign(M + 1, std::vector<double>(L + 1, 0));
     for (int d = 1; d <= M; ++d)
@@ -101,77 +123,125 @@ struct TemplatePlanner::Impl {
       pre_act[l + 1] = pre_act[l] + m.layers[l].activation_bytes;
     }
   }
-  void Reserve(int gpus) {
-    if (gpus <= max_gpus) return;
-    // Re-index the memo for the larger device range (keeps nothing: only grows once in practice).
-    max_gpus = gpus;
-    memo.assign(static_cast<size_t>(L + 1) * (L + 1) * (max_gpus + 1), Sub{});
+  int NumGroups() const { return M + std::max(0, max_nodes - 1); }
+  // Pairs (u, v) with v - u >= S' in a triangle: K = L - S' + 1 rows.
+  static size_t Pairs(int L, int sp) {
+    const size_t K = static_cast<size_t>(L - sp + 1);
+    return K * (K + 1) / 2;
+  }
+  size_t Slot(int sp, int u, int v, int grp, int after) const {
+    const size_t K = static_cast<size_t>(L - sp + 1);
+    const size_t uu = static_cast<size_t>(u);
+    const size_t tri = uu * K - uu * (uu - 1) / 2 + static_cast<size_t>(v - u - sp);
+    const size_t a = afters == 1 ? 0 : static_cast<size_t>(after);  // no memory check: not keyed
+    return base[(static_cast<size_t>(grp) * (max_stages + 1) + sp) * afters + a] + tri;
+  }
+  bool Valid(int sp, int grp) const {
+    return sp >= groups.Nodes(grp) && sp <= std::min(L, groups.Gpus(grp));
+  }
+  // Sizes the memo for templates up to `nodes` nodes (keeps nothing; grows once in practice).
+  Status Reserve(int nodes) {
+    if (nodes <= max_nodes) return Status::OK();
+    max_nodes = nodes;
+    max_stages = std::min(L, nodes * M);
+    afters = cluster.device_memory_bytes ? max_stages : 1;
+    base.assign(static_cast<size_t>(NumGroups()) * (max_stages + 1) * afters, 0);
+    size_t total = 0;
+    for (int grp = 0; grp < NumGroups(); ++grp)
+      for (int sp = 1; sp <= max_stages; ++sp)
+        for (int a = 0; a < afters; ++a) {
+          base[(static_cast<size_t>(grp) * (max_stages + 1) + sp) * afters + a] = total;
+          if (Valid(sp, grp) && sp + a <= max_stages) total += Pairs(L, sp);
+        }
+    constexpr size_t kMaxEntries = size_t{1} << 26;  // 2 GiB of memo
+    if (total > kMaxEntries)
+      return Status::InvalidArgument("cluster: the stage search for " + std::to_string(nodes) + " nodes x " +
+                                     std::to_string(M) + " GPUs x " + std::to_string(L) +
+                                     " layers needs " + std::to_string(total) + " memo entries (limit " +
+                                     std::to_string(kMaxEntries) + ")");
+    memo.assign(total, Sub{});
     entries = 0;
+    return Status::OK();
   }
-  Sub& At(int sp, int u, int g) {
-    return memo[(static_cast<size_t>(sp) * (L + 1) + u) * (max_gpus + 1) + g];
-  }
-  // eq. 14 per stage: static state sharded over d GPUs, `inflight` stored micro-batches.
+  // eq. 14 for one stage on d GPUs of one node: static state sharded over d, `inflight` stored
+  // micro-batches (stage i of S holds S - i).
   bool Fits(int u, int v, int d, int inflight) const {
     if (cluster.device_memory_bytes == 0) return true;
     const double need = ((pre_static[v] - pre_static[u]) + inflight * (pre_act[v] - pre_act[u])) / d;
     return need <= cluster.device_memory_bytes * (1 - cluster.memory_margin);
   }
-  static int NodesTouched(int g, int M) { return (g + M - 1) / M; }
+  double StageCost(int u, int v, int d) const { return pre_fb[d][v] - pre_fb[d][u]; }
 
-  const Sub& Solve(int sp, int u, int g) {
-    Sub& me = At(sp, u, g);
-    if (me.state != 0) return me;
+  const Sub& Solve(int sp, int u, int v, int grp, int after) {
+    Sub& me = memo[Slot(sp, u, v, grp, after)];
+    if (me.kstar != kUnknown) return me;
     ++entries;
-    me.state = 2;
+    Sub best;
+    best.kstar = kInfeasible;
     if (sp == 1) {
-      if (g >= 1 && g <= M && Fits(u, L, g, 1)) {
-        const float c = static_cast<float>(pre_fb[g][L] - pre_fb[g][u]);
-        me.t1 = me.slow = me.t3 = c;
-        me.kstar = 0;
-        me.split = static_cast<int16_t>(L);
-        me.d = static_cast<int8_t>(g);
-        me.state = 1;
+      if (!groups.Whole(grp) && Fits(u, v, grp + 1, after + 1)) {
+        best.t1 = best.slow = best.t3 = StageCost(u, v, grp + 1);
+        best.kstar = 0;
       }
-      return me;
+      return me = best;
     }
-    const int partial = g % M;
-    const int dmax = partial ? partial : M;
-    double best = kInf;
-    Sub out;
-    for (int d = 1; d <= dmax; ++d) {
-      const int rest = g - d;
-      if (rest < sp - 1 || NodesTouched(rest, M) > sp - 1) continue;
-      for (int k = u + 1; k <= L - (sp - 1); ++k) {
-        if (!Fits(u, k, d, sp)) break;  // longer first stages only need more memory
-        const Sub& z = Solve(sp - 1, k, rest);
-        if (z.state != 1) continue;
-        const double a = pre_fb[d][k] - pre_fb[d][u];
-        const double t1 = a + z.t1;
-        double slow, t3;
-        int kstar;
-        if (a >= z.slow) {
-          slow = a; kstar = 0; t3 = a + z.t1;
-        } else {
-          slow = z.slow; kstar = 1 + z.kstar; t3 = z.t3;
-        }
-        const double t2 = (3.0 * sp + kstar - 1) * slow;
-        const double total = t1 + t2 + t3;
-        if (total < best) {
-          best = total;
-          out.t1 = static_cast<float>(t1);
-          out.slow = static_cast<float>(slow);
-          out.t3 = static_cast<float>(t3);
-          out.kstar = static_cast<int16_t>(kstar);
-          out.split = static_cast<int16_t>(k);
-          out.d = static_cast<int8_t>(d);
-          out.state = 1;
+    double best_total = std::numeric_limits<double>::infinity();
+    // Splits in a fixed order (left group size, then left stage count, then split layer); a
+    // later split replaces the incumbent only when shorter beyond the tie tolerance.
+    const bool whole = groups.Whole(grp);
+    const int parts = whole ? groups.Nodes(grp) : groups.Gpus(grp);
+    for (int p1 = 1; p1 < parts; ++p1) {
+      const int gl = whole ? groups.Index(p1, p1 * M) : groups.Index(1, p1);
+      const int gr = whole ? groups.Index(parts - p1, (parts - p1) * M) : groups.Index(1, parts - p1);
+      for (int s1 = 1; s1 < sp; ++s1) {
+        const int s2 = sp - s1;
+        if (!Valid(s1, gl) || !Valid(s2, gr)) continue;
+        for (int k = u + s1; k <= v - s2; ++k) {
+          const Sub a = Solve(s1, u, k, gl, after + s2);
+          if (a.kstar < 0) continue;
+          const Sub z = Solve(s2, k, v, gr, after);
+          if (z.kstar < 0) continue;
+          Sub c;
+          c.t1 = a.t1 + z.t1;
+          if (Longer(a.slow, z.slow)) {
+            c.slow = a.slow; c.kstar = a.kstar; c.t3 = a.t3 + z.t1;
+          } else {  // the second half's slowest stage, also on a tie (the latest tied stage)
+            c.slow = z.slow; c.kstar = static_cast<int16_t>(s1 + z.kstar); c.t3 = z.t3;
+          }
+          const double total = c.t1 + (3.0 * sp + c.kstar - 1) * c.slow + c.t3;
+          if (Shorter(total, best_total)) {
+            best_total = total;
+            c.s1 = static_cast<int16_t>(s1);
+            c.k = static_cast<int16_t>(k);
+            c.left = static_cast<int16_t>(gl);
+            best = c;
+          }
         }
       }
     }
-    Sub& me2 = At(sp, u, g);  // same slot (memo never reallocates during a solve)
-    if (out.state == 1) me2 = out;
-    return me2;
+    Sub& slot = memo[Slot(sp, u, v, grp, after)];  // the memo never reallocates during a solve
+    return slot = best;
+  }
+
+  void Emit(int sp, int u, int v, int grp, int after, int gpu_offset, PipelineTemplate& t) {
+    const Sub s = Solve(sp, u, v, grp, after);
+    if (sp == 1) {
+      Stage st;
+      st.first_layer = u;
+      st.last_layer = v;
+      st.gpus = groups.Gpus(grp);
+      st.node = gpu_offset / M;
+      st.first_gpu = gpu_offset % M;
+      st.forward = pre_f[st.gpus][v] - pre_f[st.gpus][u];
+      st.backward = StageCost(u, v, st.gpus) - st.forward;
+      t.stages.push_back(st);
+      return;
+    }
+    const int right = groups.Whole(grp) ? groups.Index(groups.Nodes(grp) - groups.Nodes(s.left),
+                                                      (groups.Nodes(grp) - groups.Nodes(s.left)) * M)
+                                         : groups.Index(1, groups.Gpus(grp) - groups.Gpus(s.left));
+    Emit(s.s1, u, s.k, s.left, after + sp - s.s1, gpu_offset, t);
+    Emit(sp - s.s1, s.k, v, right, after, gpu_offset + groups.Gpus(s.left), t);
   }
 };
 
@@ -185,15 +255,16 @@ Result<PipelineTemplate> TemplatePlanner::Plan(int nodes) {
   if (nodes < 1) return Status::InvalidArgument("template nodes must be >= 1");
   if (im.L == 0) return Status::InvalidArgument("model.layers: empty");
   if (im.L > 32000 || im.M > 127) return Status::InvalidArgument("cluster.gpus_per_node: at most 127");
-  const int G = nodes * im.M;
-  im.Reserve(G);
+  REFT_RETURN_NOT_OK(im.Reserve(nodes));
+  const int grp = im.groups.Index(nodes, nodes * im.M);
   double best = kInf;
   int best_s = -1;
-  for (int S = nodes; S <= std::min(im.L, G); ++S) {
-    const auto& r = im.Solve(S, 0, G);
-    if (r.state != 1) continue;
+  // Stage counts in increasing order: a tie keeps the fewer stages.
+  for (int S = nodes; S <= std::min(im.L, nodes * im.M); ++S) {
+    const auto r = im.Solve(S, 0, im.L, grp, 0);
+    if (r.kstar < 0) continue;
     const double t = r.t1 + (3.0 * S + r.kstar - 1) * r.slow + r.t3;
-    if (t < best) { best = t; best_s = S; }
+    if (Shorter(t, best)) { best = t; best_s = S; }
   }
   if (best_s < 0)
     return Status::InvalidArgument("cluster.device_memory: no stage mapping of " +
@@ -201,146 +272,11 @@ Result<PipelineTemplate> TemplatePlanner::Plan(int nodes) {
                                    " nodes fits in device memory");
   PipelineTemplate t;
   t.nodes = nodes;
-  const auto& top = im.At(best_s, 0, G);
+  const auto top = im.Solve(best_s, 0, im.L, grp, 0);
   t.t1 = top.t1; t.slow = top.slow; t.t3 = top.t3; t.kstar = top.kstar;
   t.iteration_time = best;
-  int sp = best_s, u = 0, g = G;
-  while (sp >= 1) {
-    const auto& s = im.At(sp, u, g);
-    Stage st;
-    st.first_layer = u;
-    st.last_layer = s.split;
-    st.gpus = s.d;
-    const int used = G - g;  // GPUs consumed before this stage
-    st.node = used / im.M;
-    st.first_gpu = used % im.M;
-    st.forward = im.pre_f[s.d][s.split] - im.pre_f[s.d][u];
-    st.backward = (im.pre_fb[s.d][s.split] - im.pre_fb[s.d][u]) - st.forward;
-    t.stages.push_back(st);
-    u = s.split;
-    g -= s.d;
-    --sp;
-  }
+  im.Emit(best_s, 0, im.L, grp, 0, 0, t);
   return t;
-}
-
-}  // namespace reft::planner::oobleck
-
-namespace reft::planner::oobleck {
-namespace {
-
-// General form: device group G = GPU count, either G <= M (GPUs of one node) or whole nodes
-// (G % M == 0). Halves: whole nodes split into whole nodes, one node's GPUs into two parts.
-struct GeneralSolver {
-  struct Sub {
-    double t1 = 0, slow = 0, t3 = 0;
-    int kstar = 0, s = 0, k = 0, g1 = 0;
-    bool ok = false;
-  };
-  const ModelProfile& m;
-  int L, M, S_total;
-  uint64_t mem;
-  double margin;
-  std::vector<std::vector<double>> pre_fb;
-  std::vector<double> pre_static, pre_act;
-  std::unordered_map<uint64_t, Sub> memo;
-
-  static int Nodes(int g, int M) { return g <= M ? 1 : g / M; }
-  uint64_t Key(int sp, int u, int v, int g) const {
-    return ((static_cast<uint64_t>(sp) * (L + 1) + u) * (L + 1) + v) * 4096 + g;
-  }
-  const Sub& Solve(int sp, int u, int v, int g) {
-    const uint64_t key = Key(sp, u, v, g);
-    auto it = memo.find(key);
-    if (it != memo.end()) return it->second;
-    Sub best;
-    if (sp == 1) {
-      if (g <= M) {
-        const double need = ((pre_static[v] - pre_static[u]) + S_total * (pre_act[v] - pre_act[u])) / g;
-        if (mem == 0 || need <= mem * (1 - margin)) {
-          best.t1 = best.slow = best.t3 = pre_fb[g][v] - pre_fb[g][u];
-          best.ok = true;
-        }
-      }
-      return memo[key] = best;
-    }
-    double bt = std::numeric_limits<double>::infinity();
-    std::vector<int> firsts;
-    if (g > M) {
-      for (int a1 = 1; a1 < g / M; ++a1) firsts.push_back(a1 * M);
-    } else {
-      for (int g1 = 1; g1 < g; ++g1) firsts.push_back(g1);
-    }
-    for (int g1 : firsts) {
-      const int g2 = g - g1;
-      for (int s1 = 1; s1 < sp; ++s1) {
-        if (g1 < s1 || g2 < sp - s1 || Nodes(g1, M) > s1 || Nodes(g2, M) > sp - s1) continue;
-        for (int k = u + s1; k <= v - (sp - s1); ++k) {
-          const Sub a = Solve(s1, u, k, g1);  // copies: the map may rehash
-          if (!a.ok) continue;
-          const Sub z = Solve(sp - s1, k, v, g2);
-          if (!z.ok) continue;
-          Sub c;
-          c.t1 = a.t1 + z.t1;
-          if (a.slow >= z.slow) { c.slow = a.slow; c.kstar = a.kstar; c.t3 = a.t3 + z.t1; }
-          else { c.slow = z.slow; c.kstar = s1 + z.kstar; c.t3 = z.t3; }
-          const double tot = c.t1 + (3.0 * sp + c.kstar - 1) * c.slow + c.t3;
-          if (tot < bt) {
-            bt = tot;
-            c.s = s1; c.k = k; c.g1 = g1; c.ok = true;
-            best = c;
-          }
-        }
-      }
-    }
-    return memo[key] = best;
-  }
-  void Emit(int sp, int u, int v, int g, int off, PipelineTemplate& t) {
-    const Sub sub = Solve(sp, u, v, g);
-    if (sp == 1) {
-      Stage st;
-      st.first_layer = u; st.last_layer = v; st.gpus = g;
-      st.node = off / M; st.first_gpu = off % M;
-      double f = 0;
-      for (int l = u; l < v; ++l) f += m.F(l, g);
-      st.forward = f;
-      st.backward = (pre_fb[g][v] - pre_fb[g][u]) - f;
-      t.stages.push_back(st);
-      return;
-    }
-    Emit(sub.s, u, sub.k, sub.g1, off, t);
-    Emit(sp - sub.s, sub.k, v, g - sub.g1, off + sub.g1, t);
-  }
-};
-
-}  // namespace
-
-Result<PipelineTemplate> TemplatePlanner::PlanGeneral(int nodes) {
-  const Impl& im = *impl_;
-  if (nodes < 1) return Status::InvalidArgument("template nodes must be >= 1");
-  if (im.L == 0) return Status::InvalidArgument("model.layers: empty");
-  const int G = nodes * im.M;
-  if (G >= 4096) return Status::InvalidArgument("cluster: the general form supports < 4096 GPUs");
-  PipelineTemplate best;
-  best.iteration_time = kInf;
-  for (int S = nodes; S <= std::min(im.L, G); ++S) {
-    GeneralSolver gs{im.model, im.L, im.M, S, im.cluster.device_memory_bytes, im.cluster.memory_margin,
-                     im.pre_fb, im.pre_static, im.pre_act, {}};
-    const auto r = gs.Solve(S, 0, im.L, G);
-    if (!r.ok) continue;
-    const double t = r.t1 + (3.0 * S + r.kstar - 1) * r.slow + r.t3;
-    if (t < best.iteration_time) {
-      best = PipelineTemplate{};
-      best.nodes = nodes;
-      best.t1 = r.t1; best.slow = r.slow; best.t3 = r.t3; best.kstar = r.kstar;
-      best.iteration_time = t;
-      gs.Emit(S, 0, im.L, G, 0, best);
-    }
-  }
-  if (!std::isfinite(best.iteration_time))
-    return Status::InvalidArgument("cluster.device_memory: no stage mapping of " + std::to_string(im.L) +
-                                   " layers on " + std::to_string(nodes) + " nodes fits in device memory");
-  return best;
 }
 
 }  // namespace reft::planner::oobleck

@@ -31,113 +31,130 @@ Status Validate(const PipelineSpec& s) {
   return Status::OK();
 }
 
-struct Item {
-  bool rerouted;
-  int src;  // own micro-batch this item is timed against
-};
-
 }  // namespace
+
+std::vector<int> OneFOneBOrder(const std::vector<int>& src, const std::vector<bool>& rerouted, int S, int i) {
+  const int M = static_cast<int>(src.size());
+  int own = 0;
+  for (int k = 0; k < M; ++k) own += !rerouted[k];
+  std::vector<int> own_index(std::max(own, 1), 0);
+  for (int k = 0; k < M; ++k)
+    if (!rerouted[k]) own_index[src[k]] = k;
+  std::vector<int> order;
+  int f = 0, b = 0;
+  bool last_was_backward = true;
+  while (b < M) {
+    const int need = own_index[std::min(own - 1, src[b] + S - i - 1)];
+    const bool b_ready = f > need && f > b;
+    if (b_ready && (!last_was_backward || f == M)) {
+      order.push_back(-(b++ + 1));
+      last_was_backward = true;
+    } else if (f < M) {
+      order.push_back(f++ + 1);
+      last_was_backward = false;
+    } else {
+      order.push_back(-(b++ + 1));
+      last_was_backward = true;
+    }
+  }
+  return order;
+}
+
+Result<std::vector<double>> SimulateSchedule(const Schedule& sc) {
+  constexpr double kNotYet = -1;
+  std::vector<double> end(sc.ops.size(), kNotYet);
+  std::vector<size_t> pc(sc.procs, 0);
+  std::vector<double> free_at(sc.procs, 0);
+  size_t remaining = 0;
+  for (const auto& o : sc.order) remaining += o.size();
+  if (static_cast<int>(sc.order.size()) != sc.procs) return Status::InvalidArgument("schedule.order: one list per process");
+  while (remaining > 0) {
+    bool progress = false;
+    for (int p = 0; p < sc.procs; ++p) {
+      while (pc[p] < sc.order[p].size()) {
+        const int k = sc.order[p][pc[p]];
+        const ScheduledOp& op = sc.ops[k];
+        double ready = free_at[p];
+        if (op.dep >= 0) {
+          if (end[op.dep] == kNotYet) break;
+          ready = std::max(ready, end[op.dep] + op.latency);
+        }
+        end[k] = ready + op.duration;  // eq. 11: max(previous op of the stage, the dependency)
+        free_at[p] = end[k];
+        ++pc[p];
+        --remaining;
+        progress = true;
+      }
+    }
+    if (!progress) return Status::Internal("schedule deadlocks: an op waits for one that never runs before it");
+  }
+  return end;
+}
 
 Result<SimResult> SimulatePipeline(const PipelineSpec& spec, bool keep_ops) {
   REFT_RETURN_NOT_OK(Validate(spec));
   const int S = static_cast<int>(spec.forward.size());
   const int N = spec.micro_batches;
   auto lat = [&](int edge) { return spec.edge_latency.empty() ? 0.0 : spec.edge_latency[edge]; };
-
   // Items of each stage: own micro-batches with rerouted ones inserted right after their source,
-  // so a rerouted backward never precedes the forward it transitively waits for.
-  std::vector<std::vector<Item>> items(S);
+  // so a rerouted backward never precedes the forward it transitively waits for. A rerouted item
+  // is timed against its source on the neighbouring stages.
+  std::vector<std::vector<int>> src(S);
+  std::vector<std::vector<bool>> rer(S);
   std::vector<std::vector<int>> own_index(S, std::vector<int>(N));
   for (int i = 0; i < S; ++i) {
     const int R = spec.rerouted.empty() ? 0 : spec.rerouted[i];
     int next_r = 0;
     for (int m = 0; m < N; ++m) {
-      own_index[i][m] = static_cast<int>(items[i].size());
-      items[i].push_back({false, m});
+      own_index[i][m] = static_cast<int>(src[i].size());
+      src[i].push_back(m);
+      rer[i].push_back(false);
       while (next_r < R && static_cast<long>(next_r) * N / R == m) {
-        items[i].push_back({true, m});
+        src[i].push_back(m);
+        rer[i].push_back(true);
         ++next_r;
       }
     }
   }
-  // Per-stage op order (1F1B), encoded as +item+1 for a forward and -(item+1) for a backward.
-  // The backward of an item timed against own micro-batch s waits until the stage has run the
-  // forwards up to own micro-batch s + S − i − 1: that is the classic warm-up of S − i − 1
-  // forwards when nothing is rerouted, and it keeps the schedule deadlock-free when rerouted
-  // items lengthen a stage's list. After the warm-up, forwards and backwards alternate.
-  std::vector<std::vector<int>> order(S);
-  for (int i = 0; i < S; ++i) {
-    const int M = static_cast<int>(items[i].size());
-    int f = 0, b = 0;
-    bool last_was_backward = true;
-    while (b < M) {
-      const int need = own_index[i][std::min(N - 1, items[i][b].src + S - i - 1)];
-      const bool b_ready = f > need && f > b;
-      if (b_ready && (!last_was_backward || f == M)) {
-        order[i].push_back(-(b++ + 1));
-        last_was_backward = true;
-      } else if (f < M) {
-        order[i].push_back(f++ + 1);
-        last_was_backward = false;
-      } else {
-        order[i].push_back(-(b++ + 1));
-        last_was_backward = true;
-      }
+  // Ops: forward of item k of stage i at fwd[i][k], backward at bwd[i][k].
+  Schedule sc;
+  sc.procs = S;
+  sc.order.resize(S);
+  std::vector<std::vector<int>> fwd(S), bwd(S);
+  for (int i = 0; i < S; ++i)
+    for (size_t k = 0; k < src[i].size(); ++k) {
+      fwd[i].push_back(static_cast<int>(sc.ops.size()));
+      sc.ops.push_back({i, spec.forward[i], -1, 0, 0, i, static_cast<int>(k), true, rer[i][k]});
+      bwd[i].push_back(static_cast<int>(sc.ops.size()));
+      sc.ops.push_back({i, spec.backward[i], -1, 0, 0, i, static_cast<int>(k), false, rer[i][k]});
     }
-  }
-  const double kNotYet = -1;
-  std::vector<std::vector<double>> fend(S), bend(S);
-  for (int i = 0; i < S; ++i) {
-    fend[i].assign(items[i].size(), kNotYet);
-    bend[i].assign(items[i].size(), kNotYet);
-  }
+  for (int i = 0; i < S; ++i)
+    for (size_t k = 0; k < src[i].size(); ++k) {
+      ScheduledOp& f = sc.ops[fwd[i][k]];
+      if (i > 0) { f.dep = fwd[i - 1][own_index[i - 1][src[i][k]]]; f.latency = lat(i - 1); }
+      ScheduledOp& b = sc.ops[bwd[i][k]];
+      if (i == S - 1) { b.dep = fwd[i][k]; }
+      else { b.dep = bwd[i + 1][own_index[i + 1][src[i][k]]]; b.latency = lat(i); }
+    }
+  for (int i = 0; i < S; ++i)
+    for (int code : OneFOneBOrder(src[i], rer[i], S, i))
+      sc.order[i].push_back(code > 0 ? fwd[i][code - 1] : bwd[i][-code - 1]);
+  REFT_ASSIGN_OR_RETURN(auto end, SimulateSchedule(sc));
   SimResult res;
   res.busy.assign(S, 0);
   res.idle.assign(S, {});
   if (keep_ops) res.ops.assign(S, {});
-  std::vector<size_t> pc(S, 0);
-  std::vector<double> free_at(S, 0);
-  std::vector<double> last_end(S, -1);
-  size_t remaining = 0;
-  for (int i = 0; i < S; ++i) remaining += order[i].size();
-  while (remaining > 0) {
-    bool progress = false;
-    for (int i = 0; i < S; ++i) {
-      while (pc[i] < order[i].size()) {
-        const int code = order[i][pc[i]];
-        const bool fwd = code > 0;
-        const int it = std::abs(code) - 1;
-        const Item& item = items[i][it];
-        double dep = 0;
-        if (fwd) {
-          if (i > 0) {
-            const double e = fend[i - 1][own_index[i - 1][item.src]];
-            if (e == kNotYet) break;
-            dep = e + lat(i - 1);
-          }
-        } else if (i == S - 1) {
-          dep = fend[i][it];  // always set: the stage order puts F before B
-        } else {
-          const double e = bend[i + 1][own_index[i + 1][item.src]];
-          if (e == kNotYet) break;
-          dep = e + lat(i);
-        }
-        const double start = std::max(free_at[i], dep);
-        const double dur = fwd ? spec.forward[i] : spec.backward[i];
-        const double end = start + dur;
-        if (last_end[i] >= 0 && start > last_end[i] + 1e-12) res.idle[i].push_back({last_end[i], start});
-        last_end[i] = end;
-        free_at[i] = end;
-        (fwd ? fend : bend)[i][it] = end;
-        res.busy[i] += dur;
-        res.makespan = std::max(res.makespan, end);
-        if (keep_ops) res.ops[i].push_back({i, it, fwd, item.rerouted, start, end});
-        ++pc[i];
-        --remaining;
-        progress = true;
-      }
+  for (int i = 0; i < S; ++i) {
+    double last_end = -1;
+    for (int k : sc.order[i]) {
+      const ScheduledOp& op = sc.ops[k];
+      const double start = end[k] - op.duration;
+      if (last_end >= 0 && start > last_end + 1e-12) res.idle[i].push_back({last_end, start});
+      last_end = end[k];
+      res.busy[i] += op.duration;
+      res.makespan = std::max(res.makespan, end[k]);
+      if (keep_ops) res.ops[i].push_back({i, op.micro_batch, op.forward, op.rerouted, start, end[k]});
     }
-    if (!progress) return Status::Internal("1F1B simulation deadlocked (schedule bug)");
   }
   return res;
 }

@@ -169,7 +169,19 @@ Result<ClusterSpec> ParseCluster(const json& j, const std::string& path) {
   REFT_ASSIGN_OR_RETURN(c.gpus_per_node, GetInt(j, path, "gpus_per_node", false, 1, 1));
   REFT_ASSIGN_OR_RETURN(c.device_memory_bytes, GetBytes(j, path, "device_memory", false, 0));
   REFT_ASSIGN_OR_RETURN(c.memory_margin, GetNumber(j, path, "memory_margin", false, 0.10, 0));
+  REFT_ASSIGN_OR_RETURN(c.network, ParseNetwork(j, path));
   return c;
+}
+
+Result<NetworkSpec> ParseNetwork(const json& j, const std::string& path) {
+  NetworkSpec n;
+  if (j.is_null()) return n;
+  // Gbit/s -> bytes per ms: 1 Gbit/s = 1.25e8 B/s = 1.25e5 B/ms.
+  REFT_ASSIGN_OR_RETURN(double gbps, GetNumber(j, path, "network_gbps", false, n.bandwidth_bytes_per_ms / 1.25e5, 0));
+  REFT_ASSIGN_OR_RETURN(double us, GetNumber(j, path, "network_latency_us", false, n.latency_ms * 1000, 0));
+  n.bandwidth_bytes_per_ms = gbps * 1.25e5;
+  n.latency_ms = us / 1000;
+  return n;
 }
 
 Result<JobSpec> ParseJob(const json& j, const std::string& path) {

@@ -53,17 +53,17 @@ Fetcher::Fetcher(const RegionReader* reader, RecoveryOptions options, RestoreSta
       progress_(std::move(progress)) {}
 
 bool Fetcher::IsBad(const std::string& node) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return bad_nodes_.count(node) > 0;
 }
 
 void Fetcher::MarkBad(const std::string& node, const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   bad_nodes_.emplace(node, why.ToString());
 }
 
 std::map<std::string, std::string> Fetcher::bad_nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return bad_nodes_;
 }
 
@@ -95,7 +95,7 @@ void Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     done_ = 0;
   }
   const size_t workers =
@@ -114,7 +114,7 @@ void Fetcher::Work(RunState* run) {
     const RunState::Piece piece = run->pieces[p];
     FetchItem& item = (*run->items)[piece.item];
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (run->failed[piece.item]) continue;  // another piece of it already ran out of sources
     }
     const std::string range =
@@ -141,7 +141,7 @@ void Fetcher::Work(RunState* run) {
                                 item.dst + piece.offset, piece.size, piece_deadline);
       if (st.ok()) {
         ok = true;
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         item.served.insert(src.Label());
         if (stats_ != nullptr) {
           (src.slot->local ? stats_->bytes_local : stats_->bytes_peer) += piece.size;
@@ -174,12 +174,12 @@ void Fetcher::Work(RunState* run) {
       last = st;
       if (!src.slot->local && IsNodeFailure(st)) MarkBad(src.slot->node, st);
       if (s + 1 < item.sources.size() && stats_ != nullptr) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         ++stats_->retries;
       }
     }
     if (ok) continue;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!run->failed[piece.item]) {
       run->failed[piece.item] = 1;
       item.status = Status(last.ok() ? StatusCode::kUnavailable : last.code(),

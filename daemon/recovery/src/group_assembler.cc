@@ -16,6 +16,7 @@ namespace reft::recovery {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr const char* kNoSlot = "no live node holds its slot";
 
 std::string Join(const std::set<std::string>& parts) {
   std::string out;
@@ -133,6 +134,17 @@ Result<GroupOutcome> PlanGroup(const ClusterView& view, const protect::SlotMeta&
   return out;
 }
 
+std::string LostMembersNote(const std::vector<bool>& alive, const std::vector<std::string>& why) {
+  std::string dead;
+  for (size_t d = 0; d < alive.size(); ++d) {
+    if (alive[d]) continue;
+    const std::string reason =
+        d < why.size() && !why[d].empty() ? why[d] : std::string(kNoSlot);
+    dead += (dead.empty() ? "" : "; ") + ("dp" + std::to_string(d) + ": " + reason);
+  }
+  return dead.empty() ? "" : " [lost members: " + dead + "]";
+}
+
 Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotMeta& meta,
                                    int64_t step, uint8_t* canonical, Fetcher* fetcher,
                                    std::vector<FetchItem>* extra, RestoreStats* stats,
@@ -146,7 +158,7 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
   std::vector<std::string> why_dead(static_cast<size_t>(m));
   for (int d = 0; d < m; ++d) {
     out.alive[d] = !view.Find(MemberRank(meta, d), step).empty();
-    if (!out.alive[d]) why_dead[d] = "no live node holds its slot";
+    if (!out.alive[d]) why_dead[d] = kNoSlot;
   }
   std::vector<bool> have(static_cast<size_t>(m), false);
   std::map<protect::RegionRef, std::vector<uint8_t>> fetched;  // redundancy regions
@@ -157,13 +169,8 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
     if (!out.analysis.lost.empty()) {
       protect::RecoveryAnalysis shards_only = out.analysis;
       shards_only.lost_unique.clear();
-      std::string dead;
-      for (int d = 0; d < m; ++d) {
-        if (out.alive[d]) continue;
-        dead += (dead.empty() ? "" : "; ") + ("dp" + std::to_string(d) + ": " + why_dead[d]);
-      }
       return Status::Lost(sg + " (" + meta.scheme.ToString() + ") cannot be rebuilt: " +
-                          shards_only.Describe() + " [lost members: " + dead + "]");
+                          shards_only.Describe() + LostMembersNote(out.alive, why_dead));
     }
     if (Clock::now() >= deadline) {
       return Status::Timeout(sg + ": the restore deadline passed while assembling");
@@ -248,7 +255,7 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
     if (!changed) break;
   }
   for (int d = 0; d < m; ++d) {
-    if (!out.alive[d] && stats != nullptr && why_dead[d] != "no live node holds its slot") {
+    if (!out.alive[d] && stats != nullptr && why_dead[d] != kNoSlot) {
       stats->warnings.push_back("dp" + std::to_string(d) + " of " + sg +
                                 " treated as lost: " + why_dead[d]);
     }

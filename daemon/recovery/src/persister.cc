@@ -7,6 +7,7 @@
 #include <future>
 #include <set>
 
+#include "reft/log.h"
 #include "reft/peer/peer_node.h"
 #include "reft/peer/rank_id.h"
 #include "reft/protect/sharding.h"
@@ -26,18 +27,10 @@ bool OwnRegion(const std::string& name) {
 
 std::string StepStr(int64_t step) { return "step " + std::to_string(step); }
 
-persist::JobLayout ToTierLayout(const protect::Layout& l) {
-  persist::JobLayout out;
-  out.pp = l.pp;
-  out.tp = l.tp;
-  out.dp = l.dp;
-  return out;
-}
-
 
 // The job's layout from one of this node's slots of `step` (the slot meta is the truth about
 // what was snapshotted), else from the commit state.
-Result<persist::JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode* peer,
+Result<JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode* peer,
                                     const std::string& job, int64_t step) {
   for (const auto& rank : store->Ranks(job)) {
     auto slot = store->Get(rank, step);
@@ -45,15 +38,11 @@ Result<persist::JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode*
     auto idx = (*slot)->FindRegion(protect::kRegionMeta);
     if (!idx.ok()) continue;
     auto meta = DecodeMetaRegion((*slot)->region_data(*idx), (*slot)->region_size(*idx));
-    if (meta.ok()) return ToTierLayout(meta->layout);
+    if (meta.ok()) return meta->layout;
   }
   auto l = peer->coordinator()->Layout(job);
   if (!l) return Status::NotFound("the layout of job '" + job + "' is unknown on this node");
-  persist::JobLayout out;
-  out.pp = l->pp;
-  out.tp = l->tp;
-  out.dp = l->dp;
-  return out;
+  return *l;
 }
 
 }  // namespace
@@ -124,7 +113,7 @@ void Persister::Start() {
   peer_->SetPersistHandler([this](const v1::PersistStepRequest& req) {
     return ToProto(PersistLocal(req.job(), req.step(), true));
   });
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (running_ || options_.every_steps <= 0) return;
   running_ = true;
   thread_ = std::thread([this] { Run(); });
@@ -133,7 +122,7 @@ void Persister::Start() {
 void Persister::Stop() {
   peer_->SetPersistHandler(nullptr);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     running_ = false;
   }
   cv_.notify_all();
@@ -141,7 +130,7 @@ void Persister::Stop() {
 }
 
 NodePersist Persister::PersistLocal(const std::string& job, int64_t step, bool force) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(write_mu_);
   const auto start = Clock::now();
   NodePersist n = PersistLocalLocked(job, step, force);
   n.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -250,7 +239,7 @@ NodePersist Persister::PersistLocalLocked(const std::string& job, int64_t step, 
   n.removed_steps = rep->removed_steps;
   n.retention_error = rep->retention_error;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto c = (*tier)->CheckStep(job, step, *layout);
     if (c.ok() && c->complete) last_complete_[job] = std::max(last_complete_[job], step);
   }
@@ -284,11 +273,11 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
     if (m && m->state != peer::MemberState::kDead) members.push_back(*m);
   }
   const int total = 1 + static_cast<int>(members.size());
-  std::mutex progress_mu;
+  Mutex progress_mu;
   int done = 0;
   auto finished = [&](const NodePersist& n) {
     if (!progress) return;
-    std::lock_guard<std::mutex> lock(progress_mu);
+    MutexLock lock(progress_mu);
     ++done;
     const std::string what =
         n.status.ok() ? (n.skipped ? "skipped" : "persisted") : "failed: " + n.status.ToString();
@@ -346,7 +335,7 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
   if (newest.ok()) {
     rep.newest_complete = *newest;
     if (newest->has_value()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       last_complete_[job] = std::max(last_complete_[job], **newest);
     }
   }
@@ -369,7 +358,7 @@ std::vector<JobPersistReport> Persister::RunScheduleOnce() {
     if (newest <= gen.persist_floor) continue;  // nothing this generation may persist yet
     std::optional<int64_t> last;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       Schedule& s = schedule_[job];
       if (s.initialised && s.generation != gen.generation) {
         // A fallback: the job continues from the base; count K from there.
@@ -381,11 +370,7 @@ std::vector<JobPersistReport> Persister::RunScheduleOnce() {
         if (!tier.ok()) continue;  // recorded in the tier's health; retried next pass
         auto l = coordinator->Layout(job);
         if (!l) continue;
-        persist::JobLayout layout;
-        layout.pp = l->pp;
-        layout.tp = l->tp;
-        layout.dp = l->dp;
-        auto complete = (*tier)->NewestCompleteStep(job, layout);
+        auto complete = (*tier)->NewestCompleteStep(job, *l);
         if (!complete.ok()) {
           tier_->Report(complete.status());
           continue;
@@ -400,24 +385,30 @@ std::vector<JobPersistReport> Persister::RunScheduleOnce() {
       last = newest;
     }
     auto rep = PersistJob(job, *last);
-    if (rep.ok()) out.push_back(std::move(*rep));
+    if (rep.ok()) {
+      out.push_back(std::move(*rep));
+    } else {
+      LogWarning("scheduled persist of step " + std::to_string(*last) + " of job '" + job +
+                 "' failed (next try " + std::to_string(options_.every_steps) +
+                 " steps later): " + rep.status().ToString());
+    }
   }
   return out;
 }
 
 void Persister::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (running_) {
-    cv_.wait_for(lock, options_.poll_interval, [&] { return !running_; });
+    lock.WaitFor(cv_, options_.poll_interval, [&]() REFT_REQUIRES(mu_) { return !running_; });
     if (!running_) break;
-    lock.unlock();
-    (void)RunScheduleOnce();
-    lock.lock();
+    lock.Unlock();
+    (void)RunScheduleOnce();  // failures are logged there; the reports are for direct callers
+    lock.Lock();
   }
 }
 
 std::map<std::string, int64_t> Persister::LastComplete() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return last_complete_;
 }
 

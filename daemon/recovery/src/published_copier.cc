@@ -83,7 +83,7 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
   std::vector<std::string> nodes;
   auto next_relocate = start;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = cache_.find(from);
     if (it != cache_.end()) {
       nodes.push_back(it->second);
@@ -114,14 +114,14 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
         fo.timeout = std::min(Remaining(deadline), options_.piece_timeout);
         Status st = peer_->client().FetchRegion(*address, from, step, region, dst, size, 0, fo);
         if (st.ok()) {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           cache_[from] = node;
           return st;
         }
         if (st.code() == StatusCode::kInvalidArgument) return st;
         last = st;
         if (IsNodeFailure(st)) {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           auto it = cache_.find(from);
           if (it != cache_.end() && it->second == node) cache_.erase(it);
           next_relocate = Clock::now();  // the neighbour may have moved: look again

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "memfd.h"
+#include "reft/mapped_memfd.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/fetcher.h"
 #include "reft/recovery/group_assembler.h"
@@ -78,7 +78,13 @@ Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta, Re
   RestoreStats own;
   RestoreStats* st = stats != nullptr ? stats : &own;
   *st = RestoreStats{};
+  const auto start = Clock::now();
   auto r = RestoreConsistent(meta, st, progress);
+  if (r.ok()) {
+    r->agreement = st->agreement;
+    r->agreement_detail = st->agreement_detail;
+    r->elapsed = Clock::now() - start;
+  }
   if (observer_) observer_("restore", r.status(), *st);
   return r;
 }
@@ -268,7 +274,7 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
                             " of job '" + job + "'");
   }
   REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
-  const protect::Layout layout = any.meta.layout;
+  const JobLayout layout = any.meta.layout;
   stats->locate = Clock::now() - start;
   Fetcher fetcher(&reader_, options_, stats, progress);
 
@@ -368,6 +374,7 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
   REFT_ASSIGN_OR_RETURN(ClusterView view, Locate(job, deadline, &scratch, progress));
   out.unreachable = view.unreachable;
   out.waiting = view.waiting;
+  out.settled = scratch.agreement_detail;
   std::vector<const SlotEntry*> all;
   for (const auto& s : view.slots) {
     if (s.step == out.step) all.push_back(&s);
@@ -377,7 +384,7 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
     return out;
   }
   REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
-  const protect::Layout layout = any.meta.layout;
+  const JobLayout layout = any.meta.layout;
   out.recoverable = true;
   const uint64_t groups = static_cast<uint64_t>(layout.pp) * static_cast<uint64_t>(layout.tp);
   for (int pp = 0; pp < layout.pp; ++pp) {
@@ -455,7 +462,7 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
         rc.rebuildable = rc.nodes.empty() && a.lost.empty() && rc.unique != "lost" && neighbour_ok;
       }
       gc.recoverable = a.lost.empty() && !unique_lost;
-      if (!gc.recoverable) gc.lost = a.Describe();
+      if (!gc.recoverable) gc.lost = a.Describe() + LostMembersNote(plan->alive);
       out.recoverable &= gc.recoverable;
       out.groups.push_back(std::move(gc));
     }

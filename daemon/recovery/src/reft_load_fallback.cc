@@ -20,14 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxAttempts = 6;  // the generation, the commit or the decision moved under us
 
-persist::JobLayout TierLayout(const protect::SlotMeta& meta) {
-  persist::JobLayout l;
-  l.pp = meta.layout.pp;
-  l.tp = meta.layout.tp;
-  l.dp = meta.layout.dp;
-  return l;
-}
-
 std::string JobStr(const std::string& job) { return "job '" + job + "'"; }
 
 local::RestoredState Nothing(const std::string& detail) {
@@ -55,7 +47,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
   REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
   auto* coordinator = peer_->coordinator();
   const std::string& job = meta.job;
-  const persist::JobLayout layout = TierLayout(meta);
+  const JobLayout& layout = meta.layout;
   const auto start = Clock::now();
   const std::string self = peer_->membership().node_id();
   // Time spent agreeing (waiting for silent holders is added by Locate).
@@ -105,8 +97,9 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       -> Result<std::optional<local::RestoredState>> {
     const std::optional<int64_t> memory_step = gen.newest_committed;
     // A tier that cannot be read while memory holds nothing of the job: the job starts fresh
-    // (a missing or unmounted directory must not stop new jobs); the warning is logged and the
-    // detail says so. With a committed step it is Lost: never a silent restart.
+    // (a missing or unmounted directory must not stop new jobs, docs/failure-model.md); the
+    // warning is logged and the detail says so. With a committed step it is Lost: never a silent
+    // restart.
     auto unreadable = [&](const Status& why) -> Result<std::optional<local::RestoredState>> {
       const std::string what =
           tier_ == nullptr ? std::string("no persistent tier is configured")
@@ -204,6 +197,10 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
             continue;
           }
           return check.status();
+        }
+        if (!check->settled.empty()) {  // the report says whom the decision waited for
+          stats->agreement_detail +=
+              (stats->agreement_detail.empty() ? "" : "; ") + check->settled;
         }
         if (check->step != committed || moved()) continue;  // a commit or generation moved
         if (check->undecided()) {

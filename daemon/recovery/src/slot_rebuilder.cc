@@ -114,7 +114,11 @@ Status RebuildSlot(store::SnapshotStore* store, const ClusterView& view, Fetcher
   slot.reset();
   if (st.ok()) st = store->Seal(key, rank.step);
   if (!st.ok()) {
-    (void)store->Abort(key, rank.step);
+    // A slot that was sealed before the failure is no longer writing: nothing to discard.
+    Status aborted = store->Abort(key, rank.step);
+    if (!aborted.ok() && aborted.code() != StatusCode::kNotFound) {
+      st = st.WithContext("(the partial slot could not be discarded: " + aborted.ToString() + ")");
+    }
     return st.WithContext("rebuilding " + what);
   }
   REFT_RETURN_NOT_OK(store->Commit(key, rank.step).WithContext("rebuilding " + what));

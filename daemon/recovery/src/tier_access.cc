@@ -29,7 +29,7 @@ Result<std::shared_ptr<persist::PersistentTier>> TierAccess::Get(bool force) {
   if (!enabled()) {
     return Status::Unsupported("no persistent tier is configured on this node (persist_dir)");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (tier_) return tier_;
   const auto now = std::chrono::steady_clock::now();
   if (!force && now < next_open_ && !open_error_.ok()) return open_error_;
@@ -57,7 +57,7 @@ Result<std::shared_ptr<persist::PersistentTier>> TierAccess::Get(bool force) {
 }
 
 void TierAccess::Report(const Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (status.ok()) {
     health_.healthy = tier_ != nullptr;
     health_.last_error.clear();
@@ -77,7 +77,7 @@ void TierAccess::Report(const Status& status) {
 }
 
 TierHealth TierAccess::Health() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return health_;
 }
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "memfd.h"
+#include "reft/mapped_memfd.h"
 #include "reft/protect/sharding.h"
 #include "reft/recovery/snapshot_meta.h"
 #include "state_layout.h"
@@ -138,7 +138,7 @@ Result<local::RestoredState> RestoreFromTier(persist::PersistentTier* tier,
 }
 
 PersistentCheck CheckPersistent(TierAccess* access, const std::string& job,
-                                std::optional<persist::JobLayout> layout,
+                                std::optional<JobLayout> layout,
                                 std::optional<int64_t> step) {
   PersistentCheck out;
   out.enabled = access->enabled();

@@ -1,15 +1,14 @@
 #include "reft/security/grpc_auth.h"
 
+#include <grp.h>
+
 #include <fstream>
 #include <sstream>
 
-#include <spdlog/spdlog.h>
 
 namespace reft::security {
 namespace {
 
-constexpr char kAuthHeader[] = "authorization";
-constexpr char kBearer[] = "Bearer ";
 constexpr size_t kMaxTokenBytes = 4096;
 
 Result<std::string> ReadPem(const std::string& path, const char* key) {
@@ -21,18 +20,6 @@ Result<std::string> ReadPem(const std::string& path, const char* key) {
     return Status::InvalidArgument(std::string("security.") + key + ": '" + path + "' is not PEM");
   }
   return ss.str();
-}
-
-// Compares without an early exit so the time taken does not reveal a matching prefix.
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
 }
 
 }  // namespace
@@ -55,15 +42,34 @@ Status ValidateSecurity(const SecurityOptions& o, const std::vector<std::string>
     return Status::InvalidArgument(
         "security: tls_cert, tls_key and tls_ca must be given together (mutual TLS)");
   }
-  if (o.tls() || !o.token_file.empty() || o.allow_insecure) return Status::OK();
+  if (!o.operator_group.empty()) {
+    REFT_RETURN_NOT_OK(LookupGroup(o.operator_group, "security.operator_group").status());
+  }
+  if (o.tls() || o.allow_insecure) return Status::OK();
   for (const auto& a : addresses) {
-    if (!IsLoopbackAddress(a)) {
+    if (IsLoopbackAddress(a)) continue;
+    if (!o.token_file.empty()) {
       return Status::InvalidArgument(
-          "security: '" + a + "' is not a loopback address; configure [security] tls_cert/"
-          "tls_key/tls_ca or token_file, or set security.allow_insecure = true");
+          "security: '" + a + "' is not a loopback address and there is no TLS: the token would "
+          "travel in clear text, so anyone on the network could read it and replay it; "
+          "configure mutual TLS (security.tls_cert/tls_key/tls_ca), or set "
+          "security.allow_insecure = true");
     }
+    return Status::InvalidArgument(
+        "security: '" + a + "' is not a loopback address; configure [security] tls_cert/"
+        "tls_key/tls_ca or token_file, or set security.allow_insecure = true");
   }
   return Status::OK();
+}
+
+Result<uint32_t> LookupGroup(const std::string& name, const std::string& key) {
+  std::vector<char> buf(16384);
+  struct group g;
+  struct group* found = nullptr;
+  if (getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return Status::InvalidArgument(key + ": no group named '" + name + "'");
+  }
+  return static_cast<uint32_t>(found->gr_gid);
 }
 
 Result<std::string> ReadTokenFile(const std::string& path) {
@@ -100,20 +106,7 @@ Result<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(const S
 }
 
 void AttachToken(grpc::ClientContext* context, const std::string& token) {
-  if (!token.empty()) context->AddMetadata(kAuthHeader, std::string(kBearer) + token);
-}
-
-grpc::Status TokenAuthorizer::Check(grpc::ServerContext* context, const char* method) const {
-  if (token_.empty()) return grpc::Status::OK;
-  const auto& md = context->client_metadata();
-  auto it = md.find(kAuthHeader);
-  std::string presented = it == md.end() ? "" : std::string(it->second.data(), it->second.size());
-  const std::string expected = std::string(kBearer) + token_;
-  if (ConstantTimeEquals(presented, expected)) return grpc::Status::OK;
-  const char* why = it == md.end() ? "no token" : "wrong token";
-  spdlog::warn("refused {} from {}: {}", method, context->peer(), why);
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      std::string("refused: ") + why + " (set the shared token file)");
+  if (!token.empty()) context->AddMetadata(kTokenHeader, std::string(kTokenPrefix) + token);
 }
 
 }  // namespace reft::security

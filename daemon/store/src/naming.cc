@@ -6,20 +6,13 @@
 
 namespace reft::store {
 
-std::string RankKey::ToString() const {
-  return job + "/pp" + std::to_string(pp) + "-tp" + std::to_string(tp) + "-dp" +
-         std::to_string(dp);
-}
+std::string RankKey::ToString() const { return job + "/" + coord().ToString(); }
 
-bool RankKey::operator==(const RankKey& o) const {
-  return job == o.job && pp == o.pp && tp == o.tp && dp == o.dp;
-}
+bool RankKey::operator==(const RankKey& o) const { return job == o.job && coord() == o.coord(); }
 
 bool RankKey::operator<(const RankKey& o) const {
   if (job != o.job) return job < o.job;
-  if (pp != o.pp) return pp < o.pp;
-  if (tp != o.tp) return tp < o.tp;
-  return dp < o.dp;
+  return coord() < o.coord();
 }
 
 const char* SlotStateName(SlotState state) {

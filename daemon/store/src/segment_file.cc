@@ -20,7 +20,7 @@ namespace reft::store::internal {
 namespace {
 
 /// MADV_POPULATE_WRITE over [data, data+size), split across `threads` threads: page faults
-/// are CPU-bound, so two threads fault twice as fast (build-notes §2.2). Returns 0 or errno.
+/// are CPU-bound, so two threads fault twice as fast (docs/bench/store.md). Returns 0 or errno.
 int PopulateRange(uint8_t* data, uint64_t size, int threads) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t pages = size / page;

@@ -21,7 +21,7 @@ class SegmentFile {
   /// \brief Creates `path` (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, exactly `mode`, group `gid`
   /// unless -1), sizes it to `size` and maps it. With `prefault` every page is allocated and
   /// mapped writable up front (MADV_POPULATE_WRITE, else fallocate + touch) so that snapshot
-  /// copies run at memory speed (build-notes §2.2: first-touch faults cap writes at ~1.3 GB/s),
+  /// copies run at memory speed (first-touch faults cap writes at ~1.3 GB/s on the build machine, docs/bench/store.md),
   /// split over `threads` threads;
   /// without it the space is still reserved (fallocate) so tmpfs exhaustion is an error here,
   /// never a SIGBUS later.

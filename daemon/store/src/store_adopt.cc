@@ -1,5 +1,5 @@
 // Opening a store: option checks, shm_dir preparation, and adoption of the segments a previous
-// daemon left behind (DESIGN.md §5: "reftd killed and restarted: segments adopted after header
+// daemon left behind (docs/failure-model.md: "reftd killed and restarted: segments adopted after header
 // and checksum checks; nothing lost").
 #include <dirent.h>
 #include <sys/stat.h>
@@ -203,7 +203,8 @@ Status StoreImpl::Adopt(AdoptionReport* report) {
               ") fails the checksum of payload chunk " + std::to_string(k - first_chunk[owner[k]]);
     }
   }
-  // 3. Index.
+  // 3. Index. No other thread uses the store yet; the lock makes that visible to the analysis.
+  MutexLock lock(mu_);
   for (auto& c : found) {
     if (!c.bad.empty()) {
       quarantine(c);

@@ -103,7 +103,7 @@ bool StoreImpl::MakeRoomLocked(uint64_t needed, const Slot* keep) {
   const uint64_t limit = options_.memory_limit;
   if (limit == 0 || used_ + needed <= limit) return true;
   // Only free, unreferenced segments are reclaimed: they hold no snapshot. Nothing complete or
-  // committed is ever evicted to make room (DESIGN.md §5).
+  // committed is ever evicted to make room (docs/failure-model.md).
   for (auto& [key, rs] : ranks_) {
     for (auto& [i, s] : rs.slots) {
       if (s.get() == keep || s->busy || !s->file || s->referenced()) continue;
@@ -118,7 +118,7 @@ bool StoreImpl::MakeRoomLocked(uint64_t needed, const Slot* keep) {
 Status StoreImpl::ConfigureRank(const RankKey& rank, const std::vector<RegionSpec>& layout) {
   REFT_RETURN_NOT_OK(ValidateRankKey(rank));
   REFT_RETURN_NOT_OK(ValidateLayout(layout).WithContext("rank " + rank.ToString()));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // Slots keep their own layout; BeginWrite re-lays-out or re-creates free and uncommitted
   // ones lazily, committed ones stay as they are until a newer step commits.
   ranks_[rank].layout = layout;
@@ -128,7 +128,7 @@ Status StoreImpl::ConfigureRank(const RankKey& rank, const std::vector<RegionSpe
 Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int64_t step) {
   REFT_RETURN_NOT_OK(ValidateRankKey(rank));
   if (step < 0) return Status::InvalidArgument(StepStr(step) + " is negative");
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   if (rs == nullptr || rs->layout.empty()) {
     return Status::NotFound("rank " + rank.ToString() + " has no slot layout: ConfigureRank first");
@@ -223,7 +223,7 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
   slot->pending_step = step;
   const std::string path = slot->path;
   const uint32_t index = slot->index;
-  lock.unlock();
+  lock.Unlock();
 
   auto created = SegmentFile::Create(path, g.segment_bytes, options_.file_mode,
                                      options_.file_group, options_.prefault,
@@ -234,7 +234,7 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
     WriteLayout(file->data(), g, rank, index);
   }
 
-  lock.lock();
+  lock.Lock();
   slot->busy = false;
   slot->pending_step = -1;
   if (!created.ok() || slot->removed) {
@@ -259,7 +259,7 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
 }
 
 Status StoreImpl::Seal(const RankKey& rank, int64_t step) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   std::shared_ptr<Slot> slot = rs ? FindSlotLocked(*rs, step, true) : nullptr;
   if (!slot) return Status::NotFound("no slot of " + rank.ToString() + " holds " + StepStr(step));
@@ -268,7 +268,7 @@ Status StoreImpl::Seal(const RankKey& rank, int64_t step) {
   slot->busy = true;
   std::shared_ptr<SegmentFile> file = slot->file;
   const Geometry g = slot->geometry;
-  lock.unlock();
+  lock.Unlock();
 
   // The chunk table is not covered by the `writing` record, so it can be filled in place; the
   // `complete` record written afterwards pins it with its checksum.
@@ -276,7 +276,7 @@ Status StoreImpl::Seal(const RankKey& rank, int64_t step) {
   ChecksumChunks(ListChunks(file->data(), g), table, options_.checksum_threads);
   const uint64_t ctc = ChunkTableChecksum(file->data(), g);
 
-  lock.lock();
+  lock.Lock();
   slot->busy = false;
   if (slot->removed || slot->file != file || slot->state() != SlotState::kWriting ||
       slot->step() != step) {
@@ -288,7 +288,7 @@ Status StoreImpl::Seal(const RankKey& rank, int64_t step) {
 }
 
 Status StoreImpl::Abort(const RankKey& rank, int64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   if (rs != nullptr) {
     for (auto& [i, s] : rs->slots) {
@@ -302,7 +302,7 @@ Status StoreImpl::Abort(const RankKey& rank, int64_t step) {
 }
 
 Status StoreImpl::Commit(const RankKey& rank, int64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   std::shared_ptr<Slot> slot = rs ? FindSlotLocked(*rs, step, true) : nullptr;
   if (!slot) return Status::NotFound("no slot of " + rank.ToString() + " holds " + StepStr(step));
@@ -330,7 +330,7 @@ Status StoreImpl::Commit(const RankKey& rank, int64_t step) {
 }
 
 Result<std::shared_ptr<SlotRef>> StoreImpl::Get(const RankKey& rank, int64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   std::shared_ptr<Slot> slot = rs ? FindSlotLocked(*rs, step, false) : nullptr;
   if (!slot) {
@@ -342,14 +342,14 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::Get(const RankKey& rank, int64_t ste
 }
 
 std::optional<int64_t> StoreImpl::NewestCommitted(const RankKey& rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   return rs ? NewestCommittedLocked(*rs) : std::nullopt;
 }
 
 Status StoreImpl::Publish(const RankKey& rank, int64_t step,
                           const std::vector<std::string>& regions) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   std::shared_ptr<Slot> slot = rs ? FindSlotLocked(*rs, step, true) : nullptr;
   if (!slot || !slot->file) {
@@ -358,7 +358,7 @@ Status StoreImpl::Publish(const RankKey& rank, int64_t step,
   std::shared_ptr<SegmentFile> file = slot->file;
   const Geometry g = slot->geometry;
   const bool sealed = slot->state() != SlotState::kWriting;
-  lock.unlock();
+  lock.Unlock();
 
   std::vector<ChunkRef> chunks;
   std::vector<uint64_t> first;
@@ -381,7 +381,7 @@ Status StoreImpl::Publish(const RankKey& rank, int64_t step,
     for (size_t i = 0; i < sums.size(); ++i) table[first[i]] = sums[i];
   }
 
-  lock.lock();
+  lock.Lock();
   if (slot->removed || slot->file != file || slot->step() != step ||
       slot->state() == SlotState::kFree) {
     return Status::NotFound(StepStr(step) + " of " + rank.ToString() +
@@ -392,7 +392,7 @@ Status StoreImpl::Publish(const RankKey& rank, int64_t step,
 }
 
 void StoreImpl::Unpublish(const RankKey& rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   if (rs == nullptr) return;
   for (auto& [i, s] : rs->slots) s->published.clear();
@@ -400,7 +400,7 @@ void StoreImpl::Unpublish(const RankKey& rank) {
 
 Result<std::shared_ptr<SlotRef>> StoreImpl::GetPublished(const RankKey& rank, int64_t step,
                                                          const std::string& region) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   std::shared_ptr<Slot> slot = rs ? FindSlotLocked(*rs, step, true) : nullptr;
   if (!slot || !slot->published.count(region)) {
@@ -412,7 +412,7 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::GetPublished(const RankKey& rank, in
 }
 
 Result<VerifyReport> StoreImpl::Verify(const RankKey& rank, int64_t step) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankState* rs = FindRankLocked(rank);
   std::shared_ptr<Slot> slot = rs ? FindSlotLocked(*rs, step, false) : nullptr;
   if (!slot) {
@@ -422,7 +422,7 @@ Result<VerifyReport> StoreImpl::Verify(const RankKey& rank, int64_t step) {
   std::shared_ptr<SegmentFile> file = slot->file;  // keeps the mapping while we read
   const Geometry g = slot->geometry;
   const uint64_t expected_table = slot->record.chunk_table_checksum;
-  lock.unlock();
+  lock.Unlock();
 
   VerifyReport report;
   std::vector<uint64_t> table(g.chunk_count);
@@ -443,7 +443,7 @@ Result<VerifyReport> StoreImpl::Verify(const RankKey& rank, int64_t step) {
 }
 
 Status StoreImpl::Drop(const std::string& job, int64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   int dropped = 0;
   for (auto& [key, rs] : ranks_) {
     if (key.job != job) continue;
@@ -466,7 +466,7 @@ Status StoreImpl::Drop(const std::string& job, int64_t step) {
 }
 
 Status StoreImpl::RemoveJob(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = ranks_.begin(); it != ranks_.end();) {
     if (it->first.job != job) {
       ++it;
@@ -482,7 +482,7 @@ Status StoreImpl::RemoveJob(const std::string& job) {
 }
 
 std::vector<SlotInfo> StoreImpl::List(const std::optional<std::string>& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<SlotInfo> out;
   for (const auto& [key, rs] : ranks_) {
     if (job && key.job != *job) continue;
@@ -498,7 +498,7 @@ std::vector<SlotInfo> StoreImpl::List(const std::optional<std::string>& job) {
 }
 
 std::vector<RankKey> StoreImpl::Ranks(const std::optional<std::string>& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<RankKey> out;
   for (const auto& [key, rs] : ranks_) {
     if (!job || key.job == *job) out.push_back(key);
@@ -507,7 +507,7 @@ std::vector<RankKey> StoreImpl::Ranks(const std::optional<std::string>& job) {
 }
 
 MemoryUsage StoreImpl::Usage() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   MemoryUsage u;
   u.used = used_;
   u.limit = options_.memory_limit;

@@ -5,11 +5,11 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "reft/mutex.h"
 #include "reft/store/snapshot_store.h"
 #include "segment_file.h"
 #include "segment_format.h"
@@ -64,21 +64,25 @@ class StoreImpl final : public SnapshotStore {
   MemoryUsage Usage() override;
 
  private:
-  RankState* FindRankLocked(const RankKey& rank);
-  std::shared_ptr<Slot> FindSlotLocked(RankState& rs, int64_t step, bool include_writing);
-  std::optional<int64_t> NewestCommittedLocked(const RankState& rs) const;
-  SlotInfo InfoLocked(const RankKey& rank, const Slot& slot) const;
-  void TransitionLocked(Slot& slot, SlotState state, int64_t step, uint64_t chunk_table_checksum);
+  RankState* FindRankLocked(const RankKey& rank) REFT_REQUIRES(mu_);
+  std::shared_ptr<Slot> FindSlotLocked(RankState& rs, int64_t step, bool include_writing)
+      REFT_REQUIRES(mu_);
+  std::optional<int64_t> NewestCommittedLocked(const RankState& rs) const REFT_REQUIRES(mu_);
+  SlotInfo InfoLocked(const RankKey& rank, const Slot& slot) const REFT_REQUIRES(mu_);
+  void TransitionLocked(Slot& slot, SlotState state, int64_t step, uint64_t chunk_table_checksum)
+      REFT_REQUIRES(mu_);
   /// Unlinks the slot's file and releases its memory charge (mapping lives on in SlotRefs).
-  void DeleteSegmentLocked(Slot& slot);
+  void DeleteSegmentLocked(Slot& slot) REFT_REQUIRES(mu_);
   /// Unlinks free, unreferenced segments of other slots until `needed` more bytes fit.
-  bool MakeRoomLocked(uint64_t needed, const Slot* keep);
+  bool MakeRoomLocked(uint64_t needed, const Slot* keep) REFT_REQUIRES(mu_);
   std::string QuarantinePath(const std::string& name) const;
 
   const StoreOptions options_;
-  std::mutex mu_;
-  std::map<RankKey, RankState> ranks_;
-  uint64_t used_ = 0;
+  // Guards the index: every rank's slots and what each Slot holds (a busy slot's segment is
+  // created or sealed outside it), and the memory charge.
+  Mutex mu_;
+  std::map<RankKey, RankState> ranks_ REFT_GUARDED_BY(mu_);
+  uint64_t used_ REFT_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace reft::store::internal

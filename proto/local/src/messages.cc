@@ -9,14 +9,14 @@ namespace {
 
 constexpr size_t kMaxErrorMessage = 4096;
 
-void PutLayout(Writer& w, const Layout& l) {
+void PutLayout(Writer& w, const JobLayout& l) {
   w.I32(l.dp);
   w.I32(l.tp);
   w.I32(l.pp);
   w.I32(l.zero);
 }
 
-Status GetLayout(Reader& r, Layout* l) {
+Status GetLayout(Reader& r, JobLayout* l) {
   REFT_RETURN_NOT_OK(r.I32(&l->dp, "layout.dp"));
   REFT_RETURN_NOT_OK(r.I32(&l->tp, "layout.tp"));
   REFT_RETURN_NOT_OK(r.I32(&l->pp, "layout.pp"));
@@ -30,9 +30,9 @@ Reader MakeReader(const std::vector<uint8_t>& p) { return Reader(p.data(), p.siz
 std::vector<uint8_t> Encode(const Hello& m) {
   Writer w;
   w.Bytes(m.job);
-  w.I32(m.pp);
-  w.I32(m.tp);
-  w.I32(m.dp);
+  w.I32(m.coord.pp);
+  w.I32(m.coord.tp);
+  w.I32(m.coord.dp);
   PutLayout(w, m.layout);
   w.Bytes(m.protection);
   w.Bytes(m.client_version);
@@ -41,9 +41,9 @@ std::vector<uint8_t> Encode(const Hello& m) {
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, Hello* m) {
   Reader r = MakeReader(p);
   REFT_RETURN_NOT_OK(r.Bytes(&m->job, l.max_string_bytes, "job"));
-  REFT_RETURN_NOT_OK(r.I32(&m->pp, "pp"));
-  REFT_RETURN_NOT_OK(r.I32(&m->tp, "tp"));
-  REFT_RETURN_NOT_OK(r.I32(&m->dp, "dp"));
+  REFT_RETURN_NOT_OK(r.I32(&m->coord.pp, "pp"));
+  REFT_RETURN_NOT_OK(r.I32(&m->coord.tp, "tp"));
+  REFT_RETURN_NOT_OK(r.I32(&m->coord.dp, "dp"));
   REFT_RETURN_NOT_OK(GetLayout(r, &m->layout));
   REFT_RETURN_NOT_OK(r.Bytes(&m->protection, l.max_string_bytes, "protection"));
   REFT_RETURN_NOT_OK(r.Bytes(&m->client_version, l.max_string_bytes, "client_version"));
@@ -164,8 +164,9 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotBegin* m) 
   return r.Finish("snapshot_begin");
 }
 
-std::vector<uint8_t> Encode(const SlotReply& m) {
-  Writer w;
+namespace {
+// The part of a slot reply every kind shares: the step, the file and where things lie in it.
+void WriteSlotBody(Writer& w, const SlotReply& m) {
   w.I64(m.step);
   w.U64(m.file_size);
   w.U32(static_cast<uint32_t>(m.staged.size()));
@@ -180,6 +181,12 @@ std::vector<uint8_t> Encode(const SlotReply& m) {
     w.U64(g.file_offset);
     w.U64(g.size);
   }
+}
+}  // namespace
+
+std::vector<uint8_t> Encode(const SlotReply& m) {
+  Writer w;
+  WriteSlotBody(w, m);
   if (!m.gradients.empty()) {
     w.U64(m.gradient_file_size);
     w.U32(static_cast<uint32_t>(m.gradients.size()));
@@ -191,8 +198,20 @@ std::vector<uint8_t> Encode(const SlotReply& m) {
   }
   return w.Take();
 }
-Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m) {
-  Reader r = MakeReader(p);
+
+std::vector<uint8_t> Encode(const RestoreReply& m) {
+  Writer w;
+  WriteSlotBody(w, m.slot);
+  w.Bytes(m.report.source);
+  w.U64(m.report.agreement_ns);
+  w.U64(m.report.daemon_ns);
+  w.Bytes(m.report.agreement);
+  w.Bytes(m.report.detail);
+  return w.Take();
+}
+
+namespace {
+Status ReadSlotBody(Reader& r, const Limits& l, SlotReply* m) {
   uint32_t n = 0;
   REFT_RETURN_NOT_OK(r.I64(&m->step, "step"));
   REFT_RETURN_NOT_OK(r.U64(&m->file_size, "file_size"));
@@ -219,6 +238,14 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m) {
       return Status::Protocol("slot reply: region '" + g.name + "' lies outside the slot file");
     }
   }
+  return Status::OK();
+}
+}  // namespace
+
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m) {
+  Reader r = MakeReader(p);
+  uint32_t n = 0;
+  REFT_RETURN_NOT_OK(ReadSlotBody(r, l, m));
   m->gradient_file_size = 0;
   m->gradients.clear();
   if (r.left() > 0) {
@@ -238,6 +265,19 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m) {
     }
   }
   return r.Finish("slot reply");
+}
+
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreReply* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(ReadSlotBody(r, l, &m->slot));
+  m->slot.gradient_file_size = 0;
+  m->slot.gradients.clear();
+  REFT_RETURN_NOT_OK(r.Bytes(&m->report.source, l.max_string_bytes, "report.source"));
+  REFT_RETURN_NOT_OK(r.U64(&m->report.agreement_ns, "report.agreement_ns"));
+  REFT_RETURN_NOT_OK(r.U64(&m->report.daemon_ns, "report.daemon_ns"));
+  REFT_RETURN_NOT_OK(r.Bytes(&m->report.agreement, RestoreReport::kMaxText, "report.agreement"));
+  REFT_RETURN_NOT_OK(r.Bytes(&m->report.detail, RestoreReport::kMaxText, "report.detail"));
+  return r.Finish("restore reply");
 }
 
 std::vector<uint8_t> Encode(const SnapshotStaged& m) {

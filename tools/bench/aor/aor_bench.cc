@@ -1,4 +1,4 @@
-// AOR host replay throughput (seeds-spec §6a A5): AdamWUpdate over `--elems` fp32 elements
+// AOR host replay throughput (BENCHMARKS.md "Protection"): AdamWUpdate over `--elems` fp32 elements
 // against memcpy of the same memory traffic, in the same run, with the same thread count.
 //
 // Traffic of one AdamW step per element: reads param, exp_avg, exp_avg_sq (4 B each) and the

@@ -1,5 +1,5 @@
 // reft_bench_client: ingest of one buffer into a real in-process reftd local server, as ratios
-// against a single-thread memcpy of the same bytes in the same run (DESIGN.md §7).
+// against a single-thread memcpy of the same bytes in the same run (BENCHMARKS.md).
 //
 //   reft_bench_client [--size 1G] [--reps 5] [--shm-dir /dev/shm]
 //
@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "reft/client.h"
-#if REFT_HAVE_DEVICE_BACKENDS
 #include "reft/kernels/emulated.h"
-#endif
+#include "node_local_hooks.h"
 #include "reft/local/local_server.h"
+#include "reft/local/single_node_commit.h"
 #include "reft/units.h"
 #include "bench_util.h"
 
@@ -88,9 +88,12 @@ int main(int argc, char** argv) {
   auto store = store::SnapshotStore::Open(so);
   if (!store.ok()) return Fail("store", store.status());
   local::SingleNodeCommitCoordinator coordinator(store->get());
+  testing::NodeLocalPeerCopier copier(store->get());
+  testing::NodeLocalRestoreProvider restorer(store->get(), &coordinator);
   local::LocalServerOptions lo;
   lo.socket_path = socket;
-  auto server = local::LocalServer::Create(lo, store->get(), &coordinator);
+  auto server = local::LocalServer::Create(lo, store->get(), &coordinator,
+                                           local::ClusterHooks{&copier, &restorer});
   if (!server.ok()) return Fail("server", server.status());
   if (Status st = (*server)->Start(); !st.ok()) return Fail("server start", st);
 
@@ -140,7 +143,6 @@ int main(int argc, char** argv) {
 
   int rc = run_mode("staged", "bench-staged", src.data(), MemoryLocation::kHost);
   (void)(*store)->RemoveJob("bench-staged");
-#if REFT_HAVE_DEVICE_BACKENDS
   if (rc == 0) {
     kernels::SetEmulatedCopyBandwidth(0);  // unlimited: measures the pull path itself
     auto alloc = EmulatedBuffer::Create(size);
@@ -149,9 +151,6 @@ int main(int argc, char** argv) {
     rc = run_mode("emulated_pull", "bench-emulated", (*alloc)->data(), MemoryLocation::kEmulated);
     (void)(*store)->RemoveJob("bench-emulated");
   }
-#else
-  std::printf("{\"bench\":\"emulated_pull\",\"skipped\":\"built without kernels device backends\"}\n");
-#endif
   (*server)->Stop();
   store->reset();
   std::error_code ec;

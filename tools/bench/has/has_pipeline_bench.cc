@@ -1,4 +1,4 @@
-/// has_pipeline_bench: O_in-mem / T_iter of an emulated 1F1B pipeline (seeds-spec §6a A6) for
+/// has_pipeline_bench: O_in-mem / T_iter of an emulated 1F1B pipeline (BENCHMARKS.md "HAS") for
 /// the snapshot modes none, blocking, naive_async and has, all in one run against one reftd it
 /// starts itself. Prints one JSON line per mode; overheads are ratios to the `none` run.
 

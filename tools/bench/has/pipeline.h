@@ -1,6 +1,6 @@
 #pragma once
 /// \file pipeline.h
-/// \brief Emulated 1F1B pipeline for HAS (seeds-spec §6a A6): PP stages as forked processes,
+/// \brief Emulated 1F1B pipeline for HAS (BENCHMARKS.md "HAS"): PP stages as forked processes,
 /// each with an emulated device buffer registered with a real reftd, timed compute (sleeps), p2p
 /// messages between neighbouring stages over socketpairs, a step-end token (optimizer sync) and
 /// a snapshot every step in one of four modes. Shared by the benchmark and tests/has.

@@ -54,7 +54,7 @@ int main() {
     auto spec = StageSpec(m, counts, 8, lat);
     double tf = 0, tb = 0;
     for (size_t i = 0; i < spec.forward.size(); ++i) { tf = std::max(tf, spec.forward[i]); tb = std::max(tb, spec.backward[i]); }
-    auto rs = ReroutedStepTimeSim(spec.forward, spec.backward, dp, 8, fps, lat);
+    auto rs = ReroutedStepTimeSim(m, counts, dp, 8, fps, lat);
     auto e13 = ReroutedStepTimeEq13(pp, dp, 8, tf, tb, fps);
     std::printf("{\"bench\":\"estimator\",\"pp\":%d,\"dp\":%d,\"plan\":\"rerouted\",\"sim_ms\":%.2f,\"eq13_ms\":%.2f,"
                 "\"eq13_rel_error\":%.4f}\n", pp, dp, *rs, *e13, std::fabs(*e13 - *rs) / *rs);

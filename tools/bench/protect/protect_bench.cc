@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "reft/protect/codec.h"
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 #include "reft/protect/sharding.h"
 
 using namespace reft::protect;

@@ -1,4 +1,4 @@
-"""REFT-load of a lost node vs loading the same state from the persistent tier (seeds-spec A3).
+"""REFT-load of a lost node vs loading the same state from the persistent tier (BENCHMARKS.md "Cluster").
 
 M reftd on loopback form one sharding group (a DP-M job, one rank per node). Each node's link
 to the others is throttled to B_net (peer.link_bandwidth: everything a node receives from all

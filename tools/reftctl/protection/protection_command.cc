@@ -12,7 +12,7 @@
 
 #include "command.h"
 #include "reft/protect/json_io.h"
-#include "reft/protect/planner.h"
+#include "reft/protect/tolerance.h"
 #include "reft/units.h"
 
 namespace reft::ctl {

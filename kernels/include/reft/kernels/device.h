@@ -4,7 +4,7 @@
 /// import + copy on the daemon side, with one implementation per memory kind (host, emulated,
 /// CUDA, HIP). No vendor header is visible here; CUDA/HIP live in kernels/cuda, kernels/hip.
 ///
-/// Save path (DESIGN.md §3, IPC pull): the trainer Export()s each registered buffer once and
+/// Save path (docs/data-paths.md "Save", IPC pull): the trainer Export()s each registered buffer once and
 /// sends the MemoryExport to its daemon; the daemon Import()s it once (cached by the caller,
 /// keyed by exporter pid + allocation_id) and copies device->host into its pinned slot with
 /// CopyToHostAsync on its own stream.
@@ -59,7 +59,7 @@ struct EventExport {
 };
 
 /// \brief Daemon-side mapping of an exported allocation. Lives as long as any copy uses it;
-/// the importer closes it when the last reference goes (field-notes §1: never close a mapping
+/// the importer closes it when the last reference goes (docs/data-paths.md "Rules for device memory": never close a mapping
 /// a snapshot still reads).
 class ImportedMemory {
  public:
@@ -98,8 +98,23 @@ class DeviceBackend {
   /// cuMemGetAddressRange), makes its IPC handle, and the offset. Unsupported when the memory
   /// cannot be exported (e.g. VMM/expandable segments); the client then falls back to staged.
   virtual Result<MemoryExport> Export(const void* ptr, uint64_t size) = 0;
+  /// \brief The device ordinal holding `ptr` when it is this kind's memory (CUDA/HIP: a pointer
+  /// attribute query; emulated: the allocation registry); Unsupported otherwise. Lets a client
+  /// tell which backend owns memory it was handed as a bare pointer.
+  virtual Result<int> Locate(const void* ptr) = 0;
+  /// \brief Staged fallback for memory Export() refuses: copies `size` bytes of this process's
+  /// memory at `src` (on `device`) to host `dst` once `ready` completed (an event this process's
+  /// RecordReadyEvent returned for `device`), on a stream of the backend's own, and blocks until
+  /// the bytes are on the host. Never waits for work queued after `ready`.
+  virtual Status CopyLocalToHost(int device, const void* src, void* dst, uint64_t size,
+                                 const EventExport& ready) = 0;
+  /// \brief Restore of a staged buffer: copies host `src` into this process's memory at `dst`,
+  /// queued on `native_stream` (ordered after the work already there; nullptr = the legacy
+  /// default stream), and blocks until it completed.
+  virtual Status CopyHostToLocal(int device, const void* src, void* dst, uint64_t size,
+                                 void* native_stream) = 0;
 
-  // ---- fences (either side; DESIGN.md §3) ----
+  // ---- fences (either side; docs/data-paths.md "Save") ----
   /// \brief Records a completion point after the work queued so far on `native_stream` of
   /// `device` (CUDA/HIP: a cudaStream_t/hipStream_t, nullptr = the legacy default stream; an
   /// interprocess event re-recorded each call). Emulated/host: the host writes that precede the

@@ -17,7 +17,9 @@ namespace reft::kernels {
 class EmulatedAllocation {
  public:
   /// \brief Allocates `size` bytes (zeroed) as a sealed-size memfd mapped read-write.
-  static Result<std::unique_ptr<EmulatedAllocation>> Create(uint64_t size);
+  /// `exportable` = false makes Export() refuse it the way CUDA refuses VMM (expandable-segment)
+  /// memory, so the client's staged fallback for device memory runs in CI.
+  static Result<std::unique_ptr<EmulatedAllocation>> Create(uint64_t size, bool exportable = true);
   ~EmulatedAllocation();
   void* data() const;
   uint64_t size() const;

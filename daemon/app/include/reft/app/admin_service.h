@@ -13,7 +13,7 @@
 #include "reft/recovery/persister.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/tier_access.h"
-#include "reft/security/grpc_auth.h"
+#include "reft/security/authorizer.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/v1/admin.grpc.pb.h"
 
@@ -36,9 +36,9 @@ struct AdminRecovery {
 /// from any thread (the store is thread-safe).
 class AdminService final : public v1::Admin::Service {
  public:
-  /// \brief `auth` checks the shared token of every call (it may require none).
+  /// \brief `auth` checks every call (token, or the operator uid on the admin socket).
   AdminService(const DaemonConfig& config, store::SnapshotStore* store, SessionLister sessions,
-               const security::TokenAuthorizer* auth, const peer::NodeDirectory* membership,
+               const security::Authorizer* auth, const peer::NodeDirectory* membership,
                AdminRecovery recovery = {});
 
   grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest* req,
@@ -65,15 +65,12 @@ class AdminService final : public v1::Admin::Service {
   const DaemonConfig& config_;
   store::SnapshotStore* store_;
   SessionLister sessions_;
-  const security::TokenAuthorizer* auth_;
+  const security::Authorizer* auth_;
   const peer::NodeDirectory* membership_;
   void FillPersistStatus(v1::PersistTierStatus* out);
 
   AdminRecovery recovery_;
   std::chrono::steady_clock::time_point started_;
 };
-
-/// \brief Maps a reft Status to a gRPC status (code + message + "reft-code" trailer).
-grpc::Status ToGrpcStatus(grpc::ServerContext* ctx, const reft::Status& status);
 
 }  // namespace reft::app

@@ -1,6 +1,6 @@
 #pragma once
 /// \file config.h
-/// \brief reftd configuration: TOML file, then command-line flags (DESIGN.md §4), validated
+/// \brief reftd configuration: TOML file, then command-line flags (docs/protocol.md "reftd"), validated
 /// with errors that name the bad key.
 
 #include <sys/types.h>

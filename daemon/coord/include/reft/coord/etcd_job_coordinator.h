@@ -68,7 +68,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// Records the layout in etcd (InvalidArgument when the job runs with another layout on
   /// some node) and the rank as joined on this node (a key bound to this node's lease).
   /// Works offline: without etcd the layout and the joined key are written later.
-  Status Join(const store::RankKey& rank, const local::JobLayout& layout) override;
+  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
   Status Complete(const store::RankKey& rank, int64_t step) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
@@ -77,7 +77,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
 
   // peer::JobCoordinator
   Status SyncNow(const std::string& job, std::chrono::milliseconds timeout) override;
-  std::optional<local::JobLayout> Layout(const std::string& job) override;
+  std::optional<JobLayout> Layout(const std::string& job) override;
   std::vector<std::string> Jobs() override;
   peer::JobGeneration Generation(const std::string& job) override;
   peer::JobGeneration StartGeneration(const std::string& job, uint64_t from, int64_t base_step,
@@ -118,7 +118,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     bool stale = false;             // a compare failed or a watch lost events: re-read
     std::vector<int64_t> watches;   // etcd watch handles
     bool has_layout = false;
-    local::JobLayout layout;
+    JobLayout layout;
     int64_t layout_rev = 0;         // mod revision of the layout key (0: absent)
     GenerationRecord gen;
     int64_t gen_rev = 0;

@@ -34,10 +34,15 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   void Stop() override;
 
   v1::Caller SelfCaller() const override;
-  uint64_t epoch() const override { return options_.epoch; }
+  /// Changes when the node registers again after its lease expired (a new identity).
+  uint64_t epoch() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return options_.epoch;
+  }
   const std::string& node_id() const override { return options_.node_id; }
 
-  /// Every registered node (one range read of the nodes prefix).
+  /// Every registered node (kAlive), and every node that registered once and whose lease has
+  /// expired since (kDead): two range reads.
   std::vector<peer::MemberInfo> Members() const override;
   std::vector<peer::MemberInfo> LiveMembers() const override;
   /// A registered node, from a cache refreshed after `cache_ttl` (addresses rarely change);
@@ -62,6 +67,7 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
 
  private:
   Status Register();
+  std::vector<peer::MemberInfo> Registered() const;
   void OnLeaseLost(int64_t lease);
 
   peer::PeerOptions options_;

@@ -5,6 +5,7 @@
 /// and "every completion up to step S" is one key range.
 ///
 ///   /reft/v1/nodes/<node>                        {address, epoch}             node's lease
+///   /reft/v1/known/<node>                        {address, epoch}             (kept: lists dead)
 ///   /reft/v1/jobs/<job>/layout                   {dp, tp, pp, zero}
 ///   /reft/v1/jobs/<job>/generation               {generation, base_step, persist_floor, reason}
 ///   /reft/v1/jobs/<job>/committed                {step, generation}
@@ -27,6 +28,10 @@ std::string NodesPrefix();
 std::string Node(const std::string& node_id);
 /// The node id of a key under NodesPrefix(), or "" when it is not one.
 std::string NodeIdOf(const std::string& key);
+/// Every node that ever registered keeps a record here without a lease, so that a node whose
+/// lease expired is listed as dead rather than forgotten (`etcdctl del` forgets it).
+std::string KnownPrefix();
+std::string Known(const std::string& node_id);
 
 std::string JobPrefix(const std::string& job);
 std::string Layout(const std::string& job);

@@ -44,7 +44,7 @@ struct NodeRef {
 };
 
 std::string Encode(const NodeRecord& r);
-std::string Encode(const local::JobLayout& r);
+std::string Encode(const JobLayout& r);
 std::string Encode(const GenerationRecord& r);
 std::string Encode(const CommittedRecord& r);
 std::string Encode(const CompletionRecord& r);
@@ -52,7 +52,7 @@ std::string Encode(const NodeRef& r);
 std::string Encode(const peer::RestoreDecision& r);
 
 Result<NodeRecord> DecodeNode(const std::string& key, const std::string& value);
-Result<local::JobLayout> DecodeLayout(const std::string& key, const std::string& value);
+Result<JobLayout> DecodeLayout(const std::string& key, const std::string& value);
 Result<GenerationRecord> DecodeGeneration(const std::string& key, const std::string& value);
 Result<CommittedRecord> DecodeCommitted(const std::string& key, const std::string& value);
 Result<CompletionRecord> DecodeCompletion(const std::string& job, const std::string& key,

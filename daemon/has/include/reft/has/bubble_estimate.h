@@ -2,7 +2,7 @@
 /// \file bubble_estimate.h
 /// \brief Per-stage bubble (idle) estimate of a 1F1B pipeline and the Algorithm 1 split.
 ///
-/// Deviation from the REFT paper (seeds-spec §1.2 GAP "bubble formula"): the printed
+/// Deviation from the REFT paper (docs/has.md "Deviations from the paper"): the printed
 /// EstimateBubbleTime `(0.8p + 2|P| - p - 2) * C` is garbled and about 2x too large for a uniform
 /// 1F1B pipeline (whose idle time per stage is exactly (|P|-1)(F+B)). We take the idle windows of
 /// every stage from the planner's discrete-event simulator (pipeline_sim.h, Odyssey eq. 11) and
@@ -46,7 +46,7 @@ struct Split {
   uint64_t compute_bytes = 0;
 };
 
-/// \brief Algorithm 1's SplitParameter on copy-chunk boundaries (seeds-spec GAP "split unit"):
+/// \brief Algorithm 1's SplitParameter on copy-chunk boundaries (docs/has.md "Split unit"):
 /// when t_ss <= t_bubble everything goes into bubbles; otherwise the first
 /// floor(n_chunks * t_bubble / t_ss) chunks do. Deterministic, so every member agrees.
 Split SplitParameter(uint64_t bytes, uint64_t chunk_bytes, double t_ss, double t_bubble);

@@ -1,6 +1,6 @@
 #pragma once
 /// \file idle_profiler.h
-/// \brief Online profiler of one stage's idle time (seeds-spec §1.2 "online bubble profiler"):
+/// \brief Online profiler of one stage's idle time (docs/has.md):
 /// learns, per iteration, the idle windows (from bubble_begin/bubble_end hints) and the time from
 /// the snapshot's start to the deadline (the fence before the optimizer step). Starts from the
 /// simulator's estimate (Seed) and moves to measured values with an exponential average.

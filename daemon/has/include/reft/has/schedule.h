@@ -1,6 +1,6 @@
 #pragma once
 /// \file schedule.h
-/// \brief The three-layer HAS plan (seeds-spec §1.2): split a stage's snapshot work into chunks
+/// \brief The three-layer HAS plan (docs/has.md): split a stage's snapshot work into chunks
 /// and place them on the stage's timeline: (1) device bubbles, (2) alongside compute (capacity
 /// scaled by the allowed copy-link share alpha), (3) alongside communication, only when the copy
 /// link differs from the training link. Everything must end before the deadline (the next

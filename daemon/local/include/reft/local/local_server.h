@@ -56,9 +56,8 @@ struct LocalServerOptions {
   uint32_t aor_resync_steps = 1000;
 };
 
-/// \brief The cluster layer's implementations (recovery_hooks.h). A null member gets the
-/// node-local default: peer copies and restores from this node's store only, which is all a
-/// job whose ranks all live on this node needs.
+/// \brief The cluster layer's implementations of the local channel's seams (recovery_hooks.h):
+/// daemon/recovery's in reftd; both are required.
 struct ClusterHooks {
   PeerCopier* copier = nullptr;
   RestoreProvider* restorer = nullptr;
@@ -96,6 +95,7 @@ struct LocalServerStats {
   uint64_t rejected_peers = 0;   ///< refused by SO_PEERCRED or max_sessions
   uint64_t rejected_frames = 0;  ///< malformed, truncated, oversized or out-of-order frames
   uint64_t closed_sessions = 0;
+  uint64_t failed_replies = 0;   ///< replies (mostly error frames) a client did not take
 };
 
 /// \brief Thread-safe. Create() binds nothing; Start() binds, listens and starts the threads;
@@ -106,7 +106,7 @@ class LocalServer {
   static Result<std::unique_ptr<LocalServer>> Create(const LocalServerOptions& options,
                                                      store::SnapshotStore* store,
                                                      CommitCoordinator* coordinator,
-                                                     ClusterHooks hooks = {});
+                                                     ClusterHooks hooks);
   ~LocalServer();
   LocalServer(const LocalServer&) = delete;
   LocalServer& operator=(const LocalServer&) = delete;

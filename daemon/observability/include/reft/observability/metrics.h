@@ -11,9 +11,9 @@
 #include <array>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "reft/mutex.h"
 #include "reft/result.h"
 
 namespace prometheus {
@@ -120,8 +120,8 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<Refreshing> refreshing_;  // what the exposer collects: hook, then registry
   std::unique_ptr<prometheus::Exposer> exposer_;
-  mutable std::mutex hook_mu_;
-  std::function<void(Metrics&)> hook_;  // guarded by hook_mu_
+  mutable Mutex hook_mu_;
+  std::function<void(Metrics&)> hook_ REFT_GUARDED_BY(hook_mu_);
   int port_ = 0;
 
   prometheus::Counter* snapshot_bytes_ = nullptr;

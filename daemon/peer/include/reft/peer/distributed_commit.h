@@ -1,6 +1,6 @@
 #pragma once
 /// \file distributed_commit.h
-/// \brief Global commit across reftd nodes (DESIGN.md §3 "Commit", seeds-spec §1.10 two-phase
+/// \brief Global commit across reftd nodes (docs/data-paths.md "Commit", docs/peer.md "Global commit": two-phase
 /// commit): ranks report completion to their local daemon; daemons exchange per-job completion
 /// sets (push on every completion, plus a periodic anti-entropy exchange with every live member
 /// so a lost message never blocks a commit); a step is committed on a node once the union of
@@ -51,7 +51,7 @@ class DistributedCommitCoordinator final : public JobCoordinator {
   Status Start() override;
   void Stop() override;
 
-  Status Join(const store::RankKey& rank, const local::JobLayout& layout) override;
+  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
   Status Complete(const store::RankKey& rank, int64_t step) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
@@ -67,7 +67,7 @@ class DistributedCommitCoordinator final : public JobCoordinator {
   Status SyncNow(const std::string& job, std::chrono::milliseconds timeout) override;
 
   /// \brief The job's layout as joined locally or learned from a peer; std::nullopt if unknown.
-  std::optional<local::JobLayout> Layout(const std::string& job) override;
+  std::optional<JobLayout> Layout(const std::string& job) override;
   /// \brief Every job this node has a commit state for (its own or learned from peers), sorted.
   std::vector<std::string> Jobs() override;
 
@@ -120,7 +120,7 @@ class DistributedCommitCoordinator final : public JobCoordinator {
   struct JobState {
     bool recovered = false;
     bool has_layout = false;
-    local::JobLayout layout;
+    JobLayout layout;
     int connected = 0;
     std::optional<int64_t> newest_committed;
     std::map<int64_t, std::set<store::RankKey>> completed;

@@ -65,7 +65,7 @@ class JobCoordinator : public local::CommitCoordinator {
   virtual Status SyncNow(const std::string& job, std::chrono::milliseconds timeout) = 0;
 
   /// \brief The job's layout as recorded; std::nullopt if unknown.
-  virtual std::optional<local::JobLayout> Layout(const std::string& job) = 0;
+  virtual std::optional<JobLayout> Layout(const std::string& job) = 0;
   /// \brief Every job this node takes part in (joined ranks, slots, or learned), sorted.
   virtual std::vector<std::string> Jobs() = 0;
   /// \brief The job's generation and newest committed step as last synchronised.

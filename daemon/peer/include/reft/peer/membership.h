@@ -1,6 +1,6 @@
 #pragma once
 /// \file membership.h
-/// \brief SWIM-style membership of reftd nodes (seeds-spec §1.9: OFFLINE is raised by the
+/// \brief SWIM-style membership of reftd nodes (docs/peer.md "Membership": OFFLINE is raised by the
 /// survivors on heartbeat timeout, never broadcast by the failed node).
 ///
 /// Every probe_interval the node pings the next member of a shuffled round-robin order (so every

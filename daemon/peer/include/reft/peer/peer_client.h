@@ -9,11 +9,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/mutex.h"
 #include "reft/peer/peer_options.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -37,9 +37,10 @@ struct FetchOptions {
 class PeerClient {
  public:
   /// `caller` stamps every request (protocol version, node id, current epoch).
-  /// `on_fenced` runs when a peer answers that this node's epoch was declared dead.
+  /// `credentials` null = plain text; `token` ("" = none) goes with every call.
   PeerClient(PeerOptions options, std::function<v1::Caller()> caller,
-             std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+             std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+             std::string token = "");
 
   void SetFencedHandler(std::function<void(const std::string& message)> handler);
 
@@ -91,15 +92,19 @@ class PeerClient {
   };
   std::shared_ptr<Conn> Get(const std::string& address);
   v1::Caller Stamp();
-  Status Check(const grpc::Status& s, const std::string& what);
+  /// Deadline `timeout` from now and the shared token, for every call.
+  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
+  /// The reft status of a finished call (proto::FromGrpc); a fenced refusal also notifies.
+  Status Check(const grpc::Status& s, const std::string& what, const grpc::ClientContext& ctx);
 
   PeerOptions options_;
   TokenBucket link_;  ///< every stream from every peer (PeerOptions::link_bandwidth)
   std::function<v1::Caller()> caller_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Conn>> conns_;
-  std::function<void(const std::string&)> on_fenced_;
+  const std::string token_;
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<Conn>> conns_ REFT_GUARDED_BY(mu_);
+  std::function<void(const std::string&)> on_fenced_ REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::peer

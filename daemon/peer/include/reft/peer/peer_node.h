@@ -21,8 +21,16 @@
 #include "reft/peer/peer_client.h"
 #include "reft/peer/peer_options.h"
 #include "reft/peer/peer_service.h"
+#include "reft/security/authorizer.h"
 
 namespace reft::peer {
+
+/// \brief How a node authenticates to its peers and checks them (docs/security.md).
+struct PeerSecurity {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  ///< outgoing calls; null = plain text
+  std::string token;                                      ///< sent on every outgoing call
+  const security::Authorizer* authorizer = nullptr;  ///< checks every incoming call; null = none
+};
 
 /// \brief Where agreement and liveness come from.
 struct ControlPlane {
@@ -35,11 +43,10 @@ using ControlPlaneFactory = std::function<Result<ControlPlane>(
 
 class PeerNode {
  public:
-  /// `store` must outlive the node. Without `control_plane` the node runs the gossip control
-  /// plane. Fails InvalidArgument naming a bad option.
+  /// `store` (and `security.authorizer`) must outlive the node. Without `control_plane` the
+  /// node runs the gossip control plane. Fails InvalidArgument naming a bad option.
   static Result<std::unique_ptr<PeerNode>> Create(
-      PeerOptions options, store::SnapshotStore* store,
-      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+      PeerOptions options, store::SnapshotStore* store, PeerSecurity security = {},
       const ControlPlaneFactory& control_plane = nullptr);
   ~PeerNode();
 

@@ -12,7 +12,7 @@ namespace reft::peer {
 
 /// Wire protocol version of proto/reft/v1/peer.proto; peers with another version are refused.
 constexpr uint32_t kProtocolVersion = 1;
-/// Largest data chunk of a FetchRegion stream (DESIGN.md §4: big messages are chunked).
+/// Largest data chunk of a FetchRegion stream (docs/protocol.md "Wire": big messages are chunked).
 constexpr uint64_t kMaxWireChunk = 1ull << 20;
 /// The most nodes (this one included) the gossip control plane serves: beyond it reftd needs
 /// etcd. Its full-table pings, per-member commit pushes and fixed suspicion timeout are sized
@@ -20,7 +20,7 @@ constexpr uint64_t kMaxWireChunk = 1ull << 20;
 constexpr uint32_t kMaxGossipNodes = 16;
 
 struct PeerOptions {
-  std::string node_id;             ///< unique per node (DESIGN.md --node-id)
+  std::string node_id;             ///< unique per node (reftd --node-id)
   std::string advertise_address;   ///< host:port peers reach this node's Peer service at
   std::vector<std::string> seeds;  ///< --peers list (host:port); may include this node
   uint64_t epoch = 0;              ///< 0 = a fresh one (NewEpoch()); tests may pin it

@@ -7,19 +7,23 @@
 /// releases it. Before a chunk is sent its bytes are checked against the checksums sealed in the
 /// slot (a byte flipped in memory after sealing fails the stream with DATA_LOSS naming the chunk,
 /// or, when wire chunks coincide with sealed chunks, reaches the client with the sealed checksum
-/// and is reported by it). Handlers are thread-safe (gRPC sync server threads).
+/// and is reported by it). Every handler first asks the security::Authorizer (when one is
+/// given) whether the call may proceed, with the node id its Caller claims: token, certificate
+/// identity under mutual TLS (docs/security.md). Handlers are thread-safe (gRPC sync server
+/// threads).
 
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/mutex.h"
 #include "reft/peer/distributed_commit.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
 #include "reft/peer/node_directory.h"
 #include "reft/peer/peer_options.h"
+#include "reft/security/authorizer.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/v1/peer.grpc.pb.h"
 
@@ -33,8 +37,10 @@ class PeerService final : public v1::Peer::Service {
     Membership* membership = nullptr;
     DistributedCommitCoordinator* commit = nullptr;
   };
+  /// `authorizer` null = every call is admitted (tests and benchmarks in one process).
   PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
-              JobCoordinator* jobs, Gossip gossip);
+              JobCoordinator* jobs, Gossip gossip,
+              const security::Authorizer* authorizer = nullptr);
 
   grpc::Status Hello(grpc::ServerContext*, const v1::HelloRequest*, v1::HelloResponse*) override;
   grpc::Status Ping(grpc::ServerContext*, const v1::PingRequest*, v1::PingResponse*) override;
@@ -63,14 +69,17 @@ class PeerService final : public v1::Peer::Service {
                               grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer);
   Status Admit(const v1::Caller& caller, bool serves_snapshots);
   grpc::Status NoGossip(const char* method) const;
+  /// The Authorizer's verdict on one call (OK without an authorizer).
+  grpc::Status Authorize(grpc::ServerContext* ctx, const char* method, const v1::Caller& caller);
 
   PeerOptions options_;
   store::SnapshotStore* store_;
   NodeDirectory* membership_;
   JobCoordinator* coordinator_;
   Gossip gossip_;
-  std::mutex handler_mu_;
-  std::shared_ptr<PersistHandler> persist_handler_;  // guarded by handler_mu_
+  const security::Authorizer* authorizer_;
+  Mutex handler_mu_;
+  std::shared_ptr<PersistHandler> persist_handler_ REFT_GUARDED_BY(handler_mu_);
 };
 
 }  // namespace reft::peer

@@ -1,6 +1,6 @@
 #pragma once
 /// \file persistent_tier.h
-/// \brief The persistent tier (DESIGN.md §3 "Persist"): committed snapshots of a node's ranks
+/// \brief The persistent tier (docs/data-paths.md "Persist"): committed snapshots of a node's ranks
 /// written to `--persist-dir` (local disk or a shared file system such as NFS), with a
 /// manifest and checksums, read back when memory cannot rebuild a step. docs/persist.md has
 /// the file layout, the crash-safety argument and an integration walk-through.

@@ -1,27 +1,18 @@
 #pragma once
 /// \file types.h
 /// \brief Plain value types of the persistent tier: what goes in (RankImage), what comes out
-/// (RankFileInfo, PersistReport, StepStatus, Manifest, CleanupReport).
+/// (RankFileInfo, PersistReport, StepStatus, Manifest, CleanupReport). A step is complete for a
+/// JobLayout when every rank of the layout has a valid file and no rank outside it has one.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "reft/job_layout.h"
 #include "reft/store/segment_image.h"
 #include "reft/store/snapshot_store.h"
 
 namespace reft::persist {
-
-/// \brief The sizes of a job's rank grid: ranks are pp < `pp`, tp < `tp`, dp < `dp`. A step
-/// is complete for a layout when every rank of the grid has a valid file and no rank outside
-/// it has one.
-struct JobLayout {
-  int32_t pp = 1;
-  int32_t tp = 1;
-  int32_t dp = 1;
-  uint64_t ranks() const { return uint64_t(pp) * uint64_t(tp) * uint64_t(dp); }
-  std::string ToString() const;  ///< "pp2 x tp1 x dp4"
-};
 
 /// \brief One rank to persist: the rank and the regions of its slot to write (in practice
 /// "meta", "rep/shard" and the "unique/*" regions: its own data, not the redundancy). The bytes
@@ -65,7 +56,7 @@ struct StepStatus {
   bool complete = false;               ///< every rank of the layout valid, none outside it
   std::vector<store::RankKey> valid;   ///< ranks whose file checked out (header + chunk table)
   /// One line per problem: "pp0-tp0-dp1: missing", "pp0-tp0-dp2: corrupted: ...",
-  /// "pp1-tp0-dp0: outside the layout pp1 x tp1 x dp2".
+  /// "pp1-tp0-dp0: outside the layout dp=2,tp=1,pp=1,zero=0".
   std::vector<std::string> problems;
   std::vector<std::string> manifests;  ///< node ids that wrote a manifest for the step
   uint64_t temp_files = 0;             ///< writes in progress (or abandoned) in the step directory

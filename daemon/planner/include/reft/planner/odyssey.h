@@ -1,15 +1,16 @@
 #pragma once
 /// \file odyssey.h
-/// \brief Odyssey (seeds-spec §3): state and transitions, execution-plan search (Algorithm 1
-/// corrected: one plan per failure count), estimator (eqs. 9–14, simulator-backed), Kuhn–Munkres
-/// weight transfer in bytes with balanced sources, greedy colouring of asymmetric all-reduces with
-/// the clique lower bound, policy choice by throughput × effective time, and an event-driven
-/// policy simulator. Pure functions; thread-safe.
+/// \brief Odyssey (docs/planner.md): state and transitions, execution-plan search (Algorithm 1
+/// corrected: one plan per failure count), estimator (eqs. 9–14, simulator-backed, plus the
+/// data-parallel all-reduce of allreduce.h), Kuhn–Munkres weight transfer in bytes with balanced
+/// sources, policy choice by throughput × effective time. Pure functions; thread-safe.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "reft/planner/allreduce.h"
 #include "reft/planner/pipeline_sim.h"
 #include "reft/planner/profile.h"
 #include "reft/result.h"
@@ -20,11 +21,13 @@ namespace reft::planner::odyssey {
 struct ExecutionPlan {
   std::vector<std::vector<int>> layers_per_stage;  ///< per pipeline, layer count of each stage
   std::vector<int> micro_batches;                  ///< per pipeline
-  double step_time = 0;                            ///< simulator (eq. 10/11)
+  double compute_time = 0;                         ///< simulator (eqs. 10/11): slowest pipeline
+  SyncEstimate sync;                               ///< data-parallel all-reduce after it
+  double step_time = 0;                            ///< compute_time + sync.ms
   int nodes() const;
 };
 
-// ---- Estimator (§3.5) --------------------------------------------------------------------
+// ---- Estimator (paper §IV-C) -----------------------------------------------------------------
 /// eq. 9: (N_pp + N_m − 1)(T_f + T_b).
 double SymmetricStepTime(int n_pp, int n_m, double tf, double tb);
 /// Closed-form 1F1B step of one pipeline with unequal stages (eq. 9 generalised with the
@@ -35,18 +38,17 @@ double AnalyticStepTime(const PipelineSpec& p);
 /// Error when some failed[i] >= n_dp (corrected boundary: no replica left).
 Result<double> ReroutedStepTimeEq13(int n_pp, int n_dp, int n_m, double tf, double tb,
                                     const std::vector<int>& failed_per_stage);
-/// Simulator-based rerouted step: each surviving pipeline's stage i gets its share of the failed
-/// peers' micro-batches (eq. 11 with rerouted micro-batches). The value used for decisions.
-Result<double> ReroutedStepTimeSim(const std::vector<double>& stage_f, const std::vector<double>& stage_b,
-                                   int n_dp, int n_m, const std::vector<int>& failed_per_stage,
-                                   double edge_latency = 0);
+/// Rerouted step of a symmetric N_dp × S plan (the first failed[i] pipelines lost stage i), by
+/// the schedule of PlanSchedule: the value used for decisions, beside eq. 13 as printed.
+Result<double> ReroutedStepTimeSim(const ModelProfile& m, const std::vector<int>& layer_counts, int n_dp, int n_m,
+                                   const std::vector<int>& failed_per_stage, double edge_latency = 0);
 /// Stage specs of one pipeline from its layer counts (stage i holds the next counts[i] layers).
 PipelineSpec StageSpec(const ModelProfile& m, const std::vector<int>& counts, int micro_batches,
                        double edge_latency = 0);
 /// eq. 14: peak bytes of stage i of an n_pp-stage pipeline holding `layers` [first, first+count).
 double StagePeakMemory(const ModelProfile& m, int first, int count, int n_pp, int i);
 
-// ---- Planner (§3.3) ----------------------------------------------------------------------
+// ---- Planner (paper §IV-A) -------------------------------------------------------------------
 struct SearchOptions {
   int min_pp = 1, max_pp = 0;     ///< R_pp (0 = up to the node count)
   int min_dp = 1, max_dp = 0;     ///< R_dp (0 = up to the node count)
@@ -54,7 +56,36 @@ struct SearchOptions {
   uint64_t device_memory = 0;     ///< 0 = no memory check
   double memory_margin = 0.10;
   double edge_latency = 0;
+  NetworkSpec network;            ///< gradient all-reduce links
 };
+/// \brief Fills compute_time (eq. 10 over the simulated pipelines), sync and step_time of `p`.
+Status EstimateStep(const ModelProfile& m, const SearchOptions& o, ExecutionPlan& p);
+/// \brief The schedule of plan `p` over its live stages, every stage a process: the
+/// micro-batches of a dead position (dead[p][s]) go round-robin to the live peers holding the
+/// same layers (pipelines with identical stage boundaries); a rerouted micro-batch still comes
+/// from its own pipeline's upstream stage and goes on to its downstream stage (ReCycle's data
+/// path). Each process runs its ops in the order they would have started had no node failed
+/// (each pipeline's 1F1B schedule): a rerouted micro-batch takes the slot the dead stage would
+/// have used, and the schedule cannot deadlock. Error when a dead stage has no live peer.
+Result<Schedule> PlanSchedule(const ModelProfile& m, const ExecutionPlan& p,
+                              const std::vector<std::vector<bool>>& dead, double edge_latency);
+/// \brief Compute time of `p` with dead positions rerouted: eq. 11 on PlanSchedule's schedule
+/// (with no dead position, eq. 10 over the pipelines).
+Result<double> ReroutedComputeTime(const ModelProfile& m, const ExecutionPlan& p,
+                                   const std::vector<std::vector<bool>>& dead, double edge_latency);
+/// \brief What a running job tells about one layer without a time profile.
+struct LayerState {
+  uint64_t param_bytes = 0;      ///< parameters (gradients are as large)
+  uint64_t optimizer_bytes = 0;  ///< optimizer state
+  uint64_t activation_bytes = 0; ///< per micro-batch, if known (0 = unknown: memory not checked)
+};
+/// \brief A per-layer profile from a measured step time, for a job that attached none: each
+/// layer's F+B is proportional to its parameters (dense layers' FLOPs are), equal when no layer
+/// has any, B = 2F, scaled so that the estimate of the running plan (eq. 11 plus the all-reduce)
+/// equals `measured_step_ms`. Error when the all-reduce alone exceeds the measured step.
+Result<ModelProfile> ProfileFromStepTime(const std::vector<LayerState>& layers, const ExecutionPlan& running,
+                                         double measured_step_ms, const SearchOptions& o);
+
 /// Micro-batches in proportion to pipeline nodes (floor), remainder round-robin, none empty.
 std::vector<int> DistributeBatch(int n_m, const std::vector<int>& pipeline_nodes);
 /// Even layer split; enumerates placements of the remainder layers; drops OOM; fastest wins.
@@ -66,7 +97,7 @@ Result<ExecutionPlan> BestPlan(const ModelProfile& m, int nodes, const SearchOpt
 std::vector<Result<ExecutionPlan>> PlanTable(const ModelProfile& m, int nodes, int max_faults,
                                              const SearchOptions& o);
 
-// ---- Restorer (§3.4) ---------------------------------------------------------------------
+// ---- Restorer (paper §IV-B) ------------------------------------------------------------------
 /// Min-cost assignment (Kuhn–Munkres / Hungarian, O(n³)); cost[i][j] for row i → column j.
 /// Rows <= columns required. Returns the column of each row.
 std::vector<int> Hungarian(const std::vector<std::vector<double>>& cost);
@@ -82,7 +113,10 @@ struct TransferPlan {
   std::vector<LayerMove> moves;
   uint64_t total_bytes = 0;
   uint64_t max_sender_bytes = 0;
+  uint64_t max_receiver_bytes = 0;
   int total_layers = 0;
+  /// Bytes through the busiest node link (sent or received): what bounds the copy time.
+  uint64_t max_link_bytes() const { return std::max(max_sender_bytes, max_receiver_bytes); }
 };
 /// `held[i]` = layers survivor i holds; `roles[j]` = layers position j needs; `bytes[l]` per
 /// layer (empty = 1 per layer). KM in bytes, dummy zero columns for idle nodes, then for each
@@ -95,15 +129,7 @@ Result<TransferPlan> PositionalTransfer(const std::vector<std::vector<int>>& hel
                                         const std::vector<std::vector<int>>& roles,
                                         const std::vector<uint64_t>& bytes);
 
-/// Colouring of per-layer all-reduces: device_layers[d] = layers on device d (any pipeline).
-struct Colouring {
-  std::vector<int> round_of_layer;  ///< -1 for layers on no device
-  int rounds = 0;
-  int lower_bound = 0;              ///< max layers on one device (a clique)
-};
-Colouring ColourAllReduces(int num_layers, const std::vector<std::vector<int>>& device_layers);
-
-// ---- Policy (§3.1) -----------------------------------------------------------------------
+// ---- Policy (paper §III) ---------------------------------------------------------------------
 enum class Policy { kReroute, kReconfigure, kRestart };
 const char* PolicyName(Policy p);
 struct Candidate {
@@ -114,17 +140,19 @@ struct Candidate {
   double score = 0;           ///< samples/ms × max(0, D̂ − t_trans)/D̂
   std::string why;
 };
-/// score(plan) = (B / t_step) · max(0, D̂ − t_trans) / D̂ (D-G2).
+/// score(plan) = (B / t_step) · max(0, D̂ − t_trans) / D̂: eq. 8 with the inter-fault duration,
+/// unknown at decision time, replaced by D̂, the expected time to the next failure.
 double Score(int global_batch, double step_time, double transition, double expected_interval);
 /// Picks the feasible candidate with the highest score (ties: the earlier one).
 int ChooseCandidate(const std::vector<Candidate>& c);
 
-/// \brief The running layout a failure hits: plan, unit ids per position, reroute state.
+/// \brief The running layout a failure hits: the plan and the unit at each position. Units that
+/// failed since the plan was adopted stay in `node`; the `alive` vector marks them, and their
+/// work is being rerouted.
 struct Layout {
   ExecutionPlan plan;
   std::vector<std::vector<int>> node;  ///< unit id at [pipeline][stage]
-  std::vector<int> failed_per_stage;   ///< failures absorbed by rerouting (symmetric plans)
-  double step = 0;                     ///< current step time (ms)
+  double step = 0;                     ///< current step time (ms), rerouting included
   bool symmetric() const;
   /// \brief Layout of `plan` on `units` (pipeline-major order).
   static Layout Of(const ExecutionPlan& plan, const std::vector<int>& units);
@@ -134,48 +162,31 @@ struct RecoveryCosts {
   double snapshot_load_ms = 5000;
   double transfer_bytes_per_ms = 1.25e6;
   double expected_interval_ms = 3.6e6;  ///< D̂
-  bool positional_transfer = false;     ///< Oobleck-like baseline: no KM
 };
-/// \brief Scored candidates [reroute, reconfigure, restart] for `failed` units of `cur`
-/// (`alive` indexed by unit id, failed units already false), the new plan and its transfer.
+/// \brief Step time of `cur` with the work of its dead units (false in `alive`) rerouted to live
+/// peers (ReroutedComputeTime) plus the all-reduce among the live holders.
+Result<double> ReroutedStep(const ModelProfile& m, const Layout& cur, const std::vector<bool>& alive,
+                            const SearchOptions& so);
+/// \brief Scored candidates [reroute, reconfigure, restart] for the units in `failed` (already
+/// false in `alive`, which is indexed by unit id), the new plan and its Kuhn–Munkres transfer.
+/// Reconfigure and restart both move to the best plan for the live units (BestPlan); reconfigure
+/// copies the missing layers from live holders (restart + the busiest link's bytes), restart
+/// reloads every rank from in-memory snapshots (restart + snapshot load).
 struct FailureEvaluation {
   std::vector<Candidate> candidates;
   Result<ExecutionPlan> new_plan = Status::Internal("not evaluated");
   TransferPlan transfer;             ///< survivors are `live_ids` (KM rows)
   std::vector<int> live_ids;
-  std::vector<int> failed_per_stage; ///< after rerouting these failures
   double eq13_ms = -1;               ///< eq. 13 as printed (symmetric plans), logged beside the sim
 };
 FailureEvaluation EvaluateFailure(const ModelProfile& m, const Layout& cur, const std::vector<int>& failed,
                                   const std::vector<bool>& alive, int global_batch,
                                   const SearchOptions& so, const RecoveryCosts& costs);
-
-/// Event-driven comparison of policies on one failure trace (A15).
-struct PolicySimConfig {
-  int nodes = 32;               ///< failure units (NPUs)
-  int dp = 8, pp = 4;           ///< initial symmetric plan
-  int micro_batches = 32;       ///< global N_m
-  int micro_batch_size = 1;
-  double failure_rate_per_hour = 0.10;  ///< per unit
-  double hours = 9;
-  double restart_ms = 60000;    ///< framework restart (dynamic parallelism and restart)
-  double transfer_bytes_per_ms = 1.25e6;  ///< weight-transfer bandwidth (10 Gbit/s)
-  double checkpoint_interval_ms = 1800000;  ///< ReCycle-like fallback: persistent checkpoint period
-  double checkpoint_load_ms = 120000;       ///< load a persistent checkpoint
-  double snapshot_load_ms = 5000;           ///< load REFT in-memory snapshots
-  double edge_latency = 0;
-  uint64_t device_memory = 0;
-  int min_pp = 1;               ///< R_pp of the re-planning search
-  int max_pp = 0;               ///< 0 = 2·pp
-};
-struct PolicyRun {
-  double samples = 0;
-  double throughput = 0;        ///< samples per hour
-  int failures = 0;
-  std::vector<std::string> decisions;
-};
-enum class PolicyKind { kOdyssey, kOobleck, kRecycle };
-Result<PolicyRun> SimulatePolicy(const ModelProfile& m, const PolicySimConfig& c, PolicyKind kind,
-                                 uint64_t seed);
+/// \brief Layers held by the unit at every live position of `cur` (rows of a transfer plan) and
+/// the matching unit ids.
+void LiveHoldings(const Layout& cur, const std::vector<bool>& alive, std::vector<int>& ids,
+                  std::vector<std::vector<int>>& held);
+/// \brief Layer ranges of every stage of every pipeline, pipeline-major.
+std::vector<std::vector<int>> StageLayerLists(const ExecutionPlan& p);
 
 }  // namespace reft::planner::odyssey

@@ -55,4 +55,32 @@ Result<SimResult> SimulatePipeline(const PipelineSpec& spec, bool keep_ops = fal
 /// the maximum makespan.
 Result<double> SimulateStep(const std::vector<PipelineSpec>& pipelines);
 
+/// \brief One operation of a schedule over several processes (stages of any pipelines).
+struct ScheduledOp {
+  int proc = 0;           ///< process (device) that runs it
+  double duration = 0;
+  int dep = -1;           ///< op it waits for besides its process's previous op (-1 = none)
+  double latency = 0;     ///< added to the dependency's end (p2p transfer)
+  int pipeline = 0, stage = 0, micro_batch = 0;  ///< what it computes (for executors, reports)
+  bool forward = true;
+  bool rerouted = false;  ///< a failed peer's micro-batch
+};
+/// \brief Ops and, per process, the order it runs them in.
+struct Schedule {
+  int procs = 0;
+  std::vector<ScheduledOp> ops;
+  std::vector<std::vector<int>> order;  ///< per process: op indexes in execution order
+};
+/// \brief Odyssey's eq. 11 on a schedule: t_start = max(end of the process's previous op, end
+/// of the dependency + latency); returns every op's end. Error when the schedule deadlocks.
+Result<std::vector<double>> SimulateSchedule(const Schedule& s);
+
+/// \brief The 1F1B order of one stage (index `i` of `stages`) over its items: `src[k]` is the
+/// own micro-batch item k is timed against (own items: their own index; rerouted items: the
+/// own micro-batch they follow). A backward timed against own micro-batch s waits until the
+/// forwards up to own micro-batch s + S − i − 1 have run (the classic warm-up of S − i − 1
+/// forwards when nothing is rerouted), then forwards and backwards alternate. Returns +k+1 for
+/// the forward of item k, −(k+1) for its backward.
+std::vector<int> OneFOneBOrder(const std::vector<int>& src, const std::vector<bool>& rerouted, int stages, int i);
+
 }  // namespace reft::planner

@@ -32,11 +32,21 @@ struct ModelProfile {
   uint64_t StateBytes(int l) const { return layers[l].param_bytes * 2 + layers[l].optimizer_bytes; }
 };
 
+/// \brief Links of the data-parallel gradient all-reduce (see allreduce.h for the cost model).
+struct NetworkSpec {
+  double bandwidth_bytes_per_ms = 12.5e6;  ///< β per device: 100 Gbit/s
+  double latency_ms = 0.005;               ///< α per ring hop: 5 µs
+  /// \brief No synchronisation cost (infinitely fast links): pure compute estimates.
+  static NetworkSpec Free() { return {0, 0}; }
+  bool free() const { return bandwidth_bytes_per_ms <= 0; }
+};
+
 struct ClusterSpec {
   int nodes = 0;
   int gpus_per_node = 1;
   uint64_t device_memory_bytes = 0;  ///< 0 = memory not checked
-  double memory_margin = 0.10;       ///< eq. 14 safety margin (D-G8)
+  double memory_margin = 0.10;       ///< eq. 14 safety margin
+  NetworkSpec network;               ///< gradient all-reduce links
 };
 
 struct JobSpec {
@@ -62,7 +72,11 @@ Result<uint64_t> GetBytes(const nlohmann::json& j, const std::string& path, cons
 
 /// \brief "model": {"layers": [...]} or {"num_layers": L, "layer": {...}} (uniform).
 Result<ModelProfile> ParseModel(const nlohmann::json& j, const std::string& path = "model");
+/// \brief "cluster": nodes, gpus_per_node, device_memory, memory_margin, network_gbps (100; 0 =
+/// no all-reduce cost), network_latency_us (5).
 Result<ClusterSpec> ParseCluster(const nlohmann::json& j, const std::string& path = "cluster");
+/// \brief The network fields of a cluster object (also read alone by `plan failover`).
+Result<NetworkSpec> ParseNetwork(const nlohmann::json& j, const std::string& path = "cluster");
 Result<JobSpec> ParseJob(const nlohmann::json& j, const std::string& path = "job");
 
 /// \brief Synthetic transformer-like profile used by tests and benchmarks: embedding-heavier

@@ -1,6 +1,7 @@
 #pragma once
 /// \file reliability.h
-/// \brief REFT reliability model (seeds-spec §1.11, eqs. 5–6 corrected) and its Monte-Carlo check.
+/// \brief REFT reliability model (eqs. 5–6 corrected, docs/planner.md: n is the SG size, P_re a
+/// survival probability) and its Monte-Carlo check.
 /// Pure functions; thread-safe.
 
 #include <cstdint>

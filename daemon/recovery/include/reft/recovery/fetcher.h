@@ -16,11 +16,11 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "reft/mutex.h"
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/recovery_options.h"
 #include "reft/recovery/region_reader.h"
@@ -78,9 +78,9 @@ class Fetcher {
   RecoveryOptions options_;
   RestoreStats* stats_;
   ProgressCallback progress_;
-  mutable std::mutex mu_;  // bad_nodes_, stats_, progress_, item results
-  std::map<std::string, std::string> bad_nodes_;
-  uint64_t done_ = 0;
+  mutable Mutex mu_;  // bad_nodes_, *stats_, progress_ calls, item results
+  std::map<std::string, std::string> bad_nodes_ REFT_GUARDED_BY(mu_);
+  uint64_t done_ REFT_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace reft::recovery

@@ -1,7 +1,7 @@
 #pragma once
 /// \file group_assembler.h
 /// \brief The replicated bytes of one sharding group at one step, assembled from wherever they
-/// survive (REFT-load steps ❶–❸, seeds-spec §1.8): every member's shard from its own slot (this
+/// survive (REFT-load steps ❶–❸, docs/recovery.md): every member's shard from its own slot (this
 /// node's store first, then peers), else from an ARC copy; the shards nobody holds any more
 /// rebuilt from replicas, AEC parity or RS (protect::RebuildShards).
 ///
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "reft/protect/recovery.h"
+#include "reft/protect/rebuild_analysis.h"
 #include "reft/protect/slot_meta.h"
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/fetcher.h"
@@ -61,5 +61,10 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
 /// located slot count as alive. Used by restore-check.
 Result<GroupOutcome> PlanGroup(const ClusterView& view, const protect::SlotMeta& meta,
                                int64_t step);
+
+/// \brief " [lost members: dp1: <why>; dp2: <why>]" for the members not `alive` (empty when
+/// every member is alive); `why[d]` defaults to "no live node holds its slot".
+std::string LostMembersNote(const std::vector<bool>& alive,
+                            const std::vector<std::string>& why = {});
 
 }  // namespace reft::recovery

@@ -1,6 +1,6 @@
 #pragma once
 /// \file persister.h
-/// \brief Writes committed steps to the persistent tier (DESIGN.md §3 "Persist"): every K-th
+/// \brief Writes committed steps to the persistent tier (docs/data-paths.md "Persist"): every K-th
 /// committed step in a background thread, and on demand (`reftctl persist`), for a whole job.
 ///
 /// What a node writes: for each rank of the job it holds, the slot's own data — regions
@@ -34,12 +34,12 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "reft/mutex.h"
 #include "reft/recovery/tier_access.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -147,13 +147,13 @@ class Persister {
   PersisterOptions options_;
   Observer observer_;
 
-  std::mutex write_mu_;  // one local persist at a time
-  mutable std::mutex mu_;
+  Mutex write_mu_;  // one local persist at a time
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  bool running_ = false;
-  std::thread thread_;
-  std::map<std::string, Schedule> schedule_;      // guarded by mu_ (the thread only)
-  std::map<std::string, int64_t> last_complete_;  // guarded by mu_
+  bool running_ REFT_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started by Start(), joined by Stop()
+  std::map<std::string, Schedule> schedule_ REFT_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> last_complete_ REFT_GUARDED_BY(mu_);
 };
 
 /// \brief Why a persist failed, in the fixed set the metrics use (label `reason`).

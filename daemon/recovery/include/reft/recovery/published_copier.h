@@ -1,7 +1,7 @@
 #pragma once
 /// \file published_copier.h
 /// \brief local::PeerCopier for reftd: copies a ring neighbour's published region ("unique/<n>"
-/// of rank dp+1, DESIGN.md §2 "peer copy") into this rank's slot before it is sealed.
+/// of rank dp+1, docs/architecture.md "Glossary": peer copy) into this rank's slot before it is sealed.
 ///
 /// Locating rank `from`: this node first (its trainer is connected here, or its slot of the
 /// step is here), then the node that served it last time (cached), then the members' manifests
@@ -13,10 +13,10 @@
 /// Thread-safe.
 
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "reft/local/recovery_hooks.h"
+#include "reft/mutex.h"
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/recovery_options.h"
 
@@ -45,8 +45,8 @@ class PublishedCopier final : public local::PeerCopier {
   peer::PeerNode* peer_;
   RecoveryOptions options_;
   Locator locator_;
-  std::mutex mu_;
-  std::map<store::RankKey, std::string> cache_;  // rank -> node that served it last
+  Mutex mu_;
+  std::map<store::RankKey, std::string> cache_ REFT_GUARDED_BY(mu_);  // node that served it last
 };
 
 }  // namespace reft::recovery

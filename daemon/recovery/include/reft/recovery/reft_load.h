@@ -1,10 +1,10 @@
 #pragma once
 /// \file reft_load.h
-/// \brief REFT-load (seeds-spec §1.8, DESIGN.md §3 "Restore" and "Rebuild"): the cluster side of
+/// \brief REFT-load (docs/recovery.md, docs/data-paths.md "Restore" and "Rebuild"): the cluster side of
 /// restore. Implements local::RestoreProvider for the local channel, and offers the rebuild of
 /// lost ranks and the restore check to the Admin service.
 ///
-/// Step choice (deviation from the paper's coordinator, seeds-spec §1.8 step 2): the paper's
+/// Step choice (deviation from the paper's coordinator, step 2 of its REFT-load): the paper's
 /// coordinator picks "the newest version every shard of every SG can be rebuilt at". Here the
 /// step is the newest step *committed* job-wide by the distributed commit (after SyncNow with
 /// every live member), never an older one: once step S committed, every node frees the slots

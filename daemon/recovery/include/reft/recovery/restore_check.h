@@ -53,6 +53,8 @@ struct RestoreCheck {
   /// Nodes of the job that are alive but did not answer within the agreement timeout: what they
   /// hold is unknown, so a step that looks lost without them is "undecided", not lost.
   std::vector<std::string> waiting;
+  /// Why the check waited for silent holders, and how long ("" when it did not).
+  std::string settled;
   std::vector<std::string> warnings;
   /// Not recoverable from what answered, but some holder is only silent (waiting non-empty).
   bool undecided() const { return !recoverable && !waiting.empty(); }

@@ -1,6 +1,6 @@
 #pragma once
 /// \file slot_rebuilder.h
-/// \brief Node rebuild (DESIGN.md §3 "Rebuild"): regenerates a rank's slot in this node's store
+/// \brief Node rebuild (docs/data-paths.md "Rebuild"): regenerates a rank's slot in this node's store
 /// from its assembled state, so a replacement node protects the job again.
 ///
 /// The slot follows the slot layout contract: "meta" (the rank's SlotMeta), then

@@ -3,7 +3,7 @@
 /// \brief The persistent tier as reftd uses it: opened lazily and reopened after a failure, so a
 /// missing or full `--persist-dir` is an error reported (health, last error) instead of a
 /// reason not to start, and an NFS mount that appears later is picked up without a restart
-/// (DESIGN.md §5 "persistent directory full or missing: error reported; in-memory snapshots
+/// (docs/failure-model.md "persistent directory full or missing: error reported; in-memory snapshots
 /// unaffected").
 ///
 /// Every user (the Persister, the restore fallback, the Admin service) calls Get() for the
@@ -16,9 +16,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "reft/mutex.h"
 #include "reft/persist/persistent_tier.h"
 #include "reft/result.h"
 
@@ -60,12 +60,13 @@ class TierAccess {
  private:
   persist::PersistOptions options_;
   std::chrono::milliseconds retry_interval_;
-  mutable std::mutex mu_;
-  std::shared_ptr<persist::PersistentTier> tier_;
-  Status open_error_;
-  bool error_from_open_ = false;  ///< last_error came from Open (cleared by a good reopen)
-  std::chrono::steady_clock::time_point next_open_{};
-  TierHealth health_;
+  mutable Mutex mu_;
+  std::shared_ptr<persist::PersistentTier> tier_ REFT_GUARDED_BY(mu_);
+  Status open_error_ REFT_GUARDED_BY(mu_);
+  /// last_error came from Open (cleared by a good reopen)
+  bool error_from_open_ REFT_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point next_open_ REFT_GUARDED_BY(mu_){};
+  TierHealth health_ REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::recovery

@@ -36,7 +36,7 @@ struct PersistentCheck {
   std::string dir;
   std::string error;  ///< the tier could not be read ("" = fine)
   bool layout_known = false;
-  persist::JobLayout layout;
+  JobLayout layout;
   std::optional<int64_t> newest_complete;  ///< the fallback a restore would use (<= step)
   bool step_complete = false;              ///< `step` itself is complete in the tier
   std::vector<int64_t> steps;              ///< every step directory of the job
@@ -46,7 +46,7 @@ struct PersistentCheck {
 /// \brief Reads the tier's state of `job`: complete steps for `layout` (when not given, the
 /// layout of the newest step's manifests), whether `step` is complete, and its problems.
 PersistentCheck CheckPersistent(TierAccess* tier, const std::string& job,
-                                std::optional<persist::JobLayout> layout,
+                                std::optional<JobLayout> layout,
                                 std::optional<int64_t> step);
 
 }  // namespace reft::recovery

@@ -1,8 +1,9 @@
 #pragma once
 /// \file grpc_auth.h
-/// \brief Authentication of every gRPC endpoint (Peer, Admin) and of their clients (peers,
-/// reftctl): mutual TLS and/or a shared token read from a file. Plain text is allowed only
-/// when every address is loopback, or when the operator says so explicitly.
+/// \brief Transport security of every gRPC endpoint (Peer, Admin) and of their clients (peers,
+/// reftctl): mutual TLS and/or a shared token read from a file. Plain text without credentials
+/// is allowed only when every address is loopback, a token only over TLS beyond loopback, unless
+/// the operator says so explicitly. The per-call check is security::Authorizer (authorizer.h).
 
 #include <memory>
 #include <string>
@@ -14,12 +15,19 @@
 
 namespace reft::security {
 
+/// Metadata key and value prefix that carry the shared token on every call.
+inline constexpr char kTokenHeader[] = "authorization";
+inline constexpr char kTokenPrefix[] = "Bearer ";
+
 struct SecurityOptions {
   std::string tls_cert;  ///< PEM certificate of this node (server and client side)
   std::string tls_key;   ///< PEM private key
   std::string tls_ca;    ///< PEM CA bundle that peers' / clients' certificates must chain to
   std::string token_file;  ///< file whose first line is the shared token
   bool allow_insecure = false;  ///< plain text on non-loopback addresses (logged as a warning)
+  /// Group whose members may use the admin Unix socket besides root and the daemon's own uid
+  /// (checked with SO_PEERCRED); "" = nobody else.
+  std::string operator_group;
 
   bool tls() const { return !tls_cert.empty(); }
 };
@@ -27,8 +35,10 @@ struct SecurityOptions {
 /// \brief True for 127.0.0.0/8, [::1], localhost and unix: targets.
 bool IsLoopbackAddress(const std::string& address);
 
-/// \brief Checks the combination: TLS needs cert, key and CA together; without TLS or a token,
-/// every address must be loopback unless allow_insecure. InvalidArgument names the key.
+/// \brief Checks the combination: TLS needs cert, key and CA together; without TLS, every
+/// address must be loopback unless allow_insecure: with neither TLS nor a token anyone on the
+/// network could call, and a token without TLS travels in clear text (anyone who sees one call
+/// can replay it). An operator_group must exist. InvalidArgument names the key and says why.
 Status ValidateSecurity(const SecurityOptions& options, const std::vector<std::string>& addresses);
 
 /// \brief The token (first line, trailing whitespace removed). IoError / InvalidArgument name
@@ -42,18 +52,7 @@ Result<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(const S
 /// Done per call rather than with call credentials, which gRPC refuses on plain-text loopback.
 void AttachToken(grpc::ClientContext* context, const std::string& token);
 
-/// \brief Server-side token check for one call. Empty token = no token required.
-/// Thread-safe, immutable.
-class TokenAuthorizer {
- public:
-  explicit TokenAuthorizer(std::string token) : token_(std::move(token)) {}
-  /// \brief OK, or UNAUTHENTICATED naming the method and the peer (never the secret); the
-  /// refusal is logged once per call.
-  grpc::Status Check(grpc::ServerContext* context, const char* method) const;
-  bool enabled() const { return !token_.empty(); }
-
- private:
-  std::string token_;
-};
+/// \brief The gid of group `name`; InvalidArgument naming `key` when there is none.
+Result<uint32_t> LookupGroup(const std::string& name, const std::string& key);
 
 }  // namespace reft::security

@@ -6,7 +6,7 @@
 /// An image is byte for byte a segment file whose state record is `committed(step)`: the same
 /// header, region table, per-chunk XXH3-64 table and 4 KiB-aligned payload, so one format (and
 /// one strict parser, the one adoption uses) serves the shm slots and the persistent tier
-/// (DESIGN.md §3 "Persist"). Only record A is used (seqno 1); record B is zero; the header's
+/// (docs/data-paths.md "Persist"). Only record A is used (seqno 1); record B is zero; the header's
 /// slot index is 0.
 ///
 /// Writing is two passes over the caller's memory: SegmentImageWriter::Prepare checksums every

@@ -18,20 +18,29 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "reft/job_layout.h"
 #include "reft/result.h"
 
 namespace reft::store {
 
-/// \brief A rank of a job, keyed by its coordinates at save time (never by node or local rank).
-struct RankKey {
+/// \brief A rank of a job: the job and the rank's coordinates at save time (never its node or
+/// local rank). It is a RankCoord, so it passes wherever coordinates are expected.
+struct RankKey : RankCoord {
   std::string job;
-  int32_t pp = 0;
-  int32_t tp = 0;
-  int32_t dp = 0;
+
+  RankKey() = default;
+  RankKey(std::string job_id, int32_t pp_, int32_t tp_, int32_t dp_)
+      : RankCoord{pp_, tp_, dp_}, job(std::move(job_id)) {}
+  RankKey(std::string job_id, const RankCoord& c) : RankCoord(c), job(std::move(job_id)) {}
+
+  const RankCoord& coord() const { return *this; }
   std::string ToString() const;  ///< "job/pp0-tp0-dp3"
   bool operator==(const RankKey& o) const;
+  bool operator!=(const RankKey& o) const { return !(*this == o); }
+  /// \brief Ordered by job, then coordinates.
   bool operator<(const RankKey& o) const;
 };
 
@@ -152,7 +161,7 @@ class SnapshotStore {
   /// \brief Makes `regions` of the slot holding `step` (in any state but free) readable by peer
   /// copies before the slot is sealed: checksums their chunks into the chunk table and marks
   /// them published. A neighbour's daemon copies them into its own slot of the same step
-  /// (DESIGN.md §2 "peer copy") while this slot is still being completed, so no member waits for
+  /// (docs/architecture.md "Glossary": peer copy) while this slot is still being completed, so no member waits for
   /// another member's seal. Cleared by any transition to free or writing and by Unpublish().
   /// NotFound when no slot holds `step`, or a region is not in its layout.
   virtual Status Publish(const RankKey& rank, int64_t step,

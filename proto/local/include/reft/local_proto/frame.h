@@ -16,7 +16,8 @@ namespace reft::local_proto {
 
 constexpr uint32_t kFrameMagic = 0x4C544652;  // "RFTL" little-endian
 /// 2: slots are sharded (SlotReply carries regions, hello reply the shard alignment).
-constexpr uint16_t kProtocolVersion = 2;
+/// 3: restore replies carry a RestoreReport.
+constexpr uint16_t kProtocolVersion = 3;
 constexpr size_t kFrameHeaderSize = 24;
 
 enum class MessageType : uint16_t {
@@ -44,7 +45,7 @@ constexpr uint16_t kMaxMessageType = 17;
 const char* MessageTypeName(MessageType type);
 
 /// \brief Hard limits on everything a peer can make the other side read or allocate
-/// (field-notes §5.8). The defaults are what the daemon enforces; both sides share them.
+/// (docs/failure-model.md "Inputs reftd does not trust"). The defaults are what the daemon enforces; both sides share them.
 struct Limits {
   uint32_t max_payload_bytes = 64 * 1024;  ///< a frame larger than this is rejected
   uint32_t max_fds_per_frame = 4;          ///< SCM_RIGHTS fds accepted per frame (<= 253)

@@ -1,6 +1,6 @@
 #pragma once
 /// \file has_hints.h
-/// \brief The HAS hint page (DESIGN.md §3 save path, seeds-spec §1.2): one page of shared memory
+/// \brief The HAS hint page (docs/has.md): one page of shared memory
 /// (a sealed memfd the client sends once with `has_attach`) through which a trainer tells its
 /// reftd, without a system call, when its device is idle (bubble_begin / bubble_end), when it
 /// took a snapshot and when it waits in fence() (the optimizer-step deadline). The daemon

@@ -11,20 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "reft/job_layout.h"
 #include "reft/local_proto/frame.h"
 #include "reft/result.h"
 
 namespace reft::local_proto {
 
-struct Layout {
-  int32_t dp = 1, tp = 1, pp = 1, zero = 0;
-};
-
 /// Client -> daemon, first message of a session.
 struct Hello {
   std::string job;
-  int32_t pp = 0, tp = 0, dp = 0;  ///< this rank's coordinates
-  Layout layout;
+  RankCoord coord;  ///< this rank's coordinates
+  JobLayout layout;
   std::string protection = "none";
   std::string client_version;
 };
@@ -119,6 +116,24 @@ struct SlotReply {
   std::vector<RegionPlacement> gradients;
 };
 
+/// How a restore went, as the trainer's LastRestore() reports it. The restore is a job-wide
+/// decision (docs/recovery.md "One decision per job"): `agreement_ns` is the time this rank's
+/// restore spent reaching it (waiting for silent holders of the job's slots, following another
+/// rank's decision), `agreement` says why it waited and whose decision it followed.
+struct RestoreReport {
+  static constexpr uint32_t kMaxText = 8192;  ///< `agreement` and `detail` are cut to this
+  std::string source;    ///< "memory" | "persistent" | "none" (nothing committed job-wide)
+  uint64_t agreement_ns = 0;
+  uint64_t daemon_ns = 0;  ///< the whole restore inside reftd (agreement included)
+  std::string agreement;
+  std::string detail;    ///< where each part came from
+};
+/// RestoreReply: the restored bytes (SlotReply without a gradient trailer) and the report.
+struct RestoreReply {
+  SlotReply slot;
+  RestoreReport report;
+};
+
 /// A trainer-side "ready" event of one device (CUDA/HIP IPC event, emulated shared counter):
 /// the daemon's copy stream waits on it before pulling that device's buffers, so it never
 /// reads a buffer the trainer's stream is still writing. At most Limits::max_fds_per_frame.
@@ -150,6 +165,7 @@ std::vector<uint8_t> Encode(const RegisterReply& m);
 std::vector<uint8_t> Encode(const StepMessage& m);
 std::vector<uint8_t> Encode(const SnapshotBegin& m);
 std::vector<uint8_t> Encode(const SlotReply& m);
+std::vector<uint8_t> Encode(const RestoreReply& m);
 std::vector<uint8_t> Encode(const QueryCommittedReply& m);
 std::vector<uint8_t> Encode(const SnapshotStaged& m);
 std::vector<uint8_t> Encode(const ErrorReply& m);
@@ -163,6 +179,7 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RegisterReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, StepMessage* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotBegin* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SlotReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, QueryCommittedReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotStaged* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, ErrorReply* m);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "reft/local_proto/frame.h"
-#include "reft/local_proto/unique_fd.h"
+#include "reft/unique_fd.h"
 #include "reft/result.h"
 
 namespace reft::local_proto {

@@ -1,0 +1,49 @@
+#pragma once
+/// \file single_node_commit.h
+/// \brief The commit coordinator of a job whose ranks all live on this node.
+
+#include <condition_variable>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "reft/local/commit_coordinator.h"
+#include "reft/mutex.h"
+#include "reft/store/snapshot_store.h"
+
+namespace reft::local {
+
+/// \brief All ranks of a job are local: commit = every rank completed the step.
+///
+/// Recovery after a daemon crash during a commit loop: the first time a job is seen, the
+/// coordinator looks at the store; if some ranks committed step M and others only completed
+/// it, M was complete everywhere (commits happen only then), so the commit is rolled forward
+/// for the lagging ranks. No rank ever restores a mix of steps.
+class SingleNodeCommitCoordinator : public CommitCoordinator {
+ public:
+  explicit SingleNodeCommitCoordinator(store::SnapshotStore* store);
+  Status Join(const store::RankKey& rank, const JobLayout& layout) override REFT_EXCLUDES(mu_);
+  void Leave(const store::RankKey& rank) override REFT_EXCLUDES(mu_);
+  Status Complete(const store::RankKey& rank, int64_t step) override REFT_EXCLUDES(mu_);
+  std::optional<int64_t> NewestCommitted(const std::string& job) override REFT_EXCLUDES(mu_);
+  bool WaitCommitted(const std::string& job, int64_t step,
+                     std::chrono::milliseconds timeout) override REFT_EXCLUDES(mu_);
+
+ private:
+  struct JobState {
+    bool recovered = false;
+    JobLayout layout;
+    int connected = 0;
+    std::optional<int64_t> newest_committed;
+    std::map<int64_t, std::set<store::RankKey>> completed;  // step -> ranks that completed it
+  };
+  JobState& StateLocked(const std::string& job) REFT_REQUIRES(mu_);  // runs recovery once per job
+
+  store::SnapshotStore* store_;
+  Mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, JobState> jobs_ REFT_GUARDED_BY(mu_);
+};
+
+}  // namespace reft::local

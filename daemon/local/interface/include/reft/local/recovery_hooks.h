@@ -1,0 +1,66 @@
+#pragma once
+/// \file recovery_hooks.h
+/// \brief What the local channel needs from the cluster layer, as interfaces (the dependency
+/// points from daemon/recovery to daemon/local, never back; reftd wires the implementations).
+///
+/// - PeerCopier: a session completing step s of rank dp copies the unique buffers of rank
+///   dp+1 (its ring neighbour in the sharding group) into its own slot ("peer/<name>" regions,
+///   docs/architecture.md "Glossary": peer copy), from the neighbour's published "unique/<name>" regions.
+/// - RestoreProvider: REFT-load for one rank (docs/data-paths.md "Restore"): the newest step committed
+///   job-wide, assembled from this node's slots, peers' slots, replicas, parity or RS, or the
+///   persistent tier; and the rank's own slot regenerated when this node had lost it.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "reft/unique_fd.h"
+#include "reft/protect/slot_meta.h"
+#include "reft/result.h"
+#include "reft/store/snapshot_store.h"
+
+namespace reft::local {
+
+class PeerCopier {
+ public:
+  virtual ~PeerCopier() = default;
+  /// \brief Copies `region` of rank `from`'s slot of `step` into [dst, dst+size) once the
+  /// owner published it (SnapshotStore::Publish), wherever that rank lives (this node or a
+  /// peer), verifying checksums. Waits up to `timeout` for the publication: Timeout when it
+  /// does not come (the neighbour is slow or gone; the step then fails on this rank and is
+  /// never committed). InvalidArgument when the region's size differs from `size`. Cancelled
+  /// soon after `*cancel` becomes true (the copying rank's trainer went away).
+  virtual Status CopyPublished(const store::RankKey& from, int64_t step, const std::string& region,
+                               uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout,
+                               const std::atomic<bool>* cancel = nullptr) = 0;
+};
+
+/// \brief The full bytes of every buffer of one rank at one step, in a memfd the daemon maps
+/// (device restores copy H2D from it) and hands to the trainer (staged restores map it).
+struct RestoredState {
+  int64_t step = -1;            ///< -1: nothing to restore (no committed step anywhere)
+  std::string source;           ///< "memory" or "persistent"
+  std::string detail;           ///< one line for logs: where each part came from
+  /// Time spent reaching the job-wide decision, and why it waited / whose decision it followed.
+  std::chrono::nanoseconds agreement{0};
+  std::string agreement_detail;
+  std::chrono::nanoseconds elapsed{0};  ///< the whole restore in reftd
+  UniqueFd fd;     ///< memfd of `size` bytes
+  uint64_t size = 0;
+  std::map<std::string, uint64_t> offsets;  ///< buffer name -> offset of its bytes in `fd`
+};
+
+class RestoreProvider {
+ public:
+  virtual ~RestoreProvider() = default;
+  /// \brief Assembles the newest step committed job-wide for the rank `meta` describes (its
+  /// registered buffers, layout and protection as the restarted trainer declares them).
+  /// InvalidArgument when the snapshots were taken with other buffers/layout/protection;
+  /// Lost naming what cannot be rebuilt when neither memory nor the persistent tier has it;
+  /// Timeout/Unavailable when sources stop answering (never hangs past its deadline).
+  virtual Result<RestoredState> Restore(const protect::SlotMeta& meta) = 0;
+};
+
+}  // namespace reft::local

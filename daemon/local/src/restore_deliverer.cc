@@ -1,0 +1,88 @@
+#include "restore_deliverer.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+
+namespace reft::local {
+
+namespace {
+
+bool Stored(const SessionBuffers::Buffer& b) {
+  return b.reg.kind != local_proto::BufferKind::kGradient;  // gradients are never stored
+}
+
+}  // namespace
+
+namespace {
+std::string Cut(const std::string& text) {
+  return text.substr(0, local_proto::RestoreReport::kMaxText);
+}
+}  // namespace
+
+Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta,
+                                 local_proto::RestoreReply* restore_reply, UniqueFd* fd) {
+  REFT_ASSIGN_OR_RETURN(RestoredState restored, restorer_->Restore(meta));
+  local_proto::RestoreReport& report = restore_reply->report;
+  report.source = restored.step < 0 ? "none" : restored.source;
+  report.agreement_ns = static_cast<uint64_t>(restored.agreement.count());
+  report.daemon_ns = static_cast<uint64_t>(restored.elapsed.count());
+  report.agreement = Cut(restored.agreement_detail);
+  report.detail = Cut(restored.detail);
+  if (restored.step < 0) return Status::OK();  // nothing committed job-wide: a fresh start
+  local_proto::SlotReply* reply = &restore_reply->slot;
+  const auto& buffers = buffers_->all();
+  bool any_device = false;
+  for (const auto& b : buffers) {
+    if (!Stored(b)) continue;
+    if (!restored.offsets.count(b.reg.name)) {
+      return Status::Internal("restore assembled no bytes for buffer '" + b.reg.name + "'");
+    }
+    any_device |= b.backend != nullptr;
+  }
+  if (any_device) {
+    const uint64_t mapped = std::max<uint64_t>(restored.size, 1);
+    void* map = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, restored.fd.get(), 0);
+    if (map == MAP_FAILED) return Status::FromErrno(errno, "mapping the restored state");
+    Status pushed = PushDevice(static_cast<const uint8_t*>(map), restored.offsets);
+    ::munmap(map, mapped);
+    REFT_RETURN_NOT_OK(pushed.WithContext("restoring step " + std::to_string(restored.step)));
+  }
+  reply->step = restored.step;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].backend != nullptr || !Stored(buffers[i])) continue;
+    local_proto::Placement p{static_cast<uint32_t>(i), restored.offsets.at(buffers[i].reg.name),
+                             buffers[i].reg.size};
+    reply->file_size = std::max(reply->file_size, p.file_offset + p.size);
+    reply->staged.push_back(p);
+  }
+  if (!reply->staged.empty()) *fd = std::move(restored.fd);  // the client maps it read-only
+  return Status::OK();
+}
+
+Status RestoreDeliverer::PushDevice(const uint8_t* base,
+                                    const std::map<std::string, uint64_t>& offsets) {
+  std::vector<kernels::CopyStream*> used;
+  Status first;
+  for (const auto& b : buffers_->all()) {
+    if (b.backend == nullptr || !Stored(b)) continue;
+    auto stream = buffers_->StreamFor(b.backend, b.reg.memory.device);
+    if (!stream.ok()) {
+      first = stream.status();
+      break;
+    }
+    first = b.backend->CopyToDeviceAsync(base + offsets.at(b.reg.name), *b.memory,
+                                         b.reg.memory.offset, b.reg.size, **stream)
+                .WithContext("restoring buffer '" + b.reg.name + "'");
+    if (!first.ok()) break;
+    if (std::find(used.begin(), used.end(), *stream) == used.end()) used.push_back(*stream);
+  }
+  // Synchronise everything queued even after an error: the memfd is unmapped after this.
+  for (auto* s : used) {
+    Status st = s->Synchronize();
+    if (first.ok()) first = st;
+  }
+  return first;
+}
+
+}  // namespace reft::local

@@ -1,0 +1,70 @@
+#pragma once
+/// \file authorizer.h
+/// \brief The one per-call check of every gRPC call reftd serves, Admin and Peer alike
+/// (docs/security.md):
+///  - the shared token, when one is configured, on every call that arrives over TCP;
+///  - under mutual TLS, a Peer call's claimed node id (its Caller) must be named by the
+///    client certificate: its common name or one of its DNS subject alternative names
+///    (the handshake already proved the certificate chains to the CA);
+///  - over the admin Unix socket (OperatorSocket), the connection's uid must be an
+///    operator's; Peer calls never come that way.
+/// Refusals are UNAUTHENTICATED (no or wrong token, no certificate) or PERMISSION_DENIED
+/// (identity mismatch, not an operator), with a message that names what was wrong but never
+/// the secret. The first few are logged, a sustained stream at most once a second (with the
+/// number left out), so a flood of bad calls cannot flood the log. Immutable after
+/// construction; thread-safe.
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "reft/mutex.h"
+#include "reft/security/operator_socket.h"
+
+namespace reft::security {
+
+class Authorizer {
+ public:
+  /// `token` "" = no token required. `mutual_tls`: the TCP endpoint requires client
+  /// certificates, so Peer callers are bound to them. `local`: the admin Unix socket whose
+  /// connections are checked by uid (null = there is none; calls that claim to come from one
+  /// are refused).
+  Authorizer(std::string token, bool mutual_tls, const OperatorSocket* local = nullptr);
+
+  /// \brief An Admin call (`method` e.g. "Admin/Status", for messages and logs).
+  grpc::Status CheckAdmin(grpc::ServerContext* context, const char* method) const;
+  /// \brief A Peer call whose request claims to come from node `claimed_node_id`.
+  grpc::Status CheckPeer(grpc::ServerContext* context, const char* method,
+                         const std::string& claimed_node_id) const;
+
+  bool token_required() const { return !token_.empty(); }
+  bool mutual_tls() const { return mutual_tls_; }
+  /// \brief Calls refused so far (every reason).
+  uint64_t refused() const { return refused_.load(); }
+
+ private:
+  grpc::Status CheckToken(grpc::ServerContext* context, const char* method) const;
+  grpc::Status Refuse(grpc::ServerContext* context, const char* method, grpc::StatusCode code,
+                      const std::string& why) const;
+
+  const std::string token_;
+  const bool mutual_tls_;
+  const OperatorSocket* local_;
+  mutable std::atomic<uint64_t> refused_{0};
+  mutable Mutex log_mu_;
+  mutable int64_t last_log_ms_ REFT_GUARDED_BY(log_mu_) = 0;
+  mutable double log_budget_ REFT_GUARDED_BY(log_mu_) = 10;  ///< refusals that may still be logged now
+  mutable uint64_t unlogged_ REFT_GUARDED_BY(log_mu_) = 0;
+};
+
+/// \brief The names a verified client certificate carries: its common name and its DNS
+/// subject alternative names (empty when the call has no certificate).
+std::vector<std::string> CertificateNames(const grpc::AuthContext& auth);
+
+/// \brief Compares without an early exit, so the time taken does not reveal a matching prefix.
+bool ConstantTimeEquals(const std::string& a, const std::string& b);
+
+}  // namespace reft::security

@@ -1,0 +1,161 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "reft/app/config.h"
+#include "test_support.h"
+
+using reft::StatusCode;
+using reft::app::DaemonConfig;
+using reft::app::ParseDaemonArgs;
+
+namespace {
+
+reft::Result<DaemonConfig> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "reftd");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  return ParseDaemonArgs(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string WriteFile(const reft::testing::TempDir& dir, const std::string& text) {
+  std::string path = dir.path() + "/reftd.toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("flags parse and override defaults", "[config]") {
+  auto c = Parse({"--node-id", "n1", "--listen", "127.0.0.1:9000", "--memory-limit", "2G",
+                  "--peers", "127.0.0.1:9001,127.0.0.1:9002", "--shm-dir", "/dev/shm/x"});
+  REQUIRE(c.ok());
+  CHECK(c->node_id == "n1");
+  CHECK(c->listen == "127.0.0.1:9000");
+  CHECK(c->memory_limit == (2ull << 30));
+  CHECK(c->peers == std::vector<std::string>{"127.0.0.1:9001", "127.0.0.1:9002"});
+}
+
+TEST_CASE("flags override the TOML file, and the file is fully validated", "[config]") {
+  reft::testing::TempDir dir;
+  auto path = WriteFile(dir, R"(
+node_id = "from-file"
+listen = "127.0.0.1:7001"
+memory_limit = "512M"
+peers = ["127.0.0.1:7002"]
+[store]
+chunk_size = "1M"
+slots_per_rank = 4
+file_mode = "0640"
+[local]
+allowed_uids = [0, 1000]
+)");
+  auto c = Parse({"--config", path, "--listen", "127.0.0.1:7005"});
+  REQUIRE(c.ok());
+  CHECK(c->node_id == "from-file");
+  CHECK(c->listen == "127.0.0.1:7005");
+  CHECK(c->memory_limit == (512ull << 20));
+  CHECK(c->chunk_size == (1ull << 20));
+  CHECK(c->slots_per_rank == 4);
+  CHECK(c->file_mode == 0640);
+  CHECK(c->allowed_uids == std::vector<uint32_t>{0, 1000});
+}
+
+TEST_CASE("bad config names the key", "[config]") {
+  reft::testing::TempDir dir;
+  struct Case {
+    const char* toml;
+    const char* needle;
+  } cases[] = {
+      {"bogus = 1\n", "'bogus': unknown key"},
+      {"[store]\nchunk_size = \"3K\"\n", "store.chunk_size"},
+      {"[store]\nslots_per_rank = 1\n", "store.slots_per_rank"},
+      {"[store]\nfile_mode = \"0777\"\n", "store.file_mode"},
+      {"memory_limit = \"lots\"\n", "memory_limit"},
+      {"listen = \"nohostport\"\n", "listen"},
+      {"peers = [\"a:1\", 3]\n", "peers"},
+      {"[local]\nallowed_uids = [-1]\n", "local.allowed_uids"},
+      {"log_level = \"chatty\"\n", "log_level"},
+      {"node_id = \n", "line 1"},
+  };
+  for (const auto& tc : cases) {
+    INFO(tc.toml);
+    auto c = Parse({"--config", WriteFile(dir, tc.toml)});
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(c.status().message(), Catch::Contains(tc.needle));
+  }
+}
+
+TEST_CASE("bad flags are usage errors", "[config]") {
+  CHECK(Parse({"--no-such-flag"}).status().code() == StatusCode::kInvalidArgument);
+  CHECK(Parse({"--memory-limit", "12Q"}).status().code() == StatusCode::kInvalidArgument);
+  CHECK(Parse({"--config", "/nonexistent/reftd.toml"}).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(Parse({"--help"}).status().code() == StatusCode::kCancelled);
+}
+
+TEST_CASE("security: a token without TLS beyond loopback is refused, and says why", "[config]") {
+  reft::testing::TempDir dir;
+  const std::string token = dir.path() + "/token";
+  std::ofstream(token) << "0123456789abcdef0123456789abcdef\n";
+  const std::string section = "[security]\ntoken_file = \"" + token + "\"\n";
+
+  SECTION("on loopback the token is fine") {
+    auto c = Parse({"--config", WriteFile(dir, "listen = \"127.0.0.1:7070\"\n" + section)});
+    INFO(c.status().message());
+    CHECK(c.ok());
+  }
+  for (const char* bad : {"listen = \"0.0.0.0:7070\"\n", "peers = [\"10.0.0.2:7070\"]\n",
+                          "[peer]\nadvertise = \"10.0.0.1:7070\"\n"}) {
+    INFO(bad);
+    auto c = Parse({"--config", WriteFile(dir, std::string(bad) + section)});
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(c.status().message(), Catch::Contains("clear text") &&
+                                         Catch::Contains("allow_insecure") &&
+                                         Catch::Contains("tls_cert"));
+    CHECK_THAT(c.status().message(), !Catch::Contains("0123456789abcdef"));
+  }
+  SECTION("allow_insecure is the operator's explicit way out") {
+    auto c = Parse({"--config", WriteFile(dir, "listen = \"0.0.0.0:7070\"\n" + section +
+                                                   "allow_insecure = true\n")});
+    INFO(c.status().message());
+    CHECK(c.ok());
+  }
+  SECTION("mutual TLS needs no token beyond loopback") {
+    auto c = Parse({"--config",
+                    WriteFile(dir, "listen = \"0.0.0.0:7070\"\n[security]\ntls_cert = \"c\"\n"
+                                   "tls_key = \"k\"\ntls_ca = \"a\"\n")});
+    INFO(c.status().message());
+    CHECK(c.ok());
+  }
+}
+
+TEST_CASE("security.operator_group must name a group", "[config]") {
+  reft::testing::TempDir dir;
+  auto c = Parse({"--config", WriteFile(dir, "[security]\noperator_group = \"no-such-grp-x\"\n")});
+  REQUIRE_FALSE(c.ok());
+  CHECK_THAT(c.status().message(),
+             Catch::Contains("security.operator_group") && Catch::Contains("no-such-grp-x"));
+  auto root = Parse({"--config", WriteFile(dir, "[security]\noperator_group = \"root\"\n")});
+  INFO(root.status().message());
+  REQUIRE(root.ok());
+  CHECK(root->security.operator_group == "root");
+}
+
+TEST_CASE("security: etcd in plain text beyond loopback is refused", "[config]") {
+  reft::testing::TempDir dir;
+  auto c = Parse({"--config", WriteFile(dir, "[etcd]\nendpoints = [\"10.0.0.9:2379\"]\n")});
+  REQUIRE_FALSE(c.ok());
+  CHECK_THAT(c.status().message(), Catch::Contains("etcd.endpoints") &&
+                                       Catch::Contains("no etcd TLS") &&
+                                       Catch::Contains("allow_insecure"));
+  auto local = Parse({"--config", WriteFile(dir, "[etcd]\nendpoints = [\"127.0.0.1:2379\"]\n")});
+  INFO(local.status().message());
+  CHECK(local.ok());
+  auto tls = Parse({"--config", WriteFile(dir, "[etcd]\nendpoints = [\"10.0.0.9:2379\"]\n"
+                                               "tls_ca = \"a\"\ntls_cert = \"c\"\ntls_key = \"k\"\n")});
+  INFO(tls.status().message());
+  CHECK(tls.ok());
+}

@@ -1,0 +1,273 @@
+// Local-channel codec: round trips, and every malformed input rejected with Protocol.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "reft/local_proto/codec.h"
+#include "reft/local_proto/messages.h"
+
+using namespace reft;
+using namespace reft::local_proto;
+
+namespace {
+std::vector<uint8_t> Framed(const FrameHeader& h, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> out(kFrameHeaderSize);
+  EncodeHeader(h, out.data());
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("messages round-trip through the codec") {
+  Limits l;
+  Hello h;
+  h.job = "run-1";
+  h.coord = {1, 2, 3};
+  h.layout = {4, 3, 2, 1};
+  h.protection = "arc1+aec";
+  h.client_version = "v";
+  Hello h2;
+  REQUIRE(Decode(Encode(h), l, &h2).ok());
+  CHECK(h2.job == "run-1");
+  CHECK(h2.coord.dp == 3);
+  CHECK(h2.layout.dp == 4);
+  CHECK(h2.layout.zero == 1);
+  CHECK(h2.protection == "arc1+aec");
+
+  Register r;
+  r.name = "params";
+  r.kind = BufferKind::kUnique;
+  r.dtype = "float32";
+  r.layer = 7;
+  r.size = 12345;
+  r.memory.memory_kind = 1;
+  r.memory.ipc_handle = std::string(64, '\x7f');
+  r.memory.allocation_id = 99;
+  r.memory.allocation_size = 1 << 20;
+  r.memory.offset = 4096;
+  r.memory.has_fd = true;
+  Register r2;
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.name == "params");
+  CHECK(r2.kind == BufferKind::kUnique);
+  CHECK(r2.layer == 7);
+  CHECK(r2.memory.ipc_handle == r.memory.ipc_handle);
+  CHECK(r2.memory.offset == 4096);
+  CHECK(r2.memory.has_fd);
+
+  SlotReply s;
+  s.step = 5;
+  s.file_size = 1 << 20;
+  s.staged = {{0, 4096, 100}, {2, 8192, 1}};
+  SlotReply s2;
+  REQUIRE(Decode(Encode(s), l, &s2).ok());
+  REQUIRE(s2.staged.size() == 2);
+  CHECK(s2.staged[1].buffer_index == 2);
+  CHECK(s2.staged[1].file_offset == 8192);
+
+  RestoreReply rr;
+  rr.slot = s;
+  rr.report = {"persistent", 2500, 90000, "followed node1's decision", "tier step 5"};
+  RestoreReply rr2;
+  REQUIRE(Decode(Encode(rr), l, &rr2).ok());
+  CHECK(rr2.slot.staged.size() == 2);
+  CHECK(rr2.report.source == "persistent");
+  CHECK(rr2.report.agreement_ns == 2500);
+  CHECK(rr2.report.daemon_ns == 90000);
+  CHECK(rr2.report.agreement == "followed node1's decision");
+  CHECK(rr2.report.detail == "tier step 5");
+  // A restore reply is not a slot reply with a trailer: each decoder refuses the other.
+  CHECK(!Decode(Encode(rr), l, &s2).ok());
+  rr.report.detail = std::string(RestoreReport::kMaxText + 1, 'x');
+  CHECK(Decode(Encode(rr), l, &rr2).code() == StatusCode::kProtocol);
+
+  ErrorReply e;
+  REQUIRE(Decode(EncodeError(Status::Corrupted("bad chunk")), l, &e).ok());
+  CHECK(ToStatus(e).code() == StatusCode::kCorrupted);
+  CHECK(ToStatus(e).message() == "bad chunk");
+}
+
+TEST_CASE("truncated and trailing payloads are rejected") {
+  Limits l;
+  Hello h;
+  h.job = "job";
+  auto bytes = Encode(h);
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    std::vector<uint8_t> t(bytes.begin(), bytes.begin() + cut);
+    Hello out;
+    Status st = Decode(t, l, &out);
+    REQUIRE(st.code() == StatusCode::kProtocol);
+  }
+  bytes.push_back(0);
+  Hello out;
+  CHECK(Decode(bytes, l, &out).code() == StatusCode::kProtocol);
+}
+
+TEST_CASE("oversized strings and counts are rejected before allocating") {
+  Limits l;
+  Register r;
+  r.name = std::string(l.max_name_bytes + 1, 'x');
+  Register out;
+  Status st = Decode(Encode(r), l, &out);
+  CHECK(st.code() == StatusCode::kProtocol);
+  CHECK(st.message().find("name") != std::string::npos);
+
+  // A slot reply that claims 1000 placements but carries none.
+  Writer w;
+  w.I64(1);
+  w.U64(100);
+  w.U32(1000);
+  SlotReply s;
+  CHECK(Decode(w.Take(), l, &s).code() == StatusCode::kProtocol);
+  // A count over the limit.
+  Writer w2;
+  w2.I64(1);
+  w2.U64(100);
+  w2.U32(l.max_buffers + 1);
+  CHECK(Decode(w2.Take(), l, &s).code() == StatusCode::kProtocol);
+  // A placement outside the file (offset + size overflows).
+  SlotReply bad;
+  bad.file_size = 100;
+  bad.staged = {{0, 50, ~0ull}};
+  CHECK(Decode(Encode(bad), l, &s).code() == StatusCode::kProtocol);
+}
+
+TEST_CASE("AOR fields: optional trailers, byte-compatible when unused") {
+  Limits l;
+  // snapshot_begin without optimizer records is a plain step message (old daemons accept it).
+  SnapshotBegin b;
+  b.step = 42;
+  CHECK(Encode(b) == Encode(StepMessage{42}));
+  SnapshotBegin b2;
+  REQUIRE(Decode(Encode(StepMessage{7}), l, &b2).ok());
+  CHECK(b2.step == 7);
+  CHECK(b2.optimizer.empty());
+  b.optimizer.resize(2);
+  b.optimizer[0].buffer_index = 3;
+  b.optimizer[1].buffer_index = 9;
+  for (size_t i = 0; i < kOptimizerHyperBytes; ++i) {
+    b.optimizer[0].record[i] = static_cast<uint8_t>(i);
+    b.optimizer[1].record[i] = static_cast<uint8_t>(255 - i);
+  }
+  auto bytes = Encode(b);
+  CHECK(bytes.size() == 8 + 4 + 2 * (4 + kOptimizerHyperBytes));
+  REQUIRE(Decode(bytes, l, &b2).ok());
+  REQUIRE(b2.optimizer.size() == 2);
+  CHECK(b2.optimizer[1].buffer_index == 9);
+  CHECK(b2.optimizer[0].record == b.optimizer[0].record);
+  CHECK(b2.optimizer[1].record == b.optimizer[1].record);
+  for (size_t cut = 9; cut < bytes.size(); ++cut) {  // any truncated trailer
+    std::vector<uint8_t> t(bytes.begin(), bytes.begin() + cut);
+    CHECK(Decode(t, l, &b2).code() == StatusCode::kProtocol);
+  }
+  bytes.push_back(0);
+  CHECK(Decode(bytes, l, &b2).code() == StatusCode::kProtocol);
+  Writer zero;  // an encoded but empty trailer is not canonical
+  zero.I64(1);
+  zero.U32(0);
+  CHECK(Decode(zero.Take(), l, &b2).code() == StatusCode::kProtocol);
+  Writer many;
+  many.I64(1);
+  many.U32(l.max_buffers + 1);
+  CHECK(Decode(many.Take(), l, &b2).code() == StatusCode::kProtocol);
+
+  // register: kind 2 (gradient), the optional gradient name.
+  Register r;
+  r.name = "opt";
+  r.kind = BufferKind::kUnique;
+  r.dtype = "float32";
+  r.size = 12;
+  r.optimizer = true;
+  const auto plain = Encode(r);
+  r.gradient = "grad.decay";
+  Register r2;
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.gradient == "grad.decay");
+  REQUIRE(Decode(plain, l, &r2).ok());
+  CHECK(r2.gradient.empty());
+  r.kind = BufferKind::kGradient;
+  r.gradient.clear();
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.kind == BufferKind::kGradient);
+  auto k3 = Encode(r);
+  k3[4 + r.name.size()] = 3;  // the kind byte
+  CHECK(Decode(k3, l, &r2).code() == StatusCode::kProtocol);
+
+  // slot reply: the gradient staging trailer.
+  SlotReply s;
+  s.step = 3;
+  s.file_size = 4096;
+  s.regions = {{"meta", 0, 100}};
+  const auto no_trailer = Encode(s);
+  s.gradient_file_size = 1024;
+  s.gradients = {{"opt", 0, 400}, {"opt2", 448, 576}};
+  SlotReply s2;
+  REQUIRE(Decode(Encode(s), l, &s2).ok());
+  CHECK(s2.gradient_file_size == 1024);
+  REQUIRE(s2.gradients.size() == 2);
+  CHECK(s2.gradients[1].name == "opt2");
+  CHECK(s2.gradients[1].file_offset == 448);
+  REQUIRE(Decode(no_trailer, l, &s2).ok());
+  CHECK(s2.gradients.empty());
+  s.gradients[1].size = 577;  // one byte past the staging file
+  CHECK(Decode(Encode(s), l, &s2).code() == StatusCode::kProtocol);
+}
+
+TEST_CASE("frame headers are validated") {
+  Limits l;
+  FrameHeader h;
+  h.type = MessageType::kHello;
+  h.payload_length = 3;
+  auto ok = Framed(h, {1, 2, 3});
+  REQUIRE(DecodeHeader(ok.data(), ok.size(), 3, l).ok());
+
+  auto bad = ok;
+  bad[0] ^= 1;
+  CHECK(DecodeHeader(bad.data(), bad.size(), 3, l).status().message().find("magic") !=
+        std::string::npos);
+  FrameHeader v = h;
+  v.version = kProtocolVersion + 1;
+  auto vb = Framed(v, {1, 2, 3});
+  CHECK(DecodeHeader(vb.data(), vb.size(), 3, l).status().message().find("version") !=
+        std::string::npos);
+  FrameHeader t = h;
+  t.type = static_cast<MessageType>(999);
+  auto tb = Framed(t, {1, 2, 3});
+  CHECK(DecodeHeader(tb.data(), tb.size(), 3, l).status().code() == StatusCode::kProtocol);
+  FrameHeader f = h;
+  f.flags = 1;
+  auto fb = Framed(f, {1, 2, 3});
+  CHECK(DecodeHeader(fb.data(), fb.size(), 3, l).status().code() == StatusCode::kProtocol);
+  CHECK(DecodeHeader(ok.data(), 10, 0, l).status().message().find("truncated") !=
+        std::string::npos);
+  CHECK(DecodeHeader(ok.data(), ok.size(), 2, l).status().code() == StatusCode::kProtocol);
+  FrameHeader big = h;
+  big.payload_length = l.max_payload_bytes + 1;
+  auto bb = Framed(big, {});
+  CHECK(DecodeHeader(bb.data(), bb.size(), big.payload_length, l).status().message().find(
+            "exceeds") != std::string::npos);
+}
+
+TEST_CASE("random bytes never crash any decoder") {
+  std::mt19937_64 rng(12345);
+  Limits l;
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<uint8_t> p(rng() % 64);
+    for (auto& b : p) b = static_cast<uint8_t>(rng());
+    Hello a;
+    Register b;
+    SlotReply c;
+    ErrorReply d;
+    QueryCommittedReply e;
+    SnapshotBegin f;
+    (void)Decode(p, l, &f);
+    (void)Decode(p, l, &a);
+    (void)Decode(p, l, &b);
+    (void)Decode(p, l, &c);
+    (void)Decode(p, l, &d);
+    (void)Decode(p, l, &e);
+    (void)DecodeHeader(p.data(), p.size(), 0, l);
+  }
+  SUCCEED();
+}
+
