@@ -266,7 +266,7 @@ TEST_CASE("etcd coordination: while etcd is down a node retries at its interval,
   TempDir dir("reft-coord");
   TestNode node("solo", dir.path(), {}, 0, 64 << 10, 0, nullptr,
                 coord::MakeEtcdControlPlane(shared, o));
-  const local::JobLayout one{1, 1, 1, 0};
+  const JobLayout one{1, 1, 1, 0};
   const store::RankKey rank{"job", 0, 0, 0};
   REQUIRE(node.peer->coordinator()->Join(rank, one).ok());
   WriteSlot(node.store.get(), rank, 1, RandomBytes(4096, 1));

@@ -39,6 +39,7 @@
 
 #include "memory_store.h"
 #include "reft/coord/etcd_control_plane.h"
+#include "reft/job_layout.h"
 #include "reft/peer/peer_node.h"
 #include "reft/peer/peer_service.h"
 #include "rpc_counter.h"
@@ -152,7 +153,7 @@ Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility*
   po.max_gossip_nodes = static_cast<uint32_t>(std::max(a.nodes, 2));
   if (a.backend == "etcd") {
     po.advertise_address = "127.0.0.1:1";  // never dialled: the bench has no data plane
-    REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get(), nullptr, etcd));
+    REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get(), {}, etcd));
     REFT_RETURN_NOT_OK(m->peer->Start());
   } else {
     REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get()));
@@ -229,7 +230,9 @@ int main(int argc, char** argv) {
   bench::RpcCounts counts;
   Detections detections;
   Visibility vis(a.count);
-  const local::JobLayout layout{a.nodes, a.ranks, 1, 0};
+  JobLayout layout;
+  layout.dp = a.nodes;
+  layout.tp = a.ranks;
 
   std::vector<std::unique_ptr<Member>> members;
   for (int i = 0; i < a.count; ++i) {
