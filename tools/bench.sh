@@ -7,7 +7,7 @@ build="${REFT_BUILD_DIR:-build}"
 bash "$here/tools/build.sh" reftd reftctl reft_bench_client store_bench reft_bench_kernels \
   protect_bench reft_bench_peer planner_table3_bench planner_policy_bench \
   planner_transfer_bench planner_estimator_bench planner_exec_bench has_pipeline_bench aor_bench aor_copy_bench \
-  persist_bench reft_sample_trainer reft_python
+  persist_bench reft_sample_trainer reft_python coord_scale_host
 cd "$here"
 out=out/bench
 mkdir -p "$out"
@@ -41,3 +41,11 @@ for s in 2 3 4; do for r in 0.25 1.0; do
   run "has_pp${s}_${r}" "$b/has/has_pipeline_bench" --reftd "$build/daemon/app/reftd" \
       --stages "$s" --iterations 6 --ss-over-bubble "$r" --chunk 131072
 done; done
+# Control plane at cluster scale (docs/bench/coordination.md): etcd up to 4,096 nodes x 8 ranks,
+# today's gossip path up to where it stops working.
+coord_nodes=64,256,1024,4096; gossip_nodes=16,32,64,128
+[ "${1:-}" = quick ] && coord_nodes=64,256 && gossip_nodes=16,32
+run coord_etcd   /usr/bin/python3 tools/bench/coord/coord_scale.py --backend etcd \
+    --nodes "$coord_nodes" --build-dir "$build"
+run coord_gossip /usr/bin/python3 tools/bench/coord/coord_scale.py --backend gossip \
+    --nodes "$gossip_nodes" --build-dir "$build"

@@ -22,17 +22,6 @@ namespace {
 const JobLayout kLayout{/*dp=*/2, /*tp=*/2, /*pp=*/1, /*zero=*/0};
 store::RankKey Rank(int tp, int dp) { return {"job", 0, tp, dp}; }
 
-ControlPlaneFactory Etcd(const EtcdCluster& etcd) {
-  coord::EtcdControlPlaneOptions o;
-  o.etcd.endpoints = etcd.endpoints();
-  o.etcd.request_timeout = 1000ms;
-  o.lease_ttl = std::chrono::seconds(2);
-  o.coordinator.retry_interval = 50ms;
-  auto f = coord::MakeEtcdControlPlane(o);
-  REQUIRE(f.ok());
-  return *f;
-}
-
 // Three nodes; ranks: node 0 holds (tp0,dp0) and (tp1,dp0), node 1 (tp0,dp1), node 2 (tp1,dp1).
 struct Cluster {
   explicit Cluster(const EtcdCluster& etcd) {
@@ -40,7 +29,7 @@ struct Cluster {
       dirs.push_back(std::make_unique<TempDir>("reft-coord"));
       nodes.push_back(std::make_unique<TestNode>("n" + std::to_string(i), dirs[i]->path(),
                                                  std::vector<std::string>{}, 0, 64 << 10, 0,
-                                                 nullptr, Etcd(etcd)));
+                                                 nullptr, EtcdControlPlane(etcd)));
     }
   }
   void JoinAll() {
@@ -231,4 +220,70 @@ TEST_CASE("etcd coordination: without etcd snapshots go on, the commit waits, no
   etcd.Restart(0);
   for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 2, 15s));
   for (auto& [n, r] : c.placement) CHECK(c.nodes[n]->store->NewestCommitted(r) == 2);
+}
+
+TEST_CASE("etcd coordination: a node writes one completion record per step for all its ranks",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  coord::EtcdOptions eo;
+  eo.endpoints = etcd.endpoints();
+  auto client = coord::EtcdClient::Create(eo);
+  REQUIRE(client.ok());
+  auto rev = (*client)->Put("/probe", "");
+  REQUIRE(rev.ok());
+  // One watch over the job's keys sees them in revision order: every completion write of step
+  // 1 comes before the commit of step 1.
+  std::atomic<int> n0_writes{0};
+  std::atomic<bool> committed{false};
+  const std::string n0_key = coord::keys::Completion("job", 1, "n0");
+  REQUIRE((*client)->Watch(coord::keys::JobPrefix("job"), true, *rev + 1,
+                           [&](const coord::WatchUpdate& u) {
+                             for (const auto& e : u.events) {
+                               if (e.type != coord::WatchEvent::Type::kPut) continue;
+                               if (e.kv.key == n0_key) ++n0_writes;
+                               if (e.kv.key == coord::keys::Committed("job")) committed = true;
+                             }
+                           }).ok());
+  for (size_t i = 0; i < 4; ++i) c.Complete(i, 1);  // node 0 holds ranks 0 and 1
+  REQUIRE(reft::testing::Eventually([&] { return committed.load(); }, 5s));
+  CHECK(n0_writes == 1);
+}
+
+TEST_CASE("etcd coordination: while etcd is down a node retries at its interval, never spins",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  coord::EtcdOptions eo;
+  eo.endpoints = etcd.endpoints();
+  eo.request_timeout = 1000ms;
+  auto client = coord::EtcdClient::Create(eo);
+  REQUIRE(client.ok());
+  std::shared_ptr<coord::EtcdClient> shared = std::move(*client);
+  coord::EtcdControlPlaneOptions o;
+  o.lease_ttl = std::chrono::seconds(2);
+  o.coordinator.retry_interval = 50ms;
+  TempDir dir("reft-coord");
+  TestNode node("solo", dir.path(), {}, 0, 64 << 10, 0, nullptr,
+                coord::MakeEtcdControlPlane(shared, o));
+  const JobLayout one{1, 1, 1, 0};
+  const store::RankKey rank{"job", 0, 0, 0};
+  REQUIRE(node.peer->coordinator()->Join(rank, one).ok());
+  WriteSlot(node.store.get(), rank, 1, RandomBytes(4096, 1));
+  REQUIRE(node.peer->coordinator()->Complete(rank, 1).ok());
+  REQUIRE(node.peer->coordinator()->WaitCommitted("job", 1, 5s));
+  etcd.Kill(0);
+  WriteSlot(node.store.get(), rank, 2, RandomBytes(4096, 2));
+  REQUIRE(node.peer->coordinator()->Complete(rank, 2).ok());  // queued: etcd is down
+  // Over one second of outage (a measurement window, not a wait for an event): every retry
+  // round costs a call or two, one round per retry interval (50 ms); a worker spinning on
+  // its failures makes thousands of calls.
+  const uint64_t before = shared->traffic().failed_calls;
+  std::this_thread::sleep_for(1s);
+  const uint64_t failed = shared->traffic().failed_calls - before;
+  INFO(failed << " failed calls in 1 s");
+  CHECK(failed >= 5);
+  CHECK(failed <= 80);
+  etcd.Restart(0);
+  CHECK(node.peer->coordinator()->WaitCommitted("job", 2, 15s));
 }

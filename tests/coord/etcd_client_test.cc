@@ -183,6 +183,66 @@ TEST_CASE("etcd client: a cancelled watch stops, others keep going", "[coord]") 
   CHECK(a == 1);
 }
 
+TEST_CASE("etcd client: watches join and leave the live stream, one request each", "[coord]") {
+  // Adding or cancelling a watch must not rebuild the stream (which would send every other
+  // watch's create again: quadratic in the watches a process holds).
+  EtcdCluster etcd(1);
+  auto c = Connect(etcd);
+  auto rev = c->Put("/l/init", "");
+  REQUIRE(rev.ok());
+  constexpr int kWatches = 40;
+  std::vector<std::atomic<int>> seen(kWatches);
+  std::vector<int64_t> handles;
+  auto first = c->Watch("/l/0", false, *rev + 1, [&](const WatchUpdate& u) { seen[0] += u.events.size(); });
+  REQUIRE(first.ok());
+  handles.push_back(*first);
+  REQUIRE(c->Put("/l/0", "x").ok());
+  REQUIRE(Eventually([&] { return seen[0] == 1; }));  // the stream is live
+  const EtcdTraffic before = c->traffic();
+  auto from = c->Put("/l/start", "");
+  REQUIRE(from.ok());
+  for (int i = 1; i < kWatches; ++i) {
+    auto h = c->Watch("/l/" + std::to_string(i), false, *from,
+                      [&, i](const WatchUpdate& u) { seen[i] += u.events.size(); });
+    REQUIRE(h.ok());
+    handles.push_back(*h);
+  }
+  for (int i = 0; i < kWatches; ++i) REQUIRE(c->Put("/l/" + std::to_string(i), "y").ok());
+  REQUIRE(Eventually([&] {
+    for (int i = 0; i < kWatches; ++i) {
+      if (seen[i] < (i == 0 ? 2 : 1)) return false;
+    }
+    return true;
+  }));
+  // 1 put + (kWatches - 1) creates + kWatches puts: no watch was created twice.
+  CHECK(c->traffic().requests - before.requests == 1 + (kWatches - 1) + kWatches);
+  // Cancelling one sends one cancel; the others keep their events.
+  const EtcdTraffic mid = c->traffic();
+  c->CancelWatch(handles[7]);
+  CHECK(c->traffic().requests - mid.requests == 1);
+  REQUIRE(c->Put("/l/7", "z").ok());
+  REQUIRE(c->Put("/l/8", "z").ok());
+  REQUIRE(Eventually([&] { return seen[8] == 2; }));
+  CHECK(seen[7] == 1);
+}
+
+TEST_CASE("etcd client: a puts-only watch gets no delete events", "[coord]") {
+  EtcdCluster etcd(1);
+  auto c = Connect(etcd);
+  auto rev = c->Put("/p/init", "");
+  REQUIRE(rev.ok());
+  std::atomic<int> puts{0}, deletes{0};
+  auto h = c->Watch("/p/", true, *rev + 1, [&](const WatchUpdate& u) {
+    for (const auto& e : u.events) (e.type == WatchEvent::Type::kPut ? puts : deletes)++;
+  }, WatchEvents::kPutsOnly);
+  REQUIRE(h.ok());
+  REQUIRE(c->Put("/p/a", "1").ok());
+  REQUIRE(c->DeletePrefix("/p/").ok());
+  REQUIRE(c->Put("/p/b", "1").ok());
+  REQUIRE(Eventually([&] { return puts == 2; }));
+  CHECK(deletes == 0);
+}
+
 TEST_CASE("etcd client: calls, leases and watches survive the loss of one of three members",
           "[coord]") {
   EtcdCluster etcd(3);

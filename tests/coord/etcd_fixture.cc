@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "reft/coord/etcd_client.h"
+#include "reft/coord/etcd_control_plane.h"
 
 namespace reft::testing {
 
@@ -37,6 +38,17 @@ int FreeLoopbackPort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd) {
+  coord::EtcdControlPlaneOptions o;
+  o.etcd.endpoints = etcd.endpoints();
+  o.etcd.request_timeout = std::chrono::milliseconds(1000);
+  o.lease_ttl = std::chrono::seconds(2);
+  o.coordinator.retry_interval = std::chrono::milliseconds(50);
+  auto f = coord::MakeEtcdControlPlane(o);
+  if (!f.ok()) throw std::runtime_error(f.status().ToString());
+  return *f;
 }
 
 // On tmpfs: etcd fsyncs every write, and on a disk shared with a loaded build (the test

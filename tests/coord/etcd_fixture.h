@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "reft/peer/peer_node.h"
 #include "test_support.h"
 
 namespace reft::testing {
@@ -60,5 +61,9 @@ class EtcdCluster {
 
 /// \brief A TCP port on 127.0.0.1 that was free a moment ago.
 int FreeLoopbackPort();
+
+/// \brief The etcd control plane for in-process nodes (TestNode), with test timings: 1 s etcd
+/// calls, 2 s leases, 50 ms retries. One client shared by every node built from it.
+peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd);
 
 }  // namespace reft::testing

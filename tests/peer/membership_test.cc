@@ -137,6 +137,50 @@ TEST_CASE("membership converges from one seed, and a dropped link is detected", 
   CHECK(StateOf(*c.nodes[0], "n1") == MemberState::kAlive);
 }
 
+TEST_CASE("gossip membership is bounded: a newcomer beyond the bound is refused by name",
+          "[peer]") {
+  auto bound = [](PeerOptions* o) { o->max_gossip_nodes = 3; };
+  std::vector<std::unique_ptr<TempDir>> dirs;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  for (int i = 0; i < 4; ++i) {
+    dirs.push_back(std::make_unique<TempDir>("reft-peer"));
+    std::vector<std::string> seeds;
+    if (i > 0) seeds.push_back(nodes[0]->address);
+    nodes.push_back(std::make_unique<TestNode>("n" + std::to_string(i), dirs[i]->path(), seeds,
+                                               0, 64 << 10, 0, bound));
+    if (i == 2) {  // three nodes: the bound is reached
+      REQUIRE(peer::test::Eventually([&] {
+        return nodes[0]->peer->membership().LiveMembers().size() == 2 &&
+               nodes[2]->peer->membership().LiveMembers().size() == 2;
+      }, 3s));
+    }
+  }
+  // The fourth never enters any table (not through its Hello, not through gossip), and its
+  // Hello is answered with the reason.
+  auto channel = grpc::CreateChannel(nodes[0]->address, grpc::InsecureChannelCredentials());
+  auto stub = v1::Peer::NewStub(channel);
+  v1::HelloRequest req;
+  *req.mutable_caller() = nodes[3]->peer->membership().SelfCaller();
+  v1::HelloResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+  grpc::Status s = stub->Hello(&ctx, req, &resp);
+  CHECK_FALSE(s.ok());
+  CHECK_THAT(s.error_message(), Catch::Contains("at most 3 live nodes"));
+  CHECK_THAT(s.error_message(), Catch::Contains("etcd"));
+  CHECK_FALSE(peer::test::Eventually([&] {
+    for (int i = 0; i < 3; ++i) {
+      if (StateOf(*nodes[i], "n3") != MemberState::kDead) return true;  // known: a failure
+    }
+    return false;
+  }, 1500ms));
+  // A place frees up when a member dies: the newcomer gets in.
+  nodes[1]->Kill();
+  REQUIRE(peer::test::Eventually([&] {
+    return StateOf(*nodes[0], "n3") == MemberState::kAlive;
+  }, 5s));
+}
+
 TEST_CASE("a hung peer (SIGSTOP) is detected and calls to it time out", "[peer]") {
   Cluster c(2);
   Child child("hung", c.nodes[0]->address);

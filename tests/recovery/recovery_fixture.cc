@@ -234,8 +234,9 @@ RecoveryOptions TestOptions() {
   return o;
 }
 
-Cluster::Cluster(int n, uint64_t chunk_size, uint64_t bandwidth)
-    : chunk_size_(chunk_size), bandwidth_(bandwidth) {
+Cluster::Cluster(int n, uint64_t chunk_size, uint64_t bandwidth,
+                 peer::ControlPlaneFactory control_plane)
+    : chunk_size_(chunk_size), bandwidth_(bandwidth), control_plane_(std::move(control_plane)) {
   for (int i = 0; i < n; ++i) Add("n" + std::to_string(i));
 }
 
@@ -255,8 +256,8 @@ size_t Cluster::Add(const std::string& id) {
     }
   }
   dirs_.push_back(std::make_unique<reft::testing::TempDir>("reft-recovery"));
-  nodes_.push_back(
-      std::make_unique<TestNode>(id, dirs_.back()->path(), seeds, 0, chunk_size_, bandwidth_));
+  nodes_.push_back(std::make_unique<TestNode>(id, dirs_.back()->path(), seeds, 0, chunk_size_,
+                                              bandwidth_, nullptr, control_plane_));
   return nodes_.size() - 1;
 }
 

@@ -70,10 +70,11 @@ void CheckSlotEqualsOriginal(store::SnapshotStore* store, const JobSpec& spec,
 RecoveryOptions TestOptions();
 
 /// \brief Nodes n0..n{k-1} in temp dirs; nodes can be killed (and their store wiped) and
-/// replacement nodes added.
+/// replacement nodes added. Gossip between them, or `control_plane` (etcd) for every node.
 class Cluster {
  public:
-  explicit Cluster(int n, uint64_t chunk_size = 64 << 10, uint64_t bandwidth = 0);
+  explicit Cluster(int n, uint64_t chunk_size = 64 << 10, uint64_t bandwidth = 0,
+                   peer::ControlPlaneFactory control_plane = nullptr);
   ~Cluster();
   TestNode& node(size_t i) { return *nodes_.at(i); }
   size_t size() const { return nodes_.size(); }
@@ -93,6 +94,7 @@ class Cluster {
  private:
   uint64_t chunk_size_;
   uint64_t bandwidth_;
+  peer::ControlPlaneFactory control_plane_;
   std::vector<std::unique_ptr<reft::testing::TempDir>> dirs_;
   std::vector<std::unique_ptr<TestNode>> nodes_;
   std::map<std::string, bool> joined_;

@@ -2,6 +2,7 @@
 // regenerated; two failures in one SG; more failures than the protection tolerates; restore-check.
 #include <catch2/catch.hpp>
 
+#include "etcd_fixture.h"
 #include "recovery_fixture.h"
 #include "reft/recovery/reft_load.h"
 
@@ -28,83 +29,98 @@ void RestoreAll(Cluster& c, const JobSpec& spec, const std::map<std::string, siz
   }
 }
 
+// Node 1 of 4 is lost: its ranks restore on a replacement, bit-exactly, and regenerate their
+// slots there, so the job survives the loss of another node.
+void LostNodeIsRestoredAndRegenerated(const std::string& scheme,
+                                      const peer::ControlPlaneFactory& control_plane) {
+  INFO("scheme " << scheme);
+  Cluster c(4, 64 << 10, 0, control_plane);
+  c.Converge();
+  const JobSpec spec = MakeJob(/*dp=*/4, /*tp=*/1, /*pp=*/2, scheme);
+  auto place = RotatedPlacement(spec, 4);
+  c.WriteStep(spec, place, 1);
+  c.WriteStep(spec, place, 2);  // step 1 is freed everywhere: 2 is the one to restore
+
+  c.KillAndWipe(1);
+  const size_t r1 = c.Add("r1");
+  c.Converge();
+  // Before anything moves: the check says what will be rebuilt from what.
+  {
+    ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+    auto check = load.CheckRestore(spec.job);
+    REQUIRE(check.ok());
+    INFO(check->Summary());
+    CHECK(check->step == 2);
+    CHECK(check->recoverable);
+    REQUIRE(check->groups.size() == 2);
+    for (const auto& g : check->groups) {
+      // Node 1 held member dp (1 - pp) of SG pp: that shard is rebuilt, the others served.
+      const int lost_dp = (1 - g.pp + 4) % 4;
+      CHECK(g.alive.size() == 3);
+      for (const auto& s : g.shards) {
+        INFO("pp" << g.pp << " dp" << s.dp << ": " << s.state << " " << s.detail);
+        CHECK(s.state == (s.dp == lost_dp ? "rebuilt" : "slot"));
+      }
+      CHECK(g.ranks[lost_dp].nodes.empty());
+      CHECK(g.ranks[lost_dp].rebuildable);
+      CHECK_THAT(g.ranks[lost_dp].unique,
+                 Catch::Contains("of pp" + std::to_string(g.pp) + "-tp0-dp" +
+                                 std::to_string((lost_dp + 3) % 4)));
+      if (scheme == "arc1") {
+        CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("rep/arc+1"));
+      } else if (scheme == "aec") {
+        CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("AEC"));
+      } else {
+        CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("RS(2)"));
+      }
+    }
+  }
+  // The restarted trainers: node 1's ranks now run on the replacement node.
+  auto where = place;
+  for (auto& [rank, node] : where) {
+    if (node == 1) node = r1;
+  }
+  RestoreStats total;
+  RestoreAll(c, spec, where, 2, &total);
+  CHECK(total.bytes_rebuilt > 0);
+  CHECK(total.bytes_peer > 0);
+  CHECK(total.bytes_local > 0);
+  if (scheme == "arc1") CHECK(total.bytes_replica > 0);
+  if (scheme != "arc1") CHECK(total.bytes_parity > 0);
+  // The replacement regenerated the lost slots: same bytes as the originals, committed.
+  for (const auto& rc : spec.Ranks()) {
+    if (place.at(rc.ToString()) == 1)
+      CheckSlotEqualsOriginal(c.node(r1).store.get(), spec, rc, 2);
+  }
+  // The job is protected again: lose another node, and everything still comes back.
+  c.KillAndWipe(2);
+  const size_t r2 = c.Add("r2");
+  c.Converge();
+  for (auto& [rank, node] : where) {
+    if (node == 2) node = r2;
+  }
+  RestoreAll(c, spec, where, 2);
+  for (const auto& rc : spec.Ranks()) {
+    if (place.at(rc.ToString()) == 2)
+      CheckSlotEqualsOriginal(c.node(r2).store.get(), spec, rc, 2);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a lost node's ranks are restored bit-exactly and its slots regenerated", "[recovery]") {
   for (const std::string scheme : {"arc1", "aec", "rs2+aor"}) {
-    SECTION(scheme) {
-      INFO("scheme " << scheme);
-      Cluster c(4);
-      c.Converge();
-      const JobSpec spec = MakeJob(/*dp=*/4, /*tp=*/1, /*pp=*/2, scheme);
-      auto place = RotatedPlacement(spec, 4);
-      c.WriteStep(spec, place, 1);
-      c.WriteStep(spec, place, 2);  // step 1 is freed everywhere: 2 is the one to restore
+    SECTION(scheme) { LostNodeIsRestoredAndRegenerated(scheme, nullptr); }
+  }
+}
 
-      c.KillAndWipe(1);
-      const size_t r1 = c.Add("r1");
-      c.Converge();
-      // Before anything moves: the check says what will be rebuilt from what.
-      {
-        ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
-        auto check = load.CheckRestore(spec.job);
-        REQUIRE(check.ok());
-        INFO(check->Summary());
-        CHECK(check->step == 2);
-        CHECK(check->recoverable);
-        REQUIRE(check->groups.size() == 2);
-        for (const auto& g : check->groups) {
-          // Node 1 held member dp (1 - pp) of SG pp: that shard is rebuilt, the others served.
-          const int lost_dp = (1 - g.pp + 4) % 4;
-          CHECK(g.alive.size() == 3);
-          for (const auto& s : g.shards) {
-            INFO("pp" << g.pp << " dp" << s.dp << ": " << s.state << " " << s.detail);
-            CHECK(s.state == (s.dp == lost_dp ? "rebuilt" : "slot"));
-          }
-          CHECK(g.ranks[lost_dp].nodes.empty());
-          CHECK(g.ranks[lost_dp].rebuildable);
-          CHECK_THAT(g.ranks[lost_dp].unique,
-                     Catch::Contains("of pp" + std::to_string(g.pp) + "-tp0-dp" +
-                                     std::to_string((lost_dp + 3) % 4)));
-          if (scheme == "arc1") {
-            CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("rep/arc+1"));
-          } else if (scheme == "aec") {
-            CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("AEC"));
-          } else {
-            CHECK_THAT(g.shards[lost_dp].detail, Catch::Contains("RS(2)"));
-          }
-        }
-      }
-      // The restarted trainers: node 1's ranks now run on the replacement node.
-      auto where = place;
-      for (auto& [rank, node] : where) {
-        if (node == 1) node = r1;
-      }
-      RestoreStats total;
-      RestoreAll(c, spec, where, 2, &total);
-      CHECK(total.bytes_rebuilt > 0);
-      CHECK(total.bytes_peer > 0);
-      CHECK(total.bytes_local > 0);
-      if (scheme == "arc1") CHECK(total.bytes_replica > 0);
-      if (scheme != "arc1") CHECK(total.bytes_parity > 0);
-      // The replacement regenerated the lost slots: same bytes as the originals, committed.
-      for (const auto& rc : spec.Ranks()) {
-        if (place.at(rc.ToString()) == 1)
-          CheckSlotEqualsOriginal(c.node(r1).store.get(), spec, rc, 2);
-      }
-      // The job is protected again: lose another node, and everything still comes back.
-      c.KillAndWipe(2);
-      const size_t r2 = c.Add("r2");
-      c.Converge();
-      for (auto& [rank, node] : where) {
-        if (node == 2) node = r2;
-      }
-      RestoreAll(c, spec, where, 2);
-      for (const auto& rc : spec.Ranks()) {
-        if (place.at(rc.ToString()) == 2)
-          CheckSlotEqualsOriginal(c.node(r2).store.get(), spec, rc, 2);
-      }
-    }
+// The same over etcd: liveness is registration under a lease, the commit point and the slot
+// locations come from etcd, and the replacement finds the surviving shards through them.
+TEST_CASE("over etcd, a lost node's ranks are restored bit-exactly and its slots regenerated",
+          "[recovery][etcd]") {
+  reft::testing::EtcdCluster etcd(1);
+  for (const std::string scheme : {"arc1", "rs2+aor"}) {
+    SECTION(scheme) { LostNodeIsRestoredAndRegenerated(scheme, reft::testing::EtcdControlPlane(etcd)); }
   }
 }
 

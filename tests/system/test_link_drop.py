@@ -1,8 +1,15 @@
-"""A dropped link, with every reftd in its own network namespace joined by veth pairs to a
-bridge (docs/failure-model.md "a peer hangs or a link drops": detected within the heartbeat timeout or the etcd lease
-TTL, no restore hangs), under both control planes: the gossip one (SWIM probes) and etcd
-(listening on the bridge's address in the root namespace; the cut node loses it too, so its
-lease expires). Every link is mutual TLS, etcd's client port included. Skipped where network namespaces cannot be created (not root, no iproute2)."""
+"""Links that fail, with every reftd in its own network namespace joined by veth pairs to a
+bridge; every link is mutual TLS, etcd's client port (on the bridge's address in the root
+namespace) included.
+
+- a dropped link (the node's veth down: cut from its peers and from etcd) is detected within the
+  heartbeat timeout or the etcd lease TTL and no restore hangs, under both control planes (the
+  gossip one's SWIM probes, etcd's lease);
+- a partition between the nodes only (tc netem drops what node2 and the others send each
+  other, etcd stays reachable): a restore that needs node2's bytes waits for it and answers
+  "undecided", never "lost"; after healing every rank restores the same step.
+
+Skipped where network namespaces (or netem) cannot be created (not root, no iproute2/tc)."""
 import os
 import subprocess
 import time
@@ -25,6 +32,7 @@ request_timeout_ms = 1000
 [restore]
 piece_size = "64K"
 piece_timeout_ms = 2000
+agreement_timeout_ms = 3000
 """
 RANKS = 3
 STEPS = 5
@@ -70,6 +78,33 @@ class Netns:
     def restore(self, i):
         sh("ip", "link", "set", self.veth[i], "up")
 
+    def cut_peers(self, i):
+        """Silently drops what node i and the other nodes send each other (netem loss 100 %);
+        its traffic with the bridge's address (etcd) still flows."""
+        others = [h for j, h in enumerate(self.hosts) if j != i]
+        # Towards node i (the bridge side of its veth): from the other nodes.
+        self._drop([], self.veth[i], "src", others)
+        # From node i (inside its namespace): to the other nodes.
+        self._drop(["ip", "netns", "exec", self.ns[i]], self.veth[i] + "p", "dst", others)
+
+    def heal_peers(self, i):
+        sh("tc", "qdisc", "del", "dev", self.veth[i], "root", check=False)
+        sh("ip", "netns", "exec", self.ns[i], "tc", "qdisc", "del", "dev", self.veth[i] + "p",
+           "root", check=False)
+
+    @staticmethod
+    def _drop(prefix, dev, field, hosts):
+        # Band 3 of a prio qdisc drops everything; only the filtered addresses go there.
+        try:
+            sh(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "prio")
+            sh(*prefix, "tc", "qdisc", "add", "dev", dev, "parent", "1:3", "handle", "30:",
+               "netem", "loss", "100%")
+        except (OSError, subprocess.CalledProcessError) as e:
+            pytest.skip(f"cannot drop packets with tc netem here: {e}")
+        for h in hosts:
+            sh(*prefix, "tc", "filter", "add", "dev", dev, "parent", "1:0", "protocol", "ip",
+               "prio", "1", "u32", "match", "ip", field, h + "/32", "flowid", "1:3")
+
     def __exit__(self, *exc):
         for ns, veth in zip(self.ns, self.veth):
             sh("ip", "link", "del", veth, check=False)
@@ -78,22 +113,38 @@ class Netns:
 
 
 
+def start_cluster(net, etcd=1):
+    # The daemons listen on the bridge's addresses, not loopback: mutual TLS, each node's
+    # certificate naming its node id and its address. etcd listens on the root namespace's end
+    # of the bridge, which every namespace reaches.
+    cluster = LocalCluster(nodes=0, config=CONFIG, tls=True, etcd=etcd, etcd_host=net.root)
+    nodes = [cluster.add_node(f"node{i}", start=False, host=net.hosts[i], netns=net.ns[i])
+             for i in range(RANKS)]
+    return cluster, nodes
+
+
+def restore_only(cluster, node, job, dp):
+    return SampleTrainer(cluster, node, job, steps=0, size=200_001, buffers=2,
+                         extra=["--dp", str(dp), "--dp-size", str(RANKS), "--protection", "arc1",
+                                "--restore-only"])
+
+
+def train(cluster, nodes, job):
+    trainers = [SampleTrainer(cluster, n, job, steps=STEPS, size=200_001, buffers=2,
+                              extra=["--dp", str(d), "--dp-size", str(RANKS), "--protection",
+                                     "arc1"])
+                for d, n in enumerate(nodes)]
+    for t in trainers:
+        assert t.finish(timeout=120) == 0, t.lines[-5:]
+        assert f"committed {STEPS - 1}" in t.lines, t.lines[-5:]
+
+
 @pytest.mark.parametrize("etcd", [0, 1], ids=["gossip", "etcd"])
 def test_a_dropped_link_is_detected_and_restore_goes_around_it(etcd):
     with Netns() as net:
-        # The daemons listen on the bridge's addresses, not loopback: mutual TLS, each node's
-        # certificate naming its node id and its address. The etcd variant's etcd listens on
-        # the root namespace's end of the bridge, which every namespace reaches.
-        cluster = LocalCluster(nodes=0, config=CONFIG, tls=True, etcd=etcd, etcd_host=net.root)
-        nodes = [cluster.add_node(f"node{i}", start=False, host=net.hosts[i], netns=net.ns[i])
-                 for i in range(RANKS)]
+        cluster, nodes = start_cluster(net, etcd)
         with cluster:
-            trainers = [SampleTrainer(cluster, n, "link", steps=STEPS, size=200_001, buffers=2,
-                                      extra=["--dp", str(d), "--dp-size", str(RANKS),
-                                             "--protection", "arc1"])
-                        for d, n in enumerate(nodes)]
-            for t in trainers:
-                assert t.finish(timeout=120) == 0, t.lines[-5:]
+            train(cluster, nodes, "link")
             assert nodes[0].member_state("node2") == "alive"
 
             dropped = time.time()
@@ -107,9 +158,7 @@ def test_a_dropped_link_is_detected_and_restore_goes_around_it(etcd):
             assert detected < 5, detected
 
             # Rank 0 restores: shard 2 comes from rank 1's ARC copy, not from the cut node.
-            t = SampleTrainer(cluster, nodes[0], "link", steps=0, size=200_001, buffers=2,
-                              extra=["--dp", "0", "--dp-size", str(RANKS),
-                                     "--protection", "arc1", "--restore-only"])
+            t = restore_only(cluster, nodes[0], "link", 0)
             ev = t.wait_for("restored", timeout=60)
             assert ev == ["restored", str(STEPS - 1), "ok"], ev
             assert t.finish() == 0
@@ -121,3 +170,30 @@ def test_a_dropped_link_is_detected_and_restore_goes_around_it(etcd):
             while nodes[0].member_state("node2") != "alive":
                 assert time.time() < deadline, "node2 did not rejoin"
                 time.sleep(0.1)
+
+
+def test_a_partition_between_nodes_makes_a_restore_wait_never_lose_bytes():
+    with Netns() as net:
+        cluster, nodes = start_cluster(net)
+        with cluster:
+            train(cluster, nodes, "split")
+
+            net.cut_peers(2)
+            try:
+                # node2 is alive for etcd (its lease holds) but its peers cannot reach it nor it
+                # them: its rank's restore needs shards only node0 and node1 hold. It waits the
+                # agreement timeout and answers "undecided" (Unavailable), never Lost.
+                t = restore_only(cluster, nodes[2], "split", 2)
+                ev = t.wait_for("restore-error", timeout=60)
+                assert int(ev[1]) == 6, ev  # StatusCode::kUnavailable
+                assert "did not answer" in " ".join(ev[2:]), ev
+                t.finish()
+                assert nodes[0].member_state("node2") == "alive"
+            finally:
+                net.heal_peers(2)
+            # Healed: every rank restores the same committed step, bit for bit.
+            trainers = [restore_only(cluster, n, "split", d) for d, n in enumerate(nodes)]
+            for t in trainers:
+                ev = t.wait_for("restored", timeout=120)
+                assert ev == ["restored", str(STEPS - 1), "ok"], ev
+                assert t.finish() == 0

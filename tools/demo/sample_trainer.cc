@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
   app.add_option("--buffers", nbuffers);
   app.add_option("--unique-size", unique_size, "bytes of the unique buffer (default: like the others)");
   app.add_option("--sleep-us", sleep_us, "pause per step");
+  int64_t step_commit_ms = 30000;
+  app.add_option("--step-commit-timeout-ms", step_commit_ms,
+                 "how long each step waits for the previous step's commit (the last step's wait "
+                 "stays 30 s); short in tests that cut the control plane off");
   app.add_flag("--restore-only", restore_only, "restore, verify, exit");
   app.add_option("--wait-file", wait_file,
                  "after the restore, wait until this file exists before training (a stand-in "
@@ -161,7 +165,8 @@ int main(int argc, char** argv) {
       continue;  // training goes on; the next step tries again
     }
     if (step > start) {
-      auto committed = (*client)->WaitCommitted(step - 1, std::chrono::milliseconds(30000));
+      auto committed =
+          (*client)->WaitCommitted(step - 1, std::chrono::milliseconds(step_commit_ms));
       if (committed.ok() && *committed) {
         std::printf("committed %lld\n", static_cast<long long>(step - 1));
         std::fflush(stdout);

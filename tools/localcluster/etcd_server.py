@@ -124,6 +124,13 @@ class EtcdCluster:
         self.wait_healthy(timeout)
         return self
 
+    def restart_all(self, timeout: float = 30.0) -> None:
+        """Starts every member that is down on its data directory, then waits for a quorum."""
+        for m in self.members:
+            if not m.running:
+                m.start(new_cluster=False)
+        self.wait_healthy(timeout)
+
     def etcdctl(self, *args: str, check: bool = True, timeout: float = 10.0):
         env = dict(os.environ, ETCDCTL_API="3")
         cmd = ["etcdctl", "--endpoints", self.endpoints, "--dial-timeout", "1s",

@@ -62,6 +62,7 @@ class Node:
     proc: Optional[subprocess.Popen] = None
     host: str = "127.0.0.1"
     netns: Optional[str] = None  # run reftd inside this network namespace (ip netns exec)
+    etcd_via: Optional[str] = None  # reach etcd at this HOST:PORT (a TcpProxy) instead
 
     @property
     def addr(self) -> str:
@@ -93,7 +94,7 @@ class Node:
         if peers:
             a += ["--peers", peers]
         if self.cluster.etcd is not None:
-            a += ["--etcd", self.cluster.etcd.endpoints]
+            a += ["--etcd", self.etcd_via or self.cluster.etcd.endpoints]
         config = self.cluster.config_path
         if self.cluster.tls:
             config = self.cluster.tls.config_for(self.node_id, self.root, config, self.host,

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "reft/peer/peer_options.h"
 #include "reft/units.h"
 
 namespace reft::app {
@@ -293,8 +294,16 @@ Status ValidateConfig(const DaemonConfig& c) {
                       "etcd.tls_ca/tls_cert/tls_key, or set security.allow_insecure = true");
     }
   }
+  std::set<std::string> others;
   for (const auto& p : c.peers) {
     if (!ValidHostPort(p)) return KeyError("peers", "expected HOST:PORT, got '" + p + "'");
+    if (p != c.listen && p != c.advertise) others.insert(p);
+  }
+  if (c.etcd_endpoints.empty() && others.size() + 1 > peer::kMaxGossipNodes) {
+    return KeyError("peers", std::to_string(others.size()) + " peers without [etcd] endpoints: "
+                    "the gossip control plane serves at most " +
+                    std::to_string(peer::kMaxGossipNodes) +
+                    " nodes; give the daemons an etcd (--etcd, docs/coordination.md)");
   }
   if (c.socket.empty() || c.socket.size() >= 108) {
     return KeyError("socket", "must be a path shorter than 108 bytes");

@@ -10,6 +10,10 @@ namespace reft::coord {
 namespace pb = etcdserverpb;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+constexpr int kMaxAnswerBytes = 256 << 20;
+}  // namespace
+
 struct EtcdClient::Endpoint {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
@@ -21,11 +25,22 @@ struct EtcdClient::Endpoint {
 struct EtcdClient::WatchState {
   std::string key;
   std::string range_end;
-  int64_t next_revision = 0;  // resume point (0 = from now)
+  bool puts_only = false;
+  int64_t next_revision = 0;  // resume point (0 = from now); the watch thread's
   WatchCallback callback;
-  int64_t server_id = -1;     // etcd's watch id on the current stream
-  bool create_sent = false;
-  bool cancelled = false;
+  int64_t server_id = -1;     // etcd's watch id on the live stream (watch_mu_)
+  bool cancelled = false;     // (watch_mu_)
+};
+
+// One Watch stream: the watch thread reads it; creates and cancels are written by whoever adds
+// or cancels a watch, serialised by write_mu.
+struct EtcdClient::WatchStream {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> rw;
+  std::mutex write_mu;
+  // Creates written and not yet answered, in the order written (watch_mu_): etcd answers
+  // "created" in that order, which is how an answer's watch id is matched to its watch.
+  std::deque<std::shared_ptr<WatchState>> pending;
 };
 
 std::string PrefixEnd(const std::string& prefix) {
@@ -220,6 +235,9 @@ EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
     // time one connection attempt may take: left at its default, a busy member still gets in.)
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // A job's slot locations are one range read: ~90 bytes per rank, past gRPC's default
+    // 4 MiB answer at ~45,000 ranks.
+    args.SetMaxReceiveMessageSize(kMaxAnswerBytes);
     auto e = std::make_unique<Endpoint>();
     e->address = address;
     e->channel = grpc::CreateCustomChannel(address, creds, args);
@@ -237,7 +255,7 @@ EtcdClient::~EtcdClient() {
   lease_cv_.notify_all();
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
-    if (watch_context_) watch_context_->TryCancel();
+    if (stream_) stream_->ctx.TryCancel();
   }
   watch_cv_.notify_all();
   if (keepalive_thread_.joinable()) keepalive_thread_.join();
@@ -277,6 +295,10 @@ Status EtcdClient::Unary(const char* what, Call&& call) {
       return Status::OK();
     }
     if (!Retriable(last)) break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(traffic_mu_);
+    ++traffic_.failed_calls;
   }
   std::string all;
   for (const auto& e : endpoints_) all += (all.empty() ? "" : ",") + e->address;
@@ -410,6 +432,44 @@ Status EtcdClient::RevokeLease(int64_t lease) {
   return s;
 }
 
+bool EtcdClient::RenewLeases(Endpoint& e, const std::vector<int64_t>& ids,
+                             std::vector<int64_t>* gone) {
+  // Requests are pipelined a window at a time (every answer is read before the next window is
+  // written, so neither side's flow-control window can fill up): a round costs a few round
+  // trips however many leases this client holds.
+  constexpr size_t kWindow = 64;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.request_timeout);
+  auto stream = e.lease->LeaseKeepAlive(&ctx);
+  bool ok = true;
+  uint64_t sent = 0, sent_bytes = 0, received = 0, received_bytes = 0;
+  for (size_t first = 0; first < ids.size() && ok; first += kWindow) {
+    const size_t last = std::min(ids.size(), first + kWindow);
+    for (size_t i = first; i < last && ok; ++i) {
+      pb::LeaseKeepAliveRequest req;
+      req.set_id(ids[i]);
+      ok = stream->Write(req);
+      ++sent;
+      sent_bytes += req.ByteSizeLong();
+    }
+    for (size_t i = first; i < last && ok; ++i) {
+      pb::LeaseKeepAliveResponse resp;
+      ok = stream->Read(&resp);
+      if (!ok) break;
+      ++received;
+      received_bytes += resp.ByteSizeLong();
+      if (resp.ttl() <= 0) gone->push_back(resp.id());
+    }
+  }
+  stream->WritesDone();
+  (void)stream->Finish();
+  Count(sent, sent_bytes, received, received_bytes);
+  std::lock_guard<std::mutex> lock(traffic_mu_);
+  traffic_.keepalive_messages += sent + received;
+  traffic_.keepalive_bytes += sent_bytes + received_bytes;
+  return ok;
+}
+
 void EtcdClient::KeepAliveLoop() {
   std::unique_lock<std::mutex> lock(lease_mu_);
   while (!stopping_) {
@@ -431,32 +491,13 @@ void EtcdClient::KeepAliveLoop() {
     bool renewed = false;
     const size_t n = endpoints_.size();
     for (size_t attempt = 0; attempt < n && !renewed && !stopping_; ++attempt) {
-      Endpoint& e = *endpoints_[(current_.load() + attempt) % n];
-      grpc::ClientContext ctx;
-      SetDeadline(&ctx, options_.request_timeout);
-      auto stream = e.lease->LeaseKeepAlive(&ctx);
-      bool ok = true;
+      const size_t idx = (current_.load() + attempt) % n;
       std::vector<int64_t> gone;
-      for (int64_t id : ids) {
-        pb::LeaseKeepAliveRequest req;
-        req.set_id(id);
-        pb::LeaseKeepAliveResponse resp;
-        if (!stream->Write(req) || !stream->Read(&resp)) {
-          ok = false;
-          break;
-        }
-        Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
-        if (resp.ttl() <= 0) gone.push_back(id);
-      }
-      stream->WritesDone();
-      grpc::Status st = stream->Finish();
-      if (ok) {
+      if (RenewLeases(*endpoints_[idx], ids, &gone)) {
         renewed = true;
         lost = std::move(gone);
-        current_ = (current_.load() + attempt) % n;
-      } else {
-        (void)st;  // this member failed; the next one is tried in this round
-      }
+        current_ = idx;
+      }  // else this member failed; the next one is tried in this round
     }
 
     lock.lock();
@@ -480,143 +521,189 @@ void EtcdClient::KeepAliveLoop() {
 // ---- watches ----
 
 Result<int64_t> EtcdClient::Watch(const std::string& key, bool prefix, int64_t start_revision,
-                                  WatchCallback callback) {
+                                  WatchCallback callback, WatchEvents events) {
   if (!callback) return Status::InvalidArgument("etcd watch: no callback");
   auto w = std::make_shared<WatchState>();
   w->key = key;
   w->range_end = prefix ? PrefixEnd(key) : "";
+  w->puts_only = events == WatchEvents::kPutsOnly;
   w->next_revision = start_revision;
   w->callback = std::move(callback);
   int64_t handle;
+  std::shared_ptr<WatchStream> live;
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
     handle = next_watch_handle_++;
     watches_[handle] = w;
-    watch_dirty_ = true;
-    // The stream is rebuilt with the new watch (a cancel before the call starts cancels it
-    // when it starts, so no window is lost).
-    if (watch_context_) watch_context_->TryCancel();
+    // A stream that is live now did not include this watch when it was built: create it there.
+    // Otherwise the next stream the watch thread builds includes it.
+    live = stream_;
   }
   watch_cv_.notify_all();
+  if (live) (void)SendCreate(*live, w);  // a failure breaks the stream: it is rebuilt with it
   return handle;
 }
 
 void EtcdClient::CancelWatch(int64_t handle) {
-  std::lock_guard<std::mutex> lock(watch_mu_);
-  auto it = watches_.find(handle);
-  if (it == watches_.end()) return;
-  it->second->cancelled = true;
-  watches_.erase(it);
-  watch_dirty_ = true;
-  // The stream is rebuilt without it; its events stop at once (cancelled is checked before
-  // every callback).
-  if (watch_context_) watch_context_->TryCancel();
-  watch_cv_.notify_all();
+  std::shared_ptr<WatchStream> live;
+  int64_t server_id = -1;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    auto it = watches_.find(handle);
+    if (it == watches_.end()) return;
+    it->second->cancelled = true;
+    server_id = it->second->server_id;
+    watches_.erase(it);
+    live = stream_;
+  }
+  // Not created yet: the watch thread cancels it when etcd answers the create.
+  if (live && server_id >= 0) (void)SendCancel(*live, server_id);
+  if (std::this_thread::get_id() != watch_thread_.get_id()) {
+    std::lock_guard<std::mutex> wait_for_callback(callback_mu_);
+  }
+}
+
+bool EtcdClient::SendCreate(WatchStream& s, const std::shared_ptr<WatchState>& w) {
+  pb::WatchRequest req;
+  auto* c = req.mutable_create_request();
+  c->set_key(w->key);
+  if (!w->range_end.empty()) c->set_range_end(w->range_end);
+  c->set_start_revision(w->next_revision);
+  if (w->puts_only) c->add_filters(pb::WatchCreateRequest::NODELETE);
+  std::lock_guard<std::mutex> write(s.write_mu);
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (w->cancelled) return true;
+    s.pending.push_back(w);
+  }
+  if (!s.rw->Write(req)) return false;
+  Count(1, req.ByteSizeLong(), 0, 0);
+  return true;
+}
+
+bool EtcdClient::SendCancel(WatchStream& s, int64_t server_id) {
+  pb::WatchRequest req;
+  req.mutable_cancel_request()->set_watch_id(server_id);
+  std::lock_guard<std::mutex> write(s.write_mu);
+  if (!s.rw->Write(req)) return false;
+  Count(1, req.ByteSizeLong(), 0, 0);
+  return true;
 }
 
 void EtcdClient::WatchLoop() {
   size_t endpoint = current_.load();
   while (!stopping_) {
-    std::vector<std::shared_ptr<WatchState>> active;
-    std::shared_ptr<grpc::ClientContext> ctx;
     {
       std::unique_lock<std::mutex> lock(watch_mu_);
       watch_cv_.wait(lock, [&] { return stopping_ || !watches_.empty(); });
       if (stopping_) return;
-      for (auto& [h, w] : watches_) {
-        w->server_id = -1;
-        w->create_sent = false;
-        active.push_back(w);
-      }
-      watch_dirty_ = false;
-      ctx = std::make_shared<grpc::ClientContext>();
-      // etcd's "require leader": a member cut off from its quorum closes the stream instead
-      // of keeping it open and silent, so the watch moves to a member that has a leader.
-      ctx->AddMetadata("hasleader", "true");
-      watch_context_ = ctx;
     }
-    Endpoint& e = *endpoints_[endpoint % endpoints_.size()];
-    auto stream = e.watch->Watch(ctx.get());
-    std::deque<std::shared_ptr<WatchState>> pending;  // creates awaiting their "created"
-    bool ok = true;
-    for (auto& w : active) {
-      pb::WatchRequest req;
-      auto* c = req.mutable_create_request();
-      c->set_key(w->key);
-      if (!w->range_end.empty()) c->set_range_end(w->range_end);
-      c->set_start_revision(w->next_revision);
-      if (!stream->Write(req)) {
-        ok = false;
-        break;
-      }
-      Count(1, req.ByteSizeLong(), 0, 0);
-      w->create_sent = true;
-      pending.push_back(w);
-    }
-    std::map<int64_t, std::shared_ptr<WatchState>> by_id;
-    pb::WatchResponse resp;
-    while (ok && !stopping_ && stream->Read(&resp)) {
-      Count(0, 0, 1, resp.ByteSizeLong());
-      if (resp.created()) {
-        if (pending.empty()) continue;
-        auto w = pending.front();
-        pending.pop_front();
-        w->server_id = resp.watch_id();
-        // "From now" becomes a revision, so a rebuilt stream resumes without a gap.
-        if (w->next_revision == 0) w->next_revision = resp.header().revision() + 1;
-        by_id[resp.watch_id()] = w;
-      }
-      auto it = by_id.find(resp.watch_id());
-      if (it == by_id.end()) continue;
-      auto w = it->second;
-      if (resp.canceled()) {
-        by_id.erase(it);
-        if (resp.compact_revision() > 0 && !w->cancelled) {
-          // The history to resume from is gone: start from now and tell the watcher.
-          w->next_revision = 0;
-          WatchUpdate u;
-          u.reset = true;
-          u.revision = resp.header().revision();
-          w->callback(u);
-          std::lock_guard<std::mutex> lock(watch_mu_);
-          watch_dirty_ = true;
-        }
-        continue;
-      }
-      if (resp.events_size() == 0 || w->cancelled) continue;
-      WatchUpdate u;
-      u.revision = resp.header().revision();
-      for (const auto& ev : resp.events()) {
-        WatchEvent we;
-        we.type = ev.type() == pb::Event::DELETE ? WatchEvent::Type::kDelete
-                                                 : WatchEvent::Type::kPut;
-        we.kv = FromPb(ev.kv());
-        u.events.push_back(std::move(we));
-      }
-      w->next_revision = resp.events(resp.events_size() - 1).kv().mod_revision() + 1;
-      {
-        std::lock_guard<std::mutex> lock(traffic_mu_);
-        traffic_.watch_events += u.events.size();
-      }
-      w->callback(u);
+    auto s = std::make_shared<WatchStream>();
+    // etcd's "require leader": a member cut off from its quorum closes the stream instead of
+    // keeping it open and silent, so the watch moves to a member that has a leader.
+    s->ctx.AddMetadata("hasleader", "true");
+    s->rw = endpoints_[endpoint % endpoints_.size()]->watch->Watch(&s->ctx);
+    std::vector<std::shared_ptr<WatchState>> active;
+    {
+      // Every watch registered from here on creates itself on this stream (Watch); every one
+      // registered before is created below.
       std::lock_guard<std::mutex> lock(watch_mu_);
-      if (watch_dirty_) break;  // watches added or cancelled: rebuild the stream
+      if (!stopping_) {
+        stream_ = s;
+        for (auto& [h, w] : watches_) {
+          w->server_id = -1;
+          active.push_back(w);
+        }
+      }
     }
-    ctx->TryCancel();
-    (void)stream->Finish();
-    bool rebuild_only;
+    if (!stopping_) ServeWatchStream(*s, active);
     {
       std::lock_guard<std::mutex> lock(watch_mu_);
-      watch_context_.reset();
-      rebuild_only = watch_dirty_;
+      stream_.reset();
     }
+    s->ctx.TryCancel();
+    (void)s->rw->Finish();
     if (stopping_) return;
-    if (!rebuild_only) {
-      // The stream broke: the next member, after a short pause so a dead cluster is not spun on.
-      ++endpoint;
-      std::unique_lock<std::mutex> lock(watch_mu_);
-      watch_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_.load(); });
+    // The stream broke: the next member, after a short pause so a dead cluster is not spun on.
+    ++endpoint;
+    std::unique_lock<std::mutex> lock(watch_mu_);
+    watch_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_.load(); });
+  }
+}
+
+void EtcdClient::ServeWatchStream(WatchStream& s,
+                                  const std::vector<std::shared_ptr<WatchState>>& active) {
+  for (const auto& w : active) {
+    if (!SendCreate(s, w)) return;
+  }
+  std::map<int64_t, std::shared_ptr<WatchState>> by_id;
+  pb::WatchResponse resp;
+  while (!stopping_ && s.rw->Read(&resp)) {
+    Count(0, 0, 1, resp.ByteSizeLong());
+    if (resp.created()) {
+      std::shared_ptr<WatchState> w;
+      bool cancelled = false;
+      {
+        std::lock_guard<std::mutex> lock(watch_mu_);
+        if (s.pending.empty()) continue;
+        w = s.pending.front();
+        s.pending.pop_front();
+        w->server_id = resp.watch_id();
+        cancelled = w->cancelled;
+      }
+      // "From now" becomes a revision, so a rebuilt stream resumes without a gap.
+      if (w->next_revision == 0) w->next_revision = resp.header().revision() + 1;
+      by_id[resp.watch_id()] = w;
+      if (cancelled && !SendCancel(s, resp.watch_id())) return;
     }
+    auto it = by_id.find(resp.watch_id());
+    if (it == by_id.end()) continue;
+    const std::shared_ptr<WatchState> w = it->second;
+    if (resp.canceled()) {
+      by_id.erase(it);
+      bool cancelled;
+      {
+        std::lock_guard<std::mutex> lock(watch_mu_);
+        cancelled = w->cancelled;
+        w->server_id = -1;
+      }
+      if (resp.compact_revision() > 0 && !cancelled) {
+        // The history to resume from is gone: tell the watcher (it re-reads what it watches)
+        // and watch again from now.
+        WatchUpdate u;
+        u.reset = true;
+        u.revision = resp.header().revision();
+        {
+          std::lock_guard<std::mutex> cb(callback_mu_);
+          w->callback(u);
+        }
+        w->next_revision = 0;
+        if (!SendCreate(s, w)) return;
+      }
+      continue;
+    }
+    if (resp.events_size() == 0) continue;
+    WatchUpdate u;
+    u.revision = resp.header().revision();
+    for (const auto& ev : resp.events()) {
+      WatchEvent we;
+      we.type = ev.type() == pb::Event::DELETE ? WatchEvent::Type::kDelete
+                                               : WatchEvent::Type::kPut;
+      we.kv = FromPb(ev.kv());
+      u.events.push_back(std::move(we));
+    }
+    w->next_revision = resp.events(resp.events_size() - 1).kv().mod_revision() + 1;
+    {
+      std::lock_guard<std::mutex> lock(traffic_mu_);
+      traffic_.watch_events += u.events.size();
+    }
+    std::lock_guard<std::mutex> cb(callback_mu_);
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(watch_mu_);
+      cancelled = w->cancelled;
+    }
+    if (!cancelled) w->callback(u);
   }
 }
 

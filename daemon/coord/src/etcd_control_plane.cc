@@ -6,7 +6,11 @@ namespace reft::coord {
 
 Result<peer::ControlPlaneFactory> MakeEtcdControlPlane(EtcdControlPlaneOptions options) {
   REFT_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> client, EtcdClient::Create(options.etcd));
-  std::shared_ptr<EtcdClient> etcd = std::move(client);
+  return MakeEtcdControlPlane(std::shared_ptr<EtcdClient>(std::move(client)), std::move(options));
+}
+
+peer::ControlPlaneFactory MakeEtcdControlPlane(std::shared_ptr<EtcdClient> etcd,
+                                               EtcdControlPlaneOptions options) {
   return peer::ControlPlaneFactory(
       [etcd, options](const peer::PeerOptions& po, store::SnapshotStore* store,
                       peer::PeerClient*) -> Result<peer::ControlPlane> {

@@ -79,6 +79,12 @@ void EtcdJobCoordinator::Wake() {
   cv_.notify_all();
 }
 
+void EtcdJobCoordinator::WakeAtLocked(Clock::time_point t) {
+  if (!wake_at_ || t < *wake_at_) wake_at_ = t;
+}
+
+void EtcdJobCoordinator::RetryLaterLocked() { WakeAtLocked(Clock::now() + options_.retry_interval); }
+
 // ---- reading and applying the job's state ----
 
 void EtcdJobCoordinator::LoadLocalStateLocked(const std::string& job, JobState& st) {
@@ -106,7 +112,7 @@ void EtcdJobCoordinator::LoadLocalStateLocked(const std::string& job, JobState& 
   }
   for (const auto& slot : store_->List(job)) {
     if (slot.state == store::SlotState::kComplete && (!newest || slot.step > *newest)) {
-      st.pending[slot.step].insert(slot.rank);
+      st.pending[slot.step].ranks.insert(slot.rank);
     }
   }
   if (!st.committed) st.committed = newest;
@@ -226,7 +232,6 @@ void EtcdJobCoordinator::AdoptGenerationLocked(const std::string& job, JobState&
                                                const GenerationRecord& rec) {
   st.gen = rec;
   st.pending.clear();
-  st.written.clear();
   st.completions.clear();
   const int64_t base = rec.base_step.value_or(-1);
   st.committed = rec.base_step;
@@ -265,7 +270,6 @@ void EtcdJobCoordinator::ApplyCommittedLocked(const std::string& job, JobState& 
   st.committed = rec->step;
   CommitLocalLocked(job, rec->step);
   st.pending.erase(st.pending.begin(), st.pending.upper_bound(rec->step));
-  st.written.erase(st.written.begin(), st.written.upper_bound(rec->step));
   for (auto it = st.completions.begin(); it != st.completions.end() && it->first <= rec->step;) {
     it = st.completions.erase(it);
   }
@@ -443,7 +447,9 @@ Status EtcdJobCoordinator::Complete(const store::RankKey& rank, int64_t step) {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[rank.job];
     if (st.committed && step <= *st.committed) return Status::OK();
-    st.pending[step].insert(rank);
+    PendingStep& p = st.pending[step];
+    if (p.ranks.empty()) p.since = Clock::now();
+    p.ranks.insert(rank);
     work_ = true;
   }
   cv_.notify_all();
@@ -643,9 +649,17 @@ Status EtcdJobCoordinator::RecordSlot(const store::RankKey& rank, int64_t step) 
 void EtcdJobCoordinator::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (running_) {
-    cv_.wait_for(lock, options_.retry_interval, [&] { return !running_ || work_; });
+    // Idle until there is work or a timed round is due: no periodic wake-up (a node follows its
+    // jobs through watches), and no spinning while etcd is unreachable (retries are timed).
+    const auto ready = [&] { return !running_ || work_; };
+    if (wake_at_) {
+      cv_.wait_until(lock, *wake_at_, ready);
+    } else {
+      cv_.wait(lock, ready);
+    }
     if (!running_) return;
     work_ = false;
+    wake_at_.reset();
     std::vector<std::string> jobs;
     for (auto& [job, st] : jobs_) jobs.push_back(job);
     std::vector<int64_t> cancel;
@@ -662,7 +676,7 @@ void EtcdJobCoordinator::Run() {
       const Status read = !tracked ? Track(job) : stale ? Refresh(job, false) : Status::OK();
       if (!read.ok()) {
         std::lock_guard<std::mutex> l(mu_);
-        work_ = true;  // etcd unreachable: try again after retry_interval
+        RetryLaterLocked();  // etcd unreachable
         continue;
       }
       FlushCompletions(job);
@@ -686,10 +700,23 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
     gen_rev = st.gen_rev;
-    for (const auto& [step, ranks] : st.pending) {
+    // One write per step and node: a step is written once every rank of the job connected here
+    // completed it (they complete within moments of each other), or when the linger runs out.
+    std::vector<store::RankKey> connected;
+    for (const auto& [rank, n] : joined_) {
+      if (rank.job == job) connected.push_back(rank);
+    }
+    const auto now = Clock::now();
+    for (const auto& [step, p] : st.pending) {
       if (st.committed && step <= *st.committed) continue;
-      if (st.written[step] >= ranks.size()) continue;
-      writes.push_back({step, {st.gen.generation, {ranks.begin(), ranks.end()}}, ranks.size()});
+      if (p.written >= p.ranks.size()) continue;
+      const bool all = std::all_of(connected.begin(), connected.end(),
+                                   [&](const store::RankKey& r) { return p.ranks.count(r) > 0; });
+      if (!all && now < p.since + options_.completion_linger) {
+        WakeAtLocked(p.since + options_.completion_linger);
+        continue;
+      }
+      writes.push_back({step, {st.gen.generation, {p.ranks.begin(), p.ranks.end()}}, p.ranks.size()});
     }
   }
   for (const auto& w : writes) {
@@ -700,7 +727,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
     if (!r.ok()) {
-      work_ = true;  // retried after retry_interval
+      RetryLaterLocked();
       return;
     }
     if (!r->succeeded) {
@@ -708,8 +735,8 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
       work_ = true;
       return;
     }
-    auto& written = st.written[w.step];
-    written = std::max(written, w.n);
+    auto p = st.pending.find(w.step);
+    if (p != st.pending.end()) p->second.written = std::max(p->second.written, w.n);
   }
 }
 
@@ -720,7 +747,7 @@ void EtcdJobCoordinator::Campaign(const std::string& job) {
     JobState& st = jobs_[job];
     if (!st.want_lead || st.leader || st.connected == 0) return;
     if (lease == 0) {
-      work_ = true;
+      RetryLaterLocked();  // not registered (again) yet
       return;
     }
   }
@@ -731,7 +758,7 @@ void EtcdJobCoordinator::Campaign(const std::string& job) {
   auto r = etcd_->Commit(t);
   if (!r.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    work_ = true;
+    RetryLaterLocked();
     return;
   }
   {
@@ -755,7 +782,7 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
     (void)etcd_->Delete(keys::Coordinator(job));
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[job].want_lead = true;
-    work_ = true;
+    RetryLaterLocked();
     return;
   }
   {
@@ -775,8 +802,11 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
   WatchUpdate initial;
   for (const auto& kv : completions->kvs) initial.events.push_back({WatchEvent::Type::kPut, kv});
   OnCompletionEvent(job, initial);
+  // Puts only: the deletes are this node's own commits (and a new generation's reset, which the
+  // generation watch reports), so etcd need not send the coordinator one event per node for them.
   auto h = etcd_->Watch(keys::CompletionsPrefix(job), true, completions->revision + 1,
-                        [this, job](const WatchUpdate& u) { OnCompletionEvent(job, u); });
+                        [this, job](const WatchUpdate& u) { OnCompletionEvent(job, u); },
+                        WatchEvents::kPutsOnly);
   std::lock_guard<std::mutex> lock(mu_);
   if (h.ok()) jobs_[job].completions_watch = *h;
   spdlog::info("job {}: node {} coordinates the job's commits", job, nodes_->node_id());
@@ -790,25 +820,51 @@ void EtcdJobCoordinator::OnCompletionEvent(const std::string& job, const WatchUp
     if (!st.leader) return;
     if (u.reset) st.want_lead = st.leader = false;  // re-read everything by campaigning again
     for (const auto& e : u.events) {
+      if (e.type != WatchEvent::Type::kPut) continue;
       const int64_t step = keys::CompletionStep(job, e.kv.key);
       if (step < 0) continue;
-      const std::string node = e.kv.key.substr(e.kv.key.rfind('/') + 1);
-      if (e.type == WatchEvent::Type::kDelete) {
-        auto it = st.completions.find(step);
-        if (it != st.completions.end()) it->second.erase(node);
-        continue;
-      }
       if (st.committed && step <= *st.committed) continue;
       auto rec = DecodeCompletion(job, e.kv.key, e.kv.value);
       if (!rec.ok()) {
         spdlog::error("{}", rec.status().ToString());
         continue;
       }
-      st.completions[step][node] = std::move(*rec);
+      AddCompletionLocked(st, step, e.kv.key.substr(e.kv.key.rfind('/') + 1), std::move(*rec));
     }
     work_ = true;
   }
   cv_.notify_all();
+}
+
+void EtcdJobCoordinator::AddCompletionLocked(JobState& st, int64_t step, const std::string& node,
+                                             CompletionRecord rec) {
+  StepCompletions& sc = st.completions[step];
+  CompletionRecord& held = sc.by_node[node];
+  // A node rewrites its record with more ranks; one with fewer (or of another generation) than
+  // it had makes the step count again from all records.
+  for (const auto& r : held.ranks) {
+    if (held.generation != rec.generation ||
+        std::find(rec.ranks.begin(), rec.ranks.end(), r) == rec.ranks.end()) {
+      sc.recount = true;
+      break;
+    }
+  }
+  held = std::move(rec);
+  if (sc.recount || held.generation != st.gen.generation || !st.has_layout) return;
+  for (const auto& r : held.ranks) {
+    if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
+  }
+}
+
+void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) {
+  sc.covered.clear();
+  sc.recount = false;
+  for (const auto& [node, rec] : sc.by_node) {
+    if (rec.generation != st.gen.generation) continue;
+    for (const auto& r : rec.ranks) {
+      if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
+    }
+  }
 }
 
 void EtcdJobCoordinator::TryCommit(const std::string& job) {
@@ -824,16 +880,11 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
     // The newest step whose completions (of this generation) cover every rank of the layout.
     for (auto it = st.completions.rbegin(); it != st.completions.rend(); ++it) {
       if (st.committed && it->first <= *st.committed) break;
-      std::set<store::RankKey> ranks;
-      for (const auto& [node, rec] : it->second) {
-        if (rec.generation != generation) continue;
-        for (const auto& r : rec.ranks) {
-          if (st.layout.CheckRank(r).ok()) ranks.insert(r);
-        }
-      }
-      if (static_cast<int64_t>(ranks.size()) < st.layout.world()) continue;
+      StepCompletions& sc = it->second;
+      if (sc.recount) RecountLocked(st, sc);
+      if (static_cast<int64_t>(sc.covered.size()) < st.layout.world()) continue;
       step = it->first;
-      for (const auto& [node, rec] : it->second) {
+      for (const auto& [node, rec] : sc.by_node) {
         if (rec.generation != generation) continue;
         for (const auto& r : rec.ranks) {
           auto loc = st.locations.find(r);
@@ -859,8 +910,12 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
     auto r = etcd_->Commit(batch);
     if (!r.ok() || !r->succeeded) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (r.ok()) jobs_[job].stale = true;
-      work_ = true;
+      if (r.ok()) {
+        jobs_[job].stale = true;  // the generation moved: re-read, then decide again
+        work_ = true;
+      } else {
+        RetryLaterLocked();
+      }
       return;
     }
   }
@@ -876,7 +931,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
   std::lock_guard<std::mutex> lock(mu_);
   JobState& st = jobs_[job];
   if (!r.ok()) {
-    work_ = true;
+    RetryLaterLocked();
     return;
   }
   if (!r->succeeded) {
@@ -908,17 +963,23 @@ void EtcdJobCoordinator::SyncJoined() {
   }
   if (lease == 0 && !put.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
-    work_ = true;
+    RetryLaterLocked();  // not registered (again) yet
     return;
   }
-  for (const auto& rank : put) {
-    bool ok = etcd_->Put(keys::Joined(rank), Encode(NodeRef{nodes_->node_id(), -1}), lease).ok();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (ok) {
-      joined_in_etcd_[rank] = true;
-    } else {
-      work_ = true;
+  // The node's ranks in as few transactions as etcd allows (one, for a node's ranks).
+  for (size_t first = 0; first < put.size(); first += options_.max_txn_ops) {
+    const size_t last = std::min(put.size(), first + options_.max_txn_ops);
+    Txn t;
+    for (size_t i = first; i < last; ++i) {
+      t.ThenPut(keys::Joined(put[i]), Encode(NodeRef{nodes_->node_id(), -1}), lease);
     }
+    const bool ok = etcd_->Commit(t).ok();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ok) {
+      RetryLaterLocked();
+      break;
+    }
+    for (size_t i = first; i < last; ++i) joined_in_etcd_[put[i]] = true;
   }
   for (const auto& rank : del) {
     bool ok = etcd_->Delete(keys::Joined(rank)).ok();
@@ -926,7 +987,7 @@ void EtcdJobCoordinator::SyncJoined() {
     if (ok && joined_.count(rank) == 0) {
       joined_in_etcd_.erase(rank);
     } else if (!ok) {
-      work_ = true;
+      RetryLaterLocked();
     }
   }
 }

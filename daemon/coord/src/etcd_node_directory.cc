@@ -222,6 +222,46 @@ peer::NodeLiveness EtcdNodeDirectory::Liveness(const std::string& node_id) const
   return kv->has_value() ? peer::NodeLiveness::kAlive : peer::NodeLiveness::kDead;
 }
 
+std::vector<peer::NodeStatus> EtcdNodeDirectory::Lookup(
+    const std::vector<std::string>& node_ids) const {
+  std::vector<peer::NodeStatus> out(node_ids.size());
+  auto all = etcd_->GetPrefix(keys::NodesPrefix());
+  if (!all.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < node_ids.size(); ++i) {
+      auto it = cache_.find(node_ids[i]);
+      if (it != cache_.end()) out[i].info = it->second.info;
+    }
+    return out;
+  }
+  std::map<std::string, NodeRecord> registered;
+  for (const auto& kv : all->kvs) {
+    auto rec = DecodeNode(kv.key, kv.value);
+    if (rec.ok()) registered[keys::NodeIdOf(kv.key)] = *rec;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < node_ids.size(); ++i) {
+    const std::string& id = node_ids[i];
+    if (id == options_.node_id) {
+      out[i] = {peer::NodeLiveness::kAlive,
+                ToMember(id, {options_.advertise_address, options_.epoch}, true)};
+      continue;
+    }
+    auto it = registered.find(id);
+    if (it != registered.end()) {
+      out[i] = {peer::NodeLiveness::kAlive, ToMember(id, it->second, false)};
+    } else {
+      peer::MemberInfo dead;
+      dead.node_id = id;
+      dead.state = peer::MemberState::kDead;
+      out[i] = {peer::NodeLiveness::kDead, dead};
+    }
+    cache_[id] = {out[i].info, now};
+  }
+  return out;
+}
+
 void EtcdNodeDirectory::AddListener(Listener listener) {
   std::lock_guard<std::mutex> lock(mu_);
   listeners_.push_back(std::move(listener));

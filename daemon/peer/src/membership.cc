@@ -171,6 +171,14 @@ Status Membership::AdmitCaller(const v1::Caller& c) {
               "); rejoin with a new epoch and treat local snapshots as stale");
         }
       }
+      const bool joins = it == members_.end() || it->second.info.state == MemberState::kDead;
+      if (result.ok() && joins && !RoomForOneMoreLocked()) {
+        result = Status::Unsupported(
+            "node '" + options_.node_id + "' refuses node '" + c.node_id() +
+            "': the gossip control plane serves at most " +
+            std::to_string(options_.max_gossip_nodes) +
+            " live nodes and has them; give the daemons an etcd (docs/coordination.md)");
+      }
       if (result.ok()) {
         MemberInfo m;
         m.node_id = c.node_id();
@@ -207,6 +215,8 @@ void Membership::MergeOneLocked(const MemberInfo& u, std::vector<Event>* events)
     return;
   }
   auto it = members_.find(u.node_id);
+  const bool joins = it == members_.end() || it->second.info.state == MemberState::kDead;
+  if (u.state != MemberState::kDead && joins && !RoomForOneMoreLocked()) return;  // bounded
   if (it == members_.end()) {
     Entry e;
     e.info = u;
@@ -229,6 +239,12 @@ void Membership::MergeOneLocked(const MemberInfo& u, std::vector<Event>* events)
     e.suspect_since = std::chrono::steady_clock::now();
   }
   if (state_changed) events->emplace_back(e.info, prev);
+}
+
+bool Membership::RoomForOneMoreLocked() const {
+  uint32_t live = 1;  // this node
+  for (const auto& [id, e] : members_) live += e.info.state != MemberState::kDead;
+  return live < options_.max_gossip_nodes;
 }
 
 void Membership::Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate>& updates) {

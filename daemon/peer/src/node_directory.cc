@@ -17,4 +17,11 @@ NodeLiveness NodeDirectory::Liveness(const std::string& node_id) const {
   return m->state == MemberState::kDead ? NodeLiveness::kDead : NodeLiveness::kAlive;
 }
 
+std::vector<NodeStatus> NodeDirectory::Lookup(const std::vector<std::string>& node_ids) const {
+  std::vector<NodeStatus> out;
+  out.reserve(node_ids.size());
+  for (const auto& id : node_ids) out.push_back({Liveness(id), Find(id)});
+  return out;
+}
+
 }  // namespace reft::peer

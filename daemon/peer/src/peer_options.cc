@@ -36,6 +36,7 @@ std::string PeerOptionsCheck::Validate(const PeerOptions& o) {
   if (o.suspicion_timeout.count() <= 0) return "peer.suspicion_timeout must be > 0";
   if (o.rpc_deadline.count() <= 0) return "peer.rpc_deadline must be > 0";
   if (o.fetch_deadline.count() <= 0) return "peer.fetch_deadline must be > 0";
+  if (o.max_gossip_nodes < 2) return "peer.max_gossip_nodes must be >= 2";
   if (o.wire_chunk_bytes < 4096 || o.wire_chunk_bytes > kMaxWireChunk) {
     return "peer.wire_chunk_bytes must be between 4 KiB and 4 MiB";
   }

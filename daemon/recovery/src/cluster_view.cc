@@ -3,7 +3,8 @@
 
 #include "reft/recovery/cluster_view.h"
 
-#include <future>
+#include <algorithm>
+#include <atomic>
 #include <thread>
 #include <utility>
 
@@ -72,6 +73,11 @@ std::set<store::RankKey> ClusterView::RanksAt(int64_t step) const {
   return out;
 }
 
+namespace {
+// Manifest calls in flight at once per Collect.
+constexpr size_t kManifestFanout = 16;
+}  // namespace
+
 Locator::Locator(store::SnapshotStore* store, peer::PeerNode* peer) : store_(store), peer_(peer) {}
 
 Result<ClusterView> Locator::Collect(const std::string& job,
@@ -85,17 +91,29 @@ Result<ClusterView> Locator::Collect(const std::string& job,
   // reports dead is not asked: its memory is gone.
   auto nodes = peer_->coordinator()->JobNodes(job);
   if (!nodes.ok()) return nodes.status().WithContext("locating the nodes of job '" + job + "'");
-  std::vector<std::pair<peer::MemberInfo, std::future<Result<v1::GetManifestResponse>>>> calls;
-  for (const auto& id : *nodes) {
-    const auto liveness = peer_->membership().Liveness(id);
-    auto m = peer_->membership().Find(id);
-    if (liveness == peer::NodeLiveness::kDead || !m || m->state == peer::MemberState::kDead) {
-      view.dead.push_back(id);
+  const std::vector<peer::NodeStatus> status = peer_->membership().Lookup(*nodes);
+  std::vector<peer::MemberInfo> ask;
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    const auto& m = status[i].info;
+    if (status[i].liveness == peer::NodeLiveness::kDead || !m ||
+        m->state == peer::MemberState::kDead) {
+      view.dead.push_back((*nodes)[i]);
       continue;
     }
-    calls.emplace_back(*m, std::async(std::launch::async, [this, m = *m, job, timeout] {
-                         return peer_->client().GetManifest(m.address, job, timeout);
-                       }));
+    ask.push_back(*m);
+  }
+  // A few threads share the calls, however many nodes the job has (several ranks of a node
+  // restore at once: a thread per node and rank would be thousands at cluster scale).
+  std::vector<Result<v1::GetManifestResponse>> answers(ask.size(),
+                                                       Status::Unavailable("not asked"));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> askers;
+  for (size_t t = 0; t < std::min(ask.size(), kManifestFanout); ++t) {
+    askers.emplace_back([&] {
+      for (size_t i = next++; i < ask.size(); i = next++) {
+        answers[i] = peer_->client().GetManifest(ask[i].address, job, timeout);
+      }
+    });
   }
   // This node: complete and committed slots with the checksums sealed in their chunk tables.
   Status local_error;
@@ -129,8 +147,10 @@ Result<ClusterView> Locator::Collect(const std::string& job,
     if (readable) view.slots.push_back(std::move(e));
   }
   for (const auto& r : peer_->coordinator()->JoinedRanks(job)) view.joined[r].insert(view.self);
-  for (auto& [member, call] : calls) {
-    auto m = call.get();
+  for (auto& t : askers) t.join();
+  for (size_t i = 0; i < ask.size(); ++i) {
+    const peer::MemberInfo& member = ask[i];
+    auto& m = answers[i];
     if (!m.ok()) {
       view.unreachable.push_back(member.node_id + ": " + m.status().ToString());
       if (peer_->membership().Liveness(member.node_id) != peer::NodeLiveness::kDead) {

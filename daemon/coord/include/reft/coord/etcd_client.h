@@ -9,9 +9,12 @@
 /// write succeeded sees that write. A transaction whose answer was lost in transit may or may not
 /// have been applied: callers read back what they compared before trying again.
 ///
-/// One background thread keeps the granted leases alive; one more serves the watches (a single
-/// bidirectional stream for all of them, re-created on another endpoint when it breaks, resumed
-/// from the last revision seen). Thread-safe.
+/// One background thread keeps the granted leases alive (one keep-alive stream per round for all
+/// of them, requests pipelined); one more serves the watches: a single bidirectional stream for
+/// all of them, on which watches are added and cancelled while it runs, re-created on another
+/// endpoint only when it breaks (resumed from the last revision seen). So a client costs two
+/// threads and one connection per etcd member however many keys it watches and leases it holds.
+/// Thread-safe.
 
 #include <atomic>
 #include <chrono>
@@ -118,13 +121,24 @@ struct WatchUpdate {
   bool reset = false;
 };
 
-/// \brief Traffic counters, for the control-plane scale figures.
+/// \brief Which events a watch delivers.
+enum class WatchEvents {
+  kAll,
+  kPutsOnly,  ///< etcd leaves deletes out (its NODELETE filter): nothing is sent for them
+};
+
+/// \brief Traffic counters, for the control-plane scale figures. Bytes are protobuf payloads
+/// (without HTTP/2 and TLS framing).
 struct EtcdTraffic {
   uint64_t requests = 0;        ///< unary calls and stream messages sent
   uint64_t bytes_sent = 0;
   uint64_t responses = 0;       ///< unary answers and stream messages received
   uint64_t bytes_received = 0;
   uint64_t watch_events = 0;
+  uint64_t failed_calls = 0;    ///< unary calls no member answered (not in the counts above)
+  /// The lease keep-alive part of the above (both directions): it depends on time, not steps.
+  uint64_t keepalive_messages = 0;
+  uint64_t keepalive_bytes = 0;
 };
 
 class EtcdClient {
@@ -162,7 +176,9 @@ class EtcdClient {
   /// now). The callback runs on the watch thread, in revision order; it must not block long
   /// and must not call CancelWatch. Returns a handle for CancelWatch.
   Result<int64_t> Watch(const std::string& key, bool prefix, int64_t start_revision,
-                        WatchCallback callback);
+                        WatchCallback callback, WatchEvents events = WatchEvents::kAll);
+  /// \brief Stops the watch; once it returns, its callback does not run again (so it waits
+  /// for a callback in progress: the caller must not hold a lock that callback takes).
   void CancelWatch(int64_t handle);
 
   EtcdTraffic traffic() const;
@@ -172,13 +188,22 @@ class EtcdClient {
  private:
   struct Endpoint;
   struct WatchState;
+  struct WatchStream;
   explicit EtcdClient(EtcdOptions options);
 
   /// Runs `call(stub, context)` on the current endpoint, failing over as documented above.
   template <typename Call>
   Status Unary(const char* what, Call&& call);
   void KeepAliveLoop();
+  /// One keep-alive round for `ids` on one member: false when the stream failed; the leases
+  /// etcd no longer knows go to `gone`.
+  bool RenewLeases(Endpoint& e, const std::vector<int64_t>& ids, std::vector<int64_t>* gone);
   void WatchLoop();
+  /// Reads one stream until it breaks or the client stops.
+  void ServeWatchStream(WatchStream& s, const std::vector<std::shared_ptr<WatchState>>& active);
+  /// Sends the create request of `w` on `s`, in the order etcd answers "created".
+  bool SendCreate(WatchStream& s, const std::shared_ptr<WatchState>& w);
+  bool SendCancel(WatchStream& s, int64_t server_id);
   void Count(uint64_t sent_msgs, uint64_t sent_bytes, uint64_t recv_msgs, uint64_t recv_bytes);
 
   EtcdOptions options_;
@@ -192,13 +217,15 @@ class EtcdClient {
   std::map<int64_t, std::pair<std::chrono::seconds, LeaseLostCallback>> leases_;
   std::thread keepalive_thread_;
 
-  // Watches: handle -> state; the stream is (re)built by the watch thread.
+  // Watches: handle -> state. The watch thread builds the stream (again after a failure);
+  // Watch and CancelWatch write their requests on the live one directly.
+  // Lock order: callback_mu_, then a stream's write mutex, then watch_mu_.
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
   std::map<int64_t, std::shared_ptr<WatchState>> watches_;
   int64_t next_watch_handle_ = 1;
-  bool watch_dirty_ = false;  // a watch was added or cancelled: the stream is rebuilt
-  std::shared_ptr<grpc::ClientContext> watch_context_;
+  std::shared_ptr<WatchStream> stream_;  // the live stream; nullptr while there is none
+  std::mutex callback_mu_;               // held by the watch thread while a callback runs
   std::thread watch_thread_;
 
   mutable std::mutex traffic_mu_;

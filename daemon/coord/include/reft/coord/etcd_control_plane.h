@@ -23,5 +23,9 @@ struct EtcdControlPlaneOptions {
 /// \brief A factory for peer::PeerNode::Create. The client is created at once (InvalidArgument
 /// for bad endpoints); nothing is sent to etcd before PeerNode::Start.
 Result<peer::ControlPlaneFactory> MakeEtcdControlPlane(EtcdControlPlaneOptions options);
+/// \brief The same over an existing client (`options.etcd` unused): every node the factory
+/// builds shares it (the scale bench hosts many nodes per process this way).
+peer::ControlPlaneFactory MakeEtcdControlPlane(std::shared_ptr<EtcdClient> etcd,
+                                               EtcdControlPlaneOptions options);
 
 }  // namespace reft::coord

@@ -4,8 +4,9 @@
 /// where every rank's slot lives, which node coordinates the job, and how the job restores.
 ///
 /// Commit. A rank that sealed step S reports it to its daemon (Complete); the daemon writes
-/// ONE key per step for all its ranks of the job (`completions/<S>/<node>`, rewritten as more of
-/// its ranks complete), guarded by the job's generation. The job's coordinator — one node,
+/// ONE key per step for all its ranks of the job (`completions/<S>/<node>`), guarded by the
+/// job's generation, once every rank of the job connected to it completed S (or
+/// `completion_linger` after the first did; a later one rewrites the key). The job's coordinator — one node,
 /// elected with a key bound to its lease — watches the completions and, once they cover every
 /// rank of the layout, commits S in one transaction that succeeds only if the generation and
 /// the previous commit point are unchanged; the same transaction records the slot locations that
@@ -21,12 +22,14 @@
 ///
 /// Offline. When etcd cannot be reached, snapshots go on locally (Complete only queues), the
 /// commit waits, and no restore can read a commit point; queued completions are written when
-/// etcd answers again. Thread-safe; owns one worker thread (Start/Stop).
+/// etcd answers again. Thread-safe; owns one worker thread (Start/Stop), which sleeps until
+/// there is work or a retry is due (never a periodic wake-up while idle).
 
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -45,6 +48,9 @@ struct EtcdCoordinatorOptions {
   size_t max_txn_ops = 100;
   /// A failed etcd write (etcd unreachable) is retried this often.
   std::chrono::milliseconds retry_interval{200};
+  /// A step's completion record waits at most this long for the node's other connected ranks
+  /// of the job before it is written without them (they rewrite it when they complete).
+  std::chrono::milliseconds completion_linger{100};
 };
 
 class EtcdJobCoordinator final : public peer::JobCoordinator {
@@ -92,6 +98,21 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   Status RecordSlot(const store::RankKey& rank, int64_t step) override;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  /// This node's ranks that completed one step, not committed yet.
+  struct PendingStep {
+    std::set<store::RankKey> ranks;
+    Clock::time_point since{};  ///< first completion (epoch: adopted at start, write at once)
+    size_t written = 0;         ///< how many of them etcd has
+  };
+  /// The coordinator's view of one step: every node's record, and the ranks of the layout they
+  /// cover in the current generation, kept as records arrive so that deciding a commit costs
+  /// O(1) per event instead of a pass over every rank of the job.
+  struct StepCompletions {
+    std::map<std::string, CompletionRecord> by_node;
+    std::set<store::RankKey> covered;
+    bool recount = false;  ///< a record lost ranks: `covered` is rebuilt before use
+  };
   struct JobState {
     bool tracked = false;           // state read from etcd and watches set
     bool stale = false;             // a compare failed or a watch lost events: re-read
@@ -105,15 +126,12 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     std::optional<int64_t> committed;
     int64_t committed_rev = 0;
     int connected = 0;              // trainer sessions on this node
-    // This node's completions not yet committed, and how many of them etcd has.
-    std::map<int64_t, std::set<store::RankKey>> pending;
-    std::map<int64_t, size_t> written;
+    std::map<int64_t, PendingStep> pending;  // this node's completions not yet committed
     // Coordination of the job.
     bool want_lead = false;         // campaign when the coordinator key is free
     bool leader = false;
     int64_t completions_watch = 0;
-    // The leader's view: step -> node -> that node's completion record.
-    std::map<int64_t, std::map<std::string, CompletionRecord>> completions;
+    std::map<int64_t, StepCompletions> completions;  // the leader's view
     std::map<store::RankKey, std::string> locations;
   };
   struct GenerationEvent {
@@ -139,6 +157,10 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   void CommitLocalLocked(const std::string& job, int64_t step);
   peer::JobGeneration InfoLocked(const JobState& st) const;
   void OnCompletionEvent(const std::string& job, const WatchUpdate& u);
+  /// Records one node's completion record of `step` in the leader's view.
+  void AddCompletionLocked(JobState& st, int64_t step, const std::string& node,
+                           CompletionRecord rec);
+  static void RecountLocked(const JobState& st, StepCompletions& sc);
   void NotifyGenerations();
 
   // Worker: everything that writes to etcd in the background.
@@ -150,6 +172,10 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   void SyncJoined();
   void OnReregistered(int64_t lease);
   void Wake();
+  /// The worker runs again at `t` at the latest (a retry, a linger running out).
+  void WakeAtLocked(Clock::time_point t);
+  /// etcd could not be reached: the worker tries again after retry_interval.
+  void RetryLaterLocked();
 
   store::SnapshotStore* store_;
   std::shared_ptr<EtcdClient> etcd_;
@@ -164,6 +190,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::map<store::RankKey, bool> joined_in_etcd_;  // rank -> its joined key is written
   std::string state_dir_;
   bool work_ = false;
+  std::optional<Clock::time_point> wake_at_;  // the worker's next timed round, if any
   bool running_ = false;
   std::thread worker_;
   std::vector<GenerationEvent> pending_events_;

@@ -51,6 +51,9 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   /// A fresh (linearizable) read: kAlive when registered, kDead when not (etcd is the
   /// authority), kUnknown when etcd cannot be reached.
   peer::NodeLiveness Liveness(const std::string& node_id) const override;
+  /// One linearizable read of every registration (not one per node); when etcd cannot be
+  /// reached: kUnknown, with the cached address where there is one.
+  std::vector<peer::NodeStatus> Lookup(const std::vector<std::string>& node_ids) const override;
 
   bool IsFenced() const override { return false; }
   void ClearFence() override {}

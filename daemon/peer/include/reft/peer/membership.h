@@ -10,6 +10,10 @@
 /// higher incarnation. Membership facts travel piggybacked on pings (the full table: clusters
 /// here are tens of nodes, and full-state gossip converges in O(log n) periods).
 ///
+/// Bounded (docs/coordination.md): at most PeerOptions::max_gossip_nodes live members, this one
+/// included; a newcomer beyond that is refused (its Hello fails naming the bound) and never
+/// enters the table, so tables, pings and commit pushes stay the size the bound allows.
+///
 /// Epochs fence: a (node, epoch) declared DEAD stays dead; its RPCs are refused with a
 /// "fenced:" error. When this node learns it was declared dead it takes a new epoch, rejoins,
 /// and stays IsFenced() (its snapshots are stale) until the daemon calls ClearFence().
@@ -86,6 +90,8 @@ class Membership final : public NodeDirectory {
                    std::vector<Event>* events);
   void ExpireSuspectsLocked(std::vector<Event>* events);
   void MergeOneLocked(const MemberInfo& update, std::vector<Event>* events);
+  /// Fewer live members (this node included) than max_gossip_nodes.
+  bool RoomForOneMoreLocked() const;
   void OnFenced(const std::string& message);
   void Notify(const std::vector<Event>& events);
 

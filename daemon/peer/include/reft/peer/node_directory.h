@@ -30,6 +30,12 @@ struct MemberInfo {
   bool self = false;
 };
 
+/// \brief What Lookup() knows of one node: Liveness() and Find() in one answer.
+struct NodeStatus {
+  NodeLiveness liveness = NodeLiveness::kUnknown;
+  std::optional<MemberInfo> info;  ///< where it listens, when known
+};
+
 class NodeDirectory {
  public:
   /// A change of a member's state (or a new member); `self` events report this node's fencing.
@@ -58,6 +64,9 @@ class NodeDirectory {
   /// kAlive (alive or suspect), kDead, or kUnknown (never heard of, or the membership source
   /// cannot be asked right now). The restore path asks it before declaring bytes lost.
   virtual NodeLiveness Liveness(const std::string& node_id) const;
+  /// Liveness() and Find() of each of `node_ids` (in order), as one answer: etcd reads every
+  /// registration once instead of once per node (a restore asks about every node of its job).
+  virtual std::vector<NodeStatus> Lookup(const std::vector<std::string>& node_ids) const;
 
   /// True once this node learned it had been declared dead: its snapshots may be stale.
   virtual bool IsFenced() const = 0;

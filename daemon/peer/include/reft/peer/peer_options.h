@@ -16,6 +16,10 @@ constexpr uint32_t kProtocolVersion = 1;
 /// Equal to the store's default sealed chunk, so a wire chunk is a whole sealed chunk and travels
 /// with the checksum Seal() recorded: the holder hashes nothing, the receiver hashes once.
 constexpr uint64_t kMaxWireChunk = 4ull << 20;
+/// The most nodes (this one included) the gossip control plane serves: beyond it reftd needs
+/// etcd. Its full-table pings, per-member commit pushes and fixed suspicion timeout are sized
+/// for this many; docs/coordination.md has the figures behind the number.
+constexpr uint32_t kMaxGossipNodes = 16;
 
 struct PeerOptions {
   std::string node_id;             ///< unique per node (reftd --node-id)
@@ -30,6 +34,8 @@ struct PeerOptions {
   std::chrono::milliseconds rpc_deadline{2000};      ///< control RPCs (commit, manifest, hello)
   std::chrono::milliseconds fetch_deadline{120000};  ///< one FetchRegion stream
   std::chrono::milliseconds anti_entropy_interval{500};  ///< commit-state exchange period
+  /// Gossip: live members (this node included) beyond which newcomers are refused.
+  uint32_t max_gossip_nodes = kMaxGossipNodes;
 
   uint64_t peer_stream_bandwidth = 0;   ///< bytes/s per peer (shared by its streams); 0 = unlimited
   /// bytes/s of everything this node receives from all peers together (its network link, for

@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""Control-plane scale bench: N simulated nodes x R ranks of one job, data plane stubbed.
+
+The members run in a few coord_scale_host processes (C++, real PeerNodes over an in-memory
+store) against one real etcd (tools/localcluster's EtcdCluster), or over today's gossip
+(SWIM membership + completion-set exchange, one Peer server per member). Process layout:
+  host 0    member 0 alone: joins first, so it coordinates the job (etcd); its own traffic
+  host 1    member 1 alone: one ordinary node in a process of its own (per-node figures)
+  stall     ceil(N/100) members, SIGSTOPped for --stall-ms once (false failure detections)
+  the rest  --per-process members per process (one EtcdClient each: pooled threads/connection)
+
+Per N it prints one JSON line (stdout) with: control messages and bytes per committed step
+(total, per node, the coordinator's and one ordinary node's), commit latency from the last
+rank's completion to the commit being visible on every member (p50/p99/max), threads and
+resident memory (per member, and of the one-member process), and false failure detections
+under the stall. docs/bench/coordination.md describes the method and the figures.
+"""
+import argparse
+import json
+import math
+import os
+import queue
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "localcluster"))
+from etcd_server import EtcdCluster  # noqa: E402
+
+
+class Host:
+    """One coord_scale_host process; its stdout lines are read by a thread into a queue."""
+
+    def __init__(self, binary, name, args):
+        self.name = name
+        self.proc = subprocess.Popen([binary] + args, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     bufsize=1)
+        self.lines = queue.Queue()
+        self.held = []
+        self.stderr = []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.split())
+        self.lines.put(None)
+
+    def _read_err(self):
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+            del self.stderr[:-20]
+
+    def send(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def expect(self, word, timeout, step=None):
+        """The next line starting with `word` (and `step`); other lines wait their turn."""
+        def wanted(msg):
+            return msg[0] == word and (step is None or int(msg[1]) == step)
+        for i, msg in enumerate(self.held):
+            if wanted(msg):
+                return self.held.pop(i)
+        deadline = time.time() + timeout
+        while True:
+            left = deadline - time.time()
+            if left <= 0:
+                raise TimeoutError(f"{self.name}: no '{word}' within {timeout}s")
+            try:
+                msg = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if msg is None:
+                raise RuntimeError(f"{self.name} exited ({self.proc.wait()}): "
+                                   + "".join(self.stderr))
+            if wanted(msg):
+                return msg
+            self.held.append(msg)
+
+    def ask(self, cmd, timeout=60):
+        self.send(cmd)
+        return self.expect(cmd.split()[0], timeout)
+
+    def stats(self):
+        msg = self.ask("stats")
+        return json.loads(" ".join(msg[1:]))
+
+    def quit(self):
+        try:
+            self.send("quit")
+            self.proc.wait(timeout=60)
+        except Exception:  # noqa: BLE001 - best effort teardown
+            self.proc.kill()
+
+
+def percentile(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, math.ceil(p / 100 * len(v)) - 1))]
+
+
+class NodeDeletions:
+    """An independent observer of false failure detections under etcd: every lease expiry
+    deletes a node key; etcdctl watches them."""
+
+    def __init__(self, etcd):
+        env = dict(os.environ, ETCDCTL_API="3")
+        self.proc = subprocess.Popen(["etcdctl", "--endpoints", etcd.endpoints, "watch",
+                                      "--prefix", "/reft/v1/nodes/"], stdout=subprocess.PIPE,
+                                     text=True, env=env)
+        self.deletes = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.strip() == "DELETE":
+                self.deletes += 1
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def layout(n, per_process):
+    """[(name, first, count)]: coordinator, probe, stall group, the rest."""
+    stall = max(1, math.ceil(n / 100))
+    hosts = [("coordinator", 0, 1), ("probe", 1, 1), ("stall", 2, stall)]
+    first = 2 + stall
+    while first < n:
+        count = min(per_process, n - first)
+        hosts.append((f"pool{len(hosts) - 3}", first, count))
+        first += count
+    return hosts
+
+
+def run(backend, n, a, binary):
+    if n < 3 + max(1, math.ceil(n / 100)):
+        raise ValueError(f"N={n} too small for the host layout")
+    root = tempfile.mkdtemp(prefix="reft-coord-scale-", dir=a.etcd_dir)
+    etcd, observer, hosts = None, None, []
+    try:
+        common = ["--backend", backend, "--nodes", str(n), "--ranks", str(a.ranks),
+                  "--lease-ttl", str(a.lease_ttl)]
+        if backend == "etcd":
+            etcd = EtcdCluster(os.path.join(root, "etcd"), 1).start()
+            common += ["--etcd", etcd.endpoints]
+            observer = NodeDeletions(etcd)
+        plan = layout(n, a.per_process)
+        t0 = time.time()
+        name, first, count = plan[0]
+        coordinator = Host(binary, name, common + ["--first", str(first), "--count", str(count)])
+        hosts.append(coordinator)
+        seed = coordinator.expect("ready", 120)[1]
+        if backend == "etcd":
+            deadline = time.time() + 30
+            while coordinator.ask("lead")[1] != "1":
+                if time.time() > deadline:
+                    raise TimeoutError("member 0 did not become the job's coordinator")
+                time.sleep(0.05)
+        else:
+            common += ["--seeds", seed]
+        for name, first, count in plan[1:]:
+            hosts.append(Host(binary, name, common + ["--first", str(first), "--count",
+                                                      str(count)]))
+        for h in hosts[1:]:
+            h.expect("ready", 600)
+        if backend == "gossip":
+            deadline = time.time() + 120
+            while min(int(h.ask("live")[1]) for h in hosts) < n - 1:
+                if time.time() > deadline:
+                    raise TimeoutError("gossip membership did not converge")
+                time.sleep(0.5)
+        startup_s = time.time() - t0
+
+        step = 0
+
+        def one_step(timeout):
+            nonlocal step
+            step += 1
+            for h in hosts:
+                h.send(f"complete {step}")
+            completed = [int(h.expect("completed", timeout, step)[3]) for h in hosts]
+            visible = [int(h.expect("visible", timeout, step)[3]) for h in hosts]
+            return (max(visible) - max(completed)) / 1e9
+
+        for _ in range(a.warmup):
+            one_step(a.step_timeout)
+        before = [h.stats() for h in hosts]
+        latencies = []
+        t_steps = time.time()
+        for _ in range(a.steps):
+            latencies.append(one_step(a.step_timeout))
+            time.sleep(a.gap)
+        elapsed = time.time() - t_steps
+        after = [h.stats() for h in hosts]
+
+        # Stall ceil(N/100) members for --stall-ms, then keep stepping and give failure
+        # detection time to (wrongly) fire: two lease TTLs / suspicion timeouts.
+        stall = hosts[2]
+        os.kill(stall.proc.pid, signal.SIGSTOP)
+        time.sleep(a.stall_ms / 1000)
+        os.kill(stall.proc.pid, signal.SIGCONT)
+        stall_latencies = [one_step(a.step_timeout) for _ in range(3)]
+        time.sleep(2 * max(a.lease_ttl, 2))
+        final = [h.stats() for h in hosts]
+
+        def delta(key, i=None):
+            pick = range(len(hosts)) if i is None else [i]
+            return sum(after[j][key] - before[j][key] for j in pick)
+
+        def per_step(i=None):
+            msgs = delta("messages", i) - delta("background_messages", i)
+            byts = delta("bytes", i) - delta("background_bytes", i)
+            return msgs / a.steps, byts / a.steps
+
+        total_msgs, total_bytes = per_step()
+        coord_msgs, coord_bytes = per_step(0)
+        probe_msgs, probe_bytes = per_step(1)
+        threads = sum(s["threads"] for s in final)
+        rss = sum(s["rss_kib"] for s in final)
+        false_detections = sum(s["dead_events"] for s in final) + \
+            sum(s["self_declared_dead"] for s in final)
+        if observer is not None:
+            false_detections = max(false_detections, observer.deletes)
+        result = {
+            "backend": backend, "nodes": n, "ranks_per_node": a.ranks, "steps": a.steps,
+            "processes": len(hosts), "startup_s": round(startup_s, 1),
+            "msgs_per_step": round(total_msgs, 1),
+            "bytes_per_step": round(total_bytes),
+            "msgs_per_step_per_node": round((total_msgs - coord_msgs) / (n - 1), 2),
+            "bytes_per_step_per_node": round((total_bytes - coord_bytes) / (n - 1)),
+            "coordinator_msgs_per_step": round(coord_msgs, 1),
+            "coordinator_bytes_per_step": round(coord_bytes),
+            "one_node_msgs_per_step": round(probe_msgs, 2),
+            "one_node_bytes_per_step": round(probe_bytes),
+            "background_msgs_per_s_per_node":
+                round(delta("background_messages") / elapsed / n, 3),
+            "background_bytes_per_s_per_node":
+                round(delta("background_bytes") / elapsed / n, 1),
+            "commit_latency_p50_ms": round(1000 * statistics.median(latencies), 1),
+            "commit_latency_p99_ms": round(1000 * percentile(latencies, 99), 1),
+            "commit_latency_max_ms": round(1000 * max(latencies), 1),
+            "commit_latency_after_stall_ms": [round(1000 * x, 1) for x in stall_latencies],
+            "threads_per_member": round(threads / n, 3),
+            "rss_kib_per_member": round(rss / n, 1),
+            "one_member_process_threads": final[1]["threads"],
+            "one_member_process_rss_kib": final[1]["rss_kib"],
+            "stalled_members": plan[2][2], "stall_ms": a.stall_ms,
+            "false_failure_detections": false_detections,
+            "suspicions": sum(s["suspect_events"] for s in final),
+        }
+        return result
+    finally:
+        for h in hosts:
+            try:
+                os.kill(h.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            h.quit()
+        if observer is not None:
+            observer.close()
+        if etcd is not None:
+            etcd.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", default="etcd", choices=["etcd", "gossip"])
+    p.add_argument("--nodes", default="64,256,1024,4096",
+                   help="comma-separated N; stops at the first N that fails")
+    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--gap", type=float, default=0.2, help="seconds between steps")
+    p.add_argument("--per-process", type=int, default=256)
+    p.add_argument("--stall-ms", type=int, default=500)
+    p.add_argument("--lease-ttl", type=int, default=5, help="etcd lease TTL (reftd's default)")
+    p.add_argument("--step-timeout", type=float, default=60)
+    p.add_argument("--etcd-dir", default=None, help="where etcd keeps its data (default /tmp)")
+    p.add_argument("--build-dir", default=os.environ.get("REFT_BUILD_DIR", "build"))
+    a = p.parse_args()
+    binary = os.path.join(a.build_dir, "tools", "bench", "coord", "coord_scale_host")
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"{binary} not built (cmake --build {a.build_dir} --target coord_scale_host)")
+    for n in [int(x) for x in a.nodes.split(",")]:
+        try:
+            print(json.dumps(run(a.backend, n, a, binary)), flush=True)
+        except (TimeoutError, RuntimeError, OSError) as e:
+            print(json.dumps({"backend": a.backend, "nodes": n, "failed": str(e)[-2000:]}),
+                  flush=True)
+            break
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+// coord_scale_host: one process of the control-plane scale bench (coord_scale.py drives it),
+// hosting --count members — simulated nodes — of one job of --nodes nodes x --ranks ranks.
+//
+// Every member is a real peer::PeerNode over an in-memory store (the data plane is stubbed:
+// memory_store.h). With --backend etcd its control plane is the etcd one; the members of this
+// process share one EtcdClient (one connection, one keep-alive stream, one watch stream: what
+// they send and receive is what N separate daemons would, the threads and connections are
+// pooled), and have no Peer server (nothing calls them). With --backend gossip each member runs
+// the gossip control plane (SWIM membership + completion-set exchange) and its own Peer gRPC
+// server on loopback, as in the in-process tests.
+//
+// Commands on stdin, one per line; answers on stdout (times are steady-clock nanoseconds, one
+// clock for every process of the machine):
+//   (at start)  -> ready ADDR          ADDR: the first member's address (a gossip seed)
+//   lead        -> lead 0|1           whether the first member here coordinates the job (etcd)
+//   complete S  -> completed S T_FIRST T_LAST   every rank here sealed S and reported it
+//               -> visible S T_FIRST T_LAST     every member here committed S (asynchronously)
+//   stats       -> stats {json}
+//   quit
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include "memory_store.h"
+#include "reft/coord/etcd_control_plane.h"
+#include "reft/job_layout.h"
+#include "reft/peer/peer_node.h"
+#include "reft/peer/peer_service.h"
+#include "rpc_counter.h"
+
+using namespace reft;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string backend = "etcd";
+  std::string etcd;
+  std::vector<std::string> seeds;
+  int first = 0;
+  int count = 1;
+  int nodes = 1;
+  int ranks = 8;
+  int lease_ttl_s = 5;
+  std::string job = "scale";
+};
+
+int64_t Now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+std::mutex out_mu;
+void Say(const std::string& line) {
+  std::lock_guard<std::mutex> lock(out_mu);
+  std::cout << line << std::endl;
+}
+
+/// Threads and resident memory of this process, from /proc.
+std::pair<long, long> ThreadsAndRssKib() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  long threads = 0, rss = 0;
+  while (f >> key) {
+    if (key == "Threads:") f >> threads;
+    if (key == "VmRSS:") f >> rss;
+    f.ignore(1 << 20, '\n');
+  }
+  return {threads, rss};
+}
+
+/// When each member first committed each step; reports a step once every member here did.
+class Visibility {
+ public:
+  explicit Visibility(int members) : members_(members), newest_(members, -1) {}
+  void OnCommit(int member, int64_t step) {
+    const int64_t t = Now();
+    std::string line;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (step <= newest_[member]) return;  // the member's other ranks of the step
+      newest_[member] = step;
+      Step& s = steps_[step];
+      if (s.count++ == 0) s.first = t;
+      s.last = t;
+      if (s.count < members_) return;
+      line = "visible " + std::to_string(step) + " " + std::to_string(s.first) + " " +
+             std::to_string(s.last);
+      steps_.erase(step);
+    }
+    Say(line);
+  }
+
+ private:
+  struct Step {
+    int count = 0;
+    int64_t first = 0, last = 0;
+  };
+  const int members_;
+  std::mutex mu_;
+  std::vector<int64_t> newest_;
+  std::map<int64_t, Step> steps_;
+};
+
+struct Member {
+  std::string id;
+  std::unique_ptr<bench::MemoryStore> store;
+  std::unique_ptr<peer::PeerNode> peer;
+  std::unique_ptr<grpc::Server> server;  // gossip only
+  std::vector<store::RankKey> ranks;
+};
+
+/// Membership events of the whole process (false failure detections under a stall).
+struct Detections {
+  std::atomic<uint64_t> dead{0}, suspect{0}, self{0};
+};
+
+std::string NodeId(int i) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "n%05d", i);
+  return b;
+}
+
+Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility* vis,
+                                           int local_index,
+                                           const peer::ControlPlaneFactory& etcd,
+                                           bench::RpcCounts* counts) {
+  auto m = std::make_unique<Member>();
+  m->id = NodeId(index);
+  m->store = std::make_unique<bench::MemoryStore>(
+      [vis, local_index](const store::RankKey&, int64_t step) { vis->OnCommit(local_index, step); });
+  // Production timings (reftd's defaults): the figures are about today's behaviour.
+  peer::PeerOptions po;
+  po.node_id = m->id;
+  po.seeds = a.seeds;
+  // The bench measures the gossip path past its bound: the figures are why the bound is there.
+  po.max_gossip_nodes = static_cast<uint32_t>(std::max(a.nodes, 2));
+  if (a.backend == "etcd") {
+    po.advertise_address = "127.0.0.1:1";  // never dialled: the bench has no data plane
+    REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get(), {}, etcd));
+    REFT_RETURN_NOT_OK(m->peer->Start());
+  } else {
+    REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get()));
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    m->peer->Register(&b);
+    peer::PeerService::ConfigureServerBuilder(po, &b);
+    b.experimental().SetInterceptorCreators(bench::CountingInterceptors(counts));
+    m->server = b.BuildAndStart();
+    if (!m->server || port == 0) return Status::Unavailable("cannot start a Peer server");
+    REFT_RETURN_NOT_OK(m->peer->Start("127.0.0.1:" + std::to_string(port)));
+  }
+  for (int r = 0; r < a.ranks; ++r) m->ranks.push_back({a.job, 0, r, index});
+  return m;
+}
+
+std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
+                  const std::shared_ptr<coord::EtcdClient>& etcd, const bench::RpcCounts& c,
+                  const Detections& d) {
+  auto [threads, rss] = ThreadsAndRssKib();
+  std::ostringstream o;
+  o << "{\"members\":" << members.size() << ",\"threads\":" << threads << ",\"rss_kib\":" << rss
+    << ",\"dead_events\":" << d.dead << ",\"suspect_events\":" << d.suspect
+    << ",\"self_declared_dead\":" << d.self;
+  if (etcd) {
+    const coord::EtcdTraffic t = etcd->traffic();
+    o << ",\"messages\":" << t.requests + t.responses
+      << ",\"bytes\":" << t.bytes_sent + t.bytes_received
+      << ",\"watch_events\":" << t.watch_events
+      << ",\"background_messages\":" << t.keepalive_messages
+      << ",\"background_bytes\":" << t.keepalive_bytes;
+  } else {
+    o << ",\"messages\":" << c.commit_messages + c.membership_messages + c.other_messages
+      << ",\"bytes\":" << c.commit_bytes + c.membership_bytes + c.other_bytes
+      << ",\"background_messages\":" << c.membership_messages
+      << ",\"background_bytes\":" << c.membership_bytes;
+  }
+  o << "}";
+  return o.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"one process of the control-plane scale bench (see coord_scale.py)"};
+  app.add_option("--backend", a.backend, "etcd | gossip")->check(CLI::IsMember({"etcd", "gossip"}));
+  app.add_option("--etcd", a.etcd, "etcd endpoints H:P,...");
+  app.add_option("--seeds", a.seeds, "gossip seeds H:P")->delimiter(',');
+  app.add_option("--first", a.first, "index of the first member hosted here");
+  app.add_option("--count", a.count, "members hosted here")->check(CLI::PositiveNumber);
+  app.add_option("--nodes", a.nodes, "nodes of the job (its dp)")->check(CLI::PositiveNumber);
+  app.add_option("--ranks", a.ranks, "ranks per node (the job's tp)")->check(CLI::PositiveNumber);
+  app.add_option("--lease-ttl", a.lease_ttl_s, "etcd lease TTL, seconds");
+  CLI11_PARSE(app, argc, argv);
+
+  std::shared_ptr<coord::EtcdClient> etcd;
+  peer::ControlPlaneFactory factory;
+  if (a.backend == "etcd") {
+    coord::EtcdOptions eo;
+    std::stringstream ss(a.etcd);
+    for (std::string e; std::getline(ss, e, ',');) eo.endpoints.push_back(e);
+    auto client = coord::EtcdClient::Create(eo);
+    if (!client.ok()) {
+      std::cerr << client.status().ToString() << "\n";
+      return 2;
+    }
+    etcd = std::move(*client);
+    coord::EtcdControlPlaneOptions co;
+    co.lease_ttl = std::chrono::seconds(a.lease_ttl_s);
+    factory = coord::MakeEtcdControlPlane(etcd, co);
+  }
+  bench::RpcCounts counts;
+  Detections detections;
+  Visibility vis(a.count);
+  JobLayout layout;
+  layout.dp = a.nodes;
+  layout.tp = a.ranks;
+
+  std::vector<std::unique_ptr<Member>> members;
+  for (int i = 0; i < a.count; ++i) {
+    auto m = MakeMember(a, a.first + i, &vis, i, factory, &counts);
+    if (!m.ok()) {
+      std::cerr << "member " << a.first + i << ": " << m.status().ToString() << "\n";
+      return 1;
+    }
+    (*m)->peer->membership().AddListener(
+        [&detections](const peer::MemberInfo& info, peer::MemberState) {
+          if (info.self) {
+            ++detections.self;
+          } else if (info.state == peer::MemberState::kDead) {
+            ++detections.dead;
+          } else if (info.state == peer::MemberState::kSuspect) {
+            ++detections.suspect;
+          }
+        });
+    for (const auto& r : (*m)->ranks) {
+      Status s = (*m)->peer->coordinator()->Join(r, layout);
+      if (!s.ok()) {
+        std::cerr << "join " << r.ToString() << ": " << s.ToString() << "\n";
+        return 1;
+      }
+    }
+    members.push_back(std::move(*m));
+  }
+  Say("ready " + members[0]->peer->membership().SelfCaller().address());
+
+  for (std::string line; std::getline(std::cin, line);) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    if (cmd == "complete") {
+      int64_t step = 0;
+      in >> step;
+      const int64_t first = Now();
+      for (auto& m : members) {
+        for (const auto& r : m->ranks) {
+          (void)m->store->Seal(r, step);
+          (void)m->peer->coordinator()->Complete(r, step);
+        }
+      }
+      Say("completed " + std::to_string(step) + " " + std::to_string(first) + " " +
+          std::to_string(Now()));
+    } else if (cmd == "lead") {
+      Say(std::string("lead ") + (members[0]->peer->coordinator()->LeadsJob(a.job) ? "1" : "0"));
+    } else if (cmd == "live") {
+      // Gossip convergence: the fewest live members any member here sees.
+      size_t fewest = SIZE_MAX;
+      for (auto& m : members) fewest = std::min(fewest, m->peer->membership().LiveMembers().size());
+      Say("live " + std::to_string(fewest));
+    } else if (cmd == "stats") {
+      Say("stats " + Stats(members, etcd, counts, detections));
+    } else if (cmd == "quit") {
+      break;
+    }
+  }
+  for (auto& m : members) {
+    m->peer->Stop();
+    if (m->server) m->server->Shutdown(std::chrono::system_clock::now());
+  }
+  return 0;
+}
