@@ -15,6 +15,7 @@ class InfoOnlySlot final : public store::SlotRef {
   }
   Result<int> DupFd() const override { return Status::Unsupported("bench store: no segments"); }
   uint64_t region_file_offset(size_t) const override { return 0; }
+  Status CheckIntact() const override { return Status::OK(); }  // nothing mapped
 
  private:
   store::SlotInfo info_;
