@@ -95,17 +95,21 @@ TEST_CASE("Hello with another protocol version is refused with a clear message",
   auto channel = grpc::CreateChannel(node.address, grpc::InsecureChannelCredentials());
   auto stub = v1::Peer::NewStub(channel);
   v1::HelloRequest req;
-  req.mutable_caller()->set_protocol_version(kProtocolVersion + 98);
   req.mutable_caller()->set_node_id("stranger");
   req.mutable_caller()->set_epoch(1);
   v1::HelloResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 2s);
-  grpc::Status s = stub->Hello(&ctx, req, &resp);
-  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
-  CHECK_THAT(s.error_message(), Catch::Contains("protocol version " +
-                                                std::to_string(kProtocolVersion + 98)));
-  CHECK_THAT(s.error_message(), Catch::Contains("speaks protocol version 1"));
+  // A newer daemon and the previous release (a rolling upgrade half done) are both refused.
+  for (uint32_t other : {kProtocolVersion + 98, kProtocolVersion - 1}) {
+    req.mutable_caller()->set_protocol_version(other);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+    grpc::Status s = stub->Hello(&ctx, req, &resp);
+    CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+    CHECK_THAT(s.error_message(), Catch::Contains("protocol version " + std::to_string(other) +
+                                                  " of node 'stranger' is not supported"));
+    CHECK_THAT(s.error_message(), Catch::Contains("speaks protocol version " +
+                                                  std::to_string(kProtocolVersion)));
+  }
   // The same version is accepted.
   req.mutable_caller()->set_protocol_version(kProtocolVersion);
   grpc::ClientContext ctx2;

@@ -10,8 +10,11 @@
 
 namespace reft::peer {
 
-/// Wire protocol version of proto/reft/v1/peer.proto; peers with another version are refused.
-constexpr uint32_t kProtocolVersion = 1;
+/// Wire protocol version of proto/reft/v1/peer.proto; peers with another version are refused
+/// with an error naming both (docs/peer.md), never half-understood.
+/// 2: FetchRegion chunks grew from 1 MiB to kMaxWireChunk (a version-1 receiver rejects them as
+///    oversized), slot meta carries the global identity of sharded buffers (reshape).
+constexpr uint32_t kProtocolVersion = 2;
 /// Largest data chunk of a FetchRegion stream (docs/protocol.md "Wire": big messages are chunked).
 /// Equal to the store's default sealed chunk, so a wire chunk is a whole sealed chunk and travels
 /// with the checksum Seal() recorded: the holder hashes nothing, the receiver hashes once.
