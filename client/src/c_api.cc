@@ -25,6 +25,13 @@ int Report(const reft::Status& st) {
 
 int NullHandle() { return Report(reft::Status::InvalidArgument("reft_client handle is NULL")); }
 
+// Copies `s` into out[0..size), truncated and NUL-terminated (size > 0).
+void CopyTruncated(const std::string& s, char* out, size_t size) {
+  const size_t n = std::min(s.size(), size - 1);
+  std::memcpy(out, s.data(), n);
+  out[n] = '\0';
+}
+
 // Reads a field only when the caller's struct is new enough to contain it.
 #define REFT_HAS_FIELD(ptr, type, field) \
   ((ptr)->struct_size >= offsetof(type, field) + sizeof((ptr)->field))
@@ -51,6 +58,13 @@ void reft_restore_options_init(reft_restore_options* o) {
   if (o == nullptr) return;
   std::memset(o, 0, sizeof(*o));
   o->struct_size = sizeof(*o);
+}
+
+void reft_restore_report_init(reft_restore_report* r) {
+  if (r == nullptr) return;
+  std::memset(r, 0, sizeof(*r));
+  r->struct_size = sizeof(*r);
+  r->step = -1;
 }
 
 void reft_optimizer_step_init(reft_optimizer_step* o) {
@@ -138,9 +152,7 @@ int reft_staged_reason(reft_client* c, const char* name, char* reason, size_t si
   }
   auto why = c->impl->StagedReason(name);
   if (!why.ok()) return Report(why.status());
-  const size_t n = std::min(why->size(), size - 1);
-  std::memcpy(reason, why->data(), n);
-  reason[n] = '\0';
+  CopyTruncated(*why, reason, size);
   return Report(reft::Status::OK());
 }
 
@@ -254,6 +266,28 @@ int reft_restore_ex(reft_client* c, const reft_restore_options* o, int64_t* step
     auto report = c->impl->LastRestore();
     *reshaped = report && report->reshaped ? 1 : 0;
   }
+  return Report(reft::Status::OK());
+}
+
+int reft_last_restore(reft_client* c, reft_restore_report* out) {
+  if (c == nullptr) return NullHandle();
+  if (out == nullptr) return Report(reft::Status::InvalidArgument("reft_last_restore: report is NULL"));
+  if (out->struct_size < sizeof(reft_restore_report)) {
+    return Report(reft::Status::InvalidArgument("reft_restore_report.struct_size too small"));
+  }
+  auto r = c->impl->LastRestore();
+  if (!r) return Report(reft::Status::NotFound("this handle has not restored yet"));
+  const auto ns = [](std::chrono::nanoseconds d) { return static_cast<int64_t>(d.count()); };
+  out->step = r->step;
+  CopyTruncated(r->source, out->source, sizeof(out->source));
+  out->agreement_ns = ns(r->agreement);
+  out->daemon_ns = ns(r->daemon);
+  out->total_ns = ns(r->total);
+  out->reshaped = r->reshaped ? 1 : 0;
+  CopyTruncated(r->from_layout, out->from_layout, sizeof(out->from_layout));
+  out->filled = static_cast<uint32_t>(r->filled.size());
+  out->untouched = static_cast<uint32_t>(r->untouched.size());
+  CopyTruncated(r->agreement_reason, out->agreement_reason, sizeof(out->agreement_reason));
   return Report(reft::Status::OK());
 }
 

@@ -64,10 +64,22 @@ TEST_CASE("C ABI round trip, errors and thread-local messages") {
   REQUIRE(reft_wait_committed(c, 10, 20, &committed) == REFT_OK);
   CHECK(committed == 0);
   std::memset(buf.data(), 0, buf.size());
+  reft_restore_report report;
+  reft_restore_report_init(&report);
+  CHECK(reft_last_restore(c, &report) == REFT_NOT_FOUND);  // nothing restored yet
   int64_t step = -2;
   REQUIRE(reft_restore(c, &step) == REFT_OK);
   CHECK(step == 9);
   CHECK(buf == want);
+  REQUIRE(reft_last_restore(c, &report) == REFT_OK);
+  CHECK(report.step == 9);
+  CHECK(std::string(report.source) == "memory");
+  CHECK(report.reshaped == 0);
+  CHECK(report.total_ns > 0);  // this fixture's in-process restorer reports no daemon time
+  CHECK(report.total_ns >= report.daemon_ns);
+  CHECK(report.agreement_ns <= report.daemon_ns);
+  report.struct_size = 8;  // a caller's struct that cannot hold version 1
+  CHECK(reft_last_restore(c, &report) == REFT_INVALID_ARGUMENT);
   CHECK(reft_close(c) == REFT_OK);
   CHECK(reft_close(nullptr) == REFT_OK);
   CHECK(reft_snapshot(nullptr, 1) == REFT_INVALID_ARGUMENT);

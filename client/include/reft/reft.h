@@ -85,6 +85,22 @@ typedef struct reft_restore_options {
   int32_t reshape;
 } reft_restore_options;
 
+/* What the handle's last restore did (LastRestore() of the C++ API), version 1. Call
+ * reft_restore_report_init() first. Strings are NUL-terminated, truncated to their arrays. */
+typedef struct reft_restore_report {
+  uint32_t struct_size;    /* sizeof(reft_restore_report) as compiled by the caller */
+  int64_t step;            /* -1: nothing was committed job-wide */
+  char source[16];         /* "memory" | "tier" | "none" */
+  int64_t agreement_ns;    /* part of daemon_ns spent agreeing on the job-wide decision */
+  int64_t daemon_ns;       /* the restore inside reftd */
+  int64_t total_ns;        /* the restore as the trainer saw it, copies included */
+  int32_t reshaped;        /* 1: the step was saved under another layout */
+  char from_layout[64];    /* "dp=4,tp=1,pp=1,zero=1" when reshaped */
+  uint32_t filled;         /* reshaped: buffers restored */
+  uint32_t untouched;      /* reshaped: per-rank buffers the old layout lacks (left as they were) */
+  char agreement_reason[256];  /* why it waited and whose decision it followed ("" = no wait) */
+} reft_restore_report;
+
 /* One iteration's optimizer hyper-parameters (AdamW, torch.optim.AdamW semantics) for
  * reft_snapshot_aor, version 1. Call reft_optimizer_step_init() first (beta1 0.9, beta2 0.999,
  * eps 1e-8, weight_decay 0, clip_coef 1, grad_scale 1), then set fields. */
@@ -102,6 +118,7 @@ REFT_C_API void reft_options_init(reft_options* options);
 REFT_C_API void reft_buffer_options_init(reft_buffer_options* options);
 REFT_C_API void reft_optimizer_step_init(reft_optimizer_step* step);
 REFT_C_API void reft_restore_options_init(reft_restore_options* options);
+REFT_C_API void reft_restore_report_init(reft_restore_report* report);
 
 /* Connects and joins; *out is set only on REFT_OK. */
 REFT_C_API int reft_connect(const reft_options* options, reft_client** out);
@@ -141,6 +158,8 @@ REFT_C_API int reft_restore(reft_client* c, int64_t* step);
 /* reft_restore with options (NULL = defaults). After a reshape, *reshaped (may be NULL) = 1. */
 REFT_C_API int reft_restore_ex(reft_client* c, const reft_restore_options* options, int64_t* step,
                                int* reshaped);
+/* The report of this handle's last successful restore; REFT_NOT_FOUND before one. */
+REFT_C_API int reft_last_restore(reft_client* c, reft_restore_report* report);
 /* Closes and frees the handle (NULL is ignored); returns the last snapshot's error, if any. */
 REFT_C_API int reft_close(reft_client* c);
 
