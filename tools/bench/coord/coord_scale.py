@@ -11,7 +11,8 @@ store) against one real etcd (tools/localcluster's EtcdCluster), or over today's
 
 Per N it prints one JSON line (stdout) with: control messages and bytes per committed step
 (total, per node, the coordinator's and one ordinary node's), commit latency from the last
-rank's completion to the commit being visible on every member (p50/p99/max), threads and
+rank's completion to the commit being visible on every member (p50/p99/max; and to the
+coordinator's commit alone), CPU per committed step (coordinator, etcd, all members), threads and
 resident memory (per member, and of the one-member process), and false failure detections
 under the stall. docs/bench/coordination.md describes the method and the figures.
 """
@@ -73,7 +74,8 @@ class Host:
         while True:
             left = deadline - time.time()
             if left <= 0:
-                raise TimeoutError(f"{self.name}: no '{word}' within {timeout}s")
+                raise TimeoutError(f"{self.name}: no '{word}' within {timeout}s; its stderr "
+                                   "ends: " + "".join(self.stderr[-5:]))
             try:
                 msg = self.lines.get(timeout=left)
             except queue.Empty:
@@ -99,6 +101,13 @@ class Host:
             self.proc.wait(timeout=60)
         except Exception:  # noqa: BLE001 - best effort teardown
             self.proc.kill()
+
+
+def cpu_ms(pid):
+    """User + system CPU time of process `pid` so far, in ms (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values, p):
@@ -180,6 +189,7 @@ def run(backend, n, a, binary):
         startup_s = time.time() - t0
 
         step = 0
+        decided = []
 
         def one_step(timeout):
             nonlocal step
@@ -188,11 +198,15 @@ def run(backend, n, a, binary):
                 h.send(f"complete {step}")
             completed = [int(h.expect("completed", timeout, step)[3]) for h in hosts]
             visible = [int(h.expect("visible", timeout, step)[3]) for h in hosts]
+            # Host 0 is the coordinator alone: its commit is visible there when it decided.
+            decided.append((visible[0] - max(completed)) / 1e9)
             return (max(visible) - max(completed)) / 1e9
 
         for _ in range(a.warmup):
             one_step(a.step_timeout)
+        del decided[:]
         before = [h.stats() for h in hosts]
+        etcd_cpu_before = cpu_ms(etcd.members[0].proc.pid) if etcd else 0
         latencies = []
         t_steps = time.time()
         for _ in range(a.steps):
@@ -200,6 +214,7 @@ def run(backend, n, a, binary):
             time.sleep(a.gap)
         elapsed = time.time() - t_steps
         after = [h.stats() for h in hosts]
+        etcd_cpu = (cpu_ms(etcd.members[0].proc.pid) - etcd_cpu_before) / a.steps if etcd else 0
 
         # Stall ceil(N/100) members for --stall-ms, then keep stepping and give failure
         # detection time to (wrongly) fire: two lease TTLs / suspicion timeouts.
@@ -207,6 +222,7 @@ def run(backend, n, a, binary):
         os.kill(stall.proc.pid, signal.SIGSTOP)
         time.sleep(a.stall_ms / 1000)
         os.kill(stall.proc.pid, signal.SIGCONT)
+        decided_steady = decided[:]
         stall_latencies = [one_step(a.step_timeout) for _ in range(3)]
         time.sleep(2 * max(a.lease_ttl, 2))
         final = [h.stats() for h in hosts]
@@ -247,7 +263,13 @@ def run(backend, n, a, binary):
             "commit_latency_p50_ms": round(1000 * statistics.median(latencies), 1),
             "commit_latency_p99_ms": round(1000 * percentile(latencies, 99), 1),
             "commit_latency_max_ms": round(1000 * max(latencies), 1),
+            "coordinator_commit_p50_ms": round(1000 * statistics.median(decided_steady), 1),
             "commit_latency_after_stall_ms": [round(1000 * x, 1) for x in stall_latencies],
+            # CPU per committed step (including the --gap idle time's background work): the
+            # coordinator's process (member 0 alone), etcd, and all simulated members together.
+            "cpu_ms_per_step_coordinator": round(delta("cpu_ms", 0) / a.steps, 1),
+            "cpu_ms_per_step_etcd": round(etcd_cpu, 1) if etcd else None,
+            "cpu_ms_per_step_all_members": round(delta("cpu_ms") / a.steps, 1),
             "threads_per_member": round(threads / n, 3),
             "rss_kib_per_member": round(rss / n, 1),
             "one_member_process_threads": final[1]["threads"],

@@ -17,6 +17,7 @@
 //               -> visible S T_FIRST T_LAST     every member here committed S (asynchronously)
 //   stats       -> stats {json}
 //   quit
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -175,8 +176,13 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
                   const std::shared_ptr<coord::EtcdClient>& etcd, const bench::RpcCounts& c,
                   const Detections& d) {
   auto [threads, rss] = ThreadsAndRssKib();
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  const double cpu_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+                        (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
   std::ostringstream o;
   o << "{\"members\":" << members.size() << ",\"threads\":" << threads << ",\"rss_kib\":" << rss
+    << ",\"cpu_ms\":" << cpu_ms
     << ",\"dead_events\":" << d.dead << ",\"suspect_events\":" << d.suspect
     << ",\"self_declared_dead\":" << d.self;
   if (etcd) {
