@@ -11,7 +11,8 @@ the trainers registered. `reft.plan` returns the same document; `plan attach` re
 of another model and then uses the one that fits.
 """
 import json
-import os
+
+import pytest
 
 import reft
 from reft_cluster import LocalCluster
@@ -93,7 +94,14 @@ def test_plan_show_reconfigures_onto_the_survivors_after_a_node_is_lost(tmp_path
         after.pop("schema")
         assert doc["decision"] == after["decision"] and doc["model"]["layers"] == after["model"]["layers"]
 
+        with pytest.raises(reft.Error):
+            reft.plan(nodes[0].socket, "no-such-job", reftctl=cluster.reftctl)
+        assert nodes[0].ctl("plan", "show", "--job", "no-such-job", check=False).returncode == 1
+
         # A profile of another model is refused (and the old state kept); one that fits is used.
+        r = nodes[0].ctl("plan", "attach", "--job", JOB, "-i", str(tmp_path / "missing.toml"),
+                         check=False)
+        assert r.returncode == 2, r
         wrong = tmp_path / "wrong.toml"
         wrong.write_text("[model]\nnum_layers = 4\n[model.layer]\nforward_ms = 1.0\n")
         r = nodes[0].ctl("plan", "attach", "--job", JOB, "-i", str(wrong), check=False)
