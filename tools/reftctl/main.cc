@@ -9,6 +9,7 @@ void RegisterStatusCommand(CLI::App& root, CtlContext& ctx);
 void RegisterSnapshotsCommands(CLI::App& root, CtlContext& ctx);
 void RegisterNodesCommands(CLI::App& root, CtlContext& ctx);
 void RegisterRecoveryCommands(CLI::App& root, CtlContext& ctx);  // persist, restore-check, rebuild
+void RegisterJobPlanCommands(CLI::App& plan, CtlContext& ctx);    // plan attach, plan show
 }  // namespace reft::ctl
 
 int main(int argc, char** argv) {
@@ -35,9 +36,11 @@ int main(int argc, char** argv) {
   RegisterSnapshotsCommands(app, ctx);
   RegisterNodesCommands(app, ctx);
   RegisterRecoveryCommands(app, ctx);
-  auto* plan = app.add_subcommand("plan", "offline planning (no daemon needed)");
+  auto* plan = app.add_subcommand(
+      "plan", "recovery planning: offline (templates ... transfer) and on a daemon's job (attach, show)");
   plan->require_subcommand(1);
   RegisterPlanCommands(*plan, ctx);
+  RegisterJobPlanCommands(*plan, ctx);
   RegisterReliabilityCommands(app, ctx);
   RegisterProtectionPlanCommand(*plan, ctx);
 

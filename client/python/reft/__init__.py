@@ -113,6 +113,10 @@ def _raise(code, message):
 
 _reft._set_raise_hook(_raise)
 
+from ._plan import plan  # noqa: E402 - needs the error classes above
+
+__all__ += ["plan"]
+
 
 class StagedWarning(UserWarning):
     """A device buffer reftd cannot pull is staged: this process copies it device->host at

@@ -27,6 +27,8 @@
 #include "reft/peer/rank_id.h"
 #include "reft/recovery/persister.h"
 #include "reft/recovery/published_copier.h"
+#include "reft/app/plan_profiles.h"
+#include "reft/app/step_cadence.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/tier_access.h"
 #include "reft/security/authorizer.h"
@@ -48,7 +50,9 @@ struct Daemon::Impl {
   std::unique_ptr<observability::Metrics> metrics;  // outlives every component that records
   std::unique_ptr<store::SnapshotStore> store;
   std::unique_ptr<peer::PeerNode> peer;
+  std::unique_ptr<StepCadence> cadence = std::make_unique<StepCadence>();  // fed by coordinator
   std::unique_ptr<local::CommitCoordinator> coordinator;
+  std::unique_ptr<PlanProfiles> profiles;                // `reftctl plan attach`
   std::unique_ptr<recovery::ReftLoad> restore;          // before peer goes (uses it)
   std::unique_ptr<recovery::PublishedCopier> copier;
   std::unique_ptr<recovery::TierAccess> tier;           // persistent tier, opened lazily
@@ -307,7 +311,7 @@ Status Daemon::Impl::CreatePeer() {
   REFT_ASSIGN_OR_RETURN(peer,
                         peer::PeerNode::Create(po, store.get(), std::move(ps), control_plane));
   coordinator = std::make_unique<MeteredCommitCoordinator>(peer->CoordinatorHandle(), store.get(),
-                                                           metrics.get());
+                                                           metrics.get(), cadence.get());
   peer::NodeDirectory* membership = &peer->membership();
   observability::Metrics* m = metrics.get();
   membership->AddListener([membership, m](const peer::MemberInfo& info, peer::MemberState) {
@@ -379,6 +383,7 @@ void Daemon::Impl::CreateRecovery() {
   if (tier->enabled()) restore->SetPersistentTier(tier.get());
   // The job generation survives a daemon restart next to the slots it describes.
   peer->coordinator()->SetStateDir(c.shm_dir + "/commit-state");
+  profiles = std::make_unique<PlanProfiles>(c.shm_dir + "/plan-profiles");
   peer->coordinator()->AddGenerationListener(
       [](const std::string& job, const peer::JobGeneration& g, int dropped) {
         spdlog::warn("job {} moved to generation {}: restarts from persisted step {} ({} newer "
@@ -428,7 +433,7 @@ Status Daemon::Impl::StartGrpc() {
       config, store.get(), [server] { return ListSessions(server); }, auth.get(),
       &peer->membership(),
       AdminRecovery{restore.get(), persister.get(), tier.get(), peer->coordinator(),
-                    owners.get()});
+                    owners.get(), cadence.get(), profiles.get()});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;

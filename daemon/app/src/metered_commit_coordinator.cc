@@ -4,8 +4,8 @@ namespace reft::app {
 
 MeteredCommitCoordinator::MeteredCommitCoordinator(
     std::unique_ptr<local::CommitCoordinator> inner, store::SnapshotStore* store,
-    observability::Metrics* metrics)
-    : inner_(std::move(inner)), store_(store), metrics_(metrics) {}
+    observability::Metrics* metrics, StepCadence* cadence)
+    : inner_(std::move(inner)), store_(store), metrics_(metrics), cadence_(cadence) {}
 
 Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
   return inner_->Join(rank, layout);
@@ -15,10 +15,12 @@ void MeteredCommitCoordinator::Leave(const store::RankKey& rank) { inner_->Leave
 
 Status MeteredCommitCoordinator::Complete(const store::RankKey& rank, int64_t step) {
   const auto key = std::make_pair(rank.job, step);
+  const auto now = Clock::now();
   {
     MutexLock lock(mu_);
-    first_complete_.emplace(key, Clock::now());
+    first_complete_.emplace(key, now);
   }
+  if (cadence_ != nullptr) cadence_->Note(rank.job, step, now);
   if (auto slot = store_->Get(rank, step); slot.ok()) {
     metrics_->RecordSnapshot((*slot)->info().payload_bytes);
   }

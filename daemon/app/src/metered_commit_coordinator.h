@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "reft/app/step_cadence.h"
 #include "reft/local/commit_coordinator.h"
 #include "reft/mutex.h"
 #include "reft/observability/metrics.h"
@@ -20,7 +21,8 @@ namespace reft::app {
 class MeteredCommitCoordinator final : public local::CommitCoordinator {
  public:
   MeteredCommitCoordinator(std::unique_ptr<local::CommitCoordinator> inner,
-                           store::SnapshotStore* store, observability::Metrics* metrics);
+                           store::SnapshotStore* store, observability::Metrics* metrics,
+                           StepCadence* cadence = nullptr);
 
   Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
@@ -37,6 +39,7 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
   std::unique_ptr<local::CommitCoordinator> inner_;
   store::SnapshotStore* store_;
   observability::Metrics* metrics_;
+  StepCadence* cadence_;
   Mutex mu_;
   std::map<std::pair<std::string, int64_t>, Clock::time_point> first_complete_
       REFT_GUARDED_BY(mu_);

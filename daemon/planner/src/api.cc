@@ -7,6 +7,7 @@
 #include <set>
 
 #include "reft/planner/odyssey.h"
+#include "reft/planner/online.h"
 #include "reft/planner/oobleck.h"
 #include "reft/planner/allreduce.h"
 #include "reft/planner/reliability.h"
@@ -300,16 +301,9 @@ Result<json> OdysseyFailover(const json& in) {
     alive[u] = false;
   }
   const json& pol = Field(in, "policy");
-  const json polo = pol.is_object() ? pol : json::object();
-  odyssey::RecoveryCosts costs;
-  REFT_ASSIGN_OR_RETURN(costs.restart_ms, GetNumber(polo, "policy", "restart_ms", false, 60000, 0));
-  REFT_ASSIGN_OR_RETURN(costs.snapshot_load_ms, GetNumber(polo, "policy", "snapshot_load_ms", false, 5000, 0));
-  REFT_ASSIGN_OR_RETURN(double bw, GetNumber(polo, "policy", "transfer_bytes_per_s", false, 1.25e9, 1));
-  costs.transfer_bytes_per_ms = bw / 1000;
-  REFT_ASSIGN_OR_RETURN(double mtbf, GetNumber(polo, "policy", "mtbf_hours_per_node", false, 10, 1e-6));
   int live = 0;
   for (bool a : alive) live += a;
-  costs.expected_interval_ms = mtbf * 3.6e6 / std::max(1, live);
+  REFT_ASSIGN_OR_RETURN(auto costs, online::ParseRecoveryCosts(pol.is_object() ? pol : json::object(), live));
   REFT_ASSIGN_OR_RETURN(int gb, GetInt(pj, "plan", "global_batch", false, so.micro_batches, 1));
   auto ev = odyssey::EvaluateFailure(model, layout, failed, alive, gb, so, costs);
   json cands = json::array();

@@ -151,8 +151,9 @@ FailureEvaluation EvaluateFailure(const ModelProfile& m, const Layout& cur, cons
   ev.new_plan = BestPlan(m, live, so);
   Candidate rc{Policy::kReconfigure};
   if (ev.new_plan.ok()) {
-    std::vector<uint64_t> bytes;
-    for (int l = 0; l < L; ++l) bytes.push_back(m.StateBytes(l));
+    std::vector<uint64_t> bytes = costs.layer_bytes;
+    if (bytes.empty())
+      for (int l = 0; l < L; ++l) bytes.push_back(m.StateBytes(l));
     auto tr = PlanTransfer(held, StageLayerLists(*ev.new_plan), bytes);
     if (tr.ok()) {
       ev.transfer = *tr;

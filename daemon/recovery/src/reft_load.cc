@@ -275,6 +275,16 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
   return r;
 }
 
+Result<ReftLoad::StepDescription> ReftLoad::DescribeNewest(const std::string& job) {
+  const auto deadline = Clock::now() + options_.restore_timeout;
+  RestoreStats stats;
+  REFT_ASSIGN_OR_RETURN(int64_t step, ChooseStep(job, &stats));
+  REFT_ASSIGN_OR_RETURN(ClusterView view, Locate(job, deadline, &stats, nullptr));
+  auto catalog = CatalogStep(view, job, step, reader_, deadline);
+  if (!catalog.ok()) return LostOrUndecided(catalog.status(), view);
+  return StepDescription{std::move(*catalog), std::move(view)};
+}
+
 Result<RebuildReport> ReftLoad::RebuildLostRanks(const std::string& job,
                                                  const ProgressCallback& progress) {
   auto r = RebuildImpl(job, progress);

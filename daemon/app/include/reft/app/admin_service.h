@@ -8,9 +8,12 @@
 #include <vector>
 
 #include "reft/app/config.h"
+#include "reft/app/plan_profiles.h"
+#include "reft/app/step_cadence.h"
 #include "reft/local/job_owners.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/node_directory.h"
+#include "reft/planner/online.h"
 #include "reft/recovery/persister.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/tier_access.h"
@@ -33,6 +36,9 @@ struct AdminRecovery {
   peer::JobCoordinator* coordinator = nullptr;
   /// Who owns each job (shown by Status; named when a job's Drop or Persist is refused).
   const local::JobOwners* owners = nullptr;
+  /// The measured step time of each job and the attached profiles (ShowPlan, AttachPlanProfile).
+  const StepCadence* cadence = nullptr;
+  PlanProfiles* profiles = nullptr;
 };
 
 /// \brief Handles Admin RPCs. Stateless apart from the references it holds; gRPC may call it
@@ -61,6 +67,10 @@ class AdminService final : public v1::Admin::Service {
   grpc::Status Rebuild(grpc::ServerContext* ctx, const v1::RebuildRequest* req,
                        grpc::ServerWriter<v1::RebuildEvent>* writer) override;
 
+  grpc::Status AttachPlanProfile(grpc::ServerContext* ctx, const v1::AttachPlanProfileRequest* req,
+                                 v1::AttachPlanProfileResponse* resp) override;
+  grpc::Status ShowPlan(grpc::ServerContext* ctx, const v1::ShowPlanRequest* req,
+                        v1::ShowPlanResponse* resp) override;
   /// \brief Newest step committed on every local rank of `job`, or -1.
   static int64_t NewestCommittedStep(store::SnapshotStore* store, const std::string& job);
 
@@ -71,6 +81,9 @@ class AdminService final : public v1::Admin::Service {
   const security::Authorizer* auth_;
   const peer::NodeDirectory* membership_;
   void FillPersistStatus(v1::PersistTierStatus* out);
+  /// \brief The planner's job model of `job` from its newest committed step (NotFound when
+  /// none; Unavailable without a cluster layer).
+  Result<planner::online::JobModelView> JobModel(const std::string& job);
   /// \brief CheckAdmin for a call on one job: a refusal also names the job's owner and counts
   /// as a refused access to the job.
   grpc::Status CheckJobCall(grpc::ServerContext* ctx, const char* method,

@@ -162,6 +162,9 @@ struct RecoveryCosts {
   double snapshot_load_ms = 5000;
   double transfer_bytes_per_ms = 1.25e6;
   double expected_interval_ms = 3.6e6;  ///< D̂
+  /// Bytes one copy of each layer moves (a running job knows what its buffers hold); empty =
+  /// the profile's StateBytes (parameters, gradients and optimizer state).
+  std::vector<uint64_t> layer_bytes;
 };
 /// \brief Step time of `cur` with the work of its dead units (false in `alive`) rerouted to live
 /// peers (ReroutedComputeTime) plus the all-reduce among the live holders.

@@ -29,6 +29,7 @@
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/recovery_options.h"
 #include "reft/recovery/region_reader.h"
+#include "reft/recovery/reshape.h"
 #include "reft/recovery/restore_check.h"
 #include "reft/recovery/restore_stats.h"
 #include "reft/recovery/tier_access.h"
@@ -101,6 +102,16 @@ class ReftLoad final : public local::RestoreProvider {
   /// sharding group checked (phase kLocate; bytes_done/bytes_total count groups).
   Result<RestoreCheck> CheckRestore(const std::string& job,
                                     const ProgressCallback& progress = nullptr);
+
+  /// \brief What the newest committed step of `job` holds (its layout, every buffer with its
+  /// layer: the snapshot metas of every saved sharding group) and where the job's slots are,
+  /// for the planner's job model. Moves no payload. NotFound when nothing is committed; Lost
+  /// when some group's metas are all gone.
+  struct StepDescription {
+    StepCatalog catalog;
+    ClusterView view;
+  };
+  Result<StepDescription> DescribeNewest(const std::string& job);
 
   /// Sets the observer (call before use; not synchronised with running operations).
   void SetObserver(Observer observer) { observer_ = std::move(observer); }

@@ -1,0 +1,65 @@
+#include "reft/app/job_model.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace reft::app {
+
+planner::online::JobModelView BuildJobModel(const recovery::StepCatalog& catalog,
+                                            const RankNodeLookup& node_of,
+                                            std::optional<StepCadence::Estimate> step_time) {
+  planner::online::JobModelView m;
+  m.job = catalog.job;
+  m.step = catalog.step;
+  m.dp = catalog.layout.dp;
+  m.tp = catalog.layout.tp;
+  m.pp = catalog.layout.pp;
+  for (int pp = 0; pp < m.pp; ++pp)
+    for (int tp = 0; tp < m.tp; ++tp)
+      for (int dp = 0; dp < m.dp; ++dp)
+        m.ranks.push_back({pp, tp, dp, node_of(store::RankKey(catalog.job, pp, tp, dp))});
+  std::map<int, planner::online::LayerBytes> layers;
+  std::map<int, int> own_stage;  // per layer: first stage among its buffers only one stage saved
+  for (const auto& [name, saved] : catalog.buffers) {
+    if (saved.empty() || saved.front().spec.layer < 0) continue;
+    const protect::BufferSpec& spec = saved.front().spec;
+    int stage = m.pp;
+    std::set<int> stages;
+    for (const auto& s : saved) {
+      stage = std::min(stage, catalog.groups[s.group].pp);
+      stages.insert(catalog.groups[s.group].pp);
+    }
+    if (stages.size() == 1) {
+      auto it = own_stage.emplace(spec.layer, stage).first;
+      it->second = std::min(it->second, stage);
+    }
+    std::set<int> tps;  // a name saved at several tensor-parallel indexes is one part per index
+    for (const auto& s : saved)
+      if (catalog.groups[s.group].pp == stage) tps.insert(catalog.groups[s.group].tp);
+    auto [it, fresh] = layers.try_emplace(spec.layer);
+    auto& l = it->second;
+    l.layer = spec.layer;
+    l.stage = fresh ? stage : std::min(l.stage, stage);
+    const uint64_t parts = tps.size();
+    if (spec.kind == protect::BufferKind::kReplicated) {
+      l.param_bytes += spec.size * parts;
+    } else if (spec.sharded()) {
+      l.optimizer_bytes += spec.shard_total * parts;
+    } else {
+      l.optimizer_bytes += spec.size * parts * static_cast<uint64_t>(m.dp);
+    }
+  }
+  for (auto& [index, l] : layers) {
+    // A buffer several stages save (tied weights) does not move the layer off its own stage.
+    if (auto it = own_stage.find(index); it != own_stage.end()) l.stage = it->second;
+    m.layers.push_back(l);
+  }
+  if (step_time) {
+    m.step_ms = step_time->step_ms;
+    m.step_samples = step_time->samples;
+  }
+  return m;
+}
+
+}  // namespace reft::app

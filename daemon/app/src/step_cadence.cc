@@ -1,0 +1,37 @@
+#include "reft/app/step_cadence.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace reft::app {
+
+void StepCadence::Note(const std::string& job, int64_t step, Clock::time_point at) {
+  MutexLock lock(mu_);
+  Job& j = jobs_[job];
+  if (step <= j.last_step) return;
+  if (j.last_step >= 0 && at > j.last_at) {
+    const double ms = std::chrono::duration<double, std::milli>(at - j.last_at).count();
+    j.intervals_ms.push_back(ms / static_cast<double>(step - j.last_step));
+    if (j.intervals_ms.size() > kWindow) j.intervals_ms.pop_front();
+  }
+  j.last_step = step;
+  j.last_at = at;
+}
+
+std::optional<StepCadence::Estimate> StepCadence::Get(const std::string& job) const {
+  MutexLock lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || it->second.intervals_ms.empty()) return std::nullopt;
+  std::vector<double> v(it->second.intervals_ms.begin(), it->second.intervals_ms.end());
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  const double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return Estimate{median, static_cast<int>(n)};
+}
+
+void StepCadence::Forget(const std::string& job) {
+  MutexLock lock(mu_);
+  jobs_.erase(job);
+}
+
+}  // namespace reft::app

@@ -1,0 +1,355 @@
+// The decision over a running job: its model (ranks, layers, step time, profile) in, the scored
+// policies, the new layout with every rank's node and the Kuhn–Munkres transfer out.
+#include "reft/planner/online.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "reft/planner/oobleck.h"
+#include "reft/planner/profile.h"
+
+namespace reft::planner::online {
+
+using nlohmann::json;
+
+namespace {
+
+const json& Member(const json& in, const char* key) {
+  static const json kNull;
+  if (!in.is_object()) return kNull;
+  auto it = in.find(key);
+  return it == in.end() ? kNull : *it;
+}
+
+// The layers of each pipeline stage; they must split 0..L-1 in stage order (a pipeline).
+Result<std::vector<int>> StageCounts(const JobModelView& m) {
+  if (m.layers.empty())
+    return Status::InvalidArgument("job '" + m.job + "': no buffer of the committed step names a layer");
+  std::vector<int> counts(std::max(1, m.pp), 0);
+  int last_stage = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerBytes& l = m.layers[i];
+    if (l.layer != static_cast<int>(i))
+      return Status::InvalidArgument("job '" + m.job + "': layer " + std::to_string(i) +
+                                     " is missing (layers must be numbered 0..L-1)");
+    if (l.stage < last_stage || l.stage >= static_cast<int>(counts.size()))
+      return Status::InvalidArgument("job '" + m.job + "': layer " + std::to_string(i) + " is held by stage " +
+                                     std::to_string(l.stage) + ", after a layer of stage " +
+                                     std::to_string(last_stage) + " (stages must hold consecutive layers in order)");
+    last_stage = l.stage;
+    ++counts[l.stage];
+  }
+  for (size_t s = 0; s < counts.size(); ++s)
+    if (counts[s] == 0)
+      return Status::InvalidArgument("job '" + m.job + "': stage pp" + std::to_string(s) + " holds no layer");
+  return counts;
+}
+
+// The units (one per pipeline position, pipeline-major: dp replica d, stage s -> d·pp + s) and
+// the node of each; a position whose tensor-parallel ranks run on several nodes is lost with
+// any of them, so its node list keeps them all.
+std::vector<std::set<std::string>> UnitNodes(const JobModelView& m) {
+  std::vector<std::set<std::string>> nodes(static_cast<size_t>(m.dp) * m.pp);
+  for (const auto& r : m.ranks) {
+    if (r.dp < 0 || r.dp >= m.dp || r.pp < 0 || r.pp >= m.pp) continue;
+    nodes[static_cast<size_t>(r.dp) * m.pp + r.pp].insert(r.node);
+  }
+  return nodes;
+}
+
+std::string NodeOf(const std::set<std::string>& nodes) { return nodes.empty() ? "" : *nodes.begin(); }
+
+json LayersJson(const std::vector<int>& layers) {
+  if (layers.empty()) return {{"first", nullptr}, {"last", nullptr}};
+  return {{"first", layers.front()}, {"last", layers.back()}};
+}
+
+struct Profile {
+  ModelProfile model;
+  std::string source;  // "attached" | "measured_step_time"
+  std::string note;
+};
+
+}  // namespace
+
+Status CheckProfile(const json& doc, int layers) {
+  if (!doc.is_object()) return Status::InvalidArgument("profile: must be an object with a `model`");
+  REFT_ASSIGN_OR_RETURN(auto model, ParseModel(Member(doc, "model")));
+  if (layers > 0 && static_cast<int>(model.layers.size()) != layers)
+    return Status::InvalidArgument("model.layers: the profile has " + std::to_string(model.layers.size()) +
+                                   " layers, the job registered " + std::to_string(layers));
+  if (doc.contains("cluster")) {
+    json c = doc["cluster"];
+    if (c.is_object() && !c.contains("nodes")) c["nodes"] = 1;  // the job knows its nodes
+    REFT_RETURN_NOT_OK(ParseCluster(c).status());
+  }
+  if (doc.contains("job")) REFT_RETURN_NOT_OK(ParseJob(doc["job"]).status());
+  if (doc.contains("policy")) REFT_RETURN_NOT_OK(ParseRecoveryCosts(doc["policy"], 1).status());
+  for (const auto& [key, value] : doc.items()) {
+    (void)value;
+    if (key != "model" && key != "cluster" && key != "job" && key != "policy")
+      return Status::InvalidArgument("profile." + key + ": unknown field (model, cluster, job, policy)");
+  }
+  return Status::OK();
+}
+
+Result<odyssey::RecoveryCosts> ParseRecoveryCosts(const json& policy, int live_units) {
+  const json p = policy.is_object() ? policy : json::object();
+  if (!policy.is_null() && !policy.is_object()) return Status::InvalidArgument("policy: must be an object");
+  odyssey::RecoveryCosts costs;
+  REFT_ASSIGN_OR_RETURN(costs.restart_ms, GetNumber(p, "policy", "restart_ms", false, 60000, 0));
+  REFT_ASSIGN_OR_RETURN(costs.snapshot_load_ms, GetNumber(p, "policy", "snapshot_load_ms", false, 5000, 0));
+  REFT_ASSIGN_OR_RETURN(double bw, GetNumber(p, "policy", "transfer_bytes_per_s", false, 1.25e9, 1));
+  costs.transfer_bytes_per_ms = bw / 1000;
+  REFT_ASSIGN_OR_RETURN(double mtbf, GetNumber(p, "policy", "mtbf_hours_per_node", false, 10, 1e-6));
+  costs.expected_interval_ms = mtbf * 3.6e6 / std::max(1, live_units);
+  return costs;
+}
+
+Result<json> Decide(const JobModelView& m, const json& profile, const Membership& membership) {
+  REFT_ASSIGN_OR_RETURN(auto counts, StageCounts(m));
+  const int L = static_cast<int>(m.layers.size());
+  const auto unit_nodes = UnitNodes(m);
+  const int U = static_cast<int>(unit_nodes.size());
+  const std::set<std::string> live(membership.live.begin(), membership.live.end());
+  const std::set<std::string> declared_lost(membership.lost.begin(), membership.lost.end());
+  auto node_alive = [&](const std::string& n) { return !n.empty() && live.count(n) && !declared_lost.count(n); };
+
+  // Units, their liveness, the job's nodes, the lost ones and the spares.
+  std::vector<bool> alive(U, true);
+  std::set<std::string> job_nodes, lost_nodes;
+  for (int u = 0; u < U; ++u) {
+    if (unit_nodes[u].empty()) alive[u] = false;
+    for (const auto& n : unit_nodes[u]) {
+      if (!n.empty()) job_nodes.insert(n);
+      if (!node_alive(n)) {
+        alive[u] = false;
+        lost_nodes.insert(n.empty() ? "(unknown)" : n);
+      }
+    }
+  }
+  std::vector<std::string> spares;
+  for (const auto& n : live)
+    if (!job_nodes.count(n) && !declared_lost.count(n)) spares.push_back(n);
+
+  json ranks = json::array();
+  for (const auto& r : m.ranks)
+    ranks.push_back({{"pp", r.pp}, {"tp", r.tp}, {"dp", r.dp},
+                     {"node", r.node.empty() ? json(nullptr) : json(r.node)},
+                     {"state", node_alive(r.node) ? "alive" : "lost"}});
+  json layers = json::array();
+  uint64_t total = 0;
+  std::vector<uint64_t> layer_bytes;
+  std::vector<odyssey::LayerState> states;
+  for (const auto& l : m.layers) {
+    layers.push_back({{"layer", l.layer}, {"stage", l.stage}, {"param_bytes", l.param_bytes},
+                      {"optimizer_bytes", l.optimizer_bytes}, {"bytes", l.bytes()}});
+    total += l.bytes();
+    layer_bytes.push_back(l.bytes());
+    states.push_back({l.param_bytes, l.optimizer_bytes, 0});
+  }
+  json out = {{"job", m.job},
+              {"step", m.step},
+              {"layout", {{"dp", m.dp}, {"tp", m.tp}, {"pp", m.pp}}},
+              {"ranks", ranks},
+              {"model", {{"layers", layers},
+                         {"total_bytes", total},
+                         {"step_ms", m.step_ms > 0 ? json(m.step_ms) : json(nullptr)},
+                         {"step_samples", m.step_samples}}},
+              {"live_nodes", std::vector<std::string>(live.begin(), live.end())},
+              {"lost_nodes", std::vector<std::string>(lost_nodes.begin(), lost_nodes.end())},
+              {"spare_nodes", spares}};
+
+  // The running plan: dp pipelines of the registered stages.
+  odyssey::SearchOptions so;
+  const json& pjob = Member(profile, "job");
+  JobSpec job;
+  if (!pjob.is_null()) {
+    REFT_ASSIGN_OR_RETURN(job, ParseJob(pjob));
+  }
+  // Micro-batches per step: the profile's global batch, else 4 per stage and pipeline (the
+  // N_b = 4S of the templates), which only scales the scores, never their order.
+  so.micro_batches = job.global_batch > 0 ? std::max(1, job.global_batch / std::max(1, job.micro_batch))
+                                          : 4 * m.pp * m.dp;
+  ClusterSpec cluster;
+  cluster.nodes = std::max(1, static_cast<int>(job_nodes.size()));
+  const json& pcluster = Member(profile, "cluster");
+  if (pcluster.is_object()) {
+    json c = pcluster;
+    if (!c.contains("nodes")) c["nodes"] = cluster.nodes;
+    REFT_ASSIGN_OR_RETURN(cluster, ParseCluster(c));
+    REFT_ASSIGN_OR_RETURN(so.network, ParseNetwork(c));
+    so.device_memory = cluster.device_memory_bytes;
+    so.memory_margin = cluster.memory_margin;
+  }
+  odyssey::ExecutionPlan running;
+  running.layers_per_stage.assign(m.dp, counts);
+  running.micro_batches = odyssey::DistributeBatch(so.micro_batches, std::vector<int>(m.dp, m.pp));
+
+  Result<Profile> prof = Status::Unavailable("");
+  if (profile.is_object()) {
+    REFT_RETURN_NOT_OK(CheckProfile(profile, L));
+    REFT_ASSIGN_OR_RETURN(auto pm, ParseModel(profile["model"]));
+    prof = Profile{pm, "attached", "the attached per-layer profile times every plan"};
+  } else if (m.step_ms > 0) {
+    auto pm = odyssey::ProfileFromStepTime(states, running, m.step_ms, so);
+    if (pm.ok()) {
+      prof = Profile{*pm, "measured_step_time",
+                     "no profile attached: the measured step time is spread over the layers in proportion "
+                     "to their parameter bytes (backward = 2 x forward); attach one with reftctl plan attach"};
+    } else {
+      prof = Status::Unavailable("no profile attached and the measured step time is unusable: " +
+                                        pm.status().message());
+    }
+  } else {
+    prof = Status::Unavailable(
+        "no profile attached and no step time measured yet (it needs two snapshots committed on this node)");
+  }
+  out["profile"] = prof.ok() ? json{{"source", prof->source}, {"note", prof->note}}
+                             : json{{"source", "none"}, {"note", prof.status().message()}};
+
+  std::vector<int> failed;
+  for (int u = 0; u < U; ++u)
+    if (!alive[u]) failed.push_back(u);
+  json decision = {{"needed", !failed.empty()}};
+  if (prof.ok()) {
+    REFT_RETURN_NOT_OK(odyssey::EstimateStep(prof->model, so, running));
+    decision["current_step_ms"] = running.step_time;
+  }
+  if (failed.empty()) {
+    decision["policy"] = "none";
+    decision["reason"] = "no node of the job is lost: no decision needed";
+    out["decision"] = decision;
+    return out;
+  }
+  if (!prof.ok()) {
+    decision["policy"] = nullptr;
+    decision["reason"] = "cannot decide: " + prof.status().message();
+    out["decision"] = decision;
+    return out;
+  }
+
+  // Exit below what the plan can absorb: fewer than (f+1)·n0 live units.
+  int n0 = job.n0;
+  if (n0 == 0) n0 = cluster.device_memory_bytes ? oobleck::MinNodesForMemory(prof->model, cluster) : 1;
+  const int live_units = U - static_cast<int>(failed.size());
+  decision["f"] = job.f;
+  decision["n0"] = n0;
+  decision["live_units"] = live_units;
+  if (live_units < (job.f + 1) * n0) {
+    decision["policy"] = "exit";
+    decision["reason"] = std::to_string(live_units) + " live pipeline positions are fewer than (f+1)·n0 = " +
+                         std::to_string((job.f + 1) * n0) + " (f = " + std::to_string(job.f) + ", n0 = " +
+                         std::to_string(n0) + "): the job exits and restarts from the persistent tier when "
+                         "enough nodes are back";
+    decision["candidates"] = json::array();
+    out["decision"] = decision;
+    return out;
+  }
+
+  REFT_ASSIGN_OR_RETURN(auto costs, ParseRecoveryCosts(Member(profile, "policy"), live_units));
+  costs.layer_bytes = layer_bytes;
+  std::vector<int> ids(U);
+  for (int u = 0; u < U; ++u) ids[u] = u;
+  const auto cur = odyssey::Layout::Of(running, ids);
+  const auto ev = odyssey::EvaluateFailure(prof->model, cur, failed, alive, so.micro_batches, so, costs);
+
+  // Restart on spares from memory: the same layout, each lost node's ranks on a spare.
+  odyssey::Candidate spare{odyssey::Policy::kRestart};
+  if (spares.size() >= lost_nodes.size()) {
+    spare.feasible = true;
+    spare.step_time = running.step_time;
+    spare.transition = costs.restart_ms + costs.snapshot_load_ms;
+    spare.score = odyssey::Score(so.micro_batches, spare.step_time, spare.transition, costs.expected_interval_ms);
+  } else {
+    spare.why = std::to_string(spares.size()) + " spare node(s) for " + std::to_string(lost_nodes.size()) +
+                " lost node(s)";
+  }
+  std::vector<odyssey::Candidate> cands = {spare};
+  std::vector<std::string> names = {"restart_on_spare"};
+  for (const auto& c : ev.candidates) {
+    cands.push_back(c);
+    names.push_back(odyssey::PolicyName(c.policy));
+  }
+  json cj = json::array();
+  for (size_t i = 0; i < cands.size(); ++i) {
+    json x = {{"policy", names[i]}, {"feasible", cands[i].feasible}};
+    if (cands[i].feasible) {
+      x["step_ms"] = cands[i].step_time;
+      x["transition_ms"] = cands[i].transition;
+      x["score"] = cands[i].score;
+    } else {
+      x["why"] = cands[i].why;
+    }
+    cj.push_back(x);
+  }
+  decision["candidates"] = cj;
+  decision["expected_interval_ms"] = costs.expected_interval_ms;
+  const int pick = odyssey::ChooseCandidate(cands);
+  if (pick < 0) {
+    std::string why;
+    for (size_t i = 0; i < cands.size(); ++i) why += (i ? "; " : "") + names[i] + ": " + cands[i].why;
+    decision["policy"] = "exit";
+    decision["reason"] = "no policy can continue (" + why + "): the job restarts from the persistent tier";
+    out["decision"] = decision;
+    return out;
+  }
+  const std::string policy = names[pick];
+  decision["policy"] = policy;
+  decision["reason"] = policy + " has the highest score (throughput over the expected time to the next failure, "
+                       "less the transition)";
+
+  // The layout afterwards, every position with its node and layers.
+  json pipelines = json::array();
+  if (policy == "restart_on_spare" || policy == "reroute") {
+    std::map<std::string, std::string> replacement;
+    size_t k = 0;
+    for (const auto& n : lost_nodes) replacement[n] = policy == "reroute" ? "" : spares[k++];
+    const auto stage_layers = odyssey::StageLayerLists(running);
+    for (int d = 0; d < m.dp; ++d) {
+      json stages = json::array();
+      for (int s = 0; s < m.pp; ++s) {
+        const int u = d * m.pp + s;
+        std::string node = NodeOf(unit_nodes[u]);
+        if (!alive[u]) node = replacement[node.empty() ? "(unknown)" : node];
+        json st = {{"node", node.empty() ? json(nullptr) : json(node)}, {"layers", LayersJson(stage_layers[u])}};
+        if (node.empty()) st["rerouted"] = true;  // its micro-batches run on live peers of the stage
+        stages.push_back(st);
+      }
+      pipelines.push_back({{"stages", stages}});
+    }
+    decision["new_layout"] = {{"pipelines", pipelines}, {"micro_batches", running.micro_batches},
+                              {"step_ms", cands[pick].step_time}};
+  } else if (ev.new_plan.ok()) {
+    const auto roles = odyssey::StageLayerLists(*ev.new_plan);
+    std::vector<std::string> node_at(roles.size());
+    for (size_t i = 0; i < ev.live_ids.size() && i < ev.transfer.position_of_node.size(); ++i) {
+      const int pos = ev.transfer.position_of_node[i];
+      if (pos >= 0) node_at[pos] = NodeOf(unit_nodes[ev.live_ids[i]]);
+    }
+    size_t k = 0;
+    for (const auto& pipe : ev.new_plan->layers_per_stage) {
+      json stages = json::array();
+      for (size_t s = 0; s < pipe.size(); ++s, ++k)
+        stages.push_back({{"node", node_at[k]}, {"layers", LayersJson(roles[k])}});
+      pipelines.push_back({{"stages", stages}});
+    }
+    decision["new_layout"] = {{"pipelines", pipelines}, {"micro_batches", ev.new_plan->micro_batches},
+                              {"step_ms", ev.new_plan->step_time}};
+  }
+  if (policy == "reconfigure") {
+    json moves = json::array();
+    for (const auto& mv : ev.transfer.moves)
+      moves.push_back({{"layer", mv.layer}, {"from_node", NodeOf(unit_nodes[ev.live_ids[mv.from]])},
+                       {"to_node", NodeOf(unit_nodes[ev.live_ids[mv.to]])}, {"bytes", mv.bytes}});
+    decision["transfer"] = {{"moves", moves}, {"total_bytes", ev.transfer.total_bytes},
+                            {"max_sender_bytes", ev.transfer.max_sender_bytes},
+                            {"max_receiver_bytes", ev.transfer.max_receiver_bytes},
+                            {"executed", false}};
+  }
+  out["decision"] = decision;
+  return out;
+}
+
+}  // namespace reft::planner::online

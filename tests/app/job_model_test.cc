@@ -1,0 +1,101 @@
+// reftd's job model for the planner: the step cadence and the model built from a step catalog.
+#include <catch2/catch.hpp>
+
+#include "reft/app/job_model.h"
+#include "reft/app/step_cadence.h"
+
+using reft::app::StepCadence;
+using namespace std::chrono_literals;
+
+TEST_CASE("step cadence: the median time per step between snapshots") {
+  StepCadence c;
+  const auto t0 = StepCadence::Clock::time_point{} + 1h;
+  CHECK(!c.Get("j"));
+  c.Note("j", 0, t0);
+  CHECK(!c.Get("j"));  // one snapshot: no interval yet
+  c.Note("j", 1, t0 + 100ms);
+  c.Note("j", 1, t0 + 900ms);   // a second rank of step 1: ignored
+  c.Note("j", 3, t0 + 300ms);   // two steps between snapshots: 100 ms per step
+  c.Note("j", 4, t0 + 5300ms);  // a pause: one outlier does not move the median
+  c.Note("j", 5, t0 + 5400ms);
+  c.Note("j", 2, t0 + 6000ms);  // an older step (a restore): ignored
+  auto e = c.Get("j");
+  REQUIRE(e);
+  CHECK(e->samples == 4);
+  CHECK(e->step_ms == Approx(100.0));
+  CHECK(!c.Get("other"));
+  c.Forget("j");
+  CHECK(!c.Get("j"));
+}
+
+TEST_CASE("step cadence: keeps the last kWindow intervals") {
+  StepCadence c;
+  auto t = StepCadence::Clock::time_point{} + 1h;
+  c.Note("j", 0, t);
+  for (int s = 1; s <= 40; ++s) {
+    t += s <= 20 ? 500ms : 20ms;  // the job sped up: the old cadence ages out
+    c.Note("j", s, t);
+  }
+  auto e = c.Get("j");
+  REQUIRE(e);
+  CHECK(e->samples == static_cast<int>(StepCadence::kWindow));
+  CHECK(e->step_ms == Approx(20.0));
+}
+
+namespace {
+
+reft::protect::BufferSpec Spec(const std::string& name, uint64_t size, int layer,
+                               reft::protect::BufferKind kind, uint64_t shard_total = 0) {
+  reft::protect::BufferSpec s;
+  s.name = name;
+  s.size = size;
+  s.layer = layer;
+  s.kind = kind;
+  s.shard_total = shard_total;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("job model: layers, stages and bytes from the committed step's buffers") {
+  using reft::protect::BufferKind;
+  reft::recovery::StepCatalog cat;
+  cat.job = "j";
+  cat.step = 9;
+  cat.layout.dp = 2;
+  cat.layout.pp = 2;
+  cat.layout.tp = 1;
+  cat.groups.resize(2);
+  cat.groups[0].pp = 0;
+  cat.groups[1].pp = 1;
+  auto add = [&](size_t group, reft::protect::BufferSpec spec) {
+    cat.buffers[spec.name].push_back({group, spec});
+  };
+  add(0, Spec("l0.w", 4000, 0, BufferKind::kReplicated));
+  add(0, Spec("l0.b", 10, 0, BufferKind::kReplicated));
+  add(0, Spec("optim.l0", 501, 0, BufferKind::kUnique, 1001));  // sharded: the global size counts
+  add(1, Spec("l1.w", 8000, 1, BufferKind::kReplicated));
+  add(1, Spec("l1.rng", 16, 1, BufferKind::kUnique));            // one per dp rank
+  add(0, Spec("tied", 64, 1, BufferKind::kReplicated));          // saved by stages 0 and 1
+  add(1, Spec("tied", 64, 1, BufferKind::kReplicated));
+  add(0, Spec("step_counter", 8, -1, BufferKind::kReplicated));  // no layer: in no layer
+  auto m = reft::app::BuildJobModel(
+      cat, [](const reft::store::RankKey& r) { return r.dp == 1 && r.pp == 1 ? std::string() : "n" + r.ToString(); },
+      StepCadence::Estimate{42.0, 3});
+  CHECK(m.job == "j");
+  CHECK(m.step == 9);
+  CHECK(m.step_ms == 42.0);
+  CHECK(m.step_samples == 3);
+  REQUIRE(m.ranks.size() == 4);
+  CHECK(m.ranks[3].pp == 1);
+  CHECK(m.ranks[3].dp == 1);
+  CHECK(m.ranks[3].node.empty());
+  CHECK(m.ranks[0].node == "nj/pp0-tp0-dp0");
+  REQUIRE(m.layers.size() == 2);
+  CHECK(m.layers[0].stage == 0);
+  CHECK(m.layers[0].param_bytes == 4010);
+  CHECK(m.layers[0].optimizer_bytes == 1001);
+  CHECK(m.layers[1].stage == 1);  // "tied", saved by both stages, does not move the layer
+  CHECK(m.layers[1].param_bytes == 8000 + 64);
+  CHECK(m.layers[1].optimizer_bytes == 32);
+}

@@ -1,0 +1,195 @@
+// The decision over a running job (reft/planner/online.h): policies, layouts, transfers, exit.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "reft/planner/online.h"
+
+using namespace reft::planner;
+using nlohmann::json;
+
+namespace {
+
+// dp × pp ranks, one per node "n<d*pp+s>", `layers_per_stage` layers each with distinct bytes.
+online::JobModelView Job(int dp, int pp, int layers_per_stage, double step_ms = 200) {
+  online::JobModelView m;
+  m.job = "j";
+  m.dp = dp;
+  m.pp = pp;
+  m.step = 7;
+  m.step_ms = step_ms;
+  m.step_samples = step_ms > 0 ? 5 : 0;
+  for (int d = 0; d < dp; ++d)
+    for (int s = 0; s < pp; ++s) m.ranks.push_back({s, 0, d, "n" + std::to_string(d * pp + s)});
+  for (int l = 0; l < pp * layers_per_stage; ++l)
+    m.layers.push_back({l, l / layers_per_stage, 1000000u + 1000u * l, 3000000u + 7u * l});
+  return m;
+}
+
+online::Membership Live(int nodes, std::set<int> lost, std::vector<std::string> extra = {}) {
+  online::Membership ms;
+  for (int n = 0; n < nodes; ++n) {
+    if (lost.count(n)) ms.lost.push_back("n" + std::to_string(n));
+    else ms.live.push_back("n" + std::to_string(n));
+  }
+  for (auto& e : extra) ms.live.push_back(e);
+  return ms;
+}
+
+// Layers held by every node in the current layout of Job().
+std::map<std::string, std::set<int>> Held(const online::JobModelView& m) {
+  std::map<std::string, std::set<int>> held;
+  for (const auto& r : m.ranks)
+    for (const auto& l : m.layers)
+      if (l.stage == r.pp) held[r.node].insert(l.layer);
+  return held;
+}
+
+}  // namespace
+
+TEST_CASE("online: no lost node shows the layout and needs no decision") {
+  auto m = Job(2, 2, 3);
+  auto out = online::Decide(m, nullptr, Live(4, {}));
+  REQUIRE(out.ok());
+  CHECK((*out)["decision"]["needed"] == false);
+  CHECK((*out)["decision"]["policy"] == "none");
+  CHECK((*out)["decision"]["reason"].get<std::string>().find("no decision needed") != std::string::npos);
+  CHECK((*out)["ranks"].size() == 4);
+  CHECK((*out)["model"]["layers"].size() == 6);
+  CHECK((*out)["model"]["layers"][2]["bytes"] == 1000000u + 2000u + 3000000u + 14u);
+  // The measured step spread over the layers reproduces the measured step for the running plan.
+  CHECK((*out)["profile"]["source"] == "measured_step_time");
+  CHECK(std::abs((*out)["decision"]["current_step_ms"].get<double>() - 200.0) < 1e-6);
+}
+
+TEST_CASE("online: a lost node without a spare reconfigures onto the survivors with a KM transfer") {
+  auto m = Job(2, 2, 3);
+  auto out = online::Decide(m, nullptr, Live(4, {3}));
+  REQUIRE(out.ok());
+  const json& d = (*out)["decision"];
+  INFO(out->dump(2));
+  CHECK((*out)["profile"]["source"] == "measured_step_time");
+  CHECK((*out)["profile"]["note"].get<std::string>().find("no profile attached") != std::string::npos);
+  CHECK(d["needed"] == true);
+  CHECK((*out)["lost_nodes"] == json({"n3"}));
+  CHECK(d["candidates"][0]["policy"] == "restart_on_spare");
+  CHECK(d["candidates"][0]["feasible"] == false);
+  REQUIRE(d["policy"] == "reconfigure");
+  // The new layout runs on survivors only and holds every layer once per pipeline.
+  std::set<std::string> used;
+  auto held = Held(m);
+  std::map<std::string, std::set<int>> needs;
+  for (const auto& p : d["new_layout"]["pipelines"]) {
+    std::set<int> layers;
+    for (const auto& s : p["stages"]) {
+      const std::string node = s["node"];
+      CHECK(node != "n3");
+      CHECK(used.insert(node).second);
+      for (int l = s["layers"]["first"]; l <= s["layers"]["last"].get<int>(); ++l) {
+        layers.insert(l);
+        needs[node].insert(l);
+      }
+    }
+    CHECK(layers.size() == 6);
+  }
+  // Every layer a node needs and lacks arrives by exactly one move from a live holder, with the
+  // registered bytes of that layer.
+  std::map<std::pair<std::string, int>, int> arrivals;
+  uint64_t total = 0;
+  for (const auto& mv : d["transfer"]["moves"]) {
+    const int l = mv["layer"];
+    CHECK(held[mv["from_node"].get<std::string>()].count(l) == 1);
+    CHECK(mv["from_node"] != "n3");
+    CHECK(mv["bytes"].get<uint64_t>() == m.layers[l].bytes());
+    ++arrivals[{mv["to_node"].get<std::string>(), l}];
+    total += mv["bytes"].get<uint64_t>();
+  }
+  for (const auto& [node, layers] : needs)
+    for (int l : layers) CHECK(arrivals[{node, l}] == (held[node].count(l) ? 0 : 1));
+  CHECK(d["transfer"]["total_bytes"] == total);
+  CHECK(d["transfer"]["executed"] == false);
+}
+
+TEST_CASE("online: a spare node takes the lost node's ranks when that scores best") {
+  auto m = Job(2, 2, 3);
+  auto out = online::Decide(m, nullptr, Live(4, {1}, {"spare-a", "spare-b"}));
+  REQUIRE(out.ok());
+  const json& d = (*out)["decision"];
+  INFO(out->dump(2));
+  CHECK((*out)["spare_nodes"] == json({"spare-a", "spare-b"}));
+  REQUIRE(d["policy"] == "restart_on_spare");
+  CHECK(d["new_layout"]["pipelines"][0]["stages"][1]["node"] == "spare-a");
+  CHECK(d["new_layout"]["pipelines"][1]["stages"][0]["node"] == "n2");
+  CHECK(!d.contains("transfer"));
+}
+
+TEST_CASE("online: fewer live units than (f+1)·n0 exit and restart from the tier") {
+  auto m = Job(2, 1, 4);
+  auto out = online::Decide(m, json{{"model", {{"num_layers", 4}, {"layer", {{"forward_ms", 1}}}}},
+                                    {"job", {{"f", 1}}}},
+                            Live(2, {0}));
+  REQUIRE(out.ok());
+  const json& d = (*out)["decision"];
+  CHECK((*out)["profile"]["source"] == "attached");
+  CHECK(d["policy"] == "exit");
+  CHECK(d["reason"].get<std::string>().find("(f+1)·n0 = 2") != std::string::npos);
+  CHECK(d["reason"].get<std::string>().find("persistent tier") != std::string::npos);
+  // With f = 0 one unit is enough: the survivor takes the whole model.
+  auto f0 = online::Decide(m, json{{"model", {{"num_layers", 4}, {"layer", {{"forward_ms", 1}}}}},
+                                   {"job", {{"f", 0}}}},
+                           Live(2, {0}));
+  REQUIRE(f0.ok());
+  CHECK((*f0)["decision"]["policy"] != "exit");
+}
+
+TEST_CASE("online: without a profile or a measured step it says it cannot decide") {
+  auto m = Job(2, 2, 1, 0);
+  auto out = online::Decide(m, nullptr, Live(4, {0}));
+  REQUIRE(out.ok());
+  CHECK((*out)["profile"]["source"] == "none");
+  CHECK((*out)["decision"]["policy"].is_null());
+  CHECK((*out)["decision"]["reason"].get<std::string>().find("no step time measured") != std::string::npos);
+}
+
+TEST_CASE("online: the output is a function of the input, whatever the order it came in") {
+  auto m = Job(3, 2, 2);
+  auto a = online::Decide(m, nullptr, Live(6, {2}));
+  auto shuffled = m;
+  std::reverse(shuffled.ranks.begin(), shuffled.ranks.end());
+  auto ms = Live(6, {2});
+  std::reverse(ms.live.begin(), ms.live.end());
+  auto b = online::Decide(shuffled, nullptr, ms);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  json ra = *a, rb = *b;
+  ra.erase("ranks");  // listed in input order
+  rb.erase("ranks");
+  CHECK(ra.dump() == rb.dump());
+  CHECK(online::Decide(m, nullptr, Live(6, {2}))->dump() == a->dump());
+}
+
+TEST_CASE("online: bad profiles and models are refused with the field named") {
+  auto m = Job(2, 2, 3);
+  auto wrong = online::Decide(m, json{{"model", {{"num_layers", 5}, {"layer", {{"forward_ms", 1}}}}}}, Live(4, {3}));
+  REQUIRE(!wrong.ok());
+  CHECK(wrong.status().message().find("the job registered 6") != std::string::npos);
+  auto neg = online::CheckProfile(json{{"model", {{"num_layers", 2}, {"layer", {{"forward_ms", -1}}}}}});
+  CHECK(neg.message().find("forward_ms") != std::string::npos);
+  CHECK(online::CheckProfile(json{{"model", {{"num_layers", 2}, {"layer", {{"forward_ms", 1}}}}},
+                                  {"bogus", 1}})
+            .message()
+            .find("profile.bogus") != std::string::npos);
+  CHECK(online::CheckProfile(json{{"model", {{"num_layers", 2}, {"layer", {{"forward_ms", 1}}}}},
+                                  {"policy", {{"restart_ms", -5}}}})
+            .message()
+            .find("policy.restart_ms") != std::string::npos);
+  auto gap = m;
+  gap.layers.erase(gap.layers.begin() + 2);
+  CHECK(!online::Decide(gap, nullptr, Live(4, {})).ok());
+  auto swapped = m;
+  std::swap(swapped.layers[1].stage, swapped.layers[4].stage);
+  CHECK(online::Decide(swapped, nullptr, Live(4, {})).status().message().find("consecutive") != std::string::npos);
+}

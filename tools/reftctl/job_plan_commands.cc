@@ -1,0 +1,129 @@
+// reftctl plan attach | show: the planner over a daemon's running job (docs/planner.md "The
+// online path"). The decision is computed by reftd (planner::online::Decide); this file only
+// sends the profile and renders the answer.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "admin_client.h"
+#include "command.h"
+#include "reft/planner/profile.h"
+#include "table.h"
+
+namespace reft::ctl {
+namespace {
+
+std::string Str(const nlohmann::json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", v.get<double>());
+    return buf;
+  }
+  return v.dump();
+}
+
+std::string Layers(const nlohmann::json& l) {
+  return l["first"].is_null() ? "-" : Str(l["first"]) + ".." + Str(l["last"]);
+}
+
+void RunAttach(CtlContext& ctx, const std::string& job, const std::string& path) {
+  auto doc = planner::LoadDocument(path);
+  if (!doc.ok()) return ctx.Fail(kExitUsage, doc.status().message());
+  auto stub = MakeAdminStub(ctx);
+  v1::AttachPlanProfileRequest req;
+  req.set_job(job);
+  req.set_profile_json(doc->dump());
+  v1::AttachPlanProfileResponse resp;
+  auto call = MakeCallContext(ctx, 60);
+  if (!call) return;
+  if (!CheckRpc(ctx, stub->AttachPlanProfile(call.get(), req, &resp), "plan attach")) return;
+  nlohmann::json out = {{"job", resp.job()}, {"layers", resp.layers()}, {"layers_checked", resp.layers_checked()}};
+  ctx.Emit(out, [](const nlohmann::json& d) {
+    std::printf("attached a %u-layer profile to job '%s'%s\n", d["layers"].get<unsigned>(),
+                d["job"].get<std::string>().c_str(),
+                d["layers_checked"].get<bool>() ? " (matches the job's layers)"
+                                                : " (the job's layers are not known yet: checked at show)");
+  });
+}
+
+void PrintPlan(const nlohmann::json& d) {
+  const auto& lay = d["layout"];
+  std::printf("job %s  step %s  layout dp=%s,tp=%s,pp=%s\n", Str(d["job"]).c_str(), Str(d["step"]).c_str(),
+              Str(lay["dp"]).c_str(), Str(lay["tp"]).c_str(), Str(lay["pp"]).c_str());
+  std::printf("profile: %s (%s)\n", Str(d["profile"]["source"]).c_str(), Str(d["profile"]["note"]).c_str());
+  const auto& model = d["model"];
+  std::printf("measured step: %s ms over %s snapshot interval(s); state %s bytes\n\n", Str(model["step_ms"]).c_str(),
+              Str(model["step_samples"]).c_str(), Str(model["total_bytes"]).c_str());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : d["ranks"])
+    rows.push_back({"pp" + Str(r["pp"]) + "-tp" + Str(r["tp"]) + "-dp" + Str(r["dp"]), Str(r["node"]), Str(r["state"])});
+  PrintTable({"RANK", "NODE", "STATE"}, rows);
+  rows.clear();
+  for (const auto& l : model["layers"])
+    rows.push_back({Str(l["layer"]), Str(l["stage"]), Str(l["param_bytes"]), Str(l["optimizer_bytes"]), Str(l["bytes"])});
+  std::printf("\n");
+  PrintTable({"LAYER", "STAGE", "PARAM BYTES", "OPTIMIZER BYTES", "BYTES"}, rows);
+  const auto& dec = d["decision"];
+  std::printf("\ndecision: %s — %s\n", Str(dec["policy"]).c_str(), Str(dec["reason"]).c_str());
+  if (dec.contains("candidates") && !dec["candidates"].empty()) {
+    rows.clear();
+    for (const auto& c : dec["candidates"])
+      rows.push_back({Str(c["policy"]), c["feasible"].get<bool>() ? "yes" : "no",
+                      c.contains("step_ms") ? Str(c["step_ms"]) : "-",
+                      c.contains("transition_ms") ? Str(c["transition_ms"]) : "-",
+                      c.contains("score") ? Str(c["score"]) : Str(c["why"])});
+    PrintTable({"CANDIDATE", "FEASIBLE", "STEP MS", "TRANSITION MS", "SCORE / WHY NOT"}, rows);
+  }
+  if (dec.contains("new_layout")) {
+    rows.clear();
+    int p = 0;
+    for (const auto& pipe : dec["new_layout"]["pipelines"]) {
+      int s = 0;
+      for (const auto& st : pipe["stages"])
+        rows.push_back({std::to_string(p), std::to_string(s++), st.contains("rerouted") ? "(rerouted)" : Str(st["node"]),
+                        Layers(st["layers"])});
+      ++p;
+    }
+    std::printf("\nnew layout (step %s ms):\n", Str(dec["new_layout"]["step_ms"]).c_str());
+    PrintTable({"PIPELINE", "STAGE", "NODE", "LAYERS"}, rows);
+  }
+  if (dec.contains("transfer")) {
+    rows.clear();
+    for (const auto& mv : dec["transfer"]["moves"])
+      rows.push_back({Str(mv["layer"]), Str(mv["from_node"]), Str(mv["to_node"]), Str(mv["bytes"])});
+    std::printf("\ntransfer plan (not executed yet), %s bytes:\n", Str(dec["transfer"]["total_bytes"]).c_str());
+    PrintTable({"LAYER", "FROM", "TO", "BYTES"}, rows);
+  }
+}
+
+void RunShow(CtlContext& ctx, const std::string& job) {
+  auto stub = MakeAdminStub(ctx);
+  v1::ShowPlanRequest req;
+  req.set_job(job);
+  v1::ShowPlanResponse resp;
+  auto call = MakeCallContext(ctx, 120);
+  if (!call) return;
+  if (!CheckRpc(ctx, stub->ShowPlan(call.get(), req, &resp), "plan show")) return;
+  auto doc = nlohmann::json::parse(resp.plan_json(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return ctx.Fail(kExitFailed, "plan show: the daemon's answer is not JSON");
+  ctx.Emit(doc, PrintPlan);
+}
+
+}  // namespace
+
+void RegisterJobPlanCommands(CLI::App& plan, CtlContext& ctx) {
+  auto job = std::make_shared<std::string>();
+  auto path = std::make_shared<std::string>();
+  auto* attach = plan.add_subcommand("attach", "attach a per-layer time profile to a running job (on a daemon)");
+  attach->add_option("--job", *job, "job name")->required();
+  attach->add_option("-i,--input", *path, "profile: {model, cluster?, job?, policy?} (JSON or TOML)")->required();
+  attach->callback([&ctx, job, path] { RunAttach(ctx, *job, *path); });
+  auto* show = plan.add_subcommand(
+      "show", "a running job's model and the planner's decision for its current membership (on a daemon)");
+  show->add_option("--job", *job, "job name")->required();
+  show->callback([&ctx, job] { RunShow(ctx, *job); });
+}
+
+}  // namespace reft::ctl
