@@ -38,7 +38,7 @@ struct Cluster {
   void Complete(size_t i, int64_t step) {
     auto& [n, r] = placement[i];
     WriteSlot(nodes[n]->store.get(), r, step, RandomBytes(4096, 7 + step + i));
-    REQUIRE(co(n)->Complete(r, step).ok());
+    REQUIRE(co(n)->Complete(r, step, co(n)->RestoreEpoch(r.job)).ok());
   }
   JobCoordinator* co(int n) { return nodes[n]->peer->coordinator(); }
   std::vector<std::unique_ptr<TempDir>> dirs;
@@ -169,6 +169,9 @@ TEST_CASE("etcd coordination: two concurrent fallbacks start exactly one generat
 TEST_CASE("etcd coordination: one restore decision wins, every node reads it", "[coord]") {
   EtcdCluster etcd(1);
   Cluster c(etcd);
+  c.JoinAll();
+  for (size_t i = 0; i < 4; ++i) c.Complete(i, 5);
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 5, 5s));
   std::vector<std::future<Result<RestoreDecision>>> proposals;
   for (int n = 0; n < 3; ++n) {
     proposals.push_back(std::async(std::launch::async, [&, n] {
@@ -189,6 +192,52 @@ TEST_CASE("etcd coordination: one restore decision wins, every node reads it", "
     REQUIRE(d->has_value());
     CHECK((*d)->decided_by == *winners.begin());
   }
+}
+
+// The race a restart of the whole job runs into: the dead trainers' last snapshots are still
+// being sealed (reftd finishes the copy) while the restarted ranks decide to resume from the
+// committed step. Those completions must never commit a step of the abandoned timeline.
+TEST_CASE("etcd coordination: a restore decision starts an epoch: old completions never commit",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  for (size_t i = 0; i < 4; ++i) c.Complete(i, 1);
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 1, 5s));
+  const int64_t old_epoch = c.co(2)->RestoreEpoch("job");
+  for (size_t i = 0; i < 3; ++i) c.Complete(i, 2);  // the old timeline's step 2, three of four
+
+  // The restarted job decides to resume from step 1: a new epoch on every node.
+  auto won = c.co(2)->ProposeDecision("job", RestoreDecision{0, 1, "memory", "n2", "", 0}, 0);
+  REQUIRE(won.ok());
+  const int64_t epoch = won->version;
+  CHECK(epoch > old_epoch);
+  for (int n = 0; n < 3; ++n) {
+    REQUIRE(reft::testing::Eventually([&] { return c.co(n)->RestoreEpoch("job") == epoch; }, 5s));
+  }
+  // The old timeline's sealed step-2 slots are gone; the committed step is untouched.
+  CHECK_FALSE(c.nodes[0]->store->Get(Rank(0, 0), 2).ok());
+  CHECK(c.nodes[0]->store->NewestCommitted(Rank(0, 0)) == 1);
+
+  // The fourth rank's old-timeline completion is refused, saying why...
+  const store::RankKey last = c.placement[3].second;
+  WriteSlot(c.nodes[2]->store.get(), last, 2, RandomBytes(4096, 99));
+  Status stale = c.co(2)->Complete(last, 2, old_epoch);
+  CHECK(stale.code() == StatusCode::kCancelled);
+  CHECK_THAT(stale.message(), Catch::Contains("restart the trainer"));
+  // ...and in the new epoch it does not combine with the three old ones.
+  REQUIRE(c.co(2)->Complete(last, 2, epoch).ok());
+  for (int n = 0; n < 3; ++n) CHECK_FALSE(c.co(n)->WaitCommitted("job", 2, 300ms));
+  // The resumed ranks redo step 2: it commits.
+  for (size_t i = 0; i < 3; ++i) c.Complete(i, 2);
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 2, 5s));
+
+  // A decision made on a commit point that moved meanwhile is refused (the caller re-reads).
+  auto late = c.co(1)->ProposeDecision("job", RestoreDecision{0, 1, "memory", "n1", "", 0}, epoch);
+  CHECK(late.status().code() == StatusCode::kBusy);
+  auto d = c.co(1)->Decision("job");
+  REQUIRE(d.ok());
+  CHECK((*d)->version == epoch);
 }
 
 TEST_CASE("etcd coordination: a rank joining with another layout is refused", "[coord]") {
@@ -270,11 +319,11 @@ TEST_CASE("etcd coordination: while etcd is down a node retries at its interval,
   const store::RankKey rank{"job", 0, 0, 0};
   REQUIRE(node.peer->coordinator()->Join(rank, one).ok());
   WriteSlot(node.store.get(), rank, 1, RandomBytes(4096, 1));
-  REQUIRE(node.peer->coordinator()->Complete(rank, 1).ok());
+  REQUIRE(node.peer->coordinator()->Complete(rank, 1, node.peer->coordinator()->RestoreEpoch(rank.job)).ok());
   REQUIRE(node.peer->coordinator()->WaitCommitted("job", 1, 5s));
   etcd.Kill(0);
   WriteSlot(node.store.get(), rank, 2, RandomBytes(4096, 2));
-  REQUIRE(node.peer->coordinator()->Complete(rank, 2).ok());  // queued: etcd is down
+  REQUIRE(node.peer->coordinator()->Complete(rank, 2, node.peer->coordinator()->RestoreEpoch(rank.job)).ok());  // queued: etcd is down
   // Over one second of outage (a measurement window, not a wait for an event): every retry
   // round costs a call or two, one round per retry interval (50 ms); a worker spinning on
   // its failures makes thousands of calls.

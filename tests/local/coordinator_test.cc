@@ -46,11 +46,11 @@ TEST_CASE("a step commits when every rank completed it") {
   CHECK(c.Join(r0, JobLayout{4, 1, 1, 0}).code() == StatusCode::kInvalidArgument);
   CHECK(c.Join(r0, JobLayout{2, 1, 1, 5}).code() == StatusCode::kInvalidArgument);
   WriteComplete(*st, r0, 1);
-  REQUIRE(c.Complete(r0, 1).ok());
+  REQUIRE(c.Complete(r0, 1, 0).ok());
   CHECK_FALSE(c.NewestCommitted("j").has_value());
   CHECK_FALSE(c.WaitCommitted("j", 1, std::chrono::milliseconds(10)));
   WriteComplete(*st, r1, 1);
-  REQUIRE(c.Complete(r1, 1).ok());
+  REQUIRE(c.Complete(r1, 1, 0).ok());
   CHECK(c.NewestCommitted("j") == std::optional<int64_t>(1));
   CHECK(c.WaitCommitted("j", 1, std::chrono::milliseconds(10)));
   CHECK(st->NewestCommitted(r0) == std::optional<int64_t>(1));

@@ -38,7 +38,7 @@ TEST_CASE("a step commits on every node only after every rank completed it", "[p
   auto complete = [&](size_t i, int64_t step) {
     auto& [n, r] = placement[i];
     WriteSlot(nodes[n]->store.get(), r, step, RandomBytes(10000, TestSeed(1) + step + i));
-    REQUIRE(nodes[n]->peer->coordinator()->Complete(r, step).ok());
+    REQUIRE(nodes[n]->peer->coordinator()->Complete(r, step, nodes[n]->peer->coordinator()->RestoreEpoch(r.job)).ok());
   };
 
   for (size_t i = 0; i < placement.size(); ++i) complete(i, 1);
@@ -83,7 +83,7 @@ TEST_CASE("a lost report is repaired by anti-entropy and a restarted node recove
   WriteSlot(n0->store.get(), r0, 5, RandomBytes(4096, 1));
   n0.reset();  // node 0 dies after sealing but before reporting completion
   WriteSlot(n1->store.get(), r1, 5, RandomBytes(4096, 2));
-  REQUIRE(n1->peer->coordinator()->Complete(r1, 5).ok());
+  REQUIRE(n1->peer->coordinator()->Complete(r1, 5, n1->peer->coordinator()->RestoreEpoch(r1.job)).ok());
   CHECK_FALSE(n1->peer->coordinator()->WaitCommitted("job", 5, 500ms));
   CHECK(n1->store->NewestCommitted(r1) == std::nullopt);
   // Node 0 restarts: its sealed slot re-enters the completion set from the store, the
@@ -110,8 +110,8 @@ TEST_CASE("SyncNow makes a node that missed the commit learn it at once", "[peer
   REQUIRE(b.peer->coordinator()->Join(r1, layout).ok());
   WriteSlot(a.store.get(), r0, 3, RandomBytes(4096, 1));
   WriteSlot(b.store.get(), r1, 3, RandomBytes(4096, 2));
-  REQUIRE(a.peer->coordinator()->Complete(r0, 3).ok());
-  REQUIRE(b.peer->coordinator()->Complete(r1, 3).ok());
+  REQUIRE(a.peer->coordinator()->Complete(r0, 3, a.peer->coordinator()->RestoreEpoch(r0.job)).ok());
+  REQUIRE(b.peer->coordinator()->Complete(r1, 3, b.peer->coordinator()->RestoreEpoch(r1.job)).ok());
   REQUIRE(a.peer->coordinator()->WaitCommitted("job", 3, 3s));
   REQUIRE(b.peer->coordinator()->WaitCommitted("job", 3, 3s));
 

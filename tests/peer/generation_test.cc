@@ -18,7 +18,7 @@ const store::RankKey kRank{"job", 0, 0, 0};
 
 void CompleteStep(TestNode& n, int64_t step) {
   WriteSlot(n.store.get(), kRank, step, reft::testing::RandomBytes(4096, 7 + step));
-  REQUIRE(n.peer->coordinator()->Complete(kRank, step).ok());
+  REQUIRE(n.peer->coordinator()->Complete(kRank, step, n.peer->coordinator()->RestoreEpoch(kRank.job)).ok());
   REQUIRE(n.peer->coordinator()->WaitCommitted("job", step, 2s));
 }
 
@@ -114,8 +114,8 @@ TEST_CASE("StartGeneration is compare-and-set and SyncNow spreads it to every me
   for (int64_t step = 1; step <= 3; ++step) {
     WriteSlot(a.store.get(), r0, step, reft::testing::RandomBytes(1000, step));
     WriteSlot(b.store.get(), r1, step, reft::testing::RandomBytes(1000, step));
-    REQUIRE(a.peer->coordinator()->Complete(r0, step).ok());
-    REQUIRE(b.peer->coordinator()->Complete(r1, step).ok());
+    REQUIRE(a.peer->coordinator()->Complete(r0, step, a.peer->coordinator()->RestoreEpoch(r0.job)).ok());
+    REQUIRE(b.peer->coordinator()->Complete(r1, step, b.peer->coordinator()->RestoreEpoch(r1.job)).ok());
     REQUIRE(a.peer->coordinator()->WaitCommitted("job", step, 3s));
     REQUIRE(b.peer->coordinator()->WaitCommitted("job", step, 3s));
   }
@@ -136,8 +136,12 @@ TEST_CASE("StartGeneration is compare-and-set and SyncNow spreads it to every me
   // Steps 2.. commit again on both nodes.
   WriteSlot(a.store.get(), r0, 2, reft::testing::RandomBytes(1000, 2));
   WriteSlot(b.store.get(), r1, 2, reft::testing::RandomBytes(1000, 2));
-  REQUIRE(a.peer->coordinator()->Complete(r0, 2).ok());
-  REQUIRE(b.peer->coordinator()->Complete(r1, 2).ok());
+  // The fallback's decision is a new restore epoch on the node that made it: a trainer that
+  // restored (or joined) before it is refused (with gossip, epochs are each node's own).
+  CHECK(a.peer->coordinator()->RestoreEpoch("job") > 0);
+  CHECK(a.peer->coordinator()->Complete(r0, 2, 0).code() == StatusCode::kCancelled);
+  REQUIRE(a.peer->coordinator()->Complete(r0, 2, a.peer->coordinator()->RestoreEpoch(r0.job)).ok());
+  REQUIRE(b.peer->coordinator()->Complete(r1, 2, b.peer->coordinator()->RestoreEpoch(r1.job)).ok());
   CHECK(a.peer->coordinator()->WaitCommitted("job", 2, 3s));
   CHECK(b.peer->coordinator()->WaitCommitted("job", 2, 3s));
   CHECK(a.store->NewestCommitted(r0) == 2);

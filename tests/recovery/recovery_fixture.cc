@@ -301,7 +301,7 @@ void Cluster::WriteStep(const JobSpec& spec, const std::map<std::string, size_t>
       joined_[key] = true;
     }
     WriteContractSlot(n.store.get(), spec, c, step);
-    Fail(n.peer->coordinator()->Complete(spec.Key(c), step));
+    Fail(n.peer->coordinator()->Complete(spec.Key(c), step, n.peer->coordinator()->RestoreEpoch(spec.Key(c).job)));
   }
   for (auto& n : nodes_) {
     if (n) REQUIRE(n->peer->coordinator()->WaitCommitted(spec.job, step, 5s));

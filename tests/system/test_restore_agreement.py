@@ -185,3 +185,45 @@ def test_a_rank_on_a_node_without_slots_never_starts_fresh_beside_resuming_ranks
         t.finish()
         results = restore_at_once(cluster, nodes, "fresh", "arc1")
         assert results == [("restored", STEPS - 1, "ok")] * M, results
+
+
+def test_a_trainer_that_did_not_restart_with_the_job_is_fenced():
+    """Rank 0 restarts and restores while rank 1 trains on: the restore is a new restore epoch,
+    so rank 1's next snapshot is refused (cancelled, telling it to restart) and nothing it
+    writes counts. Once its launcher restarts it too, both resume from the same step."""
+    with LocalCluster(nodes=2, config=CONFIG.format(ttl=5)) as cluster:
+        nodes = cluster.nodes
+        go = os.path.join(cluster.root, "go")
+
+        def rank(d, wait=False):
+            extra = ["--dp", str(d), "--dp-size", "2", "--protection", "arc1"]
+            if wait:
+                extra += ["--wait-file", go]
+            return SampleTrainer(cluster, nodes[d], "fence", steps=100_000, size=SIZE,
+                                 buffers=BUFFERS, sleep_us=20_000, extra=extra)
+
+        first = [rank(0), rank(1)]
+        try:
+            for t in first:
+                while int(t.wait_for("committed")[1]) < 2:
+                    pass
+            first[0].kill()
+            again = rank(0, wait=True)
+            kind, step, check = outcome(again)
+            assert (kind, check) == ("restored", "ok"), again.lines[-5:]
+            assert step >= 2
+            # Rank 1 never restarted: its next snapshot is refused and it exits.
+            ev = first[1].wait_for("snapshot-error", timeout=60)
+            assert ev[2] == "13", ev  # cancelled
+            assert "restart the trainer" in " ".join(ev), ev
+            assert first[1].proc.wait(timeout=30) == 3
+            late = rank(1, wait=True)
+            assert outcome(late) == ("restored", step, "ok"), late.lines[-5:]
+            open(go, "w").close()
+            for t in (again, late):
+                while int(t.wait_for("committed")[1]) < step + 2:
+                    pass
+        finally:
+            for t in first + [locals().get("again"), locals().get("late")]:
+                if t is not None:
+                    t.kill()

@@ -30,6 +30,7 @@ class Trainer:
                                      text=True)
         self.lines: List[str] = []
         self.restored: Optional[List[str]] = None  # the first event: restored/restore-error/...
+        self.fenced: Optional[str] = None  # its snapshot was refused: an older restore epoch
         self.committed = -1
         self.cond = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
@@ -43,6 +44,8 @@ class Trainer:
                 if words and self.restored is None and words[0] in (
                         "restored", "restore-error", "connect-error", "register-error"):
                     self.restored = words
+                if len(words) > 2 and words[0] == "snapshot-error" and words[2] == "13":
+                    self.fenced = line.rstrip()  # 13: cancelled
                 if len(words) == 2 and words[0] == "committed":
                     self.committed = max(self.committed, int(words[1]))
                 self.cond.notify_all()
@@ -114,24 +117,40 @@ class ChaosJob:
         """Every rank saw `step` (or a later one) committed."""
         return all(t.wait(lambda t=t: t.committed >= step, timeout) for t in self.trainers)
 
-    def restart_and_verify(self, sockets: List[str], timeout: float = 180.0) -> dict:
+    def restart_and_verify(self, sockets: List[str], timeout: float = 180.0,
+                           fenced_retry: bool = True) -> dict:
         """Kills every rank and restarts the job the way a launcher does: every rank restores
         and checks its state, and no rank trains before all have restored (a real job's first
         collective holds them; here a barrier file). Returns {"ok", "step", "bytes",
-        "restores", "errors"}: ok when every rank restored the same step, bit-exact (the
-        trainer checks every byte), no older than what was committed before."""
+        "restores", "errors", "fenced"}: ok when every rank restored the same step, bit-exact
+        (the trainer checks every byte), no older than what was committed before.
+
+        Ranks that restored different steps are not a loss if reft fences them: a second
+        failure during the restore (bytes of the decided step lost) moves the job to the
+        persistent tier after some ranks restored from memory; those ranks are of an older
+        restore epoch, and their first snapshot must be refused (the trainer exits), whereupon
+        the launcher restarts the job once more. Not being fenced is counted as lost."""
         committed_before = self.committed()
         self.kill()
         errors: List[str] = []
         barrier = self.start(sockets)
         step, nbytes = self._collect_restores(timeout, errors)
+        if fenced_retry and step is None and any("different steps" in e for e in errors):
+            self.release(barrier)
+            if any(t.wait(lambda t=t: t.fenced is not None, 30.0) for t in self.trainers):
+                fenced = [t.fenced for t in self.trainers if t.fenced]
+                again = self.restart_and_verify(sockets, timeout, fenced_retry=False)
+                again["fenced"] = {"first_restore": errors, "refused": fenced}
+                again["restores"] += self.ranks
+                return again
+            errors.append("the ranks of the older restore were not fenced")
         if step is not None and step < committed_before:
             errors.append(f"restored step {step} is older than committed step "
                           f"{committed_before}: committed data lost")
         self.release(barrier)
         return {"ok": not errors, "step": step, "committed_before": committed_before,
                 "bytes": nbytes, "restores": self.ranks if step is not None else 0,
-                "errors": errors}
+                "errors": errors, "fenced": None}
 
     def _collect_restores(self, timeout: float, errors: List[str]):
         """Waits for every rank's restore event; returns (the step they agree on or None,

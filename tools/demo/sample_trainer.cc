@@ -162,6 +162,9 @@ int main(int argc, char** argv) {
       std::printf("snapshot-error %lld %d %s\n", static_cast<long long>(step),
                   static_cast<int>(st.code()), st.message().c_str());
       std::fflush(stdout);
+      // Cancelled: the job was restored again without this trainer (an older restore epoch);
+      // its state is of an abandoned timeline, so it exits for its launcher to restart it.
+      if (st.code() == reft::StatusCode::kCancelled) return 3;
       continue;  // training goes on; the next step tries again
     }
     if (step > start) {

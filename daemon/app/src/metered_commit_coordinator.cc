@@ -13,18 +13,24 @@ Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const JobLayou
 
 void MeteredCommitCoordinator::Leave(const store::RankKey& rank) { inner_->Leave(rank); }
 
-Status MeteredCommitCoordinator::Complete(const store::RankKey& rank, int64_t step) {
+Status MeteredCommitCoordinator::Complete(const store::RankKey& rank, int64_t step,
+                                          int64_t epoch) {
   const auto key = std::make_pair(rank.job, step);
   const auto now = Clock::now();
   {
     MutexLock lock(mu_);
     first_complete_.emplace(key, now);
   }
+  Status st = inner_->Complete(rank, step, epoch);
+  if (!st.ok()) {  // refused (a trainer of an older restore epoch): nothing to count
+    MutexLock lock(mu_);
+    first_complete_.erase(key);
+    return st;
+  }
   if (cadence_ != nullptr) cadence_->Note(rank.job, step, now);
   if (auto slot = store_->Get(rank, step); slot.ok()) {
     metrics_->RecordSnapshot((*slot)->info().payload_bytes);
   }
-  Status st = inner_->Complete(rank, step);
   ObserveCommitted(rank.job, inner_->NewestCommitted(rank.job));
   return st;
 }

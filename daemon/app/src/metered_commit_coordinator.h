@@ -26,7 +26,8 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
 
   Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
-  Status Complete(const store::RankKey& rank, int64_t step) override;
+  Status Complete(const store::RankKey& rank, int64_t step, int64_t epoch) override;
+  int64_t RestoreEpoch(const std::string& job) override { return inner_->RestoreEpoch(job); }
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
   bool WaitCommitted(const std::string& job, int64_t step,
                      std::chrono::milliseconds timeout) override;

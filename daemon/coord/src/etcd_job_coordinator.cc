@@ -99,6 +99,7 @@ void EtcdJobCoordinator::LoadLocalStateLocked(const std::string& job, JobState& 
       if (st.gen.generation > 0) st.gen.base_step = (*rec)->base_step;
       st.gen.persist_floor = (*rec)->persist_floor;
       st.gen.reason = (*rec)->reason;
+      st.decision_rev = (*rec)->epoch;
     } else if (!rec.ok()) {
       spdlog::warn("job {}: generation record unreadable ({}); following etcd", job,
                    rec.status().ToString());
@@ -132,10 +133,11 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
   read.ThenGet(keys::Layout(job))
       .ThenGet(keys::Generation(job))
       .ThenGet(keys::Committed(job))
-      .ThenGet(keys::Coordinator(job));
+      .ThenGet(keys::Coordinator(job))
+      .ThenGet(keys::Restore(job));
   auto r = etcd_->Commit(read);
   if (!r.ok()) return r.status().WithContext("reading job '" + job + "' from etcd");
-  if (r->gets.size() != 4) return Status::Internal("etcd answered a 4-read txn with fewer reads");
+  if (r->gets.size() != 5) return Status::Internal("etcd answered a 5-read txn with fewer reads");
   bool watch = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -145,6 +147,7 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
     ApplyGenerationLocked(job, st, First(r->gets[1]));
     ApplyCommittedLocked(job, st, First(r->gets[2]));
     ApplyCoordinatorLocked(job, st, First(r->gets[3]));
+    ApplyDecisionLocked(job, st, First(r->gets[4]));
     st.stale = false;
     watch = start_watches && !st.tracked && running_;
     if (watch) st.tracked = true;
@@ -161,7 +164,8 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
       {keys::Layout(job), &EtcdJobCoordinator::ApplyLayoutLocked},
       {keys::Generation(job), &EtcdJobCoordinator::ApplyGenerationLocked},
       {keys::Committed(job), &EtcdJobCoordinator::ApplyCommittedLocked},
-      {keys::Coordinator(job), &EtcdJobCoordinator::ApplyCoordinatorLocked}};
+      {keys::Coordinator(job), &EtcdJobCoordinator::ApplyCoordinatorLocked},
+      {keys::Restore(job), &EtcdJobCoordinator::ApplyDecisionLocked}};
   std::vector<int64_t> handles;
   for (const auto& [key, apply] : watched) {
     auto h = etcd_->Watch(key, false, from, [this, job, apply = apply](const WatchUpdate& u) {
@@ -249,12 +253,51 @@ void EtcdJobCoordinator::AdoptGenerationLocked(const std::string& job, JobState&
     Status s = store_->Drop(job, step);
     if (!s.ok()) spdlog::warn("job {}: dropping step {} of the old timeline: {}", job, step, s.ToString());
   }
-  if (!state_dir_.empty()) {
-    Status s = peer::internal::SaveGeneration(
-        state_dir_, job, {rec.generation, base, rec.persist_floor, rec.reason});
-    if (!s.ok()) spdlog::warn("job {}: generation record not saved: {}", job, s.ToString());
-  }
+  SaveStateLocked(job, st);
   pending_events_.push_back({job, InfoLocked(st), dropped});
+}
+
+void EtcdJobCoordinator::SaveStateLocked(const std::string& job, const JobState& st) {
+  if (state_dir_.empty()) return;
+  Status s = peer::internal::SaveGeneration(
+      state_dir_, job,
+      {st.gen.generation, st.gen.base_step.value_or(-1), st.gen.persist_floor, st.gen.reason,
+       st.decision_rev});
+  if (!s.ok()) spdlog::warn("job {}: generation record not saved: {}", job, s.ToString());
+}
+
+void EtcdJobCoordinator::ApplyDecisionLocked(const std::string& job, JobState& st,
+                                             const std::optional<KeyValue>& kv) {
+  // The key is never deleted; "absent" is only ever an older read (a Refresh that raced the
+  // decision), like a put of a lower revision.
+  if (!kv || kv->mod_revision <= st.decision_rev) return;
+  auto d = DecodeDecision(kv->key, kv->value);
+  if (!d.ok()) {
+    spdlog::error("{}", d.status().ToString());
+    return;
+  }
+  const int64_t decided_step = d->step;
+  // A new restore epoch. Every completion this node holds is of the old one: its trainer
+  // restored (or joined) before the decision, and may be a dead trainer's last snapshot that
+  // reftd finished copying. None of them may count, or a step of the abandoned timeline could
+  // commit after the ranks resumed from the decided one.
+  st.decision_rev = kv->mod_revision;
+  st.pending.clear();
+  for (auto& [step, sc] : st.completions) sc.recount = true;
+  // Their slots too (newer than both the decided step and the commit point, so never
+  // committed): a daemon restarted later would otherwise re-enter them as completions of the
+  // new epoch. No session of the new epoch exists on this node yet: sessions take their
+  // epoch from this node's view, which only now reaches it.
+  const int64_t keep = std::max(decided_step, st.committed.value_or(-1));
+  std::set<int64_t> abandoned;
+  for (const auto& slot : store_->List(job)) {
+    if (slot.step > keep && slot.state != store::SlotState::kCommitted) abandoned.insert(slot.step);
+  }
+  for (int64_t step : abandoned) {
+    Status s = store_->Drop(job, step);
+    if (!s.ok()) spdlog::warn("job {}: dropping step {} of the old restore epoch: {}", job, step, s.ToString());
+  }
+  SaveStateLocked(job, st);
 }
 
 void EtcdJobCoordinator::ApplyCommittedLocked(const std::string& job, JobState& st,
@@ -442,10 +485,11 @@ void EtcdJobCoordinator::Leave(const store::RankKey& rank) {
   cv_.notify_all();
 }
 
-Status EtcdJobCoordinator::Complete(const store::RankKey& rank, int64_t step) {
+Status EtcdJobCoordinator::Complete(const store::RankKey& rank, int64_t step, int64_t epoch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[rank.job];
+    if (epoch != st.decision_rev) return local::StaleEpoch(rank, step, epoch, st.decision_rev);
     if (st.committed && step <= *st.committed) return Status::OK();
     PendingStep& p = st.pending[step];
     if (p.ranks.empty()) p.since = Clock::now();
@@ -454,6 +498,12 @@ Status EtcdJobCoordinator::Complete(const store::RankKey& rank, int64_t step) {
   }
   cv_.notify_all();
   return Status::OK();
+}
+
+int64_t EtcdJobCoordinator::RestoreEpoch(const std::string& job) {
+  (void)Track(job);
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_[job].decision_rev;
 }
 
 std::optional<int64_t> EtcdJobCoordinator::NewestCommitted(const std::string& job) {
@@ -599,27 +649,65 @@ Result<std::optional<peer::RestoreDecision>> EtcdJobCoordinator::Decision(const 
   if (!kv) return std::optional<peer::RestoreDecision>();
   REFT_ASSIGN_OR_RETURN(peer::RestoreDecision d, DecodeDecision(kv->key, kv->value));
   d.version = kv->mod_revision;
+  {
+    // The restore that follows it hands this epoch to its session: this node must be in it.
+    std::lock_guard<std::mutex> lock(mu_);
+    ApplyDecisionLocked(job, jobs_[job], kv);
+  }
   return std::optional<peer::RestoreDecision>(d);
 }
 
 Result<peer::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
     const std::string& job, const peer::RestoreDecision& decision, int64_t expected_version) {
+  int64_t gen_rev, committed_rev;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    const int64_t committed = st.committed.value_or(-1);
+    if (st.gen.generation != decision.generation ||
+        (decision.source == "none" ? committed >= 0 : committed != decision.step)) {
+      return Status::Busy("job '" + job + "' moved to generation " +
+                          std::to_string(st.gen.generation) + ", committed step " +
+                          std::to_string(committed) + " while deciding");
+    }
+    gen_rev = st.gen_rev;
+    committed_rev = st.committed_rev;
+  }
+  // The decision stands only for the generation and commit point it was made on (a decision of
+  // an older generation must never replace a fallback's), and it starts a new restore epoch:
+  // every completion recorded so far is of the old one and is deleted with it.
   Txn t;
   t.IfModRevision(keys::Restore(job), Compare::kEqual, expected_version)
+      .IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+      .IfModRevision(keys::Committed(job), Compare::kEqual, committed_rev)
       .ThenPut(keys::Restore(job), Encode(decision))
+      .ThenDeleteRange(keys::CompletionsPrefix(job), PrefixEnd(keys::CompletionsPrefix(job)))
       .ElseGet(keys::Restore(job));
   REFT_ASSIGN_OR_RETURN(TxnResult r, etcd_->Commit(t));
   if (r.succeeded) {
     peer::RestoreDecision d = decision;
     d.version = r.revision;
+    KeyValue kv;
+    kv.key = keys::Restore(job);
+    kv.value = Encode(decision);
+    kv.mod_revision = r.revision;
+    std::lock_guard<std::mutex> lock(mu_);
+    ApplyDecisionLocked(job, jobs_[job], kv);
     return d;
   }
-  if (r.gets.empty() || r.gets[0].kvs.empty()) {
-    return Status::Unavailable("the restore decision of job '" + job + "' changed while deciding");
+  if (r.gets.empty() || r.gets[0].kvs.empty() || r.gets[0].kvs[0].mod_revision == expected_version) {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_[job].stale = true;
+    return Status::Busy("the generation or commit point of job '" + job +
+                        "' moved while deciding its restore");
   }
   const KeyValue& kv = r.gets[0].kvs[0];
   REFT_ASSIGN_OR_RETURN(peer::RestoreDecision d, DecodeDecision(kv.key, kv.value));
   d.version = kv.mod_revision;
+  // The caller may follow the winner: its epoch must be this node's before a session gets it
+  // (applied later by the watch, it would void the session's first completions).
+  std::lock_guard<std::mutex> lock(mu_);
+  ApplyDecisionLocked(job, jobs_[job], kv);
   return d;
 }
 
@@ -695,11 +783,12 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     size_t n;
   };
   std::vector<Write> writes;
-  int64_t gen_rev;
+  int64_t gen_rev, epoch;
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
     gen_rev = st.gen_rev;
+    epoch = st.decision_rev;
     // One write per step and node: a step is written once every rank of the job connected here
     // completed it (they complete within moments of each other), or when the linger runs out.
     std::vector<store::RankKey> connected;
@@ -716,12 +805,14 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
         WakeAtLocked(p.since + options_.completion_linger);
         continue;
       }
-      writes.push_back({step, {st.gen.generation, {p.ranks.begin(), p.ranks.end()}}, p.ranks.size()});
+      writes.push_back(
+          {step, {st.gen.generation, epoch, {p.ranks.begin(), p.ranks.end()}}, p.ranks.size()});
     }
   }
   for (const auto& w : writes) {
     Txn t;
     t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+        .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
         .ThenPut(keys::Completion(job, w.step, nodes_->node_id()), Encode(w.rec));
     auto r = etcd_->Commit(t);
     std::lock_guard<std::mutex> lock(mu_);
@@ -731,7 +822,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
       return;
     }
     if (!r->succeeded) {
-      st.stale = true;  // the generation moved: re-read the job, then write again
+      st.stale = true;  // the generation or the epoch moved: re-read the job, then write again
       work_ = true;
       return;
     }
@@ -843,14 +934,17 @@ void EtcdJobCoordinator::AddCompletionLocked(JobState& st, int64_t step, const s
   // A node rewrites its record with more ranks; one with fewer (or of another generation) than
   // it had makes the step count again from all records.
   for (const auto& r : held.ranks) {
-    if (held.generation != rec.generation ||
+    if (held.generation != rec.generation || held.epoch != rec.epoch ||
         std::find(rec.ranks.begin(), rec.ranks.end(), r) == rec.ranks.end()) {
       sc.recount = true;
       break;
     }
   }
   held = std::move(rec);
-  if (sc.recount || held.generation != st.gen.generation || !st.has_layout) return;
+  if (sc.recount || held.generation != st.gen.generation || held.epoch != st.decision_rev ||
+      !st.has_layout) {
+    return;
+  }
   for (const auto& r : held.ranks) {
     if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
   }
@@ -860,7 +954,7 @@ void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) 
   sc.covered.clear();
   sc.recount = false;
   for (const auto& [node, rec] : sc.by_node) {
-    if (rec.generation != st.gen.generation) continue;
+    if (rec.generation != st.gen.generation || rec.epoch != st.decision_rev) continue;
     for (const auto& r : rec.ranks) {
       if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
     }
@@ -870,14 +964,16 @@ void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) 
 void EtcdJobCoordinator::TryCommit(const std::string& job) {
   int64_t step = -1;
   uint64_t generation;
-  int64_t gen_rev, committed_rev;
+  int64_t gen_rev, committed_rev, epoch;
   std::vector<std::pair<store::RankKey, std::string>> moved;
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
     if (!st.leader || !st.has_layout) return;
     generation = st.gen.generation;
-    // The newest step whose completions (of this generation) cover every rank of the layout.
+    epoch = st.decision_rev;
+    // The newest step whose completions (of this generation and restore epoch) cover every
+    // rank of the layout.
     for (auto it = st.completions.rbegin(); it != st.completions.rend(); ++it) {
       if (st.committed && it->first <= *st.committed) break;
       StepCompletions& sc = it->second;
@@ -885,7 +981,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
       if (static_cast<int64_t>(sc.covered.size()) < st.layout.world()) continue;
       step = it->first;
       for (const auto& [node, rec] : sc.by_node) {
-        if (rec.generation != generation) continue;
+        if (rec.generation != generation || rec.epoch != epoch) continue;
         for (const auto& r : rec.ranks) {
           auto loc = st.locations.find(r);
           if (loc == st.locations.end() || loc->second != node) moved.emplace_back(r, node);
@@ -922,6 +1018,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
   Txn t;
   t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
       .IfModRevision(keys::Committed(job), Compare::kEqual, committed_rev)
+      .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
       .ThenPut(keys::Committed(job), Encode(CommittedRecord{step, generation}));
   for (size_t i = first; i < moved.size(); ++i) {
     t.ThenPut(keys::Location(moved[i].first), Encode(NodeRef{moved[i].second, step}));

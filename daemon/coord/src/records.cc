@@ -61,7 +61,7 @@ std::string Encode(const CommittedRecord& r) {
 std::string Encode(const CompletionRecord& r) {
   json ranks = json::array();
   for (const auto& k : r.ranks) ranks.push_back({k.pp, k.tp, k.dp});
-  return json{{"generation", r.generation}, {"ranks", ranks}}.dump();
+  return json{{"generation", r.generation}, {"epoch", r.epoch}, {"ranks", ranks}}.dump();
 }
 
 std::string Encode(const NodeRef& r) { return json{{"node", r.node}, {"step", r.step}}.dump(); }
@@ -119,6 +119,7 @@ Result<CompletionRecord> DecodeCompletion(const std::string& job, const std::str
   REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
   CompletionRecord r;
   r.generation = FieldOr<uint64_t>(j, "generation", 0);
+  r.epoch = FieldOr<int64_t>(j, "epoch", 0);
   auto ranks = j.find("ranks");
   if (ranks == j.end() || !ranks->is_array()) {
     return Status::Corrupted("etcd key " + key + ": field 'ranks' missing");

@@ -21,8 +21,10 @@ std::string Cut(const std::string& text) {
 }  // namespace
 
 Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreRequest& request,
-                                 local_proto::RestoreReply* restore_reply, UniqueFd* fd) {
+                                 local_proto::RestoreReply* restore_reply, UniqueFd* fd,
+                                 int64_t* epoch) {
   REFT_ASSIGN_OR_RETURN(RestoredState restored, restorer_->Restore(meta, request));
+  *epoch = restored.epoch;
   local_proto::RestoreReport& report = restore_reply->report;
   report.source = restored.step < 0 ? "none" : restored.source;
   report.agreement_ns = static_cast<uint64_t>(restored.agreement.count());

@@ -20,9 +20,10 @@ class RestoreDeliverer {
 
   /// \brief Restores the rank `meta` describes. `reply->slot.step` is -1 when nothing is
   /// committed; otherwise device buffers hold their bytes, `reply->slot.staged` places the
-  /// others in `*fd` (left invalid when there are none). `reply->report` says how it went.
+  /// others in `*fd` (left invalid when there are none). `reply->report` says how it went;
+  /// `*epoch` gets the restore epoch of the decision the restore followed.
   Status Deliver(const protect::SlotMeta& meta, const RestoreRequest& request,
-                 local_proto::RestoreReply* reply, UniqueFd* fd);
+                 local_proto::RestoreReply* reply, UniqueFd* fd, int64_t* epoch);
 
  private:
   /// Copies each device buffer's bytes from `base` (offsets by buffer name) host->device.

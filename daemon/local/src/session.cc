@@ -138,6 +138,7 @@ Status Session::HandleHello(const Frame& f) {
   layout_ = h.layout;
   scheme_ = scheme;
   writer_.Join(h, scheme);
+  writer_.SetEpoch(ctx_.coordinator->RestoreEpoch(rank.job));
   info_.Update([&](SessionInfo& i) {
     i.joined = true;
     i.rank = rank;
@@ -249,7 +250,10 @@ Status Session::HandleRestore(const Frame& f) {
   writer_.ResetAor("the trainer restored");
   local_proto::RestoreReply reply;
   UniqueFd fd;
-  REFT_RETURN_NOT_OK(deliverer_.Deliver(*meta, RestoreRequest{request.reshape}, &reply, &fd));
+  int64_t epoch = 0;
+  REFT_RETURN_NOT_OK(
+      deliverer_.Deliver(*meta, RestoreRequest{request.reshape}, &reply, &fd, &epoch));
+  writer_.SetEpoch(epoch);
   std::vector<int> fds;
   if (fd.valid()) fds.push_back(fd.get());
   return Reply(MessageType::kRestoreReply, f.header.request_id, local_proto::Encode(reply), fds);

@@ -65,7 +65,7 @@ void SingleNodeCommitCoordinator::Leave(const store::RankKey& rank) {
   if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
 }
 
-Status SingleNodeCommitCoordinator::Complete(const store::RankKey& rank, int64_t step) {
+Status SingleNodeCommitCoordinator::Complete(const store::RankKey& rank, int64_t step, int64_t) {
   std::vector<store::RankKey> to_commit;
   {
     MutexLock lock(mu_);

@@ -44,6 +44,10 @@ Status SnapshotWriter::Begin(const local_proto::SnapshotBegin& m, local_proto::S
     return Status::Busy("step " + std::to_string(writing_->step) +
                         " is still being written; fence() before the next snapshot");
   }
+  // Fail before any byte is copied when the job was restored again without this trainer.
+  if (const int64_t current = ctx_.coordinator->RestoreEpoch(rank_.job); current != epoch_) {
+    return StaleEpoch(rank_, m.step, epoch_, current);
+  }
   REFT_RETURN_NOT_OK(EnsurePlan());
   REFT_ASSIGN_OR_RETURN(std::vector<aor::StepHyper> hypers, OptimizerHypers(m));
   if (!plan_->configured) {
@@ -120,7 +124,7 @@ void SnapshotWriter::Complete(int64_t step) {
       i.last_complete_step = step;
       i.snapshots++;
     });
-    st = ctx_.coordinator->Complete(rank_, step);
+    st = ctx_.coordinator->Complete(rank_, step, epoch_);
     if (!st.ok()) failed_steps_[step] = st;
   }
   while (failed_steps_.size() > 64) failed_steps_.erase(failed_steps_.begin());

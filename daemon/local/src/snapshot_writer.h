@@ -58,6 +58,10 @@ class SnapshotWriter {
 
   /// \brief The session joined: its hello (the input of the slot plan) and its rank.
   void Join(const local_proto::Hello& hello, const protect::Scheme& scheme);
+  /// \brief The restore epoch the session's snapshots belong to: the job's at join, then the
+  /// one its restore followed. Begin refuses, and the coordinator does not count, a snapshot
+  /// once the job moved to a newer epoch (the trainer must restart and restore).
+  void SetEpoch(int64_t epoch) { epoch_ = epoch; }
   /// \brief A buffer was registered: the plan (and the AOR replicas) start over.
   void BuffersChanged();
 
@@ -186,6 +190,7 @@ class SnapshotWriter {
   SessionBuffers* const buffers_;
   local_proto::Hello hello_;
   store::RankKey rank_;
+  int64_t epoch_ = 0;
   protect::Scheme scheme_;
   std::unique_ptr<Plan> plan_;  // reset by a registration
   std::optional<Writing> writing_;

@@ -188,9 +188,13 @@ Status DistributedCommitCoordinator::SyncNow(const std::string& job,
   return Status::OK();
 }
 
-Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_t step) {
+Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_t step,
+                                              int64_t epoch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    auto d = decisions_.find(rank.job);
+    const int64_t current = d == decisions_.end() ? 0 : d->second.version;
+    if (epoch != current) return local::StaleEpoch(rank, step, epoch, current);
     JobState& st = StateLocked(rank.job);
     if (st.newest_committed && step <= *st.newest_committed) return Status::OK();
     st.completed[step].insert(rank);
@@ -199,6 +203,12 @@ Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_
   }
   cv_.notify_all();  // wakes the exchange thread to push at once
   return Status::OK();
+}
+
+int64_t DistributedCommitCoordinator::RestoreEpoch(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto d = decisions_.find(job);
+  return d == decisions_.end() ? 0 : d->second.version;
 }
 
 std::optional<int64_t> DistributedCommitCoordinator::NewestCommitted(const std::string& job) {

@@ -56,6 +56,7 @@ Status SaveGeneration(const std::string& dir, const std::string& job, const Gene
   }
   os << "reft-generation 1\ngeneration " << rec.generation << "\nbase " << rec.base_step
      << "\nfloor " << rec.persist_floor << "\nreason " << reason << "\n";
+  if (rec.epoch != 0) os << "epoch " << rec.epoch << "\n";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Status::FromErrno(errno, "creating " + tmp);
   Status st = WriteAll(fd, os.str(), tmp);
@@ -109,6 +110,11 @@ Result<std::optional<GenerationRecord>> LoadGeneration(const std::string& dir,
     if (pos != b.size()) return bad("bad base");
     rec.persist_floor = std::stoll(fl, &pos);
     if (pos != fl.size()) return bad("bad floor");
+    std::string e;  // written since restore epochs exist; older records have none
+    if (field("epoch", &e)) {
+      rec.epoch = std::stoll(e, &pos);
+      if (pos != e.size()) return bad("bad epoch");
+    }
   } catch (const std::exception&) {
     return bad("unparsable number");
   }

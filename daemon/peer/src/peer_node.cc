@@ -49,9 +49,10 @@ class ForwardingCoordinator final : public local::CommitCoordinator {
     return inner_->Join(r, l);
   }
   void Leave(const store::RankKey& r) override { inner_->Leave(r); }
-  Status Complete(const store::RankKey& r, int64_t step) override {
-    return inner_->Complete(r, step);
+  Status Complete(const store::RankKey& r, int64_t step, int64_t epoch) override {
+    return inner_->Complete(r, step, epoch);
   }
+  int64_t RestoreEpoch(const std::string& job) override { return inner_->RestoreEpoch(job); }
   std::optional<int64_t> NewestCommitted(const std::string& job) override {
     return inner_->NewestCommitted(job);
   }

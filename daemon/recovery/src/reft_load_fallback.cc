@@ -23,12 +23,19 @@ constexpr int kMaxAttempts = 6;  // the generation, the commit or the decision m
 
 std::string JobStr(const std::string& job) { return "job '" + job + "'"; }
 
-local::RestoredState Nothing(const std::string& detail) {
+local::RestoredState Nothing(const std::string& detail, int64_t epoch) {
   local::RestoredState none;
   none.step = -1;
   none.source = "memory";
   none.detail = detail;
+  none.epoch = epoch;
   return none;
+}
+
+// The state handed to the trainer carries the restore epoch of the decision it followed.
+local::RestoredState InEpoch(local::RestoredState state, int64_t epoch) {
+  state.epoch = epoch;
+  return state;
 }
 
 std::string DecisionStr(const peer::RestoreDecision& d) {
@@ -118,7 +125,8 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       if (memory_step) return Status::Lost(reason + "; " + what);
       stats->warnings.push_back(reason + ", and " + what + ": starting without a restore");
       stats->detail = reason + "; " + what;
-      return std::optional<local::RestoredState>(Nothing(stats->detail));
+      return std::optional<local::RestoredState>(
+          Nothing(stats->detail, coordinator->RestoreEpoch(job)));
     };
     if (tier_ == nullptr) return unreadable(Status::OK());
     auto tier = tier_->Get(true);
@@ -170,7 +178,12 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     const std::string detail = why + "; restored step " + std::to_string(*p) +
                                " from the persistent tier " + tier_->options().dir +
                                " (generation " + std::to_string(next.generation) + ")";
-    return from_tier(*p, next.generation, detail);
+    // The generation's decision (recorded with it) is the epoch: nobody decides again for
+    // (g+1, P) while it stands, so the one this node applied is the one started here.
+    const int64_t epoch = coordinator->RestoreEpoch(job);
+    REFT_ASSIGN_OR_RETURN(auto out, from_tier(*p, next.generation, detail));
+    if (out) out->epoch = epoch;
+    return out;
   };
 
   Status retry_reason;
@@ -245,6 +258,10 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
                           (tier_ ? ", and nothing persisted in " + tier_->options().dir : "");
       }
       auto won = coordinator->ProposeDecision(job, decision, recorded ? recorded->version : 0);
+      if (!won.ok() && won.status().code() == StatusCode::kBusy) {
+        retry_reason = won.status();  // the generation or commit point moved: choose again
+        continue;
+      }
       if (!won.ok()) return won.status().WithContext("recording the restore decision of " + JobStr(job));
       if (won->generation != decision.generation || won->step != decision.step ||
           won->source != decision.source) {
@@ -258,13 +275,15 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     if (decision.source == "none") {
       stats->detail = decision.detail.empty() ? "nothing committed for " + JobStr(job)
                                               : decision.detail;
-      return Nothing(stats->detail);
+      return Nothing(stats->detail, decision.version);
     }
     if (decision.source == "tier") {
       // The job fell back to persisted step `base`: from memory if some node still holds it
       // (it committed there before), else from the tier.
       auto r = RestoreImpl(meta, stats, progress, request);
-      if (r.ok() && r->step == decision.step && !moved()) return r;
+      if (r.ok() && r->step == decision.step && !moved()) {
+        return InEpoch(std::move(*r), decision.version);
+      }
       if (r.ok() || moved()) continue;  // a newer commit or generation appeared: choose again
       if (r.status().code() != StatusCode::kLost) return r.status();
       const std::string detail = "step " + std::to_string(decision.step) + " of " + JobStr(job) +
@@ -273,14 +292,20 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
                                  " (generation " + std::to_string(gen.generation) +
                                  ": the job fell back to it because " + gen.reason + ")";
       REFT_ASSIGN_OR_RETURN(auto out, from_tier(decision.step, gen.generation, detail));
-      if (out) return std::move(*out);
+      if (out) return InEpoch(std::move(*out), decision.version);
       continue;
     }
     auto r = RestoreImpl(meta, stats, progress, request);
     if (moved()) continue;  // a fallback started elsewhere wins: this state must not be used
     if (r.ok()) {
       if (r->step != decision.step) continue;  // a newer commit: decide again
-      return r;
+      // The decision must still stand as the bytes are handed over: a fallback started by a
+      // rank that could not rebuild the step replaces it (a linearizable read with etcd). A
+      // fallback after this point fences this trainer instead (its epoch is then old).
+      auto still = coordinator->Decision(job);
+      if (!still.ok()) return still.status().WithContext("re-reading the restore decision of " + JobStr(job));
+      if (!*still || (*still)->version != decision.version) continue;
+      return InEpoch(std::move(*r), decision.version);
     }
     if (r.status().code() != StatusCode::kLost) return r.status();
     // Bytes lost since the decision (a second failure during the restore): the job falls back,

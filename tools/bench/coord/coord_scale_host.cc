@@ -279,7 +279,8 @@ int main(int argc, char** argv) {
       for (auto& m : members) {
         for (const auto& r : m->ranks) {
           (void)m->store->Seal(r, step);
-          (void)m->peer->coordinator()->Complete(r, step);
+          auto* co = m->peer->coordinator();
+          (void)co->Complete(r, step, co->RestoreEpoch(r.job));
         }
       }
       Say("completed " + std::to_string(step) + " " + std::to_string(first) + " " +

@@ -70,7 +70,10 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// Works offline: without etcd the layout and the joined key are written later.
   Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
-  Status Complete(const store::RankKey& rank, int64_t step) override;
+  /// Cancelled (StaleEpoch) when `epoch` is not the job's current restore epoch: the revision
+  /// of its restore decision key.
+  Status Complete(const store::RankKey& rank, int64_t step, int64_t epoch) override;
+  int64_t RestoreEpoch(const std::string& job) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
   bool WaitCommitted(const std::string& job, int64_t step,
                      std::chrono::milliseconds timeout) override;
@@ -125,6 +128,9 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     bool gen_loaded = false;        // the local generation record was read
     std::optional<int64_t> committed;
     int64_t committed_rev = 0;
+    // The restore epoch: mod revision of the job's restore decision key (0: none yet), and the
+    // step that decision restored. Every pending completion belongs to this epoch.
+    int64_t decision_rev = 0;
     int connected = 0;              // trainer sessions on this node
     std::map<int64_t, PendingStep> pending;  // this node's completions not yet committed
     // Coordination of the job.
@@ -142,7 +148,8 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
 
   /// Reads the job's state from etcd once and watches it; afterwards watches keep it current.
   Status Track(const std::string& job);
-  /// A linearizable read of layout, generation, committed and coordinator, applied.
+  /// A linearizable read of layout, generation, committed, coordinator and restore
+  /// decision, applied.
   Status Refresh(const std::string& job, bool start_watches);
   // Apply one key's value (std::nullopt: deleted) to the job's state; ignore stale revisions.
   void ApplyLayoutLocked(const std::string& job, JobState& st, const std::optional<KeyValue>& kv);
@@ -152,7 +159,12 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
                             const std::optional<KeyValue>& kv);
   void ApplyCoordinatorLocked(const std::string& job, JobState& st,
                               const std::optional<KeyValue>& kv);
+  void ApplyDecisionLocked(const std::string& job, JobState& st,
+                           const std::optional<KeyValue>& kv);
   void AdoptGenerationLocked(const std::string& job, JobState& st, const GenerationRecord& rec);
+  /// Writes the job's generation and restore epoch to the state dir (a restarted daemon must
+  /// know which epoch its sealed, unreported slots were completed in).
+  void SaveStateLocked(const std::string& job, const JobState& st);
   void LoadLocalStateLocked(const std::string& job, JobState& st);
   void CommitLocalLocked(const std::string& job, int64_t step);
   peer::JobGeneration InfoLocked(const JobState& st) const;

@@ -35,6 +35,7 @@ struct CommittedRecord {
 /// The ranks of one node that completed one step, in one generation.
 struct CompletionRecord {
   uint64_t generation = 0;
+  int64_t epoch = 0;  ///< the restore epoch the ranks completed the step in
   std::vector<store::RankKey> ranks;  ///< job filled in by the decoder
 };
 

@@ -25,7 +25,10 @@ class SingleNodeCommitCoordinator : public CommitCoordinator {
   explicit SingleNodeCommitCoordinator(store::SnapshotStore* store);
   Status Join(const store::RankKey& rank, const JobLayout& layout) override REFT_EXCLUDES(mu_);
   void Leave(const store::RankKey& rank) override REFT_EXCLUDES(mu_);
-  Status Complete(const store::RankKey& rank, int64_t step) override REFT_EXCLUDES(mu_);
+  /// Single node: no restore decisions of its own, so every epoch is 0 and none is refused.
+  Status Complete(const store::RankKey& rank, int64_t step, int64_t epoch) override
+      REFT_EXCLUDES(mu_);
+  int64_t RestoreEpoch(const std::string&) override { return 0; }
   std::optional<int64_t> NewestCommitted(const std::string& job) override REFT_EXCLUDES(mu_);
   bool WaitCommitted(const std::string& job, int64_t step,
                      std::chrono::milliseconds timeout) override REFT_EXCLUDES(mu_);

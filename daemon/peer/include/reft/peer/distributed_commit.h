@@ -53,7 +53,10 @@ class DistributedCommitCoordinator final : public JobCoordinator {
 
   Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
-  Status Complete(const store::RankKey& rank, int64_t step) override;
+  /// Gossip: epochs are this node's own decisions' versions (docs/recovery.md "Restore
+  /// epochs"): a trainer of this node restored under an older local decision is refused.
+  Status Complete(const store::RankKey& rank, int64_t step, int64_t epoch) override;
+  int64_t RestoreEpoch(const std::string& job) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
   bool WaitCommitted(const std::string& job, int64_t step,
                      std::chrono::milliseconds timeout) override;

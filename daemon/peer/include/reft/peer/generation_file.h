@@ -27,6 +27,7 @@ struct GenerationRecord {
   int64_t base_step = -1;
   int64_t persist_floor = -1;
   std::string reason;
+  int64_t epoch = 0;  ///< the restore epoch (etcd: revision of the decision key); optional
 };
 
 /// \brief Writes `<dir>/<escaped job>.gen` durably (creating `dir` 0700 when missing).

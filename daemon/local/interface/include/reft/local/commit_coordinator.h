@@ -17,6 +17,18 @@
 
 namespace reft::local {
 
+/// \brief The error a completion of an older restore epoch gets (CommitCoordinator::Complete):
+/// the trainer restored (or joined) before the job's newest restore decision, so its state
+/// belongs to an abandoned timeline and nothing it writes may be committed.
+inline Status StaleEpoch(const store::RankKey& rank, int64_t step, int64_t epoch,
+                         int64_t current) {
+  return Status::Cancelled(
+      "step " + std::to_string(step) + " of " + rank.ToString() +
+      " is not counted: the job was restored again (restore epoch " + std::to_string(current) +
+      ") since this trainer restored or joined (epoch " + std::to_string(epoch) +
+      "); restart the trainer so that it restores with the rest of the job");
+}
+
 /// \brief Commit decisions for every job on this daemon. Thread-safe.
 class CommitCoordinator {
  public:
@@ -26,9 +38,17 @@ class CommitCoordinator {
   virtual Status Join(const store::RankKey& rank, const JobLayout& layout) = 0;
   /// \brief The trainer of `rank` disconnected (its completions stay counted).
   virtual void Leave(const store::RankKey& rank) = 0;
-  /// \brief `rank` sealed `step` (state complete). When every rank of the job has completed
-  /// it, the coordinator commits it for each rank in the store and wakes WaitCommitted().
-  virtual Status Complete(const store::RankKey& rank, int64_t step) = 0;
+  /// \brief `rank` sealed `step` (state complete) under restore epoch `epoch` (the session's:
+  /// RestoreEpoch() when the trainer joined, or the one its restore followed). When every rank
+  /// of the job has completed it in the job's current epoch, the coordinator commits it for
+  /// each rank in the store and wakes WaitCommitted(). Cancelled when `epoch` is not the job's
+  /// current one: the job was restored again since this trainer restored, so nothing it writes
+  /// may count (it must restart and restore).
+  virtual Status Complete(const store::RankKey& rank, int64_t step, int64_t epoch) = 0;
+  /// \brief The job's restore epoch: the version of the newest restore decision this node
+  /// knows for `job` (0: none). Every restore decision starts a new epoch, and completions of an
+  /// older one never count (docs/recovery.md "Restore epochs").
+  virtual int64_t RestoreEpoch(const std::string& job) = 0;
   /// \brief Newest step committed job-wide, if any (restores never read anything newer).
   virtual std::optional<int64_t> NewestCommitted(const std::string& job) = 0;
   /// \brief Waits until a step >= `step` of `job` is committed; false on timeout.

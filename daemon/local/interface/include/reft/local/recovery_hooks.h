@@ -48,6 +48,9 @@ struct RestoredState {
   std::chrono::nanoseconds agreement{0};
   std::string agreement_detail;
   std::chrono::nanoseconds elapsed{0};  ///< the whole restore in reftd
+  /// The restore epoch of the decision this restore followed (CommitCoordinator::RestoreEpoch):
+  /// the session's snapshots count only while the job is still in it.
+  int64_t epoch = 0;
   UniqueFd fd;     ///< memfd of `size` bytes
   uint64_t size = 0;
   std::map<std::string, uint64_t> offsets;  ///< buffer name -> offset of its bytes in `fd`
