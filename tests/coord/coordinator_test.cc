@@ -40,6 +40,11 @@ struct Cluster {
     WriteSlot(nodes[n]->store.get(), r, step, RandomBytes(4096, 7 + step + i));
     REQUIRE(co(n)->Complete(r, step, co(n)->RestoreEpoch(r.job)).ok());
   }
+  // Every rank completes `step`; it is committed on every node.
+  void CommitAll(int64_t step) {
+    for (size_t i = 0; i < placement.size(); ++i) Complete(i, step);
+    for (int n = 0; n < 3; ++n) REQUIRE(co(n)->WaitCommitted("job", step, 5s));
+  }
   JobCoordinator* co(int n) { return nodes[n]->peer->coordinator(); }
   std::vector<std::unique_ptr<TempDir>> dirs;
   std::vector<std::unique_ptr<TestNode>> nodes;
@@ -61,8 +66,7 @@ TEST_CASE("etcd coordination: a step commits everywhere only once every rank com
   Cluster c(etcd);
   c.JoinAll();
   REQUIRE(reft::testing::Eventually([&] { return Leaders(c) == 1; }, 5s));
-  for (size_t i = 0; i < 4; ++i) c.Complete(i, 1);
-  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 1, 5s));
+  c.CommitAll(1);
   for (auto& [n, r] : c.placement) CHECK(c.nodes[n]->store->NewestCommitted(r) == 1);
   // The locations of every rank's slot are recorded with the commit.
   for (auto& [n, r] : c.placement) CHECK(c.co(1)->SlotLocation(r) == "n" + std::to_string(n));
@@ -93,8 +97,7 @@ TEST_CASE("etcd coordination: the coordinator's node leaves and another one take
   REQUIRE(reft::testing::Eventually([&] { return Leaders(c) == 1; }, 5s));
   int leader = 0;
   while (!c.co(leader)->LeadsJob("job")) ++leader;
-  for (size_t i = 0; i < 4; ++i) c.Complete(i, 1);
-  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 1, 5s));
+  c.CommitAll(1);
   // The leader's ranks complete step 2 (written to etcd), then its node goes away (its lease is
   // revoked: the coordinator key disappears at once).
   for (size_t i = 0; i < 4; ++i) {
@@ -170,8 +173,7 @@ TEST_CASE("etcd coordination: one restore decision wins, every node reads it", "
   EtcdCluster etcd(1);
   Cluster c(etcd);
   c.JoinAll();
-  for (size_t i = 0; i < 4; ++i) c.Complete(i, 5);
-  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 5, 5s));
+  c.CommitAll(5);
   std::vector<std::future<Result<RestoreDecision>>> proposals;
   for (int n = 0; n < 3; ++n) {
     proposals.push_back(std::async(std::launch::async, [&, n] {
@@ -202,8 +204,7 @@ TEST_CASE("etcd coordination: a restore decision starts an epoch: old completion
   EtcdCluster etcd(1);
   Cluster c(etcd);
   c.JoinAll();
-  for (size_t i = 0; i < 4; ++i) c.Complete(i, 1);
-  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 1, 5s));
+  c.CommitAll(1);
   const int64_t old_epoch = c.co(2)->RestoreEpoch("job");
   for (size_t i = 0; i < 3; ++i) c.Complete(i, 2);  // the old timeline's step 2, three of four
 
@@ -257,8 +258,7 @@ TEST_CASE("etcd coordination: without etcd snapshots go on, the commit waits, no
   EtcdCluster etcd(1);
   Cluster c(etcd);
   c.JoinAll();
-  for (size_t i = 0; i < 4; ++i) c.Complete(i, 1);
-  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 1, 5s));
+  c.CommitAll(1);
   etcd.Kill(0);
   for (size_t i = 0; i < 4; ++i) c.Complete(i, 2);  // sealed locally, queued for etcd
   for (int n = 0; n < 3; ++n) CHECK_FALSE(c.co(n)->WaitCommitted("job", 2, 500ms));

@@ -241,20 +241,25 @@ void EtcdJobCoordinator::AdoptGenerationLocked(const std::string& job, JobState&
   st.committed = rec.base_step;
   // Slots newer than the base belong to the abandoned timeline; writing ones too, so that a
   // trainer that did not restart fails its snapshot instead of completing a stale step.
+  const int dropped = DropSlotsAfter(job, base, "the old generation");
+  SaveStateLocked(job, st);
+  pending_events_.push_back({job, InfoLocked(st), dropped});
+}
+
+int EtcdJobCoordinator::DropSlotsAfter(const std::string& job, int64_t step, const char* whose) {
   std::set<int64_t> newer;
   int dropped = 0;
   for (const auto& slot : store_->List(job)) {
-    if (slot.step > base) {
+    if (slot.step > step) {
       newer.insert(slot.step);
       ++dropped;
     }
   }
-  for (int64_t step : newer) {
-    Status s = store_->Drop(job, step);
-    if (!s.ok()) spdlog::warn("job {}: dropping step {} of the old timeline: {}", job, step, s.ToString());
+  for (int64_t s : newer) {
+    Status st = store_->Drop(job, s);
+    if (!st.ok()) spdlog::warn("job {}: dropping step {} of {}: {}", job, s, whose, st.ToString());
   }
-  SaveStateLocked(job, st);
-  pending_events_.push_back({job, InfoLocked(st), dropped});
+  return dropped;
 }
 
 void EtcdJobCoordinator::SaveStateLocked(const std::string& job, const JobState& st) {
@@ -288,15 +293,7 @@ void EtcdJobCoordinator::ApplyDecisionLocked(const std::string& job, JobState& s
   // committed): a daemon restarted later would otherwise re-enter them as completions of the
   // new epoch. No session of the new epoch exists on this node yet: sessions take their
   // epoch from this node's view, which only now reaches it.
-  const int64_t keep = std::max(decided_step, st.committed.value_or(-1));
-  std::set<int64_t> abandoned;
-  for (const auto& slot : store_->List(job)) {
-    if (slot.step > keep && slot.state != store::SlotState::kCommitted) abandoned.insert(slot.step);
-  }
-  for (int64_t step : abandoned) {
-    Status s = store_->Drop(job, step);
-    if (!s.ok()) spdlog::warn("job {}: dropping step {} of the old restore epoch: {}", job, step, s.ToString());
-  }
+  DropSlotsAfter(job, std::max(decided_step, st.committed.value_or(-1)), "the old restore epoch");
   SaveStateLocked(job, st);
 }
 

@@ -128,6 +128,13 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       return std::optional<local::RestoredState>(
           Nothing(stats->detail, coordinator->RestoreEpoch(job)));
     };
+    // Slots of S freed under us mean a newer step committed (reftd sealed the killed
+    // trainers' last snapshots after the restart began): that is no loss, choose again.
+    Status synced = coordinator->SyncNow(job, options_.sync_timeout);
+    if (!synced.ok()) stats->warnings.push_back(synced.message());
+    if (coordinator->Generation(job).newest_committed != memory_step) {
+      return std::optional<local::RestoredState>();
+    }
     if (tier_ == nullptr) return unreadable(Status::OK());
     auto tier = tier_->Get(true);
     if (!tier.ok()) return unreadable(tier.status());
@@ -251,7 +258,10 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
         auto out = fall_back(gen, reason);
         if (!out.ok()) return out.status();
         if (*out) return std::move(**out);
-        if (moved()) continue;  // another restore started the fallback: follow it
+        // Another restore started the fallback, or a newer step committed: choose again.
+        if (moved() || coordinator->Generation(job).newest_committed != gen.newest_committed) {
+          continue;
+        }
         decision.source = "none";
         decision.step = -1;
         decision.detail = "nothing committed for " + JobStr(job) + " in memory" +
