@@ -10,6 +10,13 @@ namespace reft::peer {
 
 namespace {
 
+// The job's restore epoch with gossip: the version of this node's own newest decision.
+int64_t CurrentEpoch(const std::map<std::string, RestoreDecision>& decisions,
+                     const std::string& job) {
+  auto d = decisions.find(job);
+  return d == decisions.end() ? 0 : d->second.version;
+}
+
 // A peer's state this node refuses to merge (another layout, a malformed state) changes nothing
 // here; the exchange goes on with the other jobs and members.
 void WarnIfRefused(const Status& merged, const std::string& job, const std::string& node) {
@@ -192,8 +199,7 @@ Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_
                                               int64_t epoch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto d = decisions_.find(rank.job);
-    const int64_t current = d == decisions_.end() ? 0 : d->second.version;
+    const int64_t current = CurrentEpoch(decisions_, rank.job);
     if (epoch != current) return local::StaleEpoch(rank, step, epoch, current);
     JobState& st = StateLocked(rank.job);
     if (st.newest_committed && step <= *st.newest_committed) return Status::OK();
@@ -207,8 +213,7 @@ Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_
 
 int64_t DistributedCommitCoordinator::RestoreEpoch(const std::string& job) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto d = decisions_.find(job);
-  return d == decisions_.end() ? 0 : d->second.version;
+  return CurrentEpoch(decisions_, job);
 }
 
 std::optional<int64_t> DistributedCommitCoordinator::NewestCommitted(const std::string& job) {
