@@ -1,6 +1,9 @@
 #include "reft/coord/records.h"
 
 #include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "reft/json_integer.h"
 
 namespace reft::coord {
 
@@ -16,26 +19,39 @@ Result<json> Parse(const std::string& key, const std::string& value) {
   return j;
 }
 
+// `v` as a T: integers must be integral JSON numbers within T's range (JsonInteger), other
+// types follow nlohmann's conversion.
+template <typename T>
+bool Convert(const json& v, T* out) {
+  if constexpr (std::is_integral_v<T>) {
+    return JsonInteger(v, out);
+  } else {
+    try {
+      *out = v.template get<T>();
+      return true;
+    } catch (const json::exception&) {
+      return false;
+    }
+  }
+}
+
 template <typename T>
 Result<T> Field(const json& j, const std::string& key, const char* name) {
   auto it = j.find(name);
   if (it == j.end()) return Status::Corrupted("etcd key " + key + ": field '" + name + "' missing");
-  try {
-    return it->template get<T>();
-  } catch (const json::exception&) {
+  T v{};
+  if (!Convert(*it, &v)) {
     return Status::Corrupted("etcd key " + key + ": field '" + name + "' has the wrong type");
   }
+  return v;
 }
 
 template <typename T>
 T FieldOr(const json& j, const char* name, T fallback) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return fallback;
-  try {
-    return it->template get<T>();
-  } catch (const json::exception&) {
-    return fallback;
-  }
+  T v{};
+  return Convert(*it, &v) ? v : fallback;
 }
 
 }  // namespace
@@ -125,11 +141,12 @@ Result<CompletionRecord> DecodeCompletion(const std::string& job, const std::str
     return Status::Corrupted("etcd key " + key + ": field 'ranks' missing");
   }
   for (const auto& k : *ranks) {
-    if (!k.is_array() || k.size() != 3 || !k[0].is_number_integer() ||
-        !k[1].is_number_integer() || !k[2].is_number_integer()) {
+    store::RankKey rank{job, 0, 0, 0};
+    if (!k.is_array() || k.size() != 3 || !JsonInteger(k[0], &rank.pp) ||
+        !JsonInteger(k[1], &rank.tp) || !JsonInteger(k[2], &rank.dp)) {
       return Status::Corrupted("etcd key " + key + ": a rank is not [pp, tp, dp]");
     }
-    r.ranks.push_back({job, k[0].get<int32_t>(), k[1].get<int32_t>(), k[2].get<int32_t>()});
+    r.ranks.push_back(std::move(rank));
   }
   return r;
 }

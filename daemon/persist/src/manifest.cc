@@ -3,8 +3,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "paths.h"
+#include "reft/json_integer.h"
 
 namespace reft::persist::internal {
 namespace {
@@ -34,6 +36,18 @@ bool ParseHex64(const std::string& s, uint64_t* out) {
   }
   *out = v;
   return true;
+}
+
+// The integer field `key` of `obj`; throws (caught by DecodeManifest) when it is missing, not
+// an integer, or out of T's range.
+template <typename T>
+T Integer(const nlohmann::json& obj, const char* key) {
+  T v;
+  if (!JsonInteger(obj.at(key), &v)) {
+    throw std::invalid_argument(std::string("field '") + key + "' is not an integer in range: " +
+                                obj.at(key).dump());
+  }
+  return v;
 }
 
 }  // namespace
@@ -71,37 +85,37 @@ Result<Manifest> DecodeManifest(const std::string& text, const std::string& name
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   try {
     if (j.at("format").get<std::string>() != kFormat) return bad("not a reft manifest");
-    if (j.at("version").get<int>() != kVersion) {
+    if (Integer<int>(j, "version") != kVersion) {
       return bad("manifest version " + j.at("version").dump() + " (this reads " +
                  std::to_string(kVersion) + ")");
     }
     Manifest m;
     m.path = name;
     m.job = j.at("job").get<std::string>();
-    m.step = j.at("step").get<int64_t>();
+    m.step = Integer<int64_t>(j, "step");
     m.node_id = j.at("node_id").get<std::string>();
     const auto& l = j.at("layout");
-    m.layout.pp = l.at("pp").get<int32_t>();
-    m.layout.tp = l.at("tp").get<int32_t>();
-    m.layout.dp = l.at("dp").get<int32_t>();
-    m.created_unix_ms = j.at("created_unix_ms").get<int64_t>();
+    m.layout.pp = Integer<int32_t>(l, "pp");
+    m.layout.tp = Integer<int32_t>(l, "tp");
+    m.layout.dp = Integer<int32_t>(l, "dp");
+    m.created_unix_ms = Integer<int64_t>(j, "created_unix_ms");
     for (const auto& f : j.at("files")) {
       RankFileInfo info;
       info.file = f.at("file").get<std::string>();
       info.rank.job = m.job;
-      info.rank.pp = f.at("pp").get<int32_t>();
-      info.rank.tp = f.at("tp").get<int32_t>();
-      info.rank.dp = f.at("dp").get<int32_t>();
+      info.rank.pp = Integer<int32_t>(f, "pp");
+      info.rank.tp = Integer<int32_t>(f, "tp");
+      info.rank.dp = Integer<int32_t>(f, "dp");
       info.step = m.step;
-      info.file_bytes = f.at("bytes").get<uint64_t>();
-      info.payload_bytes = f.at("payload_bytes").get<uint64_t>();
-      info.chunk_size = f.at("chunk_size").get<uint64_t>();
-      info.chunk_count = f.at("chunk_count").get<uint64_t>();
+      info.file_bytes = Integer<uint64_t>(f, "bytes");
+      info.payload_bytes = Integer<uint64_t>(f, "payload_bytes");
+      info.chunk_size = Integer<uint64_t>(f, "chunk_size");
+      info.chunk_count = Integer<uint64_t>(f, "chunk_count");
       if (!ParseHex64(f.at("chunk_table_xxh3").get<std::string>(), &info.chunk_table_checksum)) {
         return bad("bad chunk_table_xxh3 of " + info.file);
       }
       for (const auto& r : f.at("regions")) {
-        info.regions.push_back({r.at("name").get<std::string>(), r.at("size").get<uint64_t>()});
+        info.regions.push_back({r.at("name").get<std::string>(), Integer<uint64_t>(r, "size")});
       }
       if (info.file != RankFileName(info.rank)) {
         return bad("entry '" + info.file + "' does not match its coordinates");
@@ -109,7 +123,7 @@ Result<Manifest> DecodeManifest(const std::string& text, const std::string& name
       m.files.push_back(std::move(info));
     }
     return m;
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's exceptions and Integer's
     return bad(std::string("malformed manifest: ") + e.what());
   }
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "reft/json_integer.h"
 #include "reft/planner/odyssey.h"
 #include "reft/planner/online.h"
 #include "reft/planner/oobleck.h"
@@ -22,10 +23,11 @@ Result<std::vector<int>> IntList(const json& in, const std::string& name, int mi
   if (!in.is_array()) return Status::InvalidArgument(name + ": must be an array of integers");
   std::vector<int> out;
   for (size_t i = 0; i < in.size(); ++i) {
-    if (!in[i].is_number_integer() || in[i].get<long long>() < min_value)
+    int v = 0;
+    if (!JsonInteger(in[i], &v) || v < min_value)
       return Status::InvalidArgument(name + "[" + std::to_string(i) + "]: must be an integer >= " +
                                      std::to_string(min_value) + ", got " + in[i].dump());
-    out.push_back(in[i].get<int>());
+    out.push_back(v);
   }
   return out;
 }
