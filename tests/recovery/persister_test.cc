@@ -19,7 +19,7 @@ namespace {
 std::vector<int64_t> CompleteSteps(const std::string& dir, const JobSpec& spec) {
   auto tier = persist::PersistentTier::Open(TierOptions("reader", dir));
   REQUIRE(tier.ok());
-  auto steps = (*tier)->CompleteSteps(spec.job, {spec.layout.pp, spec.layout.tp, spec.layout.dp});
+  auto steps = (*tier)->CompleteSteps(spec.job, spec.layout);
   REQUIRE(steps.ok());
   return *steps;
 }
@@ -146,6 +146,50 @@ TEST_CASE("persist on demand: a whole job from one node, idempotent, refused whe
   CHECK(future.status().code() == StatusCode::kInvalidArgument);
   auto unknown = t0.persister->PersistJob("no-such-job", std::nullopt);
   CHECK(unknown.status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("persist of the newest step follows a commit that frees it; an explicit step does not",
+          "[persist]") {
+  reft::testing::TempDir dir("reft-persister");
+  Cluster c(2);
+  c.Converge();
+  const JobSpec spec = MakeJob(2, 1, 1, "arc1");
+  auto place = RotatedPlacement(spec, 2);
+  TierNode t0(c.node(0), dir.path()), t1(c.node(1), dir.path());
+  c.WriteStep(spec, place, 1);
+  c.WriteStep(spec, place, 2);
+
+  // The training commits the next step after the persist chose step 2 and before any node
+  // pinned its slots (the progress callback runs right before the fan-out): every node finds
+  // step 2 freed.
+  int64_t next = 3;
+  auto commit_next_once = [&](int done, int, const std::string&) {
+    if (done == 0 && next == 3) c.WriteStep(spec, place, next++);
+  };
+  auto rep = t1.persister->PersistJob(spec.job, std::nullopt, commit_next_once);
+  REQUIRE(rep.ok());
+  CHECK(rep->ok());
+  CHECK(rep->step == 3);
+  CHECK(rep->complete);
+  REQUIRE_FALSE(rep->warnings.empty());
+  CHECK_THAT(rep->warnings.back(), Catch::Contains("step 2 was freed by the commit of step 3"));
+  CheckPersistedStep(dir.path(), spec, 3);
+
+  // Asked for exactly step 4, which the next commit frees: reported as it went.
+  c.WriteStep(spec, place, next++);
+  auto commit_5 = [&](int done, int, const std::string&) {
+    if (done == 0 && next == 5) c.WriteStep(spec, place, next++);
+  };
+  auto exact = t0.persister->PersistJob(spec.job, 4, commit_5);
+  REQUIRE(exact.ok());
+  CHECK_FALSE(exact->ok());
+  CHECK(exact->step == 4);
+  for (const auto& n : exact->nodes) {
+    INFO(n.node << ": " << n.status.ToString());
+    CHECK(n.status.code() == StatusCode::kNotFound);
+    CHECK_THAT(n.status.message(), Catch::Contains("freed by the commit of step 5"));
+  }
+  CHECK(CompleteSteps(dir.path(), spec) == std::vector<int64_t>{3});
 }
 
 TEST_CASE(

@@ -27,6 +27,9 @@ bool OwnRegion(const std::string& name) {
 
 std::string StepStr(int64_t step) { return "step " + std::to_string(step); }
 
+// How often a persist of "the newest committed step" follows a commit that freed its step.
+constexpr int kNewestAttempts = 3;
+
 
 // The job's layout from one of this node's slots of `step` (the slot meta is the truth about
 // what was snapshotted), else from the commit state.
@@ -248,21 +251,59 @@ NodePersist Persister::PersistLocalLocked(const std::string& job, int64_t step, 
 
 Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::optional<int64_t> step,
                                                const PersistProgress& progress) {
+  auto* coordinator = peer_->coordinator();
+  std::vector<std::string> warnings;
+  // The newest committed step after a sync with the job's nodes.
+  auto newest_committed = [&]() -> Result<int64_t> {
+    Status synced = coordinator->SyncNow(job, options_.sync_timeout);
+    if (!synced.ok()) warnings.push_back(synced.message());
+    const auto gen = coordinator->Generation(job);
+    if (!gen.newest_committed) return Status::NotFound("job '" + job + "' has no committed step");
+    return *gen.newest_committed;
+  };
+  REFT_ASSIGN_OR_RETURN(int64_t newest, newest_committed());
+  if (step && *step > newest) {
+    return Status::InvalidArgument(StepStr(*step) + " of job '" + job +
+                                   "' is not committed (newest committed: " +
+                                   std::to_string(newest) + ")");
+  }
+  // "The newest" races the training: the next commit frees the step's slots on every node, and
+  // a node that receives the request after that has nothing to write (NOT_FOUND). Nothing
+  // pins a step across nodes, so the persist follows the commit point instead: when a node
+  // found its slots gone and the commit moved on, the newer step is persisted. An explicit
+  // step is the caller's choice and is reported as it went.
+  for (int attempt = 1;; ++attempt) {
+    REFT_ASSIGN_OR_RETURN(JobPersistReport rep,
+                          PersistStepOnNodes(job, step ? *step : newest, progress));
+    if (step || attempt == kNewestAttempts) {
+      rep.warnings.insert(rep.warnings.begin(), warnings.begin(), warnings.end());
+      return rep;
+    }
+    const bool slots_gone = std::any_of(rep.nodes.begin(), rep.nodes.end(), [](const auto& n) {
+      return n.status.code() == StatusCode::kNotFound &&
+             ClassifyPersistFailure(n.status) != PersistFailureKind::kMissingDir;
+    });
+    if (!slots_gone) {
+      rep.warnings.insert(rep.warnings.begin(), warnings.begin(), warnings.end());
+      return rep;
+    }
+    auto moved = newest_committed();
+    if (!moved.ok() || *moved <= rep.step) {
+      rep.warnings.insert(rep.warnings.begin(), warnings.begin(), warnings.end());
+      return rep;
+    }
+    warnings.push_back(StepStr(rep.step) + " was freed by the commit of " + StepStr(*moved) +
+                       " while it was being persisted; persisting " + StepStr(*moved));
+    newest = *moved;
+  }
+}
+
+Result<JobPersistReport> Persister::PersistStepOnNodes(const std::string& job, int64_t step,
+                                               const PersistProgress& progress) {
   JobPersistReport rep;
   rep.job = job;
+  rep.step = step;
   auto* coordinator = peer_->coordinator();
-  Status synced = coordinator->SyncNow(job, options_.sync_timeout);
-  if (!synced.ok()) rep.warnings.push_back(synced.message());
-  const auto gen = coordinator->Generation(job);
-  if (!gen.newest_committed) {
-    return Status::NotFound("job '" + job + "' has no committed step");
-  }
-  if (step && *step > *gen.newest_committed) {
-    return Status::InvalidArgument(
-        StepStr(*step) + " of job '" + job +
-        "' is not committed (newest committed: " + std::to_string(*gen.newest_committed) + ")");
-  }
-  rep.step = step ? *step : *gen.newest_committed;
 
   // The job's nodes (etcd: where its slots are recorded; gossip: every live member).
   std::vector<peer::MemberInfo> members;
@@ -384,8 +425,15 @@ std::vector<JobPersistReport> Persister::RunScheduleOnce() {
       s.last = newest;  // attempted: after a failure the next try is K steps later
       last = newest;
     }
-    auto rep = PersistJob(job, *last);
+    // The newest, not `*last` itself: a commit during the persist frees `*last`, and the
+    // persist then follows it.
+    auto rep = PersistJob(job, std::nullopt);
     if (rep.ok()) {
+      {
+        MutexLock lock(mu_);
+        Schedule& s = schedule_[job];
+        if (s.generation == gen.generation && s.last && *s.last < rep->step) s.last = rep->step;
+      }
       out.push_back(std::move(*rep));
     } else {
       LogWarning("scheduled persist of step " + std::to_string(*last) + " of job '" + job +

@@ -115,8 +115,10 @@ class Persister {
   NodePersist PersistLocal(const std::string& job, int64_t step, bool force = true);
 
   /// \brief Job-wide persist (see the file comment). `step` std::nullopt = the newest
-  /// committed. NotFound when the job has nothing committed; InvalidArgument when `step` is
-  /// newer than the newest committed step. Node failures are in the report, not the status.
+  /// committed; when a newer commit frees it on some node while it is being persisted, the
+  /// newer step is persisted instead (a warning in the report says so). NotFound when the job
+  /// has nothing committed; InvalidArgument when `step` is newer than the newest committed
+  /// step. Node failures are in the report, not the status.
   Result<JobPersistReport> PersistJob(const std::string& job, std::optional<int64_t> step,
                                       const PersistProgress& progress = nullptr);
 
@@ -137,6 +139,10 @@ class Persister {
     std::optional<int64_t> last;  ///< last step attempted (or found complete in the tier)
   };
   NodePersist PersistLocalLocked(const std::string& job, int64_t step, bool force);
+  /// One job-wide persist of `step`: this node's ranks and the other nodes' (in parallel), then
+  /// the tier's completeness check.
+  Result<JobPersistReport> PersistStepOnNodes(const std::string& job, int64_t step,
+                                              const PersistProgress& progress);
   /// This node runs the every-K schedule of `job` (the job's coordinator, so one node does).
   bool IsScheduleLeader(const std::string& job) const;
   void Run();
