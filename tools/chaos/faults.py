@@ -23,6 +23,15 @@ def wait_seen(soak, node, state: str, timeout: float = 30.0) -> None:
             other.wait_member_state(node.node_id, state, timeout=timeout)
 
 
+def settle_membership(soak, node) -> None:
+    """With gossip, a restore on a node whose membership view is still partial can choose
+    differently from its peers (docs/recovery.md, the "Limits" of one decision per job): wait
+    until every peer sees `node` alive. With etcd the job-wide restore decision does not depend
+    on anyone's view, so the trainers restart at once, as a launcher does once the node is up."""
+    if soak.args.gossip:
+        wait_seen(soak, node, "alive")
+
+
 def trainer_kill(soak) -> dict:
     """kill -9 of one rank's trainer in the middle of training (the job restart follows)."""
     t = soak.rng.choice(soak.job.trainers)
@@ -35,7 +44,7 @@ def reftd_restart(soak) -> dict:
     node = soak.rng.choice(soak.live_nodes())
     node.kill()
     node.start()
-    wait_seen(soak, node, "alive")
+    settle_membership(soak, node)
     return {"node": node.node_id}
 
 
@@ -55,10 +64,7 @@ def node_loss_spare(soak) -> dict:
     spare = soak.chaos.add_spare()
     soak.replace(node, spare)
     soak.chaos.retire(node)
-    # TODO(the restore-agreement fix): a restore right after a replacement node starts can see
-    # a partial membership view and return None or LOST; wait until every peer reports the
-    # spare alive before the trainers restart. Remove once restores agree on the view.
-    wait_seen(soak, spare, "alive")
+    settle_membership(soak, spare)
     return {"lost": node.node_id, "spare": spare.node_id}
 
 
@@ -68,8 +74,7 @@ def node_loss_reboot(soak) -> dict:
     node = soak.rng.choice(soak.live_nodes())
     _lose(soak, node)
     node.start()
-    # TODO(the restore-agreement fix): as for a spare, wait until the peers see it alive.
-    wait_seen(soak, node, "alive")
+    settle_membership(soak, node)
     return {"node": node.node_id}
 
 

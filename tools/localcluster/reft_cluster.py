@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -277,5 +278,15 @@ class LocalCluster:
     def __enter__(self) -> "LocalCluster":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.print_log_tails()  # the daemons' side of a failed test, before close() drops it
         self.close()
+
+    def print_log_tails(self, lines: int = 40) -> None:
+        """The last `lines` lines of every daemon's log, on stderr (pytest shows them with the
+        failure)."""
+        for n in self.nodes:
+            tail = n.log().splitlines()[-lines:]
+            print(f"--- last {len(tail)} lines of reftd {n.node_id} ({n.log_path})",
+                  "\n".join(tail), sep="\n", file=sys.stderr)

@@ -7,6 +7,7 @@
 
 #include "reft/coord/keys.h"
 #include "reft/peer/generation_file.h"
+#include "reft/store/job_commit.h"
 
 namespace reft::coord {
 
@@ -316,37 +317,10 @@ void EtcdJobCoordinator::ApplyCommittedLocked(const std::string& job, JobState& 
 }
 
 void EtcdJobCoordinator::CommitLocalLocked(const std::string& job, int64_t step) {
-  // Every local rank holding the step commits it (the store frees older slots only now).
-  for (const auto& r : store_->Ranks(job)) {
-    auto c = store_->NewestCommitted(r);
-    if (c && *c >= step) continue;
-    if (!store_->Get(r, step).ok()) continue;  // this rank's slot of the step lives elsewhere
-    Status s = store_->Commit(r, step);
-    if (!s.ok()) {
-      spdlog::error("committing {} step {} in the local store: {}", r.ToString(), step,
-                    s.ToString());
-    }
-  }
-  // Ranks the job's layout no longer has (it was reshaped into fewer ranks or another pp
-  // split): their slots served the reshape and are garbage once a step commits under the new
-  // layout, never before (docs/recovery.md "Reshape"). Their steps are older than `step`, so
-  // dropping those steps job-wide frees only what Commit frees for the ranks that remain.
+  // Ranks the job's layout no longer has are released with this commit (docs/recovery.md
+  // "Reshape").
   const JobState& st = jobs_[job];
-  if (!st.has_layout) return;
-  std::set<int64_t> gone;
-  for (const auto& info : store_->List(job)) {
-    if (info.state != store::SlotState::kFree && info.step < step &&
-        !st.layout.Contains(info.rank.coord())) {
-      gone.insert(info.step);
-    }
-  }
-  for (int64_t old_step : gone) {
-    Status s = store_->Drop(job, old_step);
-    if (!s.ok()) {
-      spdlog::warn("job {}: dropping step {} of ranks outside layout {}: {}", job, old_step,
-                   st.layout.ToString(), s.ToString());
-    }
-  }
+  store::CommitJobStep(store_, job, step, st.has_layout ? &st.layout : nullptr);
 }
 
 void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState& st,

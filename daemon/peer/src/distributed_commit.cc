@@ -5,6 +5,7 @@
 #include "reft/peer/generation_file.h"
 #include "reft/log.h"
 #include "reft/peer/rank_id.h"
+#include "reft/store/job_commit.h"
 
 namespace reft::peer {
 
@@ -100,16 +101,9 @@ void DistributedCommitCoordinator::TryCommitLocked(const std::string& job, JobSt
     }
   }
   if (!target) return;
-  // Commit every local rank holding the step (older slots are freed by the store only now).
-  for (const auto& r : store_->Ranks(job)) {
-    auto c = store_->NewestCommitted(r);
-    if (c && *c >= *target) continue;
-    if (!store_->Get(r, *target).ok()) continue;  // this rank's slot lives elsewhere
-    if (Status c = store_->Commit(r, *target); !c.ok()) {
-      LogWarning("committing step " + std::to_string(*target) + " of " + r.ToString() +
-                 " in the store failed: " + c.ToString());
-    }
-  }
+  // Every local rank holding the step commits it; ranks outside the layout (a reshape) are
+  // released (docs/recovery.md "Reshape").
+  store::CommitJobStep(store_, job, *target, st.has_layout ? &st.layout : nullptr);
   if (!st.newest_committed || *target > *st.newest_committed) {
     st.newest_committed = target;
     dirty_.insert(job);
