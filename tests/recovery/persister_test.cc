@@ -50,6 +50,22 @@ void CheckPersistedStep(const std::string& dir, const JobSpec& spec, int64_t ste
   }
 }
 
+// Two converged nodes, a dp=2 arc1 job with one rank on each, and an on-demand persister per
+// node writing to `tier_dir`.
+struct TwoNodes {
+  explicit TwoNodes(const std::string& tier_dir) : c(2) {
+    c.Converge();
+    t0 = std::make_unique<TierNode>(c.node(0), tier_dir);
+    t1 = std::make_unique<TierNode>(c.node(1), tier_dir);
+  }
+  Cluster c;
+  const JobSpec spec = MakeJob(2, 1, 1, "arc1");
+  const std::map<std::string, size_t> place = RotatedPlacement(spec, 2);
+  std::unique_ptr<TierNode> t0, t1;
+
+  void Commit(int64_t step) { c.WriteStep(spec, place, step); }
+};
+
 }  // namespace
 
 TEST_CASE("every K-th committed step is persisted, the same step on every node", "[persist]") {
@@ -100,16 +116,13 @@ TEST_CASE("every K-th committed step is persisted, the same step on every node",
 TEST_CASE("persist on demand: a whole job from one node, idempotent, refused when not committed",
           "[persist]") {
   reft::testing::TempDir dir("reft-persister");
-  Cluster c(2);
-  c.Converge();
-  const JobSpec spec = MakeJob(2, 1, 1, "arc1");
-  auto place = RotatedPlacement(spec, 2);
-  TierNode t0(c.node(0), dir.path()), t1(c.node(1), dir.path());
-  c.WriteStep(spec, place, 1);
-  c.WriteStep(spec, place, 2);
+  TwoNodes n(dir.path());
+  const JobSpec& spec = n.spec;
+  n.Commit(1);
+  n.Commit(2);
 
   std::vector<std::string> progress;
-  auto rep = t1.persister->PersistJob(
+  auto rep = n.t1->persister->PersistJob(
       spec.job, std::nullopt, [&](int done, int total, const std::string& m) {
         progress.push_back(std::to_string(done) + "/" + std::to_string(total) + " " + m);
       });
@@ -121,52 +134,49 @@ TEST_CASE("persist on demand: a whole job from one node, idempotent, refused whe
   REQUIRE(rep->nodes.size() == 2);
   CHECK(rep->nodes[0].node == "n1");  // the node asked first
   CHECK(rep->nodes[1].node == "n0");
-  for (const auto& n : rep->nodes) {
-    CHECK(n.status.ok());
-    CHECK_FALSE(n.skipped);
-    CHECK(n.ranks.size() == 1);
+  for (const auto& node : rep->nodes) {
+    CHECK(node.status.ok());
+    CHECK_FALSE(node.skipped);
+    CHECK(node.ranks.size() == 1);
   }
   CHECK(progress.size() == 3);
   CHECK(progress.back().rfind("2/2", 0) == 0);
   CheckPersistedStep(dir.path(), spec, 2);
 
   // Again: the step is complete, nothing is rewritten (a re-persist could mix two runs' files).
-  auto again = t0.persister->PersistJob(spec.job, 2);
+  auto again = n.t0->persister->PersistJob(spec.job, 2);
   REQUIRE(again.ok());
   CHECK(again->ok());
-  for (const auto& n : again->nodes) {
-    CHECK(n.skipped);
-    CHECK_THAT(n.skipped_reason, Catch::Contains("not newer than the tier's newest complete"));
+  for (const auto& node : again->nodes) {
+    CHECK(node.skipped);
+    CHECK_THAT(node.skipped_reason, Catch::Contains("not newer than the tier's newest complete"));
   }
-  auto older = t0.persister->PersistJob(spec.job, 1);
+  auto older = n.t0->persister->PersistJob(spec.job, 1);
   REQUIRE(older.ok());
-  for (const auto& n : older->nodes) CHECK(n.skipped);
+  for (const auto& node : older->nodes) CHECK(node.skipped);
 
-  auto future = t0.persister->PersistJob(spec.job, 9);
+  auto future = n.t0->persister->PersistJob(spec.job, 9);
   CHECK(future.status().code() == StatusCode::kInvalidArgument);
-  auto unknown = t0.persister->PersistJob("no-such-job", std::nullopt);
+  auto unknown = n.t0->persister->PersistJob("no-such-job", std::nullopt);
   CHECK(unknown.status().code() == StatusCode::kNotFound);
 }
 
 TEST_CASE("persist of the newest step follows a commit that frees it; an explicit step does not",
           "[persist]") {
   reft::testing::TempDir dir("reft-persister");
-  Cluster c(2);
-  c.Converge();
-  const JobSpec spec = MakeJob(2, 1, 1, "arc1");
-  auto place = RotatedPlacement(spec, 2);
-  TierNode t0(c.node(0), dir.path()), t1(c.node(1), dir.path());
-  c.WriteStep(spec, place, 1);
-  c.WriteStep(spec, place, 2);
+  TwoNodes n(dir.path());
+  const JobSpec& spec = n.spec;
+  n.Commit(1);
+  n.Commit(2);
 
   // The training commits the next step after the persist chose step 2 and before any node
   // pinned its slots (the progress callback runs right before the fan-out): every node finds
   // step 2 freed.
   int64_t next = 3;
   auto commit_next_once = [&](int done, int, const std::string&) {
-    if (done == 0 && next == 3) c.WriteStep(spec, place, next++);
+    if (done == 0 && next == 3) n.Commit(next++);
   };
-  auto rep = t1.persister->PersistJob(spec.job, std::nullopt, commit_next_once);
+  auto rep = n.t1->persister->PersistJob(spec.job, std::nullopt, commit_next_once);
   REQUIRE(rep.ok());
   CHECK(rep->ok());
   CHECK(rep->step == 3);
@@ -176,18 +186,18 @@ TEST_CASE("persist of the newest step follows a commit that frees it; an explici
   CheckPersistedStep(dir.path(), spec, 3);
 
   // Asked for exactly step 4, which the next commit frees: reported as it went.
-  c.WriteStep(spec, place, next++);
+  n.Commit(next++);
   auto commit_5 = [&](int done, int, const std::string&) {
-    if (done == 0 && next == 5) c.WriteStep(spec, place, next++);
+    if (done == 0 && next == 5) n.Commit(next++);
   };
-  auto exact = t0.persister->PersistJob(spec.job, 4, commit_5);
+  auto exact = n.t0->persister->PersistJob(spec.job, 4, commit_5);
   REQUIRE(exact.ok());
   CHECK_FALSE(exact->ok());
   CHECK(exact->step == 4);
-  for (const auto& n : exact->nodes) {
-    INFO(n.node << ": " << n.status.ToString());
-    CHECK(n.status.code() == StatusCode::kNotFound);
-    CHECK_THAT(n.status.message(), Catch::Contains("freed by the commit of step 5"));
+  for (const auto& node : exact->nodes) {
+    INFO(node.node << ": " << node.status.ToString());
+    CHECK(node.status.code() == StatusCode::kNotFound);
+    CHECK_THAT(node.status.message(), Catch::Contains("freed by the commit of step 5"));
   }
   CHECK(CompleteSteps(dir.path(), spec) == std::vector<int64_t>{3});
 }
@@ -198,48 +208,45 @@ TEST_CASE(
     "[persist]") {
   reft::testing::TempDir root("reft-persister");
   const std::string dir = root.path() + "/not-mounted-yet";
-  Cluster c(2);
-  c.Converge();
-  const JobSpec spec = MakeJob(2, 1, 1, "arc1");
-  auto place = RotatedPlacement(spec, 2);
-  TierNode t0(c.node(0), dir), t1(c.node(1), dir);
-  c.WriteStep(spec, place, 1);
+  TwoNodes n(dir);
+  const JobSpec& spec = n.spec;
+  n.Commit(1);
 
-  auto rep = t0.persister->PersistJob(spec.job, std::nullopt);
+  auto rep = n.t0->persister->PersistJob(spec.job, std::nullopt);
   REQUIRE(rep.ok());
   CHECK_FALSE(rep->ok());
   CHECK_FALSE(rep->complete);
   REQUIRE(rep->nodes.size() == 2);
-  for (const auto& n : rep->nodes) {
-    INFO(n.node << ": " << n.status.ToString());
-    CHECK(n.status.code() == StatusCode::kNotFound);
-    CHECK_THAT(n.status.message(), Catch::Contains("does not exist"));
-    CHECK(ClassifyPersistFailure(n.status) == PersistFailureKind::kMissingDir);
+  for (const auto& node : rep->nodes) {
+    INFO(node.node << ": " << node.status.ToString());
+    CHECK(node.status.code() == StatusCode::kNotFound);
+    CHECK_THAT(node.status.message(), Catch::Contains("does not exist"));
+    CHECK(ClassifyPersistFailure(node.status) == PersistFailureKind::kMissingDir);
   }
-  auto health = t0.tier.Health();
+  auto health = n.t0->tier.Health();
   CHECK(health.enabled);
   CHECK_FALSE(health.healthy);
   CHECK_THAT(health.last_error, Catch::Contains("does not exist"));
 
   // In memory nothing changed: step 1 is intact and the next steps commit.
   for (size_t i = 0; i < 2; ++i) {
-    for (const auto& s : c.node(i).store->List(spec.job)) {
-      auto v = c.node(i).store->Verify(s.rank, s.step);
+    for (const auto& s : n.c.node(i).store->List(spec.job)) {
+      auto v = n.c.node(i).store->Verify(s.rank, s.step);
       REQUIRE(v.ok());
       CHECK(v->bad.empty());
     }
   }
-  c.WriteStep(spec, place, 2);
-  auto restored = t0.load.Restore(spec.Meta({0, 0, 0}));
+  n.Commit(2);
+  auto restored = n.t0->load.Restore(spec.Meta({0, 0, 0}));
   REQUIRE(restored.ok());
   CheckRestored(*restored, spec, {0, 0, 0}, 2);
 
   // The mount appears: the next persist opens the tier and writes.
   REQUIRE(::mkdir(dir.c_str(), 0750) == 0);
-  auto later = t1.persister->PersistJob(spec.job, std::nullopt);
+  auto later = n.t1->persister->PersistJob(spec.job, std::nullopt);
   REQUIRE(later.ok());
   CHECK(later->ok());
   CHECK(later->step == 2);
-  CHECK(t1.tier.Health().healthy);
+  CHECK(n.t1->tier.Health().healthy);
   CheckPersistedStep(dir, spec, 2);
 }

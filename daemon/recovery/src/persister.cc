@@ -133,33 +133,40 @@ void Persister::Stop() {
 }
 
 NodePersist Persister::PersistLocal(const std::string& job, int64_t step, bool force) {
-  MutexLock lock(write_mu_);
   const auto start = Clock::now();
-  NodePersist n = PersistLocalLocked(job, step, force);
+  NodePersist n;
+  n.node = options_.node_id;
+  n.job = job;
+  n.step = step;
+  // Pin the step's slots before anything else: the next commit frees them, and waiting for
+  // another persist of this node or scanning the tier first would leave it the time to.
+  std::vector<std::shared_ptr<store::SlotRef>> pins;
+  std::string freed;
+  if (PinStep(job, step, &n, &pins, &freed)) {
+    MutexLock lock(write_mu_);
+    PersistPinned(pins, freed, force, &n);
+  }
   n.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (observer_) observer_(n);
   return n;
 }
 
-NodePersist Persister::PersistLocalLocked(const std::string& job, int64_t step, bool force) {
-  NodePersist n;
-  n.node = options_.node_id;
-  n.job = job;
-  n.step = step;
+bool Persister::PinStep(const std::string& job, int64_t step, NodePersist* n,
+                        std::vector<std::shared_ptr<store::SlotRef>>* pins, std::string* freed) {
   auto skip = [&](std::string why) {
-    n.skipped = true;
-    n.skipped_reason = std::move(why);
-    return n;
+    n->skipped = true;
+    n->skipped_reason = std::move(why);
+    return false;
   };
   const auto ranks = store_->Ranks(job);
   if (ranks.empty()) return skip("no rank of job '" + job + "' on this node");
   const auto gen = peer_->coordinator()->Generation(job);
   if (!gen.newest_committed || step > *gen.newest_committed) {
-    n.status = Status::InvalidArgument(
-        StepStr(step) + " of job '" + job + "' is not committed on node '" + n.node + "'" +
+    n->status = Status::InvalidArgument(
+        StepStr(step) + " of job '" + job + "' is not committed on node '" + n->node + "'" +
         (gen.newest_committed ? " (newest committed: " + std::to_string(*gen.newest_committed) + ")"
                               : ""));
-    return n;
+    return false;
   }
   if (step <= gen.persist_floor) {
     return skip(StepStr(step) + " is at or below the persist floor " +
@@ -167,86 +174,97 @@ NodePersist Persister::PersistLocalLocked(const std::string& job, int64_t step, 
                 std::to_string(gen.generation) +
                 " (step directories up to it may hold files of the abandoned run)");
   }
+  // A held SlotRef keeps a freed slot mapped and unchanged until the files are written.
+  for (const auto& rank : ranks) {
+    auto slot = store_->Get(rank, step);
+    if (slot.ok()) {
+      pins->push_back(std::move(*slot));
+      continue;
+    }
+    if (slot.status().code() != StatusCode::kNotFound) {
+      n->status = slot.status();
+      return false;
+    }
+    // A rank hosted here only at other steps (e.g. its trainer moved): only a missing slot of
+    // a rank that has a newer commit here means the step was freed under us.
+    auto committed = store_->NewestCommitted(rank);
+    if (committed && *committed > step) {
+      *freed = "the slot of " + rank.ToString() + " at " + StepStr(step) +
+               " was freed by the commit of step " + std::to_string(*committed) + " on node '" +
+               n->node + "'";
+      return true;  // an error unless the tier makes the step a skip (PersistPinned)
+    }
+  }
+  if (pins->empty()) return skip("no slot of job '" + job + "' at " + StepStr(step) + " here");
+  return true;
+}
 
+void Persister::PersistPinned(const std::vector<std::shared_ptr<store::SlotRef>>& pins,
+                              const std::string& freed, bool force, NodePersist* n) {
+  const std::string& job = n->job;
+  const int64_t step = n->step;
   auto layout = LayoutOf(store_, peer_, job, step);
   if (!layout.ok()) {
-    n.status = layout.status();
-    return n;
+    n->status = layout.status();
+    return;
   }
   auto tier = tier_->Get(force);
   if (!tier.ok()) {
-    n.status = tier.status();
-    return n;
+    n->status = tier.status();
+    return;
   }
   auto newest = (*tier)->NewestCompleteStep(job, *layout);
   if (!newest.ok()) {
     tier_->Report(newest.status());
-    n.status = newest.status();
-    return n;
+    n->status = newest.status();
+    return;
   }
   if (newest->has_value() && step <= **newest) {
-    return skip(StepStr(step) + " is not newer than the tier's newest complete step " +
-                std::to_string(**newest));
+    n->skipped = true;
+    n->skipped_reason = StepStr(step) + " is not newer than the tier's newest complete step " +
+                        std::to_string(**newest);
+    return;
   }
-
-  // Pin every slot: the bytes must stay valid and unchanged until the files are written (a
-  // held SlotRef keeps a freed slot mapped and keeps it from being re-used).
-  std::vector<std::shared_ptr<store::SlotRef>> pins;
+  if (!freed.empty()) {
+    n->status = Status::NotFound(freed);
+    return;
+  }
   std::vector<persist::RankImage> images;
-  for (const auto& rank : ranks) {
-    auto slot = store_->Get(rank, step);
-    if (!slot.ok()) {
-      if (slot.status().code() != StatusCode::kNotFound) {
-        n.status = slot.status();
-        return n;
-      }
-      // A rank hosted here only at other steps (e.g. its trainer moved): only a missing slot
-      // of a rank that has a newer commit here means the step was freed under us.
-      auto committed = store_->NewestCommitted(rank);
-      if (committed && *committed > step) {
-        n.status = Status::NotFound("the slot of " + rank.ToString() + " at " + StepStr(step) +
-                                    " was freed by the commit of step " +
-                                    std::to_string(*committed) + " on node '" + n.node + "'");
-        return n;
-      }
-      continue;
-    }
-    persist::RankImage img{rank, {}};
-    const auto& info = (*slot)->info();
+  for (const auto& slot : pins) {
+    persist::RankImage img{slot->info().rank, {}};
+    const auto& info = slot->info();
     for (size_t i = 0; i < info.regions.size(); ++i) {
       if (!OwnRegion(info.regions[i].name)) continue;
-      img.regions.push_back(
-          {info.regions[i].name, (*slot)->region_data(i), (*slot)->region_size(i)});
+      img.regions.push_back({info.regions[i].name, slot->region_data(i), slot->region_size(i)});
     }
     images.push_back(std::move(img));
-    pins.push_back(std::move(*slot));
   }
-  if (images.empty()) return skip("no slot of job '" + job + "' at " + StepStr(step) + " here");
   // Already there from an earlier call (this node's ranks valid): nothing to rewrite.
   auto check = (*tier)->CheckStep(job, step, *layout);
   if (check.ok()) {
     std::set<store::RankKey> valid(check->valid.begin(), check->valid.end());
     bool all = true;
     for (const auto& img : images) all &= valid.count(img.rank) > 0;
-    if (all) return skip("this node's ranks of " + StepStr(step) + " are already in the tier");
+    if (all) {
+      n->skipped = true;
+      n->skipped_reason = "this node's ranks of " + StepStr(step) + " are already in the tier";
+      return;
+    }
   }
 
   auto rep = (*tier)->PersistStep(job, step, *layout, images);
   tier_->Report(rep.status());
   if (!rep.ok()) {
-    n.status = rep.status();
-    return n;
+    n->status = rep.status();
+    return;
   }
-  for (const auto& f : rep->files) n.ranks.push_back(f.rank);
-  n.bytes = rep->bytes_written;
-  n.removed_steps = rep->removed_steps;
-  n.retention_error = rep->retention_error;
-  {
-    MutexLock lock(mu_);
-    auto c = (*tier)->CheckStep(job, step, *layout);
-    if (c.ok() && c->complete) last_complete_[job] = std::max(last_complete_[job], step);
-  }
-  return n;
+  for (const auto& f : rep->files) n->ranks.push_back(f.rank);
+  n->bytes = rep->bytes_written;
+  n->removed_steps = rep->removed_steps;
+  n->retention_error = rep->retention_error;
+  MutexLock lock(mu_);
+  auto c = (*tier)->CheckStep(job, step, *layout);
+  if (c.ok() && c->complete) last_complete_[job] = std::max(last_complete_[job], step);
 }
 
 Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::optional<int64_t> step,

@@ -138,7 +138,16 @@ class Persister {
     uint64_t generation = 0;
     std::optional<int64_t> last;  ///< last step attempted (or found complete in the tier)
   };
-  NodePersist PersistLocalLocked(const std::string& job, int64_t step, bool force);
+  /// The checks that need no tier (committed, above the floor) and a SlotRef to every local
+  /// slot of `step`; false with `n` filled in (error or skip) when there is nothing to do.
+  /// `freed`: why a slot of the step is gone (a newer commit freed it); an error unless the
+  /// tier already has a newer complete step.
+  bool PinStep(const std::string& job, int64_t step, NodePersist* n,
+               std::vector<std::shared_ptr<store::SlotRef>>* pins, std::string* freed);
+  /// The rest of PersistLocal, under write_mu_: layout, tier checks and the rank files.
+  void PersistPinned(const std::vector<std::shared_ptr<store::SlotRef>>& pins,
+                     const std::string& freed, bool force, NodePersist* n)
+      REFT_REQUIRES(write_mu_);
   /// One job-wide persist of `step`: this node's ranks and the other nodes' (in parallel), then
   /// the tier's completeness check.
   Result<JobPersistReport> PersistStepOnNodes(const std::string& job, int64_t step,
