@@ -242,16 +242,17 @@ void EtcdJobCoordinator::AdoptGenerationLocked(const std::string& job, JobState&
   st.committed = rec.base_step;
   // Slots newer than the base belong to the abandoned timeline; writing ones too, so that a
   // trainer that did not restart fails its snapshot instead of completing a stale step.
-  const int dropped = DropSlotsAfter(job, base, "the old generation");
+  const int dropped = DropSlotsAfter(job, base, /*committed_too=*/true, "the old generation");
   SaveStateLocked(job, st);
   pending_events_.push_back({job, InfoLocked(st), dropped});
 }
 
-int EtcdJobCoordinator::DropSlotsAfter(const std::string& job, int64_t step, const char* whose) {
+int EtcdJobCoordinator::DropSlotsAfter(const std::string& job, int64_t step, bool committed_too,
+                                       const char* whose) {
   std::set<int64_t> newer;
   int dropped = 0;
   for (const auto& slot : store_->List(job)) {
-    if (slot.step > step) {
+    if (slot.step > step && (committed_too || slot.state != store::SlotState::kCommitted)) {
       newer.insert(slot.step);
       ++dropped;
     }
@@ -294,7 +295,8 @@ void EtcdJobCoordinator::ApplyDecisionLocked(const std::string& job, JobState& s
   // committed): a daemon restarted later would otherwise re-enter them as completions of the
   // new epoch. No session of the new epoch exists on this node yet: sessions take their
   // epoch from this node's view, which only now reaches it.
-  DropSlotsAfter(job, std::max(decided_step, st.committed.value_or(-1)), "the old restore epoch");
+  DropSlotsAfter(job, std::max(decided_step, st.committed.value_or(-1)), /*committed_too=*/false,
+                 "the old restore epoch");
   SaveStateLocked(job, st);
 }
 

@@ -165,8 +165,11 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// Writes the job's generation and restore epoch to the state dir (a restarted daemon must
   /// know which epoch its sealed, unreported slots were completed in).
   void SaveStateLocked(const std::string& job, const JobState& st);
-  /// Drops this node's slots of `job` newer than `step` (writing ones too); returns how many.
-  int DropSlotsAfter(const std::string& job, int64_t step, const char* whose);
+  /// Drops this node's slots of `job` newer than `step` (writing ones too; locally committed
+  /// ones only when `committed_too`: a new generation abandons them, while a new restore epoch
+  /// keeps whatever this node committed); returns how many slots.
+  int DropSlotsAfter(const std::string& job, int64_t step, bool committed_too,
+                     const char* whose);
   void LoadLocalStateLocked(const std::string& job, JobState& st);
   void CommitLocalLocked(const std::string& job, int64_t step);
   peer::JobGeneration InfoLocked(const JobState& st) const;
