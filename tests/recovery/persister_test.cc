@@ -51,14 +51,17 @@ void CheckPersistedStep(const std::string& dir, const JobSpec& spec, int64_t ste
 }
 
 // Two converged nodes, a dp=2 arc1 job with one rank on each, and an on-demand persister per
-// node writing to `tier_dir`.
+// node writing to `tier_dir` (`subdir` of a fresh temporary directory).
 struct TwoNodes {
-  explicit TwoNodes(const std::string& tier_dir) : c(2) {
+  explicit TwoNodes(const std::string& subdir = "")
+      : tier_dir(subdir.empty() ? root.path() : root.path() + "/" + subdir) {
     c.Converge();
     t0 = std::make_unique<TierNode>(c.node(0), tier_dir);
     t1 = std::make_unique<TierNode>(c.node(1), tier_dir);
   }
-  Cluster c;
+  reft::testing::TempDir root{"reft-persister"};
+  const std::string tier_dir;
+  Cluster c{2};
   const JobSpec spec = MakeJob(2, 1, 1, "arc1");
   const std::map<std::string, size_t> place = RotatedPlacement(spec, 2);
   std::unique_ptr<TierNode> t0, t1;
@@ -115,8 +118,7 @@ TEST_CASE("every K-th committed step is persisted, the same step on every node",
 
 TEST_CASE("persist on demand: a whole job from one node, idempotent, refused when not committed",
           "[persist]") {
-  reft::testing::TempDir dir("reft-persister");
-  TwoNodes n(dir.path());
+  TwoNodes n;
   const JobSpec& spec = n.spec;
   n.Commit(1);
   n.Commit(2);
@@ -141,7 +143,7 @@ TEST_CASE("persist on demand: a whole job from one node, idempotent, refused whe
   }
   CHECK(progress.size() == 3);
   CHECK(progress.back().rfind("2/2", 0) == 0);
-  CheckPersistedStep(dir.path(), spec, 2);
+  CheckPersistedStep(n.tier_dir, spec, 2);
 
   // Again: the step is complete, nothing is rewritten (a re-persist could mix two runs' files).
   auto again = n.t0->persister->PersistJob(spec.job, 2);
@@ -163,8 +165,7 @@ TEST_CASE("persist on demand: a whole job from one node, idempotent, refused whe
 
 TEST_CASE("persist of the newest step follows a commit that frees it; an explicit step does not",
           "[persist]") {
-  reft::testing::TempDir dir("reft-persister");
-  TwoNodes n(dir.path());
+  TwoNodes n;
   const JobSpec& spec = n.spec;
   n.Commit(1);
   n.Commit(2);
@@ -183,7 +184,7 @@ TEST_CASE("persist of the newest step follows a commit that frees it; an explici
   CHECK(rep->complete);
   REQUIRE_FALSE(rep->warnings.empty());
   CHECK_THAT(rep->warnings.back(), Catch::Contains("step 2 was freed by the commit of step 3"));
-  CheckPersistedStep(dir.path(), spec, 3);
+  CheckPersistedStep(n.tier_dir, spec, 3);
 
   // Asked for exactly step 4, which the next commit frees: reported as it went.
   n.Commit(next++);
@@ -199,16 +200,15 @@ TEST_CASE("persist of the newest step follows a commit that frees it; an explici
     CHECK(node.status.code() == StatusCode::kNotFound);
     CHECK_THAT(node.status.message(), Catch::Contains("freed by the commit of step 5"));
   }
-  CHECK(CompleteSteps(dir.path(), spec) == std::vector<int64_t>{3});
+  CHECK(CompleteSteps(n.tier_dir, spec) == std::vector<int64_t>{3});
 }
 
 TEST_CASE(
     "a missing persist directory is an error reported; memory keeps committing; the "
     "directory is used once it appears",
     "[persist]") {
-  reft::testing::TempDir root("reft-persister");
-  const std::string dir = root.path() + "/not-mounted-yet";
-  TwoNodes n(dir);
+  TwoNodes n("not-mounted-yet");
+  const std::string& dir = n.tier_dir;
   const JobSpec& spec = n.spec;
   n.Commit(1);
 

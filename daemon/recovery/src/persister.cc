@@ -30,6 +30,11 @@ std::string StepStr(int64_t step) { return "step " + std::to_string(step); }
 // How often a persist of "the newest committed step" follows a commit that freed its step.
 constexpr int kNewestAttempts = 3;
 
+// Marks `n` as skipped by rule (not an error).
+void Skip(NodePersist* n, std::string why) {
+  n->skipped = true;
+  n->skipped_reason = std::move(why);
+}
 
 // The job's layout from one of this node's slots of `step` (the slot meta is the truth about
 // what was snapshotted), else from the commit state.
@@ -154,8 +159,7 @@ NodePersist Persister::PersistLocal(const std::string& job, int64_t step, bool f
 bool Persister::PinStep(const std::string& job, int64_t step, NodePersist* n,
                         std::vector<std::shared_ptr<store::SlotRef>>* pins, std::string* freed) {
   auto skip = [&](std::string why) {
-    n->skipped = true;
-    n->skipped_reason = std::move(why);
+    Skip(n, std::move(why));
     return false;
   };
   const auto ranks = store_->Ranks(job);
@@ -220,9 +224,8 @@ void Persister::PersistPinned(const std::vector<std::shared_ptr<store::SlotRef>>
     return;
   }
   if (newest->has_value() && step <= **newest) {
-    n->skipped = true;
-    n->skipped_reason = StepStr(step) + " is not newer than the tier's newest complete step " +
-                        std::to_string(**newest);
+    Skip(n, StepStr(step) + " is not newer than the tier's newest complete step " +
+                std::to_string(**newest));
     return;
   }
   if (!freed.empty()) {
@@ -246,8 +249,7 @@ void Persister::PersistPinned(const std::vector<std::shared_ptr<store::SlotRef>>
     bool all = true;
     for (const auto& img : images) all &= valid.count(img.rank) > 0;
     if (all) {
-      n->skipped = true;
-      n->skipped_reason = "this node's ranks of " + StepStr(step) + " are already in the tier";
+      Skip(n, "this node's ranks of " + StepStr(step) + " are already in the tier");
       return;
     }
   }
@@ -293,20 +295,16 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
   for (int attempt = 1;; ++attempt) {
     REFT_ASSIGN_OR_RETURN(JobPersistReport rep,
                           PersistStepOnNodes(job, step ? *step : newest, progress));
-    if (step || attempt == kNewestAttempts) {
-      rep.warnings.insert(rep.warnings.begin(), warnings.begin(), warnings.end());
-      return rep;
-    }
+    std::optional<int64_t> moved;  // the newer commit that freed the step on some node
     const bool slots_gone = std::any_of(rep.nodes.begin(), rep.nodes.end(), [](const auto& n) {
       return n.status.code() == StatusCode::kNotFound &&
              ClassifyPersistFailure(n.status) != PersistFailureKind::kMissingDir;
     });
-    if (!slots_gone) {
-      rep.warnings.insert(rep.warnings.begin(), warnings.begin(), warnings.end());
-      return rep;
+    if (!step && attempt < kNewestAttempts && slots_gone) {
+      auto now = newest_committed();
+      if (now.ok() && *now > rep.step) moved = *now;
     }
-    auto moved = newest_committed();
-    if (!moved.ok() || *moved <= rep.step) {
+    if (!moved) {
       rep.warnings.insert(rep.warnings.begin(), warnings.begin(), warnings.end());
       return rep;
     }

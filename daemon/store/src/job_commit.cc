@@ -16,7 +16,7 @@ void CommitJobStep(SnapshotStore* store, const std::string& job, int64_t step,
     if (c && *c >= step) continue;
     if (!store->Get(r, step).ok()) continue;  // this rank's slot of the step lives elsewhere
     if (Status s = store->Commit(r, step); !s.ok()) {
-      LogWarning("committing step " + std::to_string(step) + " of " + r.ToString() +
+      LogError("committing step " + std::to_string(step) + " of " + r.ToString() +
                  " in the local store failed: " + s.ToString());
     }
   }
