@@ -21,6 +21,15 @@ struct XorArgs {
   bool accumulate;  ///< dst ^= ... (second and later launches of a split reduction)
 };
 
+/// Threads per block and blocks for `size` bytes on a device with `sms` multiprocessors: one
+/// 16-byte vector per thread, at most 8 blocks per multiprocessor (the loop strides the rest).
+constexpr unsigned kXorThreads = 256;
+inline unsigned XorBlocks(uint64_t size, int sms) {
+  const uint64_t want = (size / 16 + kXorThreads - 1) / kXorThreads;
+  const uint64_t cap = 8ull * static_cast<uint64_t>(sms > 0 ? sms : 80);
+  return static_cast<unsigned>(want < 1 ? 1 : (want < cap ? want : cap));
+}
+
 // Internal linkage: the CUDA and HIP objects each define their own copy in one binary.
 namespace {
 

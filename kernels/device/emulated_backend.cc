@@ -1,13 +1,16 @@
 // The emulated device (docs/data-paths.md "Save"): host memory in memfds that the daemon imports like GPU
 // IPC memory, copied by a paced copy engine, so the pull path, fences and scheduling run in CI.
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,6 +25,36 @@
 
 namespace reft::kernels {
 namespace {
+
+/// InvalidArgument when `ptr` lies in a shared mapping of a file outside tmpfs/hugetlbfs.
+Status CheckLongTermPinnable(const void* ptr) {
+  std::ifstream maps("/proc/self/maps");
+  const auto addr = reinterpret_cast<uintptr_t>(ptr);
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char perms[8] = {};
+    unsigned long long inode = 0;
+    int path_at = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s %*s %*s %llu %n", &lo, &hi, perms, &inode,
+                    &path_at) < 4 ||
+        addr < lo || addr >= hi) {
+      continue;
+    }
+    std::string path = path_at > 0 ? line.substr(static_cast<size_t>(path_at)) : "";
+    if (perms[3] != 's' || inode == 0 || path.empty() || path[0] != '/' ||
+        path.rfind("/memfd:", 0) == 0) {
+      return Status::OK();  // private, anonymous or memfd (shmem)
+    }
+    struct statfs fs {};
+    if (::statfs(path.c_str(), &fs) != 0) return Status::OK();  // unlinked: cannot tell
+    if (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC) return Status::OK();
+    return Status::InvalidArgument("emulated HostRegister: " + path +
+                                   " is a shared file mapping outside tmpfs/hugetlbfs, which "
+                                   "the kernel does not let a device page-lock");
+  }
+  return Status::OK();
+}
 
 std::atomic<uint64_t> g_bandwidth{0};
 std::once_flag g_bandwidth_from_env;
@@ -173,7 +206,11 @@ class EmulatedBackend final : public DeviceBackend {
   Status WaitEventOnHost(const EventExport& event, int64_t timeout_ms) override {
     return WaitCounterEvent(event, timeout_ms);
   }
-  Status PinHost(void*, uint64_t) override { return Status::OK(); }
+  // Page-locking is a no-op here, but the kernel's rule is kept: Linux (>= 6.5) refuses a
+  // long-term pin of a shared file mapping whose file system tracks dirty pages, i.e. anything
+  // but tmpfs/hugetlbfs, and cudaHostRegister then fails (seen on an H200 with a slot dir on
+  // ext4). Tests on the emulated device meet the same refusal a GPU node would.
+  Status PinHost(void* ptr, uint64_t) override { return CheckLongTermPinnable(ptr); }
   Status UnpinHost(void*) override { return Status::OK(); }
 
   Status CopyToHostAsync(const ImportedMemory& src, uint64_t offset, void* dst, uint64_t size,

@@ -9,12 +9,14 @@ import pytest
 import reft
 
 
-def start_daemon(prefix, env=None):
-    """Starts reft_local_testd on a fresh socket; returns (process, socket path, tmp dir)."""
-    tmp = tempfile.TemporaryDirectory(prefix=prefix)
+def start_daemon(prefix, env=None, shm_parent=None, stderr=None):
+    """Starts reft_local_testd on a fresh socket; returns (process, socket path, tmp dir).
+    `shm_parent`: where its slot files go (default: the temporary directory, under /tmp);
+    `stderr`: a file for its log (default: inherited)."""
+    tmp = tempfile.TemporaryDirectory(prefix=prefix, dir=shm_parent)
     sock = os.path.join(tmp.name, "reftd.sock")
     proc = subprocess.Popen([os.environ["REFT_LOCAL_TESTD"], sock, os.path.join(tmp.name, "shm")],
-                            stdout=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=stderr, text=True,
                             env=None if env is None else dict(os.environ, **env))
     assert proc.stdout.readline().strip() == "ready"
     return proc, sock, tmp

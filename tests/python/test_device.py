@@ -8,6 +8,7 @@ a fence that returned early, or a snapshot that waited, shows.
 """
 
 import os
+import subprocess
 import time
 import warnings
 
@@ -16,7 +17,7 @@ import pytest
 
 import reft
 import reft.testing
-from conftest import client
+from conftest import client, start_daemon, stop_daemon
 
 
 def _bandwidth():
@@ -90,6 +91,39 @@ def test_overwrite_without_fence_tears_the_snapshot(daemon):
         assert c.restore() == 1
         assert not np.array_equal(dev.host, want)
         assert np.any(dev.host == -1.0)
+
+
+def _file_system(path):
+    return subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("where", ["tmpfs", "disk"])
+def test_slot_memory_the_kernel_cannot_page_lock_is_copied_unpinned_with_one_warning(
+        where, tmp_path):
+    """Linux refuses to page-lock shared file mappings outside tmpfs/hugetlbfs (the emulated
+    device keeps that rule, as cudaHostRegister meets it): with --shm-dir on such a file system
+    the pull still runs and restores bit-exactly, and reftd says why it is slow, once."""
+    parent = "/dev/shm" if where == "tmpfs" else str(tmp_path)
+    fs = _file_system(parent)
+    if (where == "tmpfs") != (fs in ("tmpfs", "hugetlbfs")):
+        pytest.skip("%s is on %s here" % (parent, fs))
+    log = tmp_path / "reftd.log"
+    with open(log, "w") as err:
+        proc, sock, tmp = start_daemon("reft-pin-", shm_parent=parent, stderr=err)
+        try:
+            dev = reft.testing.EmulatedDeviceArray(1 << 20, "float32")
+            with client(sock) as c:
+                c.register("w", dev)
+                for step in (1, 2, 3):
+                    want, _, _ = _snapshot_fence_overwrite(c, dev, step, step)
+                assert c.wait_committed(3, timeout=30)
+                assert c.restore() == 3
+                assert np.array_equal(dev.host.reshape(-1), want)
+        finally:
+            stop_daemon(proc, tmp)
+    warned = log.read_text().count("cannot be page-locked")
+    assert warned == (0 if where == "tmpfs" else 1), log.read_text()
 
 
 def test_unexportable_device_memory_is_staged_warned_once_and_restored(daemon):

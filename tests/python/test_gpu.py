@@ -19,9 +19,18 @@ import torch
 import reft
 import reft._device
 import reft.torch as rt
-from conftest import client, op_recorder
+from conftest import client, op_recorder, start_daemon, stop_daemon
 
 DEV = torch.device("cuda", 0)  # run_gpu.py runs this file only when torch sees a device
+
+
+@pytest.fixture
+def daemon():
+    """Slots on tmpfs, as reftd's --shm-dir in production: the path where the device copies
+    land in page-locked memory (test_device.py covers a slot dir the kernel cannot pin)."""
+    proc, sock, tmp = start_daemon("reft-gpu-", shm_parent="/dev/shm")
+    yield sock
+    stop_daemon(proc, tmp)
 
 
 def _staged_warnings(fn):

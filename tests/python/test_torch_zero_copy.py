@@ -1,6 +1,7 @@
 """reft.torch keeps the optimizer state in the registered buffers: no copy per snapshot, and a
 resume from a restored step is bit-identical to an uninterrupted run."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -140,7 +141,9 @@ def test_load_state_dict_after_construction_is_adopted_again(daemon):
     with client(daemon, job="reload") as c:
         ckpt = rt.Checkpointer(c, model, opt)
         _train_step(model, opt, ckpt, 1)
-        saved = opt.state_dict()
+        # A copy: torch 2.x loads tensors of the right dtype and device by reference, so loading
+        # the optimizer's own state_dict() would hand back the registered views themselves.
+        saved = copy.deepcopy(opt.state_dict())
         opt.load_state_dict(saved)  # new state tensors, not the registered views
         ckpt.snapshot(1)
         assert ckpt.state.readoptions > 0

@@ -474,3 +474,50 @@ TEST_CASE("store: publishing checksums the chunks a peer copy is verified agains
   const uint64_t count = (kLayout[1].size + chunk - 1) / chunk;
   CHECK(std::memcmp(before.data() + first * 8, after.data() + first * 8, count * 8) == 0);
 }
+
+TEST_CASE("store: a pinned slot region is pinned once and unpinned before its pages go",
+          "[store]") {
+  ShmTestDir dir;
+  auto st = OpenStore(TestOptions(dir.shm_dir()));
+  RankKey rank{"job-pin", 0, 0, 0};
+  REQUIRE(st->ConfigureRank(rank, kLayout).ok());
+  int pins = 0, unpins = 0, failures_left = 1;
+  const int owner = 0;  // stands for a device backend
+  auto pin = [&] {
+    if (failures_left > 0) {
+      --failures_left;
+      return Status::IoError("HostRegister: invalid argument");
+    }
+    ++pins;
+    return Status::OK();
+  };
+  // Stands for UnpinHost: it must run while the pages are still mapped.
+  std::vector<bool> mapped_at_unpin;
+  {
+    auto w = st->BeginWrite(rank, 1);
+    REQUIRE(w.ok());
+    uint8_t* base = (*w)->region_data(0);
+    auto unpin = [&, base] {
+      ++unpins;
+      volatile uint8_t b = *base;  // a fault here means the mapping went first
+      (void)b;
+      mapped_at_unpin.push_back(true);
+    };
+    CHECK((*w)->PinOnce(&owner, base, pin, unpin).code() == StatusCode::kIoError);
+    REQUIRE((*w)->PinOnce(&owner, base, pin, unpin).ok());  // a failure is retried
+    REQUIRE((*w)->PinOnce(&owner, base, pin, unpin).ok());
+    REQUIRE((*w)->PinOnce(&owner, (*w)->region_data(1), pin, unpin).ok());
+    CHECK(pins == 2);  // once per region, not once per call
+    FillPattern(**w, 1);
+    REQUIRE(st->Seal(rank, 1).ok());
+    REQUIRE(st->Commit(rank, 1).ok());
+    auto reader = st->Get(rank, 1);
+    REQUIRE(reader.ok());
+    REQUIRE(st->Drop("job-pin", 1).ok());
+    CHECK(unpins == 0);  // the writer's and the reader's refs still hold the mapping
+    REQUIRE((*reader)->PinOnce(&owner, base, pin, unpin).ok());
+    CHECK(pins == 2);  // the same mapping seen through another ref: still pinned
+  }
+  CHECK(unpins == 2);
+  CHECK(mapped_at_unpin.size() == 2);
+}

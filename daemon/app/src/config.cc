@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <set>
+#include <thread>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -11,6 +13,13 @@
 #include "reft/units.h"
 
 namespace reft::app {
+
+int ChecksumThreads(const DaemonConfig& c) {
+  if (c.checksum_threads > 0) return c.checksum_threads;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores / 2, 1, 8);
+}
+
 namespace {
 
 Status KeyError(const std::string& key, const std::string& what) {
@@ -143,7 +152,7 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "store.file_group") {
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->file_group));
     } else if (key == "store.checksum_threads") {
-      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 256, &v));
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 256, &v));
       c->checksum_threads = static_cast<int>(v);
     } else if (key == "store.prefault") {
       REFT_RETURN_NOT_OK(ReadBool(node, key, &c->prefault));

@@ -86,7 +86,7 @@ Result<store::StoreOptions> MakeStoreOptions(const DaemonConfig& c) {
   o.slots_per_rank = c.slots_per_rank;
   o.file_mode = c.file_mode;
   o.prefault = c.prefault;
-  o.checksum_threads = c.checksum_threads;
+  o.checksum_threads = ChecksumThreads(c);
   if (!c.file_group.empty()) {
     struct group* g = getgrnam(c.file_group.c_str());
     if (!g) return Status::InvalidArgument("store.file_group: no group named '" + c.file_group + "'");
@@ -347,7 +347,7 @@ void Daemon::Impl::CreateRecovery() {
   o.restore_timeout = std::chrono::milliseconds(c.restore_timeout_ms);
   o.rebuild_on_restore = c.rebuild_on_restore;
   o.agreement_timeout = std::chrono::milliseconds(c.restore_agreement_timeout_ms);
-  o.encode_threads = c.checksum_threads;
+  o.encode_threads = ChecksumThreads(c);
   restore = std::make_unique<recovery::ReftLoad>(store.get(), peer.get(), o);
   copier = std::make_unique<recovery::PublishedCopier>(store.get(), peer.get(), o);
   observability::Metrics* m = metrics.get();

@@ -7,17 +7,34 @@
 #include <algorithm>
 #include <cstring>
 
+#include "reft/log.h"
 #include "reft/protect/segments.h"
 #include "snapshot_writer.h"
 
 namespace reft::local {
+
+void SnapshotWriter::PinRegion(const store::SlotRef& slot, kernels::DeviceBackend* backend,
+                               uint8_t* base, uint64_t size) {
+  auto unpin = [backend, base] {
+    Status st = backend->UnpinHost(base);
+    if (!st.ok()) LogWarning("unpinning a slot region: " + st.ToString());
+  };
+  Status st = slot.PinOnce(backend, base, [&] { return backend->PinHost(base, size); }, unpin);
+  // Pinning is for speed only: a device copy into pageable memory is correct, staged by the
+  // driver at a fraction of the bandwidth. Linux refuses long-term pins of shared file mappings
+  // outside tmpfs/hugetlbfs (an --shm-dir on a disk file system); say so once per session.
+  if (!st.ok() && !unpinned_warned_) {
+    unpinned_warned_ = true;
+    LogWarning("slot memory of " + slot.info().path + " cannot be page-locked (" + st.ToString() +
+               "): device copies run unpinned and slower; put --shm-dir on tmpfs");
+  }
+}
 
 Result<std::vector<SnapshotWriter::DeviceOp>> SnapshotWriter::DeviceOps(const store::SlotRef& slot) {
   const Plan& p = *plan_;
   const protect::SgGeometry& g = p.slot.geometry;
   const int dp = rank_.dp;
   std::vector<DeviceOp> ops;
-  std::vector<std::pair<uint8_t*, uint64_t>> pinned;  // regions receiving device bytes
   auto region = [&](const std::string& name) -> Result<uint8_t*> {
     REFT_ASSIGN_OR_RETURN(size_t i, slot.FindRegion(name));
     return slot.region_data(i);
@@ -29,10 +46,7 @@ Result<std::vector<SnapshotWriter::DeviceOp>> SnapshotWriter::DeviceOps(const st
     const Buffer* b = nullptr;
     for (const auto& [buf, off] : op.sources) b = b != nullptr ? b : buf;
     REFT_ASSIGN_OR_RETURN(op.stream, buffers_->StreamFor(b->backend, b->reg.memory.device));
-    if (pinned.empty() || pinned.back().first != region_base) {
-      REFT_RETURN_NOT_OK(b->backend->PinHost(region_base, region_size));
-      pinned.emplace_back(region_base, region_size);
-    }
+    PinRegion(slot, b->backend, region_base, region_size);
     ops.push_back(std::move(op));
     return Status::OK();
   };

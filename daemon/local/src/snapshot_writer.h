@@ -166,6 +166,10 @@ class SnapshotWriter {
                     const store::RankKey& neighbour);
 
   // snapshot_device.cc
+  /// Page-locks a region of `slot` receiving device bytes, once per mapping (unlocked before
+  /// it is unmapped); when the kernel refuses, the copies run unpinned and one warning says so.
+  void PinRegion(const store::SlotRef& slot, kernels::DeviceBackend* backend, uint8_t* base,
+                 uint64_t size);
   /// The device work of a snapshot into `slot`, in issue order (copies first, then parity).
   Result<std::vector<DeviceOp>> DeviceOps(const store::SlotRef& slot);
   /// Makes each stream the ops use wait for the trainer's ready event of its device.
@@ -197,6 +201,7 @@ class SnapshotWriter {
   std::map<int64_t, Status> failed_steps_;  // seal/commit failures reported to wait_committed
   std::vector<AorState> aor_;               // per plan AOR binding; cleared with the plan
   std::unique_ptr<HasState> has_;           // null until the client sends has_attach
+  bool unpinned_warned_ = false;            // PinRegion's warning was logged
 };
 
 }  // namespace reft::local

@@ -146,7 +146,22 @@ Status SegmentFile::CheckIntact(const std::string& path) const {
                            std::to_string(st.st_size) + ")");
 }
 
+Status SegmentFile::PinOnce(const void* owner, uint8_t* addr, const std::function<Status()>& pin,
+                            std::function<void()> unpin) {
+  MutexLock lock(pins_mu_);
+  for (const Pin& p : pins_) {
+    if (p.owner == owner && p.addr == addr) return Status::OK();
+  }
+  REFT_RETURN_NOT_OK(pin());
+  pins_.push_back({owner, addr, std::move(unpin)});
+  return Status::OK();
+}
+
 SegmentFile::~SegmentFile() {
+  {
+    MutexLock lock(pins_mu_);
+    for (Pin& p : pins_) p.unpin();
+  }
   guard_.Reset();
   if (data_ != nullptr) ::munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);

@@ -9,10 +9,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "reft/fault_guard.h"
+#include "reft/mutex.h"
 #include "reft/result.h"
 
 namespace reft::store::internal {
@@ -45,8 +48,16 @@ class SegmentFile {
   /// \brief Corrupted (naming `path`) when the file was shrunk below the mapping: a fault in
   /// the mapping was repaired (fault_guard.h) or the file is shorter than mapped now.
   Status CheckIntact(const std::string& path) const;
+  /// \brief See SlotRef::PinOnce.
+  Status PinOnce(const void* owner, uint8_t* addr, const std::function<Status()>& pin,
+                 std::function<void()> unpin);
 
  private:
+  struct Pin {
+    const void* owner;
+    uint8_t* addr;
+    std::function<void()> unpin;
+  };
   SegmentFile(int fd, uint8_t* data, uint64_t size)
       : fd_(fd), data_(data), size_(size), guard_(data, size) {}
   int fd_;
@@ -55,6 +66,8 @@ class SegmentFile {
   // Every trainer gets a writable fd of its slot files, so any of them can be truncated under
   // this mapping: a fault is repaired instead of killing reftd.
   FaultGuardedRange guard_;
+  Mutex pins_mu_;
+  std::vector<Pin> pins_ REFT_GUARDED_BY(pins_mu_);  // undone before the pages are unmapped
 };
 
 }  // namespace reft::store::internal

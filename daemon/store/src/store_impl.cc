@@ -36,6 +36,10 @@ class SlotRefImpl final : public SlotRef {
   }
   uint64_t region_file_offset(size_t i) const override { return g_.regions.at(i).offset; }
   Status CheckIntact() const override { return file_->CheckIntact(info_.path); }
+  Status PinOnce(const void* owner, uint8_t* addr, const std::function<Status()>& pin,
+                 std::function<void()> unpin) const override {
+    return file_->PinOnce(owner, addr, pin, std::move(unpin));
+  }
 
  private:
   SlotInfo info_;

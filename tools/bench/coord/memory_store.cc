@@ -16,6 +16,10 @@ class InfoOnlySlot final : public store::SlotRef {
   Result<int> DupFd() const override { return Status::Unsupported("bench store: no segments"); }
   uint64_t region_file_offset(size_t) const override { return 0; }
   Status CheckIntact() const override { return Status::OK(); }  // nothing mapped
+  Status PinOnce(const void*, uint8_t*, const std::function<Status()>&,
+                 std::function<void()>) const override {
+    return Status::Unsupported("the control-plane bench store maps no memory to pin");
+  }
 
  private:
   store::SlotInfo info_;

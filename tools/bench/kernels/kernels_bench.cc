@@ -1,7 +1,8 @@
 // reft_bench_kernels: JSON lines, ratios against the reference measured in the same run.
 //  1. emulated-device copy (import + copy engine, bandwidth 0 = unlimited) vs single-thread
 //     memcpy of the same bytes into the same destination;
-//  2. device XOR (kernel + D2H of the parity) vs D2H of the same input bytes (GPU only).
+//  2. (GPU only) device->host through the IPC pull vs cudaMemcpy into pinned and pageable
+//     memory, 1-8 streams; device XOR (kernel + D2H of the parity) vs D2H of the same bytes.
 // Usage: reft_bench_kernels [--size BYTES] [--reps N]
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,7 @@ using namespace reft::kernels;
 
 namespace reft::kernels::bench {
 int RunGpuXorBench(uint64_t size, int reps, const char* self);
+int RunDeviceToHostBench(uint64_t size, int reps, const char* self);
 int GpuExportChild(int sock, uint64_t size);
 }  // namespace reft::kernels::bench
 
@@ -100,8 +102,10 @@ int main(int argc, char** argv) {
   }
   int rc = EmulatedCopyBench(size, reps);
 #ifdef REFT_BENCH_CUDA
+  rc |= reft::kernels::bench::RunDeviceToHostBench(size, reps, argv[0]);
   rc |= reft::kernels::bench::RunGpuXorBench(size, reps, argv[0]);
 #else
+  std::printf("{\"bench\":\"device_to_host\",\"skipped\":\"built without CUDA\"}\n");
   std::printf("{\"bench\":\"device_xor_vs_d2h\",\"skipped\":\"built without CUDA\"}\n");
 #endif
   return rc;

@@ -14,6 +14,7 @@
 
 namespace reft::app {
 
+
 struct DaemonConfig {
   std::string node_id;                       ///< default: hostname
   std::string listen = "127.0.0.1:7070";     ///< gRPC (peers and admin)
@@ -31,7 +32,7 @@ struct DaemonConfig {
   uint32_t slots_per_rank = 3;
   mode_t file_mode = 0600;
   std::string file_group;                    ///< group name for 0640 files; empty = unchanged
-  int checksum_threads = 1;
+  int checksum_threads = 0;                  ///< 0 = auto (ChecksumThreads)
   bool prefault = true;
 
   // [local]
@@ -94,5 +95,10 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* config);
 
 /// \brief Cross-field validation (addresses, modes, sizes).
 Status ValidateConfig(const DaemonConfig& config);
+
+/// \brief `checksum_threads`, or when it is 0 half the cores, 1..8: sealing a slot (checksumming
+/// every chunk) must keep up with a device pull (~55 GB/s on a PCIe 5 GPU) that one XXH3 thread
+/// (~10-15 GB/s) cannot.
+int ChecksumThreads(const DaemonConfig& c);
 
 }  // namespace reft::app

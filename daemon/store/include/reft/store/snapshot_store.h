@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,6 +97,13 @@ class SlotRef {
   /// trainer) shrank it: the mapping then reads zeros (reft/fault_guard.h) and the slot must
   /// not be sealed or served.
   virtual Status CheckIntact() const = 0;
+  /// \brief Runs `pin` the first time (`owner`, `addr`) is asked for on this mapping and
+  /// `unpin` right before the mapping goes (the segment's last holder). For page-locking slot
+  /// memory (cudaHostRegister): a registration that outlived the mapping would keep the old
+  /// pages, and a later mapping at the same address would count as "already registered" while
+  /// the device wrote into pages nobody reads. A failed `pin` is returned and retried next time.
+  virtual Status PinOnce(const void* owner, uint8_t* addr, const std::function<Status()>& pin,
+                         std::function<void()> unpin) const = 0;
 };
 
 /// \brief What a verification found: the first bad chunks by region.
