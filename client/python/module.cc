@@ -177,11 +177,12 @@ PYBIND11_MODULE(_reft, m) {
              Check(st);
            })
       // Optimizer hyper-parameters for protection "aor": (buffer name or "" for every replayed
-      // shard, step, lr, beta1, beta2, eps, weight_decay, clip_coef, grad_scale, skipped).
+      // shard, step, lr, beta1, beta2, eps, weight_decay, clip_coef, grad_scale, skipped,
+      // lerp_first_moment).
       .def("snapshot_aor",
            [](reft::Client& c, int64_t step,
               const std::vector<std::tuple<std::string, uint64_t, double, double, double, double,
-                                           double, double, double, bool>>& records) {
+                                           double, double, double, bool, bool>>& records) {
              std::map<std::string, reft::OptimizerStep> per_buffer;
              reft::OptimizerStep all;
              bool has_all = false;
@@ -196,6 +197,7 @@ PYBIND11_MODULE(_reft, m) {
                o.clip_coef = std::get<7>(r);
                o.grad_scale = std::get<8>(r);
                o.skipped = std::get<9>(r);
+               o.lerp_first_moment = std::get<10>(r);
                if (std::get<0>(r).empty()) {
                  all = o;
                  has_all = true;

@@ -187,8 +187,14 @@ int reft_snapshot_aor(reft_client* c, int64_t step, const reft_optimizer_step* s
       return Report(reft::Status::InvalidArgument(
           "reft_snapshot_aor: records of different struct_size in one array"));
     }
+    // A caller compiled against an older header passes a shorter record: the fields it lacks
+    // keep reft_optimizer_step_init's defaults.
+    reft_optimizer_step full;
+    reft_optimizer_step_init(&full);
+    std::memcpy(&full, o, std::min<size_t>(stride, sizeof(full)));
+    full.struct_size = sizeof(full);
     reft::OptimizerStep s;
-    reft::client_internal::CopyOptimizerFields(*o, &s);
+    reft::client_internal::CopyOptimizerFields(full, &s);
     if (o->buffer == nullptr) {
       if (count != 1) {
         return Report(reft::Status::InvalidArgument(

@@ -16,6 +16,7 @@ void CopyOptimizerFields(const From& from, To* to) {
   to->clip_coef = from.clip_coef;
   to->grad_scale = from.grad_scale;
   to->skipped = from.skipped != 0;
+  to->lerp_first_moment = from.lerp_first_moment != 0;
 }
 
 }  // namespace reft::client_internal

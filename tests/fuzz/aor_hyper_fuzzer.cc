@@ -49,7 +49,7 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   skipped.clip_coef = std::numeric_limits<double>::quiet_NaN();
   e = EncodeStepHyper(skipped);
   sink("skipped_nan_clip", Bytes(e.begin(), e.end()));
-  rec[1] = 0x02;  // unknown flag bit
+  rec[1] = 0x04;  // unknown flag bit
   sink("unknown_flag", rec);
 }
 

@@ -14,8 +14,13 @@ Run by test_client.py with ATEN_CPU_CAPABILITY=default, where torch's AdamW and 
 are bit-identical (docs/protection.md "AOR"): the daemon's periodic resync must then find no
 difference between its replay and the owner's state.
 
-usage: aor_torch_trainer.py SOCKET DP STEPS   (prints "trained STEPS", then waits for stdin
-to close before it disconnects)
+OWNER "torch" (default) steps with torch.optim.AdamW; "lerp-form" with torch.optim's own
+single-tensor AdamW as written since torch 2.0 (exp_avg.lerp_), whatever torch runs it.
+DECLARE is what the snapshots tell reftd about the first-moment form: "auto" (default: follow
+the imported torch), "lerp" or "mul-add".
+
+usage: aor_torch_trainer.py SOCKET DP STEPS [OWNER [DECLARE]]   (prints "trained STEPS", then
+waits for stdin to close before it disconnects)
 """
 import math
 import sys
@@ -26,8 +31,28 @@ import torch
 import reft
 
 
+def adamw_step_lerp_form(param, grad, state, lr, beta1, beta2, eps, weight_decay):
+    """torch.optim's _single_tensor_adam with decoupled weight decay, line by line as torch
+    2.x writes it (exp_avg.lerp_, bias_correction2 ** 0.5)."""
+    exp_avg, exp_avg_sq, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+    step_t += 1
+    param.mul_(1 - lr * weight_decay)
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad.conj(), value=1 - beta2)
+    step = step_t.item()
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2 = 1 - beta2 ** step
+    step_size = lr / bias_correction1
+    bias_correction2_sqrt = bias_correction2 ** 0.5
+    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    param.addcdiv_(exp_avg, denom, value=-step_size)
+
+
 def main():
     sock, dp, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    owner = sys.argv[4] if len(sys.argv) > 4 else "torch"
+    declare = {"auto": None, "lerp": True, "mul-add": False}[
+        sys.argv[5] if len(sys.argv) > 5 else "auto"]
     n = 4099  # odd: vector body and scalar tail on both sides
     gen = torch.Generator().manual_seed(7)
     master0 = torch.randn(dp * n, generator=gen) * 0.5
@@ -62,12 +87,17 @@ def main():
                 own = g[d * n:(d + 1) * n].clone()
                 own.mul_(clip)
                 param.grad = own
-                opt.param_groups[0]["lr"] = lr
-                opt.param_groups[0]["weight_decay"] = wd
-                opt.step()
+                if owner == "torch":
+                    opt.param_groups[0]["lr"] = lr
+                    opt.param_groups[0]["weight_decay"] = wd
+                    opt.step()
+                else:
+                    with torch.no_grad():
+                        adamw_step_lerp_form(param, own, opt.state[param], lr, beta1, beta2,
+                                             eps, wd)
             step = int(opt.state[param]["step"].item())
             hp = dict(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd,
-                      clip_coef=float(clip), skipped=skipped)
+                      clip_coef=float(clip), skipped=skipped, lerp_first_moment=declare)
             if d == 0:
                 c.snapshot(it, optimizer=reft.OptimizerStep(**hp))
             else:  # per-buffer form, fields as a dict

@@ -110,6 +110,10 @@ struct OptimizerStep {
   double grad_scale = 1.0;
   /// optimizer.step() was skipped (fp16 overflow): the state does not change.
   bool skipped = false;
+  /// The owner updates exp_avg with `lerp_(grad, 1 - beta1)` (torch.optim since 2.0) rather
+  /// than `mul_(beta1).add_(grad, alpha=1 - beta1)` (torch 1.x, libtorch's C++ Adam); the
+  /// replay must use the same form to stay bit-identical.
+  bool lerp_first_moment = false;
 };
 
 /// \brief Emulated device memory (a memfd-backed "device", docs/data-paths.md "Save") allocated through

@@ -112,6 +112,8 @@ typedef struct reft_optimizer_step {
   double clip_coef;     /* min(1, max_norm / (total_norm + 1e-6)); 1 = no clipping */
   double grad_scale;    /* 1 / loss_scale under fp16 loss scaling, else 1 */
   const char* buffer;   /* NULL: every replayed optimizer shard; else the one it applies to */
+  int32_t lerp_first_moment; /* 1: exp_avg.lerp_(grad, 1 - beta1) (torch.optim >= 2.0);
+                                0: exp_avg.mul_(beta1).add_(grad, 1 - beta1) (torch 1.x, libtorch) */
 } reft_optimizer_step;
 
 REFT_C_API void reft_options_init(reft_options* options);

@@ -21,8 +21,10 @@ reft.StagedWarning at registration.
 """
 
 import os as _os
+import sys as _sys
 import warnings as _warnings
 from dataclasses import dataclass as _dataclass
+from typing import Optional as _Optional
 
 from . import _device
 from . import _reft
@@ -143,7 +145,10 @@ class OptimizerStep:
     step: optimizer step count after this iteration's update (torch's state['step']), >= 1;
     unchanged on a skipped iteration. clip_coef: min(1, max_norm / (total_norm + 1e-6)), 1 when
     not clipping. grad_scale: 1 / loss_scale under fp16 loss scaling, else 1. skipped: the
-    optimizer step was skipped (fp16 overflow).
+    optimizer step was skipped (fp16 overflow). lerp_first_moment: the owner updates exp_avg
+    with lerp_(grad, 1 - beta1), as torch.optim does since 2.0, rather than
+    mul_(beta1).add_(grad, alpha=1 - beta1) (torch 1.x); None (default) follows the torch this
+    process imported (False without torch). The replay is bit-identical only with the owner's form.
     """
 
     step: int
@@ -155,6 +160,7 @@ class OptimizerStep:
     clip_coef: float = 1.0
     grad_scale: float = 1.0
     skipped: bool = False
+    lerp_first_moment: _Optional[bool] = None
 
 
 _STEP_FIELDS = frozenset(OptimizerStep.__dataclass_fields__)
@@ -176,9 +182,23 @@ def _optimizer_step(value, where):
                                % (where, type(value).__name__))
 
 
+def _torch_lerps_first_moment():
+    """torch.optim's Adam/AdamW update exp_avg with lerp_ since torch 2.0."""
+    torch = _sys.modules.get("torch")
+    version = getattr(torch, "__version__", "") if torch is not None else ""
+    try:
+        return int(version.split(".")[0]) >= 2
+    except ValueError:
+        return False
+
+
 def _record(name, o):
+    lerp = o.lerp_first_moment
+    if lerp is None:
+        lerp = _torch_lerps_first_moment()
     return (name, int(o.step), float(o.lr), float(o.beta1), float(o.beta2), float(o.eps),
-            float(o.weight_decay), float(o.clip_coef), float(o.grad_scale), bool(o.skipped))
+            float(o.weight_decay), float(o.clip_coef), float(o.grad_scale), bool(o.skipped),
+            bool(lerp))
 
 
 _KINDS = {"replicated": 0, "unique": 1, "gradient": 2}

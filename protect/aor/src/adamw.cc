@@ -46,6 +46,7 @@ AdamWCoefficients ComputeAdamWCoefficients(const StepHyper& h) {
   c.eps = static_cast<float>(h.eps);
   c.grad_scale = static_cast<float>(h.grad_scale);
   c.clip_coef = static_cast<float>(h.clip_coef);
+  c.lerp_first_moment = h.lerp_first_moment;
   return c;
 }
 
@@ -54,8 +55,13 @@ namespace {
 // The elementwise update on fp32 gradients. One statement per rounding, in the order of
 // adamw.h; the compiler may vectorise it (IEEE +, ·, /, sqrt are correctly rounded in every
 // lane, so vector and scalar iterations agree) but may not reassociate or fuse.
-void UpdateFp32(const AdamWCoefficients& c, float* __restrict param, float* __restrict exp_avg,
-                float* __restrict exp_avg_sq, const float* __restrict grad, size_t n) {
+// The first-moment update, one template instance per form so that the loop stays branch-free.
+enum class FirstMoment { kMulAdd, kLerpSmallWeight, kLerpLargeWeight };
+
+template <FirstMoment kForm>
+void UpdateFp32Form(const AdamWCoefficients& c, float* __restrict param,
+                    float* __restrict exp_avg, float* __restrict exp_avg_sq,
+                    const float* __restrict grad, size_t n) {
   const float decay = c.decay;
   const float beta1 = c.beta1;
   const float one_minus_beta1 = c.one_minus_beta1;
@@ -66,6 +72,7 @@ void UpdateFp32(const AdamWCoefficients& c, float* __restrict param, float* __re
   const float eps = c.eps;
   const float grad_scale = c.grad_scale;
   const float clip_coef = c.clip_coef;
+  const float lerp_complement = 1.0f - one_minus_beta1;  // ATen: opmath_t(1) - weight
   for (size_t i = 0; i < n; ++i) {
     float g = grad[i];
     g = g * grad_scale;
@@ -73,8 +80,16 @@ void UpdateFp32(const AdamWCoefficients& c, float* __restrict param, float* __re
     float p = param[i];
     p = p * decay;
     float m = exp_avg[i];
-    m = m * beta1;
-    m = m + one_minus_beta1 * g;
+    if constexpr (kForm == FirstMoment::kMulAdd) {
+      m = m * beta1;
+      m = m + one_minus_beta1 * g;
+    } else if constexpr (kForm == FirstMoment::kLerpSmallWeight) {
+      const float diff = g - m;
+      m = m + one_minus_beta1 * diff;
+    } else {
+      const float diff = g - m;
+      m = g - diff * lerp_complement;
+    }
     float v = exp_avg_sq[i];
     v = v * beta2;
     v = v + (one_minus_beta2 * g) * g;
@@ -85,6 +100,17 @@ void UpdateFp32(const AdamWCoefficients& c, float* __restrict param, float* __re
     param[i] = p;
     exp_avg[i] = m;
     exp_avg_sq[i] = v;
+  }
+}
+
+void UpdateFp32(const AdamWCoefficients& c, float* param, float* exp_avg, float* exp_avg_sq,
+                const float* grad, size_t n) {
+  if (!c.lerp_first_moment) {
+    UpdateFp32Form<FirstMoment::kMulAdd>(c, param, exp_avg, exp_avg_sq, grad, n);
+  } else if (std::fabs(c.one_minus_beta1) < 0.5f) {  // ATen's is_lerp_weight_small
+    UpdateFp32Form<FirstMoment::kLerpSmallWeight>(c, param, exp_avg, exp_avg_sq, grad, n);
+  } else {
+    UpdateFp32Form<FirstMoment::kLerpLargeWeight>(c, param, exp_avg, exp_avg_sq, grad, n);
   }
 }
 

@@ -32,6 +32,8 @@ double GetF64(const uint8_t* p) {
 }
 
 constexpr uint8_t kFlagSkipped = 0x01;
+constexpr uint8_t kFlagLerpFirstMoment = 0x02;
+constexpr uint8_t kKnownFlags = kFlagSkipped | kFlagLerpFirstMoment;
 constexpr size_t kOffIteration = 8;
 constexpr size_t kOffStep = 16;
 constexpr size_t kOffDoubles = 24;  // lr, beta1, beta2, eps, weight_decay, clip_coef, grad_scale
@@ -41,7 +43,8 @@ constexpr size_t kOffDoubles = 24;  // lr, beta1, beta2, eps, weight_decay, clip
 std::array<uint8_t, kStepHyperWireSize> EncodeStepHyper(const StepHyper& h) {
   std::array<uint8_t, kStepHyperWireSize> out{};
   out[0] = kStepHyperWireVersion;
-  out[1] = h.skipped ? kFlagSkipped : 0;
+  out[1] = static_cast<uint8_t>((h.skipped ? kFlagSkipped : 0) |
+                                (h.lerp_first_moment ? kFlagLerpFirstMoment : 0));
   PutU64(&out[kOffIteration], h.iteration);
   PutU64(&out[kOffStep], h.step);
   const double d[7] = {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.clip_coef, h.grad_scale};
@@ -61,11 +64,11 @@ Result<StepHyper> DecodeStepHyper(const uint8_t* data, size_t size) {
                                    std::to_string(data[0]) + " (this build reads version " +
                                    std::to_string(kStepHyperWireVersion) + ")");
   }
-  if ((data[1] & ~kFlagSkipped) != 0) {
+  if ((data[1] & ~kKnownFlags) != 0) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(data[1]));
     return Status::InvalidArgument(std::string("step hyper-parameters: flags ") + hex +
-                                   " has unknown bits (only bit 0, skipped, is defined)");
+                                   " has unknown bits (bit 0 = skipped, bit 1 = lerp first moment)");
   }
   for (size_t i = 2; i < kOffIteration; ++i) {
     if (data[i] != 0) {
@@ -75,6 +78,7 @@ Result<StepHyper> DecodeStepHyper(const uint8_t* data, size_t size) {
   }
   StepHyper h;
   h.skipped = (data[1] & kFlagSkipped) != 0;
+  h.lerp_first_moment = (data[1] & kFlagLerpFirstMoment) != 0;
   h.iteration = GetU64(data + kOffIteration);
   h.step = GetU64(data + kOffStep);
   double* fields[7] = {&h.lr,           &h.beta1,     &h.beta2,     &h.eps,

@@ -59,8 +59,15 @@ void DocumentedStep(const StepHyper& h, const StepInput& in, std::vector<float>&
     g = g * static_cast<float>(h.grad_scale);
     g = g * static_cast<float>(h.clip_coef);
     float p = P[i] * decay;
-    float m = M[i] * b1;
-    m = m + omb1 * g;
+    float m = M[i];
+    if (!h.lerp_first_moment) {
+      m = m * b1;
+      m = m + omb1 * g;
+    } else if (omb1 < 0.5f) {  // ATen's lerp: start + weight * (end - start)
+      m = m + omb1 * (g - m);
+    } else {                   // end - (end - start) * (1 - weight)
+      m = g - (g - m) * (1.0f - omb1);
+    }
     float v = V[i] * b2;
     v = v + (omb2 * g) * g;
     float d = std::sqrt(v) / bc2 + eps;
@@ -72,15 +79,20 @@ void DocumentedStep(const StepHyper& h, const StepInput& in, std::vector<float>&
 
 TEST_CASE("AdamW kernel follows the documented operation order bit for bit", "[aor][adamw]") {
   const GradMode mode = GENERATE(GradMode::kFp32, GradMode::kFp16, GradMode::kBf16);
+  // First moment: mul-add (torch 1.x), lerp with a small weight (beta1 0.9, torch.optim >= 2.0)
+  // and lerp with a large one (beta1 0.3: ATen's other lerp branch).
+  const int form = GENERATE(0, 1, 2);
   const uint64_t seed = reft::testing::TestSeed(5);
-  INFO("mode " << GradModeName(mode) << " seed " << seed);
+  INFO("mode " << GradModeName(mode) << " form " << form << " seed " << seed);
   const size_t n = 4133;
   TrainingLoop loop(mode, n, 200, seed);
   std::vector<float> p, m, v;
   loop.InitialState(&p, &m, &v);
   std::vector<float> rp = p, rm = m, rv = v;
   for (int it = 0; it < 200; ++it) {
-    const StepInput in = loop.Next();
+    StepInput in = loop.Next();
+    in.hyper.lerp_first_moment = form > 0;
+    if (form == 2) in.hyper.beta1 = 0.3;
     REQUIRE(AdamWUpdate({p.data(), m.data(), v.data(), n}, in.hyper, in.grad.data(), in.dtype, n, 3)
                 .ok());
     DocumentedStep(in.hyper, in, rp, rm, rv);
@@ -302,6 +314,26 @@ TEST_CASE("AdamWUpdateInto refuses bad arguments and writes nothing", "[aor][ada
   skipped.skipped = true;
   REQUIRE(AdamWUpdateInto(src, dst, skipped, poison.data(), GradDtype::kFloat32, n, 2).ok());
   REQUIRE(std::equal(b.begin(), b.end(), a.begin()));
+}
+
+TEST_CASE("AdamW kernel: the two first-moment forms drift apart, so the form must match the owner's",
+          "[aor][adamw]") {
+  const size_t n = 4133;
+  TrainingLoop loop(GradMode::kFp32, n, 20, reft::testing::TestSeed(11));
+  std::vector<float> p, m, v;
+  loop.InitialState(&p, &m, &v);
+  std::vector<float> lp = p, lm = m, lv = v;
+  for (int it = 0; it < 20; ++it) {
+    StepInput in = loop.Next();
+    REQUIRE(AdamWUpdate({p.data(), m.data(), v.data(), n}, in.hyper, in.grad.data(), in.dtype, n)
+                .ok());
+    in.hyper.lerp_first_moment = true;
+    REQUIRE(AdamWUpdate({lp.data(), lm.data(), lv.data(), n}, in.hyper, in.grad.data(), in.dtype,
+                        n)
+                .ok());
+  }
+  CHECK(std::memcmp(m.data(), lm.data(), 4 * n) != 0);
+  CHECK(std::memcmp(p.data(), lp.data(), 4 * n) != 0);
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ void RequireSame(const StepHyper& a, const StepHyper& b) {
   REQUIRE(a.iteration == b.iteration);
   REQUIRE(a.step == b.step);
   REQUIRE(a.skipped == b.skipped);
+  REQUIRE(a.lerp_first_moment == b.lerp_first_moment);
   REQUIRE(SameBits(a.lr, b.lr));
   REQUIRE(SameBits(a.beta1, b.beta1));
   REQUIRE(SameBits(a.beta2, b.beta2));
@@ -81,6 +82,7 @@ TEST_CASE("step hyper codec round trips bit-exactly", "[aor][codec]") {
     StepHyper h;
     h.iteration = rng();
     h.skipped = (rng() & 7) == 0;
+    h.lerp_first_moment = (rng() & 1) != 0;
     h.step = h.skipped ? rng() : rng() | 1;
     h.lr = unit(rng) * 1e-2;
     h.beta1 = unit(rng);
@@ -114,8 +116,8 @@ TEST_CASE("step hyper codec rejects malformed records", "[aor][codec]") {
     RequireRejected(buf.data(), buf.size(), "unsupported version 0");
   }
   SECTION("flags and reserved bytes") {
-    buf[1] = 0x02;
-    RequireRejected(buf.data(), buf.size(), "flags 0x02 has unknown bits");
+    buf[1] = 0x04;
+    RequireRejected(buf.data(), buf.size(), "flags 0x04 has unknown bits");
     buf[1] = 0x81;
     RequireRejected(buf.data(), buf.size(), "flags 0x81");
     buf[1] = 0;

@@ -25,8 +25,9 @@
 ///     g = g · scale_f              unscale (1/loss_scale)
 ///     g = g · clip_f               global gradient clipping
 ///     p = p · decay                decoupled weight decay
-///     m = m · beta1_f
-///     m = m + one_minus_beta1 · g
+///     m = m · beta1_f                 lerp_first_moment (torch.optim >= 2.0, ATen's lerp):
+///     m = m + one_minus_beta1 · g      m = m + one_minus_beta1 · (g − m)  when it is < 0.5,
+///                                      m = g − (g − m) · (1 − one_minus_beta1)  otherwise
 ///     v = v · beta2_f
 ///     v = v + (one_minus_beta2 · g) · g
 ///     d = sqrt(v)
@@ -76,6 +77,7 @@ struct AdamWCoefficients {
   float eps = 0.0f;
   float grad_scale = 1.0f;
   float clip_coef = 1.0f;
+  bool lerp_first_moment = false;  ///< StepHyper::lerp_first_moment
 };
 
 /// \brief The coefficients of a valid, non-skipped `hyper` (caller validated it).

@@ -8,7 +8,7 @@
 /// | offset | type | field |
 /// |---|---|---|
 /// | 0  | u8  | version (kStepHyperWireVersion = 1) |
-/// | 1  | u8  | flags: bit 0 = skipped; other bits must be 0 |
+/// | 1  | u8  | flags: bit 0 = skipped, bit 1 = lerp_first_moment; other bits must be 0 |
 /// | 2  | u16 | reserved, 0 |
 /// | 4  | u32 | reserved, 0 (keeps the doubles 8-byte aligned) |
 /// | 8  | u64 | iteration |

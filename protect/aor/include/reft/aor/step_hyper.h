@@ -53,6 +53,12 @@ struct StepHyper {
   /// advance. A skipped step's clip_coef is not validated (NaN or 0 when the global norm
   /// overflowed) and its step may be 0; the other scalars still are.
   bool skipped = false;
+  /// How the owner updates the first moment. false: `m = m·β1 + (1−β1)·g`
+  /// (`exp_avg.mul_(beta1).add_(grad, alpha=1-beta1)`: torch 1.x, libtorch's C++ Adam);
+  /// true: `m = m + (1−β1)·(g − m)` (`exp_avg.lerp_(grad, 1-beta1)`: torch.optim since 2.0).
+  /// The two differ in the last bit from the second update on; a replica is bit-identical only
+  /// with the owner's form.
+  bool lerp_first_moment = false;
 };
 
 /// \brief Checks the ranges above; InvalidArgument naming the first bad field, e.g.
