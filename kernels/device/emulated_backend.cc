@@ -1,10 +1,8 @@
 // The emulated device (docs/data-paths.md "Save"): host memory in memfds that the daemon imports like GPU
 // IPC memory, copied by a paced copy engine, so the pull path, fences and scheduling run in CI.
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +17,7 @@
 #include "copy_engine.h"
 #include "reft/kernels/emulated.h"
 #include "reft/kernels/xor.h"
+#include "reft/memory_file_system.h"
 #include "reft/mutex.h"
 #include "reft/sealed_fd.h"
 #include "reft/units.h"
@@ -46,12 +45,10 @@ Status CheckLongTermPinnable(const void* ptr) {
         path.rfind("/memfd:", 0) == 0) {
       return Status::OK();  // private, anonymous or memfd (shmem)
     }
-    struct statfs fs {};
-    if (::statfs(path.c_str(), &fs) != 0) return Status::OK();  // unlinked: cannot tell
-    if (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC) return Status::OK();
-    return Status::InvalidArgument("emulated HostRegister: " + path +
-                                   " is a shared file mapping outside tmpfs/hugetlbfs, which "
-                                   "the kernel does not let a device page-lock");
+    const std::string fs = NonMemoryFileSystem(path);  // "" for tmpfs, or unlinked
+    if (fs.empty()) return Status::OK();
+    return Status::InvalidArgument("emulated HostRegister: " + path + " is a shared mapping of a " +
+                                   fs + " file, which the kernel does not let a device page-lock");
   }
   return Status::OK();
 }

@@ -1,8 +1,10 @@
 """reftd as a process: flags, config errors, readiness, clean shutdown, exit codes."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 
 import pytest
 
@@ -80,3 +82,38 @@ def test_reftctl_exit_codes():
         assert r.returncode == 1 and "nope" in r.stderr
         listing = node.ctl("snapshots", "list", json_output=True)
         assert listing["snapshots"] == []
+
+
+@pytest.mark.parametrize("where", ["tmpfs", "disk"])
+def test_shm_dir_off_tmpfs_is_named_in_a_warning_at_start(where, tmp_path):
+    """Slots outside tmpfs cannot be page-locked for device copies and are written back to
+    disk: reftd says so once when it opens the store, and serves anyway."""
+    parent = "/dev/shm" if where == "tmpfs" else str(tmp_path)
+    fs = run("stat", "-f", "-c", "%T", parent).stdout.strip()
+    if (where == "tmpfs") != (fs in ("tmpfs", "hugetlbfs")):
+        pytest.skip("%s is on %s here" % (parent, fs))
+    shm = tempfile.mkdtemp(prefix="reft-shm-", dir=parent)
+    sock = str(tmp_path / "s.sock")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([REFTD, "--node-id", "x", "--listen", f"127.0.0.1:{port}",
+                             "--socket", sock, "--shm-dir", shm, "--log-level", "info"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stderr:  # the log up to readiness, no sleeping
+            lines.append(line)
+            if "ready" in line or "serving" in line:
+                break
+        assert proc.poll() is None, "".join(lines)
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=30)
+        log = "".join(lines) + rest
+        assert proc.returncode == 0, log
+        warned = [l for l in log.splitlines() if "not tmpfs" in l and shm in l]
+        assert len(warned) == (0 if where == "tmpfs" else 1), log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        shutil.rmtree(shm, ignore_errors=True)

@@ -17,10 +17,21 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_handed_out = set()  # every port free_port() returned in this process
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now and that this process never handed out before:
+    the kernel may offer a just-closed port again, so two calls in a row could return the same
+    port before either is bound (an etcd whose client and peer ports collided did not start)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no loopback port left that this process has not handed out")
 
 
 def etcd_binary() -> str:
@@ -45,8 +56,8 @@ class EtcdMember:
     def __init__(self, cluster: "EtcdCluster", index: int):
         self.cluster = cluster
         self.name = f"etcd{index}"
-        self.client_port = _free_port()
-        self.peer_port = _free_port()
+        self.client_port = free_port()
+        self.peer_port = free_port()
         self.data_dir = os.path.join(cluster.root, self.name + ".data")
         self.log_path = os.path.join(cluster.root, self.name + ".log")
         self.proc: Optional[subprocess.Popen] = None

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,14 +21,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from etcd_server import EtcdCluster
+from etcd_server import EtcdCluster, free_port
 from reft_tls import ClusterTls
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape_metrics(port: int) -> dict:

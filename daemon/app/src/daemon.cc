@@ -19,6 +19,7 @@
 #include "reft/app/notify.h"
 #include "reft/coord/etcd_control_plane.h"
 #include "reft/fault_guard.h"
+#include "reft/memory_file_system.h"
 #include "reft/kernels/emulated.h"
 #include "reft/local/commit_coordinator.h"
 #include "reft/local/local_server.h"
@@ -232,6 +233,12 @@ Result<size_t> Daemon::Impl::OpenStore() {
   store::AdoptionReport report;
   REFT_ASSIGN_OR_RETURN(store, store::SnapshotStore::Open(options, &report));
   LogAdoption(report);
+  if (const std::string fs = NonMemoryFileSystem(config.shm_dir); !fs.empty()) {
+    spdlog::warn("shm_dir {} is on {}, not tmpfs: device copies into its slots cannot be "
+                 "page-locked (they run unpinned, ~4x slower on a PCIe 5 GPU) and the kernel "
+                 "writes the slots back to disk; put shm_dir on /dev/shm",
+                 config.shm_dir, fs);
+  }
   metrics->SetMemoryLimit(static_cast<double>(config.memory_limit));
   store::SnapshotStore* s = store.get();
   // Store gauges are read when Prometheus scrapes, not maintained on the hot path.
