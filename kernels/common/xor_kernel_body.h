@@ -21,8 +21,9 @@ struct XorArgs {
   bool accumulate;  ///< dst ^= ... (second and later launches of a split reduction)
 };
 
-/// Threads per block and blocks for `size` bytes on a device with `sms` multiprocessors: one
-/// 16-byte vector per thread, at most 8 blocks per multiprocessor (the loop strides the rest).
+/// Threads per block and blocks for `size` bytes on a device with `sms` multiprocessors (0 =
+/// unknown: 80 assumed): one 16-byte vector per thread, at most 8 blocks per multiprocessor
+/// (the loop strides the rest).
 constexpr unsigned kXorThreads = 256;
 inline unsigned XorBlocks(uint64_t size, int sms) {
   const uint64_t want = (size / 16 + kXorThreads - 1) / kXorThreads;

@@ -9,8 +9,8 @@
 
 namespace reft {
 
-/// \brief The file system type of `path` when it is not tmpfs/hugetlbfs ("ext2/ext3",
-/// "xfs", or its magic number in hex), "" when it is, or when statfs fails (cannot tell).
+/// \brief The file system type of `path` when it is not tmpfs/hugetlbfs ("ext2/ext3/ext4",
+/// "xfs", ..., or its magic number in hex), "" when it is, or when statfs fails (cannot tell).
 std::string NonMemoryFileSystem(const std::string& path);
 
 }  // namespace reft

@@ -52,12 +52,12 @@ AdamWCoefficients ComputeAdamWCoefficients(const StepHyper& h) {
 
 namespace {
 
-// The elementwise update on fp32 gradients. One statement per rounding, in the order of
-// adamw.h; the compiler may vectorise it (IEEE +, ·, /, sqrt are correctly rounded in every
-// lane, so vector and scalar iterations agree) but may not reassociate or fuse.
 // The first-moment update, one template instance per form so that the loop stays branch-free.
 enum class FirstMoment { kMulAdd, kLerpSmallWeight, kLerpLargeWeight };
 
+// The elementwise update on fp32 gradients. One statement per rounding, in the order of
+// adamw.h; the compiler may vectorise it (IEEE +, ·, /, sqrt are correctly rounded in every
+// lane, so vector and scalar iterations agree) but may not reassociate or fuse.
 template <FirstMoment kForm>
 void UpdateFp32Form(const AdamWCoefficients& c, float* __restrict param,
                     float* __restrict exp_avg, float* __restrict exp_avg_sq,
