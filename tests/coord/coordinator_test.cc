@@ -253,6 +253,44 @@ TEST_CASE("etcd coordination: a rank joining with another layout is refused", "[
   CHECK_THAT(s.message(), Catch::Contains("dp=2"));
 }
 
+TEST_CASE("etcd coordination: a job restarts at another scale the moment its trainers left",
+          "[coord]") {
+  // What a launcher does: the old trainers exit and the new ones, in another layout, connect
+  // at once, before this node's worker has deleted the old ranks' keys and before other nodes'
+  // watches have seen the layout change. Each round is checked from a node whose cache lags.
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  for (size_t i = 1; i < c.placement.size(); ++i) {
+    auto& [n, r] = c.placement[i];
+    c.co(n)->Leave(r);
+  }
+  for (size_t i = 1; i < c.placement.size(); ++i) {
+    auto& [n, r] = c.placement[i];
+    REQUIRE(reft::testing::Eventually([&] { return !c.co(0)->JoinedNode(r).has_value(); }, 5s));
+  }
+  JobLayout layouts[2] = {kLayout, kLayout};
+  layouts[1].dp = 1;
+  for (int round = 1; round <= 20; ++round) {
+    const JobLayout& now = layouts[round % 2];
+    const JobLayout& before = layouts[(round + 1) % 2];
+    c.co(0)->Leave(Rank(0, 0));
+    REQUIRE(c.co(0)->Join(Rank(0, 0), now).ok());
+    // Another node, its cache possibly still at the old layout: the old layout is refused
+    // (the new one was started, with its rank, in one transaction) and the new one accepted.
+    JobCoordinator* other = c.co(1 + round % 2);
+    Status old = other->Join(Rank(1, 0), before);
+    CHECK(old.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(old.message(), Catch::Contains(now.ToString()));
+    REQUIRE(other->Join(Rank(1, 0), now).ok());
+    other->Leave(Rank(1, 0));
+    REQUIRE(reft::testing::Eventually([&] { return !c.co(0)->JoinedNode(Rank(1, 0)).has_value(); }, 5s));
+  }
+  // The rank that is joined stays registered in etcd: no delete of its earlier session's key
+  // raced its put.
+  REQUIRE(reft::testing::Eventually([&] { return c.co(1)->JoinedNode(Rank(0, 0)) == "n0"; }, 5s));
+}
+
 TEST_CASE("etcd coordination: without etcd snapshots go on, the commit waits, nothing is lost",
           "[coord]") {
   EtcdCluster etcd(1);

@@ -372,6 +372,86 @@ void EtcdJobCoordinator::NotifyGenerations() {
 
 // ---- CommitCoordinator ----
 
+// The layout in etcd: created, kept, or replaced when no trainer of the old one is joined.
+// Read from etcd at every join, not from this node's cache: watches deliver history
+// asynchronously, and a launcher restarts a job at another scale the moment its trainers exit.
+// Whoever writes the layout writes its rank's joined key in the same transaction, so a layout
+// that was just started elsewhere is never taken for an abandoned one.
+Result<int64_t> EtcdJobCoordinator::RecordLayout(const store::RankKey& rank,
+                                                 const JobLayout& layout) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Txn read;
+    read.ThenGet(keys::Layout(rank.job)).ThenGetPrefix(keys::JoinedPrefix(rank.job));
+    auto r = etcd_->Commit(read);
+    if (!r.ok() || r->gets.size() != 2) {
+      spdlog::warn("job {}: layout not checked in etcd: {}", rank.job,
+                   r.ok() ? "short answer" : r.status().ToString());
+      return 0;  // the commit path waits for etcd; snapshots go on locally
+    }
+    int64_t rev = 0;
+    if (!r->gets[0].kvs.empty()) {
+      const KeyValue& kv = r->gets[0].kvs[0];
+      auto theirs = DecodeLayout(kv.key, kv.value);
+      if (!theirs.ok()) return theirs.status();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ApplyLayoutLocked(rank.job, jobs_[rank.job], kv);
+      }
+      if (*theirs == layout) return 0;  // the worker writes the joined key
+      REFT_RETURN_NOT_OK(CheckNoneJoined(rank, layout, *theirs, r->gets[1].kvs));
+      rev = kv.mod_revision;
+    }
+    Txn write;
+    write.IfModRevision(keys::Layout(rank.job), Compare::kEqual, rev)
+        .ThenPut(keys::Layout(rank.job), Encode(layout));
+    const int64_t lease = nodes_->lease();
+    if (lease != 0) {
+      write.ThenPut(keys::Joined(rank), Encode(NodeRef{nodes_->node_id(), -1}), lease);
+    }
+    auto w = etcd_->Commit(write);
+    if (!w.ok()) {
+      spdlog::warn("job {}: layout not recorded in etcd yet: {}", rank.job, w.status().ToString());
+      return 0;
+    }
+    if (w->succeeded) {
+      KeyValue kv;
+      kv.key = keys::Layout(rank.job);
+      kv.value = Encode(layout);
+      kv.mod_revision = w->revision;
+      std::lock_guard<std::mutex> lock(mu_);
+      ApplyLayoutLocked(rank.job, jobs_[rank.job], kv);
+      return lease != 0 ? w->revision : 0;
+    }
+    // Someone else wrote the layout between the read and the write: read again.
+  }
+  return Status::Unavailable("job '" + rank.job + "': its layout in etcd kept changing while " +
+                             "rank " + rank.ToString() + " joined; connect again");
+}
+
+Status EtcdJobCoordinator::CheckNoneJoined(const store::RankKey& rank, const JobLayout& layout,
+                                           const JobLayout& running,
+                                           const std::vector<KeyValue>& joined) {
+  // This node's ranks that have left but whose keys the worker has not deleted yet do not hold
+  // the layout.
+  std::set<std::string> here;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [r, n] : joined_) here.insert(keys::Joined(r));
+  }
+  std::vector<std::string> where;
+  for (const auto& kv : joined) {
+    auto ref = DecodeNodeRef(kv.key, kv.value);
+    if (!ref.ok()) continue;
+    if (ref->node == nodes_->node_id() && here.count(kv.key) == 0) continue;
+    where.push_back(kv.key.substr(keys::JoinedPrefix(rank.job).size()) + " on " + ref->node);
+  }
+  if (where.empty()) return Status::OK();
+  return Status::InvalidArgument("job '" + rank.job + "' is running with layout " +
+                                 running.ToString() + " (ranks pp/tp/dp " + Joined(where) +
+                                 "); rank " + rank.ToString() + " connected with " +
+                                 layout.ToString());
+}
+
 Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
   REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   Status tracked = Track(rank.job);
@@ -384,50 +464,11 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
                                      " connected with " + layout.ToString());
     }
   }
+  int64_t joined_rev = 0;  // the revision of this rank's joined key, when the join wrote it
   if (tracked.ok()) {
-    // The layout in etcd: created, kept, or replaced when no trainer of the old one is joined.
-    int64_t rev;
-    bool same;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      JobState& st = jobs_[rank.job];
-      rev = st.layout_rev;
-      same = st.has_layout && st.layout_rev != 0 && st.layout == layout;
-    }
-    if (!same) {
-      if (rev != 0) {
-        auto others = etcd_->GetPrefix(keys::JoinedPrefix(rank.job));
-        if (others.ok()) {
-          std::vector<std::string> where;
-          for (const auto& kv : others->kvs) {
-            auto ref = DecodeNodeRef(kv.key, kv.value);
-            if (ref.ok()) where.push_back(kv.key.substr(keys::JoinedPrefix(rank.job).size()) +
-                                          " on " + ref->node);
-          }
-          if (!where.empty()) {
-            std::lock_guard<std::mutex> lock(mu_);
-            return Status::InvalidArgument(
-                "job '" + rank.job + "' is running with layout " + jobs_[rank.job].layout.ToString() +
-                " (ranks pp/tp/dp " + Joined(where) + "); rank " + rank.ToString() +
-                " connected with " + layout.ToString());
-          }
-        }
-      }
-      Txn t;
-      t.IfModRevision(keys::Layout(rank.job), Compare::kEqual, rev)
-          .ThenPut(keys::Layout(rank.job), Encode(layout))
-          .ElseGet(keys::Layout(rank.job));
-      auto r = etcd_->Commit(t);
-      if (r.ok() && !r->succeeded && !r->gets.empty() && !r->gets[0].kvs.empty()) {
-        auto theirs = DecodeLayout(r->gets[0].kvs[0].key, r->gets[0].kvs[0].value);
-        if (theirs.ok() && !(*theirs == layout)) {
-          return Status::InvalidArgument("job '" + rank.job + "' was just started with layout " +
-                                         theirs->ToString() + " on another node; rank " +
-                                         rank.ToString() + " connected with " + layout.ToString());
-        }
-      }
-      if (!r.ok()) spdlog::warn("job {}: layout not recorded in etcd yet: {}", rank.job, r.status().ToString());
-    }
+    auto recorded = RecordLayout(rank, layout);
+    if (!recorded.ok()) return recorded.status();
+    joined_rev = *recorded;
   } else {
     spdlog::warn("job {}: etcd unreachable at join ({}); snapshots continue locally, commits wait",
                  rank.job, tracked.ToString());
@@ -439,6 +480,7 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
     st.has_layout = true;
     ++st.connected;
     ++joined_[rank];
+    if (joined_rev != 0) joined_in_etcd_[rank] = joined_rev;
     if (!st.leader) st.want_lead = true;
     work_ = true;
   }
@@ -1019,16 +1061,21 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
   cv_.notify_all();
 }
 
+// joined_in_etcd_ holds the revision each rank's key was written at: a delete only removes
+// the key it knows, so a rank that joins again while its old key is being deleted keeps the
+// new one (written by its join or by the next pass here).
 void EtcdJobCoordinator::SyncJoined() {
   const int64_t lease = nodes_->lease();
-  std::vector<store::RankKey> put, del;
+  std::vector<store::RankKey> put;
+  std::vector<std::pair<store::RankKey, int64_t>> del;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [rank, n] : joined_) {
-      if (!joined_in_etcd_[rank]) put.push_back(rank);
+      auto it = joined_in_etcd_.find(rank);
+      if (it == joined_in_etcd_.end() || it->second == 0) put.push_back(rank);
     }
-    for (const auto& [rank, in] : joined_in_etcd_) {
-      if (in && joined_.count(rank) == 0) del.push_back(rank);
+    for (const auto& [rank, rev] : joined_in_etcd_) {
+      if (joined_.count(rank) == 0) del.emplace_back(rank, rev);
     }
   }
   if (lease == 0 && !put.empty()) {
@@ -1043,21 +1090,27 @@ void EtcdJobCoordinator::SyncJoined() {
     for (size_t i = first; i < last; ++i) {
       t.ThenPut(keys::Joined(put[i]), Encode(NodeRef{nodes_->node_id(), -1}), lease);
     }
-    const bool ok = etcd_->Commit(t).ok();
+    auto r = etcd_->Commit(t);
     std::lock_guard<std::mutex> lock(mu_);
-    if (!ok) {
+    if (!r.ok()) {
       RetryLaterLocked();
       break;
     }
-    for (size_t i = first; i < last; ++i) joined_in_etcd_[put[i]] = true;
+    for (size_t i = first; i < last; ++i) joined_in_etcd_[put[i]] = r->revision;
   }
-  for (const auto& rank : del) {
-    bool ok = etcd_->Delete(keys::Joined(rank)).ok();
+  for (const auto& [rank, rev] : del) {
+    bool ok = true;
+    if (rev != 0) {  // 0: gone with an old lease
+      Txn t;
+      t.IfModRevision(keys::Joined(rank), Compare::kEqual, rev).ThenDelete(keys::Joined(rank));
+      ok = etcd_->Commit(t).ok();  // a failed compare: the key is a newer join's
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    if (ok && joined_.count(rank) == 0) {
-      joined_in_etcd_.erase(rank);
-    } else if (!ok) {
+    auto it = joined_in_etcd_.find(rank);
+    if (!ok) {
       RetryLaterLocked();
+    } else if (it != joined_in_etcd_.end() && it->second == rev && joined_.count(rank) == 0) {
+      joined_in_etcd_.erase(it);
     }
   }
 }
@@ -1066,7 +1119,7 @@ void EtcdJobCoordinator::OnReregistered(int64_t) {
   // Everything bound to the old lease is gone: joined keys and the coordinator keys.
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [rank, in] : joined_in_etcd_) in = false;
+    for (auto& [rank, rev] : joined_in_etcd_) rev = 0;
     for (auto& [job, st] : jobs_) {
       if (st.leader) {
         st.leader = false;

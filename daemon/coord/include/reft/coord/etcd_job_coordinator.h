@@ -187,6 +187,12 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   void BecomeLeader(const std::string& job);
   void TryCommit(const std::string& job);
   void SyncJoined();
+  /// Checks the rank's layout against etcd's and writes it when it may: the revision of the
+  /// rank's joined key when the write included it, else 0 (the worker writes it).
+  Result<int64_t> RecordLayout(const store::RankKey& rank, const JobLayout& layout);
+  /// InvalidArgument naming the ranks of the `running` layout still joined (on any node).
+  Status CheckNoneJoined(const store::RankKey& rank, const JobLayout& layout,
+                         const JobLayout& running, const std::vector<KeyValue>& joined);
   void OnReregistered(int64_t lease);
   void Wake();
   /// The worker runs again at `t` at the latest (a retry, a linger running out).
@@ -204,7 +210,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::condition_variable cv_;  // commits (waiters) and work (the worker)
   std::map<std::string, JobState> jobs_;
   std::map<store::RankKey, int> joined_;         // rank -> sessions on this node
-  std::map<store::RankKey, bool> joined_in_etcd_;  // rank -> its joined key is written
+  std::map<store::RankKey, int64_t> joined_in_etcd_;  // rank -> revision of its joined key (0: none)
   std::string state_dir_;
   bool work_ = false;
   std::optional<Clock::time_point> wake_at_;  // the worker's next timed round, if any
