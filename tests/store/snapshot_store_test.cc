@@ -442,6 +442,38 @@ TEST_CASE("store: published regions are readable before the seal, until withdraw
   CHECK(st->GetPublished(rank, 3, "rng").status().code() == StatusCode::kNotFound);
 }
 
+TEST_CASE("store: a step whose slot was re-used for a newer one is reported lost to copiers",
+          "[store]") {
+  // The owner runs ahead of a slow neighbour: with every slot taken it re-uses its oldest
+  // complete step, which then is never published again. A copier waiting for it learns so at
+  // once instead of waiting out its timeout. A newer slot left from a previous session (its
+  // trainer gone, nothing published) does not count: the redo of the step will publish it.
+  ShmTestDir dir;
+  auto opts = TestOptions(dir.shm_dir());
+  opts.slots_per_rank = 2;
+  auto st = OpenStore(opts);
+  RankKey rank{"job-s", 0, 0, 0};
+  REQUIRE(st->ConfigureRank(rank, kLayout).ok());
+  for (int64_t step : {1, 2}) {
+    auto w = st->BeginWrite(rank, step);
+    REQUIRE(w.ok());
+    FillPattern(**w, step);
+    REQUIRE(st->Publish(rank, step, {"rng"}).ok());
+    REQUIRE(st->Seal(rank, step).ok());
+  }
+  CHECK(st->GetPublished(rank, 2, "rng").ok());
+  CHECK(st->GetPublished(rank, 3, "rng").status().code() == StatusCode::kNotFound);  // not yet
+  auto w3 = st->BeginWrite(rank, 3);  // re-uses step 1's slot
+  REQUIRE(w3.ok());
+  auto gone = st->GetPublished(rank, 1, "rng");
+  CHECK(gone.status().code() == StatusCode::kLost);
+  CHECK_THAT(gone.status().message(), Catch::Contains("superseded by step 3"));
+  w3->reset();
+  st->Unpublish(rank);  // the trainer went away
+  CHECK(st->Abort(rank, 3).ok());
+  CHECK(st->GetPublished(rank, 1, "rng").status().code() == StatusCode::kNotFound);
+}
+
 TEST_CASE("store: publishing checksums the chunks a peer copy is verified against", "[store]") {
   ShmTestDir dir;
   auto st = OpenStore(TestOptions(dir.shm_dir()));

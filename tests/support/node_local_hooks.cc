@@ -27,14 +27,21 @@ Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t st
       std::memcpy(dst, (*slot)->region_data(idx), size);
       return Status::OK();
     }
+    if (slot.status().code() == StatusCode::kLost) return slot.status();  // never published
     if (cancel != nullptr && cancel->load()) {
       return Status::Cancelled("peer copy of '" + region + "' of " + from.ToString() +
                                ": the copying rank's trainer went away");
     }
     if (std::chrono::steady_clock::now() >= deadline) {
+      std::string slots;  // what the neighbour holds instead
+      for (const auto& info : store_->List(from.job)) {
+        if (!(info.rank == from)) continue;
+        slots += (slots.empty() ? "" : ", ") + std::string(store::SlotStateName(info.state)) +
+                 " step " + std::to_string(info.step);
+      }
       return Status::Timeout("peer copy: " + from.ToString() + " did not publish '" + region +
                              "' of step " + std::to_string(step) + " within " +
-                             std::to_string(timeout.count()) + " ms");
+                             std::to_string(timeout.count()) + " ms (its slots: " + slots + ")");
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(20000));

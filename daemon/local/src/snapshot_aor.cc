@@ -134,9 +134,20 @@ Status SnapshotWriter::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<
   bool mismatch = false;
   if (verify) {
     std::vector<uint8_t> owner(12 * n);
-    REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(neighbour, step,
-                                                  protect::UniqueRegionName(b.buffer), owner.data(),
-                                                  owner.size(), timeout, ctx_.hung_up));
+    Status copied = ctx_.copier->CopyPublished(neighbour, step, protect::UniqueRegionName(b.buffer),
+                                               owner.data(), owner.size(), timeout, ctx_.hung_up);
+    if (copied.code() == StatusCode::kLost) {
+      // The owner moved on before this rank could compare (its slot of `step` was re-used).
+      // The replay stands, as on any step between resyncs; the resync is due again next step.
+      st.slot = slot;
+      ctx_.info->Update([&](SessionInfo& info) {
+        info.aor_replays++;
+        info.aor_last_copy = "step " + std::to_string(step) + " '" + b.buffer +
+                             "': resync deferred: " + copied.message();
+      });
+      return Status::OK();
+    }
+    REFT_RETURN_NOT_OK(copied);
     mismatch = std::memcmp(owner.data(), region, owner.size()) != 0;
     if (mismatch) std::memcpy(region, owner.data(), owner.size());
   } else {

@@ -94,7 +94,10 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
   while (true) {
     // This node: the neighbour's trainer is connected here, or its slot is here.
     Status ls = CopyLocal(from, step, region, dst, size);
-    if (ls.ok() || ls.code() == StatusCode::kInvalidArgument) return ls;
+    // InvalidArgument: a caller's mistake; Lost: the step was superseded and never will be.
+    if (ls.ok() || ls.code() == StatusCode::kInvalidArgument || ls.code() == StatusCode::kLost) {
+      return ls;
+    }
     if (ls.code() != StatusCode::kNotFound || peer_->coordinator()->IsJoined(from)) last = ls;
     if (!peer_->coordinator()->IsJoined(from)) {
       if (Clock::now() >= next_relocate) {
@@ -118,7 +121,7 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
           cache_[from] = node;
           return st;
         }
-        if (st.code() == StatusCode::kInvalidArgument) return st;
+        if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kLost) return st;
         last = st;
         if (IsNodeFailure(st)) {
           MutexLock lock(mu_);

@@ -406,14 +406,25 @@ void StoreImpl::Unpublish(const RankKey& rank) {
 Result<std::shared_ptr<SlotRef>> StoreImpl::GetPublished(const RankKey& rank, int64_t step,
                                                          const std::string& region) {
   MutexLock lock(mu_);
+  const std::string what =
+      "region '" + region + "' of " + StepStr(step) + " of " + rank.ToString();
   RankState* rs = FindRankLocked(rank);
-  std::shared_ptr<Slot> slot = rs ? FindSlotLocked(*rs, step, true) : nullptr;
-  if (!slot || !slot->published.count(region)) {
-    return Status::NotFound("region '" + region + "' of " + StepStr(step) + " of " +
-                            rank.ToString() + " is not published (yet)");
+  if (rs == nullptr) return Status::NotFound(what + " is not published (yet)");
+  std::shared_ptr<Slot> slot = FindSlotLocked(*rs, step, true);
+  if (slot && slot->published.count(region)) {
+    return std::shared_ptr<SlotRef>(
+        std::make_shared<SlotRefImpl>(InfoLocked(rank, *slot), slot->file, slot->geometry));
   }
-  return std::shared_ptr<SlotRef>(
-      std::make_shared<SlotRefImpl>(InfoLocked(rank, *slot), slot->file, slot->geometry));
+  // The owner already writes or published a newer step in this session: this one will not be
+  // published any more (its slot was re-used), so a copier need not wait for it.
+  for (const auto& [i, s] : rs->slots) {
+    if (s->removed || s->step() <= step) continue;
+    if (s->state() == SlotState::kWriting || !s->published.empty()) {
+      return Status::Lost(what + " was superseded by " + StepStr(s->step()) +
+                          " before it was copied");
+    }
+  }
+  return Status::NotFound(what + " is not published (yet)");
 }
 
 Result<VerifyReport> StoreImpl::Verify(const RankKey& rank, int64_t step) {

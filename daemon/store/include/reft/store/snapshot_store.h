@@ -181,7 +181,9 @@ class SnapshotStore {
   /// \brief Withdraws every published region of `rank` (its trainer went away: a redo of the
   /// step may write other bytes, so copies must wait for the new writer's Publish()).
   virtual void Unpublish(const RankKey& rank) = 0;
-  /// \brief The slot holding `step` when its `region` is published; NotFound otherwise.
+  /// \brief The slot holding `step` when its `region` is published; Lost when the rank already
+  /// writes or published a newer step (its slot of `step` was re-used: it will never be
+  /// published); NotFound otherwise (not yet).
   virtual Result<std::shared_ptr<SlotRef>> GetPublished(const RankKey& rank, int64_t step,
                                                         const std::string& region) = 0;
 
