@@ -249,16 +249,38 @@ PYBIND11_MODULE(_reft, m) {
              return *r;
            })
       .def("restore",
-           [](reft::Client& c, bool reshape) -> std::optional<int64_t> {
+           [](reft::Client& c, bool reshape, const std::string& remap_layout,
+              const std::map<std::string, std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>>&
+                  remap) -> std::optional<int64_t> {
+             reft::RestoreOptions o;
+             o.reshape = reshape;
+             o.remap_layout = remap_layout;
+             for (const auto& [name, segments] : remap) {
+               auto& out = o.remap[name];
+               for (const auto& [src, dst, length] : segments) out.push_back({src, dst, length});
+             }
              reft::Result<std::optional<int64_t>> r = std::optional<int64_t>();
              {
                py::gil_scoped_release nogil;
-               reft::RestoreOptions o;
-               o.reshape = reshape;
                r = c.Restore(o);
              }
              Check(r.status());
              return *r;
+           },
+           py::arg("reshape"), py::arg("remap_layout") = std::string(),
+           py::arg("remap") = std::map<std::string,
+                                       std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>>())
+      .def("probe_restore",
+           [](reft::Client& c) -> py::object {
+             reft::Result<std::optional<reft::RestoreProbe>> r =
+                 std::optional<reft::RestoreProbe>();
+             {
+               py::gil_scoped_release nogil;
+               r = c.ProbeRestore();
+             }
+             Check(r.status());
+             if (!*r) return py::none();
+             return py::make_tuple((*r)->step, (*r)->saved_layout);
            })
       .def("last_restore",
            [](const reft::Client& c) -> py::object {

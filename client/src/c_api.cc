@@ -264,6 +264,22 @@ int reft_restore_ex(reft_client* c, const reft_restore_options* o, int64_t* step
       return Report(reft::Status::InvalidArgument("reft_restore_options.struct_size too small"));
     }
     opts.reshape = o->reshape != 0;
+    if (o->struct_size >= offsetof(reft_restore_options, remap_count) + sizeof(o->remap_count) &&
+        o->remap_count > 0) {
+      if (o->remap == nullptr || o->remap_layout == nullptr) {
+        return Report(reft::Status::InvalidArgument(
+            "reft_restore_options: remap_count > 0 needs remap and remap_layout"));
+      }
+      opts.remap_layout = o->remap_layout;
+      for (uint32_t i = 0; i < o->remap_count; ++i) {
+        const reft_remap_segment& s = o->remap[i];
+        if (s.buffer == nullptr) {
+          return Report(reft::Status::InvalidArgument("reft_restore_options: remap segment " +
+                                                      std::to_string(i) + " names no buffer"));
+        }
+        opts.remap[s.buffer].push_back({s.src, s.dst, s.length});
+      }
+    }
   }
   auto r = c->impl->Restore(opts);
   if (!r.ok()) return Report(r.status());
@@ -271,6 +287,18 @@ int reft_restore_ex(reft_client* c, const reft_restore_options* o, int64_t* step
   if (reshaped != nullptr) {
     auto report = c->impl->LastRestore();
     *reshaped = report && report->reshaped ? 1 : 0;
+  }
+  return Report(reft::Status::OK());
+}
+
+int reft_probe_restore(reft_client* c, int64_t* step, char* saved_layout,
+                       size_t saved_layout_size) {
+  if (c == nullptr) return NullHandle();
+  auto r = c->impl->ProbeRestore();
+  if (!r.ok()) return Report(r.status());
+  if (step != nullptr) *step = *r ? (*r)->step : -1;
+  if (saved_layout != nullptr && saved_layout_size > 0) {
+    CopyTruncated(*r ? (*r)->saved_layout : std::string(), saved_layout, saved_layout_size);
   }
   return Report(reft::Status::OK());
 }

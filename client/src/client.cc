@@ -670,6 +670,24 @@ Result<bool> Client::WaitCommitted(int64_t step, std::optional<std::chrono::mill
 
 Result<std::optional<int64_t>> Client::Restore() { return Restore(RestoreOptions{}); }
 
+Result<std::optional<RestoreProbe>> Client::ProbeRestore() {
+  Impl& d = *impl_;
+  MutexLock lock(d.mu);
+  if (d.closed) return Status::Unavailable("client is closed");
+  if (d.buffers.empty()) return Status::InvalidArgument("restore probe with no registered buffer");
+  d.WaitIdleLocked(lock);
+  local_proto::RestoreRequest request;
+  request.reshape = true;
+  request.probe = true;
+  REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
+                        d.channel->Call(MessageType::kRestore, local_proto::Encode(request),
+                                        MessageType::kRestoreReply));
+  local_proto::RestoreReply reply;
+  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));
+  if (reply.slot.step < 0) return std::optional<RestoreProbe>();
+  return std::optional<RestoreProbe>(RestoreProbe{reply.slot.step, reply.report.from_layout});
+}
+
 Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
   Impl& d = *impl_;
   MutexLock lock(d.mu);
@@ -677,10 +695,16 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
   if (d.buffers.empty()) return Status::InvalidArgument("restore with no registered buffer");
   d.WaitIdleLocked(lock);
   const auto start = std::chrono::steady_clock::now();
+  local_proto::RestoreRequest request;
+  request.reshape = options.reshape;
+  request.remap_layout = options.remap_layout;
+  for (const auto& [name, segments] : options.remap) {
+    local_proto::BufferRemap b{name, {}};
+    for (const auto& seg : segments) b.segments.push_back({seg.src, seg.dst, seg.length});
+    request.remap.push_back(std::move(b));
+  }
   REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
-                        d.channel->Call(MessageType::kRestore,
-                                        local_proto::Encode(local_proto::RestoreRequest{
-                                            options.reshape}),
+                        d.channel->Call(MessageType::kRestore, local_proto::Encode(request),
                                         MessageType::kRestoreReply));
   local_proto::RestoreReply reply;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));

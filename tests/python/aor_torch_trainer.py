@@ -53,6 +53,8 @@ def main():
     owner = sys.argv[4] if len(sys.argv) > 4 else "torch"
     declare = {"auto": None, "lerp": True, "mul-add": False}[
         sys.argv[5] if len(sys.argv) > 5 else "auto"]
+    # "sharded": each shard declared as the rank's part of one global optimizer buffer.
+    sharded = len(sys.argv) > 6 and sys.argv[6] == "sharded"
     n = 4099  # odd: vector body and scalar tail on both sides
     gen = torch.Generator().manual_seed(7)
     master0 = torch.randn(dp * n, generator=gen) * 0.5
@@ -69,7 +71,9 @@ def main():
         opt.state[param] = {"step": torch.tensor(0.0), "exp_avg": flat[n:2 * n],
                             "exp_avg_sq": flat[2 * n:]}
         grad = np.zeros(dp * n, dtype=np.float32)
-        c.register("opt", flat, kind="unique", optimizer=True)
+        part = flat.numel() * flat.element_size()
+        c.register("opt", flat, kind="unique", optimizer=True,
+                   shard=(d * part, dp * part) if sharded else None)
         c.register("grad", grad, kind="gradient")
         ranks.append((c, flat, param, opt, grad))
     max_norm = 0.05 * math.sqrt(dp * n)

@@ -189,15 +189,17 @@ def test_aor_api_errors(daemon):
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
                     reason="ATen's portable kernels equal reft's AdamW bit for bit on x86-64")
-@pytest.mark.parametrize("owner,declare,exact", [
-    ("torch", "auto", True),       # torch.optim.AdamW of the installed torch, form detected
-    ("lerp-form", "lerp", True),   # torch >= 2.0's update (exp_avg.lerp_) on any torch
-    ("lerp-form", "mul-add", False),  # the control: a replay in the wrong form drifts
+@pytest.mark.parametrize("owner,declare,exact,layout", [
+    ("torch", "auto", True, "unique"),  # torch.optim.AdamW of the installed torch, form detected
+    ("lerp-form", "lerp", True, "unique"),  # torch >= 2.0's update (exp_avg.lerp_) on any torch
+    ("lerp-form", "mul-add", False, "unique"),  # the control: a wrong form's replay drifts
+    ("torch", "auto", True, "sharded"),  # shards declared as parts of one global buffer
 ])
-def test_aor_torch_owner_replayed_exactly(aor_daemon, owner, declare, exact):
+def test_aor_torch_owner_replayed_exactly(aor_daemon, owner, declare, exact, layout):
     """torch AdamW owners (ATen's portable kernels); reftd replays every step, copies at the
     first snapshot and at each resync (every 5 replays), and the resyncs find no difference,
-    unless the snapshots declared the wrong first-moment form."""
+    unless the snapshots declared the wrong first-moment form. Optimizer shards registered with
+    shard=(offset, total) (the reshapeable form) are replayed alike."""
     torch = pytest.importorskip("torch")
     if exact and int(torch.__version__.split(".")[0]) >= 2:
         # Seen on torch 2.11: 1 mismatch in 12 steps in both exact cases (docs/protection.md
@@ -206,7 +208,8 @@ def test_aor_torch_owner_replayed_exactly(aor_daemon, owner, declare, exact):
     sock, stats = aor_daemon
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aor_torch_trainer.py")
     env = dict(os.environ, ATEN_CPU_CAPABILITY="default")
-    trainer = subprocess.Popen([sys.executable, script, sock, "2", "12", owner, declare], env=env,
+    trainer = subprocess.Popen([sys.executable, script, sock, "2", "12", owner, declare, layout],
+                               env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         line = trainer.stdout.readline()

@@ -278,3 +278,128 @@ def test_reft_torch_restores_a_model_and_its_optimizer_into_another_dp():
         assert got["report"]["reshaped"] and got["report"]["from_layout"].startswith("dp=2"), got
         assert "param/0.weight" in got["report"]["filled"], got
         assert got["loss"] == got["loss"] and got["loss"] < 1e6, got  # finite
+
+
+def test_zero_redundancy_optimizer_dp4_to_dp3_restores_the_global_state_bit_for_bit():
+    """The GPT-like model under DP4 with a ZeroRedundancyOptimizer (AdamW) loses a node for good
+    and goes on with DP3: torch partitions the optimizer state by parameter, differently for 3
+    ranks, so every rank restores its new parameters' state from wherever DP4 saved it. The
+    assembled global state (model + every parameter's optimizer state, by name) equals the
+    uninterrupted run's at that step bit for bit, and training goes on tracking it."""
+    pytest.importorskip("torch")
+    import torch
+    from reft_cluster import free_port
+    last, more = 3, 3
+    with LocalCluster(nodes=4, config=CONFIG) as cluster:
+        nodes = cluster.nodes
+        script = os.path.join(HERE, "zero_reshape_trainer.py")
+
+        def launch(world, mode, port):
+            procs = []
+            for dp in range(world):
+                state = os.path.join(cluster.root, "state-%d-of-%d.pt" % (dp, world))
+                procs.append((state, subprocess.Popen(
+                    [sys.executable, script, "--socket", nodes[dp].socket, "--job", "zero",
+                     "--dp", str(dp), "--dp-size", str(world), "--master-port", str(port),
+                     "--state", state, "--more", str(more), *mode],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    env=dict(os.environ, PYTHONPATH=HERE + os.pathsep +
+                             os.environ.get("PYTHONPATH", "")))))
+            out = []
+            for state, p in procs:
+                stdout, stderr = p.communicate(timeout=300)
+                assert p.returncode == 0, stderr[-3000:]
+                out.append((torch.load(state), stdout.splitlines()))
+            return out
+
+        def merged(views):
+            """The global state from every rank's view: one model, each parameter's optimizer
+            state from the one rank that holds it."""
+            model, optim = views[0]["model"], {}
+            for v in views:
+                assert v["model"].keys() == model.keys()
+                assert all(torch.equal(v["model"][k], model[k]) for k in model)
+                assert not optim.keys() & v["optim"].keys(), "a parameter held twice"
+                optim.update(v["optim"])
+            return model, optim
+
+        def losses(lines):
+            return {int(s): float.fromhex(h) for w, s, h in
+                    (l.split() for l in lines if l.startswith("loss "))}
+
+        before = launch(4, ["--train", str(last)], free_port())
+        ref_model, ref_optim = merged([v for v, _ in before])
+        assert len(ref_optim) == len(ref_model) - 4  # every parameter (not the 4 masks)
+        reference = losses(before[0][1])
+
+        lose(nodes[3])
+        after = launch(3, ["--restore"], free_port())
+        assert all(("restored %d" % last) in lines for _, lines in after), after[0][1]
+        model, optim = merged([v for v, _ in after])
+        assert all(torch.equal(model[k], ref_model[k]) for k in ref_model)
+        assert optim.keys() == ref_optim.keys()
+        for name, st in ref_optim.items():
+            assert st.keys() == optim[name].keys(), name
+            for k, v in st.items():
+                assert torch.equal(optim[name][k], v), (name, k)
+        resumed = losses(after[0][1])
+        assert sorted(resumed) == list(range(last + 1, last + 1 + more))
+        for s, loss in resumed.items():
+            assert loss == loss and abs(loss - reference[s]) <= 1e-4 * abs(reference[s]), (
+                s, loss, reference[s])
+
+
+def test_a_remap_fills_scattered_ranges_only_for_the_probed_layout():
+    """restore(reshape=True, remap=...) on real reftd: the probe names the saved layout without
+    restoring; the remap takes the saved global buffer's parts in another order and zero-fills
+    what it does not cover; a remap computed for another layout is Busy; a remap that names a
+    buffer this trainer did not register, or a remap without reshape, is refused."""
+    import reft
+    part = 4096
+    with LocalCluster(nodes=1, config=CONFIG) as cluster:
+        sock = cluster.nodes[0].socket
+
+        def connect(dp, dp_size):
+            return reft.Client(socket=sock, job="remap", dp=dp, layout=reft.Layout(dp=dp_size),
+                               protection="none")
+
+        savers = [connect(d, 2) for d in range(2)]
+        for d, c in enumerate(savers):
+            c.register("s", bytearray(bytes([d + 1]) * part), kind="unique",
+                       shard=(d * part, 2 * part))
+            c.register("r", bytearray(b"r" * 64))
+        for c in savers:
+            c.snapshot(0)
+        for c in savers:
+            c.fence()
+        assert all(c.wait_committed(0, timeout=60) for c in savers)
+        for c in savers:
+            c.close()
+
+        with connect(0, 1) as c:
+            got = bytearray(3 * part)
+            r = bytearray(64)
+            c.register("s", got, kind="unique", shard=(0, 3 * part))
+            c.register("r", r)
+            seen = []
+
+            def remap(saved):
+                seen.append(saved)
+                # part 1 first, then part 0, then nothing (zeros)
+                return {"s": [(part, 0, part), (0, part, part)]}
+
+            with pytest.raises(reft.InvalidArgumentError, match="needs reshape"):
+                c.restore(remap=remap)
+            with pytest.raises(reft.InvalidArgumentError, match="needs reshape"):  # reftd's check
+                c._c.restore(False, "dp=2,tp=1,pp=1,zero=0", {"s": [(0, 0, 8)]})
+            with pytest.raises(reft.InvalidArgumentError, match="did not register"):
+                c.restore(reshape=True, remap=lambda saved: {"t": [(0, 0, 1)]})
+            got[:] = b"\xff" * len(got)
+            assert c.restore(reshape=True, remap=remap) == 0
+            assert seen[-1] == reft.Layout(dp=2, tp=1, pp=1, zero=0)
+            assert bytes(got) == b"\x02" * part + b"\x01" * part + bytes(part)
+            assert bytes(r) == b"r" * 64
+            assert c.last_restore["reshaped"] and c.last_restore["from_layout"].startswith("dp=2")
+            # Computed for another layout (what a newer step under another layout would mean).
+            with pytest.raises(reft.BusyError, match="probe again"):
+                c._c.restore(True, "dp=3,tp=1,pp=1,zero=0", {"s": [(0, 0, 8)]})

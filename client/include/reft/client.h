@@ -88,6 +88,25 @@ struct RestoreOptions {
   /// this rank's layout by global buffer names (docs/recovery.md "Reshape"); the same result
   /// as a plain restore when nothing changed.
   bool reshape = false;
+  /// With reshape: registered buffers filled from scattered ranges of the saved buffer of the
+  /// same name instead of by the sharding rule — state partitioned by parameter, such as a ZeRO
+  /// optimizer's, whose placement changes with the world size. Each segment copies bytes
+  /// [src, src+length) of the saved global buffer to `dst` bytes into the registered buffer;
+  /// bytes no segment covers are zero. Valid for the saved layout `remap_layout` only (what
+  /// ProbeRestore() returned); a newer step saved under another layout is Busy: probe again.
+  struct Segment {
+    uint64_t src = 0;
+    uint64_t dst = 0;
+    uint64_t length = 0;
+  };
+  std::string remap_layout;
+  std::map<std::string, std::vector<Segment>> remap;
+};
+
+/// \brief What a restore would restore (Client::ProbeRestore).
+struct RestoreProbe {
+  int64_t step = -1;
+  std::string saved_layout;  ///< JobLayout::ToString() of the layout the step was saved under
 };
 
 /// \brief One iteration's optimizer hyper-parameters (AdamW, torch.optim.AdamW semantics), sent
@@ -242,6 +261,10 @@ class REFT_CLIENT_API Client {
   /// \brief Restore() with options: `reshape` restores a step saved under another layout by
   /// global buffer names (the report's `untouched` buffers keep their bytes).
   Result<std::optional<int64_t>> Restore(const RestoreOptions& options);
+  /// \brief Takes the job-wide restore decision as Restore() does and returns the step it chose
+  /// and the layout that step was saved under, restoring nothing (nullopt: nothing committed).
+  /// A trainer whose state placement depends on the layout computes RestoreOptions::remap from it.
+  Result<std::optional<RestoreProbe>> ProbeRestore();
   /// \brief The report of the last Restore() that reached a decision; nullopt before one.
   std::optional<RestoreReport> LastRestore() const;
   /// \brief HAS hints (docs/has.md): the device is idle (pipeline bubble) from BubbleBegin()

@@ -77,12 +77,28 @@ typedef struct reft_buffer_options {
   uint64_t shard_total;
 } reft_buffer_options;
 
-/* Restore options, version 1. Call reft_restore_options_init() first, then set fields. */
+/* Bytes [src, src+length) of the saved global buffer `buffer` land at `dst` bytes into the
+ * registered buffer of that name (reft_restore_options.remap). */
+typedef struct reft_remap_segment {
+  const char* buffer;
+  uint64_t src;
+  uint64_t dst;
+  uint64_t length;
+} reft_remap_segment;
+
+/* Restore options, version 2. Call reft_restore_options_init() first, then set fields. */
 typedef struct reft_restore_options {
   uint32_t struct_size; /* sizeof(reft_restore_options) as compiled by the caller */
   /* 1: restore a step saved under another layout by global buffer names (docs/recovery.md
    * "Reshape"); 0: a layout change is REFT_INVALID_ARGUMENT naming both layouts. */
   int32_t reshape;
+  /* Version 2, with reshape: the buffers the segments name are filled from those ranges of the
+   * saved buffer of the same name instead of by the sharding rule, their other bytes zeroed
+   * (state partitioned by parameter, like a ZeRO optimizer's). Valid for the saved layout
+   * `remap_layout` that reft_probe_restore returned; another one is REFT_BUSY: probe again. */
+  const char* remap_layout;
+  const reft_remap_segment* remap;
+  uint32_t remap_count;
 } reft_restore_options;
 
 /* What the handle's last restore did (LastRestore() of the C++ API), version 1. Call
@@ -160,6 +176,11 @@ REFT_C_API int reft_restore(reft_client* c, int64_t* step);
 /* reft_restore with options (NULL = defaults). After a reshape, *reshaped (may be NULL) = 1. */
 REFT_C_API int reft_restore_ex(reft_client* c, const reft_restore_options* options, int64_t* step,
                                int* reshaped);
+/* The job-wide restore decision without restoring: *step = the step a restore would restore (-1:
+ * none) and saved_layout (NUL-terminated, truncated to saved_layout_size) = the layout it was
+ * saved under, "dp=4,tp=1,pp=1,zero=1". */
+REFT_C_API int reft_probe_restore(reft_client* c, int64_t* step, char* saved_layout,
+                                  size_t saved_layout_size);
 /* The report of this handle's last successful restore; REFT_NOT_FOUND before one. */
 REFT_C_API int reft_last_restore(reft_client* c, reft_restore_report* report);
 /* Closes and frees the handle (NULL is ignored); returns the last snapshot's error, if any. */

@@ -136,6 +136,12 @@ class Layout:
     zero: int = 0
 
 
+def _parse_layout(text):
+    """reft.Layout from reftd's "dp=4,tp=1,pp=1,zero=1"."""
+    fields = dict(kv.split("=", 1) for kv in text.split(","))
+    return Layout(**{k: int(v) for k, v in fields.items() if k in ("dp", "tp", "pp", "zero")})
+
+
 @_dataclass(frozen=True)
 class OptimizerStep:
     """One iteration's AdamW hyper-parameters (torch.optim.AdamW semantics), sent with
@@ -221,6 +227,8 @@ class Client:
         self._buffers = []  # keeps registered objects alive while the daemon may copy them
         self._streams = _device.StreamTracker()
         self._torch_stager = None  # CUDA/ROCm tensors staged by torch (libreft lacks the backend)
+        self.layout = layout
+        self.coordinates = Layout(dp=int(dp), tp=int(tp), pp=int(pp), zero=layout.zero)
         self._c = _reft._Client(str(socket), str(job), int(pp), int(tp), int(dp), int(layout.dp),
                                 int(layout.tp), int(layout.pp), int(layout.zero),
                                 str(protection), int(timeout * 1000))
@@ -382,18 +390,48 @@ class Client:
         """True once `step` is committed job-wide; False when `timeout` seconds pass."""
         return self._c.wait_committed(int(step), None if timeout is None else float(timeout))
 
-    def restore(self, reshape=False):
+    def restore(self, reshape=False, remap=None):
         """Fills the registered buffers from the newest committed step; returns it, or None.
         Waits first for the work queued on the devices' current streams (it may still use the
         buffers). A step saved under another layout raises InvalidArgumentError naming both
         layouts, unless reshape=True: then every buffer is found by its global name wherever the
         old layout saved it (docs/recovery.md "Reshape"); unique buffers without a shard whose
-        coordinates the old layout lacks keep their bytes (last_restore["untouched"])."""
+        coordinates the old layout lacks keep their bytes (last_restore["untouched"]).
+
+        remap (with reshape=True), for state whose placement depends on the layout (a ZeRO
+        optimizer partitioned by parameter): a callable given the reft.Layout the chosen step was
+        saved under, returning None (nothing to remap) or {buffer name: [(src, dst, length),
+        ...]}: bytes [src, src+length) of the saved global buffer of that name go to `dst` bytes
+        into the registered one, bytes no segment covers become zero. The restore is probed
+        first (the job-wide decision, nothing copied) to learn that layout; should a newer step
+        saved under yet another layout be chosen in between, it is probed again."""
         self._streams.synchronize()
-        step = self._c.restore(bool(reshape))
+        if remap is None:
+            step = self._c.restore(bool(reshape))
+        elif not reshape:
+            raise InvalidArgumentError("remap needs reshape=True")
+        else:
+            step = self._restore_remapped(remap)
         if step is not None and self._torch_stager is not None:
             self._torch_stager.unstage()
         return step
+
+    def _restore_remapped(self, remap, attempts=3):
+        for attempt in range(attempts):
+            probed = self._c.probe_restore()
+            if probed is None:
+                return self._c.restore(True)  # nothing committed: a fresh start
+            saved = _parse_layout(probed[1])
+            segments = remap(saved)
+            if not segments:
+                return self._c.restore(True)
+            segments = {str(name): [(int(a), int(b), int(n)) for a, b, n in segs]
+                        for name, segs in segments.items()}
+            try:
+                return self._c.restore(True, probed[1], segments)
+            except BusyError:  # a newer step under another layout was chosen meanwhile
+                if attempt + 1 == attempts:
+                    raise
 
     def close(self):
         self._c.close()

@@ -87,34 +87,60 @@ def _names(keys):
     return out
 
 
+def flat_layout(specs):
+    """Where the state tensors of parameters with state `specs` (one list of (key, shape, dtype,
+    device) per parameter, in the local optimizer's order) live: ({(dtype, device): numel of its
+    flat}, {(dtype, device): flat name}, per parameter [(key, flat name, offset, numel)])."""
+    sizes, placed = {}, []
+    for spec in specs:
+        entries = []
+        for key, shape, dtype, device in spec:
+            numel = torch.Size(shape).numel()
+            offset = sizes.get((dtype, device), 0)
+            sizes[(dtype, device)] = offset + numel
+            entries.append((key, (dtype, device), offset, numel))
+        placed.append(entries)
+    sizes = {key: n for key, n in sizes.items() if n > 0}
+    names = _names(sizes)
+    return sizes, names, [[(k, names.get(where), o, n) for k, where, o, n in entries]
+                          for entries in placed]
+
+
+def spec_of(optimizer, group, p, where="the Checkpointer"):
+    """The state layout of parameter `p` of `group`: its live state, else the state torch's
+    first step will create; InvalidArgumentError for an optimizer whose layout reft does not
+    know before its first step."""
+    live = optimizer.state.get(p)
+    spec = _spec_of(live) if live else _predicted_spec(optimizer, group, p)
+    if spec is None:
+        from . import InvalidArgumentError
+        raise InvalidArgumentError(
+            "%s has no state for a parameter yet, and reft.torch does not know its layout: run "
+            "one optimizer step before creating %s" % (type(optimizer).__name__, where))
+    return spec
+
+
 class FlatOptimizerState:
     def __init__(self, optimizer, agree=None):
         self.optimizer = optimizer
         self.readoptions = 0
         self._slots = []  # per parameter: (param, [_Entry])
-        sizes = {}
-        for gi, group in enumerate(optimizer.param_groups):
-            for pi, p in enumerate(group["params"]):
-                live = optimizer.state.get(p)
-                spec = _spec_of(live) if live else _predicted_spec(optimizer, group, p)
-                if spec is None:
-                    from . import InvalidArgumentError
-                    raise InvalidArgumentError(
-                        "%s has no state for parameter %d of group %d yet, and reft.torch does "
-                        "not know its layout: run one optimizer step before creating the "
-                        "Checkpointer" % (type(optimizer).__name__, pi, gi))
-                entries = [_Entry(*s) for s in spec]
-                for e in entries:
-                    key = (e.dtype, e.device)
-                    e.offset = sizes.get(key, 0)
-                    sizes[key] = e.offset + e.numel
-                self._slots.append((p, entries))
-        sizes = {key: n for key, n in sizes.items() if n > 0}
-        names = _names(sizes)
+        params = [(group, p) for group in optimizer.param_groups for p in group["params"]]
+        specs = [spec_of(optimizer, group, p) for group, p in params]
+        sizes, names, placed = flat_layout(specs)
+        for (_, p), spec, where in zip(params, specs, placed):
+            entries = [_Entry(*s) for s in spec]
+            for e, (_, _, offset, _) in zip(entries, where):
+                e.offset = offset
+            self._slots.append((p, entries))
+        self.placement = placed  # per slot [(key, flat name, offset, numel)] (reft._zero)
         want = {names[key]: (n, key[0]) for key, n in sizes.items()}
         want["present"] = (len(self._slots), torch.uint8)
         if agree is not None:
             want = agree(want)
+        # Element counts of the registered buffers ("present" at least one byte).
+        self.agreed = {name: n for name, (n, _) in want.items()}
+        self.agreed["present"] = max(self.agreed["present"], 1)
         self.flats = {key: torch.zeros(want[names[key]][0], dtype=key[0], device=key[1])
                       for key in sizes}
         for _, entries in self._slots:

@@ -14,15 +14,16 @@ gathers nothing and a restore writes the state straight back. CPU, CUDA and ROCm
 all taken (reftd pulls device memory itself). Persistent module buffers (BatchNorm running
 statistics) change during the forward pass, which runs while the copy is in flight, so they are
 snapshotted from a shadow copy refreshed by snapshot() (small; queued on the current stream).
-ZeroRedundancyOptimizer: its local shard's state is registered as kind "unique", padded to the
-same buffers on every rank (agreed once, over the optimizer's process group).
+ZeroRedundancyOptimizer: its local shard's state is laid out in flats padded to the same size on
+every rank (agreed once, over the optimizer's process group) and registered as the dp-ordered
+parts of one global buffer per flat.
 Reshape (restore(reshape=True), docs/recovery.md "Reshape"): parameters and persistent buffers
 are registered under their module names ("param/<name>", "buffer/<name>"), which do not depend
 on the layout, so a job that restarts with another dp restores them by name. The optimizer
 state of a plain optimizer is replicated and reshapes the same way. A ZeroRedundancyOptimizer's
-state is partitioned by parameter (torch's partition changes with the world size), which the
-equal dp-ordered parts of a sharded buffer cannot describe: a reshape across another dp restores
-the model but raises UnsupportedError for the optimizer state (not reshaped yet).
+state is partitioned by parameter, and torch's partition changes with the world size: the
+restarted rank computes where each of its parameters' state was saved and restores exactly
+those ranges (reft._zero), checked against a digest of the saved placement.
 PipelineBubbles sends HAS hints from a pipeline schedule (reft._bubbles).
 """
 
@@ -30,12 +31,13 @@ import torch as _torch
 
 from ._bubbles import PipelineBubbles
 from ._optim_state import FlatOptimizerState
+from ._zero import PLACEMENT, ZeroState
 
 __all__ = ["Checkpointer", "PipelineBubbles"]
 
 
 def _local_optimizer(optimizer):
-    """(optimizer whose state to keep, the agreement on buffer sizes for a ZeRO shard or None)."""
+    """(optimizer whose state to keep, the ZeroRedundancyOptimizer around it or None)."""
     try:
         from torch.distributed.optim import ZeroRedundancyOptimizer
     except ImportError:  # pragma: no cover - torch without distributed
@@ -45,7 +47,7 @@ def _local_optimizer(optimizer):
             from . import UnsupportedError
             raise UnsupportedError("ZeroRedundancyOptimizer(overlap_with_ddp=True) builds its "
                                    "local optimizer during training; reft.torch needs it first")
-        return optimizer.optim, lambda sizes: _largest_across(optimizer.process_group, sizes)
+        return optimizer.optim, optimizer
     return optimizer, None
 
 
@@ -88,20 +90,27 @@ class Checkpointer:
             self._shadows.append((b, shadow))
             self._register("buffer/" + name, shadow, kind)
         self.state = None
-        self._zero_dp = None  # the optimizer's world size when it is a ZeroRedundancyOptimizer
+        self._zero = None  # ZeroState when the optimizer is a ZeroRedundancyOptimizer
         if optimizer is not None:
-            local, agree = _local_optimizer(optimizer)
-            if agree is not None:
-                import torch.distributed as dist
-                self._zero_dp = dist.get_world_size(optimizer.process_group)
+            local, zero = _local_optimizer(optimizer)
+            agree = None
+            if zero is not None:
+                self._zero = ZeroState(zero, client)
+                agree = lambda sizes: _largest_across(zero.process_group, sizes)  # noqa: E731
             self.state = FlatOptimizerState(local, agree)
-            for name, flat in self.state.named_buffers():
-                self._register("optim/" + name, flat, "unique" if agree else kind)
+            if self._zero is None:
+                for name, flat in self.state.named_buffers():
+                    self._register("optim/" + name, flat, kind)
+            else:
+                self._zero.bind(self.state, self.state.agreed)
+                for name, flat in self.state.named_buffers():
+                    self._register("optim/" + name, flat, "unique", shard=self._zero.shard(name))
+                self._register("optim/" + PLACEMENT, self._zero.digest, "replicated")
 
-    def _register(self, name, tensor, kind):
+    def _register(self, name, tensor, kind, shard=None):
         if not tensor.is_contiguous():
             raise ValueError("tensor %s is not contiguous" % name)
-        self.client.register(name, tensor, kind=kind)
+        self.client.register(name, tensor, kind=kind, shard=shard)
 
     @property
     def optimizer_buffers(self):
@@ -125,24 +134,19 @@ class Checkpointer:
 
     def restore(self, reshape=False):
         """Restores the newest committed step into the model and optimizer; returns it or None.
-        reshape=True restores a step saved under another layout by the buffers' names (see the
-        module docstring for what a ZeroRedundancyOptimizer's state allows)."""
+        reshape=True restores a step saved under another layout by the buffers' names, a
+        ZeroRedundancyOptimizer's state by its parameters (see the module docstring)."""
         with _torch.no_grad():
-            step = self.client.restore(reshape=reshape)
+            remap = self._zero.remap if reshape and self._zero is not None else None
+            if self._zero is not None and remap is None:
+                self._zero.expected = self._zero.current  # same layout: same placement
+            step = self.client.restore(reshape=reshape, remap=remap)
             if step is None:
                 return None
             for live, shadow in self._shadows:
                 live.copy_(shadow)
-            report = self.client.last_restore or {}
-            if report.get("reshaped") and self._zero_dp is not None:
-                saved_dp = dict(kv.split("=") for kv in report["from_layout"].split(","))["dp"]
-                if int(saved_dp) != self._zero_dp:
-                    from . import UnsupportedError
-                    raise UnsupportedError(
-                        "step %d was saved with dp=%s; the ZeroRedundancyOptimizer state is "
-                        "partitioned by parameter for that world size and cannot be reshaped "
-                        "into dp=%d yet (the model's parameters were restored, the optimizer "
-                        "state was not)" % (step, saved_dp, self._zero_dp))
+            if self._zero is not None:
+                self._zero.check_restored(step)
             if self.state is not None:
                 self.state.restored()
         return step

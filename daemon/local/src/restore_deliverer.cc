@@ -36,6 +36,10 @@ Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreReq
   report.filled = restored.filled;
   report.untouched = restored.untouched;
   if (restored.step < 0) return Status::OK();
+  if (request.probe) {  // the decision and the saved layout only: nothing to deliver
+    restore_reply->slot.step = restored.step;
+    return Status::OK();
+  }
   // Buffers a reshape left untouched keep the trainer's bytes: nothing is delivered for them.
   auto untouched = [&](const SessionBuffers::Buffer& b) {
     return std::find(restored.untouched.begin(), restored.untouched.end(), b.reg.name) !=

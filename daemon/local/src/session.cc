@@ -251,8 +251,20 @@ Status Session::HandleRestore(const Frame& f) {
   local_proto::RestoreReply reply;
   UniqueFd fd;
   int64_t epoch = 0;
-  REFT_RETURN_NOT_OK(
-      deliverer_.Deliver(*meta, RestoreRequest{request.reshape}, &reply, &fd, &epoch));
+  if (!request.remap.empty() && (!request.reshape || request.probe)) {
+    return Status::InvalidArgument(request.probe ? "a restore probe takes no remap"
+                                                 : "a remap needs reshape=true");
+  }
+  RestoreRequest wanted;
+  wanted.reshape = request.reshape;
+  wanted.probe = request.probe;
+  wanted.remap_layout = request.remap_layout;
+  for (auto& b : request.remap) {
+    auto [at, added] = wanted.remap.emplace(b.name, std::vector<RestoreRequest::Segment>{});
+    if (!added) return Status::InvalidArgument("remap names buffer '" + b.name + "' twice");
+    for (const auto& s : b.segments) at->second.push_back({s.src, s.dst, s.length});
+  }
+  REFT_RETURN_NOT_OK(deliverer_.Deliver(*meta, wanted, &reply, &fd, &epoch));
   writer_.SetEpoch(epoch);
   std::vector<int> fds;
   if (fd.valid()) fds.push_back(fd.get());

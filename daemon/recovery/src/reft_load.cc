@@ -178,9 +178,22 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
         meta.layout.ToString() +
         ": restore with reshape=True (RestoreOptions::reshape) to restore it into the new layout");
   }
-  if (!(saved_layout == meta.layout) || (request.reshape && !diff.empty())) {
+  if (request.probe) {
+    local::RestoredState probed;
+    probed.step = step;
+    probed.source = "memory";
+    probed.reshaped = !(saved_layout == meta.layout);
+    probed.from_layout = saved_layout.ToString();
+    probed.detail = "probe: step " + std::to_string(step) + " was saved under layout " +
+                    probed.from_layout;
+    stats->detail = probed.detail;
     stats->locate = Clock::now() - start;
-    return ReshapeImpl(meta, step, view, stats, progress, deadline);
+    return probed;
+  }
+  if (!(saved_layout == meta.layout) || (request.reshape && !diff.empty()) ||
+      !request.remap.empty()) {
+    stats->locate = Clock::now() - start;
+    return ReshapeImpl(meta, step, view, request, stats, progress, deadline);
   }
   if (!own_group) return lost_group();
   if (!diff.empty()) {
@@ -254,7 +267,9 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
 }
 
 Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta, int64_t step,
-                                                   const ClusterView& view, RestoreStats* stats,
+                                                   const ClusterView& view,
+                                                   const local::RestoreRequest& request,
+                                                   RestoreStats* stats,
                                                    const ProgressCallback& progress,
                                                    Clock::time_point deadline) {
   if (progress) {
@@ -267,7 +282,7 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
   auto r = ReshapeRank(meta, *catalog, [&](const std::vector<RangeRequest>& requests,
                                             std::string* detail) {
     return AssembleRanges(*catalog, view, &fetcher, requests, stats, deadline, detail);
-  });
+  }, request);
   if (!r.ok()) return LostOrUndecided(r.status(), view);
   r->source = "memory";
   stats->detail = r->detail;

@@ -82,11 +82,26 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     }
     // A step persisted under another layout: reshaped by name when the trainer asked for it.
     std::optional<JobLayout> saved;
-    if (request.reshape) {
+    if (request.reshape || request.probe) {
       auto l = PersistedLayout(tier->get(), job, step);
       if (l.ok() && !(*l == layout)) saved = *l;
     }
-    auto r = saved ? ReshapeFromTier(tier->get(), meta, step, *saved, stats)
+    if (request.probe) {
+      if (coordinator->Generation(job).generation != gen) {
+        return std::optional<local::RestoredState>();
+      }
+      local::RestoredState probed;
+      probed.step = step;
+      probed.source = "tier";
+      probed.reshaped = saved.has_value();
+      probed.from_layout = (saved ? *saved : layout).ToString();
+      probed.detail = detail + "; probe: saved under layout " + probed.from_layout;
+      stats->step = step;
+      stats->detail = probed.detail;
+      return std::optional<local::RestoredState>(std::move(probed));
+    }
+    if (!request.remap.empty() && !saved) saved = layout;  // scattered ranges: by name
+    auto r = saved ? ReshapeFromTier(tier->get(), meta, step, *saved, request, stats)
                    : RestoreFromTier(tier->get(), meta, step, options_.piece_bytes, stats,
                                      progress);
     if (!r.ok()) {

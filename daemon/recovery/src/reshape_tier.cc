@@ -62,7 +62,9 @@ Result<JobLayout> PersistedLayout(persist::PersistentTier* tier, const std::stri
 
 Result<local::RestoredState> ReshapeFromTier(persist::PersistentTier* tier,
                                              const protect::SlotMeta& meta, int64_t step,
-                                             const JobLayout& saved, RestoreStats* stats) {
+                                             const JobLayout& saved,
+                                             const local::RestoreRequest& request,
+                                             RestoreStats* stats) {
   RankFiles files(tier, meta.job, step);
   StepCatalog catalog;
   catalog.job = meta.job;
@@ -133,7 +135,7 @@ Result<local::RestoredState> ReshapeFromTier(persist::PersistentTier* tier,
               std::to_string(step) + " in " + tier->options().dir;
     return Status::OK();
   };
-  REFT_ASSIGN_OR_RETURN(local::RestoredState out, ReshapeRank(meta, catalog, assemble));
+  REFT_ASSIGN_OR_RETURN(local::RestoredState out, ReshapeRank(meta, catalog, assemble, request));
   out.source = "tier";
   return out;
 }

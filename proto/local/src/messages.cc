@@ -240,8 +240,10 @@ std::vector<uint8_t> Encode(const RestoreReply& m) {
   w.U64(m.report.daemon_ns);
   w.Bytes(m.report.agreement);
   w.Bytes(m.report.detail);
-  if (m.report.reshaped) {  // optional trailer: older clients never see it
-    w.U8(1);
+  // Optional trailer, older clients never see it: 1 = reshaped, 2 = only the saved layout (a
+  // probe of a step saved under the trainer's own layout).
+  if (m.report.reshaped || !m.report.from_layout.empty()) {
+    w.U8(m.report.reshaped ? 1 : 2);
     w.Bytes(m.report.from_layout);
     for (const auto* names : {&m.report.filled, &m.report.untouched}) {
       w.U32(static_cast<uint32_t>(names->size()));
@@ -251,20 +253,62 @@ std::vector<uint8_t> Encode(const RestoreReply& m) {
   return w.Take();
 }
 
+namespace {
+constexpr uint8_t kRestoreReshape = 1, kRestoreProbe = 2, kRestoreRemap = 4;
+}  // namespace
+
 std::vector<uint8_t> Encode(const RestoreRequest& m) {
   Writer w;
-  if (m.reshape) w.U8(1);  // the default request stays empty (older daemons accept it)
+  const bool remap = !m.remap.empty();
+  const uint8_t flags = (m.reshape ? kRestoreReshape : 0) | (m.probe ? kRestoreProbe : 0) |
+                        (remap ? kRestoreRemap : 0);
+  if (flags == 0) return w.Take();  // the default request stays empty (older daemons accept it)
+  w.U8(flags);
+  if (remap) {
+    w.Bytes(m.remap_layout);
+    w.U32(static_cast<uint32_t>(m.remap.size()));
+    for (const auto& b : m.remap) {
+      w.Bytes(b.name);
+      w.U32(static_cast<uint32_t>(b.segments.size()));
+      for (const auto& s : b.segments) {
+        w.U64(s.src);
+        w.U64(s.dst);
+        w.U64(s.length);
+      }
+    }
+  }
   return w.Take();
 }
 
-Status Decode(const std::vector<uint8_t>& p, const Limits&, RestoreRequest* m) {
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreRequest* m) {
   Reader r = MakeReader(p);
-  m->reshape = false;
+  *m = RestoreRequest{};
   if (r.left() > 0) {
-    uint8_t reshape = 0;
-    REFT_RETURN_NOT_OK(r.U8(&reshape, "reshape"));
-    if (reshape > 1) return Status::Protocol("restore: reshape must be 0 or 1");
-    m->reshape = reshape == 1;
+    uint8_t flags = 0;
+    REFT_RETURN_NOT_OK(r.U8(&flags, "flags"));
+    if (flags & ~(kRestoreReshape | kRestoreProbe | kRestoreRemap)) {
+      return Status::Protocol("restore: unknown flags " + std::to_string(flags));
+    }
+    m->reshape = flags & kRestoreReshape;
+    m->probe = flags & kRestoreProbe;
+    if (flags & kRestoreRemap) {
+      REFT_RETURN_NOT_OK(r.Bytes(&m->remap_layout, l.max_string_bytes, "remap_layout"));
+      uint32_t n = 0;
+      REFT_RETURN_NOT_OK(r.Count(&n, l.max_buffers, 8, "remap"));
+      if (n == 0) return Status::Protocol("restore: an empty remap trailer is encoded");
+      m->remap.resize(n);
+      for (auto& b : m->remap) {
+        REFT_RETURN_NOT_OK(r.Bytes(&b.name, l.max_name_bytes, "remap.name"));
+        uint32_t segments = 0;
+        REFT_RETURN_NOT_OK(r.Count(&segments, UINT32_MAX, 24, "remap.segments"));
+        b.segments.resize(segments);
+        for (auto& s : b.segments) {
+          REFT_RETURN_NOT_OK(r.U64(&s.src, "remap.src"));
+          REFT_RETURN_NOT_OK(r.U64(&s.dst, "remap.dst"));
+          REFT_RETURN_NOT_OK(r.U64(&s.length, "remap.length"));
+        }
+      }
+    }
   }
   return r.Finish("restore");
 }
@@ -343,8 +387,10 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreReply* m) {
   if (r.left() > 0) {
     uint8_t reshaped = 0;
     REFT_RETURN_NOT_OK(r.U8(&reshaped, "report.reshaped"));
-    if (reshaped != 1) return Status::Protocol("restore reply: reshape trailer must say 1");
-    m->report.reshaped = true;
+    if (reshaped != 1 && reshaped != 2) {
+      return Status::Protocol("restore reply: reshape trailer must say 1 or 2");
+    }
+    m->report.reshaped = reshaped == 1;
     REFT_RETURN_NOT_OK(r.Bytes(&m->report.from_layout, l.max_string_bytes, "report.from_layout"));
     for (auto* names : {&m->report.filled, &m->report.untouched}) {
       uint32_t n = 0;

@@ -112,8 +112,37 @@ TEST_CASE("messages round-trip through the codec") {
   req.reshape = true;
   REQUIRE(Decode(Encode(req), l, &req2).ok());
   CHECK(req2.reshape);
-  CHECK(!Decode(std::vector<uint8_t>{2}, l, &req2).ok());
+  CHECK(!req2.probe);
+  CHECK(!Decode(std::vector<uint8_t>{8}, l, &req2).ok());  // an unknown flag
   CHECK(!Decode(std::vector<uint8_t>{1, 0}, l, &req2).ok());
+  RestoreRequest probe;
+  probe.reshape = probe.probe = true;
+  REQUIRE(Decode(Encode(probe), l, &req2).ok());
+  CHECK((req2.reshape && req2.probe && req2.remap.empty()));
+
+  // A remap: the layout it was computed for, then per buffer its segments.
+  req.remap_layout = "dp=4,tp=1,pp=1,zero=1";
+  req.remap = {{"optim/float32/cpu", {{96, 0, 32}, {0, 32, 8}}}, {"optim/present", {}}};
+  REQUIRE(Decode(Encode(req), l, &req2).ok());
+  CHECK(req2.remap_layout == req.remap_layout);
+  REQUIRE(req2.remap.size() == 2);
+  CHECK(req2.remap[0].name == "optim/float32/cpu");
+  REQUIRE(req2.remap[0].segments.size() == 2);
+  CHECK((req2.remap[0].segments[0].src == 96 && req2.remap[0].segments[0].dst == 0 &&
+         req2.remap[0].segments[0].length == 32));
+  CHECK((req2.remap[0].segments[1].src == 0 && req2.remap[0].segments[1].dst == 32));
+  CHECK((req2.remap[1].name == "optim/present" && req2.remap[1].segments.empty()));
+  // A remap whose segment count promises more bytes than the message has is refused before
+  // anything is allocated, and so is a truncated segment.
+  auto bytes = Encode(req);
+  auto lying = bytes;
+  const size_t count_at = 1 + 4 + req.remap_layout.size() + 4 + 4 + req.remap[0].name.size();
+  lying[count_at + 3] = 0x7f;  // u32 little-endian: ~2^31 segments
+  CHECK(Decode(lying, l, &req2).code() == StatusCode::kProtocol);
+  bytes.pop_back();
+  CHECK(Decode(bytes, l, &req2).code() == StatusCode::kProtocol);
+  std::vector<uint8_t> empty_trailer = {4, 0, 0, 0, 0, 0, 0, 0, 0};  // layout "", 0 buffers
+  CHECK(Decode(empty_trailer, l, &req2).code() == StatusCode::kProtocol);
 
   // A restore reply is not a slot reply with a trailer: each decoder refuses the other.
   CHECK(!Decode(Encode(rr), l, &s2).ok());

@@ -136,7 +136,9 @@ class ReftLoad final : public local::RestoreProvider {
                                            const local::RestoreRequest& request);
   /// The rank's state by global names from `step`, saved under another layout (reshape.h).
   Result<local::RestoredState> ReshapeImpl(const protect::SlotMeta& meta, int64_t step,
-                                           const ClusterView& view, RestoreStats* stats,
+                                           const ClusterView& view,
+                                           const local::RestoreRequest& request,
+                                           RestoreStats* stats,
                                            const ProgressCallback& progress,
                                            std::chrono::steady_clock::time_point deadline);
   Result<RebuildReport> RebuildImpl(const std::string& job, const ProgressCallback& progress);

@@ -122,9 +122,21 @@ using RangeAssembler =
 /// \brief The state of the rank `meta` describes (a rank of a new layout) from the saved step:
 /// every replicated buffer by name, every sharded buffer's range from the overlapping saved
 /// parts, unique buffers without a shard only at the same (pp, tp, dp) (else listed as
-/// untouched), the bytes from `assemble`. InvalidArgument when a needed name is missing or its
-/// size/dtype/shard total differs from the saved one. `source` is not set.
+/// untouched), the bytes from `assemble`. A buffer `request.remap` names is filled from the
+/// listed ranges of the saved (replicated or sharded) buffer of its name instead, the rest of
+/// it zero (RemapRanges). InvalidArgument when a needed name is missing or its size/dtype/shard
+/// total differs from the saved one; Busy when the remap was computed for another saved layout
+/// than the step's. `source` is not set.
 Result<local::RestoredState> ReshapeRank(const protect::SlotMeta& meta, const StepCatalog& catalog,
-                                         const RangeAssembler& assemble);
+                                         const RangeAssembler& assemble,
+                                         const local::RestoreRequest& request = {});
+
+/// \brief The range requests that fill registered buffer `want` (its bytes at `dst`) from the
+/// `segments` of saved buffer `saved`: sorted by destination, adjacent ones merged. Invalid-
+/// Argument naming the segment when one leaves either buffer or two overlap in `want`, or when
+/// the saved buffer is per rank (unique without a shard) or of another dtype.
+Result<std::vector<RangeRequest>> RemapRanges(
+    const protect::BufferSpec& want, const SavedBuffer& saved,
+    std::vector<local::RestoreRequest::Segment> segments, int tp, uint8_t* dst);
 
 }  // namespace reft::recovery

@@ -23,6 +23,8 @@ Result<JobLayout> PersistedLayout(persist::PersistentTier* tier, const std::stri
 /// source "tier". Lost naming a missing rank file; Corrupted naming file, region and chunk.
 Result<local::RestoredState> ReshapeFromTier(persist::PersistentTier* tier,
                                              const protect::SlotMeta& meta, int64_t step,
-                                             const JobLayout& saved, RestoreStats* stats);
+                                             const JobLayout& saved,
+                                             const local::RestoreRequest& request,
+                                             RestoreStats* stats);
 
 }  // namespace reft::recovery

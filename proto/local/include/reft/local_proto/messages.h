@@ -151,9 +151,34 @@ struct RestoreReport {
   std::vector<std::string> filled;
   std::vector<std::string> untouched;
 };
-/// Restore (client -> daemon). Empty payload = {reshape: false}, what older clients send.
+/// Bytes [src, src+length) of the saved global buffer land at `dst` bytes into the registered
+/// buffer (RestoreRequest::remap).
+struct RemapSegment {
+  uint64_t src = 0;
+  uint64_t dst = 0;
+  uint64_t length = 0;
+};
+/// One registered buffer restored from scattered ranges of the saved buffer of the same name.
+struct BufferRemap {
+  std::string name;
+  std::vector<RemapSegment> segments;  ///< empty = the buffer is zero-filled
+};
+/// Restore (client -> daemon). Empty payload = {reshape: false}, what older clients send;
+/// otherwise one flags byte (bit 0 reshape, bit 1 probe, bit 2 a remap trailer follows: the
+/// layout it was computed for, u32 buffer count, per buffer its name, u32 segment count and
+/// the segments as three u64 each).
 struct RestoreRequest {
   bool reshape = false;  ///< restore a step saved under another layout by global names
+  /// Take the job-wide decision and report the step and the layout it was saved under
+  /// (RestoreReport::from_layout, always set), but deliver no bytes.
+  bool probe = false;
+  /// Reshape: these buffers are filled from the listed ranges of the saved buffer of their
+  /// name instead of by the sharding rule (e.g. an optimizer state partitioned by parameter,
+  /// whose placement changes with the world size). Valid only for the saved layout
+  /// `remap_layout` (a probe's from_layout); a newer step saved under another one is refused
+  /// with Busy, and the trainer probes again.
+  std::string remap_layout;
+  std::vector<BufferRemap> remap;
 };
 /// RestoreReply: the restored bytes (SlotReply without a gradient trailer) and the report.
 struct RestoreReply {

@@ -69,6 +69,19 @@ struct RestoreRequest {
   /// buffers' global names (docs/recovery.md "Reshape"). Without it a layout change is an
   /// InvalidArgument naming both layouts.
   bool reshape = false;
+  /// Take the job-wide decision and say which step it chose and the layout that step was saved
+  /// under (RestoredState::step, from_layout), assembling nothing (fd invalid, no offsets).
+  bool probe = false;
+  /// Reshape: registered buffer name -> the ranges of the saved buffer of that name it is filled
+  /// from (bytes not covered are zero), instead of the sharding rule. Computed by the trainer
+  /// for the saved layout `remap_layout`; another one is Busy (probe again).
+  struct Segment {
+    uint64_t src = 0;  ///< offset in the saved (global) buffer
+    uint64_t dst = 0;  ///< offset in the registered buffer
+    uint64_t length = 0;
+  };
+  std::string remap_layout;
+  std::map<std::string, std::vector<Segment>> remap;
 };
 
 class RestoreProvider {
