@@ -291,6 +291,34 @@ TEST_CASE("etcd coordination: a job restarts at another scale the moment its tra
   REQUIRE(reft::testing::Eventually([&] { return c.co(1)->JoinedNode(Rank(0, 0)) == "n0"; }, 5s));
 }
 
+TEST_CASE("etcd coordination: stages that give one replicated name two shapes are refused",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  const JobLayout pp2{/*dp=*/1, /*tp=*/2, /*pp=*/2, /*zero=*/0};
+  const store::RankKey first{"tied", 0, 0, 0}, last{"tied", 1, 0, 0}, other_tp{"tied", 1, 1, 0};
+  REQUIRE(c.co(0)->Join(first, pp2).ok());
+  REQUIRE(c.co(1)->Join(last, pp2).ok());
+  REQUIRE(c.co(2)->Join(other_tp, pp2).ok());
+  const local::ReplicatedBuffers embed{{"embed", "float32", 4096}, {"norm.0", "float32", 64}};
+  REQUIRE(c.co(0)->DeclareReplicated(first, embed).ok());
+  // Tied embeddings: the same tensor on the last stage is fine, and a stage's own names too.
+  CHECK(c.co(1)->DeclareReplicated(last, {{"embed", "float32", 4096}, {"head", "f", 8}}).ok());
+  // Another size, or another dtype, of the same name on another stage: refused, both named.
+  Status size = c.co(1)->DeclareReplicated(last, {{"embed", "float32", 2048}});
+  CHECK(size.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(size.message(), Catch::Contains("'embed' is 2048 bytes of float32 on stage pp1-tp0") &&
+                                 Catch::Contains("4096 bytes of float32 on stage pp0-tp0"));
+  Status dtype = c.co(1)->DeclareReplicated(last, {{"embed", "bfloat16", 4096}});
+  CHECK(dtype.code() == StatusCode::kInvalidArgument);
+  // Another tp rank may hold another slice under the same name.
+  CHECK(c.co(2)->DeclareReplicated(other_tp, {{"embed", "float32", 2048}}).ok());
+  // Once the first stage's trainer left, its declaration is withdrawn (by its node).
+  c.co(0)->Leave(first);
+  REQUIRE(reft::testing::Eventually(
+      [&] { return c.co(1)->DeclareReplicated(last, {{"embed", "float32", 2048}}).ok(); }, 5s));
+}
+
 TEST_CASE("etcd coordination: without etcd snapshots go on, the commit waits, nothing is lost",
           "[coord]") {
   EtcdCluster etcd(1);

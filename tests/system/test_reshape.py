@@ -403,3 +403,35 @@ def test_a_remap_fills_scattered_ranges_only_for_the_probed_layout():
             # Computed for another layout (what a newer step under another layout would mean).
             with pytest.raises(reft.BusyError, match="probe again"):
                 c._c.restore(True, "dp=3,tp=1,pp=1,zero=0", {"s": [(0, 0, 8)]})
+
+
+def test_a_replicated_name_with_two_shapes_on_two_stages_is_refused_at_the_first_snapshot():
+    """Tied embeddings saved by the first and the last stage must be one tensor: a stage that
+    registers the name with another size is refused when it snapshots, naming both stages, and
+    nothing of the other stage is lost; with the same shape both stages snapshot and commit."""
+    import reft
+    with LocalCluster(nodes=1, config=CONFIG) as cluster:
+        sock = cluster.nodes[0].socket
+
+        def stage(pp, embed_bytes):
+            c = reft.Client(socket=sock, job="tied", pp=pp, layout=reft.Layout(pp=2),
+                            protection="none")
+            c.register("embed", bytearray(b"e" * embed_bytes))
+            c.register("layers.%d" % pp, bytearray(bytes([pp]) * 256), layer=pp)
+            return c
+
+        first = stage(0, 4096)
+        first.snapshot(1)
+        first.fence()
+        last = stage(1, 2048)
+        with pytest.raises(reft.InvalidArgumentError,
+                           match=r"'embed' is 2048 bytes of .* on stage pp1-tp0 but 4096 bytes"):
+            last.snapshot(1)  # snapshots run in the background: the error comes with the fence
+            last.fence()
+        last.close()
+        last = stage(1, 4096)
+        last.snapshot(1)
+        last.fence()
+        assert first.wait_committed(1, timeout=60) and last.wait_committed(1, timeout=60)
+        first.close()
+        last.close()

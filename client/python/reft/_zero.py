@@ -12,7 +12,7 @@ ranks' parts. The partition and the flat layout are deterministic functions of t
 optimizer and the world size, so a restarted rank computes both for the saved world size and
 asks reftd for exactly its parameters' ranges (Client.restore's remap). To catch a layout that
 differs from what was saved (another torch, another model), every snapshot carries a digest of
-the job's placement ("optim/zero_placement", replicated); a reshaped restore compares the saved
+the job's placement ("optim/<stage>/zero_placement", replicated); a reshaped restore compares the saved
 digest with the one computed for the saved world size and refuses to go on when they differ.
 """
 
@@ -23,7 +23,7 @@ import torch
 
 from ._optim_state import flat_layout, spec_of
 
-PLACEMENT = "zero_placement"  # registered as "optim/zero_placement"
+PLACEMENT = "zero_placement"  # registered as "optim/<stage>/zero_placement"
 
 
 def partition(zero, world_size):
@@ -96,9 +96,10 @@ class ZeroState:
     """What reft.torch keeps for a ZeroRedundancyOptimizer: the current placement (checked
     against the sizes the ranks agreed on), the flats' shard coordinates and the remap."""
 
-    def __init__(self, zero, client):
+    def __init__(self, zero, client, prefix="optim/"):
         import torch.distributed as dist
         self.zero = zero
+        self.prefix = prefix  # of the registered names (the Checkpointer's stage scope)
         self.rank = dist.get_rank(zero.process_group)
         self.world_size = dist.get_world_size(zero.process_group)
         if client.layout.dp != self.world_size or client.coordinates.dp != self.rank:
@@ -154,7 +155,7 @@ class ZeroState:
         self.expected = old.digest()
         params = [p for g in self.state.optimizer.param_groups for p in g["params"]]
         segments = remap_segments(old, params, self.state.placement, self.element_sizes)
-        return {"optim/" + name: segs for name, segs in segments.items()}
+        return {self.prefix + name: segs for name, segs in segments.items()}
 
     def check_restored(self, step):
         """After a restore: the saved placement is the one the remap assumed. The digest buffer

@@ -27,6 +27,7 @@ those ranges (reft._zero), checked against a digest of the saved placement.
 PipelineBubbles sends HAS hints from a pipeline schedule (reft._bubbles).
 """
 
+import hashlib
 import torch as _torch
 
 from ._bubbles import PipelineBubbles
@@ -63,6 +64,11 @@ def _largest_across(group, sizes):
     return out
 
 
+def _digest(names):
+    """8 hex digits naming a list of parameter names (layout-independent, stable)."""
+    return hashlib.sha256("\n".join(names).encode()).hexdigest()[:8]
+
+
 class Checkpointer:
     """Registers `model` (parameters, persistent buffers) and `optimizer` state with `client`.
 
@@ -91,21 +97,26 @@ class Checkpointer:
             self._register("buffer/" + name, shadow, kind)
         self.state = None
         self._zero = None  # ZeroState when the optimizer is a ZeroRedundancyOptimizer
+        # The optimizer's flats hold the state of this module's parameters only: one pipeline
+        # stage's. Their names carry a digest of the parameter names, so the stages of one job
+        # never save two tensors under one name (reftd refuses that), while every data
+        # parallel rank of a stage, and every restart of it, names them alike.
+        self._optim = "optim/%s/" % _digest(name for name, _ in model.named_parameters())
         if optimizer is not None:
             local, zero = _local_optimizer(optimizer)
             agree = None
             if zero is not None:
-                self._zero = ZeroState(zero, client)
+                self._zero = ZeroState(zero, client, self._optim)
                 agree = lambda sizes: _largest_across(zero.process_group, sizes)  # noqa: E731
             self.state = FlatOptimizerState(local, agree)
             if self._zero is None:
                 for name, flat in self.state.named_buffers():
-                    self._register("optim/" + name, flat, kind)
+                    self._register(self._optim + name, flat, kind)
             else:
                 self._zero.bind(self.state, self.state.agreed)
                 for name, flat in self.state.named_buffers():
-                    self._register("optim/" + name, flat, "unique", shard=self._zero.shard(name))
-                self._register("optim/" + PLACEMENT, self._zero.digest, "replicated")
+                    self._register(self._optim + name, flat, "unique", shard=self._zero.shard(name))
+                self._register(self._optim + PLACEMENT, self._zero.digest, "replicated")
 
     def _register(self, name, tensor, kind, shard=None):
         if not tensor.is_contiguous():

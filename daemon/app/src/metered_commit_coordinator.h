@@ -31,6 +31,10 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
   bool WaitCommitted(const std::string& job, int64_t step,
                      std::chrono::milliseconds timeout) override;
+  Status DeclareReplicated(const store::RankKey& rank,
+                           const local::ReplicatedBuffers& buffers) override {
+    return inner_->DeclareReplicated(rank, buffers);
+  }
 
  private:
   using Clock = std::chrono::steady_clock;

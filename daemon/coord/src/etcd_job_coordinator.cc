@@ -488,6 +488,46 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
   return Status::OK();
 }
 
+Status EtcdJobCoordinator::DeclareReplicated(const store::RankKey& rank,
+                                             const local::ReplicatedBuffers& buffers) {
+  const std::string mine = keys::Replicated(rank);
+  auto check = [&](const std::vector<KeyValue>& kvs) -> Status {
+    for (const auto& kv : kvs) {
+      store::RankKey other;
+      if (kv.key == mine || !keys::ParseRankKey(rank.job, "replicated", kv.key, &other)) continue;
+      auto theirs = DecodeReplicated(kv.key, kv.value);
+      if (!theirs.ok()) continue;  // unreadable: not a reason to refuse a snapshot
+      REFT_RETURN_NOT_OK(local::CheckReplicatedAgree(rank, buffers, other, *theirs));
+    }
+    return Status::OK();
+  };
+  auto before = etcd_->GetPrefix(keys::ReplicatedPrefix(rank.job));
+  if (!before.ok()) return Status::OK();
+  REFT_RETURN_NOT_OK(check(before->kvs));
+  const int64_t lease = nodes_->lease();
+  if (lease == 0) return Status::OK();  // not registered (again) yet: checked, not recorded
+  auto put = etcd_->Put(mine, Encode(buffers), lease);
+  if (!put.ok()) return Status::OK();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    declared_in_etcd_[rank] = *put;
+    work_ = true;  // withdrawn by the worker if the rank left meanwhile
+  }
+  auto after = etcd_->GetPrefix(keys::ReplicatedPrefix(rank.job));
+  if (!after.ok()) return Status::OK();
+  Status agreed = check(after->kvs);
+  if (!agreed.ok()) {
+    Txn withdraw;
+    withdraw.IfModRevision(mine, Compare::kEqual, *put).ThenDelete(mine);
+    if (etcd_->Commit(withdraw).ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = declared_in_etcd_.find(rank);
+      if (it != declared_in_etcd_.end() && it->second == *put) declared_in_etcd_.erase(it);
+    }
+  }
+  return agreed;
+}
+
 void EtcdJobCoordinator::Leave(const store::RankKey& rank) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1098,6 +1138,25 @@ void EtcdJobCoordinator::SyncJoined() {
     }
     for (size_t i = first; i < last; ++i) joined_in_etcd_[put[i]] = r->revision;
   }
+  std::vector<std::pair<store::RankKey, int64_t>> withdraw;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [rank, rev] : declared_in_etcd_) {
+      if (joined_.count(rank) == 0) withdraw.emplace_back(rank, rev);
+    }
+  }
+  for (const auto& [rank, rev] : withdraw) {
+    Txn t;  // only the declaration this node wrote: a rejoined rank's newer one stays
+    t.IfModRevision(keys::Replicated(rank), Compare::kEqual, rev).ThenDelete(keys::Replicated(rank));
+    const bool ok = etcd_->Commit(t).ok();
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = declared_in_etcd_.find(rank);
+    if (!ok) {
+      RetryLaterLocked();
+    } else if (it != declared_in_etcd_.end() && it->second == rev) {
+      declared_in_etcd_.erase(it);
+    }
+  }
   for (const auto& [rank, rev] : del) {
     bool ok = true;
     if (rev != 0) {  // 0: gone with an old lease
@@ -1120,6 +1179,7 @@ void EtcdJobCoordinator::OnReregistered(int64_t) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [rank, rev] : joined_in_etcd_) rev = 0;
+    declared_in_etcd_.clear();  // gone with the lease; the next snapshot declares again
     for (auto& [job, st] : jobs_) {
       if (st.leader) {
         st.leader = false;

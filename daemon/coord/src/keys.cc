@@ -56,6 +56,10 @@ std::string Location(const store::RankKey& rank) {
 }
 std::string JoinedPrefix(const std::string& job) { return JobPrefix(job) + "joined/"; }
 std::string Joined(const store::RankKey& rank) { return JoinedPrefix(rank.job) + RankSuffix(rank); }
+std::string ReplicatedPrefix(const std::string& job) { return JobPrefix(job) + "replicated/"; }
+std::string Replicated(const store::RankKey& rank) {
+  return ReplicatedPrefix(rank.job) + RankSuffix(rank);
+}
 
 bool ParseRankKey(const std::string& job, const std::string& kind, const std::string& key,
                   store::RankKey* rank) {

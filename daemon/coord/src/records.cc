@@ -159,6 +159,31 @@ Result<NodeRef> DecodeNodeRef(const std::string& key, const std::string& value) 
   return r;
 }
 
+std::string Encode(const local::ReplicatedBuffers& r) {
+  json buffers = json::array();
+  for (const auto& b : r) buffers.push_back({{"name", b.name}, {"dtype", b.dtype}, {"size", b.size}});
+  return json{{"buffers", buffers}}.dump();
+}
+
+Result<local::ReplicatedBuffers> DecodeReplicated(const std::string& key,
+                                                  const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  auto buffers = j.find("buffers");
+  if (buffers == j.end() || !buffers->is_array()) {
+    return Status::Corrupted("etcd key " + key + ": field 'buffers' missing");
+  }
+  local::ReplicatedBuffers out;
+  for (const auto& b : *buffers) {
+    if (!b.is_object()) return Status::Corrupted("etcd key " + key + ": a buffer is not an object");
+    local::ReplicatedBuffer r;
+    REFT_ASSIGN_OR_RETURN(r.name, Field<std::string>(b, key, "name"));
+    REFT_ASSIGN_OR_RETURN(r.dtype, Field<std::string>(b, key, "dtype"));
+    REFT_ASSIGN_OR_RETURN(r.size, Field<uint64_t>(b, key, "size"));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 Result<peer::RestoreDecision> DecodeDecision(const std::string& key, const std::string& value) {
   REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
   peer::RestoreDecision d;

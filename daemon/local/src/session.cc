@@ -177,6 +177,17 @@ Status Session::HandleSnapshotBegin(Frame& f) {
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &m));
   if (m.step < 0) return Status::InvalidArgument("step " + std::to_string(m.step) + " is negative");
   if (buffers_.empty()) return Status::InvalidArgument("snapshot with no registered buffer");
+  if (rank_.dp == 0 && declared_buffers_ != buffers_.size()) {
+    // Buffers are only ever added, so a new count is a new set: declared again.
+    ReplicatedBuffers replicated;
+    for (const auto& b : buffers_.all()) {
+      if (b.reg.kind == local_proto::BufferKind::kReplicated) {
+        replicated.push_back({b.reg.name, b.reg.dtype, b.reg.size});
+      }
+    }
+    REFT_RETURN_NOT_OK(ctx_.coordinator->DeclareReplicated(rank_, replicated));
+    declared_buffers_ = buffers_.size();
+  }
   local_proto::SlotReply reply;
   std::vector<int> fds;
   UniqueFd slot_fd;

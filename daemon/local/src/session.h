@@ -103,6 +103,7 @@ class Session {
 
   // Strand state (touched only by the worker running Drain()).
   bool joined_ = false;
+  size_t declared_buffers_ = 0;  // buffers_.size() at the last DeclareReplicated (0: never)
   store::RankKey rank_;
   JobLayout layout_;  ///< as the hello declared it
   protect::Scheme scheme_;

@@ -63,6 +63,19 @@ void SingleNodeCommitCoordinator::Leave(const store::RankKey& rank) {
   MutexLock lock(mu_);
   auto it = jobs_.find(rank.job);
   if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
+  if (it != jobs_.end()) it->second.replicated.erase(rank);
+}
+
+Status SingleNodeCommitCoordinator::DeclareReplicated(const store::RankKey& rank,
+                                                      const ReplicatedBuffers& buffers) {
+  MutexLock lock(mu_);
+  JobState& st = StateLocked(rank.job);
+  for (const auto& [other, theirs] : st.replicated) {
+    if (other == rank) continue;
+    REFT_RETURN_NOT_OK(CheckReplicatedAgree(rank, buffers, other, theirs));
+  }
+  st.replicated[rank] = buffers;
+  return Status::OK();
 }
 
 Status SingleNodeCommitCoordinator::Complete(const store::RankKey& rank, int64_t step, int64_t) {

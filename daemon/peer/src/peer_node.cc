@@ -60,6 +60,9 @@ class ForwardingCoordinator final : public local::CommitCoordinator {
                      std::chrono::milliseconds timeout) override {
     return inner_->WaitCommitted(job, step, timeout);
   }
+  Status DeclareReplicated(const store::RankKey& r, const local::ReplicatedBuffers& b) override {
+    return inner_->DeclareReplicated(r, b);
+  }
 
  private:
   local::CommitCoordinator* inner_;

@@ -69,6 +69,11 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// some node) and the rank as joined on this node (a key bound to this node's lease).
   /// Works offline: without etcd the layout and the joined key are written later.
   Status Join(const store::RankKey& rank, const JobLayout& layout) override;
+  /// Read the other groups' declarations, check, write ours (with this node's lease), and
+  /// read again: of two groups that declare conflicting buffers at once, at least the later
+  /// one sees the other. Etcd unreachable: no check (snapshots never wait for etcd).
+  Status DeclareReplicated(const store::RankKey& rank,
+                           const local::ReplicatedBuffers& buffers) override;
   void Leave(const store::RankKey& rank) override;
   /// Cancelled (StaleEpoch) when `epoch` is not the job's current restore epoch: the revision
   /// of its restore decision key.
@@ -210,6 +215,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::condition_variable cv_;  // commits (waiters) and work (the worker)
   std::map<std::string, JobState> jobs_;
   std::map<store::RankKey, int> joined_;         // rank -> sessions on this node
+  std::map<store::RankKey, int64_t> declared_in_etcd_;  // rank -> revision of its replicated key
   std::map<store::RankKey, int64_t> joined_in_etcd_;  // rank -> revision of its joined key (0: none)
   std::string state_dir_;
   bool work_ = false;

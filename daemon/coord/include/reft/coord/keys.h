@@ -54,7 +54,11 @@ std::string GroupLocationsPrefix(const std::string& job, int32_t pp, int32_t tp)
 std::string Location(const store::RankKey& rank);
 std::string JoinedPrefix(const std::string& job);
 std::string Joined(const store::RankKey& rank);
-/// The rank of a location or joined key of `job` (`kind` = "locations" | "joined").
+/// The replicated buffers a sharding group saves, written by its dp 0 (DeclareReplicated).
+std::string ReplicatedPrefix(const std::string& job);
+std::string Replicated(const store::RankKey& rank);
+/// The rank of a location, joined or replicated key of `job` (`kind` = "locations" |
+/// "joined" | "replicated").
 bool ParseRankKey(const std::string& job, const std::string& kind, const std::string& key,
                   store::RankKey* rank);
 

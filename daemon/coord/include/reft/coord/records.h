@@ -51,6 +51,7 @@ std::string Encode(const CommittedRecord& r);
 std::string Encode(const CompletionRecord& r);
 std::string Encode(const NodeRef& r);
 std::string Encode(const peer::RestoreDecision& r);
+std::string Encode(const local::ReplicatedBuffers& r);
 
 Result<NodeRecord> DecodeNode(const std::string& key, const std::string& value);
 Result<JobLayout> DecodeLayout(const std::string& key, const std::string& value);
@@ -59,6 +60,7 @@ Result<CommittedRecord> DecodeCommitted(const std::string& key, const std::strin
 Result<CompletionRecord> DecodeCompletion(const std::string& job, const std::string& key,
                                           const std::string& value);
 Result<NodeRef> DecodeNodeRef(const std::string& key, const std::string& value);
+Result<local::ReplicatedBuffers> DecodeReplicated(const std::string& key, const std::string& value);
 /// `version` is set by the caller (the key's mod revision).
 Result<peer::RestoreDecision> DecodeDecision(const std::string& key, const std::string& value);
 

@@ -32,6 +32,8 @@ class SingleNodeCommitCoordinator : public CommitCoordinator {
   std::optional<int64_t> NewestCommitted(const std::string& job) override REFT_EXCLUDES(mu_);
   bool WaitCommitted(const std::string& job, int64_t step,
                      std::chrono::milliseconds timeout) override REFT_EXCLUDES(mu_);
+  Status DeclareReplicated(const store::RankKey& rank, const ReplicatedBuffers& buffers) override
+      REFT_EXCLUDES(mu_);
 
  private:
   struct JobState {
@@ -40,6 +42,7 @@ class SingleNodeCommitCoordinator : public CommitCoordinator {
     int connected = 0;
     std::optional<int64_t> newest_committed;
     std::map<int64_t, std::set<store::RankKey>> completed;  // step -> ranks that completed it
+    std::map<store::RankKey, ReplicatedBuffers> replicated;  // declaring rank (dp 0) -> buffers
   };
   JobState& StateLocked(const std::string& job) REFT_REQUIRES(mu_);  // runs recovery once per job
 

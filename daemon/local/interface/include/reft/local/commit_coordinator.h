@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "reft/job_layout.h"
 #include "reft/result.h"
@@ -27,6 +28,39 @@ inline Status StaleEpoch(const store::RankKey& rank, int64_t step, int64_t epoch
       " is not counted: the job was restored again (restore epoch " + std::to_string(current) +
       ") since this trainer restored or joined (epoch " + std::to_string(epoch) +
       "); restart the trainer so that it restores with the rest of the job");
+}
+
+/// \brief A replicated buffer as the sharding group that saves it declares it.
+struct ReplicatedBuffer {
+  std::string name;
+  std::string dtype;
+  uint64_t size = 0;
+};
+using ReplicatedBuffers = std::vector<ReplicatedBuffer>;
+
+/// \brief InvalidArgument when sharding groups `a` and `b` (their pp and tp; the same job)
+/// save one replicated name with different sizes or dtypes. Only groups of the same tp are
+/// compared: a name saved by several tp ranks is looked up at the rank's own tp in a reshape,
+/// so a tensor-parallel slice may differ between tp ranks; across pipeline stages one name is
+/// one tensor (tied embeddings), or a reshape could not tell which is meant.
+inline Status CheckReplicatedAgree(const store::RankKey& a, const ReplicatedBuffers& mine,
+                                   const store::RankKey& b, const ReplicatedBuffers& theirs) {
+  if (a.tp != b.tp || a.pp == b.pp) return Status::OK();
+  for (const ReplicatedBuffer& x : mine) {
+    for (const ReplicatedBuffer& y : theirs) {
+      if (x.name != y.name || (x.size == y.size && x.dtype == y.dtype)) continue;
+      auto group = [](const store::RankKey& r) {
+        return "pp" + std::to_string(r.pp) + "-tp" + std::to_string(r.tp);
+      };
+      return Status::InvalidArgument(
+          "job '" + a.job + "': replicated buffer '" + x.name + "' is " +
+          std::to_string(x.size) + " bytes of " + x.dtype + " on stage " + group(a) +
+          " but " + std::to_string(y.size) + " bytes of " + y.dtype + " on stage " + group(b) +
+          ": one replicated name must mean one tensor on every stage (give each stage's "
+          "tensor its own name, or register it kind=\"unique\")");
+    }
+  }
+  return Status::OK();
 }
 
 /// \brief Commit decisions for every job on this daemon. Thread-safe.
@@ -54,6 +88,16 @@ class CommitCoordinator {
   /// \brief Waits until a step >= `step` of `job` is committed; false on timeout.
   virtual bool WaitCommitted(const std::string& job, int64_t step,
                              std::chrono::milliseconds timeout) = 0;
+  /// \brief The sharding group of `rank` (its dp 0, at its first snapshot and whenever its
+  /// buffers change) saves these replicated buffers. InvalidArgument (CheckReplicatedAgree)
+  /// when a live group of another stage of the job disagrees: the snapshot is refused then,
+  /// not the restore that would need it. The declaration is withdrawn when the rank leaves.
+  /// Default: no check (a coordinator that cannot see the other stages).
+  virtual Status DeclareReplicated(const store::RankKey& rank, const ReplicatedBuffers& buffers) {
+    (void)rank;
+    (void)buffers;
+    return Status::OK();
+  }
 };
 
 }  // namespace reft::local
