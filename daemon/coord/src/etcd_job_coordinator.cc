@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -379,6 +380,7 @@ void EtcdJobCoordinator::NotifyGenerations() {
 // that was just started elsewhere is never taken for an abandoned one.
 Result<int64_t> EtcdJobCoordinator::RecordLayout(const store::RankKey& rank,
                                                  const JobLayout& layout) {
+  const auto settle = std::chrono::steady_clock::now() + options_.departed_wait;
   for (int attempt = 0; attempt < 3; ++attempt) {
     Txn read;
     read.ThenGet(keys::Layout(rank.job)).ThenGetPrefix(keys::JoinedPrefix(rank.job));
@@ -398,7 +400,18 @@ Result<int64_t> EtcdJobCoordinator::RecordLayout(const store::RankKey& rank,
         ApplyLayoutLocked(rank.job, jobs_[rank.job], kv);
       }
       if (*theirs == layout) return 0;  // the worker writes the joined key
-      REFT_RETURN_NOT_OK(CheckNoneJoined(rank, layout, *theirs, r->gets[1].kvs));
+      Status none = CheckNoneJoined(rank, layout, *theirs, r->gets[1].kvs);
+      if (!none.ok()) {
+        // The old layout's trainers may just have exited: their nodes delete their keys
+        // right after. A job that still runs is refused once the wait is over.
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= settle) return none;
+        std::this_thread::sleep_for(
+            std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(20),
+                                                          settle - now));
+        --attempt;  // not a lost compare
+        continue;
+      }
       rev = kv.mod_revision;
     }
     Txn write;

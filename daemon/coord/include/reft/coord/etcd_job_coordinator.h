@@ -51,6 +51,10 @@ struct EtcdCoordinatorOptions {
   /// A step's completion record waits at most this long for the node's other connected ranks
   /// of the job before it is written without them (they rewrite it when they complete).
   std::chrono::milliseconds completion_linger{100};
+  /// A rank joining with another layout than etcd's waits at most this long for the old
+  /// layout's ranks to leave (a launcher restarts a job at another scale the moment its
+  /// trainers exit, and their nodes delete their joined keys right after) before it is refused.
+  std::chrono::milliseconds departed_wait{2000};
 };
 
 class EtcdJobCoordinator final : public peer::JobCoordinator {
