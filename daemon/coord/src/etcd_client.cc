@@ -433,7 +433,7 @@ Status EtcdClient::RevokeLease(int64_t lease) {
 }
 
 bool EtcdClient::RenewLeases(Endpoint& e, const std::vector<int64_t>& ids,
-                             std::vector<int64_t>* gone) {
+                             std::vector<int64_t>* gone, size_t* answered) {
   // Requests are pipelined a window at a time (every answer is read before the next window is
   // written, so neither side's flow-control window can fill up): a round costs a few round
   // trips however many leases this client holds.
@@ -457,6 +457,7 @@ bool EtcdClient::RenewLeases(Endpoint& e, const std::vector<int64_t>& ids,
       ok = stream->Read(&resp);
       if (!ok) break;
       ++received;
+      *answered = i + 1;
       received_bytes += resp.ByteSizeLong();
       if (resp.ttl() <= 0) gone->push_back(resp.id());
     }
@@ -478,10 +479,17 @@ void EtcdClient::KeepAliveLoop() {
       continue;
     }
     // Renew every lease a third of the shortest TTL: two renewals may be lost before expiry.
+    // A round that fails part-way (etcd too slow for the deadline) is resumed where it stopped,
+    // so that no lease of a client holding many is starved by the ones before it.
     std::chrono::milliseconds period = std::chrono::hours(1);
     std::vector<int64_t> ids;
+    for (auto it = leases_.lower_bound(renew_from_); it != leases_.end(); ++it) {
+      ids.push_back(it->first);
+    }
+    for (auto it = leases_.begin(); it != leases_.end() && it->first < renew_from_; ++it) {
+      ids.push_back(it->first);
+    }
     for (const auto& [id, l] : leases_) {
-      ids.push_back(id);
       period = std::min<std::chrono::milliseconds>(period, l.first / 3);
     }
     period = std::max(period, std::chrono::milliseconds(100));
@@ -490,17 +498,24 @@ void EtcdClient::KeepAliveLoop() {
     std::vector<int64_t> lost;
     bool renewed = false;
     const size_t n = endpoints_.size();
+    size_t answered = 0;
     for (size_t attempt = 0; attempt < n && !renewed && !stopping_; ++attempt) {
       const size_t idx = (current_.load() + attempt) % n;
       std::vector<int64_t> gone;
-      if (RenewLeases(*endpoints_[idx], ids, &gone)) {
+      answered = 0;
+      if (RenewLeases(*endpoints_[idx], ids, &gone, &answered)) {
         renewed = true;
-        lost = std::move(gone);
         current_ = idx;
       }  // else this member failed; the next one is tried in this round
+      lost.insert(lost.end(), gone.begin(), gone.end());
     }
 
     lock.lock();
+    if (renewed) {
+      renew_from_ = 0;
+    } else if (answered > 0) {
+      renew_from_ = ids[answered % ids.size()];
+    }
     for (int64_t id : lost) {
       auto it = leases_.find(id);
       if (it == leases_.end()) continue;

@@ -196,8 +196,10 @@ class EtcdClient {
   Status Unary(const char* what, Call&& call);
   void KeepAliveLoop();
   /// One keep-alive round for `ids` on one member: false when the stream failed; the leases
-  /// etcd no longer knows go to `gone`.
-  bool RenewLeases(Endpoint& e, const std::vector<int64_t>& ids, std::vector<int64_t>* gone);
+  /// etcd no longer knows go to `gone`; `*answered` = how many of `ids`, in order, etcd
+  /// answered.
+  bool RenewLeases(Endpoint& e, const std::vector<int64_t>& ids, std::vector<int64_t>* gone,
+                   size_t* answered);
   void WatchLoop();
   /// Reads one stream until it breaks or the client stops.
   void ServeWatchStream(WatchStream& s, const std::vector<std::shared_ptr<WatchState>>& active);
@@ -215,6 +217,7 @@ class EtcdClient {
   std::mutex lease_mu_;
   std::condition_variable lease_cv_;
   std::map<int64_t, std::pair<std::chrono::seconds, LeaseLostCallback>> leases_;
+  int64_t renew_from_ = 0;  // the next round starts at this lease (one a failed round missed)
   std::thread keepalive_thread_;
 
   // Watches: handle -> state. The watch thread builds the stream (again after a failure);
