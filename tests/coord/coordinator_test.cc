@@ -4,6 +4,8 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "etcd_fixture.h"
@@ -57,6 +59,50 @@ int Leaders(Cluster& c) {
   for (int i = 0; i < 3; ++i) n += c.co(i)->LeadsJob("job");
   return n;
 }
+
+// The node that coordinates the job, once exactly one does.
+int Leader(Cluster& c) {
+  REQUIRE(reft::testing::Eventually([&] { return Leaders(c) == 1; }, 5s));
+  int leader = 0;
+  while (!c.co(leader)->LeadsJob("job")) ++leader;
+  return leader;
+}
+
+coord::CompletionTraffic Traffic(Cluster& c, int n) {
+  auto* etcd = dynamic_cast<coord::EtcdJobCoordinator*>(c.co(n));
+  REQUIRE(etcd != nullptr);
+  return etcd->completion_traffic();
+}
+
+// The nodes whose completion records are put in etcd, from `rev` on (one watch, in order).
+struct CompletionWrites {
+  explicit CompletionWrites(const EtcdCluster& etcd) {
+    coord::EtcdOptions eo;
+    eo.endpoints = etcd.endpoints();
+    auto c = coord::EtcdClient::Create(eo);
+    REQUIRE(c.ok());
+    client = std::move(*c);
+    auto rev = client->Put("/probe", "");
+    REQUIRE(rev.ok());
+    REQUIRE(client->Watch(coord::keys::CompletionsPrefix("job"), true, *rev + 1,
+                          [this](const coord::WatchUpdate& u) {
+                            std::lock_guard<std::mutex> lock(mu);
+                            for (const auto& e : u.events) {
+                              if (e.type != coord::WatchEvent::Type::kPut) continue;
+                              nodes.insert(e.kv.key.substr(e.kv.key.rfind('/') + 1));
+                              ++puts;
+                            }
+                          }).ok());
+  }
+  std::set<std::string> writers() {
+    std::lock_guard<std::mutex> lock(mu);
+    return nodes;
+  }
+  std::unique_ptr<coord::EtcdClient> client;
+  std::mutex mu;
+  std::set<std::string> nodes;
+  int puts = 0;
+};
 
 }  // namespace
 
@@ -125,6 +171,122 @@ TEST_CASE("etcd coordination: the coordinator's node leaves and another one take
   }
   // A bound, not a pause: it returns at the commit (generous for a loaded CI machine).
   for (int n : rest) REQUIRE(c.co(n)->WaitCommitted("job", 2, 15s));
+}
+
+TEST_CASE("etcd coordination: completions go to the coordinator, not through etcd", "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  const int leader = Leader(c);
+  CompletionWrites writes(etcd);
+  for (int64_t step = 1; step <= 3; ++step) c.CommitAll(step);
+  // etcd holds the coordinator's own records only (they must outlive its node); every other
+  // node's reach it as one report per step.
+  CHECK(writes.writers() == std::set<std::string>{"n" + std::to_string(leader)});
+  for (int n = 0; n < 3; ++n) {
+    const auto t = Traffic(c, n);
+    INFO("node " << n << ": reported " << t.reported << ", failed " << t.report_failures
+                 << ", written " << t.written << ", received " << t.received);
+    if (n == leader) {
+      CHECK(t.received == 6);  // two nodes, three steps
+      CHECK(t.written == 3);
+    } else {
+      CHECK(t.reported == 3);
+      CHECK(t.written == 0);
+      CHECK(t.report_failures == 0);
+    }
+  }
+  // The slot locations came with the reports.
+  for (auto& [n, r] : c.placement) CHECK(c.co(leader)->SlotLocation(r) == "n" + std::to_string(n));
+}
+
+TEST_CASE("etcd coordination: a coordinator its peers cannot reach gets completions through etcd",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  const int leader = Leader(c);
+  c.CommitAll(1);
+  // The coordinator's Peer endpoint goes away (a broken link between nodes); its etcd lease,
+  // and so its coordinator key, stay.
+  c.nodes[leader]->server->Shutdown(std::chrono::system_clock::now());
+  CompletionWrites writes(etcd);
+  c.CommitAll(2);
+  CHECK(writes.writers().size() == 3);
+  for (int n = 0; n < 3; ++n) {
+    if (n == leader) continue;
+    const auto t = Traffic(c, n);
+    CHECK(t.report_failures >= 1);
+    CHECK(t.written >= 1);
+  }
+  CHECK(c.co(leader)->LeadsJob("job"));
+}
+
+TEST_CASE("etcd coordination: reports a dead coordinator held are sent to the next one",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  const int leader = Leader(c);
+  c.CommitAll(1);
+  std::vector<size_t> others;  // ranks on the other nodes
+  for (size_t i = 0; i < c.placement.size(); ++i) {
+    if (c.placement[i].first == leader) c.Complete(i, 2);  // through etcd
+    else others.push_back(i);
+  }
+  // One other rank completes step 2: its report lives only in the coordinator's memory.
+  const int reporter = c.placement[others[0]].first;
+  const uint64_t before = Traffic(c, reporter).reported;
+  c.Complete(others[0], 2);
+  REQUIRE(reft::testing::Eventually([&] { return Traffic(c, reporter).reported > before; }, 5s));
+  c.nodes[leader]->Kill();
+  std::vector<int> rest;
+  for (int n = 0; n < 3; ++n) {
+    if (n != leader) rest.push_back(n);
+  }
+  REQUIRE(reft::testing::Eventually([&] {
+    int l = 0;
+    for (int n : rest) l += c.co(n)->LeadsJob("job");
+    return l == 1;
+  }, 5s));
+  // The last rank completes: step 2 commits only if the new coordinator has the earlier report.
+  for (size_t k = 1; k < others.size(); ++k) c.Complete(others[k], 2);
+  for (int n : rest) REQUIRE(c.co(n)->WaitCommitted("job", 2, 15s));
+}
+
+TEST_CASE("etcd coordination: the coordinator refuses malformed and misdirected reports",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  const int leader = Leader(c);
+  const int other = (leader + 1) % 3;
+  const int third = (leader + 2) % 3;
+  PeerClient& client = c.nodes[other]->peer->client();
+  const int64_t epoch = c.co(other)->RestoreEpoch("job");
+  auto report = [&](std::vector<store::RankKey> ranks, int64_t step = 1) {
+    return StepCompletionReport{"job", step, "", 0, epoch, std::move(ranks)};
+  };
+  const std::string at_leader = c.nodes[leader]->address;
+  // Not the coordinator: refused, the sender writes to etcd instead.
+  CHECK(client.ReportStepCompletion(c.nodes[third]->address, report({Rank(0, 1)})).code() ==
+        StatusCode::kProtocol);
+  // A rank of another job, outside the layout, too many ranks, a negative step.
+  Status s = client.ReportStepCompletion(at_leader, report({{"other", 0, 0, 1}}));
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("other"));
+  CHECK(client.ReportStepCompletion(at_leader, report({Rank(5, 1)})).code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(client.ReportStepCompletion(at_leader, report(std::vector<store::RankKey>(9, Rank(0, 1))))
+            .code() == StatusCode::kInvalidArgument);
+  CHECK(client.ReportStepCompletion(at_leader, report({Rank(0, 1)}, -1)).code() ==
+        StatusCode::kInvalidArgument);
+  // A job the coordinator does not coordinate.
+  StepCompletionReport unknown = report({});
+  unknown.job = "nosuchjob";
+  CHECK(client.ReportStepCompletion(at_leader, unknown).code() == StatusCode::kProtocol);
+  // Nothing was lost: the job commits as before.
+  c.CommitAll(1);
 }
 
 TEST_CASE("etcd coordination: two concurrent fallbacks start exactly one generation", "[coord]") {

@@ -129,6 +129,14 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryRpc(
     out.emplace_back("PersistStep", stub->PersistStep(ctx().get(), req, &resp));
   }
   {
+    v1::ReportStepCompletionRequest req;
+    *req.mutable_caller() = Claim(node_id);
+    req.set_job("victim");
+    req.set_step(1);
+    v1::ReportStepCompletionResponse resp;
+    out.emplace_back("ReportStepCompletion", stub->ReportStepCompletion(ctx().get(), req, &resp));
+  }
+  {
     v1::FetchRegionRequest req;
     *req.mutable_caller() = Claim(node_id);
     req.mutable_rank()->set_job("victim");

@@ -13,10 +13,10 @@ peer::ControlPlaneFactory MakeEtcdControlPlane(std::shared_ptr<EtcdClient> etcd,
                                                EtcdControlPlaneOptions options) {
   return peer::ControlPlaneFactory(
       [etcd, options](const peer::PeerOptions& po, store::SnapshotStore* store,
-                      peer::PeerClient*) -> Result<peer::ControlPlane> {
+                      peer::PeerClient* peers) -> Result<peer::ControlPlane> {
         auto nodes = std::make_unique<EtcdNodeDirectory>(po, etcd, options.lease_ttl);
         auto jobs = std::make_unique<EtcdJobCoordinator>(store, etcd, nodes.get(),
-                                                         options.coordinator);
+                                                         options.coordinator, peers);
         peer::ControlPlane cp;
         cp.nodes = std::move(nodes);
         cp.jobs = std::move(jobs);

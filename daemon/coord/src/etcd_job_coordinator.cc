@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <spdlog/spdlog.h>
 
@@ -19,6 +20,13 @@ std::optional<KeyValue> First(const RangeResult& r) {
   return r.kvs.front();
 }
 
+// Whether the coordinator key `kv` is held by `node` under `lease`.
+bool HeldBy(const std::optional<KeyValue>& kv, const std::string& node, int64_t lease) {
+  if (!kv || kv->lease != lease) return false;
+  auto ref = DecodeNodeRef(kv->key, kv->value);
+  return ref.ok() && ref->node == node;
+}
+
 std::string Joined(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
@@ -29,8 +37,8 @@ std::string Joined(const std::vector<std::string>& v) {
 
 EtcdJobCoordinator::EtcdJobCoordinator(store::SnapshotStore* store,
                                        std::shared_ptr<EtcdClient> etcd, EtcdNodeDirectory* nodes,
-                                       EtcdCoordinatorOptions options)
-    : store_(store), etcd_(std::move(etcd)), nodes_(nodes), options_(options) {
+                                       EtcdCoordinatorOptions options, peer::PeerClient* peers)
+    : store_(store), etcd_(std::move(etcd)), nodes_(nodes), options_(options), peers_(peers) {
   nodes_->AddReregisterListener([this](int64_t lease) { OnReregistered(lease); });
 }
 
@@ -333,7 +341,17 @@ void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState
     auto ref = DecodeNodeRef(kv->key, kv->value);
     if (ref.ok()) holder = ref->node;
   }
-  const bool mine = !holder.empty() && holder == nodes_->node_id() && kv->lease == nodes_->lease();
+  const bool mine = HeldBy(kv, nodes_->node_id(), nodes_->lease());
+  const int64_t term = kv ? kv->create_revision : 0;
+  if (term != st.coordinator_rev) {
+    // Another coordinator term: reports held only in the previous coordinator's memory are
+    // gone with it, so every uncommitted step is reported again (to the new one, or to etcd).
+    st.coordinator_rev = term;
+    st.coordinator = holder;
+    st.coordinator_address.clear();
+    for (auto& [step, p] : st.pending) p.written = 0;
+    if (!st.pending.empty()) work_ = true;
+  }
   if (!mine && st.leader) {
     spdlog::warn("job {}: this node no longer coordinates the job's commits ({})", job,
                  holder.empty() ? "its coordinator key is gone" : "node " + holder + " does");
@@ -381,11 +399,15 @@ void EtcdJobCoordinator::NotifyGenerations() {
 Result<int64_t> EtcdJobCoordinator::RecordLayout(const store::RankKey& rank,
                                                  const JobLayout& layout) {
   const auto settle = std::chrono::steady_clock::now() + options_.departed_wait;
+  // The joined keys (one per rank of the job) are read only when the layout differs: a job
+  // of W ranks starting must not read O(W) keys per rank.
+  bool with_joined = false;
   for (int attempt = 0; attempt < 3; ++attempt) {
     Txn read;
-    read.ThenGet(keys::Layout(rank.job)).ThenGetPrefix(keys::JoinedPrefix(rank.job));
+    read.ThenGet(keys::Layout(rank.job));
+    if (with_joined) read.ThenGetPrefix(keys::JoinedPrefix(rank.job));
     auto r = etcd_->Commit(read);
-    if (!r.ok() || r->gets.size() != 2) {
+    if (!r.ok() || r->gets.size() != (with_joined ? 2u : 1u)) {
       spdlog::warn("job {}: layout not checked in etcd: {}", rank.job,
                    r.ok() ? "short answer" : r.status().ToString());
       return 0;  // the commit path waits for etcd; snapshots go on locally
@@ -400,6 +422,11 @@ Result<int64_t> EtcdJobCoordinator::RecordLayout(const store::RankKey& rank,
         ApplyLayoutLocked(rank.job, jobs_[rank.job], kv);
       }
       if (*theirs == layout) return 0;  // the worker writes the joined key
+      if (!with_joined) {
+        with_joined = true;  // read the layout again with the ranks still joined to it
+        --attempt;
+        continue;
+      }
       Status none = CheckNoneJoined(rank, layout, *theirs, r->gets[1].kvs);
       if (!none.ok()) {
         // The old layout's trainers may just have exited: their nodes delete their keys
@@ -851,19 +878,28 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     size_t n;
   };
   std::vector<Write> writes;
-  int64_t gen_rev, epoch;
+  int64_t gen_rev, epoch, term;
+  std::string coordinator;
+  bool direct;
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
     gen_rev = st.gen_rev;
     epoch = st.decision_rev;
+    term = st.coordinator_rev;
+    coordinator = st.coordinator;
+    // The coordinator's own completions go through etcd: they must outlive its node, whose
+    // reports are lost with it while the other nodes' are sent again to its successor.
+    const auto now = Clock::now();
+    direct = peers_ != nullptr && options_.report_to_coordinator && !coordinator.empty() &&
+             coordinator != nodes_->node_id() &&
+             !(st.report_failed_rev == term && now < st.report_retry_at);
     // One write per step and node: a step is written once every rank of the job connected here
     // completed it (they complete within moments of each other), or when the linger runs out.
     std::vector<store::RankKey> connected;
     for (const auto& [rank, n] : joined_) {
       if (rank.job == job) connected.push_back(rank);
     }
-    const auto now = Clock::now();
     for (const auto& [step, p] : st.pending) {
       if (st.committed && step <= *st.committed) continue;
       if (p.written >= p.ranks.size()) continue;
@@ -877,7 +913,22 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
           {step, {st.gen.generation, epoch, {p.ranks.begin(), p.ranks.end()}}, p.ranks.size()});
     }
   }
-  for (const auto& w : writes) {
+  for (auto& w : writes) {
+    if (direct) {
+      peer::StepCompletionReport report{job,          w.step,     nodes_->node_id(),
+                                        w.rec.generation, w.rec.epoch, w.rec.ranks};
+      if (ReportToCoordinator(job, coordinator, term, report)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        JobState& st = jobs_[job];
+        // Counts only while that coordinator's term lasts; a new term re-sends everything.
+        auto p = st.pending.find(w.step);
+        if (st.coordinator_rev == term && p != st.pending.end()) {
+          p->second.written = std::max(p->second.written, w.n);
+        }
+        continue;
+      }
+      direct = false;  // this and the remaining steps go through etcd
+    }
     Txn t;
     t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
         .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
@@ -894,9 +945,57 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
       work_ = true;
       return;
     }
+    ++traffic_.written;
     auto p = st.pending.find(w.step);
     if (p != st.pending.end()) p->second.written = std::max(p->second.written, w.n);
   }
+}
+
+bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::string& node,
+                                             int64_t term,
+                                             const peer::StepCompletionReport& report) {
+  // The address is looked up once per term (and again after a failure), not per report: N
+  // nodes reporting every step must not turn into N etcd reads per step.
+  std::string address;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const JobState& st = jobs_[job];
+    if (st.coordinator_rev == term) address = st.coordinator_address;
+  }
+  Status s;
+  if (address.empty()) {
+    auto member = nodes_->Find(node);
+    if (member && member->state != peer::MemberState::kDead) address = member->address;
+  }
+  if (address.empty()) {
+    s = Status::Unavailable("node '" + node + "' is not registered");
+  } else {
+    s = peers_->ReportStepCompletion(address, report, options_.report_timeout);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  JobState& st = jobs_[job];
+  if (st.coordinator_rev == term) st.coordinator_address = s.ok() ? address : "";
+  if (s.ok()) {
+    ++traffic_.reported;
+    st.report_backoff = std::chrono::milliseconds(0);
+    return true;
+  }
+  ++traffic_.report_failures;
+  // A coordinator that just started takes every node's first connection at once, and one that
+  // is cut off from its peers may stay so: back off exponentially, from report_retry up to
+  // report_retry_max, while this term lasts.
+  if (st.report_failed_rev != term) st.report_backoff = std::chrono::milliseconds(0);
+  st.report_backoff = st.report_backoff.count() == 0
+                          ? options_.report_retry
+                          : std::min(2 * st.report_backoff, options_.report_retry_max);
+  if (st.report_failed_rev != term || st.report_backoff == options_.report_retry_max) {
+    spdlog::warn("job {}: coordinator {} did not take a completion report ({}); completions go "
+                 "through etcd for {} ms",
+                 job, node, s.ToString(), st.report_backoff.count());
+  }
+  st.report_failed_rev = term;
+  st.report_retry_at = Clock::now() + st.report_backoff;
+  return false;
 }
 
 void EtcdJobCoordinator::Campaign(const std::string& job) {
@@ -925,9 +1024,10 @@ void EtcdJobCoordinator::Campaign(const std::string& job) {
     JobState& st = jobs_[job];
     st.want_lead = false;
     if (!r->succeeded) {
-      // Someone leads (possibly this node under an older lease that etcd still holds: it
-      // expires, the watch reports the delete, and this node campaigns again).
-      return;
+      // Someone leads: possibly this node under an older lease that etcd still holds (it
+      // expires, the watch reports the delete, and this node campaigns again), or this node
+      // under its current lease after its completions watch was reset: it leads again.
+      if (r->gets.empty() || !HeldBy(First(r->gets[0]), nodes_->node_id(), lease)) return;
     }
   }
   BecomeLeader(job);
@@ -956,7 +1056,8 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
         st.locations[rank] = ref->node;
       }
     }
-    st.completions.clear();
+    // Reports already received stay (a coordinator that re-reads after its completions watch
+    // was reset keeps them); the records in etcd are added to them.
   }
   WatchUpdate initial;
   for (const auto& kv : completions->kvs) initial.events.push_back({WatchEvent::Type::kPut, kv});
@@ -972,12 +1073,70 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
   work_ = true;
 }
 
+Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& report) {
+  if (report.step < 0) {
+    return Status::InvalidArgument("completion report of job '" + report.job + "' for step " +
+                                   std::to_string(report.step));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Never creates a job's state: only a job this node coordinates takes reports.
+    auto it = jobs_.find(report.job);
+    if (it == jobs_.end() || !it->second.leader) {
+      return Status::Protocol("node '" + nodes_->node_id() +
+                              "' does not coordinate the commits of job '" + report.job + "'");
+    }
+    JobState& st = it->second;
+    if (st.has_layout && report.ranks.size() > static_cast<size_t>(st.layout.world())) {
+      return Status::InvalidArgument("completion report of job '" + report.job + "' from node '" +
+                                     report.node + "' names " +
+                                     std::to_string(report.ranks.size()) +
+                                     " ranks; the job has " + std::to_string(st.layout.world()));
+    }
+    for (const auto& r : report.ranks) {
+      Status ok = r.job != report.job ? Status::InvalidArgument("a rank of job '" + r.job + "'")
+                  : st.has_layout     ? st.layout.CheckRank(r)
+                                      : Status::OK();
+      if (!ok.ok()) {
+        return Status::InvalidArgument("completion report of job '" + report.job +
+                                       "' from node '" + report.node + "' names rank " +
+                                       r.ToString() + ": " + ok.message());
+      }
+    }
+    if (st.committed && report.step <= *st.committed) return Status::OK();  // a late copy
+    if (st.completions.size() >= options_.max_pending_steps &&
+        st.completions.count(report.step) == 0) {
+      return Status::Busy("job '" + report.job + "' has " +
+                          std::to_string(st.completions.size()) +
+                          " uncommitted steps with completions; write this one to etcd");
+    }
+    AddCompletionLocked(st, report.step, report.node,
+                        CompletionRecord{report.generation, report.epoch, report.ranks});
+    ++traffic_.received;
+    work_ = true;
+  }
+  cv_.notify_all();
+  return Status::OK();
+}
+
+CompletionTraffic EtcdJobCoordinator::completion_traffic() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return traffic_;
+}
+
 void EtcdJobCoordinator::OnCompletionEvent(const std::string& job, const WatchUpdate& u) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
     if (!st.leader) return;
-    if (u.reset) st.want_lead = st.leader = false;  // re-read everything by campaigning again
+    if (u.reset) {
+      // Events may have been missed: lead again (this node still holds the key) and re-read
+      // the completions in etcd; the reports received meanwhile stay.
+      st.leader = false;
+      st.want_lead = true;
+      cancel_watches_.push_back(st.completions_watch);
+      st.completions_watch = 0;
+    }
     for (const auto& e : u.events) {
       if (e.type != WatchEvent::Type::kPut) continue;
       const int64_t step = keys::CompletionStep(job, e.kv.key);
@@ -998,17 +1157,25 @@ void EtcdJobCoordinator::OnCompletionEvent(const std::string& job, const WatchUp
 void EtcdJobCoordinator::AddCompletionLocked(JobState& st, int64_t step, const std::string& node,
                                              CompletionRecord rec) {
   StepCompletions& sc = st.completions[step];
-  CompletionRecord& held = sc.by_node[node];
-  // A node rewrites its record with more ranks; one with fewer (or of another generation) than
-  // it had makes the step count again from all records.
-  for (const auto& r : held.ranks) {
-    if (held.generation != rec.generation || held.epoch != rec.epoch ||
-        std::find(rec.ranks.begin(), rec.ranks.end(), r) == rec.ranks.end()) {
+  auto [it, fresh] = sc.by_node.try_emplace(node, std::move(rec));
+  CompletionRecord& held = it->second;
+  if (!fresh) {
+    // Within one generation and restore epoch completions only accumulate: a node's record may
+    // arrive twice (a report, then its etcd key) and out of order, and adds ranks, never removes
+    // them. A record of a newer generation or epoch replaces an older one; an older one is a
+    // late copy and changes nothing.
+    if (std::tie(rec.generation, rec.epoch) < std::tie(held.generation, held.epoch)) return;
+    if (rec.generation == held.generation && rec.epoch == held.epoch) {
+      for (const auto& r : rec.ranks) {
+        if (std::find(held.ranks.begin(), held.ranks.end(), r) == held.ranks.end()) {
+          held.ranks.push_back(r);
+        }
+      }
+    } else {
+      held = std::move(rec);
       sc.recount = true;
-      break;
     }
   }
-  held = std::move(rec);
   if (sc.recount || held.generation != st.gen.generation || held.epoch != st.decision_rev ||
       !st.has_layout) {
     return;

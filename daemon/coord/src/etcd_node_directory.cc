@@ -278,13 +278,7 @@ int64_t EtcdNodeDirectory::lease() const {
 }
 
 Status EtcdNodeDirectory::AdmitCaller(const v1::Caller& c) {
-  if (c.protocol_version() != peer::kProtocolVersion) {
-    return Status::Protocol("protocol version " + std::to_string(c.protocol_version()) +
-                            " of node '" + c.node_id() + "' is not supported; node '" +
-                            options_.node_id + "' speaks protocol version " +
-                            std::to_string(peer::kProtocolVersion));
-  }
-  if (c.node_id().empty()) return Status::InvalidArgument("caller.node_id is empty");
+  REFT_RETURN_NOT_OK(peer::CheckCallerProtocol(c, options_.node_id));
   // Fencing: a caller older than the epoch it registered since was declared dead and came
   // back; what it says under the old identity is not believed.
   auto known = Find(c.node_id());

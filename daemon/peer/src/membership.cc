@@ -141,13 +141,7 @@ void Membership::Notify(const std::vector<Event>& events) {
 }
 
 Status Membership::AdmitCaller(const v1::Caller& c) {
-  if (c.protocol_version() != kProtocolVersion) {
-    return Status::Protocol("protocol version " + std::to_string(c.protocol_version()) +
-                            " of node '" + c.node_id() + "' is not supported; node '" +
-                            options_.node_id + "' speaks protocol version " +
-                            std::to_string(kProtocolVersion));
-  }
-  if (c.node_id().empty()) return Status::InvalidArgument("caller.node_id is empty");
+  REFT_RETURN_NOT_OK(CheckCallerProtocol(c, options_.node_id));
   std::vector<Event> events;
   Status result;
   {

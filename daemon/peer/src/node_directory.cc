@@ -1,5 +1,7 @@
 #include "reft/peer/node_directory.h"
 
+#include "reft/peer/peer_options.h"
+
 namespace reft::peer {
 
 const char* MemberStateName(MemberState s) {
@@ -9,6 +11,17 @@ const char* MemberStateName(MemberState s) {
     case MemberState::kDead: return "dead";
   }
   return "unknown";
+}
+
+Status CheckCallerProtocol(const v1::Caller& c, const std::string& self_node_id) {
+  if (c.protocol_version() != kProtocolVersion) {
+    return Status::Protocol("protocol version " + std::to_string(c.protocol_version()) +
+                            " of node '" + c.node_id() + "' is not supported; node '" +
+                            self_node_id + "' speaks protocol version " +
+                            std::to_string(kProtocolVersion));
+  }
+  if (c.node_id().empty()) return Status::InvalidArgument("caller.node_id is empty");
+  return Status::OK();
 }
 
 NodeLiveness NodeDirectory::Liveness(const std::string& node_id) const {

@@ -176,6 +176,23 @@ Result<v1::PersistStepResponse> PeerClient::PersistStep(const std::string& addre
   return resp;
 }
 
+Status PeerClient::ReportStepCompletion(const std::string& address,
+                                        const StepCompletionReport& report,
+                                        std::chrono::milliseconds timeout) {
+  v1::ReportStepCompletionRequest req;
+  *req.mutable_caller() = Stamp();
+  req.set_job(report.job);
+  req.set_step(report.step);
+  req.set_generation(report.generation);
+  req.set_epoch(report.epoch);
+  for (const auto& r : report.ranks) ToRankId(r, req.add_ranks());
+  v1::ReportStepCompletionResponse resp;
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
+  return Check(Get(address)->stub->ReportStepCompletion(&ctx, req, &resp),
+               "ReportStepCompletion " + address, ctx);
+}
+
 namespace {
 
 // A cursor over the slices of one received message.

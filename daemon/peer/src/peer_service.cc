@@ -221,6 +221,30 @@ void PeerService::SetPersistHandler(PersistHandler handler) {
   persist_handler_ = handler ? std::make_shared<PersistHandler>(std::move(handler)) : nullptr;
 }
 
+grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
+                                               const v1::ReportStepCompletionRequest* req,
+                                               v1::ReportStepCompletionResponse*) {
+  if (auto denied = Authorize(ctx, "Peer/ReportStepCompletion", req->caller()); !denied.ok()) {
+    return denied;
+  }
+  // No membership lookup (the coordinator takes a report from every node of the job at every
+  // step; looking each caller up in etcd would cost etcd more than the report saves): a report
+  // is fenced by what it carries instead: the coordinator counts only the job's current
+  // generation and restore epoch, and its commit compares both in etcd.
+  Status s = CheckCallerProtocol(req->caller(), membership_->node_id());
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
+  // The node is the caller (authenticated): a node reports only its own ranks' completions.
+  StepCompletionReport report;
+  report.job = req->job();
+  report.step = req->step();
+  report.node = req->caller().node_id();
+  report.generation = req->generation();
+  report.epoch = req->epoch();
+  report.ranks.reserve(static_cast<size_t>(req->ranks_size()));
+  for (const auto& id : req->ranks()) report.ranks.push_back(FromRankId(id));
+  return proto::ToGrpc(coordinator_->ReceiveCompletion(report), ctx);
+}
+
 grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::PersistStepRequest* req,
                                       v1::PersistStepResponse* resp) {
   if (auto denied = Authorize(ctx, "Peer/PersistStep", req->caller()); !denied.ok()) {

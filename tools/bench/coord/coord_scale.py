@@ -231,9 +231,18 @@ def run(backend, n, a, binary):
             pick = range(len(hosts)) if i is None else [i]
             return sum(after[j][key] - before[j][key] for j in pick)
 
+        # etcd: completion reports go to the coordinator over the Peer service. Each counts
+        # once, as its sender's (request + response); their bytes are measured where they
+        # arrive, at the coordinator's server.
+        served = delta("peer_server_messages", 0) if backend == "etcd" else 0
+        bytes_per_peer_msg = delta("peer_server_bytes", 0) / served if served else 0
+
         def per_step(i=None):
             msgs = delta("messages", i) - delta("background_messages", i)
             byts = delta("bytes", i) - delta("background_bytes", i)
+            if backend == "etcd":
+                msgs += 2 * delta("reports_sent", i)
+                byts += 2 * delta("reports_sent", i) * bytes_per_peer_msg
             return msgs / a.steps, byts / a.steps
 
         total_msgs, total_bytes = per_step()
@@ -252,8 +261,17 @@ def run(backend, n, a, binary):
             "bytes_per_step": round(total_bytes),
             "msgs_per_step_per_node": round((total_msgs - coord_msgs) / (n - 1), 2),
             "bytes_per_step_per_node": round((total_bytes - coord_bytes) / (n - 1)),
-            "coordinator_msgs_per_step": round(coord_msgs, 1),
-            "coordinator_bytes_per_step": round(coord_bytes),
+            "coordinator_msgs_per_step": round(coord_msgs + served / a.steps, 1),
+            # How completions travelled (etcd): reports to the coordinator, reports it did not
+            # take, and completion records written to etcd, per step.
+            "reports_per_step": round(delta("reports_sent") / a.steps, 1)
+            if backend == "etcd" else None,
+            "report_failures_per_step": round(delta("report_failures") / a.steps, 1)
+            if backend == "etcd" else None,
+            "completion_writes_per_step": round(delta("completion_writes") / a.steps, 1)
+            if backend == "etcd" else None,
+            "coordinator_bytes_per_step":
+                round(coord_bytes + (delta("peer_server_bytes", 0) / a.steps if served else 0)),
             "one_node_msgs_per_step": round(probe_msgs, 2),
             "one_node_bytes_per_step": round(probe_bytes),
             "background_msgs_per_s_per_node":

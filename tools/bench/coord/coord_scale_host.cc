@@ -5,9 +5,10 @@
 // memory_store.h). With --backend etcd its control plane is the etcd one; the members of this
 // process share one EtcdClient (one connection, one keep-alive stream, one watch stream: what
 // they send and receive is what N separate daemons would, the threads and connections are
-// pooled), and have no Peer server (nothing calls them). With --backend gossip each member runs
-// the gossip control plane (SWIM membership + completion-set exchange) and its own Peer gRPC
-// server on loopback, as in the in-process tests.
+// pooled); member 0 (the job's coordinator) runs a Peer server, which takes the other members'
+// completion reports, and the others have none (nothing else calls them). With --backend
+// gossip each member runs the gossip control plane (SWIM membership + completion-set
+// exchange) and its own Peer gRPC server on loopback, as in the in-process tests.
 //
 // Commands on stdin, one per line; answers on stdout (times are steady-clock nanoseconds, one
 // clock for every process of the machine):
@@ -123,7 +124,7 @@ struct Member {
   std::string id;
   std::unique_ptr<bench::MemoryStore> store;
   std::unique_ptr<peer::PeerNode> peer;
-  std::unique_ptr<grpc::Server> server;  // gossip only
+  std::unique_ptr<grpc::Server> server;  // gossip, and the coordinator under etcd
   std::vector<store::RankKey> ranks;
 };
 
@@ -153,11 +154,14 @@ Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility*
   // The bench measures the gossip path past its bound: the figures are why the bound is there.
   po.max_gossip_nodes = static_cast<uint32_t>(std::max(a.nodes, 2));
   if (a.backend == "etcd") {
-    po.advertise_address = "127.0.0.1:1";  // never dialled: the bench has no data plane
     REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get(), {}, etcd));
-    REFT_RETURN_NOT_OK(m->peer->Start());
   } else {
     REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get()));
+  }
+  if (a.backend == "etcd" && index != 0) {
+    // Never dialled: the bench has no data plane, and only the coordinator takes reports.
+    REFT_RETURN_NOT_OK(m->peer->Start("127.0.0.1:1"));
+  } else {
     grpc::ServerBuilder b;
     int port = 0;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -187,8 +191,23 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
     << ",\"self_declared_dead\":" << d.self;
   if (etcd) {
     const coord::EtcdTraffic t = etcd->traffic();
+    // Completion reports to the coordinator (Peer.ReportStepCompletion): counted by the
+    // coordinator's server, where they arrive; the senders count how many they sent.
+    uint64_t reports = 0, report_failures = 0, completion_writes = 0;
+    for (const auto& m : members) {
+      if (auto* co = dynamic_cast<coord::EtcdJobCoordinator*>(m->peer->coordinator())) {
+        const coord::CompletionTraffic ct = co->completion_traffic();
+        reports += ct.reported + ct.report_failures;
+        report_failures += ct.report_failures;
+        completion_writes += ct.written;
+      }
+    }
     o << ",\"messages\":" << t.requests + t.responses
       << ",\"bytes\":" << t.bytes_sent + t.bytes_received
+      << ",\"reports_sent\":" << reports << ",\"report_failures\":" << report_failures
+      << ",\"completion_writes\":" << completion_writes
+      << ",\"peer_server_messages\":" << c.commit_messages + c.other_messages
+      << ",\"peer_server_bytes\":" << c.commit_bytes + c.other_bytes
       << ",\"watch_events\":" << t.watch_events
       << ",\"background_messages\":" << t.keepalive_messages
       << ",\"background_bytes\":" << t.keepalive_bytes;

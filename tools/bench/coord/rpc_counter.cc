@@ -18,7 +18,7 @@ class CountingInterceptor final : public grpc::experimental::Interceptor {
       const size_t n = std::strlen(s);
       return m.size() >= n && m.compare(m.size() - n, n, s) == 0;
     };
-    if (ends("/ExchangeCommitState")) {
+    if (ends("/ExchangeCommitState") || ends("/ReportStepCompletion")) {
       messages_ = &counts->commit_messages;
       bytes_ = &counts->commit_bytes;
     } else if (ends("/Ping") || ends("/PingReq") || ends("/Hello")) {

@@ -3,16 +3,20 @@
 /// \brief Job-wide agreement in etcd (docs/coordination.md): the commit point, the generation,
 /// where every rank's slot lives, which node coordinates the job, and how the job restores.
 ///
-/// Commit. A rank that sealed step S reports it to its daemon (Complete); the daemon writes
-/// ONE key per step for all its ranks of the job (`completions/<S>/<node>`), guarded by the
-/// job's generation, once every rank of the job connected to it completed S (or
-/// `completion_linger` after the first did; a later one rewrites the key). The job's coordinator — one node,
-/// elected with a key bound to its lease — watches the completions and, once they cover every
-/// rank of the layout, commits S in one transaction that succeeds only if the generation and
-/// the previous commit point are unchanged; the same transaction records the slot locations that
-/// changed and deletes the completions up to S. Every node watches `committed` (one event per
-/// step) and then commits its local slots of S, which frees the older ones. So a node writes
-/// O(1) keys per step per job and receives O(1) events, and only the coordinator sees O(nodes).
+/// Commit. A rank that sealed step S reports it to its daemon (Complete); the daemon sends ONE
+/// report per step for all its ranks of the job, once every rank of the job connected to it
+/// completed S (or `completion_linger` after the first did; a later one sends it again). The
+/// job's coordinator — one node, elected with a key bound to its lease — is where the reports
+/// go: straight to it over the Peer service (ReportStepCompletion), or, when it cannot be
+/// reached or this node is the coordinator, as a key in etcd (`completions/<S>/<node>`,
+/// guarded by the job's generation) that the coordinator watches. Once the reports cover every
+/// rank of the layout it commits S in one transaction that succeeds only if the generation,
+/// the restore epoch and the previous commit point are unchanged; the same transaction records
+/// the slot locations that changed and deletes the completion keys up to S. Every node watches
+/// `committed` (one event per step) and then commits its local slots of S, which frees the
+/// older ones. So etcd sees O(1) writes per step per job, a node sends O(1) messages and
+/// receives O(1) events, and only the coordinator receives O(nodes) reports. A report held only
+/// in the coordinator's memory is sent again to the next coordinator (its key changes).
 ///
 /// Generations. Falling back to the persistent tier starts generation g+1 with base P in one
 /// compare-and-swap on the generation key (StartGeneration): committed becomes P, completions
@@ -39,6 +43,7 @@
 #include "reft/coord/etcd_node_directory.h"
 #include "reft/coord/records.h"
 #include "reft/peer/job_coordinator.h"
+#include "reft/peer/peer_client.h"
 #include "reft/store/snapshot_store.h"
 
 namespace reft::coord {
@@ -55,13 +60,36 @@ struct EtcdCoordinatorOptions {
   /// layout's ranks to leave (a launcher restarts a job at another scale the moment its
   /// trainers exit, and their nodes delete their joined keys right after) before it is refused.
   std::chrono::milliseconds departed_wait{2000};
+  /// Send completions to the job's coordinator over the Peer service (needs a PeerClient);
+  /// false: always through etcd (one transaction per node and step).
+  bool report_to_coordinator = true;
+  /// Deadline of one report to the coordinator.
+  std::chrono::milliseconds report_timeout{1000};
+  /// After a report to a coordinator failed, its completions go through etcd for this long
+  /// (or until another node coordinates) before the direct path is tried again; each further
+  /// failure doubles the pause, up to report_retry_max.
+  std::chrono::milliseconds report_retry{1000};
+  std::chrono::milliseconds report_retry_max{30000};
+  /// Uncommitted steps the coordinator keeps reports of; a report of a further step is refused
+  /// (Busy) and written to etcd by its sender.
+  size_t max_pending_steps = 1024;
+};
+
+/// \brief How this node's completions travelled, and what it received as a coordinator.
+struct CompletionTraffic {
+  uint64_t reported = 0;         ///< reports the coordinator took over the Peer service
+  uint64_t report_failures = 0;  ///< reports it did not take (then written to etcd)
+  uint64_t written = 0;          ///< completion records written to etcd
+  uint64_t received = 0;         ///< reports taken as the job's coordinator
 };
 
 class EtcdJobCoordinator final : public peer::JobCoordinator {
  public:
-  /// `store` and `nodes` must outlive the coordinator.
+  /// `store`, `nodes` and `peers` must outlive the coordinator. Without `peers` completions
+  /// always go through etcd.
   EtcdJobCoordinator(store::SnapshotStore* store, std::shared_ptr<EtcdClient> etcd,
-                     EtcdNodeDirectory* nodes, EtcdCoordinatorOptions options = {});
+                     EtcdNodeDirectory* nodes, EtcdCoordinatorOptions options = {},
+                     peer::PeerClient* peers = nullptr);
   ~EtcdJobCoordinator() override;
 
   /// Starts the worker and follows every job this node holds slots of.
@@ -108,6 +136,11 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
                                                 int64_t expected_version) override;
   bool HasConsensus() const override { return true; }
   Status RecordSlot(const store::RankKey& rank, int64_t step) override;
+  /// Protocol when this node does not coordinate the job (now); InvalidArgument naming a rank
+  /// the job's layout does not have; Busy beyond `max_pending_steps` uncommitted steps.
+  Status ReceiveCompletion(const peer::StepCompletionReport& report) override;
+
+  CompletionTraffic completion_traffic() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -115,7 +148,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   struct PendingStep {
     std::set<store::RankKey> ranks;
     Clock::time_point since{};  ///< first completion (epoch: adopted at start, write at once)
-    size_t written = 0;         ///< how many of them etcd has
+    size_t written = 0;         ///< how many of them the coordinator has (or etcd)
   };
   /// The coordinator's view of one step: every node's record, and the ranks of the layout they
   /// cover in the current generation, kept as records arrive so that deciding a commit costs
@@ -143,6 +176,12 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     int connected = 0;              // trainer sessions on this node
     std::map<int64_t, PendingStep> pending;  // this node's completions not yet committed
     // Coordination of the job.
+    std::string coordinator;        // the node holding the coordinator key ("" = none)
+    std::string coordinator_address;  // its Peer address, looked up once per term
+    int64_t coordinator_rev = 0;    // the key's create revision: one per coordinator term
+    int64_t report_failed_rev = 0;  // the term whose coordinator did not take a report
+    std::chrono::milliseconds report_backoff{0};  // its current pause (0: the last report went)
+    Clock::time_point report_retry_at{};
     bool want_lead = false;         // campaign when the coordinator key is free
     bool leader = false;
     int64_t completions_watch = 0;
@@ -192,6 +231,10 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   // Worker: everything that writes to etcd in the background.
   void Run();
   void FlushCompletions(const std::string& job);
+  /// Sends one report to the job's coordinator `node` (term `term`); false when it did not
+  /// take it (the caller writes it to etcd).
+  bool ReportToCoordinator(const std::string& job, const std::string& node, int64_t term,
+                           const peer::StepCompletionReport& report);
   void Campaign(const std::string& job);
   void BecomeLeader(const std::string& job);
   void TryCommit(const std::string& job);
@@ -213,9 +256,10 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::shared_ptr<EtcdClient> etcd_;
   EtcdNodeDirectory* nodes_;
   EtcdCoordinatorOptions options_;
+  peer::PeerClient* peers_;
 
   std::mutex track_mu_;  // serialises Track/Refresh I/O (never held with mu_ while waiting on it)
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;  // commits (waiters) and work (the worker)
   std::map<std::string, JobState> jobs_;
   std::map<store::RankKey, int> joined_;         // rank -> sessions on this node
@@ -228,6 +272,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::thread worker_;
   std::vector<GenerationEvent> pending_events_;
   std::vector<int64_t> cancel_watches_;  // cancelled by the worker (not from a watch callback)
+  CompletionTraffic traffic_;
   std::mutex listeners_mu_;
   std::vector<GenerationListener> listeners_;
 };

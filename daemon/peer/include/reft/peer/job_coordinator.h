@@ -46,6 +46,16 @@ struct RestoreDecision {
   int64_t version = 0;     ///< opaque compare-and-swap token of the stored decision (0: none)
 };
 
+/// \brief One node's ranks that sealed one step of a job, as reported to the job's coordinator.
+struct StepCompletionReport {
+  std::string job;
+  int64_t step = -1;
+  std::string node;         ///< the reporting node (the authenticated caller)
+  uint64_t generation = 0;  ///< the job generation the ranks completed the step in
+  int64_t epoch = 0;        ///< the restore epoch they completed it in
+  std::vector<store::RankKey> ranks;
+};
+
 /// \brief What the control plane knows about one node's liveness.
 enum class NodeLiveness {
   kAlive,    ///< registered and not declared dead: its answers must be waited for
@@ -125,6 +135,17 @@ class JobCoordinator : public local::CommitCoordinator {
   /// \brief True when agreement is real (a consensus store); false for the gossip fallback,
   /// whose decisions are this node's alone (reported in every restore's detail).
   virtual bool HasConsensus() const = 0;
+
+  // ---- commit ----
+
+  /// \brief Takes another node's completion report, when this node coordinates the job's
+  /// commits (Peer.ReportStepCompletion). Protocol ("does not coordinate") otherwise: the
+  /// sender records it in the control plane instead. Control planes without a coordinator
+  /// answer Unsupported.
+  virtual Status ReceiveCompletion(const StepCompletionReport& report) {
+    return Status::Unsupported("node does not take completion reports for job '" + report.job +
+                               "'");
+  }
 };
 
 }  // namespace reft::peer

@@ -78,4 +78,8 @@ class NodeDirectory {
   virtual Status AdmitCaller(const v1::Caller& caller) = 0;
 };
 
+/// \brief The part of AdmitCaller that needs no membership: the caller speaks this node's
+/// protocol version (Protocol otherwise, naming both) and names itself (InvalidArgument).
+Status CheckCallerProtocol(const v1::Caller& caller, const std::string& self_node_id);
+
 }  // namespace reft::peer

@@ -15,6 +15,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "reft/mutex.h"
+#include "reft/peer/job_coordinator.h"
 #include "reft/peer/peer_options.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -88,6 +89,13 @@ class PeerClient {
   Status FetchRegion(const std::string& address, const store::RankKey& rank, int64_t step,
                      const std::string& region, uint8_t* dst, uint64_t dst_size, uint64_t offset,
                      const FetchOptions& options);
+
+  /// \brief Sends one node's completion of a step to the job's coordinator at `address`
+  /// (Peer.ReportStepCompletion; `report.node` is ignored: the server takes the caller).
+  /// Protocol when that node does not coordinate the job; Unavailable / Timeout on transport
+  /// problems. `timeout` 0 = PeerOptions::rpc_deadline.
+  Status ReportStepCompletion(const std::string& address, const StepCompletionReport& report,
+                              std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   /// Drops the cached channel of `address` (e.g. after the peer was declared dead).
   void Forget(const std::string& address);

@@ -54,6 +54,8 @@ class PeerService final : public v1::Peer::Service {
                            v1::GetManifestResponse*) override;
   grpc::Status PersistStep(grpc::ServerContext*, const v1::PersistStepRequest*,
                            v1::PersistStepResponse*) override;
+  grpc::Status ReportStepCompletion(grpc::ServerContext*, const v1::ReportStepCompletionRequest*,
+                                    v1::ReportStepCompletionResponse*) override;
 
   /// Persists this node's ranks of a step (daemon/recovery's Persister); runs on a gRPC thread
   /// and may block for size / bandwidth seconds. Without a handler PersistStep answers
