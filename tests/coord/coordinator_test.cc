@@ -68,6 +68,21 @@ int Leader(Cluster& c) {
   return leader;
 }
 
+// Kills the coordinator's node; returns the others once one of them coordinates.
+std::vector<int> KillLeader(Cluster& c, int leader) {
+  c.nodes[leader]->Kill();
+  std::vector<int> rest;
+  for (int n = 0; n < 3; ++n) {
+    if (n != leader) rest.push_back(n);
+  }
+  REQUIRE(reft::testing::Eventually([&] {
+    int l = 0;
+    for (int n : rest) l += c.co(n)->LeadsJob("job");
+    return l == 1;
+  }, 5s));
+  return rest;
+}
+
 coord::CompletionTraffic Traffic(Cluster& c, int n) {
   auto* etcd = dynamic_cast<coord::EtcdJobCoordinator*>(c.co(n));
   REQUIRE(etcd != nullptr);
@@ -140,9 +155,7 @@ TEST_CASE("etcd coordination: the coordinator's node leaves and another one take
   EtcdCluster etcd(1);
   Cluster c(etcd);
   c.JoinAll();
-  REQUIRE(reft::testing::Eventually([&] { return Leaders(c) == 1; }, 5s));
-  int leader = 0;
-  while (!c.co(leader)->LeadsJob("job")) ++leader;
+  const int leader = Leader(c);
   c.CommitAll(1);
   // The leader's ranks complete step 2 (written to etcd), then its node goes away (its lease is
   // revoked: the coordinator key disappears at once).
@@ -155,16 +168,7 @@ TEST_CASE("etcd coordination: the coordinator's node leaves and another one take
   REQUIRE(client.ok());
   const std::string key = coord::keys::Completion("job", 2, "n" + std::to_string(leader));
   REQUIRE(reft::testing::Eventually([&] { return (*(*client)->Get(key)).has_value(); }, 5s));
-  c.nodes[leader]->Kill();
-  std::vector<int> rest;
-  for (int n = 0; n < 3; ++n) {
-    if (n != leader) rest.push_back(n);
-  }
-  REQUIRE(reft::testing::Eventually([&] {
-    int l = 0;
-    for (int n : rest) l += c.co(n)->LeadsJob("job");
-    return l == 1;
-  }, 5s));
+  const std::vector<int> rest = KillLeader(c, leader);
   // The survivors complete step 2 too: the new coordinator commits it from all four completions.
   for (size_t i = 0; i < 4; ++i) {
     if (c.placement[i].first != leader) c.Complete(i, 2);
@@ -239,16 +243,7 @@ TEST_CASE("etcd coordination: reports a dead coordinator held are sent to the ne
   const uint64_t before = Traffic(c, reporter).reported;
   c.Complete(others[0], 2);
   REQUIRE(reft::testing::Eventually([&] { return Traffic(c, reporter).reported > before; }, 5s));
-  c.nodes[leader]->Kill();
-  std::vector<int> rest;
-  for (int n = 0; n < 3; ++n) {
-    if (n != leader) rest.push_back(n);
-  }
-  REQUIRE(reft::testing::Eventually([&] {
-    int l = 0;
-    for (int n : rest) l += c.co(n)->LeadsJob("job");
-    return l == 1;
-  }, 5s));
+  const std::vector<int> rest = KillLeader(c, leader);
   // The last rank completes: step 2 commits only if the new coordinator has the earlier report.
   for (size_t k = 1; k < others.size(); ++k) c.Complete(others[k], 2);
   for (int n : rest) REQUIRE(c.co(n)->WaitCommitted("job", 2, 15s));

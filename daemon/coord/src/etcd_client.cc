@@ -292,10 +292,12 @@ Status EtcdClient::Unary(const char* what, Call&& call) {
     last = call(*endpoints_[idx], &ctx);
     if (last.ok()) {
       current_ = idx;  // stay on a member that answers
+      reachable_ = true;
       return Status::OK();
     }
     if (!Retriable(last)) break;
   }
+  if (Retriable(last)) reachable_ = false;
   {
     std::lock_guard<std::mutex> lock(traffic_mu_);
     ++traffic_.failed_calls;
@@ -510,6 +512,7 @@ void EtcdClient::KeepAliveLoop() {
       lost.insert(lost.end(), gone.begin(), gone.end());
     }
 
+    reachable_ = renewed;
     lock.lock();
     if (renewed) {
       renew_from_ = 0;

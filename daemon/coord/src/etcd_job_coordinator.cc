@@ -350,7 +350,7 @@ void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState
     st.coordinator = holder;
     st.coordinator_address.clear();
     for (auto& [step, p] : st.pending) p.written = 0;
-    if (!st.pending.empty()) work_ = true;
+    work_ = true;  // connect to the new coordinator now, not under the first report's deadline
   }
   if (!mine && st.leader) {
     spdlog::warn("job {}: this node no longer coordinates the job's commits ({})", job,
@@ -889,10 +889,12 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     term = st.coordinator_rev;
     coordinator = st.coordinator;
     // The coordinator's own completions go through etcd: they must outlive its node, whose
-    // reports are lost with it while the other nodes' are sent again to its successor.
+    // reports are lost with it while the other nodes' are sent again to its successor. A node
+    // that cannot reach etcd reports nothing (its completions wait, as in etcd, until it can):
+    // it could not learn the commits they would make, and its lease is running out.
     const auto now = Clock::now();
     direct = peers_ != nullptr && options_.report_to_coordinator && !coordinator.empty() &&
-             coordinator != nodes_->node_id() &&
+             coordinator != nodes_->node_id() && etcd_->reachable() &&
              !(st.report_failed_rev == term && now < st.report_retry_at);
     // One write per step and node: a step is written once every rank of the job connected here
     // completed it (they complete within moments of each other), or when the linger runs out.
@@ -912,6 +914,14 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
       writes.push_back(
           {step, {st.gen.generation, epoch, {p.ranks.begin(), p.ranks.end()}}, p.ranks.size()});
     }
+  }
+  if (direct) {
+    std::string address;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      address = jobs_[job].coordinator_address;
+    }
+    if (address.empty()) ConnectToCoordinator(job, coordinator, term);
   }
   for (auto& w : writes) {
     if (direct) {
@@ -949,6 +959,18 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     auto p = st.pending.find(w.step);
     if (p != st.pending.end()) p->second.written = std::max(p->second.written, w.n);
   }
+}
+
+void EtcdJobCoordinator::ConnectToCoordinator(const std::string& job, const std::string& node,
+                                              int64_t term) {
+  auto member = nodes_->Find(node);
+  if (!member || member->state == peer::MemberState::kDead) return;
+  // Every node of the job connects when a coordinator takes over (at job start, spread over
+  // the nodes' joins), not all at once at the first step under a report's deadline.
+  peers_->Connect(member->address);
+  std::lock_guard<std::mutex> lock(mu_);
+  JobState& st = jobs_[job];
+  if (st.coordinator_rev == term) st.coordinator_address = member->address;
 }
 
 bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::string& node,

@@ -176,6 +176,10 @@ Result<v1::PersistStepResponse> PeerClient::PersistStep(const std::string& addre
   return resp;
 }
 
+void PeerClient::Connect(const std::string& address) {
+  (void)Get(address)->channel->GetState(/*try_to_connect=*/true);
+}
+
 Status PeerClient::ReportStepCompletion(const std::string& address,
                                         const StepCompletionReport& report,
                                         std::chrono::milliseconds timeout) {

@@ -297,6 +297,10 @@ def run(backend, n, a, binary):
             "suspicions": sum(s["suspect_events"] for s in final),
         }
         return result
+    except (TimeoutError, RuntimeError) as e:
+        # What every host logged last (the daemon's warnings: failed reports, lost leases).
+        tails = {h.name: "".join(h.stderr[-3:])[-600:] for h in hosts[:3]}
+        raise type(e)(f"{e}; host logs: {json.dumps(tails)}") from e
     finally:
         for h in hosts:
             try:

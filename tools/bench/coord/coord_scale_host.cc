@@ -38,6 +38,8 @@
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "memory_store.h"
 #include "reft/coord/etcd_control_plane.h"
@@ -193,19 +195,20 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
     const coord::EtcdTraffic t = etcd->traffic();
     // Completion reports to the coordinator (Peer.ReportStepCompletion): counted by the
     // coordinator's server, where they arrive; the senders count how many they sent.
-    uint64_t reports = 0, report_failures = 0, completion_writes = 0;
+    uint64_t reports = 0, report_failures = 0, completion_writes = 0, received = 0;
     for (const auto& m : members) {
       if (auto* co = dynamic_cast<coord::EtcdJobCoordinator*>(m->peer->coordinator())) {
         const coord::CompletionTraffic ct = co->completion_traffic();
         reports += ct.reported + ct.report_failures;
         report_failures += ct.report_failures;
         completion_writes += ct.written;
+        received += ct.received;
       }
     }
     o << ",\"messages\":" << t.requests + t.responses
       << ",\"bytes\":" << t.bytes_sent + t.bytes_received
       << ",\"reports_sent\":" << reports << ",\"report_failures\":" << report_failures
-      << ",\"completion_writes\":" << completion_writes
+      << ",\"completion_writes\":" << completion_writes << ",\"reports_received\":" << received
       << ",\"peer_server_messages\":" << c.commit_messages + c.other_messages
       << ",\"peer_server_bytes\":" << c.commit_bytes + c.other_bytes
       << ",\"watch_events\":" << t.watch_events
@@ -235,6 +238,9 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", a.ranks, "ranks per node (the job's tp)")->check(CLI::PositiveNumber);
   app.add_option("--lease-ttl", a.lease_ttl_s, "etcd lease TTL, seconds");
   CLI11_PARSE(app, argc, argv);
+  // stdout carries the protocol with coord_scale.py; the daemon's log goes to stderr, whose
+  // tail the driver reports when a host fails.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("coord_scale_host"));
 
   std::shared_ptr<coord::EtcdClient> etcd;
   peer::ControlPlaneFactory factory;

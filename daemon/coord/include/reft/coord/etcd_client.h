@@ -182,6 +182,9 @@ class EtcdClient {
   void CancelWatch(int64_t handle);
 
   EtcdTraffic traffic() const;
+  /// False since the last call or keep-alive round that no member answered, until one is
+  /// answered again.
+  bool reachable() const { return reachable_.load(); }
   /// The endpoint the next call goes to (for logs).
   std::string current_endpoint() const;
 
@@ -212,6 +215,7 @@ class EtcdClient {
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::atomic<size_t> current_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> reachable_{true};
 
   // Leases kept alive: id -> (ttl, callback).
   std::mutex lease_mu_;

@@ -235,6 +235,8 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// take it (the caller writes it to etcd).
   bool ReportToCoordinator(const std::string& job, const std::string& node, int64_t term,
                            const peer::StepCompletionReport& report);
+  /// Looks the coordinator's address up and starts connecting to it (once per term).
+  void ConnectToCoordinator(const std::string& job, const std::string& node, int64_t term);
   void Campaign(const std::string& job);
   void BecomeLeader(const std::string& job);
   void TryCommit(const std::string& job);

@@ -97,6 +97,10 @@ class PeerClient {
   Status ReportStepCompletion(const std::string& address, const StepCompletionReport& report,
                               std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
+  /// Starts connecting to `address` in the background (no call, no wait), so that a first call
+  /// later does not pay for the connection under its deadline.
+  void Connect(const std::string& address);
+
   /// Drops the cached channel of `address` (e.g. after the peer was declared dead).
   void Forget(const std::string& address);
 
