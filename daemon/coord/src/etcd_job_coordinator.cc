@@ -976,24 +976,18 @@ void EtcdJobCoordinator::ConnectToCoordinator(const std::string& job, const std:
 bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::string& node,
                                              int64_t term,
                                              const peer::StepCompletionReport& report) {
-  // The address is looked up once per term (and again after a failure), not per report: N
-  // nodes reporting every step must not turn into N etcd reads per step.
+  // The address was looked up once for the term (ConnectToCoordinator), not per report: N
+  // nodes reporting every step must not turn into N etcd reads per step. A failure forgets
+  // it, so the next round looks it up again.
   std::string address;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const JobState& st = jobs_[job];
     if (st.coordinator_rev == term) address = st.coordinator_address;
   }
-  Status s;
-  if (address.empty()) {
-    auto member = nodes_->Find(node);
-    if (member && member->state != peer::MemberState::kDead) address = member->address;
-  }
-  if (address.empty()) {
-    s = Status::Unavailable("node '" + node + "' is not registered");
-  } else {
-    s = peers_->ReportStepCompletion(address, report, options_.report_timeout);
-  }
+  const Status s = address.empty()
+                       ? Status::Unavailable("node '" + node + "' is not registered")
+                       : peers_->ReportStepCompletion(address, report, options_.report_timeout);
   std::lock_guard<std::mutex> lock(mu_);
   JobState& st = jobs_[job];
   if (st.coordinator_rev == term) st.coordinator_address = s.ok() ? address : "";
