@@ -113,6 +113,10 @@ struct CompletionWrites {
     std::lock_guard<std::mutex> lock(mu);
     return nodes;
   }
+  int count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return puts;
+  }
   std::unique_ptr<coord::EtcdClient> client;
   std::mutex mu;
   std::set<std::string> nodes;
@@ -185,17 +189,21 @@ TEST_CASE("etcd coordination: completions go to the coordinator, not through etc
   CompletionWrites writes(etcd);
   for (int64_t step = 1; step <= 3; ++step) c.CommitAll(step);
   // etcd holds the coordinator's own records only (they must outlive its node); every other
-  // node's reach it as one report per step.
+  // node's reach it as one report per step. (The watch delivers the three puts some time after
+  // the commits they made.)
+  REQUIRE(reft::testing::Eventually([&] { return writes.count() >= 3; }, 10s));
   CHECK(writes.writers() == std::set<std::string>{"n" + std::to_string(leader)});
   for (int n = 0; n < 3; ++n) {
     const auto t = Traffic(c, n);
     INFO("node " << n << ": reported " << t.reported << ", failed " << t.report_failures
                  << ", written " << t.written << ", received " << t.received);
+    // A node with two ranks reports a step twice when its second rank lags the first by more
+    // than the completion linger (a loaded machine): at least once per step.
     if (n == leader) {
-      CHECK(t.received == 6);  // two nodes, three steps
-      CHECK(t.written == 3);
+      CHECK(t.received >= 6);  // two nodes, three steps
+      CHECK(t.written >= 3);
     } else {
-      CHECK(t.reported == 3);
+      CHECK(t.reported >= 3);
       CHECK(t.written == 0);
       CHECK(t.report_failures == 0);
     }
@@ -216,7 +224,7 @@ TEST_CASE("etcd coordination: a coordinator its peers cannot reach gets completi
   c.nodes[leader]->server->Shutdown(std::chrono::system_clock::now());
   CompletionWrites writes(etcd);
   c.CommitAll(2);
-  CHECK(writes.writers().size() == 3);
+  CHECK(reft::testing::Eventually([&] { return writes.writers().size() == 3; }, 10s));
   for (int n = 0; n < 3; ++n) {
     if (n == leader) continue;
     const auto t = Traffic(c, n);

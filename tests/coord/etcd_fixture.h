@@ -63,7 +63,8 @@ class EtcdCluster {
 int FreeLoopbackPort();
 
 /// \brief The etcd control plane for in-process nodes (TestNode), with test timings: 1 s etcd
-/// calls, 2 s leases, 50 ms retries. One client shared by every node built from it.
+/// calls, 2 s leases, 50 ms retries, 10 s for a completion report to the coordinator. One
+/// client shared by every node built from it.
 peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd);
 
 }  // namespace reft::testing

@@ -902,7 +902,9 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     for (const auto& [rank, n] : joined_) {
       if (rank.job == job) connected.push_back(rank);
     }
-    for (const auto& [step, p] : st.pending) {
+    for (const auto& entry : st.pending) {
+      const int64_t step = entry.first;
+      const PendingStep& p = entry.second;  // a lambda may not capture a structured binding
       if (st.committed && step <= *st.committed) continue;
       if (p.written >= p.ranks.size()) continue;
       const bool all = std::all_of(connected.begin(), connected.end(),
