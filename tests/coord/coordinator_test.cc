@@ -68,6 +68,14 @@ int Leader(Cluster& c) {
   return leader;
 }
 
+// Joins every rank and commits step 1; returns the node that coordinates the job.
+int StartJob(Cluster& c) {
+  c.JoinAll();
+  const int leader = Leader(c);
+  c.CommitAll(1);
+  return leader;
+}
+
 // Kills the coordinator's node; returns the others once one of them coordinates.
 std::vector<int> KillLeader(Cluster& c, int leader) {
   c.nodes[leader]->Kill();
@@ -158,9 +166,7 @@ TEST_CASE("etcd coordination: the coordinator's node leaves and another one take
           "[coord]") {
   EtcdCluster etcd(1);
   Cluster c(etcd);
-  c.JoinAll();
-  const int leader = Leader(c);
-  c.CommitAll(1);
+  const int leader = StartJob(c);
   // The leader's ranks complete step 2 (written to etcd), then its node goes away (its lease is
   // revoked: the coordinator key disappears at once).
   for (size_t i = 0; i < 4; ++i) {
@@ -216,9 +222,7 @@ TEST_CASE("etcd coordination: a coordinator its peers cannot reach gets completi
           "[coord]") {
   EtcdCluster etcd(1);
   Cluster c(etcd);
-  c.JoinAll();
-  const int leader = Leader(c);
-  c.CommitAll(1);
+  const int leader = StartJob(c);
   // The coordinator's Peer endpoint goes away (a broken link between nodes); its etcd lease,
   // and so its coordinator key, stay.
   c.nodes[leader]->server->Shutdown(std::chrono::system_clock::now());
@@ -238,9 +242,7 @@ TEST_CASE("etcd coordination: reports a dead coordinator held are sent to the ne
           "[coord]") {
   EtcdCluster etcd(1);
   Cluster c(etcd);
-  c.JoinAll();
-  const int leader = Leader(c);
-  c.CommitAll(1);
+  const int leader = StartJob(c);
   std::vector<size_t> others;  // ranks on the other nodes
   for (size_t i = 0; i < c.placement.size(); ++i) {
     if (c.placement[i].first == leader) c.Complete(i, 2);  // through etcd

@@ -485,15 +485,11 @@ void EtcdClient::KeepAliveLoop() {
     // so that no lease of a client holding many is starved by the ones before it.
     std::chrono::milliseconds period = std::chrono::hours(1);
     std::vector<int64_t> ids;
-    for (auto it = leases_.lower_bound(renew_from_); it != leases_.end(); ++it) {
-      ids.push_back(it->first);
-    }
-    for (auto it = leases_.begin(); it != leases_.end() && it->first < renew_from_; ++it) {
-      ids.push_back(it->first);
-    }
     for (const auto& [id, l] : leases_) {
+      ids.push_back(id);
       period = std::min<std::chrono::milliseconds>(period, l.first / 3);
     }
+    std::rotate(ids.begin(), std::lower_bound(ids.begin(), ids.end(), renew_from_), ids.end());
     period = std::max(period, std::chrono::milliseconds(100));
     lock.unlock();
 

@@ -349,6 +349,8 @@ void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState
     st.coordinator_rev = term;
     st.coordinator = holder;
     st.coordinator_address.clear();
+    st.report_backoff = std::chrono::milliseconds(0);
+    st.report_retry_at = {};
     for (auto& [step, p] : st.pending) p.written = 0;
     work_ = true;  // connect to the new coordinator now, not under the first report's deadline
   }
@@ -894,8 +896,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     // it could not learn the commits they would make, and its lease is running out.
     const auto now = Clock::now();
     direct = peers_ != nullptr && options_.report_to_coordinator && !coordinator.empty() &&
-             coordinator != nodes_->node_id() && etcd_->reachable() &&
-             !(st.report_failed_rev == term && now < st.report_retry_at);
+             coordinator != nodes_->node_id() && etcd_->reachable() && now >= st.report_retry_at;
     // One write per step and node: a step is written once every rank of the job connected here
     // completed it (they complete within moments of each other), or when the linger runs out.
     std::vector<store::RankKey> connected;
@@ -991,27 +992,30 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
                        ? Status::Unavailable("node '" + node + "' is not registered")
                        : peers_->ReportStepCompletion(address, report, options_.report_timeout);
   std::lock_guard<std::mutex> lock(mu_);
-  JobState& st = jobs_[job];
-  if (st.coordinator_rev == term) st.coordinator_address = s.ok() ? address : "";
   if (s.ok()) {
     ++traffic_.reported;
+  } else {
+    ++traffic_.report_failures;
+  }
+  JobState& st = jobs_[job];
+  if (st.coordinator_rev != term) return s.ok();  // a new term starts afresh
+  st.coordinator_address = s.ok() ? address : "";
+  if (s.ok()) {
     st.report_backoff = std::chrono::milliseconds(0);
     return true;
   }
-  ++traffic_.report_failures;
   // A coordinator that just started takes every node's first connection at once, and one that
   // is cut off from its peers may stay so: back off exponentially, from report_retry up to
   // report_retry_max, while this term lasts.
-  if (st.report_failed_rev != term) st.report_backoff = std::chrono::milliseconds(0);
   st.report_backoff = st.report_backoff.count() == 0
                           ? options_.report_retry
                           : std::min(2 * st.report_backoff, options_.report_retry_max);
-  if (st.report_failed_rev != term || st.report_backoff == options_.report_retry_max) {
+  if (st.report_backoff == options_.report_retry ||
+      st.report_backoff == options_.report_retry_max) {
     spdlog::warn("job {}: coordinator {} did not take a completion report ({}); completions go "
                  "through etcd for {} ms",
                  job, node, s.ToString(), st.report_backoff.count());
   }
-  st.report_failed_rev = term;
   st.report_retry_at = Clock::now() + st.report_backoff;
   return false;
 }

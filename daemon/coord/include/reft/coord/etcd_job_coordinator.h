@@ -179,8 +179,9 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     std::string coordinator;        // the node holding the coordinator key ("" = none)
     std::string coordinator_address;  // its Peer address, looked up once per term
     int64_t coordinator_rev = 0;    // the key's create revision: one per coordinator term
-    int64_t report_failed_rev = 0;  // the term whose coordinator did not take a report
-    std::chrono::milliseconds report_backoff{0};  // its current pause (0: the last report went)
+    // Pause of the direct path after this term's coordinator did not take a report (0: the
+    // last report went), and when it ends; a new term starts without one.
+    std::chrono::milliseconds report_backoff{0};
     Clock::time_point report_retry_at{};
     bool want_lead = false;         // campaign when the coordinator key is free
     bool leader = false;
