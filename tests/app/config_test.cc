@@ -49,6 +49,9 @@ slots_per_rank = 4
 file_mode = "0640"
 [local]
 allowed_uids = [0, 1000]
+[planner]
+mode = "confirm"
+spare_wait_ms = 0
 )");
   auto c = Parse({"--config", path, "--listen", "127.0.0.1:7005"});
   REQUIRE(c.ok());
@@ -59,6 +62,8 @@ allowed_uids = [0, 1000]
   CHECK(c->slots_per_rank == 4);
   CHECK(c->file_mode == 0640);
   CHECK(c->allowed_uids == std::vector<uint32_t>{0, 1000});
+  CHECK(c->planner_mode == "confirm");
+  CHECK(c->planner_spare_wait_ms == 0);
 }
 
 TEST_CASE("bad config names the key", "[config]") {
@@ -77,6 +82,8 @@ TEST_CASE("bad config names the key", "[config]") {
       {"[local]\nallowed_uids = [-1]\n", "local.allowed_uids"},
       {"log_level = \"chatty\"\n", "log_level"},
       {"node_id = \n", "line 1"},
+      {"[planner]\nmode = \"sometimes\"\n", "planner.mode: 'sometimes' is not one of off, automatic, confirm"},
+      {"[planner]\nspare_wait_ms = -1\n", "planner.spare_wait_ms"},
   };
   for (const auto& tc : cases) {
     INFO(tc.toml);

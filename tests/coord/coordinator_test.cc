@@ -363,6 +363,123 @@ TEST_CASE("etcd coordination: one restore decision wins, every node reads it", "
   }
 }
 
+// The planner's trigger: under etcd nodes do not follow each other's registrations, but a
+// departure listener hears every node that leaves (its registration deleted), once, and no
+// event while nodes come.
+TEST_CASE("etcd membership: departures are heard, arrivals are not", "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  std::mutex mu;
+  std::vector<std::string> heard;
+  c.nodes[0]->peer->membership().AddDepartureListener([&](const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    heard.push_back(id);
+  });
+  c.nodes[2]->peer->Stop();  // a clean stop revokes its lease: the registration goes at once
+  REQUIRE(reft::testing::Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !heard.empty();
+  }, 5s));
+  TempDir dir("reft-coord");
+  TestNode newcomer("n3", dir.path(), {}, 0, 64 << 10, 0, nullptr, EtcdControlPlane(etcd));
+  REQUIRE(reft::testing::Eventually([&] { return c.nodes[0]->peer->membership().Liveness("n3") ==
+                                                 NodeLiveness::kAlive; }, 5s));
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(heard == std::vector<std::string>{"n2"});
+}
+
+// A node cut off from etcd keeps answering its peers: every peer call looks its caller up
+// (AdmitCaller), and without etcd the last known registration serves for another cache period
+// instead of each call waiting for an etcd timeout first.
+TEST_CASE("etcd membership: without etcd a lookup waits for etcd once per cache period",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  NodeDirectory& dir = c.nodes[0]->peer->membership();
+  REQUIRE(dir.Find("n1").has_value());
+  etcd.Pause(0);  // requests go unanswered (as through a cut link), not refused
+  std::this_thread::sleep_for(2100ms);  // past the directory's 2 s address cache: it re-reads
+  const auto first = std::chrono::steady_clock::now();
+  auto known = dir.Find("n1");  // etcd's timeout, then the last known registration
+  const auto waited = std::chrono::steady_clock::now() - first;
+  REQUIRE(known.has_value());
+  CHECK(known->state == MemberState::kAlive);
+  CHECK(waited > 200ms);  // it did wait for etcd
+  for (int i = 0; i < 20; ++i) {
+    const auto t = std::chrono::steady_clock::now();
+    REQUIRE(dir.Find("n1").has_value());
+    CHECK(std::chrono::steady_clock::now() - t < waited / 4);
+  }
+  etcd.Resume(0);
+}
+
+// The planner's published decision (docs/planner.md "The online path"): one per job, replaced
+// only by a compare-and-swap on its version, and only within the generation it was decided in
+// — the two-planners case after a partition heals: the one that missed a fallback publishes
+// nothing over the newer generation.
+TEST_CASE("etcd coordination: a published plan is replaced only by CAS and only in its generation",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  c.CommitAll(3);
+  auto none = c.co(1)->PublishedPlanOf("job");
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+
+  PublishedPlan plan;
+  plan.generation = 0;
+  plan.step = 3;
+  plan.basis = "n3";
+  plan.planner = "n0";
+  plan.state = "decided";
+  plan.plan_json = R"({"decision":{"policy":"reconfigure"}})";
+  auto first = c.co(0)->PublishPlan("job", plan, 0);
+  REQUIRE(first.ok());
+  CHECK(first->version > 0);
+  // A second planner that did not see the first publication loses and is told what stands.
+  PublishedPlan other = plan;
+  other.planner = "n1";
+  other.state = "awaiting_confirmation";
+  auto lost = c.co(1)->PublishPlan("job", other, 0);
+  REQUIRE(lost.ok());
+  CHECK(lost->planner == "n0");
+  CHECK(lost->version == first->version);
+  auto read = c.co(2)->PublishedPlanOf("job");
+  REQUIRE(read.ok());
+  REQUIRE(read->has_value());
+  CHECK((*read)->planner == "n0");
+  CHECK((*read)->state == "decided");
+  CHECK((*read)->plan_json == R"({"decision":{"policy":"reconfigure"}})");
+  // With the version it read, it replaces it.
+  auto second = c.co(1)->PublishPlan("job", other, first->version);
+  REQUIRE(second.ok());
+  CHECK(second->planner == "n1");
+  CHECK(second->version > first->version);
+
+  // The job falls back to the tier: generation 1. A plan decided in generation 0 (by a planner
+  // that decided before it learnt of the fallback) is not published, even with the right
+  // version; the transaction compares the generation key too, for a planner whose view lags.
+  REQUIRE(c.co(2)->StartGeneration("job", 0, 2, 2, "test").generation == 1);
+  for (int n = 0; n < 3; ++n) {
+    REQUIRE(reft::testing::Eventually([&] { return c.co(n)->Generation("job").generation == 1; }, 5s));
+  }
+  auto stale = c.co(0)->PublishPlan("job", plan, second->version);
+  CHECK(stale.status().code() == StatusCode::kBusy);
+  CHECK_THAT(stale.status().message(), Catch::Contains("generation 1"));
+  auto kept = c.co(0)->PublishedPlanOf("job");
+  REQUIRE(kept.ok());
+  CHECK((*kept)->version == second->version);
+  // In the new generation a plan is published again.
+  PublishedPlan fresh = plan;
+  fresh.generation = 1;
+  fresh.step = 2;
+  auto now = c.co(0)->PublishPlan("job", fresh, second->version);
+  REQUIRE(now.ok());
+  CHECK(now->generation == 1);
+  CHECK(now->planner == "n0");
+}
+
 // The race a restart of the whole job runs into: the dead trainers' last snapshots are still
 // being sealed (reftd finishes the copy) while the restarted ranks decide to resume from the
 // committed step. Those completions must never commit a step of the abandoned timeline.

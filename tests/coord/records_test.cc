@@ -2,6 +2,8 @@
 // decoded by every node, so a wrong type or range is Corrupted, never undefined behaviour.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "reft/coord/records.h"
 
 using namespace reft;
@@ -25,6 +27,35 @@ TEST_CASE("etcd records round-trip", "[coord][records]") {
   CHECK(rb->epoch == 9);
   REQUIRE(rb->ranks.size() == 1);
   CHECK(rb->ranks[0].dp == 2);
+}
+
+TEST_CASE("etcd records: a published plan keeps its document as a JSON object", "[coord][records]") {
+  peer::PublishedPlan p;
+  p.generation = 2;
+  p.step = 17;
+  p.basis = "node1,node3";
+  p.planner = "node0";
+  p.state = "waiting_for_spare";
+  p.decided_at_ms = 1764000000000;
+  p.wait_until_ms = 1764000030000;
+  p.plan_json = R"({"decision":{"policy":"reconfigure"},"job":"j"})";
+  const std::string stored = Encode(p);
+  CHECK_THAT(stored, Catch::Contains(R"("plan":{"decision")"));  // readable with etcdctl
+  auto back = DecodePlan("k", stored);
+  REQUIRE(back.ok());
+  CHECK(back->generation == 2);
+  CHECK(back->step == 17);
+  CHECK(back->basis == "node1,node3");
+  CHECK(back->planner == "node0");
+  CHECK(back->state == "waiting_for_spare");
+  CHECK(back->wait_until_ms == 1764000030000);
+  CHECK(nlohmann::json::parse(back->plan_json) == nlohmann::json::parse(p.plan_json));
+  CHECK(DecodePlan("k", R"({"generation": 0, "step": 1, "basis": "", "state": "decided", "plan": "x"})")
+            .status()
+            .code() == StatusCode::kCorrupted);
+  CHECK(DecodePlan("k", R"({"generation": 0.5, "step": 1, "basis": "", "state": "decided", "plan": {}})")
+            .status()
+            .code() == StatusCode::kCorrupted);
 }
 
 TEST_CASE("etcd records refuse floats and out-of-range integers", "[coord][records]") {

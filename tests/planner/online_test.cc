@@ -143,6 +143,21 @@ TEST_CASE("online: fewer live units than (f+1)·n0 exit and restart from the tie
                            Live(2, {0}));
   REQUIRE(f0.ok());
   CHECK((*f0)["decision"]["policy"] != "exit");
+  // Below (f+1)·n0 a spare still keeps the job in memory: it takes the lost node's ranks, and
+  // the policies that would run on the survivors alone say why they cannot.
+  auto spare = online::Decide(m, json{{"model", {{"num_layers", 4}, {"layer", {{"forward_ms", 1}}}}},
+                                      {"job", {{"f", 1}}}},
+                              Live(2, {0}, {"spare-a"}));
+  REQUIRE(spare.ok());
+  const json& sd = (*spare)["decision"];
+  INFO(spare->dump(2));
+  REQUIRE(sd["policy"] == "restart_on_spare");
+  CHECK(sd["new_layout"]["pipelines"][0]["stages"][0]["node"] == "spare-a");
+  for (const auto& c : sd["candidates"]) {
+    if (c["policy"] == "restart_on_spare") continue;
+    CHECK(c["feasible"] == false);
+    CHECK(c["why"].get<std::string>().find("(f+1)·n0 = 2") != std::string::npos);
+  }
 }
 
 TEST_CASE("online: without a profile or a measured step it says it cannot decide") {

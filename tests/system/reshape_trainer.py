@@ -9,6 +9,8 @@ layer it registers, under layout-independent names:
   OPTIM[l] bytes (not a multiple of any dp used), this rank's part (shard=(offset, total));
 and per rank "rng" (unique, no shard): restored only at the same coordinates.
 
+--layers FIRST:LAST replaces the even split with the stage's layers as a planner decided them.
+
 Modes: --train N snapshots steps 0..N-1 and waits for the last commit; --restore restores
 (with --reshape: restore(reshape=True)), checks every byte, prints one JSON line
 {"step", "report", "bad"} or {"error", "message"}; --then K snapshots K more steps after the
@@ -54,7 +56,11 @@ class Rank:
         self.client = reft.Client(socket=args.socket, job=args.job, pp=args.pp, dp=args.dp,
                                   layout=layout, protection=args.protection)
         self.buffers = {}  # name -> (array, global begin, valid bytes)
-        for l in layers_of(args.pp, args.pp_size):
+        mine = layers_of(args.pp, args.pp_size)
+        if args.layers:  # the split a planner's decision gives this stage
+            first, last = (int(x) for x in args.layers.split(":"))
+            mine = list(range(first, last + 1))
+        for l in mine:
             w = np.zeros(WEIGHT[l], dtype=np.float32)
             self.client.register(f"layers.{l}.weight", w, layer=l, dtype="float32")
             self.buffers[f"layers.{l}.weight"] = (w, 0, w.nbytes)
@@ -121,6 +127,7 @@ def main():
     p.add_argument("--reshape", action="store_true")
     p.add_argument("--then", type=int, default=0)
     p.add_argument("--register-unknown", action="store_true")
+    p.add_argument("--layers", default="", help="FIRST:LAST: this stage's layers (default: an even split)")
     args = p.parse_args()
     rank = Rank(args)
     if args.train:

@@ -8,16 +8,24 @@ reftd, its memory wiped); once a survivor sees it dead, `plan show` on the survi
 decision: no spare, rerouting would nearly double the step, so a reconfiguration onto the three
 survivors, with a transfer plan whose layers and bytes are those
 the trainers registered. `reft.plan` returns the same document; `plan attach` refuses a profile
-of another model and then uses the one that fits.
+of another model and then uses the one that fits. That test runs with `planner.mode = "off"`:
+every answer is the asked node's own view.
+
+The others run the planner in the loop: the job's coordinator (elected in etcd among the nodes
+with its trainers or slots) publishes its decision there and every survivor shows the same
+publication; reft.elastic places each rank of the new layout and the job goes on under it; in operator-confirmed mode it waits for `reftctl plan confirm`, and without a spare
+it first waits `planner.spare_wait_ms` for one — a spare that comes meanwhile takes the lost
+node's ranks.
 """
 import json
+import time
 
 import pytest
 
 import reft
 from reft_cluster import LocalCluster
 from test_reftctl_json import validate
-from test_reshape import CONFIG, STEPS, lose, train
+from test_reshape import CONFIG, STEPS, Trainer, lose, reshaped_ok, train
 import reshape_trainer as rt
 
 JOB = "planned"
@@ -32,8 +40,24 @@ def registered_layers():
     return out
 
 
+OFF = CONFIG + '\n[planner]\nmode = "off"\n'
+
+
+def wait_publication(node, state, timeout=60):
+    """`plan show` on `node` until the job's publication is in `state`; returns the document."""
+    deadline = time.time() + timeout
+    while True:
+        doc = node.ctl("plan", "show", "--job", JOB, json_output=True)
+        pub = doc["publication"]
+        if pub is not None and pub["state"] == state and pub["current"]:
+            validate(doc, "plan-show.schema.json")
+            return doc
+        assert time.time() < deadline, (node.node_id, pub)
+        time.sleep(0.1)
+
+
 def test_plan_show_reconfigures_onto_the_survivors_after_a_node_is_lost(tmp_path):
-    with LocalCluster(nodes=4, config=CONFIG) as cluster:
+    with LocalCluster(nodes=4, config=OFF) as cluster:
         nodes = cluster.nodes
         train(nodes, JOB, 2, 2, "arc1")
         layers = registered_layers()
@@ -49,6 +73,7 @@ def test_plan_show_reconfigures_onto_the_survivors_after_a_node_is_lost(tmp_path
         assert before["model"]["step_ms"] > 0 and before["model"]["step_samples"] >= 1
         assert before["profile"]["source"] == "measured_step_time"
         assert before["decision"]["needed"] is False and before["decision"]["policy"] == "none"
+        assert before["publication"] is None and before["planner_mode"] == "off"
         table = nodes[0].ctl("plan", "show", "--job", JOB).stdout
         assert "no decision needed" in table and "LAYER" in table, table
 
@@ -116,3 +141,104 @@ def test_plan_show_reconfigures_onto_the_survivors_after_a_node_is_lost(tmp_path
         with_profile = nodes[0].ctl("plan", "show", "--job", JOB, json_output=True)
         assert with_profile["profile"]["source"] == "attached"
         assert with_profile["decision"]["policy"] in ("reconfigure", "restart", "reroute")
+
+
+def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
+    config = CONFIG + "\n[planner]\nmode = \"automatic\"\nspare_wait_ms = 0\n"
+    with LocalCluster(nodes=4, config=config) as cluster:
+        nodes = cluster.nodes
+        train(nodes, JOB, 2, 2, "arc1")
+        assert nodes[2].ctl("plan", "show", "--job", JOB, json_output=True)["publication"] is None
+
+        # A node of the heavier stage: the decision is a reconfiguration (as in the first test).
+        lost = nodes[1]
+        lose(lost)
+        survivors = [n for n in nodes if n is not lost]
+        shown = [wait_publication(n, "decided") for n in survivors]
+        pubs = [d["publication"] for d in shown]
+        # One publication, by the job's coordinator, on the loss it decided.
+        assert len({p["version"] for p in pubs}) == 1, pubs
+        assert pubs[0]["planner"] in {n.node_id for n in survivors}, pubs[0]
+        assert json.loads(cluster.etcd.get(f"/reft/v1/jobs/{JOB}/coordinator"))["node"] == pubs[0]["planner"]
+        assert pubs[0]["basis"] == lost.node_id and pubs[0]["step"] == STEPS - 1
+        assert pubs[0]["generation"] == 0
+        for d in shown:
+            assert d["decision"] == shown[0]["decision"]
+            assert d["decision"]["policy"] == "reconfigure", d["decision"]
+            assert d["lost_nodes"] == [lost.node_id]
+        table = survivors[-1].ctl("plan", "show", "--job", JOB).stdout
+        assert "published: decided by " + pubs[0]["planner"] in table, table
+
+        # The job goes on under the published layout: each rank gets its place from reft.elastic
+        # (RANK and WORLD_SIZE as torchrun would give them), runs on the node the decision put
+        # it on with the layers it gave its stage, and restores with reshape=True — every byte
+        # checked, then a step more committed under the new layout.
+        new = shown[0]["decision"]["new_layout"]["pipelines"]
+        world = sum(len(p["stages"]) for p in new)
+        places = [reft.elastic.coordinates(nodes[0].socket, JOB, rank=r, world_size=world,
+                                           reftctl=cluster.reftctl) for r in range(world)]
+        assert {p.node for p in places} <= {n.node_id for n in survivors}, places
+        assert all(p.policy == shown[0]["decision"]["policy"] and p.version == pubs[0]["version"]
+                   for p in places)
+        by_id = {n.node_id: n for n in survivors}
+        trainers = {(p.pp_rank, p.dp_rank): Trainer(by_id[p.node], JOB, p.pp_rank, p.dp_rank, p.pp, p.dp,
+                                                    "arc1", "--layers", f"{p.layers[0]}:{p.layers[1]}",
+                                                    "--restore", "--reshape", "--then", "1")
+                    for p in places}
+        reshaped_ok({rank: t.result() for rank, t in trainers.items()}, "dp=2", then=1)
+
+        # A decided plan is not confirmed: nothing awaits confirmation.
+        r = survivors[1].ctl("plan", "confirm", "--job", JOB, check=False)
+        assert r.returncode != 0 and "not awaiting confirmation" in r.stderr, r
+        # The decision stands for its loss: planned again on another membership change (a
+        # node joins), it is not published anew.
+        cluster.add_node("spare9")
+        cluster.nodes[-1].wait_member_state(pubs[0]["planner"], "alive")
+        again = survivors[0].ctl("plan", "show", "--job", JOB, json_output=True)
+        assert again["publication"]["version"] == pubs[0]["version"], again["publication"]
+
+
+def test_operator_confirmed_mode_waits_for_a_spare_then_for_the_operator():
+    config = CONFIG + '\n[planner]\nmode = "confirm"\nspare_wait_ms = 600000\n'
+    with LocalCluster(nodes=4, config=config) as cluster:
+        nodes = cluster.nodes
+        train(nodes, JOB, 2, 2, "arc1")
+        # The job's coordinator is lost: every trainer has exited, so the nodes holding the
+        # job's slots elect the next one, which decides.
+        coordinator = json.loads(cluster.etcd.get(f"/reft/v1/jobs/{JOB}/coordinator"))["node"]
+        lost = next(n for n in nodes if n.node_id == coordinator)
+        lose(lost)
+        survivors = [n for n in nodes if n is not lost]
+        # No spare: the planner waits for one (ten minutes here) and says so.
+        waiting = wait_publication(survivors[0], "waiting_for_spare")
+        pub = waiting["publication"]
+        assert pub["planner"] != lost.node_id and pub["basis"] == lost.node_id, pub
+        assert json.loads(cluster.etcd.get(f"/reft/v1/jobs/{JOB}/coordinator"))["node"] == pub["planner"]
+        assert pub["wait_until_ms"] > time.time() * 1000 + 500_000, pub
+        assert waiting["spare_nodes"] == [] and waiting["decision"]["policy"] is not None
+        r = survivors[0].ctl("plan", "confirm", "--job", JOB, check=False)
+        assert r.returncode != 0 and "waiting_for_spare, not awaiting confirmation" in r.stderr, r
+
+        # A spare comes: it takes the lost node's ranks at once, and the operator is asked.
+        spare = cluster.add_node("spare9")
+        asked = wait_publication(survivors[1], "awaiting_confirmation")
+        d = asked["decision"]
+        assert asked["spare_nodes"] == [spare.node_id], asked["spare_nodes"]
+        assert d["policy"] == "restart_on_spare", d
+        placed = {(s, p): st["node"] for p, pipe in enumerate(d["new_layout"]["pipelines"])
+                  for s, st in enumerate(pipe["stages"])}
+        before = {(r["pp"], r["dp"]): r["node"] for r in asked["ranks"]}
+        assert placed == {k: spare.node_id if n == lost.node_id else n for k, n in before.items()}, placed
+        version = asked["publication"]["version"]
+
+        # A confirmation of a version the operator did not see is refused; the shown one is taken.
+        r = survivors[2].ctl("plan", "confirm", "--job", JOB, "--version", str(version + 1000), check=False)
+        assert r.returncode != 0 and "changed since version" in r.stderr, r
+        confirmed = survivors[2].ctl("plan", "confirm", "--job", JOB, "--version", str(version),
+                                     json_output=True)
+        assert confirmed["state"] == "confirmed" and confirmed["version"] > version
+        for n in survivors + [spare]:
+            doc = n.ctl("plan", "show", "--job", JOB, json_output=True)
+            assert doc["publication"]["state"] == "confirmed", (n.node_id, doc["publication"])
+            assert doc["publication"]["version"] == confirmed["version"]
+            assert doc["decision"]["policy"] == "restart_on_spare"

@@ -75,6 +75,8 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   loaded.etcd_tls_ca = "x";
   loaded.etcd_tls_cert = "x";
   loaded.etcd_tls_key = "x";
+  loaded.planner_mode = "x";
+  loaded.planner_spare_wait_ms = 1;
   auto st = reft::app::LoadConfigFile(REFT_EXAMPLE_CONFIG, &loaded);
   INFO(st.message());
   REQUIRE(st.ok());
@@ -108,6 +110,8 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   CHECK(loaded.suspicion_timeout_ms == d.suspicion_timeout_ms);
   CHECK(loaded.peer_bandwidth == d.peer_bandwidth);
   CHECK(loaded.link_bandwidth == d.link_bandwidth);
+  CHECK(loaded.planner_mode == d.planner_mode);
+  CHECK(loaded.planner_spare_wait_ms == d.planner_spare_wait_ms);
   CHECK(loaded.security.tls_cert == d.security.tls_cert);
   CHECK(loaded.security.tls_key == d.security.tls_key);
   CHECK(loaded.security.tls_ca == d.security.tls_ca);

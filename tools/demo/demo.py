@@ -11,7 +11,13 @@ every step with ARC(1) protection. Then:
 3. node1 is lost: its reftd is SIGKILLed and its memory wiped. A fresh reftd with a new identity
    takes over rank 1; REFT-load rebuilds rank 1's state from the other nodes (rank 0 holds
    its ARC copy and its unique state's ring copy) and regenerates its slot on the new node, so
-   the job is protected again; every rank restores bit for bit and training finishes.
+   the job is protected again; every rank restores bit for bit.
+4. node2 is lost for good and no spare comes (torch trainer only). The job's coordinator waits
+   a few seconds for one, then decides how the job goes on with two nodes (Odyssey's score
+   over restarting on a spare, rerouting, reconfiguring and restarting) and publishes the
+   decision in etcd; `reftctl plan show` prints it. The launcher places the ranks of the new
+   layout with reft.elastic, each restores with reshape=True — bit for bit, the same digests —
+   and training finishes with two ranks.
 """
 import os
 import signal
@@ -26,11 +32,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RANKS = 3
 PROTECTION = "arc1"
 JOB = "demo"
-CONFIG = """
+SPARE_WAIT_S = 3
+CONFIG = f"""
 [peer]
 probe_interval_ms = 200
 probe_timeout_ms = 150
 suspicion_timeout_ms = 1500
+
+[planner]
+spare_wait_ms = {SPARE_WAIT_S * 1000}
 """
 
 
@@ -49,14 +59,17 @@ class Rank:
 
     all = []  # every rank started, for the post-mortem of a failed demo
 
-    def __init__(self, cluster, node, dp, record_dir, steps, master_port):
+    def __init__(self, cluster, node, dp, record_dir, steps, master_port, dp_size=RANKS,
+                 reshape=False):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.path.join(cluster.build_dir, "client", "python")
         if have_torch():
             cmd = [sys.executable, os.path.join(HERE, "train.py"), "--socket", node.socket,
-                   "--job", JOB, "--dp", str(dp), "--dp-size", str(RANKS),
+                   "--job", JOB, "--dp", str(dp), "--dp-size", str(dp_size),
                    "--master-port", str(master_port), "--protection", PROTECTION,
                    "--steps", str(steps), "--record-dir", record_dir, "--step-sleep", "0.02"]
+            if reshape:
+                cmd.append("--reshape")
         else:
             cmd = [os.path.join(cluster.build_dir, "tools", "demo", "reft_sample_trainer"),
                    "--socket", node.socket, "--job", JOB, "--dp", str(dp),
@@ -95,10 +108,11 @@ def say(msg):
     print(f"[demo] {msg}", flush=True)
 
 
-def start_job(cluster, nodes, record, steps):
+def start_job(cluster, nodes, record, steps, reshape=False):
     """Starts every rank (rank d on nodes[d]) and waits until each restored or started fresh."""
     port = free_port()
-    ranks = [Rank(cluster, node, d, record, steps, port) for d, node in enumerate(nodes)]
+    ranks = [Rank(cluster, node, d, record, steps, port, dp_size=len(nodes), reshape=reshape)
+             for d, node in enumerate(nodes)]
     restored = [r.wait_for("restored") for r in ranks]
     steps_restored = {int(ev[1]) for ev in restored}
     if len(steps_restored) != 1:
@@ -110,6 +124,46 @@ def stop_job(ranks):
     for r in ranks:
         r.kill()
 
+
+
+def wait_for_decision(node, timeout=120):
+    """The job's published decision once final (reft.plan through node's socket)."""
+    import reft
+    deadline = time.time() + timeout
+    while True:
+        doc = reft.plan(node.socket, JOB, reftctl=node.cluster.reftctl)
+        pub = doc["publication"]
+        if pub is not None and pub["current"] and pub["state"] in ("decided", "confirmed"):
+            return doc
+        if time.time() > deadline:
+            raise TimeoutError(f"no final decision for job '{JOB}' after {timeout}s: {pub}")
+        time.sleep(0.2)
+
+
+def lose_a_node_for_good(cluster, nodes, ranks, record, steps, restored):
+    """Act 4: node2 is lost and no spare comes; the planner decides, the job goes on smaller."""
+    sys.path.insert(0, os.path.join(cluster.build_dir, "client", "python"))
+    import reft.elastic
+    committed = int(ranks[0].wait_for("committed", min_step=restored + 15)[1])
+    lost = nodes[2]
+    lost.kill(signal.SIGKILL)
+    lost.wipe_memory()
+    stop_job(ranks)
+    say(f"{lost.node_id} lost for good after step {committed} was committed; no spare node "
+        f"comes: the job's coordinator waits {SPARE_WAIT_S} s for one, then decides")
+    doc = wait_for_decision(nodes[0])
+    print(nodes[0].ctl("plan", "show", "--job", JOB).stdout, end="")
+    world = reft.elastic.world_size(doc)
+    places = [reft.elastic.placement_from_plan(doc, r, world) for r in range(world)]
+    say(f"decision of {doc['publication']['planner']}: {doc['decision']['policy']}; the job goes "
+        f"on with {world} ranks: " + ", ".join(f"dp rank {p.dp_rank} on {p.node}" for p in places))
+    by_id = {n.node_id: n for n in nodes if n is not lost}
+    ranks, again = start_job(cluster, [by_id[p.node] for p in sorted(places, key=lambda p: p.dp_rank)],
+                             record, steps, reshape=True)
+    say(f"every rank of the smaller job restored step {again} bit for bit (reshape=True: "
+        f"the state was saved by {RANKS} ranks)")
+    assert again >= committed
+    return ranks
 
 
 def main():
@@ -187,6 +241,11 @@ def run():
         print(spare.ctl("snapshots", "list", "--job", JOB).stdout, end="")
         say("the replacement regenerated rank 1's slot (shard, ARC copy, ring copy): the job "
             "is protected again")
+
+        if have_torch():
+            ranks = lose_a_node_for_good(cluster, nodes, ranks, record, steps, restored)
+        else:
+            say("act 4 (the planner in the loop) needs the torch trainer; skipped")
         for r in ranks:
             r.wait_for("done")
         say(f"training finished at step {steps - 1}")

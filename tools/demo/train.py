@@ -54,6 +54,15 @@ def build(width):
     return model, optimizer
 
 
+def layer_of(model):
+    """The model's layers for the planner: each module of the Sequential that has parameters is
+    one layer, numbered in order (the GELU between them has none)."""
+    index = {}
+    for name, _ in model.named_parameters():
+        index.setdefault(name.split(".")[0], len(index))
+    return lambda name: index.get(name.split(".")[0])
+
+
 def batch(step, rank):
     """This rank's share of the global batch of `step` (data parallelism)."""
     g = torch.Generator().manual_seed(10_000 + 1_000 * step + rank)
@@ -73,6 +82,8 @@ def main():
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--record-dir", required=True)
     ap.add_argument("--step-sleep", type=float, default=0.0)
+    ap.add_argument("--reshape", action="store_true",
+                    help="restore a step saved under another data-parallel size")
     args = ap.parse_args()
     torch.set_num_threads(1)
     record_dir = os.path.join(args.record_dir, f"rank{args.dp}")
@@ -91,10 +102,10 @@ def main():
     client = reft.Client(socket=args.socket, job=args.job, pp=0, tp=0, dp=args.dp,
                          layout=reft.Layout(dp=args.dp_size, tp=1, pp=1, zero=0),
                          protection=args.protection)
-    ckpt = reft.torch.Checkpointer(client, model, optimizer)
+    ckpt = reft.torch.Checkpointer(client, model, optimizer, layer_of=layer_of(model))
     client.register("data/samples", samples, kind="unique")
 
-    restored = ckpt.restore()
+    restored = ckpt.restore(reshape=args.reshape)
     if restored is None:
         print("restored -1 fresh", flush=True)
         start = 0

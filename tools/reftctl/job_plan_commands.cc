@@ -48,10 +48,30 @@ void RunAttach(CtlContext& ctx, const std::string& job, const std::string& path)
   });
 }
 
+void PrintPublication(const nlohmann::json& d) {
+  const auto& p = d["publication"];
+  if (p.is_null()) {
+    std::printf("published: no (planner mode %s): the decision below is this node's view\n",
+                Str(d["planner_mode"]).c_str());
+    return;
+  }
+  std::string line = "published: " + Str(p["state"]) + " by " + Str(p["planner"]) + " (version " +
+                     Str(p["version"]) + ", generation " + Str(p["generation"]) + ", step " + Str(p["step"]) +
+                     ", lost " + Str(p["basis"]) + ")";
+  if (!p["wait_until_ms"].is_null()) {
+    line += (p["state"] == "waiting_for_spare" ? ", waits for a spare until unix ms "
+                                               : ", waited for a spare until unix ms ") +
+            Str(p["wait_until_ms"]);
+  }
+  if (!p["current"].get<bool>()) line += "; not current (older step or generation): the decision below is this node's view";
+  std::printf("%s\n", line.c_str());
+}
+
 void PrintPlan(const nlohmann::json& d) {
   const auto& lay = d["layout"];
   std::printf("job %s  step %s  layout dp=%s,tp=%s,pp=%s\n", Str(d["job"]).c_str(), Str(d["step"]).c_str(),
               Str(lay["dp"]).c_str(), Str(lay["tp"]).c_str(), Str(lay["pp"]).c_str());
+  PrintPublication(d);
   std::printf("profile: %s (%s)\n", Str(d["profile"]["source"]).c_str(), Str(d["profile"]["note"]).c_str());
   const auto& model = d["model"];
   std::printf("measured step: %s ms over %s snapshot interval(s); state %s bytes\n\n", Str(model["step_ms"]).c_str(),
@@ -111,6 +131,22 @@ void RunShow(CtlContext& ctx, const std::string& job) {
   ctx.Emit(doc, PrintPlan);
 }
 
+void RunConfirm(CtlContext& ctx, const std::string& job, int64_t version) {
+  auto stub = MakeAdminStub(ctx);
+  v1::ConfirmPlanRequest req;
+  req.set_job(job);
+  req.set_version(version);
+  v1::ConfirmPlanResponse resp;
+  auto call = MakeCallContext(ctx, 60);
+  if (!call) return;
+  if (!CheckRpc(ctx, stub->ConfirmPlan(call.get(), req, &resp), "plan confirm")) return;
+  nlohmann::json out = {{"job", resp.job()}, {"version", resp.version()}, {"state", resp.state()}};
+  ctx.Emit(out, [](const nlohmann::json& d) {
+    std::printf("confirmed the decision of job '%s' (now version %s)\n", d["job"].get<std::string>().c_str(),
+                Str(d["version"]).c_str());
+  });
+}
+
 }  // namespace
 
 void RegisterJobPlanCommands(CLI::App& plan, CtlContext& ctx) {
@@ -124,6 +160,13 @@ void RegisterJobPlanCommands(CLI::App& plan, CtlContext& ctx) {
       "show", "a running job's model and the planner's decision for its current membership (on a daemon)");
   show->add_option("--job", *job, "job name")->required();
   show->callback([&ctx, job] { RunShow(ctx, *job); });
+  auto version = std::make_shared<int64_t>(0);
+  auto* confirm = plan.add_subcommand(
+      "confirm", "confirm a job's published decision (planner.mode = \"confirm\"; on a daemon)");
+  confirm->add_option("--job", *job, "job name")->required();
+  confirm->add_option("--version", *version, "the publication's version as shown (default: whichever is published)")
+      ->check(CLI::NonNegativeNumber);
+  confirm->callback([&ctx, job, version] { RunConfirm(ctx, *job, *version); });
 }
 
 }  // namespace reft::ctl

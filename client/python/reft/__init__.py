@@ -116,8 +116,9 @@ def _raise(code, message):
 _reft._set_raise_hook(_raise)
 
 from ._plan import plan  # noqa: E402 - needs the error classes above
+from . import elastic  # noqa: E402 - reft.elastic.coordinates: a rank's place after a decision
 
-__all__ += ["plan"]
+__all__ += ["plan", "elastic"]
 
 
 class StagedWarning(UserWarning):

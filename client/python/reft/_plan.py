@@ -20,7 +20,8 @@ def plan(socket, job, reftctl=None, timeout=120):
     """The job model and decision of `job` as a dict (schema: docs/reftctl/schemas/
     plan-show.schema.json): ranks and their nodes, per-layer bytes, the measured step time, the
     profile used and, when nodes of the job are lost, the scored policies, the chosen one, the
-    new layout with every rank's node and the transfer plan (not executed by this version).
+    new layout with every rank's node and the transfer plan (not executed by this version), and
+    `publication`: the decision the job's coordinator published (state, version), or None.
 
     `reftctl`: the reftctl executable (default: $REFTCTL, else reftctl on PATH). Raises
     reft.InvalidArgumentError (bad job name or job model), reft.UnavailableError (reftd not

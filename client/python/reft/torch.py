@@ -76,17 +76,21 @@ class Checkpointer:
     across data parallel ranks) or "unique". Create it after the model is on its device and,
     for optimizers other than Adam, AdamW and SGD, after one optimizer step (their state
     layout is read from the state). With a ZeroRedundancyOptimizer the construction is a
-    collective over its process group (the ranks agree on the buffers' sizes). Between
+    collective over its process group (the ranks agree on the buffers' sizes). layer_of: a
+    function of a parameter's or buffer's name (as named_parameters() gives it) to the model
+    layer it belongs to (0..L-1, consecutive per pipeline stage) or None; the planner sizes the
+    layers it moves after a node loss from it (docs/planner.md "The online path"). Between
     snapshot() and fence() the trainer must not modify the registered memory (docs/client.md
     "Between snapshot and fence").
     """
 
-    def __init__(self, client, model, optimizer=None, kind="replicated"):
+    def __init__(self, client, model, optimizer=None, kind="replicated", layer_of=None):
         self.client = client
         self.model = model
         self.optimizer = optimizer
+        self._layer_of = layer_of or (lambda name: None)
         for name, p in model.named_parameters():
-            self._register("param/" + name, p.data, kind)
+            self._register("param/" + name, p.data, kind, layer=self._layer_of(name))
         persistent = set(model.state_dict(keep_vars=True))
         self._shadows = []  # (module buffer, registered copy)
         for name, b in model.named_buffers():
@@ -94,7 +98,7 @@ class Checkpointer:
                 continue  # non-persistent buffers are derived caches, not training state
             shadow = b.detach().clone(memory_format=_torch.contiguous_format)
             self._shadows.append((b, shadow))
-            self._register("buffer/" + name, shadow, kind)
+            self._register("buffer/" + name, shadow, kind, layer=self._layer_of(name))
         self.state = None
         self._zero = None  # ZeroState when the optimizer is a ZeroRedundancyOptimizer
         # The optimizer's flats hold the state of this module's parameters only: one pipeline
@@ -118,10 +122,10 @@ class Checkpointer:
                     self._register(self._optim + name, flat, "unique", shard=self._zero.shard(name))
                 self._register(self._optim + PLACEMENT, self._zero.digest, "replicated")
 
-    def _register(self, name, tensor, kind, shard=None):
+    def _register(self, name, tensor, kind, shard=None, layer=None):
         if not tensor.is_contiguous():
             raise ValueError("tensor %s is not contiguous" % name)
-        self.client.register(name, tensor, kind=kind, shard=shard)
+        self.client.register(name, tensor, kind=kind, shard=shard, layer=layer)
 
     @property
     def optimizer_buffers(self):

@@ -468,26 +468,6 @@ grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRe
   return grpc::Status::OK;
 }
 
-Result<planner::online::JobModelView> AdminService::JobModel(const std::string& job) {
-  if (recovery_.restore == nullptr) return reft::Status::Unavailable("this daemon has no restore provider");
-  REFT_ASSIGN_OR_RETURN(auto desc, recovery_.restore->DescribeNewest(job));
-  peer::JobCoordinator* coordinator = recovery_.coordinator;
-  // Where a rank runs: its trainer's node when connected, else where its slot of the committed
-  // step was recorded (etcd), else a node holding it now.
-  auto node_of = [&](const store::RankKey& rank) -> std::string {
-    if (auto it = desc.view.joined.find(rank); it != desc.view.joined.end() && !it->second.empty())
-      return *it->second.begin();
-    if (coordinator != nullptr) {
-      if (auto n = coordinator->SlotLocation(rank)) return *n;
-    }
-    for (const recovery::SlotEntry* slot : desc.view.Find(rank, desc.catalog.step)) return slot->node;
-    return "";
-  };
-  std::optional<StepCadence::Estimate> step_time;
-  if (recovery_.cadence != nullptr) step_time = recovery_.cadence->Get(job);
-  return BuildJobModel(desc.catalog, node_of, step_time);
-}
-
 grpc::Status AdminService::AttachPlanProfile(grpc::ServerContext* ctx,
                                              const v1::AttachPlanProfileRequest* req,
                                              v1::AttachPlanProfileResponse* resp) {
@@ -505,9 +485,13 @@ grpc::Status AdminService::AttachPlanProfile(grpc::ServerContext* ctx,
   // The job's layer count, when a committed step tells it: a profile of another model is
   // refused now rather than at the next failure.
   int layers = 0;
-  if (auto model = JobModel(req->job()); model.ok()) layers = static_cast<int>(model->layers.size());
+  if (auto model = ReadJobModel(recovery_.restore, recovery_.coordinator, recovery_.cadence, req->job());
+      model.ok()) {
+    layers = static_cast<int>(model->layers.size());
+  }
   if (auto st = planner::online::CheckProfile(doc, layers); !st.ok()) return proto::ToGrpc(st, ctx);
   if (auto st = recovery_.profiles->Attach(req->job(), doc); !st.ok()) return proto::ToGrpc(st, ctx);
+  if (recovery_.planner != nullptr) recovery_.planner->Replan();
   resp->set_job(req->job());
   auto parsed = planner::ParseModel(doc["model"]);
   resp->set_layers(parsed.ok() ? static_cast<uint32_t>(parsed->layers.size()) : 0);
@@ -519,18 +503,28 @@ grpc::Status AdminService::ShowPlan(grpc::ServerContext* ctx, const v1::ShowPlan
                                     v1::ShowPlanResponse* resp) {
   if (auto denied = auth_->CheckAdmin(ctx, "Admin/ShowPlan"); !denied.ok()) return denied;
   if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
-  auto model = JobModel(req->job());
-  if (!model.ok()) return proto::ToGrpc(model.status(), ctx);
-  planner::online::Membership membership;
-  membership.live.push_back(config_.node_id);
-  for (const auto& m : membership_->LiveMembers()) membership.live.push_back(m.node_id);
-  for (const auto& m : membership_->Members())
-    if (m.state == peer::MemberState::kDead) membership.lost.push_back(m.node_id);
-  const nlohmann::json profile = recovery_.profiles ? recovery_.profiles->Get(req->job()) : nullptr;
-  auto out = planner::online::Decide(*model, profile, membership);
+  if (recovery_.planner == nullptr) {
+    return proto::ToGrpc(reft::Status::Unavailable("this daemon has no planner"), ctx);
+  }
+  auto out = recovery_.planner->Show(req->job());
   if (!out.ok()) return proto::ToGrpc(out.status(), ctx);
   resp->set_job(req->job());
   resp->set_plan_json(out->dump());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ConfirmPlan(grpc::ServerContext* ctx, const v1::ConfirmPlanRequest* req,
+                                       v1::ConfirmPlanResponse* resp) {
+  if (auto denied = CheckJobCall(ctx, "Admin/ConfirmPlan", req->job()); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
+  if (recovery_.planner == nullptr) {
+    return proto::ToGrpc(reft::Status::Unavailable("this daemon has no planner"), ctx);
+  }
+  auto plan = recovery_.planner->Confirm(req->job(), req->version());
+  if (!plan.ok()) return proto::ToGrpc(plan.status(), ctx);
+  resp->set_job(req->job());
+  resp->set_version(plan->version);
+  resp->set_state(plan->state);
   return grpc::Status::OK;
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "reft/app/planner_mode.h"
 #include "reft/peer/peer_options.h"
 #include "reft/units.h"
 
@@ -111,7 +112,7 @@ bool ValidHostPort(const std::string& addr) {
 Status ApplyTopLevel(const toml::table& root, DaemonConfig* c) {
   static const std::set<std::string> kSections = {"store",   "local",   "emulated", "admin",
                                                   "peer",    "restore", "persist",  "security",
-                                                  "etcd"};
+                                                  "etcd",    "planner"};
   for (const auto& [k, node] : root) {
     const std::string key(k.str());
     if (kSections.count(key)) {
@@ -194,6 +195,12 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "persist.keep") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 1000000, &v));
       c->persist_keep = static_cast<uint32_t>(v);
+    } else if (key == "planner.mode") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->planner_mode));
+      if (auto mode = ParsePlannerMode(c->planner_mode); !mode.ok()) return mode.status();
+    } else if (key == "planner.spare_wait_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 86400000, &v));
+      c->planner_spare_wait_ms = static_cast<uint32_t>(v);
     } else if (key == "emulated.bandwidth") {
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->emulated_bandwidth));
     } else if (key == "admin.max_grpc_message_bytes") {
@@ -264,7 +271,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
   }
   REFT_RETURN_NOT_OK(ApplyTopLevel(root, config));
   for (const char* section : {"store", "local", "emulated", "admin", "peer", "security", "restore",
-                              "persist", "etcd"}) {
+                              "persist", "etcd", "planner"}) {
     REFT_RETURN_NOT_OK(ApplySection(root, section, config));
   }
   return Status::OK();

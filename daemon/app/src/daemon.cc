@@ -28,6 +28,8 @@
 #include "reft/peer/rank_id.h"
 #include "reft/recovery/persister.h"
 #include "reft/recovery/published_copier.h"
+#include "reft/app/job_model.h"
+#include "reft/app/job_planner.h"
 #include "reft/app/plan_profiles.h"
 #include "reft/app/step_cadence.h"
 #include "reft/recovery/reft_load.h"
@@ -54,6 +56,7 @@ struct Daemon::Impl {
   std::unique_ptr<StepCadence> cadence = std::make_unique<StepCadence>();  // fed by coordinator
   std::unique_ptr<local::CommitCoordinator> coordinator;
   std::unique_ptr<PlanProfiles> profiles;                // `reftctl plan attach`
+  std::unique_ptr<JobPlanner> planner;                   // publishes decisions on node loss
   std::unique_ptr<recovery::ReftLoad> restore;          // before peer goes (uses it)
   std::unique_ptr<recovery::PublishedCopier> copier;
   std::unique_ptr<recovery::TierAccess> tier;           // persistent tier, opened lazily
@@ -218,6 +221,7 @@ Status Daemon::Start() {
   REFT_RETURN_NOT_OK(impl_->StartLocalChannel());
   REFT_RETURN_NOT_OK(impl_->StartGrpc());
   impl_->persister->Start();  // serves Peer.PersistStep; every-K schedule when configured
+  impl_->planner->Start();    // after the membership: it plans on its changes
 
   auto usage = impl_->store->Usage();
   std::string status = "node " + c.node_id + " serving on " + c.listen + ", " +
@@ -391,6 +395,17 @@ void Daemon::Impl::CreateRecovery() {
   // The job generation survives a daemon restart next to the slots it describes.
   peer->coordinator()->SetStateDir(c.shm_dir + "/commit-state");
   profiles = std::make_unique<PlanProfiles>(c.shm_dir + "/plan-profiles");
+  JobPlannerOptions jpo;
+  jpo.mode = ParsePlannerMode(c.planner_mode).ValueOr(PlannerMode::kAutomatic);  // validated
+  jpo.spare_wait = std::chrono::milliseconds(c.planner_spare_wait_ms);
+  peer::JobCoordinator* job_coordinator = peer->coordinator();
+  recovery::ReftLoad* reft_load = restore.get();
+  const StepCadence* step_cadence = cadence.get();
+  planner = std::make_unique<JobPlanner>(
+      c.node_id, jpo, &peer->membership(), job_coordinator, profiles.get(),
+      [reft_load, job_coordinator, step_cadence](const std::string& job) {
+        return ReadJobModel(reft_load, job_coordinator, step_cadence, job);
+      });
   peer->coordinator()->AddGenerationListener(
       [](const std::string& job, const peer::JobGeneration& g, int dropped) {
         spdlog::warn("job {} moved to generation {}: restarts from persisted step {} ({} newer "
@@ -440,7 +455,7 @@ Status Daemon::Impl::StartGrpc() {
       config, store.get(), [server] { return ListSessions(server); }, auth.get(),
       &peer->membership(),
       AdminRecovery{restore.get(), persister.get(), tier.get(), peer->coordinator(),
-                    owners.get(), cadence.get(), profiles.get()});
+                    owners.get(), cadence.get(), profiles.get(), planner.get()});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
@@ -466,6 +481,7 @@ void Daemon::Shutdown() {
     impl_->local_server.reset();
   }
   if (impl_->persister) impl_->persister->Stop();  // no new persists; a running one finishes
+  if (impl_->planner) impl_->planner->Stop();      // before the coordinator it publishes through
   if (impl_->peer) impl_->peer->Stop();  // no more probes or commit exchanges
   if (impl_->admin_socket) impl_->admin_socket->Stop();  // no new admin connections
   if (impl_->grpc_server) {
@@ -477,6 +493,7 @@ void Daemon::Shutdown() {
   impl_->auth.reset();
   impl_->admin_socket.reset();
   impl_->persister.reset();
+  impl_->planner.reset();
   impl_->copier.reset();
   impl_->restore.reset();
   impl_->tier.reset();

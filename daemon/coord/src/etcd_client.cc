@@ -25,7 +25,7 @@ struct EtcdClient::Endpoint {
 struct EtcdClient::WatchState {
   std::string key;
   std::string range_end;
-  bool puts_only = false;
+  WatchEvents events = WatchEvents::kAll;
   int64_t next_revision = 0;  // resume point (0 = from now); the watch thread's
   WatchCallback callback;
   int64_t server_id = -1;     // etcd's watch id on the live stream (watch_mu_)
@@ -540,7 +540,7 @@ Result<int64_t> EtcdClient::Watch(const std::string& key, bool prefix, int64_t s
   auto w = std::make_shared<WatchState>();
   w->key = key;
   w->range_end = prefix ? PrefixEnd(key) : "";
-  w->puts_only = events == WatchEvents::kPutsOnly;
+  w->events = events;
   w->next_revision = start_revision;
   w->callback = std::move(callback);
   int64_t handle;
@@ -583,7 +583,8 @@ bool EtcdClient::SendCreate(WatchStream& s, const std::shared_ptr<WatchState>& w
   c->set_key(w->key);
   if (!w->range_end.empty()) c->set_range_end(w->range_end);
   c->set_start_revision(w->next_revision);
-  if (w->puts_only) c->add_filters(pb::WatchCreateRequest::NODELETE);
+  if (w->events == WatchEvents::kPutsOnly) c->add_filters(pb::WatchCreateRequest::NODELETE);
+  if (w->events == WatchEvents::kDeletesOnly) c->add_filters(pb::WatchCreateRequest::NOPUT);
   std::lock_guard<std::mutex> write(s.write_mu);
   {
     std::lock_guard<std::mutex> lock(watch_mu_);

@@ -365,7 +365,8 @@ void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState
       st.completions_watch = 0;
     }
   }
-  if (holder.empty() && st.connected > 0) st.want_lead = true;
+  // Campaign decides whether this node may lead (trainers connected, or slots of the job held).
+  if (holder.empty()) st.want_lead = true;
 }
 
 peer::JobGeneration EtcdJobCoordinator::InfoLocked(const JobState& st) const {
@@ -687,6 +688,11 @@ void EtcdJobCoordinator::AddGenerationListener(GenerationListener listener) {
   listeners_.push_back(std::move(listener));
 }
 
+void EtcdJobCoordinator::AddLeadershipListener(LeadershipListener listener) {
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  leadership_listeners_.push_back(std::move(listener));
+}
+
 void EtcdJobCoordinator::SetStateDir(std::string dir) {
   std::lock_guard<std::mutex> lock(mu_);
   state_dir_ = std::move(dir);
@@ -806,6 +812,54 @@ Result<peer::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
   std::lock_guard<std::mutex> lock(mu_);
   ApplyDecisionLocked(job, jobs_[job], kv);
   return d;
+}
+
+Result<std::optional<peer::PublishedPlan>> EtcdJobCoordinator::PublishedPlanOf(const std::string& job) {
+  REFT_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd_->Get(keys::Plan(job)));
+  if (!kv) return std::optional<peer::PublishedPlan>();
+  REFT_ASSIGN_OR_RETURN(peer::PublishedPlan p, DecodePlan(kv->key, kv->value));
+  p.version = kv->mod_revision;
+  return std::optional<peer::PublishedPlan>(std::move(p));
+}
+
+Result<peer::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& job,
+                                                            const peer::PublishedPlan& plan,
+                                                            int64_t expected_version) {
+  int64_t gen_rev;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    if (st.gen.generation != plan.generation) {
+      return Status::Busy("job '" + job + "' is in generation " + std::to_string(st.gen.generation) +
+                          ", not " + std::to_string(plan.generation) + " the plan was decided in");
+    }
+    gen_rev = st.gen_rev;
+  }
+  // A plan stands only in the generation it was decided in: a planner that missed a fallback
+  // (partitioned, or its watch behind) cannot publish over the newer generation.
+  Txn t;
+  t.IfModRevision(keys::Plan(job), Compare::kEqual, expected_version)
+      .IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+      .ThenPut(keys::Plan(job), Encode(plan))
+      .ElseGet(keys::Plan(job));
+  REFT_ASSIGN_OR_RETURN(TxnResult r, etcd_->Commit(t));
+  if (r.succeeded) {
+    peer::PublishedPlan p = plan;
+    p.version = r.revision;
+    return p;
+  }
+  const bool plan_unchanged = r.gets.empty() || r.gets[0].kvs.empty()
+                                  ? expected_version == 0
+                                  : r.gets[0].kvs[0].mod_revision == expected_version;
+  if (plan_unchanged) {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_[job].stale = true;
+    return Status::Busy("the generation of job '" + job + "' moved while planning");
+  }
+  const KeyValue& kv = r.gets[0].kvs[0];
+  REFT_ASSIGN_OR_RETURN(peer::PublishedPlan p, DecodePlan(kv.key, kv.value));
+  p.version = kv.mod_revision;
+  return p;
 }
 
 Status EtcdJobCoordinator::RecordSlot(const store::RankKey& rank, int64_t step) {
@@ -1022,10 +1076,14 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
 
 void EtcdJobCoordinator::Campaign(const std::string& job) {
   const int64_t lease = nodes_->lease();
+  // A node with trainers of the job connected, or with slots of it: the job needs a coordinator
+  // between two runs too (its planner decides how the job goes on after a loss, when every
+  // trainer has exited), and the nodes holding its state are the ones that outlive them.
+  const bool holds_slots = !store_->Ranks(job).empty();
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
-    if (!st.want_lead || st.leader || st.connected == 0) return;
+    if (!st.want_lead || st.leader || (st.connected == 0 && !holds_slots)) return;
     if (lease == 0) {
       RetryLaterLocked();  // not registered (again) yet
       return;
@@ -1089,10 +1147,18 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
   auto h = etcd_->Watch(keys::CompletionsPrefix(job), true, completions->revision + 1,
                         [this, job](const WatchUpdate& u) { OnCompletionEvent(job, u); },
                         WatchEvents::kPutsOnly);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (h.ok()) jobs_[job].completions_watch = *h;
-  spdlog::info("job {}: node {} coordinates the job's commits", job, nodes_->node_id());
-  work_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (h.ok()) jobs_[job].completions_watch = *h;
+    spdlog::info("job {}: node {} coordinates the job's commits", job, nodes_->node_id());
+    work_ = true;
+  }
+  std::vector<LeadershipListener> listeners;
+  {
+    std::lock_guard<std::mutex> lock(listeners_mu_);
+    listeners = leadership_listeners_;
+  }
+  for (const auto& l : listeners) l(job);
 }
 
 Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& report) {
@@ -1389,7 +1455,7 @@ void EtcdJobCoordinator::OnReregistered(int64_t) {
         if (st.completions_watch) cancel_watches_.push_back(st.completions_watch);
         st.completions_watch = 0;
       }
-      if (st.connected > 0) st.want_lead = true;
+      st.want_lead = true;  // Campaign decides whether it may
     }
     work_ = true;
   }

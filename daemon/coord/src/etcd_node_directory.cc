@@ -82,6 +82,12 @@ void EtcdNodeDirectory::Stop() {
     lease_ = 0;
   }
   if (lease != 0) (void)etcd_->RevokeLease(lease);  // expires by itself if etcd is unreachable
+  int64_t watch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    watch = std::exchange(departure_watch_, 0);
+  }
+  if (watch != 0) etcd_->CancelWatch(watch);
 }
 
 void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
@@ -191,10 +197,15 @@ std::optional<peer::MemberInfo> EtcdNodeDirectory::Find(const std::string& node_
   }
   auto kv = etcd_->Get(keys::Node(node_id));
   if (!kv.ok()) {
-    // etcd unreachable: the last thing known is the best guess (a fetch will tell).
+    // etcd unreachable: the last thing known is the best guess (a fetch will tell), and it is
+    // kept for another TTL: otherwise every peer call into a node cut off from etcd waits for
+    // an etcd timeout first (AdmitCaller looks its caller up), and a few callers at once
+    // occupy its server long enough to stall its neighbours' copies.
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(node_id);
-    return it != cache_.end() ? it->second.info : std::nullopt;
+    if (it == cache_.end()) return std::nullopt;
+    it->second.at = now;
+    return it->second.info;
   }
   std::optional<peer::MemberInfo> info;
   if (kv->has_value()) {
@@ -265,6 +276,42 @@ std::vector<peer::NodeStatus> EtcdNodeDirectory::Lookup(
 void EtcdNodeDirectory::AddListener(Listener listener) {
   std::lock_guard<std::mutex> lock(mu_);
   listeners_.push_back(std::move(listener));
+}
+
+void EtcdNodeDirectory::AddDepartureListener(DepartureListener listener) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    departure_listeners_.push_back(std::move(listener));
+    if (departure_watch_ != 0) return;
+  }
+  auto notify = [this](const WatchUpdate& u) {
+    std::vector<std::string> departed;
+    if (u.reset) departed.push_back("");  // history compacted: departures may be missed
+    for (const auto& ev : u.events) {
+      const std::string id = keys::NodeIdOf(ev.kv.key);
+      if (ev.type == WatchEvent::Type::kDelete && !id.empty() && id != options_.node_id) departed.push_back(id);
+    }
+    // The address cache is left alone: a node whose lease expired may still be serving its
+    // peers (cut off from etcd only), and Find() answers from the cache as before.
+    std::vector<DepartureListener> listeners;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      listeners = departure_listeners_;
+    }
+    for (const auto& id : departed)
+      for (const auto& l : listeners) l(id);
+  };
+  // From the store's revision now (one key read for it), so that every departure after this
+  // call returns is heard; 0 (from whenever the watch starts) when etcd does not answer.
+  auto now = etcd_->GetPrefix(keys::Node(options_.node_id), 1);
+  const int64_t from = now.ok() ? now->revision + 1 : 0;
+  auto h = etcd_->Watch(keys::NodesPrefix(), true, from, notify, WatchEvents::kDeletesOnly);
+  if (!h.ok()) {
+    spdlog::warn("node {}: cannot watch departures in etcd: {}", options_.node_id, h.status().ToString());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  departure_watch_ = *h;
 }
 
 void EtcdNodeDirectory::AddReregisterListener(std::function<void(int64_t)> listener) {

@@ -27,6 +27,7 @@ std::string Generation(const std::string& job) { return JobPrefix(job) + "genera
 std::string Committed(const std::string& job) { return JobPrefix(job) + "committed"; }
 std::string Coordinator(const std::string& job) { return JobPrefix(job) + "coordinator"; }
 std::string Restore(const std::string& job) { return JobPrefix(job) + "restore"; }
+std::string Plan(const std::string& job) { return JobPrefix(job) + "plan"; }
 
 std::string StepKey(int64_t step) {
   char buf[32];

@@ -88,6 +88,16 @@ std::string Encode(const peer::RestoreDecision& r) {
       .dump();
 }
 
+std::string Encode(const peer::PublishedPlan& r) {
+  json plan = json::parse(r.plan_json, nullptr, false);
+  if (plan.is_discarded()) plan = nullptr;
+  return json{{"generation", r.generation},       {"step", r.step},
+              {"basis", r.basis},                 {"planner", r.planner},
+              {"state", r.state},                 {"decided_at_ms", r.decided_at_ms},
+              {"wait_until_ms", r.wait_until_ms}, {"plan", plan}}
+      .dump();
+}
+
 Result<NodeRecord> DecodeNode(const std::string& key, const std::string& value) {
   REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
   NodeRecord r;
@@ -193,6 +203,24 @@ Result<peer::RestoreDecision> DecodeDecision(const std::string& key, const std::
   d.decided_by = FieldOr<std::string>(j, "decided_by", "");
   d.detail = FieldOr<std::string>(j, "detail", "");
   return d;
+}
+
+Result<peer::PublishedPlan> DecodePlan(const std::string& key, const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  peer::PublishedPlan p;
+  REFT_ASSIGN_OR_RETURN(p.generation, Field<uint64_t>(j, key, "generation"));
+  REFT_ASSIGN_OR_RETURN(p.step, Field<int64_t>(j, key, "step"));
+  REFT_ASSIGN_OR_RETURN(p.basis, Field<std::string>(j, key, "basis"));
+  REFT_ASSIGN_OR_RETURN(p.state, Field<std::string>(j, key, "state"));
+  p.planner = FieldOr<std::string>(j, "planner", "");
+  p.decided_at_ms = FieldOr<int64_t>(j, "decided_at_ms", 0);
+  p.wait_until_ms = FieldOr<int64_t>(j, "wait_until_ms", 0);
+  auto plan = j.find("plan");
+  if (plan == j.end() || !plan->is_object()) {
+    return Status::Corrupted("etcd key " + key + ": field 'plan' is not an object");
+  }
+  p.plan_json = plan->dump();
+  return p;
 }
 
 }  // namespace reft::coord

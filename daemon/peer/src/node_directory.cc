@@ -24,6 +24,12 @@ Status CheckCallerProtocol(const v1::Caller& c, const std::string& self_node_id)
   return Status::OK();
 }
 
+void NodeDirectory::AddDepartureListener(DepartureListener listener) {
+  AddListener([listener = std::move(listener)](const MemberInfo& member, MemberState) {
+    if (!member.self && member.state == MemberState::kDead) listener(member.node_id);
+  });
+}
+
 NodeLiveness NodeDirectory::Liveness(const std::string& node_id) const {
   auto m = Find(node_id);
   if (!m) return NodeLiveness::kUnknown;

@@ -237,7 +237,11 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
   decision["f"] = job.f;
   decision["n0"] = n0;
   decision["live_units"] = live_units;
-  if (live_units < (job.f + 1) * n0) {
+  // Below (f+1)·n0 only spares can keep the job in memory: every lost node's ranks on one.
+  const bool below = live_units < (job.f + 1) * n0;
+  const std::string below_why = std::to_string(live_units) + " live pipeline positions are fewer than (f+1)·n0 = " +
+                                std::to_string((job.f + 1) * n0);
+  if (below && spares.size() < lost_nodes.size()) {
     decision["policy"] = "exit";
     decision["reason"] = std::to_string(live_units) + " live pipeline positions are fewer than (f+1)·n0 = " +
                          std::to_string((job.f + 1) * n0) + " (f = " + std::to_string(job.f) + ", n0 = " +
@@ -253,7 +257,16 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
   std::vector<int> ids(U);
   for (int u = 0; u < U; ++u) ids[u] = u;
   const auto cur = odyssey::Layout::Of(running, ids);
-  const auto ev = odyssey::EvaluateFailure(prof->model, cur, failed, alive, so.micro_batches, so, costs);
+  odyssey::FailureEvaluation ev;
+  if (below) {
+    for (auto policy : {odyssey::Policy::kReroute, odyssey::Policy::kReconfigure, odyssey::Policy::kRestart}) {
+      odyssey::Candidate c{policy};
+      c.why = below_why;
+      ev.candidates.push_back(c);
+    }
+  } else {
+    ev = odyssey::EvaluateFailure(prof->model, cur, failed, alive, so.micro_batches, so, costs);
+  }
 
   // Restart on spares from memory: the same layout, each lost node's ranks on a spare.
   odyssey::Candidate spare{odyssey::Policy::kRestart};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reft/app/config.h"
+#include "reft/app/job_planner.h"
 #include "reft/app/plan_profiles.h"
 #include "reft/app/step_cadence.h"
 #include "reft/local/job_owners.h"
@@ -39,6 +40,8 @@ struct AdminRecovery {
   /// The measured step time of each job and the attached profiles (ShowPlan, AttachPlanProfile).
   const StepCadence* cadence = nullptr;
   PlanProfiles* profiles = nullptr;
+  /// The published decisions (ShowPlan, ConfirmPlan).
+  JobPlanner* planner = nullptr;
 };
 
 /// \brief Handles Admin RPCs. Stateless apart from the references it holds; gRPC may call it
@@ -71,6 +74,8 @@ class AdminService final : public v1::Admin::Service {
                                  v1::AttachPlanProfileResponse* resp) override;
   grpc::Status ShowPlan(grpc::ServerContext* ctx, const v1::ShowPlanRequest* req,
                         v1::ShowPlanResponse* resp) override;
+  grpc::Status ConfirmPlan(grpc::ServerContext* ctx, const v1::ConfirmPlanRequest* req,
+                           v1::ConfirmPlanResponse* resp) override;
   /// \brief Newest step committed on every local rank of `job`, or -1.
   static int64_t NewestCommittedStep(store::SnapshotStore* store, const std::string& job);
 
@@ -81,9 +86,6 @@ class AdminService final : public v1::Admin::Service {
   const security::Authorizer* auth_;
   const peer::NodeDirectory* membership_;
   void FillPersistStatus(v1::PersistTierStatus* out);
-  /// \brief The planner's job model of `job` from its newest committed step (NotFound when
-  /// none; Unavailable without a cluster layer).
-  Result<planner::online::JobModelView> JobModel(const std::string& job);
   /// \brief CheckAdmin for a call on one job: a refusal also names the job's owner and counts
   /// as a refused access to the job.
   grpc::Status CheckJobCall(grpc::ServerContext* ctx, const char* method,

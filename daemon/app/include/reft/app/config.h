@@ -81,6 +81,10 @@ struct DaemonConfig {
   uint64_t persist_read_bandwidth = 0;       ///< bytes/s of restores from the tier; 0 = unlimited
   uint32_t persist_keep = 2;                 ///< complete persisted steps kept per job; 0 = all
 
+  // [planner] the planner in the loop (docs/planner.md "The online path")
+  std::string planner_mode = "automatic";    ///< off | automatic | confirm
+  uint32_t planner_spare_wait_ms = 30000;    ///< wait this long for a spare before deciding without
+
   // [security]
   security::SecurityOptions security;
 };

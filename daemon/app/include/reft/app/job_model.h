@@ -9,7 +9,9 @@
 #include <string>
 
 #include "reft/app/step_cadence.h"
+#include "reft/peer/job_coordinator.h"
 #include "reft/planner/online.h"
+#include "reft/recovery/reft_load.h"
 #include "reft/recovery/reshape.h"
 #include "reft/store/snapshot_store.h"
 
@@ -27,5 +29,13 @@ using RankNodeLookup = std::function<std::string(const store::RankKey&)>;
 planner::online::JobModelView BuildJobModel(const recovery::StepCatalog& catalog,
                                             const RankNodeLookup& node_of,
                                             std::optional<StepCadence::Estimate> step_time);
+
+/// \brief The planner's view of `job` from its newest committed step as this node reads it:
+/// every rank on the node its trainer is connected to now, else where its slot of the step
+/// was recorded (`coordinator`, may be null), else a node holding it. NotFound when the job
+/// has no committed step; Unavailable without `restore`.
+Result<planner::online::JobModelView> ReadJobModel(recovery::ReftLoad* restore,
+                                                   peer::JobCoordinator* coordinator,
+                                                   const StepCadence* cadence, const std::string& job);
 
 }  // namespace reft::app

@@ -124,7 +124,8 @@ struct WatchUpdate {
 /// \brief Which events a watch delivers.
 enum class WatchEvents {
   kAll,
-  kPutsOnly,  ///< etcd leaves deletes out (its NODELETE filter): nothing is sent for them
+  kPutsOnly,     ///< etcd leaves deletes out (its NODELETE filter): nothing is sent for them
+  kDeletesOnly,  ///< etcd leaves puts out (its NOPUT filter)
 };
 
 /// \brief Traffic counters, for the control-plane scale figures. Bytes are protobuf payloads

@@ -123,6 +123,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   peer::JobGeneration StartGeneration(const std::string& job, uint64_t from, int64_t base_step,
                                       int64_t persist_floor, const std::string& reason) override;
   void AddGenerationListener(GenerationListener listener) override;
+  void AddLeadershipListener(LeadershipListener listener) override;
   void SetStateDir(std::string dir) override;
   std::vector<store::RankKey> JoinedRanks(const std::optional<std::string>& job) override;
   bool IsJoined(const store::RankKey& rank) override;
@@ -139,6 +140,11 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// Protocol when this node does not coordinate the job (now); InvalidArgument naming a rank
   /// the job's layout does not have; Busy beyond `max_pending_steps` uncommitted steps.
   Status ReceiveCompletion(const peer::StepCompletionReport& report) override;
+  Result<std::optional<peer::PublishedPlan>> PublishedPlanOf(const std::string& job) override;
+  /// Compares the plan key's revision and the generation key's (Busy when the generation
+  /// moved: a plan of an older generation never replaces anything).
+  Result<peer::PublishedPlan> PublishPlan(const std::string& job, const peer::PublishedPlan& plan,
+                                          int64_t expected_version) override;
 
   CompletionTraffic completion_traffic() const;
 
@@ -278,6 +284,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   CompletionTraffic traffic_;
   std::mutex listeners_mu_;
   std::vector<GenerationListener> listeners_;
+  std::vector<LeadershipListener> leadership_listeners_;
 };
 
 }  // namespace reft::coord

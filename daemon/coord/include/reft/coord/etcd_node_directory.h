@@ -57,7 +57,13 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
 
   bool IsFenced() const override { return false; }
   void ClearFence() override {}
+  /// Listeners hear this node's own re-registration only: other nodes' changes are not
+  /// watched (each node would receive an event per node and change; at scale that is the
+  /// membership traffic etcd is here to avoid).
   void AddListener(Listener listener) override;
+  /// Watches the registrations' deletions (etcd's NOPUT filter: one event per departure, no
+  /// event while nodes come), from the first listener on.
+  void AddDepartureListener(DepartureListener listener) override;
   Status AdmitCaller(const v1::Caller& caller) override;
 
   /// The lease this node's registration is bound to (0 before Start / after Stop).
@@ -78,6 +84,8 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   bool stopped_ = false;
   std::vector<Listener> listeners_;
   std::vector<std::function<void(int64_t)>> reregister_listeners_;
+  std::vector<DepartureListener> departure_listeners_;
+  int64_t departure_watch_ = 0;  // etcd watch handle (0: none)
   struct Cached {
     std::optional<peer::MemberInfo> info;
     std::chrono::steady_clock::time_point at;

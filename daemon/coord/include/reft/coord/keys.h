@@ -14,6 +14,7 @@
 ///   /reft/v1/jobs/<job>/joined/<pp>/<tp>/<dp>     {node}                       node's lease
 ///   /reft/v1/jobs/<job>/coordinator              {node}                       node's lease
 ///   /reft/v1/jobs/<job>/restore                  {generation, step, source, decided_by, detail}
+///   /reft/v1/jobs/<job>/plan                     {generation, step, basis, planner, state, ..., plan}
 
 #include <cstdint>
 #include <string>
@@ -39,6 +40,8 @@ std::string Generation(const std::string& job);
 std::string Committed(const std::string& job);
 std::string Coordinator(const std::string& job);
 std::string Restore(const std::string& job);
+/// The planner's published decision (peer::PublishedPlan).
+std::string Plan(const std::string& job);
 
 std::string StepKey(int64_t step);  ///< 20 digits, steps >= 0
 std::string CompletionsPrefix(const std::string& job);

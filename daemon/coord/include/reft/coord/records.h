@@ -52,6 +52,8 @@ std::string Encode(const CompletionRecord& r);
 std::string Encode(const NodeRef& r);
 std::string Encode(const peer::RestoreDecision& r);
 std::string Encode(const local::ReplicatedBuffers& r);
+/// The plan document is stored as a JSON object, not as a string inside one.
+std::string Encode(const peer::PublishedPlan& r);
 
 Result<NodeRecord> DecodeNode(const std::string& key, const std::string& value);
 Result<JobLayout> DecodeLayout(const std::string& key, const std::string& value);
@@ -63,5 +65,7 @@ Result<NodeRef> DecodeNodeRef(const std::string& key, const std::string& value);
 Result<local::ReplicatedBuffers> DecodeReplicated(const std::string& key, const std::string& value);
 /// `version` is set by the caller (the key's mod revision).
 Result<peer::RestoreDecision> DecodeDecision(const std::string& key, const std::string& value);
+/// `version` is set by the caller (the key's mod revision).
+Result<peer::PublishedPlan> DecodePlan(const std::string& key, const std::string& value);
 
 }  // namespace reft::coord

@@ -56,6 +56,24 @@ struct StepCompletionReport {
   std::vector<store::RankKey> ranks;
 };
 
+/// \brief The planner's decision for a job after a node loss, as published by the node that
+/// plans for the job (docs/planner.md "The online path"). One per job; replaced only by a
+/// compare-and-swap on `version`, and only in the generation it was decided in.
+struct PublishedPlan {
+  uint64_t generation = 0;  ///< the job generation it was decided in (older ones are void)
+  int64_t step = -1;        ///< the committed step the job model was read from
+  std::string basis;        ///< what it decides on: the lost nodes, sorted, comma-separated
+  std::string planner;      ///< the node that decided
+  /// "waiting_for_spare" (a spare may still come; `wait_until_ms`), "awaiting_confirmation"
+  /// (operator-confirmed mode), "decided" (automatic mode), "confirmed", or "undecided" (the
+  /// planner cannot decide: no profile and no measured step time; the document says why).
+  std::string state;
+  int64_t decided_at_ms = 0;  ///< unix time of the publication
+  int64_t wait_until_ms = 0;  ///< waiting_for_spare: when the planner stops waiting
+  std::string plan_json;      ///< the planner's document (planner::online::Decide)
+  int64_t version = 0;        ///< opaque compare-and-swap token (0: none)
+};
+
 /// \brief What the control plane knows about one node's liveness.
 enum class NodeLiveness {
   kAlive,    ///< registered and not declared dead: its answers must be waited for
@@ -93,6 +111,11 @@ class JobCoordinator : public local::CommitCoordinator {
   using GenerationListener =
       std::function<void(const std::string& job, const JobGeneration& generation, int dropped)>;
   virtual void AddGenerationListener(GenerationListener listener) = 0;
+  /// Called (on a control-plane thread; must not block) when this node starts to lead a job
+  /// (LeadsJob). Control planes whose leadership is a pure function of the membership (gossip)
+  /// never call it.
+  using LeadershipListener = std::function<void(const std::string& job)>;
+  virtual void AddLeadershipListener(LeadershipListener listener) { (void)listener; }
 
   /// \brief Directory for the per-job generation records next to the slots (reftd:
   /// <shm_dir>/commit-state), so a restarted daemon knows the generation of its adopted slots.
@@ -145,6 +168,24 @@ class JobCoordinator : public local::CommitCoordinator {
   virtual Status ReceiveCompletion(const StepCompletionReport& report) {
     return Status::Unsupported("node does not take completion reports for job '" + report.job +
                                "'");
+  }
+
+  // ---- the planner's published decision ----
+
+  /// \brief The published plan of `job`, if any (linearizable with etcd). Unsupported by a
+  /// control plane without consensus: there each node plans from its own view and publishes
+  /// nothing (two nodes could publish different plans).
+  virtual Result<std::optional<PublishedPlan>> PublishedPlanOf(const std::string& job) {
+    return Status::Unsupported("the control plane of job '" + job + "' publishes no plans");
+  }
+  /// \brief Publishes `plan` unless another one was published since `expected_version` (0:
+  /// none) or the job left `plan.generation`. Returns the plan in force afterwards: `plan` if
+  /// it won, else the one published first. Busy when the generation moved (the plan is void).
+  virtual Result<PublishedPlan> PublishPlan(const std::string& job, const PublishedPlan& plan,
+                                            int64_t expected_version) {
+    (void)plan;
+    (void)expected_version;
+    return Status::Unsupported("the control plane of job '" + job + "' publishes no plans");
   }
 };
 

@@ -73,6 +73,12 @@ class NodeDirectory {
   /// The daemon dropped (or re-validated) its stale state; the node serves again.
   virtual void ClearFence() = 0;
   virtual void AddListener(Listener listener) = 0;
+  /// Called (on a directory thread; must not block) with the id of another node that left:
+  /// declared dead or unregistered; "" when departures may have been missed (re-check). The
+  /// default follows AddListener's changes to dead; a directory that reports no such changes
+  /// (etcd: nodes look each other up on demand) watches for departures once one is asked for.
+  using DepartureListener = std::function<void(const std::string& node_id)>;
+  virtual void AddDepartureListener(DepartureListener listener);
 
   /// Server side: refuses incompatible protocol versions and callers declared dead.
   virtual Status AdmitCaller(const v1::Caller& caller) = 0;

@@ -1,0 +1,136 @@
+"""reft.elastic: where this rank runs once the planner has decided how a job goes on after a
+node loss, for a trainer started by torchrun (`--nnodes=MIN:MAX`; docs/planner.md "The online
+path"). The job's coordinator publishes the decision in etcd; every rank reads it from its own
+reftd and, from RANK and WORLD_SIZE, gets its coordinates in the new layout, builds its process
+groups from them and restores with `restore(reshape=True)`.
+
+Rank order: tensor-parallel fastest, then data-parallel, then pipeline stages (Megatron's):
+`rank = (pp_rank * dp + dp_rank) * tp + tp_rank`."""
+
+import os as _os
+import time as _time
+from dataclasses import dataclass as _dataclass
+from typing import List as _List
+from typing import Optional as _Optional
+from typing import Tuple as _Tuple
+
+# Publication states a rank can act on; the others are waited for.
+_FINAL = ("decided", "confirmed")
+
+
+@_dataclass(frozen=True)
+class Placement:
+    """This rank's place in the layout the job goes on with."""
+    job: str
+    rank: int
+    world_size: int
+    dp: int
+    tp: int
+    pp: int
+    dp_rank: int
+    tp_rank: int
+    pp_rank: int
+    layers: _Tuple[int, int]                  # this stage's layers, first and last (inclusive)
+    stage_layers: _List[_Tuple[int, int]]     # every stage's, in stage order
+    node: _Optional[str]                      # the node the decision places this position on
+    policy: str                               # "none": no node lost, the running layout
+    step: int                                 # the committed step the decision was made on
+    version: _Optional[int]                   # the publication's version (None: not published)
+
+
+def _stages_of_running_layout(doc):
+    stages = {}
+    for layer in doc["model"]["layers"]:
+        first, last = stages.get(layer["stage"], (layer["layer"], layer["layer"]))
+        stages[layer["stage"]] = (min(first, layer["layer"]), max(last, layer["layer"]))
+    return [stages[s] for s in sorted(stages)]
+
+
+def _layout_of(doc):
+    """(dp, tp, pp, stage_layers, nodes, policy) of the layout the job goes on with; nodes[(pp,
+    dp)] is the node of that position."""
+    from . import Error
+
+    decision = doc["decision"]
+    policy = decision.get("policy")
+    tp = doc["layout"]["tp"]
+    if not decision.get("needed"):
+        nodes = {(r["pp"], r["dp"]): r["node"] for r in doc["ranks"] if r["tp"] == 0}
+        return doc["layout"]["dp"], tp, doc["layout"]["pp"], _stages_of_running_layout(doc), nodes, "none"
+    if policy in (None, "exit"):
+        raise Error(f"job '{doc['job']}' cannot go on in memory: {decision.get('reason')}")
+    pipelines, nodes = [], {}
+    for pipe in decision["new_layout"]["pipelines"]:
+        stages = pipe["stages"]
+        live = [st for st in stages if not st.get("rerouted")]
+        if not live:
+            continue  # a data-parallel replica whose work its peers take over
+        if len(live) != len(stages):
+            raise Error(f"job '{doc['job']}': the decision ({policy}) reroutes a stage of a pipeline, "
+                        "which no dp x tp x pp layout expresses")
+        for s, st in enumerate(stages):
+            nodes[(s, len(pipelines))] = st["node"]
+        pipelines.append([(st["layers"]["first"], st["layers"]["last"]) for st in stages])
+    if not pipelines or any(p != pipelines[0] for p in pipelines):
+        raise Error(f"job '{doc['job']}': the decision ({policy}) has pipelines of different shapes "
+                    f"({pipelines}); reft restores uniform dp x tp x pp layouts only")
+    return len(pipelines), tp, len(pipelines[0]), pipelines[0], nodes, policy
+
+
+def world_size(doc):
+    """How many ranks the layout a `reft.plan` document gives the job has (for a launcher that
+    starts them); raises like placement_from_plan."""
+    dp, tp, pp, _, _, _ = _layout_of(doc)
+    return dp * tp * pp
+
+
+def placement_from_plan(doc, rank, world_size):
+    """This rank's Placement from a `reft.plan` document (pure: no daemon)."""
+    from . import Error, InvalidArgumentError
+
+    dp, tp, pp, stage_layers, nodes, policy = _layout_of(doc)
+    if world_size != dp * tp * pp:
+        raise Error(f"job '{doc['job']}' goes on with dp={dp}, tp={tp}, pp={pp} ({dp * tp * pp} ranks), "
+                    f"not the {world_size} this process group was started with")
+    if not 0 <= rank < world_size:
+        raise InvalidArgumentError(f"rank {rank} is not in 0..{world_size - 1}")
+    tp_rank = rank % tp
+    dp_rank = (rank // tp) % dp
+    pp_rank = rank // (tp * dp)
+    pub = doc.get("publication")
+    return Placement(job=doc["job"], rank=rank, world_size=world_size, dp=dp, tp=tp, pp=pp,
+                     dp_rank=dp_rank, tp_rank=tp_rank, pp_rank=pp_rank,
+                     layers=stage_layers[pp_rank], stage_layers=list(stage_layers),
+                     node=nodes.get((pp_rank, dp_rank)), policy=policy,
+                     step=doc["step"], version=pub["version"] if pub and pub.get("current") else None)
+
+
+def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60.0, poll_s=0.5):
+    """This rank's Placement in the layout `job` goes on with, from the decision its
+    coordinator published (reft.plan). `rank`, `world_size` default to $RANK and $WORLD_SIZE
+    (torchrun sets them).
+
+    With no node of the job lost the running layout is returned. After a loss it waits up to
+    `wait_s` for the published decision to be final ("decided", or "confirmed" by an operator
+    in `planner.mode = "confirm"`) — it may still wait for a spare or for the operator — and
+    raises reft.UnavailableError when it is not by then. Raises reft.Error when the job cannot
+    go on in memory (exit), when the decision's layout is not a uniform dp x tp x pp one, or
+    when it has another number of ranks than `world_size`."""
+    from . import UnavailableError
+    from ._plan import plan
+
+    rank = int(_os.environ["RANK"]) if rank is None else rank
+    world_size = int(_os.environ["WORLD_SIZE"]) if world_size is None else world_size
+    deadline = _time.monotonic() + wait_s
+    while True:
+        doc = plan(socket, job, reftctl=reftctl)
+        pub = doc.get("publication")
+        final = pub is not None and pub.get("current") and pub["state"] in _FINAL
+        if not doc["decision"].get("needed") or final:
+            return placement_from_plan(doc, rank, world_size)
+        if _time.monotonic() >= deadline:
+            state = pub["state"] if pub and pub.get("current") else "not published"
+            raise UnavailableError(f"job '{job}': the planner's decision is {state} after {wait_s:g} s"
+                                   + (" (reftctl plan confirm approves it)" if state == "awaiting_confirmation"
+                                      else ""))
+        _time.sleep(poll_s)

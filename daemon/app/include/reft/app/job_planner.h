@@ -1,0 +1,107 @@
+#pragma once
+/// \file job_planner.h
+/// \brief The planner in the loop (docs/planner.md "The online path"). When a node leaves the
+/// cluster, the job's coordinator — the node that holds the job's coordinator key in etcd
+/// (peer::JobCoordinator::LeadsJob; elected among the nodes with trainers or slots of the job)
+/// — reads the job's model, decides how the job goes on (planner::online::Decide) and
+/// publishes the decision (peer::JobCoordinator::PublishPlan, a compare-and-swap fenced by the
+/// job generation). Without a spare it first waits `spare_wait` for one. In operator-confirmed
+/// mode the decision then waits for `reftctl plan confirm`. Every node answers `plan show`
+/// with the published decision.
+///
+/// With the gossip control plane nothing is published (there is no consensus to publish
+/// through): `plan show` computes the decision from the asked node's own view.
+///
+/// Thread-safe; owns one thread (Start/Stop) that sleeps until a node leaves, this node starts
+/// to lead a job, or a spare wait or retry is due.
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "reft/app/plan_profiles.h"
+#include "reft/app/planner_mode.h"
+#include "reft/mutex.h"
+#include "reft/peer/job_coordinator.h"
+#include "reft/peer/node_directory.h"
+#include "reft/planner/online.h"
+#include "reft/result.h"
+
+namespace reft::app {
+
+struct JobPlannerOptions {
+  PlannerMode mode = PlannerMode::kAutomatic;
+  /// With fewer spares than lost nodes, how long the decision waits for one (restarting on a
+  /// spare from memory moves no state) before it is made without; 0: never wait.
+  std::chrono::milliseconds spare_wait{30000};
+  /// A job whose model or control plane could not be read is planned again this often.
+  std::chrono::milliseconds retry{1000};
+};
+
+class JobPlanner {
+ public:
+  using ModelSource =
+      std::function<Result<planner::online::JobModelView>(const std::string& job)>;
+
+  /// `nodes`, `coordinator` and `profiles` (may be null) must outlive the planner.
+  JobPlanner(std::string node_id, JobPlannerOptions options, peer::NodeDirectory* nodes,
+             peer::JobCoordinator* coordinator, const PlanProfiles* profiles, ModelSource model);
+  ~JobPlanner();
+  JobPlanner(const JobPlanner&) = delete;
+  JobPlanner& operator=(const JobPlanner&) = delete;
+
+  /// Follows the membership and plans (no thread when the mode is off).
+  void Start();
+  void Stop();
+
+  /// \brief Plans every job again soon (a profile was attached: a decision that is not final
+  /// yet is made again with it).
+  void Replan();
+
+  /// \brief `plan show`: the published decision while it is the job's current one (its
+  /// generation and committed step), else the decision from this node's view; either way with
+  /// `publication` (the published record's state, or null) and `planner_mode`.
+  Result<nlohmann::json> Show(const std::string& job);
+  /// \brief `plan confirm`: marks the published decision "confirmed". `version` (0: any) must
+  /// be the one shown (Busy when the decision changed since). NotFound without a published
+  /// decision; InvalidArgument when it does not await confirmation.
+  Result<peer::PublishedPlan> Confirm(const std::string& job, int64_t version);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  planner::online::Membership CurrentMembership() const;
+  /// Plans `job` once when this node plans for it; returns when it wants to be planned again
+  /// (time_point::max(): at the next membership change).
+  Clock::time_point PlanJob(const std::string& job);
+  void Run();
+
+  const std::string node_id_;
+  const JobPlannerOptions options_;
+  peer::NodeDirectory* const nodes_;
+  peer::JobCoordinator* const coordinator_;
+  const PlanProfiles* const profiles_;
+  const ModelSource model_;
+
+  // Shared with the membership listener, which the directory keeps as long as it lives.
+  struct Wakeup {
+    Mutex mu;
+    std::condition_variable cv;
+    bool changed REFT_GUARDED_BY(mu) = true;  // plan every job at the next pass
+    bool stop REFT_GUARDED_BY(mu) = false;
+    void Notify() {
+      MutexLock lock(mu);
+      changed = true;
+      cv.notify_all();
+    }
+  };
+  const std::shared_ptr<Wakeup> wakeup_ = std::make_shared<Wakeup>();
+  std::thread thread_;
+};
+
+}  // namespace reft::app

@@ -1,0 +1,241 @@
+#include "reft/app/job_planner.h"
+
+#include <algorithm>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+namespace reft::app {
+
+using nlohmann::json;
+
+namespace {
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Join(const json& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n.get<std::string>();
+  return out;
+}
+
+json PublicationJson(const peer::PublishedPlan& p, bool current) {
+  json j = {{"state", p.state},         {"generation", p.generation}, {"step", p.step},
+            {"basis", p.basis},         {"planner", p.planner},       {"decided_at_ms", p.decided_at_ms},
+            {"version", p.version},     {"current", current}};
+  j["wait_until_ms"] = p.wait_until_ms > 0 ? json(p.wait_until_ms) : json(nullptr);
+  return j;
+}
+
+}  // namespace
+
+JobPlanner::JobPlanner(std::string node_id, JobPlannerOptions options, peer::NodeDirectory* nodes,
+                       peer::JobCoordinator* coordinator, const PlanProfiles* profiles,
+                       ModelSource model)
+    : node_id_(std::move(node_id)),
+      options_(options),
+      nodes_(nodes),
+      coordinator_(coordinator),
+      profiles_(profiles),
+      model_(std::move(model)) {}
+
+JobPlanner::~JobPlanner() { Stop(); }
+
+void JobPlanner::Start() {
+  // Without consensus there is nothing to publish through (plan show decides on demand).
+  if (options_.mode == PlannerMode::kOff || !coordinator_->HasConsensus() || thread_.joinable()) return;
+  // A node that left (a loss to plan for) and a job this node starts to lead (its previous
+  // coordinator left) plan again; nodes that come (spares) are looked for while waiting.
+  nodes_->AddDepartureListener([w = wakeup_](const std::string&) { w->Notify(); });
+  coordinator_->AddLeadershipListener([w = wakeup_](const std::string&) { w->Notify(); });
+  thread_ = std::thread([this] { Run(); });
+}
+
+void JobPlanner::Stop() {
+  {
+    MutexLock lock(wakeup_->mu);
+    wakeup_->stop = true;
+  }
+  wakeup_->cv.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void JobPlanner::Replan() { wakeup_->Notify(); }
+
+void JobPlanner::Run() {
+  Clock::time_point due = Clock::time_point::max();
+  for (;;) {
+    {
+      Wakeup& w = *wakeup_;
+      MutexLock lock(w.mu);
+      auto ready = [&]() REFT_REQUIRES(w.mu) { return w.stop || w.changed; };
+      if (due == Clock::time_point::max()) {
+        lock.Wait(w.cv, ready);
+      } else {
+        lock.WaitUntil(w.cv, due, ready);
+      }
+      if (w.stop) return;
+      w.changed = false;
+    }
+    due = Clock::time_point::max();
+    for (const std::string& job : coordinator_->Jobs()) due = std::min(due, PlanJob(job));
+  }
+}
+
+planner::online::Membership JobPlanner::CurrentMembership() const {
+  planner::online::Membership m;
+  m.live.push_back(node_id_);
+  for (const auto& member : nodes_->LiveMembers()) m.live.push_back(member.node_id);
+  for (const auto& member : nodes_->Members())
+    if (member.state == peer::MemberState::kDead) m.lost.push_back(member.node_id);
+  return m;
+}
+
+JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
+  constexpr auto kNever = Clock::time_point::max();
+  const auto retry = Clock::now() + options_.retry;
+  // The job's coordinator plans for it (one node per job, elected in etcd and fenced by its
+  // lease; not a rule over each node's view of the membership, which could name two nodes
+  // while their views differ). Then, cheaply, whether a node of the job is lost at all before
+  // the model (which asks the holders) is read.
+  if (!coordinator_->LeadsJob(job)) return kNever;
+  auto job_nodes = coordinator_->JobNodes(job);
+  if (!job_nodes.ok()) return retry;
+  const std::vector<peer::NodeStatus> status = nodes_->Lookup(*job_nodes);  // one answer, in order
+  if (std::none_of(status.begin(), status.end(),
+                   [](const peer::NodeStatus& n) { return n.liveness != peer::NodeLiveness::kAlive; })) {
+    return kNever;
+  }
+  auto model = model_(job);
+  if (!model.ok()) {
+    // No committed step yet (nothing to plan), or its holders did not answer: a loss that
+    // matters is followed by a membership change, which plans again.
+    spdlog::debug("planner: job {}: no model ({})", job, model.status().ToString());
+    return model.status().code() == StatusCode::kNotFound ? kNever : retry;
+  }
+  const auto membership = CurrentMembership();
+  const json profile = profiles_ != nullptr ? profiles_->Get(job) : json(nullptr);
+  auto doc = planner::online::Decide(*model, profile, membership);
+  if (!doc.ok()) {
+    // A job whose buffers name no layers, for one: `plan show` says the same to whoever asks.
+    spdlog::info("planner: job {}: no decision: {}", job, doc.status().message());
+    return kNever;
+  }
+  const json& decision = (*doc)["decision"];
+  if (!decision.value("needed", false)) return kNever;
+
+  auto published = coordinator_->PublishedPlanOf(job);
+  if (!published.ok()) {
+    if (published.status().code() == StatusCode::kUnsupported) return kNever;  // gossip
+    return retry;
+  }
+  const std::optional<peer::PublishedPlan>& current = *published;
+  const uint64_t generation = coordinator_->Generation(job).generation;
+  peer::PublishedPlan plan;
+  plan.generation = generation;
+  plan.step = model->step;
+  plan.basis = Join((*doc)["lost_nodes"]);
+  plan.planner = node_id_;
+  plan.plan_json = doc->dump();
+  const bool same_loss = current && current->generation == generation && current->step == plan.step &&
+                         current->basis == plan.basis;
+  // A decision once made stands for its loss (trainers may be acting on it); a new loss, a
+  // new generation or a new committed step is planned anew.
+  if (same_loss && (current->state == "decided" || current->state == "confirmed")) return kNever;
+
+  Clock::time_point due = kNever;
+  const bool spares_suffice = (*doc)["spare_nodes"].size() >= (*doc)["lost_nodes"].size();
+  if (decision["policy"].is_null()) {
+    plan.state = "undecided";
+  } else if (!spares_suffice && options_.spare_wait.count() > 0) {
+    // The wait started with the first publication of this loss, whichever node made it.
+    plan.wait_until_ms = same_loss && current->wait_until_ms > 0 ? current->wait_until_ms
+                                                                 : UnixMs() + options_.spare_wait.count();
+    const int64_t left = plan.wait_until_ms - UnixMs();
+    if (left > 0) {
+      plan.state = "waiting_for_spare";
+      // Nodes that come are not announced: look again each retry interval until the wait ends.
+      due = Clock::now() + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(left), options_.retry);
+    }
+  }
+  if (plan.state.empty()) {
+    plan.state = options_.mode == PlannerMode::kConfirm ? "awaiting_confirmation" : "decided";
+  }
+  if (same_loss && current->state == plan.state && current->plan_json == plan.plan_json) return due;
+
+  plan.decided_at_ms = UnixMs();
+  auto in_force = coordinator_->PublishPlan(job, plan, current ? current->version : 0);
+  if (!in_force.ok()) {
+    spdlog::warn("planner: job {}: publishing the decision failed: {}", job, in_force.status().ToString());
+    return retry;
+  }
+  if (in_force->planner != node_id_ || in_force->decided_at_ms != plan.decided_at_ms) {
+    return std::min(due, retry);  // another node published first: look again
+  }
+  spdlog::info("planner: job {} (step {}, lost {}): {} — {} [{}]", job, plan.step, plan.basis,
+               decision["policy"].is_null() ? "no decision" : decision["policy"].get<std::string>(),
+               decision.value("reason", ""), plan.state);
+  return due;
+}
+
+Result<json> JobPlanner::Show(const std::string& job) {
+  auto model = model_(job);
+  std::optional<peer::PublishedPlan> published;
+  if (auto p = coordinator_->PublishedPlanOf(job); p.ok()) {
+    published = *p;
+  } else if (p.status().code() != StatusCode::kUnsupported) {
+    spdlog::warn("plan show: job {}: the published decision cannot be read: {}", job, p.status().ToString());
+  }
+  if (!model.ok() && !published) return model.status();
+  const bool current = published && published->generation == coordinator_->Generation(job).generation &&
+                       (!model.ok() || published->step == model->step);
+  json doc;
+  if (current) {
+    doc = json::parse(published->plan_json, nullptr, false);
+    if (!doc.is_object()) return Status::Corrupted("job '" + job + "': the published decision is not JSON");
+  } else {
+    if (!model.ok()) return model.status();
+    const json profile = profiles_ != nullptr ? profiles_->Get(job) : json(nullptr);
+    REFT_ASSIGN_OR_RETURN(doc, planner::online::Decide(*model, profile, CurrentMembership()));
+  }
+  doc["publication"] = published ? PublicationJson(*published, current) : json(nullptr);
+  doc["planner_mode"] = PlannerModeName(options_.mode);
+  return doc;
+}
+
+Result<peer::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t version) {
+  auto p = coordinator_->PublishedPlanOf(job);
+  if (!p.ok()) return p.status();
+  if (!*p) return Status::NotFound("job '" + job + "' has no published decision to confirm");
+  peer::PublishedPlan plan = **p;
+  const uint64_t generation = coordinator_->Generation(job).generation;
+  if (plan.generation != generation) {
+    return Status::InvalidArgument("the published decision of job '" + job + "' is of generation " +
+                                   std::to_string(plan.generation) + "; the job is in generation " +
+                                   std::to_string(generation) + " (void)");
+  }
+  if (plan.state != "awaiting_confirmation") {
+    return Status::InvalidArgument("the published decision of job '" + job + "' is " + plan.state +
+                                   ", not awaiting confirmation");
+  }
+  if (version != 0 && version != plan.version) {
+    return Status::Busy("the published decision of job '" + job + "' changed since version " +
+                        std::to_string(version) + " (now " + std::to_string(plan.version) +
+                        "): show it again");
+  }
+  const int64_t shown = plan.version;
+  plan.state = "confirmed";
+  plan.decided_at_ms = UnixMs();
+  REFT_ASSIGN_OR_RETURN(peer::PublishedPlan in_force, coordinator_->PublishPlan(job, plan, shown));
+  if (in_force.state != "confirmed" || in_force.decided_at_ms != plan.decided_at_ms) {
+    return Status::Busy("the published decision of job '" + job + "' changed while confirming: show it again");
+  }
+  spdlog::info("planner: job {}: decision of version {} confirmed", job, shown);
+  return in_force;
+}
+
+}  // namespace reft::app

@@ -1,0 +1,70 @@
+"""reft.elastic: a rank's place in the layout a planner decision gives a job (the daemon side is
+tests/system/test_plan_online.py). Plan documents here follow plan-show.schema.json."""
+
+import pytest
+
+import reft
+from reft.elastic import placement_from_plan
+
+
+def _doc(dp, pp, decision, tp=1):
+    ranks = [{"pp": p, "tp": t, "dp": d, "node": f"n{p * dp + d}", "state": "alive"}
+             for p in range(pp) for t in range(tp) for d in range(dp)]
+    per_stage = 6 // pp
+    layers = [{"layer": l, "stage": l // per_stage} for l in range(6)]
+    return {"job": "j", "step": 9, "layout": {"dp": dp, "tp": tp, "pp": pp}, "ranks": ranks,
+            "model": {"layers": layers}, "decision": decision,
+            "publication": {"state": "decided", "version": 42, "current": True}}
+
+
+def _stage(node, first, last, rerouted=False):
+    st = {"node": node, "layers": {"first": first, "last": last}}
+    if rerouted:
+        st["rerouted"] = True
+    return st
+
+
+def test_no_loss_keeps_the_running_layout_in_megatron_rank_order():
+    doc = _doc(2, 2, {"needed": False, "policy": "none"}, tp=2)
+    places = [placement_from_plan(doc, r, 8) for r in range(8)]
+    # tp fastest, then dp, then pp.
+    assert [(p.pp_rank, p.dp_rank, p.tp_rank) for p in places] == [
+        (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (1, 0, 0), (1, 0, 1), (1, 1, 0), (1, 1, 1)]
+    assert places[5].layers == (3, 5) and places[5].stage_layers == [(0, 2), (3, 5)]
+    assert places[5].node == "n2" and places[5].policy == "none" and places[5].version == 42
+
+
+def test_a_reconfiguration_gives_the_new_layout_its_split_and_nodes():
+    new = {"pipelines": [{"stages": [_stage("n0", 0, 1), _stage("n2", 2, 3), _stage("n3", 4, 5)]}]}
+    doc = _doc(2, 2, {"needed": True, "policy": "reconfigure", "new_layout": new})
+    assert reft.elastic.world_size(doc) == 3
+    places = [placement_from_plan(doc, r, 3) for r in range(3)]
+    assert [(p.dp, p.tp, p.pp) for p in places] == [(1, 1, 3)] * 3
+    assert [(p.pp_rank, p.layers, p.node) for p in places] == [
+        (0, (0, 1), "n0"), (1, (2, 3), "n2"), (2, (4, 5), "n3")]
+
+
+def test_a_data_parallel_reroute_drops_the_replica_a_pipeline_with_a_hole_is_refused():
+    new = {"pipelines": [{"stages": [_stage("n0", 0, 5)]}, {"stages": [_stage(None, 0, 5, True)]},
+                         {"stages": [_stage("n2", 0, 5)]}]}
+    doc = _doc(3, 1, {"needed": True, "policy": "reroute", "new_layout": new})
+    assert [(p.dp, p.dp_rank, p.node) for p in (placement_from_plan(doc, r, 2) for r in range(2))] == [
+        (2, 0, "n0"), (2, 1, "n2")]
+    holed = {"pipelines": [{"stages": [_stage("n0", 0, 2), _stage(None, 3, 5, True)]},
+                           {"stages": [_stage("n2", 0, 2), _stage("n3", 3, 5)]}]}
+    with pytest.raises(reft.Error, match="reroutes a stage of a pipeline"):
+        placement_from_plan(_doc(2, 2, {"needed": True, "policy": "reroute", "new_layout": holed}), 0, 3)
+
+
+def test_what_no_uniform_layout_or_process_group_fits_is_refused():
+    uneven = {"pipelines": [{"stages": [_stage("n0", 0, 2), _stage("n1", 3, 5)]},
+                            {"stages": [_stage("n2", 0, 5)]}]}
+    with pytest.raises(reft.Error, match="pipelines of different shapes"):
+        placement_from_plan(_doc(2, 2, {"needed": True, "policy": "reconfigure", "new_layout": uneven}), 0, 3)
+    with pytest.raises(reft.Error, match="persistent tier"):
+        placement_from_plan(_doc(2, 1, {"needed": True, "policy": "exit",
+                                        "reason": "... restarts from the persistent tier"}), 0, 1)
+    with pytest.raises(reft.Error, match="not the 3 this process group"):
+        placement_from_plan(_doc(2, 2, {"needed": False, "policy": "none"}), 0, 3)
+    with pytest.raises(reft.InvalidArgumentError):
+        placement_from_plan(_doc(2, 2, {"needed": False, "policy": "none"}), 4, 4)
