@@ -15,7 +15,7 @@ The others run the planner in the loop: the job's coordinator (elected in etcd a
 with its trainers or slots) publishes its decision there and every survivor shows the same
 publication; reft.elastic places each rank of the new layout and the job goes on under it; in operator-confirmed mode it waits for `reftctl plan confirm`, and without a spare
 it first waits `planner.spare_wait_ms` for one — a spare that comes meanwhile takes the lost
-node's ranks.
+node's ranks; a loss below (f+1)·n0 is decided as an exit, with its reason.
 """
 import json
 import time
@@ -242,3 +242,19 @@ def test_operator_confirmed_mode_waits_for_a_spare_then_for_the_operator():
             assert doc["publication"]["state"] == "confirmed", (n.node_id, doc["publication"])
             assert doc["publication"]["version"] == confirmed["version"]
             assert doc["decision"]["policy"] == "restart_on_spare"
+
+
+def test_a_loss_the_plan_cannot_absorb_is_decided_as_an_exit_with_its_reason():
+    # dp = 2 with f = 1: two pipelines are the fewest that tolerate a failure, (f+1)·n0 = 2.
+    config = CONFIG + '\n[planner]\nmode = "automatic"\nspare_wait_ms = 0\n'
+    with LocalCluster(nodes=2, config=config) as cluster:
+        nodes = cluster.nodes
+        train(nodes, JOB, 1, 2, "arc1")
+        lose(nodes[1])
+        doc = wait_publication(nodes[0], "decided")
+        d = doc["decision"]
+        assert d["policy"] == "exit", d
+        assert "fewer than (f+1)·n0 = 2" in d["reason"] and "persistent tier" in d["reason"], d
+        with pytest.raises(reft.Error, match="cannot go on in memory"):
+            reft.elastic.coordinates(nodes[0].socket, JOB, rank=0, world_size=1,
+                                     reftctl=cluster.reftctl, wait_s=0)
