@@ -1079,15 +1079,20 @@ void EtcdJobCoordinator::Campaign(const std::string& job) {
   // A node with trainers of the job connected, or with slots of it: the job needs a coordinator
   // between two runs too (its planner decides how the job goes on after a loss, when every
   // trainer has exited), and the nodes holding its state are the ones that outlive them.
-  const bool holds_slots = !store_->Ranks(job).empty();
+  // The worker calls this for every job at each wake-up (every commit): the store is scanned
+  // only when this node would campaign and has no trainer of the job connected.
+  bool connected;
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
-    if (!st.want_lead || st.leader || (st.connected == 0 && !holds_slots)) return;
-    if (lease == 0) {
-      RetryLaterLocked();  // not registered (again) yet
-      return;
-    }
+    if (!st.want_lead || st.leader) return;
+    connected = st.connected > 0;
+  }
+  if (!connected && store_->Ranks(job).empty()) return;
+  if (lease == 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    RetryLaterLocked();  // not registered (again) yet
+    return;
   }
   Txn t;
   t.IfCreateRevision(keys::Coordinator(job), Compare::kEqual, 0)
