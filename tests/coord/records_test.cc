@@ -50,6 +50,16 @@ TEST_CASE("etcd records: a published plan keeps its document as a JSON object", 
   CHECK(back->state == "waiting_for_spare");
   CHECK(back->wait_until_ms == 1764000030000);
   CHECK(nlohmann::json::parse(back->plan_json) == nlohmann::json::parse(p.plan_json));
+  CHECK(back->transfer_json.empty());  // not started: stored as null
+
+  p.transfer_json = R"({"state":"running","moves":[{"layer":3,"state":"done"}]})";
+  auto with_transfer = DecodePlan("k", Encode(p));
+  REQUIRE(with_transfer.ok());
+  CHECK(nlohmann::json::parse(with_transfer->transfer_json) == nlohmann::json::parse(p.transfer_json));
+  CHECK(DecodePlan("k", R"({"generation": 0, "step": 1, "basis": "", "state": "decided", "plan": {},
+                            "transfer": [1]})")
+            .status()
+            .code() == StatusCode::kCorrupted);
   CHECK(DecodePlan("k", R"({"generation": 0, "step": 1, "basis": "", "state": "decided", "plan": "x"})")
             .status()
             .code() == StatusCode::kCorrupted);

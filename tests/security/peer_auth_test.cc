@@ -137,6 +137,15 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryRpc(
     out.emplace_back("ReportStepCompletion", stub->ReportStepCompletion(ctx().get(), req, &resp));
   }
   {
+    v1::StageLayersRequest req;
+    *req.mutable_caller() = Claim(node_id);
+    req.set_job("victim");
+    req.set_step(1);
+    req.add_layers(0);
+    v1::StageLayersResponse resp;
+    out.emplace_back("StageLayers", stub->StageLayers(ctx().get(), req, &resp));
+  }
+  {
     v1::FetchRegionRequest req;
     *req.mutable_caller() = Claim(node_id);
     req.mutable_rank()->set_job("victim");

@@ -9,7 +9,8 @@ layer it registers, under layout-independent names:
   OPTIM[l] bytes (not a multiple of any dp used), this rank's part (shard=(offset, total));
 and per rank "rng" (unique, no shard): restored only at the same coordinates.
 
---layers FIRST:LAST replaces the even split with the stage's layers as a planner decided them.
+--layers FIRST:LAST replaces the even split with the stage's layers as a planner decided them;
+--scale K makes every layer's buffers K times larger.
 
 Modes: --train N snapshots steps 0..N-1 and waits for the last commit; --restore restores
 (with --reshape: restore(reshape=True)), checks every byte, prints one JSON line
@@ -60,17 +61,18 @@ class Rank:
         if args.layers:  # the split a planner's decision gives this stage
             first, last = (int(x) for x in args.layers.split(":"))
             mine = list(range(first, last + 1))
+        k = args.scale
         for l in mine:
-            w = np.zeros(WEIGHT[l], dtype=np.float32)
+            w = np.zeros(WEIGHT[l] * k, dtype=np.float32)
             self.client.register(f"layers.{l}.weight", w, layer=l, dtype="float32")
             self.buffers[f"layers.{l}.weight"] = (w, 0, w.nbytes)
-            b = np.zeros(BIAS[l], dtype=np.uint8)
+            b = np.zeros(BIAS[l] * k, dtype=np.uint8)
             self.client.register(f"layers.{l}.bias", b, layer=l)
             self.buffers[f"layers.{l}.bias"] = (b, 0, b.nbytes)
-            offset, size, valid = part(OPTIM[l], args.dp, args.dp_size)
+            offset, size, valid = part(OPTIM[l] * k, args.dp, args.dp_size)
             o = np.zeros(size, dtype=np.uint8)
             self.client.register(f"optim.layers.{l}", o, kind="unique", layer=l,
-                                 shard=(offset, OPTIM[l]))
+                                 shard=(offset, OPTIM[l] * k))
             self.buffers[f"optim.layers.{l}"] = (o, offset, valid)
         if args.register_unknown:  # a name the saved step does not have
             self.unknown = np.zeros(64, dtype=np.uint8)
@@ -127,6 +129,7 @@ def main():
     p.add_argument("--reshape", action="store_true")
     p.add_argument("--then", type=int, default=0)
     p.add_argument("--register-unknown", action="store_true")
+    p.add_argument("--scale", type=int, default=1, help="every layer's buffers this many times larger")
     p.add_argument("--layers", default="", help="FIRST:LAST: this stage's layers (default: an even split)")
     args = p.parse_args()
     rank = Rank(args)

@@ -25,7 +25,7 @@ import pytest
 import reft
 from reft_cluster import LocalCluster
 from test_reftctl_json import validate
-from test_reshape import CONFIG, STEPS, Trainer, lose, reshaped_ok, train
+from test_reshape import CONFIG, STEPS, Trainer, grid, lose, reshaped_ok, run, train
 import reshape_trainer as rt
 
 JOB = "planned"
@@ -50,6 +50,21 @@ def wait_publication(node, state, timeout=60):
         doc = node.ctl("plan", "show", "--job", JOB, json_output=True)
         pub = doc["publication"]
         if pub is not None and pub["state"] == state and pub["current"]:
+            validate(doc, "plan-show.schema.json")
+            return doc
+        assert time.time() < deadline, (node.node_id, pub)
+        time.sleep(0.1)
+
+
+def wait_transfer(node, timeout=60):
+    """`plan show` on `node` until the published decision's transfer plan ran; returns the
+    document."""
+    deadline = time.time() + timeout
+    while True:
+        doc = node.ctl("plan", "show", "--job", JOB, json_output=True)
+        pub = doc["publication"]
+        progress = pub and pub["current"] and pub["transfer"]
+        if progress and progress["state"] in ("done", "failed"):
             validate(doc, "plan-show.schema.json")
             return doc
         assert time.time() < deadline, (node.node_id, pub)
@@ -112,7 +127,7 @@ def test_plan_show_reconfigures_onto_the_survivors_after_a_node_is_lost(tmp_path
         assert d["transfer"]["total_bytes"] == sum(m["bytes"] for m in moves)
         assert d["transfer"]["executed"] is False
         table = nodes[2].ctl("plan", "show", "--job", JOB).stdout
-        assert "reconfigure" in table and "transfer plan (not executed yet)" in table, table
+        assert "reconfigure" in table and "not executed yet" in table, table
 
         # The Python API returns the same document.
         doc = reft.plan(nodes[0].socket, JOB, reftctl=cluster.reftctl)
@@ -145,7 +160,7 @@ def test_plan_show_reconfigures_onto_the_survivors_after_a_node_is_lost(tmp_path
 
 def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
     config = CONFIG + "\n[planner]\nmode = \"automatic\"\nspare_wait_ms = 0\n"
-    with LocalCluster(nodes=4, config=config) as cluster:
+    with LocalCluster(nodes=4, config=config, metrics=True) as cluster:
         nodes = cluster.nodes
         train(nodes, JOB, 2, 2, "arc1")
         assert nodes[2].ctl("plan", "show", "--job", JOB, json_output=True)["publication"] is None
@@ -154,6 +169,25 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
         lost = nodes[1]
         lose(lost)
         survivors = [n for n in nodes if n is not lost]
+        # The coordinator moves the layers each survivor will host and does not hold to it
+        # (every move's state and the bytes in the publication) before the ranks restart.
+        moved = wait_transfer(survivors[0])
+        progress = moved["publication"]["transfer"]
+        assert progress["state"] == "done", progress
+        assert moved["decision"]["transfer"]["executed"] is True
+        moves = moved["decision"]["transfer"]["moves"]
+        assert moves and [m["state"] for m in progress["moves"]] == ["done"] * len(moves), progress
+        # Exactly the layers' registered bytes (weights, biases and the sharded optimizer state).
+        assert progress["bytes_staged"] == sum(m["bytes"] for m in moves), progress
+        receivers = {m["to_node"] for m in moves}
+        assert progress["bytes_fetched"] >= progress["bytes_staged"] > 0, progress
+        metrics = {n.node_id: n.metrics() for n in survivors}
+        for n in survivors:
+            staged = metrics[n.node_id].get("reft_plan_staged_bytes", 0)
+            assert (staged > 0) == (n.node_id in receivers), (n.node_id, staged, receivers)
+        coordinator = moved["publication"]["planner"]
+        assert metrics[coordinator]['reft_plan_transfer_moves_total{result="done"}'] == len(moves)
+
         shown = [wait_publication(n, "decided") for n in survivors]
         pubs = [d["publication"] for d in shown]
         # One publication, by the job's coordinator, on the loss it decided.
@@ -185,7 +219,13 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
                                                     "arc1", "--layers", f"{p.layers[0]}:{p.layers[1]}",
                                                     "--restore", "--reshape", "--then", "1")
                     for p in places}
-        reshaped_ok({rank: t.result() for rank, t in trainers.items()}, "dp=2", then=1)
+        results = {(p.pp_rank, p.dp_rank, p.node): t.result() for p, t in
+                   ((p, trainers[(p.pp_rank, p.dp_rank)]) for p in places)}
+        reshaped_ok(results, "dp=2", then=1)
+        # A rank on a node that received layers read them there (staged), not from the holders.
+        for (_, _, node), lines in results.items():
+            detail = lines[0]["report"]["detail"]
+            assert ("staged on this node" in detail) == (node in receivers), (node, detail)
 
         # A decided plan is not confirmed: nothing awaits confirmation.
         r = survivors[1].ctl("plan", "confirm", "--job", JOB, check=False)
@@ -258,3 +298,72 @@ def test_a_loss_the_plan_cannot_absorb_is_decided_as_an_exit_with_its_reason():
         with pytest.raises(reft.Error, match="cannot go on in memory"):
             reft.elastic.coordinates(nodes[0].socket, JOB, rank=0, world_size=1,
                                      reftctl=cluster.reftctl, wait_s=0)
+
+
+def test_a_sender_lost_while_the_layers_move_is_planned_again_and_nothing_is_lost():
+    # Operator-confirmed mode; each node's link throttled (2 MB/s) and the layers 8x larger, so
+    # that the ~7 MB that stage 0's layers weigh take seconds to move to a node.
+    config = (CONFIG + '\n[planner]\nmode = "confirm"\nspare_wait_ms = 0\n'
+              + '\n[peer]\nlink_bandwidth = "2M"\n')
+    scale = ("--scale", "8")
+    with LocalCluster(nodes=6, config=config) as cluster:
+        nodes = cluster.nodes
+        # Stage 0 on node0..node2, stage 1 on node3..node5.
+        for rank, lines in run(grid(nodes, 2, 3), JOB, 2, 3, "arc1", "--train", str(STEPS), *scale).items():
+            assert lines == [{"committed": STEPS - 1}], (rank, lines)
+        coordinator = json.loads(cluster.etcd.get(f"/reft/v1/jobs/{JOB}/coordinator"))["node"]
+        # A node of the heavier stage (layers 0-2), not the coordinator.
+        first = next(n for n in nodes[:3] if n.node_id != coordinator)
+        lose(first)
+        survivors = [n for n in nodes if n is not first]
+        asked = wait_publication(survivors[0], "awaiting_confirmation")
+        assert asked["decision"]["policy"] == "reconfigure", asked["decision"]
+        # Nothing moves before the operator confirms.
+        assert asked["publication"]["transfer"] is None, asked["publication"]
+        survivors[0].ctl("plan", "confirm", "--job", JOB, "--version", str(asked["publication"]["version"]))
+
+        # While the layers move, a node that sends some of them is lost.
+        deadline = time.time() + 60
+        while True:
+            doc = survivors[0].ctl("plan", "show", "--job", JOB, json_output=True)
+            progress = doc["publication"]["transfer"]
+            if progress is not None and progress["state"] == "running":
+                break
+            assert progress is None or progress["state"] == "pending", progress
+            assert time.time() < deadline, doc["publication"]
+            time.sleep(0.05)
+        senders = {m["from_node"] for m in progress["moves"] if m["state"] != "done"}
+        second = next(n for n in nodes[3:] if n.node_id != coordinator and n.node_id in senders)
+        lose(second)
+        survivors = [n for n in survivors if n is not second]
+
+        # The coordinator plans again from what survives: one decision on both losses, confirmed,
+        # its moves done.
+        basis = ",".join(sorted([first.node_id, second.node_id]))
+        deadline = time.time() + 120
+        while True:
+            doc = survivors[0].ctl("plan", "show", "--job", JOB, json_output=True)
+            pub = doc["publication"]
+            if pub and pub["current"] and pub["basis"] == basis and pub["state"] == "awaiting_confirmation":
+                break
+            assert time.time() < deadline, (pub, doc["decision"].get("policy"), doc["decision"].get("reason"))
+            time.sleep(0.1)
+        assert doc["decision"]["policy"] == "reconfigure", doc["decision"]
+        survivors[1].ctl("plan", "confirm", "--job", JOB, "--version", str(pub["version"]))
+        moved = wait_transfer(survivors[0], timeout=120)
+        progress = moved["publication"]["transfer"]
+        assert moved["publication"]["basis"] == basis and progress["state"] == "done", progress
+        assert all(m["to_node"] in {n.node_id for n in survivors} for m in progress["moves"]), progress
+
+        # Every rank of the new layout restores every byte and the job commits under it.
+        new = moved["decision"]["new_layout"]["pipelines"]
+        world = sum(len(p["stages"]) for p in new)
+        places = [reft.elastic.coordinates(survivors[0].socket, JOB, rank=r, world_size=world,
+                                           reftctl=cluster.reftctl) for r in range(world)]
+        assert all(p.transfer == "done" for p in places), places
+        by_id = {n.node_id: n for n in survivors}
+        trainers = {(p.pp_rank, p.dp_rank): Trainer(by_id[p.node], JOB, p.pp_rank, p.dp_rank, p.pp, p.dp,
+                                                    "arc1", "--layers", f"{p.layers[0]}:{p.layers[1]}",
+                                                    "--restore", "--reshape", "--then", "1", *scale)
+                    for p in places}
+        reshaped_ok({rank: t.result() for rank, t in trainers.items()}, "dp=3", then=1)

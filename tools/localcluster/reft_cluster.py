@@ -57,6 +57,7 @@ class Node:
     host: str = "127.0.0.1"
     netns: Optional[str] = None  # run reftd inside this network namespace (ip netns exec)
     etcd_via: Optional[str] = None  # reach etcd at this HOST:PORT (a TcpProxy) instead
+    metrics_port: Optional[int] = None  # --metrics-listen 127.0.0.1:PORT (LocalCluster(metrics=True))
 
     @property
     def addr(self) -> str:
@@ -95,7 +96,14 @@ class Node:
                                                  etcd=self.cluster.etcd is not None)
         if config:
             a += ["--config", config]
+        if self.metrics_port:
+            a += ["--metrics-listen", f"127.0.0.1:{self.metrics_port}"]
         return a + self.extra_args
+
+    def metrics(self) -> dict:
+        """This reftd's Prometheus samples (LocalCluster(metrics=True))."""
+        assert self.metrics_port, "start the cluster with metrics=True"
+        return scrape_metrics(self.metrics_port)
 
     def start(self, wait: bool = True, timeout: float = 20.0) -> "Node":
         os.makedirs(self.root, exist_ok=True)
@@ -195,12 +203,13 @@ class LocalCluster:
     def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
                  log_level: str = "info", extra_args: Optional[List[str]] = None,
                  keep: bool = False, config: Optional[str] = None, etcd: int = 1,
-                 etcd_host: str = "127.0.0.1", tls: bool = False):
+                 etcd_host: str = "127.0.0.1", tls: bool = False, metrics: bool = False):
         """`config`: TOML text every daemon reads with --config (flags still override it).
         `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip);
         `etcd_host`: the address they listen on (a bridge address when daemons run in network
         namespaces). `tls`: mutual TLS between the daemons and for ctl() (certificates per node
-        id)."""
+        id). `metrics`: every daemon serves Prometheus metrics on a port of its own
+        (Node.metrics())."""
         self.build_dir = build_dir or find_build_dir()
         self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
         self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
@@ -215,6 +224,7 @@ class LocalCluster:
         self.log_level = log_level
         self.keep = keep
         self.extra_args = list(extra_args or [])
+        self.with_metrics = metrics
         self.config_path = None
         if config is not None:
             self.config_path = os.path.join(self.root, "reftd.toml")
@@ -232,14 +242,16 @@ class LocalCluster:
         self.nodes: List[Node] = []
         for i in range(nodes):
             self.nodes.append(Node(self, f"node{i}", free_port(),
-                                   os.path.join(self.root, f"node{i}"), list(extra_args or [])))
+                                   os.path.join(self.root, f"node{i}"), list(extra_args or []),
+                                   metrics_port=free_port() if metrics else None))
 
     def add_node(self, node_id: str, start: bool = True, host: str = "127.0.0.1",
                  netns: Optional[str] = None) -> Node:
         """A new node (a replacement machine: empty memory, a new identity) seeded with the
         addresses of every node known so far; optionally inside a network namespace."""
         node = Node(self, node_id, free_port(), os.path.join(self.root, node_id),
-                    list(self.extra_args), host=host, netns=netns)
+                    list(self.extra_args), host=host, netns=netns,
+                    metrics_port=free_port() if self.with_metrics else None)
         self.nodes.append(node)
         if start:
             node.start()

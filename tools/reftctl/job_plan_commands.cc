@@ -110,11 +110,28 @@ void PrintPlan(const nlohmann::json& d) {
     PrintTable({"PIPELINE", "STAGE", "NODE", "LAYERS"}, rows);
   }
   if (dec.contains("transfer")) {
+    // The moves as executed when the publication has them (their state), else as planned.
+    const auto& pub = d["publication"];
+    const bool executing = pub.is_object() && pub["current"].get<bool>() && pub["transfer"].is_object();
+    const auto& moves = executing ? pub["transfer"]["moves"] : dec["transfer"]["moves"];
     rows.clear();
-    for (const auto& mv : dec["transfer"]["moves"])
-      rows.push_back({Str(mv["layer"]), Str(mv["from_node"]), Str(mv["to_node"]), Str(mv["bytes"])});
-    std::printf("\ntransfer plan (not executed yet), %s bytes:\n", Str(dec["transfer"]["total_bytes"]).c_str());
-    PrintTable({"LAYER", "FROM", "TO", "BYTES"}, rows);
+    for (const auto& mv : moves) {
+      std::vector<std::string> row = {Str(mv["layer"]), Str(mv["from_node"]), Str(mv["to_node"]), Str(mv["bytes"])};
+      if (executing) row.push_back(Str(mv["state"]) + (mv.contains("error") ? ": " + Str(mv["error"]) : ""));
+      rows.push_back(std::move(row));
+    }
+    std::string state = "not executed yet";
+    if (executing) {
+      const auto& t = pub["transfer"];
+      state = Str(t["state"]) + " (attempt " + Str(t["attempts"]) + "; " + Str(t["bytes_staged"]) + " bytes staged, " +
+              Str(t["bytes_fetched"]) + " read, " + Str(t["bytes_from_peers"]) + " from peers)";
+    }
+    std::printf("\ntransfer plan, %s bytes: %s\n", Str(dec["transfer"]["total_bytes"]).c_str(), state.c_str());
+    if (executing) {
+      PrintTable({"LAYER", "FROM", "TO", "BYTES", "STATE"}, rows);
+    } else {
+      PrintTable({"LAYER", "FROM", "TO", "BYTES"}, rows);
+    }
   }
 }
 

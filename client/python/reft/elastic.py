@@ -36,6 +36,7 @@ class Placement:
     policy: str                               # "none": no node lost, the running layout
     step: int                                 # the committed step the decision was made on
     version: _Optional[int]                   # the publication's version (None: not published)
+    transfer: _Optional[str] = None           # the transfer plan: "done", "failed", "running"; None: none
 
 
 def _stages_of_running_layout(doc):
@@ -102,7 +103,17 @@ def placement_from_plan(doc, rank, world_size):
                      dp_rank=dp_rank, tp_rank=tp_rank, pp_rank=pp_rank,
                      layers=stage_layers[pp_rank], stage_layers=list(stage_layers),
                      node=nodes.get((pp_rank, dp_rank)), policy=policy,
-                     step=doc["step"], version=pub["version"] if pub and pub.get("current") else None)
+                     step=doc["step"], version=pub["version"] if pub and pub.get("current") else None,
+                     transfer=_transfer_state(doc))
+
+
+def _transfer_state(doc):
+    """The state of the decision's transfer plan ("pending" before it runs), None without one."""
+    if "transfer" not in doc["decision"]:
+        return None
+    pub = doc.get("publication")
+    progress = pub.get("transfer") if pub and pub.get("current") else None
+    return progress["state"] if progress else "pending"
 
 
 def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60.0, poll_s=0.5):
@@ -113,7 +124,9 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
     With no node of the job lost the running layout is returned. After a loss it waits up to
     `wait_s` for the published decision to be final ("decided", or "confirmed" by an operator
     in `planner.mode = "confirm"`) — it may still wait for a spare or for the operator — and
-    raises reft.UnavailableError when it is not by then. Raises reft.Error when the job cannot
+    raises reft.UnavailableError when it is not by then. A final reconfiguration is returned
+    once its transfer plan ran (the layers are on the nodes that will host them), or at
+    `wait_s` while it still runs. Raises reft.Error when the job cannot
     go on in memory (exit), when the decision's layout is not a uniform dp x tp x pp one, or
     when it has another number of ranks than `world_size`."""
     from . import UnavailableError
@@ -126,7 +139,12 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
         doc = plan(socket, job, reftctl=reftctl)
         pub = doc.get("publication")
         final = pub is not None and pub.get("current") and pub["state"] in _FINAL
-        if not doc["decision"].get("needed") or final:
+        if not doc["decision"].get("needed"):
+            return placement_from_plan(doc, rank, world_size)
+        # A reconfiguration moves layers to the nodes that will host them before the ranks
+        # restore (then each reads its layers on its own node); past `wait_s` the rank goes on
+        # anyway: a restore fetches what was not moved from the nodes that hold it.
+        if final and (_transfer_state(doc) not in ("pending", "running") or _time.monotonic() >= deadline):
             return placement_from_plan(doc, rank, world_size)
         if _time.monotonic() >= deadline:
             state = pub["state"] if pub and pub.get("current") else "not published"

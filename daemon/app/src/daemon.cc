@@ -16,6 +16,7 @@
 
 #include "reft/app/admin_service.h"
 #include "metered_commit_coordinator.h"
+#include "transfer_wiring.h"
 #include "reft/app/notify.h"
 #include "reft/coord/etcd_control_plane.h"
 #include "reft/fault_guard.h"
@@ -54,6 +55,8 @@ struct Daemon::Impl {
   std::unique_ptr<store::SnapshotStore> store;
   std::unique_ptr<peer::PeerNode> peer;
   std::unique_ptr<StepCadence> cadence = std::make_unique<StepCadence>();  // fed by coordinator
+  // Layers a transfer plan staged here; dropped when the job commits a newer step.
+  std::unique_ptr<recovery::StagedLayers> staged = std::make_unique<recovery::StagedLayers>();
   std::unique_ptr<local::CommitCoordinator> coordinator;
   std::unique_ptr<PlanProfiles> profiles;                // `reftctl plan attach`
   std::unique_ptr<JobPlanner> planner;                   // publishes decisions on node loss
@@ -246,7 +249,9 @@ Result<size_t> Daemon::Impl::OpenStore() {
   metrics->SetMemoryLimit(static_cast<double>(config.memory_limit));
   store::SnapshotStore* s = store.get();
   // Store gauges are read when Prometheus scrapes, not maintained on the hot path.
-  metrics->SetRefreshHook([s](observability::Metrics& m) {
+  const recovery::StagedLayers* staged_layers = staged.get();
+  metrics->SetRefreshHook([s, staged_layers](observability::Metrics& m) {
+    m.SetStagedBytes(static_cast<double>(staged_layers->bytes()));
     auto usage = s->Usage();
     m.SetMemoryUsed(static_cast<double>(usage.used));
     m.SetSlots(static_cast<double>(usage.slots));
@@ -321,8 +326,10 @@ Status Daemon::Impl::CreatePeer() {
   }
   REFT_ASSIGN_OR_RETURN(peer,
                         peer::PeerNode::Create(po, store.get(), std::move(ps), control_plane));
-  coordinator = std::make_unique<MeteredCommitCoordinator>(peer->CoordinatorHandle(), store.get(),
-                                                           metrics.get(), cadence.get());
+  recovery::StagedLayers* staged_layers = staged.get();
+  coordinator = std::make_unique<MeteredCommitCoordinator>(
+      peer->CoordinatorHandle(), store.get(), metrics.get(), cadence.get(),
+      [staged_layers](const std::string& job, int64_t step) { staged_layers->DropBefore(job, step); });
   peer::NodeDirectory* membership = &peer->membership();
   observability::Metrics* m = metrics.get();
   membership->AddListener([membership, m](const peer::MemberInfo& info, peer::MemberState) {
@@ -360,6 +367,7 @@ void Daemon::Impl::CreateRecovery() {
   o.agreement_timeout = std::chrono::milliseconds(c.restore_agreement_timeout_ms);
   o.encode_threads = ChecksumThreads(c);
   restore = std::make_unique<recovery::ReftLoad>(store.get(), peer.get(), o);
+  restore->SetStagedLayers(staged.get());
   copier = std::make_unique<recovery::PublishedCopier>(store.get(), peer.get(), o);
   observability::Metrics* m = metrics.get();
   restore->SetObserver([m](const std::string& operation, const Status& st,
@@ -406,6 +414,8 @@ void Daemon::Impl::CreateRecovery() {
       [reft_load, job_coordinator, step_cadence](const std::string& job) {
         return ReadJobModel(reft_load, job_coordinator, step_cadence, job);
       });
+  ServeTransferPlans(peer.get(), restore.get(), staged.get(), planner.get(), m,
+                     std::chrono::milliseconds(c.restore_timeout_ms));
   peer->coordinator()->AddGenerationListener(
       [](const std::string& job, const peer::JobGeneration& g, int dropped) {
         spdlog::warn("job {} moved to generation {}: restarts from persisted step {} ({} newer "

@@ -5,17 +5,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include "reft/unix_time.h"
+
 namespace reft::app {
 
 using nlohmann::json;
 
 namespace {
-
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Join(const json& names) {
   std::string out;
@@ -28,6 +24,8 @@ json PublicationJson(const peer::PublishedPlan& p, bool current) {
             {"basis", p.basis},         {"planner", p.planner},       {"decided_at_ms", p.decided_at_ms},
             {"version", p.version},     {"current", current}};
   j["wait_until_ms"] = p.wait_until_ms > 0 ? json(p.wait_until_ms) : json(nullptr);
+  json transfer = p.transfer_json.empty() ? json(nullptr) : json::parse(p.transfer_json, nullptr, false);
+  j["transfer"] = transfer.is_object() ? transfer : json(nullptr);
   return j;
 }
 
@@ -144,8 +142,16 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   const bool same_loss = current && current->generation == generation && current->step == plan.step &&
                          current->basis == plan.basis;
   // A decision once made stands for its loss (trainers may be acting on it); a new loss, a
-  // new generation or a new committed step is planned anew.
-  if (same_loss && (current->state == "decided" || current->state == "confirmed")) return kNever;
+  // new generation or a new committed step is planned anew. Its transfer plan runs (or resumes:
+  // this node may have taken over from a coordinator that stopped midway).
+  if (same_loss && (current->state == "decided" || current->state == "confirmed")) {
+    return ExecuteTransfer(job, *current);
+  }
+  // Confirmed on any node: look again until it is (then the transfer runs).
+  if (same_loss && current->state == "awaiting_confirmation" && options_.mode == PlannerMode::kConfirm &&
+      current->plan_json == plan.plan_json) {
+    return retry;
+  }
 
   Clock::time_point due = kNever;
   const bool spares_suffice = (*doc)["spare_nodes"].size() >= (*doc)["lost_nodes"].size();
@@ -179,7 +185,49 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   spdlog::info("planner: job {} (step {}, lost {}): {} — {} [{}]", job, plan.step, plan.basis,
                decision["policy"].is_null() ? "no decision" : decision["policy"].get<std::string>(),
                decision.value("reason", ""), plan.state);
+  if (plan.state == "decided") return std::min(due, ExecuteTransfer(job, *in_force));
+  if (plan.state == "awaiting_confirmation") return std::min(due, retry);
   return due;
+}
+
+JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job,
+                                                          const peer::PublishedPlan& published) {
+  constexpr auto kNever = Clock::time_point::max();
+  if (!stager_) return kNever;
+  const json doc = json::parse(published.plan_json, nullptr, false);
+  if (!doc.is_object()) return kNever;
+  const json& decision = doc["decision"];
+  if (decision.value("policy", "") != "reconfigure" || !decision.contains("transfer")) return kNever;
+  json progress = published.transfer_json.empty() ? json(nullptr)
+                                                  : json::parse(published.transfer_json, nullptr, false);
+  if (!TransferWanted(progress, options_.transfer_attempts)) return kNever;
+  if (!progress.is_object()) progress = NewTransferProgress(decision["transfer"]);
+
+  // Each publication is a compare-and-swap on the last one: a newer decision (a new loss, a
+  // new generation) replaces this one, and its transfer plan is the one that runs.
+  peer::PublishedPlan record = published;
+  auto publish = [&](const json& p) {
+    peer::PublishedPlan next = record;
+    next.transfer_json = p.dump();
+    auto in_force = coordinator_->PublishPlan(job, next, record.version);
+    if (!in_force.ok() || in_force->transfer_json != next.transfer_json) {
+      spdlog::warn("planner: job {}: the transfer plan of decision version {} stops: {}", job,
+                   published.version,
+                   in_force.ok() ? "a newer decision replaced it" : in_force.status().ToString());
+      return false;
+    }
+    record = *in_force;
+    return true;
+  };
+  spdlog::info("planner: job {} (step {}): executing the transfer plan ({} moves, {} bytes)", job,
+               published.step, progress["moves"].size(), decision["transfer"].value("total_bytes", 0));
+  const json final_progress =
+      RunTransfer(std::move(progress), job, published.step, stager_, options_.transfer_concurrency, publish);
+  const std::string state = final_progress["state"];
+  spdlog::info("planner: job {}: transfer plan {} ({} bytes staged, {} fetched)", job, state,
+               final_progress.value("bytes_staged", uint64_t{0}),
+               final_progress.value("bytes_fetched", uint64_t{0}));
+  return state == "done" ? kNever : Clock::now() + options_.retry;
 }
 
 Result<json> JobPlanner::Show(const std::string& job) {
@@ -203,6 +251,10 @@ Result<json> JobPlanner::Show(const std::string& job) {
     REFT_ASSIGN_OR_RETURN(doc, planner::online::Decide(*model, profile, CurrentMembership()));
   }
   doc["publication"] = published ? PublicationJson(*published, current) : json(nullptr);
+  if (current && doc["decision"].contains("transfer")) {
+    const json& progress = doc["publication"]["transfer"];
+    doc["decision"]["transfer"]["executed"] = progress.is_object() && progress.value("state", "") == "done";
+  }
   doc["planner_mode"] = PlannerModeName(options_.mode);
   return doc;
 }

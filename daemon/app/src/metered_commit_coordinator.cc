@@ -4,8 +4,12 @@ namespace reft::app {
 
 MeteredCommitCoordinator::MeteredCommitCoordinator(
     std::unique_ptr<local::CommitCoordinator> inner, store::SnapshotStore* store,
-    observability::Metrics* metrics, StepCadence* cadence)
-    : inner_(std::move(inner)), store_(store), metrics_(metrics), cadence_(cadence) {}
+    observability::Metrics* metrics, StepCadence* cadence, CommittedListener on_committed)
+    : inner_(std::move(inner)),
+      store_(store),
+      metrics_(metrics),
+      cadence_(cadence),
+      on_committed_(std::move(on_committed)) {}
 
 Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
   return inner_->Join(rank, layout);
@@ -38,6 +42,7 @@ Status MeteredCommitCoordinator::Complete(const store::RankKey& rank, int64_t st
 void MeteredCommitCoordinator::ObserveCommitted(const std::string& job,
                                                 std::optional<int64_t> committed) {
   if (!committed) return;
+  if (on_committed_) on_committed_(job, *committed);
   MutexLock lock(mu_);
   // Observe every step of this job that the commit covered, then forget them.
   for (auto it = first_complete_.lower_bound({job, INT64_MIN});

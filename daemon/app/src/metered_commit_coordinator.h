@@ -4,6 +4,7 @@
 /// local channel and the coordinators stay free of metrics plumbing.
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,9 +21,13 @@ namespace reft::app {
 /// on this node to its commit. Thread-safe.
 class MeteredCommitCoordinator final : public local::CommitCoordinator {
  public:
+  /// Called with (job, step) whenever this node sees a step of the job committed (often:
+  /// it must be cheap).
+  using CommittedListener = std::function<void(const std::string& job, int64_t step)>;
+
   MeteredCommitCoordinator(std::unique_ptr<local::CommitCoordinator> inner,
                            store::SnapshotStore* store, observability::Metrics* metrics,
-                           StepCadence* cadence = nullptr);
+                           StepCadence* cadence = nullptr, CommittedListener on_committed = nullptr);
 
   Status Join(const store::RankKey& rank, const JobLayout& layout) override;
   void Leave(const store::RankKey& rank) override;
@@ -45,6 +50,7 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
   store::SnapshotStore* store_;
   observability::Metrics* metrics_;
   StepCadence* cadence_;
+  CommittedListener on_committed_;
   Mutex mu_;
   std::map<std::pair<std::string, int64_t>, Clock::time_point> first_complete_
       REFT_GUARDED_BY(mu_);

@@ -91,10 +91,13 @@ std::string Encode(const peer::RestoreDecision& r) {
 std::string Encode(const peer::PublishedPlan& r) {
   json plan = json::parse(r.plan_json, nullptr, false);
   if (plan.is_discarded()) plan = nullptr;
+  json transfer = r.transfer_json.empty() ? json(nullptr) : json::parse(r.transfer_json, nullptr, false);
+  if (transfer.is_discarded()) transfer = nullptr;
   return json{{"generation", r.generation},       {"step", r.step},
               {"basis", r.basis},                 {"planner", r.planner},
               {"state", r.state},                 {"decided_at_ms", r.decided_at_ms},
-              {"wait_until_ms", r.wait_until_ms}, {"plan", plan}}
+              {"wait_until_ms", r.wait_until_ms}, {"plan", plan},
+              {"transfer", transfer}}
       .dump();
 }
 
@@ -220,6 +223,13 @@ Result<peer::PublishedPlan> DecodePlan(const std::string& key, const std::string
     return Status::Corrupted("etcd key " + key + ": field 'plan' is not an object");
   }
   p.plan_json = plan->dump();
+  auto transfer = j.find("transfer");
+  if (transfer != j.end() && !transfer->is_null()) {
+    if (!transfer->is_object()) {
+      return Status::Corrupted("etcd key " + key + ": field 'transfer' is not an object");
+    }
+    p.transfer_json = transfer->dump();
+  }
   return p;
 }
 

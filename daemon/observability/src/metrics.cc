@@ -175,6 +175,22 @@ Metrics::Metrics()
                                 "repaired instead of crashing (the slot is then corrupt)")
                           .Register(r)
                           .Add({});
+  staged_ = &BuildGauge()
+                 .Name("reft_plan_staged_bytes")
+                 .Help("Bytes of layers a transfer plan staged on this node for reshaped restores")
+                 .Register(r)
+                 .Add({});
+  staged_total_ = &BuildCounter()
+                       .Name("reft_plan_staged_bytes_total")
+                       .Help("Bytes of layers this node staged for transfer plans")
+                       .Register(r)
+                       .Add({});
+  auto& moves = BuildCounter()
+                    .Name("reft_plan_transfer_moves_total")
+                    .Help("Moves of transfer plans this node ran as the job's coordinator, by result")
+                    .Register(r);
+  transfer_moves_[0] = &moves.Add({{"result", "failed"}});
+  transfer_moves_[1] = &moves.Add({{"result", "done"}});
   auto& peers = BuildGauge().Name("reft_peers").Help("Peers known to this node, by state").Register(r);
   for (int s = 0; s < static_cast<int>(PeerState::kCount); ++s) {
     peers_[s] = &peers.Add({{"state", ToString(static_cast<PeerState>(s))}});
@@ -266,6 +282,14 @@ void Metrics::IncChecksumFailures(uint64_t n) {
   checksum_failures_->Increment(static_cast<double>(n));
 }
 void Metrics::IncJobAccessDenied() { job_access_denied_->Increment(); }
+
+void Metrics::SetStagedBytes(double bytes) { staged_->Set(bytes); }
+
+void Metrics::AddStagedBytes(uint64_t bytes) { staged_total_->Increment(static_cast<double>(bytes)); }
+
+void Metrics::IncTransferMoves(bool ok, uint64_t n) {
+  transfer_moves_[ok ? 1 : 0]->Increment(static_cast<double>(n));
+}
 void Metrics::SetRepairedFaults(uint64_t total) {
   const double now = static_cast<double>(total);
   if (now > repaired_faults_->Value()) repaired_faults_->Increment(now - repaired_faults_->Value());

@@ -176,6 +176,23 @@ Result<v1::PersistStepResponse> PeerClient::PersistStep(const std::string& addre
   return resp;
 }
 
+Result<v1::StageLayersResponse> PeerClient::StageLayers(const std::string& address,
+                                                        const std::string& job, int64_t step,
+                                                        const std::vector<int>& layers,
+                                                        std::chrono::milliseconds timeout) {
+  v1::StageLayersRequest req;
+  *req.mutable_caller() = Stamp();
+  req.set_job(job);
+  req.set_step(step);
+  for (int l : layers) req.add_layers(l);
+  v1::StageLayersResponse resp;
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  REFT_RETURN_NOT_OK(
+      Check(Get(address)->stub->StageLayers(&ctx, req, &resp), "StageLayers " + address, ctx));
+  return resp;
+}
+
 void PeerClient::Connect(const std::string& address) {
   (void)Get(address)->channel->GetState(/*try_to_connect=*/true);
 }

@@ -269,6 +269,33 @@ grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::Persis
   return grpc::Status::OK;
 }
 
+void PeerService::SetStageHandler(StageHandler handler) {
+  MutexLock lock(handler_mu_);
+  stage_handler_ = handler ? std::make_shared<StageHandler>(std::move(handler)) : nullptr;
+}
+
+grpc::Status PeerService::StageLayers(grpc::ServerContext* ctx, const v1::StageLayersRequest* req,
+                                      v1::StageLayersResponse* resp) {
+  if (auto denied = Authorize(ctx, "Peer/StageLayers", req->caller()); !denied.ok()) {
+    return denied;
+  }
+  Status s = Admit(req->caller(), false);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
+  std::shared_ptr<StageHandler> handler;
+  {
+    MutexLock lock(handler_mu_);
+    handler = stage_handler_;
+  }
+  if (!handler) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "node '" + membership_->node_id() + "' does not stage layers");
+  }
+  auto r = (*handler)(*req);
+  if (!r.ok()) return proto::ToGrpc(r.status(), ctx);
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+
 grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::ByteBuffer* raw,
                                          grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer) {
   v1::FetchRegionRequest req;

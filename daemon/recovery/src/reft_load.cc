@@ -281,7 +281,19 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
   Fetcher fetcher(&reader_, options_, stats, progress);
   auto r = ReshapeRank(meta, *catalog, [&](const std::vector<RangeRequest>& requests,
                                             std::string* detail) {
-    return AssembleRanges(*catalog, view, &fetcher, requests, stats, deadline, detail);
+    // Layers a transfer plan staged here first; the rest from wherever the step holds it.
+    uint64_t staged = 0;
+    const std::vector<RangeRequest> rest =
+        staged_ != nullptr ? staged_->Serve(meta.job, step, requests, &staged) : requests;
+    stats->bytes_staged += staged;
+    stats->bytes_local += staged;
+    Status s = rest.empty() ? Status::OK()
+                            : AssembleRanges(*catalog, view, &fetcher, rest, stats, deadline, detail);
+    if (s.ok() && staged > 0) {
+      *detail = std::to_string(staged) + " bytes from layers staged on this node" +
+                (detail->empty() ? "" : "; " + *detail);
+    }
+    return s;
   }, request);
   if (!r.ok()) return LostOrUndecided(r.status(), view);
   r->source = "memory";

@@ -41,6 +41,7 @@ void RestoreStats::Add(const RestoreStats& o) {
   bytes_persistent += o.bytes_persistent;
   bytes_own_local += o.bytes_own_local;
   bytes_own_peer += o.bytes_own_peer;
+  bytes_staged += o.bytes_staged;
   retries += o.retries;
   warnings.insert(warnings.end(), o.warnings.begin(), o.warnings.end());
 }

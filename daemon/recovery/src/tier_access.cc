@@ -1,15 +1,11 @@
 /// \file tier_access.cc
 #include "reft/recovery/tier_access.h"
 
+#include "reft/unix_time.h"
+
 namespace reft::recovery {
 
 namespace {
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Codes that may mean "the directory is gone, unwritable or another mount now".
 bool DropsTier(StatusCode c) {
@@ -41,7 +37,7 @@ Result<std::shared_ptr<persist::PersistentTier>> TierAccess::Get(bool force) {
     error_from_open_ = true;
     health_.healthy = false;
     health_.last_error = opened.status().ToString();
-    health_.last_error_unix_ms = NowUnixMs();
+    health_.last_error_unix_ms = UnixMs();
     return open_error_;
   }
   open_error_ = Status::OK();
@@ -61,12 +57,12 @@ void TierAccess::Report(const Status& status) {
   if (status.ok()) {
     health_.healthy = tier_ != nullptr;
     health_.last_error.clear();
-    health_.last_ok_unix_ms = NowUnixMs();
+    health_.last_ok_unix_ms = UnixMs();
     return;
   }
   health_.healthy = false;
   health_.last_error = status.ToString();
-  health_.last_error_unix_ms = NowUnixMs();
+  health_.last_error_unix_ms = UnixMs();
   error_from_open_ = false;
   if (DropsTier(status.code())) {
     tier_.reset();

@@ -12,6 +12,10 @@
 /// With the gossip control plane nothing is published (there is no consensus to publish
 /// through): `plan show` computes the decision from the asked node's own view.
 ///
+/// A reconfiguration's transfer plan is executed by the coordinator once the decision is final
+/// (plan_transfer.h): every receiving node stages its layers before the trainers restart;
+/// the progress is published with the decision and resumed by a coordinator that takes over.
+///
 /// Thread-safe; owns one thread (Start/Stop) that sleeps until a node leaves, this node starts
 /// to lead a job, or a spare wait or retry is due.
 
@@ -25,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reft/app/plan_profiles.h"
+#include "reft/app/plan_transfer.h"
 #include "reft/app/planner_mode.h"
 #include "reft/mutex.h"
 #include "reft/peer/job_coordinator.h"
@@ -41,6 +46,11 @@ struct JobPlannerOptions {
   std::chrono::milliseconds spare_wait{30000};
   /// A job whose model or control plane could not be read is planned again this often.
   std::chrono::milliseconds retry{1000};
+  /// A transfer plan that failed (a receiving node unreachable, say) is run again at most this
+  /// many times in all; a new loss decides anew anyway.
+  int transfer_attempts = 3;
+  /// Receiving nodes that stage layers at once.
+  int transfer_concurrency = 8;
 };
 
 class JobPlanner {
@@ -54,6 +64,10 @@ class JobPlanner {
   ~JobPlanner();
   JobPlanner(const JobPlanner&) = delete;
   JobPlanner& operator=(const JobPlanner&) = delete;
+
+  /// \brief How the coordinator executes a reconfiguration's transfer plan (plan_transfer.h);
+  /// without one the plan is published and never executed. Call before Start.
+  void SetStager(Stager stager) { stager_ = std::move(stager); }
 
   /// Follows the membership and plans (no thread when the mode is off).
   void Start();
@@ -79,6 +93,9 @@ class JobPlanner {
   /// Plans `job` once when this node plans for it; returns when it wants to be planned again
   /// (time_point::max(): at the next membership change).
   Clock::time_point PlanJob(const std::string& job);
+  /// Runs (or resumes) the transfer plan of the final decision `plan` when it has one that is
+  /// not done; returns when to look again.
+  Clock::time_point ExecuteTransfer(const std::string& job, const peer::PublishedPlan& plan);
   void Run();
 
   const std::string node_id_;
@@ -87,6 +104,7 @@ class JobPlanner {
   peer::JobCoordinator* const coordinator_;
   const PlanProfiles* const profiles_;
   const ModelSource model_;
+  Stager stager_;
 
   // Shared with the membership listener, which the directory keeps as long as it lives.
   struct Wakeup {

@@ -114,6 +114,14 @@ class Metrics {
   /// `total` is the process-wide count so far (the counter follows it).
   void SetRepairedFaults(uint64_t total);
 
+  // --- planner ---
+  /// Bytes of layers a transfer plan staged on this node, held for reshaped restores.
+  void SetStagedBytes(double bytes);
+  /// This node staged `bytes` of layers (a move of a transfer plan).
+  void AddStagedBytes(uint64_t bytes);
+  /// A transfer plan's move finished (as the job's coordinator sees it).
+  void IncTransferMoves(bool ok, uint64_t n = 1);
+
   // --- membership ---
   /// Number of peers currently in `state` (the peer component sets all states each round).
   void SetPeers(PeerState state, double count);
@@ -150,6 +158,9 @@ class Metrics {
   prometheus::Counter* persist_bytes_ = nullptr;
   std::array<prometheus::Counter*, static_cast<int>(PersistFailure::kCount)> persist_failures_{};
   prometheus::Histogram* gossip_rtt_ = nullptr;
+  prometheus::Gauge* staged_ = nullptr;
+  prometheus::Counter* staged_total_ = nullptr;
+  std::array<prometheus::Counter*, 2> transfer_moves_{};  // failed, done
 };
 
 }  // namespace reft::observability

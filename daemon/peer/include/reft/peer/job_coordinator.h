@@ -71,6 +71,9 @@ struct PublishedPlan {
   int64_t decided_at_ms = 0;  ///< unix time of the publication
   int64_t wait_until_ms = 0;  ///< waiting_for_spare: when the planner stops waiting
   std::string plan_json;      ///< the planner's document (planner::online::Decide)
+  /// Execution of a reconfiguration's transfer plan (docs/planner.md "Executing the transfer
+  /// plan"): a JSON object, or empty before it starts.
+  std::string transfer_json;
   int64_t version = 0;        ///< opaque compare-and-swap token (0: none)
 };
 

@@ -76,6 +76,14 @@ class PeerClient {
   Result<v1::PersistStepResponse> PersistStep(const std::string& address, const std::string& job,
                                               int64_t step, std::chrono::milliseconds timeout);
 
+  /// \brief Asks the peer to stage `layers` of committed step `step` of `job` on itself
+  /// (Peer.StageLayers, a move of the planner's transfer plan). The peer's errors come back as
+  /// they are (Busy: the step is not its newest committed one); Unavailable /
+  /// Timeout on transport problems, Unsupported from a peer that predates the RPC.
+  Result<v1::StageLayersResponse> StageLayers(const std::string& address, const std::string& job,
+                                              int64_t step, const std::vector<int>& layers,
+                                              std::chrono::milliseconds timeout);
+
   /// \brief Fetches bytes [offset, offset + dst_size) of `region` of `rank`'s slot of `step`
   /// from the peer at `address` into `dst`, verifying every chunk's checksum.
   /// Corrupted names the chunk (transit or server-side sealed-checksum failure); Unavailable

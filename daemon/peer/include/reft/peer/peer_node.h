@@ -73,6 +73,10 @@ class PeerNode {
   /// this PeerNode.
   std::unique_ptr<local::CommitCoordinator> CoordinatorHandle();
 
+  /// Serves Peer.StageLayers on this node (see PeerService::SetStageHandler).
+  void SetStageHandler(PeerService::StageHandler handler) {
+    service_->SetStageHandler(std::move(handler));
+  }
   /// Serves Peer.PersistStep on this node (see PeerService::SetPersistHandler).
   void SetPersistHandler(PeerService::PersistHandler handler) {
     service_->SetPersistHandler(std::move(handler));

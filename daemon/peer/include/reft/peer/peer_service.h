@@ -56,12 +56,20 @@ class PeerService final : public v1::Peer::Service {
                            v1::PersistStepResponse*) override;
   grpc::Status ReportStepCompletion(grpc::ServerContext*, const v1::ReportStepCompletionRequest*,
                                     v1::ReportStepCompletionResponse*) override;
+  grpc::Status StageLayers(grpc::ServerContext*, const v1::StageLayersRequest*,
+                           v1::StageLayersResponse*) override;
 
   /// Persists this node's ranks of a step (daemon/recovery's Persister); runs on a gRPC thread
   /// and may block for size / bandwidth seconds. Without a handler PersistStep answers
   /// code UNSUPPORTED ("no persistent tier on node X").
   using PersistHandler = std::function<v1::PersistStepResponse(const v1::PersistStepRequest&)>;
   void SetPersistHandler(PersistHandler handler);
+
+  /// Stages layers of a committed step on this node (the planner's transfer plan; daemon/
+  /// recovery's ReftLoad::StageLayers); runs on a gRPC thread and blocks while the bytes are
+  /// fetched. Without a handler StageLayers answers UNIMPLEMENTED.
+  using StageHandler = std::function<Result<v1::StageLayersResponse>(const v1::StageLayersRequest&)>;
+  void SetStageHandler(StageHandler handler);
 
   /// Sets the server-wide limits this service needs (max send/receive message sizes).
   static void ConfigureServerBuilder(const PeerOptions& options, grpc::ServerBuilder* builder);
@@ -82,6 +90,7 @@ class PeerService final : public v1::Peer::Service {
   const security::Authorizer* authorizer_;
   Mutex handler_mu_;
   std::shared_ptr<PersistHandler> persist_handler_ REFT_GUARDED_BY(handler_mu_);
+  std::shared_ptr<StageHandler> stage_handler_ REFT_GUARDED_BY(handler_mu_);
 };
 
 }  // namespace reft::peer

@@ -32,6 +32,7 @@
 #include "reft/recovery/reshape.h"
 #include "reft/recovery/restore_check.h"
 #include "reft/recovery/restore_stats.h"
+#include "reft/recovery/staged_layers.h"
 #include "reft/recovery/tier_access.h"
 
 namespace reft::recovery {
@@ -41,6 +42,19 @@ struct RankRebuild {
   store::RankKey rank;
   Status status;       ///< OK: its slot was regenerated and committed on this node
   std::string detail;  ///< where its state came from
+};
+
+/// \brief Outcome of StageLayers: per layer, the bytes staged and whether they already were.
+struct StageReport {
+  struct Layer {
+    int layer = -1;
+    uint64_t bytes = 0;    ///< the layer's staged bytes (replicated and sharded buffers, whole)
+    bool already = false;  ///< staged before (a retried or resumed move): nothing fetched
+  };
+  std::string job;
+  int64_t step = -1;
+  std::vector<Layer> layers;
+  RestoreStats stats;  ///< what was read, from where (bytes_local, bytes_peer, ...)
 };
 
 struct RebuildReport {
@@ -113,6 +127,20 @@ class ReftLoad final : public local::RestoreProvider {
   };
   Result<StepDescription> DescribeNewest(const std::string& job);
 
+  /// \brief Stages `layers` of step `step` of `job` on this node (a move of the planner's
+  /// transfer plan; staged_layers.h): each layer's replicated and sharded buffers assembled
+  /// whole from wherever the step holds them (its holders' slots, redundancy decoded), verified,
+  /// and kept for a reshaped restore here. Idempotent: a layer already staged is not fetched
+  /// again. Busy when `step` is not the job's newest committed step any more (the
+  /// plan is stale); InvalidArgument naming a layer the step has no buffer of; Lost / Timeout
+  /// like a restore. Requires SetStagedLayers.
+  Result<StageReport> StageLayers(const std::string& job, int64_t step,
+                                  const std::vector<int>& layers);
+
+  /// \brief Where staged layers are kept and reshaped restores look first (must outlive this
+  /// object; call before use). Without it StageLayers is Unsupported.
+  void SetStagedLayers(StagedLayers* staged) { staged_ = staged; }
+
   /// Sets the observer (call before use; not synchronised with running operations).
   void SetObserver(Observer observer) { observer_ = std::move(observer); }
 
@@ -150,6 +178,7 @@ class ReftLoad final : public local::RestoreProvider {
   RegionReader reader_;
   Observer observer_;
   TierAccess* tier_ = nullptr;
+  StagedLayers* staged_ = nullptr;
 };
 
 }  // namespace reft::recovery

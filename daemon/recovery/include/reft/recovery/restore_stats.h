@@ -57,6 +57,8 @@ struct RestoreStats {
   /// counted once, as the metric reft_recovered_bytes_total{source} needs.
   uint64_t bytes_own_local = 0;
   uint64_t bytes_own_peer = 0;
+  /// Read from layers a transfer plan staged on this node (staged_layers.h; in bytes_local too).
+  uint64_t bytes_staged = 0;
 
   int retries = 0;  ///< pieces that failed on one source and were tried on another
   std::vector<std::string> warnings;

@@ -1,0 +1,57 @@
+#pragma once
+/// \file plan_transfer.h
+/// \brief Executing a reconfiguration's transfer plan (docs/planner.md "Executing the transfer
+/// plan"): every node that will host layers it does not hold stages them (Peer.StageLayers)
+/// before the trainers restart, so each new rank's reshaped restore reads them on its own node.
+///
+/// The progress is a JSON document published with the decision (peer::PublishedPlan::
+/// transfer_json), so every node's `plan show` sees it and a coordinator that takes over
+/// resumes it:
+///   {"state": "running" | "done" | "failed", "attempts": n, "started_at_ms", "finished_at_ms",
+///    "bytes_staged", "bytes_fetched", "bytes_from_peers",
+///    "moves": [{"layer", "from_node", "to_node", "bytes", "state": "pending" | "done" |
+///               "failed", "error"?}]}
+/// Moves are idempotent (a layer staged before is not fetched again), so a resumed or retried
+/// run simply runs every move that is not done.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reft/result.h"
+
+namespace reft::app {
+
+/// \brief What staging layers on one node did.
+struct StageOutcome {
+  uint64_t bytes_staged = 0;   ///< the layers' bytes now staged there
+  uint64_t bytes_fetched = 0;  ///< read to stage them (0 for layers staged before)
+  uint64_t bytes_peer = 0;     ///< of which from other nodes
+};
+
+/// \brief Stages `layers` of committed step `step` of `job` on `node`.
+using Stager = std::function<Result<StageOutcome>(const std::string& node, const std::string& job,
+                                                  int64_t step, const std::vector<int>& layers)>;
+
+/// \brief The progress document of a transfer that has not started: every move of the
+/// decision's `transfer` pending.
+nlohmann::json NewTransferProgress(const nlohmann::json& transfer);
+
+/// \brief Whether the progress asks for (another) run: no document yet, or running (a
+/// coordinator stopped midway), or failed fewer than `max_attempts` times.
+bool TransferWanted(const nlohmann::json& progress, int max_attempts);
+
+/// \brief Runs every move of `progress` that is not done: one Stager call per receiving node
+/// with all its layers, up to `concurrency` nodes at once. `publish` gets the document after
+/// the run starts, after each node's outcome and at the end; when it returns false (a newer
+/// decision replaced this one) nothing more is published and no further node is started.
+/// Returns the final document (state "done" when every move is, else "failed" with each failed
+/// move's error).
+nlohmann::json RunTransfer(nlohmann::json progress, const std::string& job, int64_t step,
+                           const Stager& stage, int concurrency,
+                           const std::function<bool(const nlohmann::json&)>& publish);
+
+}  // namespace reft::app

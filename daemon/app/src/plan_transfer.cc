@@ -1,0 +1,128 @@
+/// \file plan_transfer.cc
+/// \brief RunTransfer: the moves of a transfer plan, one stage call per receiving node.
+
+#include "reft/app/plan_transfer.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <thread>
+
+#include "reft/mutex.h"
+#include "reft/unix_time.h"
+
+namespace reft::app {
+
+using nlohmann::json;
+
+namespace {
+
+struct NodeResult {
+  std::string node;
+  Result<StageOutcome> outcome;
+};
+
+void Apply(json* progress, const NodeResult& r) {
+  json& p = *progress;
+  for (json& mv : p["moves"]) {
+    if (mv["to_node"] != r.node || mv["state"] == "done") continue;
+    if (r.outcome.ok()) {
+      mv["state"] = "done";
+      mv.erase("error");
+    } else {
+      mv["state"] = "failed";
+      mv["error"] = r.outcome.status().ToString();
+    }
+  }
+  if (r.outcome.ok()) {
+    p["bytes_staged"] = p.value("bytes_staged", uint64_t{0}) + r.outcome->bytes_staged;
+    p["bytes_fetched"] = p.value("bytes_fetched", uint64_t{0}) + r.outcome->bytes_fetched;
+    p["bytes_from_peers"] = p.value("bytes_from_peers", uint64_t{0}) + r.outcome->bytes_peer;
+  }
+}
+
+}  // namespace
+
+json NewTransferProgress(const json& transfer) {
+  json moves = json::array();
+  for (const json& mv : transfer.value("moves", json::array())) {
+    json m = mv;
+    m["state"] = "pending";
+    moves.push_back(std::move(m));
+  }
+  return {{"state", "pending"}, {"attempts", 0},      {"started_at_ms", nullptr},
+          {"finished_at_ms", nullptr}, {"bytes_staged", 0}, {"bytes_fetched", 0},
+          {"bytes_from_peers", 0},  {"moves", moves}};
+}
+
+bool TransferWanted(const json& progress, int max_attempts) {
+  if (!progress.is_object()) return true;
+  const std::string state = progress.value("state", "");
+  if (state == "done") return false;
+  if (state == "failed") return progress.value("attempts", 0) < max_attempts;
+  return true;  // pending, or running when its coordinator stopped midway
+}
+
+json RunTransfer(json progress, const std::string& job, int64_t step, const Stager& stage,
+                 int concurrency, const std::function<bool(const json&)>& publish) {
+  // The layers each receiving node still needs, in the order the plan lists them.
+  std::vector<std::pair<std::string, std::vector<int>>> work;
+  for (const json& mv : progress["moves"]) {
+    if (mv.value("state", "") == "done") continue;
+    const std::string to = mv.value("to_node", "");
+    auto it = std::find_if(work.begin(), work.end(), [&](const auto& w) { return w.first == to; });
+    if (it == work.end()) it = work.insert(work.end(), {to, {}});
+    it->second.push_back(mv.value("layer", -1));
+  }
+  progress["state"] = "running";
+  progress["attempts"] = progress.value("attempts", 0) + 1;
+  if (progress["started_at_ms"].is_null()) progress["started_at_ms"] = UnixMs();
+  progress["finished_at_ms"] = nullptr;
+  bool in_force = publish(progress);
+
+  // Up to `concurrency` receiving nodes stage at once; results are applied and published here,
+  // one at a time, as they come.
+  Mutex mu;
+  std::condition_variable cv;
+  std::vector<NodeResult> results;  // guarded by mu
+  size_t next = 0;
+  size_t running = 0;
+  size_t applied = 0;
+  std::vector<std::thread> threads;
+  const size_t width = static_cast<size_t>(std::max(1, concurrency));
+  while (applied < next || (in_force && next < work.size())) {
+    while (in_force && next < work.size() && running < width) {
+      const auto& [node, layers] = work[next++];
+      ++running;
+      threads.emplace_back([&, node = node, layers = layers] {
+        NodeResult r{node, stage(node, job, step, layers)};
+        MutexLock lock(mu);
+        results.push_back(std::move(r));
+        cv.notify_all();
+      });
+    }
+    std::vector<NodeResult> done;
+    {
+      MutexLock lock(mu);
+      lock.Wait(cv, [&] { return !results.empty(); });
+      done.swap(results);
+    }
+    for (const NodeResult& r : done) {
+      --running;
+      ++applied;
+      Apply(&progress, r);
+      if (in_force) in_force = publish(progress);
+    }
+  }
+  for (auto& t : threads) t.join();
+
+  const json& moves = progress["moves"];
+  const bool all_done = std::all_of(moves.begin(), moves.end(),
+                                    [](const json& mv) { return mv.value("state", "") == "done"; });
+  progress["state"] = all_done ? "done" : "failed";
+  progress["finished_at_ms"] = UnixMs();
+  if (in_force) publish(progress);
+  return progress;
+}
+
+}  // namespace reft::app

@@ -1,0 +1,79 @@
+#pragma once
+/// \file staged_layers.h
+/// \brief Layers of a committed step staged on the node that will host them after a
+/// reconfiguration (docs/planner.md "Executing the transfer plan").
+///
+/// The planner's transfer plan names, for every layer a surviving node will host and does not
+/// hold, the node it moves to. Executing it pulls the layer's bytes (every replicated buffer and
+/// every sharded buffer registered with that `layer`, whole) to that node before the trainers
+/// restart; a reshaped restore on the node then takes them from here instead of assembling
+/// them from the holders. Buffers saved per rank (unique without a shard) are not staged: a
+/// reshape gives them only to the rank with the same coordinates, which reads its own.
+///
+/// The staged bytes are a cache of a committed step, verified when they were fetched: losing
+/// them loses nothing (the restore reads the holders), and they are dropped as soon as the job
+/// commits a newer step. Thread-safe.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "reft/mapped_memfd.h"
+#include "reft/mutex.h"
+#include "reft/recovery/reshape.h"
+
+namespace reft::recovery {
+
+/// \brief Where one staged buffer's bytes lie in its layer's memory: bytes [begin, end) of the
+/// saved (global) buffer `name` as a rank at tensor index `tp` reads it.
+struct StagedBuffer {
+  std::string name;
+  int tp = 0;
+  uint64_t begin = 0, end = 0;
+  uint64_t offset = 0;  ///< into the layer's memory
+};
+
+class StagedLayers {
+ public:
+  /// \brief The bytes of `layer` of step `step` of `job` staged here (its buffers' ranges),
+  /// nullopt when it is not.
+  std::optional<uint64_t> Staged(const std::string& job, int64_t step, int layer) const;
+
+  /// \brief Keeps `memory` (verified bytes of `layer` laid out as `buffers` say) for a reshaped
+  /// restore of `step`. Staged layers of older steps of the job are dropped.
+  void Put(const std::string& job, int64_t step, int layer, MappedMemfd memory,
+           std::vector<StagedBuffer> buffers);
+
+  /// \brief Copies the bytes of every request that a staged layer of (`job`, `step`) covers
+  /// whole to its destination; returns the other requests (to be assembled from the holders)
+  /// and adds the bytes copied to `*served`. Requests for per-rank buffers (pp >= 0) are never
+  /// served from here.
+  std::vector<RangeRequest> Serve(const std::string& job, int64_t step,
+                                  const std::vector<RangeRequest>& requests,
+                                  uint64_t* served) const;
+
+  /// \brief Drops the job's staged layers of steps before `step` (the job committed `step`).
+  void DropBefore(const std::string& job, int64_t step);
+
+  /// Bytes staged here, all jobs.
+  uint64_t bytes() const;
+
+ private:
+  struct Layer {
+    MappedMemfd memory;
+    std::vector<StagedBuffer> buffers;
+  };
+  using Key = std::tuple<std::string, int64_t, int>;  // job, step, layer
+
+  mutable Mutex mu_;
+  // shared_ptr: Serve copies from a layer outside the lock while DropBefore may forget it.
+  std::map<Key, std::shared_ptr<const Layer>> layers_ REFT_GUARDED_BY(mu_);
+  uint64_t bytes_ REFT_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace reft::recovery

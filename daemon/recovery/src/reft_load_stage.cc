@@ -1,0 +1,138 @@
+/// \file reft_load_stage.cc
+/// \brief ReftLoad::StageLayers: one move of the planner's transfer plan, executed on the node
+/// that will host the layers (staged_layers.h).
+
+#include <algorithm>
+#include <set>
+
+#include "reft/peer/peer_node.h"
+#include "reft/recovery/reft_load.h"
+
+namespace reft::recovery {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kAlign = 4096;
+
+uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// A layer's stageable buffers: every (name, tp) of a replicated or sharded buffer registered
+// with the layer, whole. Per-rank buffers stay with their rank (a reshape gives them to the
+// rank with the same coordinates only).
+struct LayerPlan {
+  std::vector<StagedBuffer> buffers;
+  uint64_t size = 0;
+};
+
+LayerPlan PlanLayer(const StepCatalog& catalog, int layer) {
+  LayerPlan p;
+  for (const auto& [name, saved] : catalog.buffers) {
+    std::set<int> tps;
+    for (const SavedBuffer& b : saved) {
+      const protect::BufferSpec& spec = b.spec;
+      if (spec.layer != layer) continue;
+      if (spec.kind == protect::BufferKind::kUnique && !spec.sharded()) continue;
+      const int tp = catalog.groups[b.group].tp;
+      if (!tps.insert(tp).second) continue;  // saved by another stage too (tied weights): once
+      StagedBuffer sb;
+      sb.name = name;
+      sb.tp = tp;
+      sb.end = spec.sharded() ? spec.shard_total : spec.size;
+      sb.offset = p.size;
+      p.size = AlignUp(p.size + sb.end);
+      p.buffers.push_back(std::move(sb));
+    }
+  }
+  return p;
+}
+
+bool HasLayer(const StepCatalog& catalog, int layer) {
+  for (const auto& [name, saved] : catalog.buffers) {
+    for (const SavedBuffer& b : saved) {
+      if (b.spec.layer == layer) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
+                                          const std::vector<int>& layers) {
+  if (staged_ == nullptr) return Status::Unsupported("this node keeps no staged layers");
+  const auto deadline = Clock::now() + options_.restore_timeout;
+  StageReport rep;
+  rep.job = job;
+  rep.step = step;
+  RestoreStats* stats = &rep.stats;
+  REFT_ASSIGN_OR_RETURN(int64_t newest, ChooseStep(job, stats));
+  if (newest != step) {
+    return Status::Busy("the transfer plan is for step " + std::to_string(step) +
+                                      " of job '" + job + "'; its newest committed step is " +
+                                      std::to_string(newest));
+  }
+  staged_->DropBefore(job, step);
+  std::vector<int> wanted;
+  for (int layer : std::set<int>(layers.begin(), layers.end())) {
+    if (auto bytes = staged_->Staged(job, step, layer)) {
+      rep.layers.push_back({layer, *bytes, true});
+    } else {
+      wanted.push_back(layer);
+    }
+  }
+  if (wanted.empty()) return rep;
+
+  REFT_ASSIGN_OR_RETURN(ClusterView view, Locate(job, deadline, stats, nullptr));
+  auto catalog = CatalogStep(view, job, step, reader_, deadline);
+  if (!catalog.ok()) return LostOrUndecided(catalog.status(), view);
+  struct Staging {
+    int layer;
+    LayerPlan plan;
+    MappedMemfd memory;
+  };
+  std::vector<Staging> staging;
+  std::vector<RangeRequest> requests;
+  for (int layer : wanted) {
+    if (!HasLayer(*catalog, layer)) {
+      return Status::InvalidArgument("step " + std::to_string(step) + " of job '" + job +
+                                     "' has no buffer of layer " + std::to_string(layer));
+    }
+    Staging s{layer, PlanLayer(*catalog, layer), {}};
+    if (s.plan.size > 0) {
+      REFT_ASSIGN_OR_RETURN(s.memory, MappedMemfd::Create("reft-staged " + job + " layer " +
+                                                              std::to_string(layer),
+                                                          s.plan.size));
+    }
+    staging.push_back(std::move(s));
+  }
+  for (Staging& s : staging) {  // the memfds do not move any more: their addresses stand
+    for (const StagedBuffer& b : s.plan.buffers) {
+      RangeRequest r;
+      r.name = b.name;
+      r.begin = b.begin;
+      r.end = b.end;
+      r.dst = s.memory.data() + b.offset;
+      r.tp = b.tp;
+      requests.push_back(std::move(r));
+    }
+  }
+  // Layers of one saved stage come from one assembly of that stage's group.
+  Fetcher fetcher(&reader_, options_, stats, nullptr);
+  std::string detail;
+  Status assembled = AssembleRanges(*catalog, view, &fetcher, requests, stats, deadline, &detail);
+  if (!assembled.ok()) return LostOrUndecided(assembled, view);
+  stats->detail = detail;
+  for (Staging& s : staging) {
+    uint64_t bytes = 0;
+    for (const StagedBuffer& b : s.plan.buffers) bytes += b.end - b.begin;
+    rep.layers.push_back({s.layer, bytes, false});
+    staged_->Put(job, step, s.layer, std::move(s.memory), std::move(s.plan.buffers));
+  }
+  std::sort(rep.layers.begin(), rep.layers.end(),
+            [](const StageReport::Layer& a, const StageReport::Layer& b) { return a.layer < b.layer; });
+  return rep;
+}
+
+}  // namespace reft::recovery

@@ -1,0 +1,103 @@
+// StagedLayers: the bytes a transfer plan staged, served to reshaped restores only where they
+// cover a request whole, and dropped with the step they belong to.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <numeric>
+
+#include "reft/recovery/staged_layers.h"
+
+using namespace reft;
+using namespace reft::recovery;
+
+namespace {
+
+// A layer of two staged buffers: "w" (tp 0, 100 bytes = 0..99) at offset 0 and "opt" (tp 0, a
+// global range of 64 bytes = 200..263) at offset 4096.
+MappedMemfd LayerMemory(std::vector<StagedBuffer>* buffers) {
+  auto mem = MappedMemfd::Create("staged-test", 8192);
+  REQUIRE(mem.ok());
+  for (int i = 0; i < 100; ++i) mem->data()[i] = static_cast<uint8_t>(i);
+  for (int i = 0; i < 64; ++i) mem->data()[4096 + i] = static_cast<uint8_t>(200 + i);
+  *buffers = {{"w", 0, 0, 100, 0}, {"opt", 0, 0, 64, 4096}};
+  return std::move(*mem);
+}
+
+void Stage(StagedLayers* staged, const std::string& job, int64_t step, int layer) {
+  std::vector<StagedBuffer> buffers;
+  MappedMemfd memory = LayerMemory(&buffers);
+  staged->Put(job, step, layer, std::move(memory), std::move(buffers));
+}
+
+RangeRequest Request(const std::string& name, uint64_t begin, uint64_t end, uint8_t* dst,
+                     int tp = 0, int pp = -1) {
+  RangeRequest r;
+  r.name = name;
+  r.begin = begin;
+  r.end = end;
+  r.dst = dst;
+  r.tp = tp;
+  r.pp = pp;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("staged layers serve the requests they cover whole and pass on the others", "[staged]") {
+  StagedLayers staged;
+  Stage(&staged, "j", 7, 3);
+  CHECK(staged.Staged("j", 7, 3) == uint64_t{100 + 64});
+  CHECK_FALSE(staged.Staged("j", 7, 4));
+  CHECK_FALSE(staged.Staged("j", 8, 3));
+  CHECK(staged.bytes() == 8192);
+
+  std::vector<uint8_t> w(100, 0xee), opt(16, 0xee), other(8, 0xee), per_rank(8, 0xee), tp1(8, 0xee);
+  const std::vector<RangeRequest> requests = {
+      Request("w", 0, 100, w.data()),
+      Request("opt", 40, 56, opt.data()),               // a part of the global range
+      Request("other", 0, 8, other.data()),             // not staged
+      Request("w", 0, 8, per_rank.data(), 0, /*pp=*/1),  // per rank: never from the stage
+      Request("w", 0, 8, tp1.data(), /*tp=*/1),          // another tensor index
+  };
+  uint64_t served = 0;
+  auto rest = staged.Serve("j", 7, requests, &served);
+  CHECK(served == 100 + 16);
+  std::vector<uint8_t> want_w(100);
+  std::iota(want_w.begin(), want_w.end(), 0);
+  CHECK(w == want_w);
+  for (int i = 0; i < 16; ++i) CHECK(opt[i] == static_cast<uint8_t>(240 + i));
+  REQUIRE(rest.size() == 3);
+  CHECK(rest[0].name == "other");
+  CHECK(rest[1].pp == 1);
+  CHECK(rest[2].tp == 1);
+  CHECK(per_rank == std::vector<uint8_t>(8, 0xee));
+
+  // A range that leaves the staged one is not served in part.
+  std::vector<uint8_t> beyond(10, 0xee);
+  served = 0;
+  rest = staged.Serve("j", 7, {Request("opt", 60, 70, beyond.data())}, &served);
+  CHECK(served == 0);
+  CHECK(rest.size() == 1);
+  // Another step of the job is another snapshot: nothing is served from this one.
+  rest = staged.Serve("j", 8, {Request("w", 0, 100, w.data())}, &served);
+  CHECK(served == 0);
+  CHECK(rest.size() == 1);
+}
+
+TEST_CASE("staged layers go when the job commits a newer step; staging again replaces", "[staged]") {
+  StagedLayers staged;
+  Stage(&staged, "j", 7, 0);
+  Stage(&staged, "j", 7, 0);  // a retried move
+  Stage(&staged, "k", 3, 0);
+  CHECK(staged.bytes() == 2 * 8192);
+  staged.DropBefore("j", 7);
+  CHECK(staged.Staged("j", 7, 0));
+  staged.DropBefore("j", 8);
+  CHECK_FALSE(staged.Staged("j", 7, 0));
+  CHECK(staged.Staged("k", 3, 0));  // another job's stay
+  CHECK(staged.bytes() == 8192);
+  // Staging a newer step of a job drops its older ones.
+  Stage(&staged, "k", 4, 1);
+  CHECK_FALSE(staged.Staged("k", 3, 0));
+  CHECK(staged.bytes() == 8192);
+}
