@@ -68,3 +68,49 @@ def test_what_no_uniform_layout_or_process_group_fits_is_refused():
         placement_from_plan(_doc(2, 2, {"needed": False, "policy": "none"}), 0, 3)
     with pytest.raises(reft.InvalidArgumentError):
         placement_from_plan(_doc(2, 2, {"needed": False, "policy": "none"}), 4, 4)
+
+
+def test_ranks_restarted_before_the_loss_is_known_wait_for_the_decision(monkeypatch):
+    # torchrun restarts the survivors at world size 2 at once; the daemon still shows dp = 3 with
+    # no loss until the lost node's lease runs out, then the decision and its transfer plan.
+    reroute = {"pipelines": [{"stages": [_stage("n0", 0, 5)]}, {"stages": [_stage(None, 0, 5, True)]},
+                             {"stages": [_stage("n2", 0, 5)]}]}
+    decided = _doc(3, 1, {"needed": True, "policy": "reroute", "new_layout": reroute})
+    answers = [_doc(3, 1, {"needed": False, "policy": "none"})] * 3 + [decided]
+    seen = []
+
+    def plan(socket, job, reftctl=None):
+        seen.append(job)
+        return answers[min(len(seen), len(answers)) - 1]
+
+    monkeypatch.setattr(reft._plan, "plan", plan)
+    place = reft.elastic.coordinates("sock", "j", rank=1, world_size=2, wait_s=10, poll_s=0)
+    assert len(seen) == 4 and (place.dp, place.dp_rank, place.node) == (2, 1, "n2")
+    # Past wait_s a size that fits nothing is refused, naming both sizes.
+    answers[:] = [_doc(3, 1, {"needed": False, "policy": "none"})]
+    with pytest.raises(reft.Error, match="not the 2 this process group"):
+        reft.elastic.coordinates("sock", "j", rank=1, world_size=2, wait_s=0, poll_s=0)
+
+
+def test_a_reconfiguration_is_returned_once_its_layers_moved(monkeypatch):
+    new = {"pipelines": [{"stages": [_stage("n0", 0, 1), _stage("n2", 2, 3), _stage("n3", 4, 5)]}]}
+    transfer = {"moves": [{"layer": 2, "from_node": "n1", "to_node": "n2", "bytes": 10}],
+                "total_bytes": 10, "max_sender_bytes": 10, "max_receiver_bytes": 10, "executed": False}
+    docs = []
+    for state in (None, "running", "done"):
+        d = _doc(2, 2, {"needed": True, "policy": "reconfigure", "new_layout": new, "transfer": transfer})
+        d["publication"]["transfer"] = None if state is None else {"state": state}
+        docs.append(d)
+    seen = []
+
+    def plan(socket, job, reftctl=None):
+        seen.append(job)
+        return docs[min(len(seen), len(docs)) - 1]
+
+    monkeypatch.setattr(reft._plan, "plan", plan)
+    place = reft.elastic.coordinates("sock", "j", rank=2, world_size=3, wait_s=10, poll_s=0)
+    assert len(seen) == 3 and place.transfer == "done" and place.node == "n3"
+    # At wait_s the rank goes on while the layers still move (its restore fetches them).
+    docs[:] = [docs[1]]
+    place = reft.elastic.coordinates("sock", "j", rank=2, world_size=3, wait_s=0, poll_s=0)
+    assert place.transfer == "running"

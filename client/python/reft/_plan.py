@@ -20,13 +20,14 @@ def plan(socket, job, reftctl=None, timeout=120):
     """The job model and decision of `job` as a dict (schema: docs/reftctl/schemas/
     plan-show.schema.json): ranks and their nodes, per-layer bytes, the measured step time, the
     profile used and, when nodes of the job are lost, the scored policies, the chosen one, the
-    new layout with every rank's node and the transfer plan (not executed by this version), and
-    `publication`: the decision the job's coordinator published (state, version), or None.
+    new layout with every rank's node and the transfer plan, and `publication`: the decision the
+    job's coordinator published (state, version, the transfer plan's progress), or None.
 
     `reftctl`: the reftctl executable (default: $REFTCTL, else reftctl on PATH). Raises
-    reft.InvalidArgumentError (bad job name or job model), reft.UnavailableError (reftd not
-    reachable), reft.Error for any other failure, with reftctl's message."""
-    from . import Error, InvalidArgumentError, UnavailableError
+    reft.InvalidArgumentError (bad job name or job model), reft.NotFoundError (the job has
+    no committed step), reft.UnavailableError (reftd not reachable), reft.Error for any other
+    failure, with reftctl's message."""
+    from . import Error, InvalidArgumentError, NotFoundError, UnavailableError
 
     exe = _find_reftctl(reftctl)
     if exe is None:
@@ -39,7 +40,8 @@ def plan(socket, job, reftctl=None, timeout=120):
     if r.returncode == 3:
         raise UnavailableError(message)
     if r.returncode != 0:
-        raise Error(message)
+        # A job with nothing committed has no model yet (a launcher starts it fresh).
+        raise (NotFoundError if "has no committed step" in message else Error)(message)
     doc = _json.loads(r.stdout)
     doc.pop("schema", None)
     return doc

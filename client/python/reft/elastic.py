@@ -78,11 +78,15 @@ def _layout_of(doc):
     return len(pipelines), tp, len(pipelines[0]), pipelines[0], nodes, policy
 
 
+def _ranks(doc):
+    dp, tp, pp, _, _, _ = _layout_of(doc)
+    return dp * tp * pp
+
+
 def world_size(doc):
     """How many ranks the layout a `reft.plan` document gives the job has (for a launcher that
     starts them); raises like placement_from_plan."""
-    dp, tp, pp, _, _, _ = _layout_of(doc)
-    return dp * tp * pp
+    return _ranks(doc)
 
 
 def placement_from_plan(doc, rank, world_size):
@@ -121,7 +125,9 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
     coordinator published (reft.plan). `rank`, `world_size` default to $RANK and $WORLD_SIZE
     (torchrun sets them).
 
-    With no node of the job lost the running layout is returned. After a loss it waits up to
+    With no node of the job lost the running layout is returned — unless `world_size` differs
+    from it: a launcher restarts the ranks as soon as it notices a node gone, usually before the
+    control plane declares the node dead, so the decision is waited for. After a loss it waits up to
     `wait_s` for the published decision to be final ("decided", or "confirmed" by an operator
     in `planner.mode = "confirm"`) — it may still wait for a spare or for the operator — and
     raises reft.UnavailableError when it is not by then. A final reconfiguration is returned
@@ -138,8 +144,12 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
     while True:
         doc = plan(socket, job, reftctl=reftctl)
         pub = doc.get("publication")
-        final = pub is not None and pub.get("current") and pub["state"] in _FINAL
-        if not doc["decision"].get("needed"):
+        needed = doc["decision"].get("needed")
+        final = needed and pub is not None and pub.get("current") and pub["state"] in _FINAL
+        # No loss known yet while the launcher already restarted the ranks at another size: a
+        # node it lost has not been declared dead yet (the lease runs out first); wait for it.
+        if not needed and (_ranks(doc) == world_size
+                           or _time.monotonic() >= deadline):
             return placement_from_plan(doc, rank, world_size)
         # A reconfiguration moves layers to the nodes that will host them before the ranks
         # restore (then each reads its layers on its own node); past `wait_s` the rank goes on

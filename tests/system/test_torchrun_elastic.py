@@ -1,0 +1,165 @@
+"""torchrun runs the example trainer (examples/torchrun/train_gpt.py) as a real elastic job: one
+torchrun agent per node (`--nnodes=2:3`, c10d rendezvous), a GPT-like model trained with data
+parallelism over gloo, snapshotting every step through the node's reftd.
+
+Mid-training a node is lost: its agent, its trainer and its reftd are SIGKILLed and its memory
+wiped. torchrun restarts the surviving ranks at once, with WORLD_SIZE 2, usually before the
+control plane has declared the node dead; each rank asks reft.elastic where it runs, which waits
+for the decision the job's coordinator publishes (a reroute onto the two survivors), restores the
+newest committed step with reshape=True — the state the three ranks saved, checked bit for bit
+against the digest recorded at that step — and training goes on to the end with two ranks.
+"""
+import glob
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed  # noqa: E402
+
+from reft_cluster import LocalCluster, free_port  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "..", "examples", "torchrun", "train_gpt.py")
+JOB = "gpt"
+STEPS = 40
+LOSE_AFTER = 6  # the node is lost once step LOSE_AFTER is committed
+
+CONFIG = """
+[etcd]
+lease_ttl_s = 2
+
+[planner]
+mode = "automatic"
+spare_wait_ms = 0
+
+[restore]
+piece_timeout_ms = 5000
+timeout_ms = 60000
+"""
+
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available()
+                                or not torch.distributed.is_gloo_available(),
+                                reason="torch without gloo")
+
+
+class Agent:
+    """One torchrun agent (and its worker) for `node`; stdout lines collected by a thread."""
+
+    def __init__(self, cluster, node, rdzv_port, record_dir):
+        self.log_dir = os.path.join(node.root, "torchrun")
+        env = dict(os.environ, REFT_SOCKET=node.socket, REFTCTL=cluster.reftctl,
+                   PYTHONPATH=os.pathsep.join([os.path.join(cluster.build_dir, "client", "python"),
+                                               os.environ.get("PYTHONPATH", "")]))
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2:3", "--nproc_per_node=1",
+               "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{rdzv_port}", f"--rdzv_id={JOB}",
+               "--max_restarts=3", "--rdzv_conf=last_call_timeout=1,join_timeout=120",
+               "--monitor_interval=0.5",
+               # torch 1.13 on Python 3.11: the default "0" is read as None (examples/torchrun).
+               "--redirects=2", "--tee=1", f"--log_dir={self.log_dir}",
+               EXAMPLE, "--job", JOB, "--steps", str(STEPS), "--record-dir", record_dir,
+               "--step-sleep", "0.05"]
+        self.node = node
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=env, start_new_session=True)
+        self.lines = []
+        self.cv = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cv:
+                self.lines.append(line.rstrip("\n").split(":", 1)[-1] if line.startswith("[default")
+                                  else line.rstrip("\n"))
+                self.cv.notify_all()
+
+    def wait_for(self, predicate, timeout, what):
+        """The first event line `predicate` accepts (an event, never a sleep)."""
+        with self.cv:
+            seen = 0
+            deadline = time.monotonic() + timeout
+            while True:
+                for line in self.lines[seen:]:
+                    if predicate(line):
+                        return line
+                seen = len(self.lines)
+                left = deadline - time.monotonic()
+                assert left > 0 and self.proc.poll() is None, (
+                    f"{self.node.node_id}: no {what}:\n" + "\n".join(self.lines[-60:]) + self.worker_stderr())
+                self.cv.wait(min(left, 1.0))
+
+    def worker_stderr(self):
+        """The tail of every worker attempt's stderr (torchrun's --log_dir)."""
+        out = ""
+        for path in sorted(glob.glob(os.path.join(self.log_dir, "*", "attempt_*", "*", "stderr.log"))):
+            with open(path) as f:
+                out += f"\n--- {path}\n" + f.read()[-3000:]
+        return out
+
+    def kill(self):
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+def wait_listening(port, agent, timeout=120):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline and agent.proc.poll() is None, (
+                "\n".join(agent.lines[-40:]) + agent.worker_stderr())
+            time.sleep(0.05)
+
+
+def committed_at_least(step):
+    return lambda line: line.startswith("committed ") and int(line.split()[1]) >= step
+
+
+def test_torchrun_restarts_the_survivors_smaller_and_they_restore_bit_for_bit(tmp_path):
+    with LocalCluster(nodes=3, config=CONFIG) as cluster:
+        port = free_port()
+        record = str(tmp_path / "digests")
+        agents = []
+        try:
+            # The first agent hosts the rendezvous store (the node that stays): the others start
+            # once it listens.
+            agents.append(Agent(cluster, cluster.nodes[0], port, record))
+            wait_listening(port, agents[0])
+            for node in cluster.nodes[1:]:
+                agents.append(Agent(cluster, node, port, record))
+            for a in agents:
+                assert a.wait_for(lambda l: l == "fresh", 180, "fresh start")
+            agents[0].wait_for(committed_at_least(LOSE_AFTER), 180, f"commit of step {LOSE_AFTER}")
+
+            lost = agents[2]
+            lost.kill()
+            lost.node.kill(signal.SIGKILL)
+            lost.node.wipe_memory()
+
+            restored = []
+            for a in agents[:2]:
+                line = a.wait_for(lambda l: l.startswith("restored "), 240, "restore after the loss")
+                _, step, verdict = line.split()
+                assert verdict == "ok", (a.node.node_id, line)
+                restored.append(int(step))
+            assert restored[0] == restored[1] >= LOSE_AFTER, restored
+            for a in agents[:2]:
+                a.wait_for(lambda l: l == f"done {STEPS - 1}", 300, "end of training")
+                assert a.proc.wait(timeout=60) == 0, "\n".join(a.lines[-40:]) + a.worker_stderr()
+
+            # What the ranks acted on: the coordinator's published reroute onto the survivors.
+            doc = cluster.nodes[0].ctl("plan", "show", "--job", JOB, json_output=True)
+            assert doc["publication"]["state"] == "decided", doc["publication"]
+            assert doc["publication"]["basis"] == lost.node.node_id
+        finally:
+            for a in agents:
+                if a.proc.poll() is None:
+                    a.kill()
