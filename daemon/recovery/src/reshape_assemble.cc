@@ -58,6 +58,35 @@ uint64_t CanonicalOffset(const SavedGroup& g, const std::string& name) {
   return 0;  // unreachable: the catalog lists the group's buffers
 }
 
+// Items reading only the canonical bytes the group's replicated requests want, straight from
+// the members' shards that hold them (own slot first, then ARC copies). Used when the requests
+// cover part of the group (a layer of a stage): the full assembly would read the whole stage.
+std::vector<FetchItem> DirectReplicatedItems(const ClusterView& view, const StepCatalog& c,
+                                             const SavedGroup& g,
+                                             const std::vector<const RangeRequest*>& reqs) {
+  const protect::SgGeometry& geo = g.geometry;
+  std::vector<FetchItem> items;
+  for (const RangeRequest* r : reqs) {
+    const uint64_t begin = CanonicalOffset(g, r->name) + r->begin;
+    const uint64_t end = begin + (r->end - r->begin);
+    for (int d = 0; d < geo.m; ++d) {
+      const uint64_t sb = geo.shard_begin[d], se = sb + geo.ShardSize(d);
+      const uint64_t a = std::max(begin, sb), e = std::min(end, se);
+      if (a >= e) continue;
+      FetchItem it;
+      it.what = "bytes [" + std::to_string(r->begin + (a - begin)) + ", " +
+                std::to_string(r->begin + (e - begin)) + ") of '" + r->name + "' in shard dp" +
+                std::to_string(d) + " of " + GroupName(g) + " step " + std::to_string(c.step);
+      it.dst = r->dst + (a - begin);
+      it.size = e - a;
+      it.sources = ShardSources(view, g.meta.meta, geo, c.step, d);
+      for (auto& src : it.sources) src.region_offset += a - sb;
+      items.push_back(std::move(it));
+    }
+  }
+  return items;
+}
+
 }  // namespace
 
 std::vector<PartOverlap> OverlappingParts(const protect::BufferSpec& spec, int members,
@@ -118,6 +147,20 @@ Status AssembleRanges(const StepCatalog& catalog, const ClusterView& view, Fetch
       continue;
     }
     uint8_t* base = InPlaceBase(g, replicated[i]);
+    if (base == nullptr) {
+      // Part of the group: read just those bytes while every one has a readable copy; else
+      // (a shard only a decode can give back) the whole group is assembled below.
+      std::vector<FetchItem> direct = DirectReplicatedItems(view, catalog, g, replicated[i]);
+      const auto t0 = Clock::now();
+      fetcher->Run(&direct, deadline);
+      if (stats != nullptr) stats->fetch += Clock::now() - t0;
+      if (std::all_of(direct.begin(), direct.end(), [](const FetchItem& it) { return it.status.ok(); })) {
+        where += (where.empty() ? "" : "; ") +
+                 ("group " + GroupName(g) + ": " + std::to_string(direct.size()) + " shard range(s) read");
+        for (auto& it : unique[i]) loose.push_back(std::move(it));
+        continue;
+      }
+    }
     MappedMemfd scratch;
     if (base == nullptr) {
       REFT_ASSIGN_OR_RETURN(scratch, MappedMemfd::Create("reft-reshape " + GroupName(g),
