@@ -208,3 +208,24 @@ TEST_CASE("online: bad profiles and models are refused with the field named") {
   std::swap(swapped.layers[1].stage, swapped.layers[4].stage);
   CHECK(online::Decide(swapped, nullptr, Live(4, {})).status().message().find("consecutive") != std::string::npos);
 }
+
+TEST_CASE("online: the positional assignment (the baseline) moves at least what Kuhn-Munkres moves") {
+  auto m = Job(4, 2, 4);  // DP4 PP2, as in Odyssey's transfer experiment
+  int compared = 0;
+  for (int lost : {0, 1, 5}) {
+    INFO("lost n" << lost);
+    auto km = online::Decide(m, nullptr, Live(8, {lost}));
+    auto pos = online::Decide(m, json{{"policy", {{"assignment", "positional"}}}}, Live(8, {lost}));
+    REQUIRE(km.ok());
+    INFO((pos.ok() ? std::string() : pos.status().ToString()));
+    REQUIRE(pos.ok());
+    if ((*km)["decision"]["policy"] != "reconfigure" || (*pos)["decision"]["policy"] != "reconfigure") continue;
+    // The same new plan, only who goes where differs.
+    CHECK((*km)["decision"]["new_layout"]["step_ms"] == (*pos)["decision"]["new_layout"]["step_ms"]);
+    CHECK((*km)["decision"]["transfer"]["total_bytes"].get<uint64_t>() <=
+          (*pos)["decision"]["transfer"]["total_bytes"].get<uint64_t>());
+    ++compared;
+  }
+  CHECK(compared > 0);
+  CHECK_FALSE(online::Decide(m, json{{"policy", {{"assignment", "random"}}}}, Live(8, {1})).ok());
+}

@@ -10,7 +10,8 @@ layer it registers, under layout-independent names:
 and per rank "rng" (unique, no shard): restored only at the same coordinates.
 
 --layers FIRST:LAST replaces the even split with the stage's layers as a planner decided them;
---scale K makes every layer's buffers K times larger.
+--scale K makes every layer's buffers K times larger; --uniform L:MIB replaces the model with L
+equal layers of MIB MiB (the planner's transfer benchmark).
 
 Modes: --train N snapshots steps 0..N-1 and waits for the last commit; --restore restores
 (with --reshape: restore(reshape=True)), checks every byte, prints one JSON line
@@ -30,6 +31,16 @@ WEIGHT = [40_000, 24_004, 65_536, 12_000, 33_336, 8_192]   # float32 elements pe
 BIAS = [1_001, 999, 4_097, 17, 2_049, 513]                  # bytes
 OPTIM = [100_003, 77_777, 131_071, 5_003, 64_001, 9_999]    # bytes of each layer's state
 UNTOUCHED = 0xEE  # what "rng" holds before a restore
+
+
+def use_uniform_model(layers, mib):
+    """Replaces the model with `layers` equal layers of `mib` MiB (benchmarks)."""
+    global LAYERS, WEIGHT, BIAS, OPTIM
+    size = mib << 20
+    LAYERS = layers
+    WEIGHT = [size * 3 // 4 // 4] * layers
+    BIAS = [1024] * layers
+    OPTIM = [size // 4] * layers
 
 
 def layers_of(stage, pp):
@@ -130,8 +141,12 @@ def main():
     p.add_argument("--then", type=int, default=0)
     p.add_argument("--register-unknown", action="store_true")
     p.add_argument("--scale", type=int, default=1, help="every layer's buffers this many times larger")
+    p.add_argument("--uniform", default="", help="L:MIB: L equal layers of MIB MiB each instead (a 3:1 "
+                   "split of weight and sharded optimizer state, a 1 KiB bias)")
     p.add_argument("--layers", default="", help="FIRST:LAST: this stage's layers (default: an even split)")
     args = p.parse_args()
+    if args.uniform:
+        use_uniform_model(*(int(x) for x in args.uniform.split(":")))
     rank = Rank(args)
     if args.train:
         rank.train(0, args.train)

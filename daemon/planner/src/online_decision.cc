@@ -74,11 +74,13 @@ struct Profile {
 }  // namespace
 
 Status CheckProfile(const json& doc, int layers) {
-  if (!doc.is_object()) return Status::InvalidArgument("profile: must be an object with a `model`");
-  REFT_ASSIGN_OR_RETURN(auto model, ParseModel(Member(doc, "model")));
-  if (layers > 0 && static_cast<int>(model.layers.size()) != layers)
-    return Status::InvalidArgument("model.layers: the profile has " + std::to_string(model.layers.size()) +
-                                   " layers, the job registered " + std::to_string(layers));
+  if (!doc.is_object()) return Status::InvalidArgument("profile: must be an object");
+  if (doc.contains("model")) {  // without one the measured step time is spread over the layers
+    REFT_ASSIGN_OR_RETURN(auto model, ParseModel(doc["model"]));
+    if (layers > 0 && static_cast<int>(model.layers.size()) != layers)
+      return Status::InvalidArgument("model.layers: the profile has " + std::to_string(model.layers.size()) +
+                                     " layers, the job registered " + std::to_string(layers));
+  }
   if (doc.contains("cluster")) {
     json c = doc["cluster"];
     if (c.is_object() && !c.contains("nodes")) c["nodes"] = 1;  // the job knows its nodes
@@ -104,6 +106,12 @@ Result<odyssey::RecoveryCosts> ParseRecoveryCosts(const json& policy, int live_u
   costs.transfer_bytes_per_ms = bw / 1000;
   REFT_ASSIGN_OR_RETURN(double mtbf, GetNumber(p, "policy", "mtbf_hours_per_node", false, 10, 1e-6));
   costs.expected_interval_ms = mtbf * 3.6e6 / std::max(1, live_units);
+  if (auto a = p.find("assignment"); a != p.end()) {
+    if (!a->is_string() || (*a != "kuhn_munkres" && *a != "positional")) {
+      return Status::InvalidArgument("policy.assignment: \"kuhn_munkres\" (default) or \"positional\"");
+    }
+    costs.positional_transfer = *a == "positional";
+  }
   return costs;
 }
 
@@ -188,8 +196,8 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
   running.micro_batches = odyssey::DistributeBatch(so.micro_batches, std::vector<int>(m.dp, m.pp));
 
   Result<Profile> prof = Status::Unavailable("");
-  if (profile.is_object()) {
-    REFT_RETURN_NOT_OK(CheckProfile(profile, L));
+  if (profile.is_object()) REFT_RETURN_NOT_OK(CheckProfile(profile, L));
+  if (profile.is_object() && profile.contains("model")) {
     REFT_ASSIGN_OR_RETURN(auto pm, ParseModel(profile["model"]));
     prof = Profile{pm, "attached", "the attached per-layer profile times every plan"};
   } else if (m.step_ms > 0) {

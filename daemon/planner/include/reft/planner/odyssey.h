@@ -165,6 +165,9 @@ struct RecoveryCosts {
   /// Bytes one copy of each layer moves (a running job knows what its buffers hold); empty =
   /// the profile's StateBytes (parameters, gradients and optimizer state).
   std::vector<uint64_t> layer_bytes;
+  /// Survivors to positions of the new plan: Kuhn–Munkres in bytes (false), or the baseline
+  /// that keeps survivor i at position i (true; for comparing the two on a running job).
+  bool positional_transfer = false;
 };
 /// \brief Step time of `cur` with the work of its dead units (false in `alive`) rerouted to live
 /// peers (ReroutedComputeTime) plus the all-reduce among the live holders.
