@@ -204,6 +204,7 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
             assert d["lost_nodes"] == [lost.node_id]
         table = survivors[-1].ctl("plan", "show", "--job", JOB).stdout
         assert "published: decided by " + pubs[0]["planner"] in table, table
+        assert ": done (attempt 1; " in table and "STATE" in table, table
 
         # The job goes on under the published layout: each rank gets its place from reft.elastic
         # (RANK and WORLD_SIZE as torchrun would give them), runs on the node the decision put
