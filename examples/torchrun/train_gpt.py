@@ -113,7 +113,9 @@ def placement(socket, job, wait_s):
     """Where this rank runs: the layout reft says the job goes on with, or — nothing committed
     yet — a fresh data-parallel job over the launcher's world."""
     try:
-        return reft.elastic.coordinates(socket, job, wait_s=wait_s)
+        # By node: torchrun numbers ranks in rendezvous order, not by where the decision put
+        # each position (and moved its layers).
+        return reft.elastic.coordinates(socket, job, wait_s=wait_s, by_node=True)
     except reft.NotFoundError:
         return None
 
@@ -137,8 +139,11 @@ def main():
         raise SystemExit(f"this example trains data parallelism only; the job's layout is "
                          f"dp={place.dp}, tp={place.tp}, pp={place.pp}")
     dist.init_process_group("gloo")  # torchrun's MASTER_ADDR / MASTER_PORT, RANK, WORLD_SIZE
-    # Megatron rank order with tp = pp = 1: the data-parallel group is the whole world.
+    # With tp = pp = 1 the data-parallel group is the whole world, whatever order torchrun gave
+    # the ranks; a pipeline would gather every rank's Placement and group by pp_rank / dp_rank.
     dp_group = dist.new_group(list(range(world)))
+    if place is not None:
+        print(f"placed dp {dp_rank} of {dp} on {place.node}", flush=True)
 
     model, optimizer = build()
     ddp = nn.parallel.DistributedDataParallel(model, process_group=dp_group)

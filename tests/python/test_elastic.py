@@ -114,3 +114,20 @@ def test_a_reconfiguration_is_returned_once_its_layers_moved(monkeypatch):
     docs[:] = [docs[1]]
     place = reft.elastic.coordinates("sock", "j", rank=2, world_size=3, wait_s=0, poll_s=0)
     assert place.transfer == "running"
+
+
+def test_by_node_a_rank_takes_the_position_the_decision_put_on_its_node(monkeypatch):
+    # A reroute of dp = 3 onto n0 and n2: torchrun may number the rank on n2 as 0.
+    reroute = {"pipelines": [{"stages": [_stage("n0", 0, 5)]}, {"stages": [_stage(None, 0, 5, True)]},
+                             {"stages": [_stage("n2", 0, 5)]}]}
+    doc = _doc(3, 1, {"needed": True, "policy": "reroute", "new_layout": reroute})
+    doc["node"] = "n2"
+    monkeypatch.setattr(reft._plan, "plan", lambda socket, job, reftctl=None: doc)
+    place = reft.elastic.coordinates("sock", "j", world_size=2, by_node=True, local_rank=0, poll_s=0)
+    assert (place.rank, place.dp_rank, place.node) == (1, 1, "n2")
+    with pytest.raises(reft.Error, match="puts 1 rank\\(s\\) on node 'n2', none for local rank 1"):
+        reft.elastic.coordinates("sock", "j", world_size=2, by_node=True, local_rank=1, poll_s=0)
+    # Two stages on one node (tp = 1): local ranks take them in rank order.
+    two = _doc(1, 2, {"needed": False, "policy": "none"})
+    two["ranks"] = [{"pp": p, "tp": 0, "dp": 0, "node": "n0", "state": "alive"} for p in range(2)]
+    assert [reft.elastic.placement_on_node(two, "n0", k, 2).pp_rank for k in (0, 1)] == [0, 1]

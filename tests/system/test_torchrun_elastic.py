@@ -146,6 +146,10 @@ def test_torchrun_restarts_the_survivors_smaller_and_they_restore_bit_for_bit(tm
 
             restored = []
             for a in agents[:2]:
+                # Each survivor takes the position the decision put on its own node.
+                placed = a.wait_for(lambda l: l.startswith("placed dp ") and " of 2 " in l, 240,
+                                    "placement after the loss")
+                assert placed.endswith(" on " + a.node.node_id), (a.node.node_id, placed)
                 line = a.wait_for(lambda l: l.startswith("restored "), 240, "restore after the loss")
                 _, step, verdict = line.split()
                 assert verdict == "ok", (a.node.node_id, line)

@@ -111,6 +111,19 @@ def placement_from_plan(doc, rank, world_size):
                      transfer=_transfer_state(doc))
 
 
+def placement_on_node(doc, node, local_rank, world_size):
+    """The Placement of the `local_rank`-th position (in rank order) that the layout of a
+    `reft.plan` document puts on `node` (pure: no daemon)."""
+    from . import Error
+
+    dp, tp, pp, _, nodes, _ = _layout_of(doc)
+    mine = [r for r in range(dp * tp * pp) if nodes.get((r // (tp * dp), (r // tp) % dp)) == node]
+    if local_rank >= len(mine):
+        raise Error(f"job '{doc['job']}': the layout it goes on with puts {len(mine)} rank(s) on node "
+                    f"'{node}', none for local rank {local_rank}")
+    return placement_from_plan(doc, mine[local_rank], world_size)
+
+
 def _transfer_state(doc):
     """The state of the decision's transfer plan ("pending" before it runs), None without one."""
     if "transfer" not in doc["decision"]:
@@ -120,7 +133,8 @@ def _transfer_state(doc):
     return progress["state"] if progress else "pending"
 
 
-def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60.0, poll_s=0.5):
+def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60.0, poll_s=0.5,
+                by_node=False, local_rank=None):
     """This rank's Placement in the layout `job` goes on with, from the decision its
     coordinator published (reft.plan). `rank`, `world_size` default to $RANK and $WORLD_SIZE
     (torchrun sets them).
@@ -134,12 +148,27 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
     once its transfer plan ran (the layers are on the nodes that will host them), or at
     `wait_s` while it still runs. Raises reft.Error when the job cannot
     go on in memory (exit), when the decision's layout is not a uniform dp x tp x pp one, or
-    when it has another number of ranks than `world_size`."""
+    when it has another number of ranks than `world_size`.
+
+    `by_node`: the position comes from the node instead of the rank — the `local_rank`-th
+    (default $LOCAL_RANK) of the positions the decision put on the node whose reftd answers —
+    so that a rank runs where the decision placed it (and finds the layers a transfer plan
+    moved there) even when the launcher numbers ranks in another order, as torchrun does
+    (rendezvous order). Placement.rank is then the rank in the new layout, which may differ
+    from $RANK: build the process groups from every rank's Placement (e.g. all_gather)."""
     from . import UnavailableError
     from ._plan import plan
 
-    rank = int(_os.environ["RANK"]) if rank is None else rank
+    rank = int(_os.environ["RANK"]) if rank is None and not by_node else rank
     world_size = int(_os.environ["WORLD_SIZE"]) if world_size is None else world_size
+    if by_node and local_rank is None:
+        local_rank = int(_os.environ.get("LOCAL_RANK", "0"))
+
+    def place(doc):
+        if by_node:
+            return placement_on_node(doc, doc["node"], local_rank, world_size)
+        return placement_from_plan(doc, rank, world_size)
+
     deadline = _time.monotonic() + wait_s
     while True:
         doc = plan(socket, job, reftctl=reftctl)
@@ -150,12 +179,12 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
         # node it lost has not been declared dead yet (the lease runs out first); wait for it.
         if not needed and (_ranks(doc) == world_size
                            or _time.monotonic() >= deadline):
-            return placement_from_plan(doc, rank, world_size)
+            return place(doc)
         # A reconfiguration moves layers to the nodes that will host them before the ranks
         # restore (then each reads its layers on its own node); past `wait_s` the rank goes on
         # anyway: a restore fetches what was not moved from the nodes that hold it.
         if final and (_transfer_state(doc) not in ("pending", "running") or _time.monotonic() >= deadline):
-            return placement_from_plan(doc, rank, world_size)
+            return place(doc)
         if _time.monotonic() >= deadline:
             state = pub["state"] if pub and pub.get("current") else "not published"
             raise UnavailableError(f"job '{job}': the planner's decision is {state} after {wait_s:g} s"

@@ -256,6 +256,7 @@ Result<json> JobPlanner::Show(const std::string& job) {
     doc["decision"]["transfer"]["executed"] = progress.is_object() && progress.value("state", "") == "done";
   }
   doc["planner_mode"] = PlannerModeName(options_.mode);
+  doc["node"] = node_id_;  // who answered: a launcher places each node's ranks by it
   return doc;
 }
 
