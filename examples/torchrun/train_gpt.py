@@ -28,7 +28,6 @@ Note for Debian bookworm's torch 1.13 on Python 3.11: torchrun's default `--redi
 (stderr to torchrun's log directory, stdout to the console).
 """
 import argparse
-import hashlib
 import os
 import sys
 import time
@@ -95,20 +94,6 @@ def batch(step, dp_rank, dp):
     return mine[:, :-1], mine[:, 1:]
 
 
-def digest(model, optimizer):
-    """SHA-256 of the replicated training state (identical on every data-parallel rank)."""
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(t.detach().contiguous().numpy().tobytes())
-    for pid, st in sorted(optimizer.state_dict()["state"].items()):
-        for k in sorted(st):
-            v = st[k]
-            h.update(f"{pid}/{k}".encode())
-            h.update(v.detach().contiguous().numpy().tobytes() if torch.is_tensor(v) else repr(v).encode())
-    return h.hexdigest()
-
-
 def placement(socket, job, wait_s):
     """Where this rank runs: the layout reft says the job goes on with, or — nothing committed
     yet — a fresh data-parallel job over the launcher's world."""
@@ -158,7 +143,7 @@ def main():
         start = 0
     else:
         with open(os.path.join(args.record_dir, f"{restored}.digest")) as f:
-            ok = digest(model, optimizer) == f.read().strip()
+            ok = reft.torch.state_digest(model, optimizer) == f.read().strip()
         print(f"restored {restored} {'ok' if ok else 'MISMATCH'}", flush=True)
         if not ok:
             return 1
@@ -176,7 +161,7 @@ def main():
         if dp_rank == 0:  # written before the snapshot starts, so a restore can always check it
             tmp = os.path.join(args.record_dir, f".{step}.tmp")
             with open(tmp, "w") as f:
-                f.write(digest(model, optimizer))
+                f.write(reft.torch.state_digest(model, optimizer))
             os.replace(tmp, os.path.join(args.record_dir, f"{step}.digest"))
         ckpt.snapshot(step)
         if step > start and client.wait_committed(step - 1, timeout=60):

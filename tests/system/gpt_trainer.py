@@ -18,7 +18,6 @@ Events on stdout, one per line:
   restored <step>|fresh     loss <step> <hex>     committed <step>     final <sha256>
 """
 import argparse
-import hashlib
 import math
 import sys
 
@@ -109,19 +108,6 @@ def tokens(step, dp, micro):
     return seq[:, :-1], seq[:, 1:]
 
 
-def digest(model, opt):
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(t.contiguous().numpy().tobytes())
-    for pid, st in sorted(opt.state_dict()["state"].items()):
-        for k in sorted(st):
-            v = st[k]
-            h.update(f"{pid}/{k}".encode())
-            h.update(v.contiguous().numpy().tobytes() if torch.is_tensor(v) else repr(v).encode())
-    return h.hexdigest()
-
-
 def train_step(model, opt, step, args, dp_group, prev_rank, next_rank):
     """One GPipe step; returns the mean loss on the last stage, None elsewhere."""
     acts = []
@@ -204,7 +190,7 @@ def main():
             print(f"loss {step} {float(loss).hex()}", flush=True)
         if client.wait_committed(step, timeout=60):
             print(f"committed {step}", flush=True)
-    print(f"final {digest(model, opt)}", flush=True)
+    print(f"final {reft.torch.state_digest(model, opt)}", flush=True)
     client.close()
     dist.barrier()
     dist.destroy_process_group()

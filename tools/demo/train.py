@@ -14,7 +14,6 @@ bit what was saved at that step. One line per event on stdout (the orchestrator 
   done <step>
 """
 import argparse
-import hashlib
 import os
 import sys
 import time
@@ -24,21 +23,6 @@ import torch.distributed as dist
 
 import reft
 import reft.torch
-
-
-def state_digest(model, optimizer, unique):
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(t.detach().contiguous().numpy().tobytes())
-    for pid, st in sorted(optimizer.state_dict()["state"].items()):
-        for k in sorted(st):
-            v = st[k]
-            h.update(f"{pid}/{k}".encode())
-            h.update(v.detach().contiguous().numpy().tobytes() if torch.is_tensor(v)
-                     else repr(v).encode())
-    h.update(unique.numpy().tobytes())
-    return h.hexdigest()
 
 
 def build(width):
@@ -112,7 +96,7 @@ def main():
     else:
         with open(os.path.join(record_dir, f"{restored}.digest")) as f:
             expected = f.read().strip()
-        ok = state_digest(model, optimizer, samples) == expected
+        ok = reft.torch.state_digest(model, optimizer, samples) == expected
         print(f"restored {restored} {'ok' if ok else 'MISMATCH'}", flush=True)
         if not ok:
             return 1
@@ -129,7 +113,7 @@ def main():
         samples[1] += x.shape[0]
         # The record is written before the snapshot starts: a rank killed right after its
         # snapshot of this step can still prove the restore of this step.
-        digest = state_digest(model, optimizer, samples)
+        digest = reft.torch.state_digest(model, optimizer, samples)
         tmp = os.path.join(record_dir, f".{step}.tmp")
         with open(tmp, "w") as f:
             f.write(digest)

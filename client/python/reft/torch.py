@@ -24,7 +24,8 @@ state of a plain optimizer is replicated and reshapes the same way. A ZeroRedund
 state is partitioned by parameter, and torch's partition changes with the world size: the
 restarted rank computes where each of its parameters' state was saved and restores exactly
 those ranges (reft._zero), checked against a digest of the saved placement.
-PipelineBubbles sends HAS hints from a pipeline schedule (reft._bubbles).
+PipelineBubbles sends HAS hints from a pipeline schedule (reft._bubbles). state_digest(model,
+optimizer, *tensors) hashes a training state, to check a restore bit for bit.
 """
 
 import hashlib
@@ -34,7 +35,25 @@ from ._bubbles import PipelineBubbles
 from ._optim_state import FlatOptimizerState
 from ._zero import PLACEMENT, ZeroState
 
-__all__ = ["Checkpointer", "PipelineBubbles"]
+__all__ = ["Checkpointer", "PipelineBubbles", "state_digest"]
+
+
+def state_digest(model, optimizer, *extra):
+    """SHA-256 (hex) of a training state: the model's state_dict, the optimizer's state and any
+    `extra` tensors, in a fixed order. Equal digests mean equal bytes, so a trainer that records
+    it at each step can check a restore bit for bit (the examples and tests do)."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().contiguous().cpu().numpy().tobytes())
+    for pid, st in sorted(optimizer.state_dict()["state"].items()):
+        for k in sorted(st):
+            v = st[k]
+            h.update(f"{pid}/{k}".encode())
+            h.update(v.detach().contiguous().cpu().numpy().tobytes() if _torch.is_tensor(v) else repr(v).encode())
+    for t in extra:
+        h.update(t.detach().contiguous().cpu().numpy().tobytes())
+    return h.hexdigest()
 
 
 def _local_optimizer(optimizer):
