@@ -207,6 +207,12 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
   // new generation) replaces this one, and its transfer plan is the one that runs.
   peer::PublishedPlan record = published;
   auto publish = [&](const json& p) {
+    {
+      // Stopping: start no further node (the next coordinator resumes the moves not done).
+      Wakeup& w = *wakeup_;
+      MutexLock lock(w.mu);
+      if (w.stop) return false;
+    }
     peer::PublishedPlan next = record;
     next.transfer_json = p.dump();
     auto in_force = coordinator_->PublishPlan(job, next, record.version);
