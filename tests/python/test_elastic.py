@@ -17,6 +17,19 @@ def _doc(dp, pp, decision, tp=1):
             "publication": {"state": "decided", "version": 42, "current": True}}
 
 
+def _answer_with(monkeypatch, answers):
+    """reft.plan answers the documents of `answers` in turn (then the last one again); returns
+    the list of the calls made."""
+    seen = []
+
+    def plan(socket, job, reftctl=None):
+        seen.append(job)
+        return answers[min(len(seen), len(answers)) - 1]
+
+    monkeypatch.setattr(reft._plan, "plan", plan)
+    return seen
+
+
 def _stage(node, first, last, rerouted=False):
     st = {"node": node, "layers": {"first": first, "last": last}}
     if rerouted:
@@ -77,13 +90,7 @@ def test_ranks_restarted_before_the_loss_is_known_wait_for_the_decision(monkeypa
                              {"stages": [_stage("n2", 0, 5)]}]}
     decided = _doc(3, 1, {"needed": True, "policy": "reroute", "new_layout": reroute})
     answers = [_doc(3, 1, {"needed": False, "policy": "none"})] * 3 + [decided]
-    seen = []
-
-    def plan(socket, job, reftctl=None):
-        seen.append(job)
-        return answers[min(len(seen), len(answers)) - 1]
-
-    monkeypatch.setattr(reft._plan, "plan", plan)
+    seen = _answer_with(monkeypatch, answers)
     place = reft.elastic.coordinates("sock", "j", rank=1, world_size=2, wait_s=10, poll_s=0)
     assert len(seen) == 4 and (place.dp, place.dp_rank, place.node) == (2, 1, "n2")
     # Past wait_s a size that fits nothing is refused, naming both sizes.
@@ -101,13 +108,7 @@ def test_a_reconfiguration_is_returned_once_its_layers_moved(monkeypatch):
         d = _doc(2, 2, {"needed": True, "policy": "reconfigure", "new_layout": new, "transfer": transfer})
         d["publication"]["transfer"] = None if state is None else {"state": state}
         docs.append(d)
-    seen = []
-
-    def plan(socket, job, reftctl=None):
-        seen.append(job)
-        return docs[min(len(seen), len(docs)) - 1]
-
-    monkeypatch.setattr(reft._plan, "plan", plan)
+    seen = _answer_with(monkeypatch, docs)
     place = reft.elastic.coordinates("sock", "j", rank=2, world_size=3, wait_s=10, poll_s=0)
     assert len(seen) == 3 and place.transfer == "done" and place.node == "n3"
     # At wait_s the rank goes on while the layers still move (its restore fetches them).

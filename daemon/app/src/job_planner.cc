@@ -24,8 +24,7 @@ json PublicationJson(const peer::PublishedPlan& p, bool current) {
             {"basis", p.basis},         {"planner", p.planner},       {"decided_at_ms", p.decided_at_ms},
             {"version", p.version},     {"current", current}};
   j["wait_until_ms"] = p.wait_until_ms > 0 ? json(p.wait_until_ms) : json(nullptr);
-  json transfer = p.transfer_json.empty() ? json(nullptr) : json::parse(p.transfer_json, nullptr, false);
-  j["transfer"] = transfer.is_object() ? transfer : json(nullptr);
+  j["transfer"] = StoredProgress(p.transfer_json);
   return j;
 }
 
@@ -198,8 +197,7 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
   if (!doc.is_object()) return kNever;
   const json& decision = doc["decision"];
   if (decision.value("policy", "") != "reconfigure" || !decision.contains("transfer")) return kNever;
-  json progress = published.transfer_json.empty() ? json(nullptr)
-                                                  : json::parse(published.transfer_json, nullptr, false);
+  json progress = StoredProgress(published.transfer_json);
   if (!TransferWanted(progress, options_.transfer_attempts)) return kNever;
   if (!progress.is_object()) progress = NewTransferProgress(decision["transfer"]);
 

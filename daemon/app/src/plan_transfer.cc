@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <map>
 #include <thread>
 
 #include "reft/mutex.h"
@@ -42,6 +41,12 @@ void Apply(json* progress, const NodeResult& r) {
 }
 
 }  // namespace
+
+json StoredProgress(const std::string& transfer_json) {
+  if (transfer_json.empty()) return nullptr;
+  json p = json::parse(transfer_json, nullptr, false);
+  return p.is_object() ? p : json(nullptr);
+}
 
 json NewTransferProgress(const json& transfer) {
   json moves = json::array();

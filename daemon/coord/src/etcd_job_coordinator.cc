@@ -15,6 +15,13 @@ namespace reft::coord {
 
 namespace {
 
+// A compare-and-swap on a key (`expected_version` its mod revision) plus fences that failed:
+// true when the key itself was not replaced (absent, or still at `expected_version`), i.e. a
+// fence failed; false when another writer replaced it (r.gets[0].kvs[0] is the winner).
+bool KeyUnchanged(const TxnResult& r, int64_t expected_version) {
+  return r.gets.empty() || r.gets[0].kvs.empty() || r.gets[0].kvs[0].mod_revision == expected_version;
+}
+
 std::optional<KeyValue> First(const RangeResult& r) {
   if (r.kvs.empty()) return std::nullopt;
   return r.kvs.front();
@@ -798,7 +805,7 @@ Result<peer::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
     ApplyDecisionLocked(job, jobs_[job], kv);
     return d;
   }
-  if (r.gets.empty() || r.gets[0].kvs.empty() || r.gets[0].kvs[0].mod_revision == expected_version) {
+  if (KeyUnchanged(r, expected_version)) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[job].stale = true;
     return Status::Busy("the generation or commit point of job '" + job +
@@ -848,13 +855,11 @@ Result<peer::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& j
     p.version = r.revision;
     return p;
   }
-  const bool plan_unchanged = r.gets.empty() || r.gets[0].kvs.empty()
-                                  ? expected_version == 0
-                                  : r.gets[0].kvs[0].mod_revision == expected_version;
-  if (plan_unchanged) {
+  if (KeyUnchanged(r, expected_version)) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[job].stale = true;
-    return Status::Busy("the generation of job '" + job + "' moved while planning");
+    return Status::Busy("the generation of job '" + job + "' moved (or its published decision was "
+                        "removed) while planning");
   }
   const KeyValue& kv = r.gets[0].kvs[0];
   REFT_ASSIGN_OR_RETURN(peer::PublishedPlan p, DecodePlan(kv.key, kv.value));

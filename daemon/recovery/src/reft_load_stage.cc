@@ -23,7 +23,8 @@ uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // rank with the same coordinates only).
 struct LayerPlan {
   std::vector<StagedBuffer> buffers;
-  uint64_t size = 0;
+  uint64_t size = 0;   ///< of its memory (each buffer 4 KiB aligned)
+  uint64_t bytes = 0;  ///< the buffers' bytes
 };
 
 LayerPlan PlanLayer(const StepCatalog& catalog, int layer) {
@@ -42,6 +43,7 @@ LayerPlan PlanLayer(const StepCatalog& catalog, int layer) {
       sb.end = spec.sharded() ? spec.shard_total : spec.size;
       sb.offset = p.size;
       p.size = AlignUp(p.size + sb.end);
+      p.bytes += sb.end;
       p.buffers.push_back(std::move(sb));
     }
   }
@@ -69,9 +71,8 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
   RestoreStats* stats = &rep.stats;
   REFT_ASSIGN_OR_RETURN(int64_t newest, ChooseStep(job, stats));
   if (newest != step) {
-    return Status::Busy("the transfer plan is for step " + std::to_string(step) +
-                                      " of job '" + job + "'; its newest committed step is " +
-                                      std::to_string(newest));
+    return Status::Busy("the transfer plan is for step " + std::to_string(step) + " of job '" + job +
+                        "'; its newest committed step is " + std::to_string(newest));
   }
   staged_->DropBefore(job, step);
   std::vector<int> wanted;
@@ -125,9 +126,7 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
   if (!assembled.ok()) return LostOrUndecided(assembled, view);
   stats->detail = detail;
   for (Staging& s : staging) {
-    uint64_t bytes = 0;
-    for (const StagedBuffer& b : s.plan.buffers) bytes += b.end - b.begin;
-    rep.layers.push_back({s.layer, bytes, false});
+    rep.layers.push_back({s.layer, s.plan.bytes, false});
     staged_->Put(job, step, s.layer, std::move(s.memory), std::move(s.plan.buffers));
   }
   std::sort(rep.layers.begin(), rep.layers.end(),

@@ -36,6 +36,10 @@ struct StageOutcome {
 using Stager = std::function<Result<StageOutcome>(const std::string& node, const std::string& job,
                                                   int64_t step, const std::vector<int>& layers)>;
 
+/// \brief The progress document a published record carries (its `transfer_json`): null
+/// before the transfer started (or when unreadable).
+nlohmann::json StoredProgress(const std::string& transfer_json);
+
 /// \brief The progress document of a transfer that has not started: every move of the
 /// decision's `transfer` pending.
 nlohmann::json NewTransferProgress(const nlohmann::json& transfer);
