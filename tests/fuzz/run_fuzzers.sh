@@ -12,6 +12,7 @@
 # out-of-memory, failed property), 77 clang-14 / libclang-rt-14-dev missing (CTest: skipped).
 # New inputs a run discovers go to DIR/work/TARGET/corpus, never into the committed corpus;
 # a finding is saved as DIR/work/TARGET/crash-* (and printed in base64 when small).
+# libFuzzer's full output is kept in DIR/work/TARGET/fuzz.log; a failure prints its tail.
 # REFT_FUZZ_JOBS: build parallelism (default nproc). REFT_FUZZ_CC / REFT_FUZZ_CXX: compilers.
 set -euo pipefail
 
@@ -61,11 +62,16 @@ run() {
   # own default error exit code is 77, CTest's "skipped": use 1.
   export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0:handle_abort=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-  local rc=0
+  # libFuzzer's progress lines (thousands) go to a log: CI keeps only the head and the tail of
+  # a long output, and the lines that matter are the last ones (the report and the input).
+  local rc=0 log="$work/fuzz.log"
   (cd "$work" && "$exe" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2560 \
       -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 -print_funcs=0 \
-      -artifact_prefix="$work/" "$@" corpus "$seeds") || rc=$?
+      -artifact_prefix="$work/" "$@" corpus "$seeds") >"$log" 2>&1 || rc=$?
+  grep -m1 '^INFO: Seed:' "$log" || true
   if [ $rc -ne 0 ]; then
+    echo "--- the last 120 lines of libFuzzer's output ($log) ---"
+    grep -v -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|RELOAD)' "$log" | tail -n 120
     echo "FAILED: $target found a problem (exit $rc); reproduce with: $exe <input>"
     for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* "$work"/slow-unit-*; do
       [ -f "$f" ] || continue
@@ -74,6 +80,7 @@ run() {
     done
     exit 1
   fi
+  grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$log" || true
   echo "OK: $target ran ${seconds}s over $(ls "$seeds" | wc -l) seeds without a finding"
 }
 
