@@ -352,3 +352,25 @@ TEST_CASE("rerouting schedules never deadlock and never beat the failure-free pl
   }
   CHECK(feasible > 100);
 }
+
+TEST_CASE("odyssey: a uniform search plans identical pipelines and leaves the rest idle") {
+  auto m = Uniform(8);
+  SearchOptions o;
+  o.micro_batches = 12;
+  o.max_dp = 3;  // at most 3 pipelines: 7 nodes cannot all be used by identical ones
+  o.uniform = true;
+  auto p = BestPlan(m, 7, o);
+  REQUIRE(p.ok());
+  for (const auto& pipe : p->layers_per_stage) CHECK(pipe == p->layers_per_stage[0]);
+  int nodes = 0;
+  for (const auto& pipe : p->layers_per_stage) nodes += static_cast<int>(pipe.size());
+  CHECK(nodes <= 7);
+  CHECK(p->layers_per_stage.size() == 3);  // 3 x 2 beats 3 x 1 and 1 x 7 here
+  CHECK(p->layers_per_stage[0].size() == 2);
+  o.uniform = false;  // Odyssey's search uses every node, in pipelines of different lengths
+  auto mixed = BestPlan(m, 7, o);
+  REQUIRE(mixed.ok());
+  int all = 0;
+  for (const auto& pipe : mixed->layers_per_stage) all += static_cast<int>(pipe.size());
+  CHECK(all == 7);
+}

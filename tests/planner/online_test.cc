@@ -229,3 +229,45 @@ TEST_CASE("online: the positional assignment (the baseline) moves at least what 
   CHECK(compared > 0);
   CHECK_FALSE(online::Decide(m, json{{"policy", {{"assignment", "random"}}}}, Live(8, {1})).ok());
 }
+
+TEST_CASE("online: every decision is a layout a dp x tp x pp job can run") {
+  // DP4 x PP2 loses node n3 (stage 1 of pipeline 1). Rerouting that stage would keep pipeline
+  // 1's stage 0 running, which no dp x tp x pp layout expresses: refused, with the reason.
+  auto m = Job(4, 2, 3);
+  // Device memory for half the model: every plan keeps two stages per pipeline.
+  const json profile = {{"cluster", {{"device_memory", 20000000}, {"memory_margin", 0}}}};
+  auto out = online::Decide(m, profile, Live(8, {3}));
+  REQUIRE(out.ok());
+  const json& d = (*out)["decision"];
+  INFO(out->dump(2));
+  const json* reroute = nullptr;
+  for (const auto& c : d["candidates"])
+    if (c["policy"] == "reroute") reroute = &c;
+  REQUIRE(reroute != nullptr);
+  CHECK((*reroute)["feasible"] == false);
+  CHECK((*reroute)["why"].get<std::string>().find("pipeline 1 lost 1 of its 2 stages") != std::string::npos);
+  // The chosen layout: identical pipelines of at least two stages on the survivors (7 nodes
+  // cannot all be used: the rest stay spares).
+  REQUIRE(d["policy"] == "reconfigure");
+  const json& pipes = d["new_layout"]["pipelines"];
+  REQUIRE(pipes.size() >= 2);
+  std::set<std::string> used;
+  for (const auto& p : pipes) {
+    CHECK(p["stages"].size() >= 2);
+    CHECK(p["stages"].size() == pipes[0]["stages"].size());
+    CHECK(p["stages"].back()["layers"]["last"] == 5);
+    for (size_t s = 0; s < p["stages"].size(); ++s) {
+      CHECK(p["stages"][s]["layers"] == pipes[0]["stages"][s]["layers"]);
+      CHECK(used.insert(p["stages"][s]["node"].get<std::string>()).second);
+    }
+  }
+  CHECK(used.count("n3") == 0);
+  CHECK(used.size() < 7);
+
+  // A data-parallel job that loses a whole replica may reroute: its layout drops a pipeline.
+  auto dp = online::Decide(Job(3, 1, 4), nullptr, Live(3, {1}));
+  REQUIRE(dp.ok());
+  INFO(dp->dump(2));
+  for (const auto& c : (*dp)["decision"]["candidates"])
+    if (c["policy"] == "reroute") CHECK(c["feasible"] == true);
+}

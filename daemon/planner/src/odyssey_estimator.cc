@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "reft/planner/odyssey.h"
@@ -303,9 +304,47 @@ Result<std::vector<int>> SplitLayers(const ModelProfile& m, int S, int nb, const
   return best;
 }
 
+namespace {
+
+// BestPlan restricted to dp identical pipelines of pp stages. Pipelines may get different
+// micro-batch counts (DistributeBatch); the layer split is chosen for the busiest one, which
+// bounds the step, and every pipeline uses it.
+Result<ExecutionPlan> BestUniformPlan(const ModelProfile& m, int nodes, const SearchOptions& o) {
+  const int L = static_cast<int>(m.layers.size());
+  const int max_pp = std::min({o.max_pp ? o.max_pp : nodes, nodes, L});
+  ExecutionPlan best;
+  best.step_time = std::numeric_limits<double>::infinity();
+  for (int pp = std::max(1, o.min_pp); pp <= max_pp; ++pp) {
+    const int dp = std::min(nodes / pp, o.max_dp ? o.max_dp : nodes);
+    if (dp < std::max(1, o.min_dp)) continue;
+    const std::vector<int> lens(dp, pp);
+    const auto mb = DistributeBatch(o.micro_batches, lens);
+    if (std::find(mb.begin(), mb.end(), 0) != mb.end()) continue;
+    auto split = SplitLayers(m, pp, *std::max_element(mb.begin(), mb.end()), o);
+    if (!split.ok()) continue;
+    ExecutionPlan p;
+    p.layers_per_stage.assign(dp, *split);
+    p.micro_batches = mb;
+    double step = 0;
+    for (int b : std::set<int>(mb.begin(), mb.end()))
+      step = std::max(step, SimulatePipeline(StageSpec(m, *split, b, o.edge_latency))->makespan);
+    p.compute_time = step;
+    p.sync = GradientSync(m, DevicesOfPipelines(p.layers_per_stage), o.network);
+    p.step_time = step + p.sync.ms;
+    if (Shorter(p.step_time, best.step_time)) best = p;  // ties: fewer stages
+  }
+  if (best.layers_per_stage.empty())
+    return Status::InvalidArgument("cluster.nodes: no uniform dp x pp plan for " + std::to_string(nodes) +
+                                   " nodes within the DP/PP ranges and device memory");
+  return best;
+}
+
+}  // namespace
+
 Result<ExecutionPlan> BestPlan(const ModelProfile& m, int nodes, const SearchOptions& o) {
   const int L = static_cast<int>(m.layers.size());
   if (nodes < 1) return Status::InvalidArgument("cluster.nodes: no live node to plan for");
+  if (o.uniform) return BestUniformPlan(m, nodes, o);
   const int max_pp = std::min({o.max_pp ? o.max_pp : nodes, nodes, L});
   const int min_pp = std::max(1, o.min_pp);
   const int max_dp = o.max_dp ? o.max_dp : nodes;

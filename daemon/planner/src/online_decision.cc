@@ -71,6 +71,27 @@ struct Profile {
   std::string note;
 };
 
+// Rerouting keeps every pipeline and gives a dead stage's micro-batches to its live peers; a
+// reft job restarts all its ranks as one dp x tp x pp layout, which can drop whole pipelines
+// but not one stage of a pipeline whose other stages go on. Such a reroute is refused (its
+// pipeline's survivors are reconfigured instead).
+void RefuseStageReroute(const odyssey::Layout& cur, const std::vector<bool>& alive,
+                        odyssey::FailureEvaluation* ev) {
+  for (size_t d = 0; d < cur.node.size(); ++d) {
+    const auto& pipe = cur.node[d];
+    const auto live = std::count_if(pipe.begin(), pipe.end(), [&](int u) { return alive[u]; });
+    if (live == 0 || live == static_cast<long>(pipe.size())) continue;
+    for (auto& c : ev->candidates) {
+      if (c.policy != odyssey::Policy::kReroute || !c.feasible) continue;
+      c.feasible = false;
+      c.score = 0;
+      c.why = "pipeline " + std::to_string(d) + " lost " + std::to_string(pipe.size() - live) + " of its " +
+              std::to_string(pipe.size()) +
+              " stages: rerouting them keeps its other stages, and a dp x tp x pp layout cannot";
+    }
+  }
+}
+
 }  // namespace
 
 Status CheckProfile(const json& doc, int layers) {
@@ -171,6 +192,10 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
 
   // The running plan: dp pipelines of the registered stages.
   odyssey::SearchOptions so;
+  // Deviation from Odyssey: its plan search mixes pipelines of different lengths, but a reft
+  // job restarts as one dp x tp x pp layout (that is what a restore reshapes into), so the
+  // decision only chooses among plans a job can run; nodes beyond dp·pp stay spares.
+  so.uniform = true;
   const json& pjob = Member(profile, "job");
   JobSpec job;
   if (!pjob.is_null()) {
@@ -274,6 +299,7 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     }
   } else {
     ev = odyssey::EvaluateFailure(prof->model, cur, failed, alive, so.micro_batches, so, costs);
+    RefuseStageReroute(cur, alive, &ev);
   }
 
   // Restart on spares from memory: the same layout, each lost node's ranks on a spare.

@@ -57,6 +57,10 @@ struct SearchOptions {
   double memory_margin = 0.10;
   double edge_latency = 0;
   NetworkSpec network;            ///< gradient all-reduce links
+  /// Only plans whose pipelines all have the same stages (what a dp × tp × pp job runs: reft
+  /// restores such layouts only); nodes beyond dp·pp stay idle. False: Odyssey's search over
+  /// pipelines of different lengths, every node used.
+  bool uniform = false;
 };
 /// \brief Fills compute_time (eq. 10 over the simulated pipelines), sync and step_time of `p`.
 Status EstimateStep(const ModelProfile& m, const SearchOptions& o, ExecutionPlan& p);
@@ -91,7 +95,8 @@ std::vector<int> DistributeBatch(int n_m, const std::vector<int>& pipeline_nodes
 /// Even layer split; enumerates placements of the remainder layers; drops OOM; fastest wins.
 Result<std::vector<int>> SplitLayers(const ModelProfile& m, int stages, int micro_batches,
                                      const SearchOptions& o);
-/// Best plan on `nodes` nodes over asymmetric pipeline-length multisets within R_dp × R_pp.
+/// Best plan on `nodes` nodes over asymmetric pipeline-length multisets within R_dp × R_pp
+/// (with `o.uniform`, over dp identical pipelines of pp stages, dp·pp <= nodes).
 Result<ExecutionPlan> BestPlan(const ModelProfile& m, int nodes, const SearchOptions& o);
 /// Algorithm 1 corrected: best plan for N − i nodes, i = 1..max_faults.
 std::vector<Result<ExecutionPlan>> PlanTable(const ModelProfile& m, int nodes, int max_faults,
