@@ -392,6 +392,11 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreReply* m) {
     }
     m->report.reshaped = reshaped == 1;
     REFT_RETURN_NOT_OK(r.Bytes(&m->report.from_layout, l.max_string_bytes, "report.from_layout"));
+    if (!m->report.reshaped && m->report.from_layout.empty()) {
+      // What Encode never writes (a probe's trailer names the layout it found): one encoding
+      // per message.
+      return Status::Protocol("restore reply: a probe trailer without the saved layout");
+    }
     for (auto* names : {&m->report.filled, &m->report.untouched}) {
       uint32_t n = 0;
       REFT_RETURN_NOT_OK(r.Count(&n, l.max_buffers, 4, "report.buffers"));

@@ -103,6 +103,22 @@ TEST_CASE("messages round-trip through the codec") {
   CHECK(rr2.report.filled == rr.report.filled);
   CHECK(rr2.report.untouched == rr.report.untouched);
   rr.report.reshaped = false;
+  // A probe trailer (2) must name the saved layout: without it Encode writes no trailer, so
+  // accepting one would give the message two encodings (found by local_frame_fuzzer).
+  {
+    rr.report.from_layout.clear();
+    std::vector<uint8_t> bytes = Encode(rr);
+    const size_t plain = bytes.size();
+    bytes.push_back(2);
+    bytes.resize(plain + 1 + 4 + 4 + 4, 0);  // empty layout, no filled, no untouched
+    Status s = Decode(bytes, l, &rr2);
+    CHECK(s.code() == StatusCode::kProtocol);
+    CHECK(s.message().find("probe trailer without the saved layout") != std::string::npos);
+    rr.report.from_layout = "dp=4,tp=1,pp=1,zero=1";  // a real probe round-trips
+    REQUIRE(Decode(Encode(rr), l, &rr2).ok());
+    CHECK(!rr2.report.reshaped);
+    CHECK(rr2.report.from_layout == rr.report.from_layout);
+  }
 
   // A restore request: empty = no reshape (what older clients send); one byte otherwise.
   RestoreRequest req, req2;
