@@ -37,6 +37,10 @@ def parse_bytes(text):
     return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
 
 
+def ratio(a, b):
+    return f"{a / b:.2f}" if b > 0 else "-"  # nothing to move: no limit to compare with
+
+
 def publication(node):
     doc = node.ctl("plan", "show", "--job", JOB, json_output=True)
     return doc, doc["publication"]
@@ -113,7 +117,7 @@ def main():
                 continue
             print(f"{layers:>3} {assignment:>13} {r['moves']:>5} {r['bytes'] / 2**20:>9.1f} "
                   f"{r['busiest'] / 2**20:>11.1f} {r['transfer_s']:>10.2f} {r['limit_s']:>8.2f} "
-                  f"{r['transfer_s'] / max(r['limit_s'], 1e-9):>10.2f} {r['to_layers_in_place_s']:>16.2f}  {r['shape']}",
+                  f"{ratio(r['transfer_s'], r['limit_s']):>10} {r['to_layers_in_place_s']:>16.2f}  {r['shape']}",
                   flush=True)
         km, pos = results["kuhn_munkres"], results["positional"]
         if km["policy"] == pos["policy"] == "reconfigure" and pos["bytes"] > 0:
