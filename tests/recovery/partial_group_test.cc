@@ -4,6 +4,7 @@
 // assemble the whole group. Real stores and peers on loopback (recovery_fixture.h).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "recovery_fixture.h"
@@ -101,4 +102,70 @@ TEST_CASE("part of a group whose lost shard only a decode gives back assembles t
   CHECK(r.stats.bytes_rebuilt > 0);  // decoded from the parity
   CHECK(r.stats.bytes_parity > 0);
   CHECK_THAT(r.detail, !Catch::Contains("shard range(s) read"));
+}
+
+TEST_CASE("a node lacks of a buffer what no slot of its own holds, and reads the rest locally",
+          "[recovery][reshape]") {
+  Cluster c(4);
+  c.Converge();
+  const JobSpec spec = MakeJob(/*dp=*/4, /*tp=*/1, /*pp=*/1, "arc1", /*with_unique=*/false);
+  c.WriteStep(spec, RotatedPlacement(spec, 4), 1);
+  TestNode& at = c.node(0);
+  ReftLoad load(at.store.get(), at.peer.get(), TestOptions());
+  auto described = load.DescribeNewest(spec.job);
+  REQUIRE(described.ok());
+  uint64_t size = 0;
+  for (const auto& b : spec.buffers)
+    if (b.name == "w.layers") size = b.size;
+  auto missing = RangesNotHeldHere(described->catalog, described->view, "w.layers", 0);
+  REQUIRE(missing.ok());
+  // The node holds its rank's shard and an ARC copy of its neighbour's: about half of 4 shards.
+  uint64_t lacking = 0, last_end = 0;
+  for (const auto& [b, e] : *missing) {
+    CHECK(b >= last_end);  // sorted, disjoint
+    CHECK(b < e);
+    lacking += e - b;
+    last_end = e;
+  }
+  CHECK(lacking > size / 4);
+  CHECK(lacking < size);
+  // Reading every byte: the lacking ranges come from peers, the others from this node alone.
+  auto read = [&](const std::vector<std::pair<uint64_t, uint64_t>>& ranges, RestoreStats* stats) {
+    std::vector<uint8_t> buf(size, 0xee);
+    std::vector<RangeRequest> reqs;
+    for (const auto& [b, e] : ranges) {
+      RangeRequest r;
+      r.name = "w.layers";
+      r.begin = b;
+      r.end = e;
+      r.dst = buf.data() + b;
+      reqs.push_back(r);
+    }
+    RegionReader reader(at.store.get(), at.peer.get());
+    Fetcher fetcher(&reader, TestOptions(), stats);
+    REQUIRE(AssembleRanges(described->catalog, described->view, &fetcher, reqs, stats,
+                           std::chrono::steady_clock::now() + std::chrono::seconds(30))
+                .ok());
+    return buf;
+  };
+  std::vector<std::pair<uint64_t, uint64_t>> held;
+  uint64_t at_byte = 0;
+  for (const auto& [b, e] : *missing) {
+    if (b > at_byte) held.emplace_back(at_byte, b);
+    at_byte = e;
+  }
+  if (at_byte < size) held.emplace_back(at_byte, size);
+  RestoreStats from_peers, from_here;
+  auto a = read(*missing, &from_peers);
+  auto b = read(held, &from_here);
+  CHECK(from_peers.bytes_peer == lacking);
+  CHECK(from_here.bytes_peer == 0);
+  CHECK(from_here.bytes_local == size - lacking);
+  const auto want = Expected(spec, "w.layers", 1, 0, size);
+  for (const auto& [lo, hi] : *missing) {
+    CHECK(std::equal(a.begin() + lo, a.begin() + hi, want.begin() + lo));
+  }
+  for (const auto& [lo, hi] : held) {
+    CHECK(std::equal(b.begin() + lo, b.begin() + hi, want.begin() + lo));
+  }
 }

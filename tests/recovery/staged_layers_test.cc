@@ -1,5 +1,5 @@
-// StagedLayers: the bytes a transfer plan staged, served to reshaped restores only where they
-// cover a request whole, and dropped with the step they belong to.
+// StagedLayers: the bytes a transfer plan staged, served to reshaped restores where they cover
+// a request (the gaps passed on), and dropped with the step they belong to.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -43,7 +43,7 @@ RangeRequest Request(const std::string& name, uint64_t begin, uint64_t end, uint
 
 }  // namespace
 
-TEST_CASE("staged layers serve the requests they cover whole and pass on the others", "[staged]") {
+TEST_CASE("staged layers serve what they cover and pass on the rest", "[staged]") {
   StagedLayers staged;
   Stage(&staged, "j", 7, 3);
   CHECK(staged.Staged("j", 7, 3) == uint64_t{100 + 64});
@@ -72,13 +72,20 @@ TEST_CASE("staged layers serve the requests they cover whole and pass on the oth
   CHECK(rest[2].tp == 1);
   CHECK(per_rank == std::vector<uint8_t>(8, 0xee));
 
-  // A range that leaves the staged one is not served in part.
+  // A range that leaves the staged one: its staged part is served, the rest passed on with
+  // its destination moved along.
   std::vector<uint8_t> beyond(10, 0xee);
   served = 0;
   rest = staged.Serve("j", 7, {Request("opt", 60, 70, beyond.data())}, &served);
-  CHECK(served == 0);
-  CHECK(rest.size() == 1);
+  CHECK(served == 4);
+  for (int i = 0; i < 4; ++i) CHECK(beyond[i] == static_cast<uint8_t>(260 + i - 256));
+  REQUIRE(rest.size() == 1);
+  CHECK(rest[0].begin == 64);
+  CHECK(rest[0].end == 70);
+  CHECK(rest[0].dst == beyond.data() + 4);
+  CHECK(beyond[4] == 0xee);
   // Another step of the job is another snapshot: nothing is served from this one.
+  served = 0;
   rest = staged.Serve("j", 8, {Request("w", 0, 100, w.data())}, &served);
   CHECK(served == 0);
   CHECK(rest.size() == 1);
@@ -100,4 +107,28 @@ TEST_CASE("staged layers go when the job commits a newer step; staging again rep
   Stage(&staged, "k", 4, 1);
   CHECK_FALSE(staged.Staged("k", 3, 0));
   CHECK(staged.bytes() == 8192);
+}
+
+TEST_CASE("staged pieces of one buffer leave gaps a restore reads from its own slots", "[staged]") {
+  // What a node stages of a buffer it holds part of: the other members' shards, here bytes
+  // [0, 30) and [60, 90) of "w" (the node holds [30, 60) and [90, 100) itself).
+  auto mem = MappedMemfd::Create("staged-gaps", 8192);
+  REQUIRE(mem.ok());
+  for (int i = 0; i < 30; ++i) mem->data()[i] = static_cast<uint8_t>(i);
+  for (int i = 0; i < 30; ++i) mem->data()[4096 + i] = static_cast<uint8_t>(60 + i);
+  StagedLayers staged;
+  staged.Put("j", 7, 0, std::move(*mem), {{"w", 0, 60, 90, 4096}, {"w", 0, 0, 30, 0}});
+  CHECK(staged.Staged("j", 7, 0) == uint64_t{60});
+
+  std::vector<uint8_t> w(100, 0xee);
+  uint64_t served = 0;
+  auto rest = staged.Serve("j", 7, {Request("w", 10, 100, w.data())}, &served);
+  CHECK(served == 20 + 30);
+  for (int i = 10; i < 30; ++i) CHECK(w[i - 10] == i);
+  for (int i = 60; i < 90; ++i) CHECK(w[i - 10] == i);
+  REQUIRE(rest.size() == 2);  // [30, 60) and [90, 100), in order, each at its own destination
+  CHECK((rest[0].begin == 30 && rest[0].end == 60 && rest[0].dst == w.data() + 20));
+  CHECK((rest[1].begin == 90 && rest[1].end == 100 && rest[1].dst == w.data() + 80));
+  CHECK(w[20] == 0xee);
+  CHECK(w[80] == 0xee);
 }

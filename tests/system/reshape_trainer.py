@@ -30,6 +30,7 @@ LAYERS = 6
 WEIGHT = [40_000, 24_004, 65_536, 12_000, 33_336, 8_192]   # float32 elements per layer
 BIAS = [1_001, 999, 4_097, 17, 2_049, 513]                  # bytes
 OPTIM = [100_003, 77_777, 131_071, 5_003, 64_001, 9_999]    # bytes of each layer's state
+RNG_BYTES = 4096                                                # per rank "rng" (unique, no shard)
 UNTOUCHED = 0xEE  # what "rng" holds before a restore
 
 
@@ -88,7 +89,7 @@ class Rank:
         if args.register_unknown:  # a name the saved step does not have
             self.unknown = np.zeros(64, dtype=np.uint8)
             self.client.register("layers.unknown.weight", self.unknown)
-        self.rng = np.full(4096, UNTOUCHED, dtype=np.uint8)
+        self.rng = np.full(RNG_BYTES, UNTOUCHED, dtype=np.uint8)
         self.client.register("rng", self.rng, kind="unique")
 
     def rng_name(self):

@@ -188,7 +188,7 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
             staged = metrics[n.node_id].get("reft_plan_staged_bytes", 0)
             assert (staged > 0) == (n.node_id in receivers), (n.node_id, staged, receivers)
         coordinator = moved["publication"]["planner"]
-        assert metrics[coordinator]['reft_plan_transfer_moves_total{result="done"}'] == len(moves)
+        assert metrics[coordinator]['reft_plan_transfer_hosts_total{result="done"}'] == len(progress["hosts"])
 
         shown = [wait_publication(n, "decided") for n in survivors]
         pubs = [d["publication"] for d in shown]
@@ -370,3 +370,54 @@ def test_a_sender_lost_while_the_layers_move_is_planned_again_and_nothing_is_los
                                                     "--restore", "--reshape", "--then", "1", *scale)
                     for p in places}
         reshaped_ok({rank: t.result() for rank, t in trainers.items()}, "dp=3", then=1)
+
+
+def test_each_node_of_the_new_layout_stages_the_shards_it_lacks_and_restores_locally():
+    # A data-parallel job of 3 ranks, ARC(1): each node holds its own shard of the replicated
+    # state and a copy of its neighbour's, not the third. One node is lost with no spare; the
+    # job goes on with 2 ranks, each of which needs every byte. Before the ranks restart, each
+    # survivor pulls exactly the part it lacks (one shard: the lost node's, or the survivor's
+    # whose copy was on the lost node — the latter from the ARC copy the other survivor holds),
+    # and the restores then read nothing from peers but a per-rank buffer whose rank's node is
+    # gone (per-rank state goes only to the rank with the same coordinates; it is not staged).
+    config = CONFIG + "\n[planner]\nmode = \"automatic\"\nspare_wait_ms = 0\n"
+    with LocalCluster(nodes=3, config=config, metrics=True) as cluster:
+        nodes = cluster.nodes
+        train(nodes, JOB, 1, 3, "arc1")
+        lost = nodes[1]
+        lose(lost)
+        survivors = [nodes[0], nodes[2]]
+        doc = wait_transfer(survivors[0])
+        progress = doc["publication"]["transfer"]
+        assert progress["state"] == "done", progress
+        assert doc["decision"]["policy"] in ("reroute", "reconfigure", "restart"), doc["decision"]
+        assert doc["decision"]["transfer"]["executed"] is True
+        hosts = {h["node"]: h for h in progress["hosts"]}
+        assert set(hosts) == {n.node_id for n in survivors}, progress
+        # Every layer's replicated and sharded bytes, as registered.
+        total = sum(p + o for _, p, o in registered_layers())
+        for node, h in hosts.items():
+            assert h["state"] == "done" and h["layers"] == list(range(rt.LAYERS)), h
+            # About a third of the state each (one of three shards; the sharding rounds).
+            assert total / 4 < h["bytes_staged"] < total / 2, (h, total)
+        assert progress["bytes_staged"] == sum(h["bytes_staged"] for h in hosts.values())
+        assert progress["bytes_from_peers"] == progress["bytes_staged"], progress
+        table = survivors[1].ctl("plan", "show", "--job", JOB).stdout
+        assert "staging what they lack" in table and "STAGED" in table, table
+
+        world = reft.elastic.world_size(doc)
+        assert world == 2
+        places = [reft.elastic.coordinates(survivors[0].socket, JOB, rank=r, world_size=world,
+                                           reftctl=cluster.reftctl) for r in range(world)]
+        assert all(p.transfer == "done" for p in places), places
+        by_id = {n.node_id: n for n in survivors}
+        trainers = {(p.dp_rank, p.node): Trainer(by_id[p.node], JOB, 0, p.dp_rank, 1, p.dp, "arc1",
+                                                 "--restore", "--reshape", "--then", "1") for p in places}
+        results = {rank: t.result() for rank, t in trainers.items()}
+        reshaped_ok(results, "dp=3", then=1)
+        for (dp_rank, node), lines in results.items():
+            detail = lines[0]["report"]["detail"]
+            saved_here = nodes[dp_rank].node_id == node  # the saved rank's "rng" is on this node
+            from_peers = 0 if saved_here else rt.RNG_BYTES
+            assert "staged on this node" in detail, (node, detail)
+            assert detail.endswith(f"; {from_peers} bytes from peers"), (dp_rank, node, detail)

@@ -15,9 +15,10 @@ every step with ARC(1) protection. Then:
 4. node2 is lost for good and no spare comes (torch trainer only). The job's coordinator waits
    a few seconds for one, then decides how the job goes on with two nodes (Odyssey's score
    over restarting on a spare, rerouting, reconfiguring and restarting) and publishes the
-   decision in etcd; `reftctl plan show` prints it. The launcher places the ranks of the new
-   layout with reft.elastic, each restores with reshape=True — bit for bit, the same digests —
-   and training finishes with two ranks.
+   decision in etcd; `reftctl plan show` prints it. Before the ranks restart, each survivor
+   pulls what it lacks of the layers' state (the lost node's shard, unless it holds its ARC
+   copy). The launcher places the ranks of the new layout with reft.elastic, each restores with
+   reshape=True — bit for bit, the same digests — and training finishes with two ranks.
 """
 import os
 import signal
@@ -127,13 +128,17 @@ def stop_job(ranks):
 
 
 def wait_for_decision(node, timeout=120):
-    """The job's published decision once final (reft.plan through node's socket)."""
+    """The job's published decision once final and its transfer plan ran (reft.plan through
+    node's socket)."""
     import reft
     deadline = time.time() + timeout
     while True:
         doc = reft.plan(node.socket, JOB, reftctl=node.cluster.reftctl)
         pub = doc["publication"]
-        if pub is not None and pub["current"] and pub["state"] in ("decided", "confirmed"):
+        final = pub is not None and pub["current"] and pub["state"] in ("decided", "confirmed")
+        moved = "transfer" not in doc["decision"] or (
+            pub["transfer"] is not None and pub["transfer"]["state"] in ("done", "failed"))
+        if final and moved:
             return doc
         if time.time() > deadline:
             raise TimeoutError(f"no final decision for job '{JOB}' after {timeout}s: {pub}")
@@ -157,6 +162,12 @@ def lose_a_node_for_good(cluster, nodes, ranks, record, steps, restored):
     places = [reft.elastic.placement_from_plan(doc, r, world) for r in range(world)]
     say(f"decision of {doc['publication']['planner']}: {doc['decision']['policy']}; the job goes "
         f"on with {world} ranks: " + ", ".join(f"dp rank {p.dp_rank} on {p.node}" for p in places))
+    transfer = doc["publication"]["transfer"]
+    if transfer is not None:
+        say("before the ranks restart, each node of the new layout pulled what it lacks of the "
+            "layers' state (the lost node's shard where no copy of it is local): " +
+            ", ".join(f"{h['node']} {h.get('bytes_staged', 0)} bytes" for h in transfer["hosts"]) +
+            f" ({transfer['state']})")
     by_id = {n.node_id: n for n in nodes if n is not lost}
     ranks, again = start_job(cluster, [by_id[p.node] for p in sorted(places, key=lambda p: p.dp_rank)],
                              record, steps, reshape=True)
@@ -183,7 +194,7 @@ def run():
     # Mutual TLS between the daemons (and for reftctl), as in production: a CA of the
     # cluster's own and a certificate per node id (tools/reft-certs.sh, docs/security.md).
     with LocalCluster(nodes=RANKS, build_dir=find_build_dir(), config=CONFIG,
-                      tls=True) as cluster:
+                      tls=True, keep=bool(os.environ.get("REFT_DEMO_KEEP"))) as cluster:
         nodes = list(cluster.nodes)
         record = os.path.join(cluster.root, "records")
         say(f"mutual TLS: CA and per-node certificates in {cluster.tls.dir}")

@@ -126,11 +126,37 @@ void PrintPlan(const nlohmann::json& d) {
       state = Str(t["state"]) + " (attempt " + Str(t["attempts"]) + "; " + Str(t["bytes_staged"]) + " bytes staged, " +
               Str(t["bytes_fetched"]) + " read, " + Str(t["bytes_from_peers"]) + " from peers)";
     }
-    std::printf("\ntransfer plan, %s bytes: %s\n", Str(dec["transfer"]["total_bytes"]).c_str(), state.c_str());
-    if (executing) {
-      PrintTable({"LAYER", "FROM", "TO", "BYTES", "STATE"}, rows);
-    } else {
-      PrintTable({"LAYER", "FROM", "TO", "BYTES"}, rows);
+    std::printf("\ntransfer plan, %s bytes moved between stages: %s\n", Str(dec["transfer"]["total_bytes"]).c_str(),
+                state.c_str());
+    if (!rows.empty()) {
+      if (executing) {
+        PrintTable({"LAYER", "FROM", "TO", "BYTES", "STATE"}, rows);
+      } else {
+        PrintTable({"LAYER", "FROM", "TO", "BYTES"}, rows);
+      }
+    }
+    // Every node of the new layout stages what it lacks of its layers (the moves above, and the
+    // other members' shards of the layers it keeps).
+    const auto& hosts = executing && pub["transfer"].contains("hosts") ? pub["transfer"]["hosts"]
+                                                                       : dec["transfer"].value("hosts", nlohmann::json::array());
+    rows.clear();
+    for (const auto& h : hosts) {
+      std::string layers;
+      for (const auto& l : h["layers"]) layers += (layers.empty() ? "" : ",") + Str(l);
+      std::vector<std::string> row = {Str(h["node"]), layers};
+      if (executing) {
+        row.push_back(h.contains("bytes_staged") ? Str(h["bytes_staged"]) : "-");
+        row.push_back(Str(h["state"]) + (h.contains("error") ? ": " + Str(h["error"]) : ""));
+      }
+      rows.push_back(std::move(row));
+    }
+    if (!rows.empty()) {
+      std::printf("\nnodes of the new layout, staging what they lack of their layers:\n");
+      if (executing) {
+        PrintTable({"NODE", "LAYERS", "STAGED", "STATE"}, rows);
+      } else {
+        PrintTable({"NODE", "LAYERS"}, rows);
+      }
     }
   }
 }

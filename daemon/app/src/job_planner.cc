@@ -196,17 +196,17 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
   const json doc = json::parse(published.plan_json, nullptr, false);
   if (!doc.is_object()) return kNever;
   const json& decision = doc["decision"];
-  if (decision.value("policy", "") != "reconfigure" || !decision.contains("transfer")) return kNever;
+  if (!decision.contains("transfer")) return kNever;  // no new layout to restart in
   json progress = StoredProgress(published.transfer_json);
   if (!TransferWanted(progress, options_.transfer_attempts)) return kNever;
-  if (!progress.is_object()) progress = NewTransferProgress(decision["transfer"]);
+  if (!progress.is_object() || !progress.contains("hosts")) progress = NewTransferProgress(decision["transfer"]);
 
   // Each publication is a compare-and-swap on the last one: a newer decision (a new loss, a
   // new generation) replaces this one, and its transfer plan is the one that runs.
   peer::PublishedPlan record = published;
   auto publish = [&](const json& p) {
     {
-      // Stopping: start no further node (the next coordinator resumes the moves not done).
+      // Stopping: start no further node (the next coordinator resumes the hosts not done).
       Wakeup& w = *wakeup_;
       MutexLock lock(w.mu);
       if (w.stop) return false;
@@ -223,8 +223,9 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
     record = *in_force;
     return true;
   };
-  spdlog::info("planner: job {} (step {}): executing the transfer plan ({} moves, {} bytes)", job,
-               published.step, progress["moves"].size(), decision["transfer"].value("total_bytes", 0));
+  spdlog::info("planner: job {} (step {}): executing the transfer plan ({} nodes, {} layer moves of {} bytes)", job,
+               published.step, progress["hosts"].size(), progress["moves"].size(),
+               decision["transfer"].value("total_bytes", 0));
   const json final_progress =
       RunTransfer(std::move(progress), job, published.step, stager_, options_.transfer_concurrency, publish);
   const std::string state = final_progress["state"];

@@ -1,10 +1,12 @@
 /// \file plan_transfer.cc
-/// \brief RunTransfer: the moves of a transfer plan, one stage call per receiving node.
+/// \brief RunTransfer: a transfer plan, one stage call per node of the new layout.
 
 #include "reft/app/plan_transfer.h"
 
 #include <algorithm>
 #include <condition_variable>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "reft/mutex.h"
@@ -23,15 +25,22 @@ struct NodeResult {
 
 void Apply(json* progress, const NodeResult& r) {
   json& p = *progress;
-  for (json& mv : p["moves"]) {
-    if (mv["to_node"] != r.node || mv["state"] == "done") continue;
+  auto settle = [&](json& entry) {
     if (r.outcome.ok()) {
-      mv["state"] = "done";
-      mv.erase("error");
+      entry["state"] = "done";
+      entry.erase("error");
     } else {
-      mv["state"] = "failed";
-      mv["error"] = r.outcome.status().ToString();
+      entry["state"] = "failed";
+      entry["error"] = r.outcome.status().ToString();
     }
+  };
+  for (json& h : p["hosts"]) {
+    if (h["node"] != r.node) continue;
+    settle(h);
+    if (r.outcome.ok()) h["bytes_staged"] = r.outcome->bytes_staged;
+  }
+  for (json& mv : p["moves"]) {
+    if (mv["to_node"] == r.node && mv["state"] != "done") settle(mv);
   }
   if (r.outcome.ok()) {
     p["bytes_staged"] = p.value("bytes_staged", uint64_t{0}) + r.outcome->bytes_staged;
@@ -55,9 +64,18 @@ json NewTransferProgress(const json& transfer) {
     m["state"] = "pending";
     moves.push_back(std::move(m));
   }
+  json hosts = json::array();
+  if (transfer.contains("hosts")) {
+    for (const json& h : transfer["hosts"]) hosts.push_back({{"node", h["node"]}, {"layers", h["layers"]}});
+  } else {  // a decision published before hosts were: its moves' receivers
+    std::map<std::string, std::set<int>> layers;
+    for (const json& mv : moves) layers[mv.value("to_node", "")].insert(mv.value("layer", -1));
+    for (const auto& [node, ls] : layers) hosts.push_back({{"node", node}, {"layers", ls}});
+  }
+  for (json& h : hosts) h["state"] = "pending";
   return {{"state", "pending"}, {"attempts", 0},      {"started_at_ms", nullptr},
           {"finished_at_ms", nullptr}, {"bytes_staged", 0}, {"bytes_fetched", 0},
-          {"bytes_from_peers", 0},  {"moves", moves}};
+          {"bytes_from_peers", 0},  {"hosts", hosts},   {"moves", moves}};
 }
 
 bool TransferWanted(const json& progress, int max_attempts) {
@@ -70,14 +88,11 @@ bool TransferWanted(const json& progress, int max_attempts) {
 
 json RunTransfer(json progress, const std::string& job, int64_t step, const Stager& stage,
                  int concurrency, const std::function<bool(const json&)>& publish) {
-  // The layers each receiving node still needs, in the order the plan lists them.
+  // The hosts not done yet, each with every layer it will host.
   std::vector<std::pair<std::string, std::vector<int>>> work;
-  for (const json& mv : progress["moves"]) {
-    if (mv.value("state", "") == "done") continue;
-    const std::string to = mv.value("to_node", "");
-    auto it = std::find_if(work.begin(), work.end(), [&](const auto& w) { return w.first == to; });
-    if (it == work.end()) it = work.insert(work.end(), {to, {}});
-    it->second.push_back(mv.value("layer", -1));
+  for (const json& h : progress["hosts"]) {
+    if (h.value("state", "") == "done") continue;
+    work.emplace_back(h.value("node", ""), h.value("layers", std::vector<int>{}));
   }
   progress["state"] = "running";
   progress["attempts"] = progress.value("attempts", 0) + 1;
@@ -121,9 +136,9 @@ json RunTransfer(json progress, const std::string& job, int64_t step, const Stag
   }
   for (auto& t : threads) t.join();
 
-  const json& moves = progress["moves"];
-  const bool all_done = std::all_of(moves.begin(), moves.end(),
-                                    [](const json& mv) { return mv.value("state", "") == "done"; });
+  const json& hosts = progress["hosts"];
+  const bool all_done = std::all_of(hosts.begin(), hosts.end(),
+                                    [](const json& h) { return h.value("state", "") == "done"; });
   progress["state"] = all_done ? "done" : "failed";
   progress["finished_at_ms"] = UnixMs();
   if (in_force) publish(progress);

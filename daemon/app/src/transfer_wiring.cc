@@ -76,7 +76,7 @@ void ServeTransferPlans(peer::PeerNode* peer, recovery::ReftLoad* restore,
       return o;
     };
     auto r = staged_on();
-    metrics->IncTransferMoves(r.ok(), layers.size());
+    metrics->IncTransferHosts(r.ok());
     if (!r.ok()) spdlog::warn("transfer plan of job {}: staging on {} failed: {}", job, node, r.status().ToString());
     return r;
   });

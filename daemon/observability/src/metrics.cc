@@ -186,11 +186,11 @@ Metrics::Metrics()
                        .Register(r)
                        .Add({});
   auto& moves = BuildCounter()
-                    .Name("reft_plan_transfer_moves_total")
-                    .Help("Moves of transfer plans this node ran as the job's coordinator, by result")
+                    .Name("reft_plan_transfer_hosts_total")
+                    .Help("Nodes this node, as the job's coordinator, asked to stage what they lack of a transfer plan, by result")
                     .Register(r);
-  transfer_moves_[0] = &moves.Add({{"result", "failed"}});
-  transfer_moves_[1] = &moves.Add({{"result", "done"}});
+  transfer_hosts_[0] = &moves.Add({{"result", "failed"}});
+  transfer_hosts_[1] = &moves.Add({{"result", "done"}});
   auto& peers = BuildGauge().Name("reft_peers").Help("Peers known to this node, by state").Register(r);
   for (int s = 0; s < static_cast<int>(PeerState::kCount); ++s) {
     peers_[s] = &peers.Add({{"state", ToString(static_cast<PeerState>(s))}});
@@ -287,8 +287,8 @@ void Metrics::SetStagedBytes(double bytes) { staged_->Set(bytes); }
 
 void Metrics::AddStagedBytes(uint64_t bytes) { staged_total_->Increment(static_cast<double>(bytes)); }
 
-void Metrics::IncTransferMoves(bool ok, uint64_t n) {
-  transfer_moves_[ok ? 1 : 0]->Increment(static_cast<double>(n));
+void Metrics::IncTransferHosts(bool ok) {
+  transfer_hosts_[ok ? 1 : 0]->Increment();
 }
 void Metrics::SetRepairedFaults(uint64_t total) {
   const double now = static_cast<double>(total);

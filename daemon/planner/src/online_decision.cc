@@ -385,14 +385,32 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     decision["new_layout"] = {{"pipelines", pipelines}, {"micro_batches", ev.new_plan->micro_batches},
                               {"step_ms", ev.new_plan->step_time}};
   }
-  if (policy == "reconfigure") {
+  if (policy == "reroute" || policy == "reconfigure" || policy == "restart") {
+    // The job restarts in the new layout: before it does, every node of it pulls what it lacks
+    // of the layers it will host (`hosts`). `moves` are the whole layers that change stage
+    // (Kuhn–Munkres, reconfiguration only); the rest a node lacks are the other members' shards
+    // of layers it keeps, which only the node can tell (its own slots and the copies it holds).
     json moves = json::array();
-    for (const auto& mv : ev.transfer.moves)
-      moves.push_back({{"layer", mv.layer}, {"from_node", NodeOf(unit_nodes[ev.live_ids[mv.from]])},
-                       {"to_node", NodeOf(unit_nodes[ev.live_ids[mv.to]])}, {"bytes", mv.bytes}});
-    decision["transfer"] = {{"moves", moves}, {"total_bytes", ev.transfer.total_bytes},
-                            {"max_sender_bytes", ev.transfer.max_sender_bytes},
-                            {"max_receiver_bytes", ev.transfer.max_receiver_bytes},
+    const bool km = policy == "reconfigure";
+    if (km) {
+      for (const auto& mv : ev.transfer.moves)
+        moves.push_back({{"layer", mv.layer}, {"from_node", NodeOf(unit_nodes[ev.live_ids[mv.from]])},
+                         {"to_node", NodeOf(unit_nodes[ev.live_ids[mv.to]])}, {"bytes", mv.bytes}});
+    }
+    std::map<std::string, std::set<int>> hosted;
+    for (const auto& pipe : pipelines)
+      for (const auto& st : pipe["stages"]) {
+        if (!st["node"].is_string() || st["layers"]["first"].is_null()) continue;  // rerouted: nobody hosts it
+        for (int l = st["layers"]["first"]; l <= st["layers"]["last"].get<int>(); ++l)
+          hosted[st["node"].get<std::string>()].insert(l);
+      }
+    json hosts = json::array();
+    for (const auto& [node, layers] : hosted) hosts.push_back({{"node", node}, {"layers", layers}});
+    decision["transfer"] = {{"moves", moves},
+                            {"hosts", hosts},
+                            {"total_bytes", km ? ev.transfer.total_bytes : 0},
+                            {"max_sender_bytes", km ? ev.transfer.max_sender_bytes : 0},
+                            {"max_receiver_bytes", km ? ev.transfer.max_receiver_bytes : 0},
                             {"executed", false}};
   }
   out["decision"] = decision;

@@ -287,11 +287,16 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
         staged_ != nullptr ? staged_->Serve(meta.job, step, requests, &staged) : requests;
     stats->bytes_staged += staged;
     stats->bytes_local += staged;
+    const uint64_t peer_before = stats->bytes_peer;
     Status s = rest.empty() ? Status::OK()
                             : AssembleRanges(*catalog, view, &fetcher, rest, stats, deadline, detail);
     if (s.ok() && staged > 0) {
       *detail = std::to_string(staged) + " bytes from layers staged on this node" +
                 (detail->empty() ? "" : "; " + *detail);
+    }
+    if (s.ok()) {
+      *detail += (detail->empty() ? "" : "; ") + std::to_string(stats->bytes_peer - peer_before) +
+                 " bytes from peers";
     }
     return s;
   }, request);

@@ -18,16 +18,17 @@ constexpr uint64_t kAlign = 4096;
 
 uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// A layer's stageable buffers: every (name, tp) of a replicated or sharded buffer registered
-// with the layer, whole. Per-rank buffers stay with their rank (a reshape gives them to the
-// rank with the same coordinates only).
+// What staging a layer here fetches: the ranges of each (name, tp) of its replicated and
+// sharded buffers that no slot on this node holds (RangesNotHeldHere), each 4 KiB aligned in
+// the layer's memory. Per-rank buffers stay with their rank (a reshape gives them to the rank
+// with the same coordinates only).
 struct LayerPlan {
   std::vector<StagedBuffer> buffers;
-  uint64_t size = 0;   ///< of its memory (each buffer 4 KiB aligned)
-  uint64_t bytes = 0;  ///< the buffers' bytes
+  uint64_t size = 0;   ///< of its memory
+  uint64_t bytes = 0;  ///< the ranges' bytes
 };
 
-LayerPlan PlanLayer(const StepCatalog& catalog, int layer) {
+Result<LayerPlan> PlanLayer(const StepCatalog& catalog, const ClusterView& view, int layer) {
   LayerPlan p;
   for (const auto& [name, saved] : catalog.buffers) {
     std::set<int> tps;
@@ -37,14 +38,18 @@ LayerPlan PlanLayer(const StepCatalog& catalog, int layer) {
       if (spec.kind == protect::BufferKind::kUnique && !spec.sharded()) continue;
       const int tp = catalog.groups[b.group].tp;
       if (!tps.insert(tp).second) continue;  // saved by another stage too (tied weights): once
-      StagedBuffer sb;
-      sb.name = name;
-      sb.tp = tp;
-      sb.end = spec.sharded() ? spec.shard_total : spec.size;
-      sb.offset = p.size;
-      p.size = AlignUp(p.size + sb.end);
-      p.bytes += sb.end;
-      p.buffers.push_back(std::move(sb));
+      REFT_ASSIGN_OR_RETURN(ByteRanges missing, RangesNotHeldHere(catalog, view, name, tp));
+      for (const auto& [begin, end] : missing) {
+        StagedBuffer sb;
+        sb.name = name;
+        sb.tp = tp;
+        sb.begin = begin;
+        sb.end = end;
+        sb.offset = p.size;
+        p.size = AlignUp(p.size + (end - begin));
+        p.bytes += end - begin;
+        p.buffers.push_back(std::move(sb));
+      }
     }
   }
   return p;
@@ -100,7 +105,9 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
       return Status::InvalidArgument("step " + std::to_string(step) + " of job '" + job +
                                      "' has no buffer of layer " + std::to_string(layer));
     }
-    Staging s{layer, PlanLayer(*catalog, layer), {}};
+    auto plan = PlanLayer(*catalog, view, layer);
+    if (!plan.ok()) return plan.status();
+    Staging s{layer, std::move(*plan), {}};
     if (s.plan.size > 0) {
       REFT_ASSIGN_OR_RETURN(s.memory, MappedMemfd::Create("reft-staged " + job + " layer " +
                                                               std::to_string(layer),

@@ -20,6 +20,19 @@ std::string GroupName(const SavedGroup& g) {
   return "pp" + std::to_string(g.pp) + "-tp" + std::to_string(g.tp);
 }
 
+// Copies on this node before those of peers: the same verified bytes, without the network
+// (a node that staged part of a layer reads the rest from its own slots).
+std::vector<Source> LocalFirst(std::vector<Source> sources) {
+  std::stable_partition(sources.begin(), sources.end(),
+                        [](const Source& s) { return s.slot != nullptr && s.slot->local; });
+  return sources;
+}
+
+bool AnyLocal(const std::vector<Source>& sources) {
+  return std::any_of(sources.begin(), sources.end(),
+                     [](const Source& s) { return s.slot != nullptr && s.slot->local; });
+}
+
 // An item reading bytes [lo, hi) of member `dp`'s unique buffer `name` into dst: its own slot
 // first, then its ring neighbour's copy (peer or AOR region), each source shifted by `lo`.
 FetchItem UniquePart(const ClusterView& view, const StepCatalog& c, const SavedGroup& g, int dp,
@@ -30,7 +43,7 @@ FetchItem UniquePart(const ClusterView& view, const StepCatalog& c, const SavedG
             std::to_string(c.step);
   it.dst = dst;
   it.size = hi - lo;
-  it.sources = UniqueSources(view, g.meta.meta.ForMember(dp), c.step, dp, name);
+  it.sources = LocalFirst(UniqueSources(view, g.meta.meta.ForMember(dp), c.step, dp, name));
   for (auto& s : it.sources) s.region_offset += lo;
   return it;
 }
@@ -79,7 +92,7 @@ std::vector<FetchItem> DirectReplicatedItems(const ClusterView& view, const Step
                 std::to_string(d) + " of " + GroupName(g) + " step " + std::to_string(c.step);
       it.dst = r->dst + (a - begin);
       it.size = e - a;
-      it.sources = ShardSources(view, g.meta.meta, geo, c.step, d);
+      it.sources = LocalFirst(ShardSources(view, g.meta.meta, geo, c.step, d));
       for (auto& src : it.sources) src.region_offset += a - sb;
       items.push_back(std::move(it));
     }
@@ -100,6 +113,38 @@ std::vector<PartOverlap> OverlappingParts(const protect::BufferSpec& spec, int m
     if (a < e) out.push_back({d, a - pb, e - pb, a - begin});
   }
   return out;
+}
+
+Result<ByteRanges> RangesNotHeldHere(const StepCatalog& catalog, const ClusterView& view,
+                                     const std::string& name, int tp) {
+  REFT_ASSIGN_OR_RETURN(const SavedBuffer* saved, catalog.Find(name, tp, -1));
+  const SavedGroup& g = catalog.groups[saved->group];
+  const protect::BufferSpec& spec = saved->spec;
+  ByteRanges missing;
+  auto add = [&](uint64_t a, uint64_t e) {
+    if (!missing.empty() && missing.back().second == a) missing.back().second = e;
+    else missing.emplace_back(a, e);
+  };
+  if (spec.kind == protect::BufferKind::kReplicated) {
+    // The buffer's bytes within the group's canonical vector, cut by the members' shards.
+    const protect::SgGeometry& geo = g.geometry;
+    const uint64_t base = CanonicalOffset(g, name);
+    for (int d = 0; d < geo.m; ++d) {
+      const uint64_t sb = geo.shard_begin[d], se = sb + geo.ShardSize(d);
+      const uint64_t a = std::max(base, sb), e = std::min(base + spec.size, se);
+      if (a >= e) continue;
+      if (!AnyLocal(ShardSources(view, g.meta.meta, geo, catalog.step, d))) add(a - base, e - base);
+    }
+  } else if (spec.sharded()) {
+    for (const PartOverlap& p : OverlappingParts(spec, catalog.layout.dp, 0, spec.shard_total)) {
+      if (!AnyLocal(UniqueSources(view, g.meta.meta.ForMember(p.dp), catalog.step, p.dp, name))) {
+        add(p.at, p.at + (p.hi - p.lo));
+      }
+    }
+  } else {
+    return Status::InvalidArgument("buffer '" + name + "' is saved per rank: it has no ranges to stage");
+  }
+  return missing;
 }
 
 Status AssembleRanges(const StepCatalog& catalog, const ClusterView& view, Fetcher* fetcher,

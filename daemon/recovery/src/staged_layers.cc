@@ -4,6 +4,7 @@
 
 #include "reft/recovery/staged_layers.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace reft::recovery {
@@ -48,18 +49,41 @@ std::vector<RangeRequest> StagedLayers::Serve(const std::string& job, int64_t st
   if (staged.empty()) return requests;
   std::vector<RangeRequest> rest;
   for (const RangeRequest& r : requests) {
-    bool done = false;
+    if (r.pp >= 0) {
+      rest.push_back(r);
+      continue;
+    }
+    // The staged pieces of this buffer inside the request, in order: each is copied, and the
+    // gaps between them (bytes this node holds in its own slots, or nobody staged) go on to
+    // be assembled.
+    std::vector<std::pair<const Layer*, const StagedBuffer*>> pieces;
     for (const auto& layer : staged) {
       for (const StagedBuffer& b : layer->buffers) {
-        if (r.pp >= 0 || b.name != r.name || b.tp != r.tp || r.begin < b.begin || r.end > b.end) continue;
-        std::memcpy(r.dst, layer->memory.data() + b.offset + (r.begin - b.begin), r.end - r.begin);
-        *served += r.end - r.begin;
-        done = true;
-        break;
+        if (b.name == r.name && b.tp == r.tp && b.begin < r.end && b.end > r.begin) {
+          pieces.emplace_back(layer.get(), &b);
+        }
       }
-      if (done) break;
     }
-    if (!done) rest.push_back(r);
+    std::sort(pieces.begin(), pieces.end(),
+              [](const auto& x, const auto& y) { return x.second->begin < y.second->begin; });
+    uint64_t at = r.begin;
+    auto gap = [&](uint64_t until) {
+      if (until <= at) return;
+      RangeRequest g = r;
+      g.begin = at;
+      g.end = until;
+      g.dst = r.dst + (at - r.begin);
+      rest.push_back(std::move(g));
+    };
+    for (const auto& [layer, b] : pieces) {
+      const uint64_t a = std::max(at, b->begin), e = std::min(r.end, b->end);
+      if (a >= e) continue;  // overlaps what an earlier piece served
+      gap(a);
+      std::memcpy(r.dst + (a - r.begin), layer->memory.data() + b->offset + (a - b->begin), e - a);
+      *served += e - a;
+      at = e;
+    }
+    gap(r.end);
   }
   return rest;
 }

@@ -119,8 +119,8 @@ class Metrics {
   void SetStagedBytes(double bytes);
   /// This node staged `bytes` of layers (a move of a transfer plan).
   void AddStagedBytes(uint64_t bytes);
-  /// A transfer plan's move finished (as the job's coordinator sees it).
-  void IncTransferMoves(bool ok, uint64_t n = 1);
+  /// A node of a transfer plan finished staging what it lacks (as the job's coordinator sees it).
+  void IncTransferHosts(bool ok);
 
   // --- membership ---
   /// Number of peers currently in `state` (the peer component sets all states each round).
@@ -160,7 +160,7 @@ class Metrics {
   prometheus::Histogram* gossip_rtt_ = nullptr;
   prometheus::Gauge* staged_ = nullptr;
   prometheus::Counter* staged_total_ = nullptr;
-  std::array<prometheus::Counter*, 2> transfer_moves_{};  // failed, done
+  std::array<prometheus::Counter*, 2> transfer_hosts_{};  // failed, done
 };
 
 }  // namespace reft::observability

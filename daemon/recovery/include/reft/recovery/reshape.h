@@ -104,6 +104,14 @@ struct PartOverlap {
 std::vector<PartOverlap> OverlappingParts(const protect::BufferSpec& spec, int members,
                                           uint64_t begin, uint64_t end);
 
+/// \brief Byte ranges [first, second) of saved buffer `name` (replicated or sharded, at tensor
+/// index `tp`) that no slot on this node holds, neither as its own part nor as a copy of
+/// another member's: what this node must fetch to serve the whole buffer locally. Sorted and
+/// disjoint; empty when the node holds all of it.
+using ByteRanges = std::vector<std::pair<uint64_t, uint64_t>>;
+Result<ByteRanges> RangesNotHeldHere(const StepCatalog& catalog, const ClusterView& view,
+                                     const std::string& name, int tp);
+
 /// \brief Fills every request. Replicated bytes come from their group's canonical vector,
 /// assembled in place when the requests of a group lay it out exactly (the common case of a
 /// dp change), else into a scratch memfd. `detail` (optional) gets where each group's parts

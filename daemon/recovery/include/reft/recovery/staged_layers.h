@@ -3,12 +3,13 @@
 /// \brief Layers of a committed step staged on the node that will host them after a
 /// reconfiguration (docs/planner.md "Executing the transfer plan").
 ///
-/// The planner's transfer plan names, for every layer a surviving node will host and does not
-/// hold, the node it moves to. Executing it pulls the layer's bytes (every replicated buffer and
-/// every sharded buffer registered with that `layer`, whole) to that node before the trainers
-/// restart; a reshaped restore on the node then takes them from here instead of assembling
-/// them from the holders. Buffers saved per rank (unique without a shard) are not staged: a
-/// reshape gives them only to the rank with the same coordinates, which reads its own.
+/// After a decision that restarts the job in a new layout, every node of that layout pulls the
+/// bytes of the layers it will host that no slot of its own holds (of every replicated buffer
+/// and every sharded buffer registered with the layer: whole layers a Kuhn–Munkres move brings,
+/// and the other members' shards of the layers it kept) before the trainers restart; a
+/// reshaped restore on the node then takes them from here and the rest from its own slots,
+/// instead of from the holders. Buffers saved per rank (unique without a shard) are not
+/// staged: a reshape gives them only to the rank with the same coordinates, which reads its own.
 ///
 /// The staged bytes are a cache of a committed step, verified when they were fetched: losing
 /// them loses nothing (the restore reads the holders), and they are dropped as soon as the job
@@ -49,10 +50,10 @@ class StagedLayers {
   void Put(const std::string& job, int64_t step, int layer, MappedMemfd memory,
            std::vector<StagedBuffer> buffers);
 
-  /// \brief Copies the bytes of every request that a staged layer of (`job`, `step`) covers
-  /// whole to its destination; returns the other requests (to be assembled from the holders)
-  /// and adds the bytes copied to `*served`. Requests for per-rank buffers (pp >= 0) are never
-  /// served from here.
+  /// \brief Copies the bytes of the requests that staged layers of (`job`, `step`) cover to
+  /// their destinations; returns what is left (whole requests, or the gaps between staged
+  /// pieces: bytes the node holds itself, to be assembled) and adds the bytes copied to
+  /// `*served`. Requests for per-rank buffers (pp >= 0) are never served from here.
   std::vector<RangeRequest> Serve(const std::string& job, int64_t step,
                                   const std::vector<RangeRequest>& requests,
                                   uint64_t* served) const;
