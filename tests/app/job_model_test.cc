@@ -98,4 +98,12 @@ TEST_CASE("job model: layers, stages and bytes from the committed step's buffers
   CHECK(m.layers[1].stage == 1);  // "tied", saved by both stages, does not move the layer
   CHECK(m.layers[1].param_bytes == 8000 + 64);
   CHECK(m.layers[1].optimizer_bytes == 32);
+  // Without ARC copies a member of the dp = 2 stage holds half of the replicated bytes (its
+  // shard) and both partitioned parts (its own and its neighbour's copy).
+  CHECK(m.layers[0].held_share == Approx((0.5 * 4010 + 1001) / 5011.0));
+  // With ARC(1) it also holds a copy of the other member's shard: the whole layer.
+  for (auto& g : cat.groups) g.meta.meta.scheme.arc = 1;
+  auto with_arc = reft::app::BuildJobModel(cat, [](const reft::store::RankKey&) { return std::string("n"); },
+                                           std::nullopt);
+  CHECK(with_arc.layers[0].held_share == Approx(1.0));
 }

@@ -374,3 +374,31 @@ TEST_CASE("odyssey: a uniform search plans identical pipelines and leaves the re
   for (const auto& pipe : mixed->layers_per_stage) all += static_cast<int>(pipe.size());
   CHECK(all == 7);
 }
+
+TEST_CASE("A13: Kuhn-Munkres counts what a holder of sharded layers still pulls", "[odyssey]") {
+  // One position hosts layers 0..2 (100 bytes each). n0 kept layers 0 and 1 of a DP4 stage
+  // (it holds a quarter of each: its shard and nothing more), n1 holds layer 2 whole.
+  const std::vector<std::vector<int>> held = {{0, 1}, {2}};
+  const std::vector<std::vector<int>> roles = {{0, 1, 2}};
+  const std::vector<uint64_t> bytes = {100, 100, 100};
+  // Whole-layer holdings (Odyssey's model): n0 lacks one layer, n1 two: n0 is chosen.
+  auto whole = PlanTransfer(held, roles, bytes);
+  REQUIRE(whole.ok());
+  CHECK(whole->position_of_node == std::vector<int>{0, -1});
+  CHECK(whole->total_bytes == 100);
+  CHECK(whole->fill_bytes == 0);
+  // With what n0 really holds it would pull 75 + 75 + 100: n1 pulling 200 is cheaper.
+  const std::vector<double> share = {0.25, 0.25, 1.0};
+  auto sharded = PlanTransfer(held, roles, bytes, share);
+  REQUIRE(sharded.ok());
+  CHECK(sharded->position_of_node == std::vector<int>{-1, 0});
+  CHECK(sharded->total_bytes == 200);
+  CHECK(sharded->fill_bytes == 0);
+  CHECK(sharded->max_receiver_bytes == 200);
+  // The baseline keeps n0 at position 0 and counts its fills.
+  auto positional = PositionalTransfer(held, roles, bytes, share);
+  REQUIRE(positional.ok());
+  CHECK(positional->total_bytes == 100);
+  CHECK(positional->fill_bytes == 150);
+  CHECK(positional->max_receiver_bytes == 250);
+}

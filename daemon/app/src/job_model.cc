@@ -50,9 +50,22 @@ planner::online::JobModelView BuildJobModel(const recovery::StepCatalog& catalog
       l.optimizer_bytes += spec.size * parts * static_cast<uint64_t>(m.dp);
     }
   }
+  // What one member of a stage holds of a layer: REFT shards the replicated bytes over the dp
+  // members, each keeping its shard and ARC copies of the next `arc` members' shards; a
+  // partitioned (or per-rank) buffer's part is kept by its member and copied to one neighbour.
+  int arc = 0;
+  if (!catalog.groups.empty()) arc = catalog.groups.front().meta.meta.scheme.arc;
+  const double dp = std::max(1, m.dp);
+  const double replicated_share = std::min(1.0, (1 + arc) / dp);
+  const double partitioned_share = std::min(1.0, (m.dp >= 2 ? 2 : 1) / dp);
   for (auto& [index, l] : layers) {
     // A buffer several stages save (tied weights) does not move the layer off its own stage.
     if (auto it = own_stage.find(index); it != own_stage.end()) l.stage = it->second;
+    if (l.bytes() > 0) {
+      l.held_share = (replicated_share * static_cast<double>(l.param_bytes) +
+                      partitioned_share * static_cast<double>(l.optimizer_bytes)) /
+                     static_cast<double>(l.bytes());
+    }
     m.layers.push_back(l);
   }
   if (step_time) {

@@ -154,8 +154,9 @@ FailureEvaluation EvaluateFailure(const ModelProfile& m, const Layout& cur, cons
     std::vector<uint64_t> bytes = costs.layer_bytes;
     if (bytes.empty())
       for (int l = 0; l < L; ++l) bytes.push_back(m.StateBytes(l));
-    auto tr = costs.positional_transfer ? PositionalTransfer(held, StageLayerLists(*ev.new_plan), bytes)
-                                        : PlanTransfer(held, StageLayerLists(*ev.new_plan), bytes);
+    const auto roles = StageLayerLists(*ev.new_plan);
+    auto tr = costs.positional_transfer ? PositionalTransfer(held, roles, bytes, costs.held_share)
+                                        : PlanTransfer(held, roles, bytes, costs.held_share);
     if (tr.ok()) {
       ev.transfer = *tr;
       rc.feasible = true;

@@ -287,6 +287,7 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
 
   REFT_ASSIGN_OR_RETURN(auto costs, ParseRecoveryCosts(Member(profile, "policy"), live_units));
   costs.layer_bytes = layer_bytes;
+  for (const auto& l : m.layers) costs.held_share.push_back(l.held_share);
   std::vector<int> ids(U);
   for (int u = 0; u < U; ++u) ids[u] = u;
   const auto cur = odyssey::Layout::Of(running, ids);
@@ -391,7 +392,7 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     // (Kuhn–Munkres, reconfiguration only); the rest a node lacks are the other members' shards
     // of layers it keeps, which only the node can tell (its own slots and the copies it holds).
     json moves = json::array();
-    const bool km = policy == "reconfigure";
+    const bool km = policy != "reroute";  // a new plan: Kuhn–Munkres placed the survivors
     if (km) {
       for (const auto& mv : ev.transfer.moves)
         moves.push_back({{"layer", mv.layer}, {"from_node", NodeOf(unit_nodes[ev.live_ids[mv.from]])},
@@ -406,8 +407,16 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
       }
     json hosts = json::array();
     for (const auto& [node, layers] : hosted) hosts.push_back({{"node", node}, {"layers", layers}});
+    // Estimated: each node keeping a layer holds `held_share` of it (the node knows exactly).
+    uint64_t fill = km ? ev.transfer.fill_bytes : 0;
+    if (!km) {
+      for (const auto& [node, layers] : hosted)
+        for (int l : layers)
+          fill += static_cast<uint64_t>(static_cast<double>(m.layers[l].bytes()) * (1.0 - m.layers[l].held_share));
+    }
     decision["transfer"] = {{"moves", moves},
                             {"hosts", hosts},
+                            {"fill_bytes", fill},
                             {"total_bytes", km ? ev.transfer.total_bytes : 0},
                             {"max_sender_bytes", km ? ev.transfer.max_sender_bytes : 0},
                             {"max_receiver_bytes", km ? ev.transfer.max_receiver_bytes : 0},

@@ -1,15 +1,17 @@
 """Odyssey's transfer experiment (A13) executed by the agents: 8 reftd on loopback run a DP4 x PP2
 job of L equal layers (reshape_trainer.py --uniform L:MIB); one node is lost with no spare; the
-job's coordinator decides a reconfiguration onto the 7 survivors and its receiving nodes stage
-the layers they lack (docs/planner.md "Executing the transfer plan"), each node's link throttled
-to --link. The same run with the baseline assignment (survivor i keeps position i, attached as
-`policy.assignment = "positional"`) gives the comparison.
+job's coordinator decides a reconfiguration onto the 7 survivors and every node of the new
+layout stages what it lacks of its layers — the layers the Kuhn-Munkres plan moves to it, and
+the other members' shards of the layers it keeps (docs/planner.md "Executing the transfer
+plan") — each node's link throttled to --link. The same run with the baseline assignment
+(survivor i keeps position i, attached as `policy.assignment = "positional"`) gives the
+comparison.
 
-Per run: bytes moved, the busiest receiver's bytes, the transfer time (first stage call to the
-last one done, from the published progress) against the link limit (busiest receiver's bytes /
-link bandwidth: every receiver pulls through its own throttled link, in parallel), and the time
-from the loss to the moved layers being in place (detection by the lease, the decision, the
-transfer). Reduction = 1 - Kuhn-Munkres / positional.
+Per run: the plan's moved bytes, the bytes actually staged, the busiest node's staged bytes, the
+transfer time (first stage call to the last one done, from the published progress) against the
+link limit (busiest node's bytes / link bandwidth: every node pulls through its own throttled
+link, in parallel), and the time from the loss to the state being in place (detection by the
+lease, the decision, the transfer). Reduction = 1 - Kuhn-Munkres / positional.
 
     REFT_BUILD_DIR=build /usr/bin/python3 tools/bench/planner/transfer_exec_bench.py \\
         --layers 4,8,16 --mib 16 --link 25M
@@ -79,14 +81,14 @@ def one_run(layers, mib, link, assignment, lost_index, memory_fraction):
             time.sleep(0.2)
         assert t["state"] == "done", t
         moves = t["moves"]
-        per_receiver = {}
-        for m in moves:
-            per_receiver[m["to_node"]] = per_receiver.get(m["to_node"], 0) + m["bytes"]
-        busiest = max(per_receiver.values()) if per_receiver else 0
+        # What each node of the new layout pulled: the moved layers, and the other members'
+        # shards of the layers it kept.
+        busiest = max((h.get("bytes_staged", 0) for h in t["hosts"]), default=0)
         transfer_s = (t["finished_at_ms"] - t["started_at_ms"]) / 1000
         limit_s = busiest / parse_bytes(link)
         shape = [len(p["stages"]) for p in doc["decision"]["new_layout"]["pipelines"]]
-        return {"policy": "reconfigure", "shape": shape, "moves": len(moves), "bytes": t["bytes_staged"],
+        return {"policy": "reconfigure", "shape": shape, "moves": len(moves),
+                "moved": sum(m["bytes"] for m in moves), "bytes": t["bytes_staged"],
                 "fetched": t["bytes_fetched"], "busiest": busiest, "transfer_s": transfer_s,
                 "limit_s": limit_s, "to_layers_in_place_s": t["finished_at_ms"] / 1000 - t_loss,
                 "decided_after_s": pub["decided_at_ms"] / 1000 - t_loss}
@@ -105,7 +107,7 @@ def main():
     args = ap.parse_args()
     print(f"A13 executed: DP{DP} x PP{PP} on {DP * PP} reftd, {args.mib} MiB per layer, links {args.link}/s, "
           f"node{args.lost} lost, device memory {args.memory_fraction:g} x the model's state", flush=True)
-    print(f"{'L':>3} {'assignment':>13} {'moves':>5} {'MiB moved':>9} {'busiest MiB':>11} {'transfer s':>10} "
+    print(f"{'L':>3} {'assignment':>13} {'moves':>5} {'MiB moved':>9} {'MiB staged':>10} {'busiest MiB':>11} {'transfer s':>10} "
           f"{'limit s':>8} {'xfer/limit':>10} {'loss->in place s':>16}  new plan (stages per pipeline)", flush=True)
     for layers in (int(x) for x in args.layers.split(",")):
         results = {}
@@ -115,13 +117,13 @@ def main():
             if r["policy"] != "reconfigure":
                 print(f"{layers:>3} {assignment:>13} decision {r['policy']}: no transfer", flush=True)
                 continue
-            print(f"{layers:>3} {assignment:>13} {r['moves']:>5} {r['bytes'] / 2**20:>9.1f} "
+            print(f"{layers:>3} {assignment:>13} {r['moves']:>5} {r['moved'] / 2**20:>9.1f} {r['bytes'] / 2**20:>10.1f} "
                   f"{r['busiest'] / 2**20:>11.1f} {r['transfer_s']:>10.2f} {r['limit_s']:>8.2f} "
                   f"{ratio(r['transfer_s'], r['limit_s']):>10} {r['to_layers_in_place_s']:>16.2f}  {r['shape']}",
                   flush=True)
         km, pos = results["kuhn_munkres"], results["positional"]
         if km["policy"] == pos["policy"] == "reconfigure" and pos["bytes"] > 0:
-            print(f"    L={layers}: bytes moved -{1 - km['bytes'] / pos['bytes']:.1%}, transfer time "
+            print(f"    L={layers}: bytes staged -{1 - km['bytes'] / pos['bytes']:.1%}, transfer time "
                   f"-{1 - km['transfer_s'] / pos['transfer_s']:.1%}, loss to layers in place "
                   f"-{1 - km['to_layers_in_place_s'] / pos['to_layers_in_place_s']:.1%} (Kuhn-Munkres vs positional)",
                   flush=True)

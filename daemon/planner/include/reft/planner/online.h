@@ -34,6 +34,9 @@ struct LayerBytes {
   int stage = 0;  ///< pipeline stage (pp) that registered it
   uint64_t param_bytes = 0;
   uint64_t optimizer_bytes = 0;
+  /// The fraction of the layer's bytes one member of its stage holds in its slots: its own
+  /// shard (or part) and the copies of its neighbours' it keeps (1: whole layers).
+  double held_share = 1.0;
   uint64_t bytes() const { return param_bytes + optimizer_bytes; }
 };
 
