@@ -98,12 +98,44 @@ TEST_CASE("job model: layers, stages and bytes from the committed step's buffers
   CHECK(m.layers[1].stage == 1);  // "tied", saved by both stages, does not move the layer
   CHECK(m.layers[1].param_bytes == 8000 + 64);
   CHECK(m.layers[1].optimizer_bytes == 32);
-  // Without ARC copies a member of the dp = 2 stage holds half of the replicated bytes (its
-  // shard) and both partitioned parts (its own and its neighbour's copy).
-  CHECK(m.layers[0].held_share == Approx((0.5 * 4010 + 1001) / 5011.0));
-  // With ARC(1) it also holds a copy of the other member's shard: the whole layer.
-  for (auto& g : cat.groups) g.meta.meta.scheme.arc = 1;
-  auto with_arc = reft::app::BuildJobModel(cat, [](const reft::store::RankKey&) { return std::string("n"); },
-                                           std::nullopt);
-  CHECK(with_arc.layers[0].held_share == Approx(1.0));
+  // Without geometry (no replicated layout known) a rank holds only its partitioned part.
+  REQUIRE(m.held.size() == 4);
+  CHECK(m.held[0][0] == 501);  // pp0 dp0: part 0 of optim.l0 (a one-member geometry)
+}
+
+TEST_CASE("job model: what each rank's slot holds of each layer, shards and copies") {
+  using reft::protect::BufferKind;
+  reft::recovery::StepCatalog cat;
+  cat.job = "j";
+  cat.step = 9;
+  cat.layout.dp = 2;
+  cat.layout.pp = 1;
+  cat.layout.tp = 1;
+  cat.groups.resize(1);
+  auto add = [&](reft::protect::BufferSpec spec) { cat.buffers[spec.name].push_back({0, spec}); };
+  add(Spec("l0.b", 10, 0, BufferKind::kReplicated));
+  add(Spec("l0.w", 4000, 0, BufferKind::kReplicated));
+  add(Spec("l1.w", 64, 1, BufferKind::kReplicated));
+  add(Spec("optim.l0", 501, 0, BufferKind::kUnique, 1001));
+  // The replicated bytes end to end by name, cut in two shards at 2048.
+  auto& geo = cat.groups[0].geometry;
+  geo.m = 2;
+  geo.buffers = {{"l0.b", 0, 10}, {"l0.w", 10, 4000}, {"l1.w", 4010, 64}};
+  geo.total = 4074;
+  geo.shard_begin = {0, 2048, 4074};
+  auto lookup = [](const reft::store::RankKey&) { return std::string("n"); };
+  // Unprotected: each member holds its shard and its part; together exactly the layer.
+  auto m = reft::app::BuildJobModel(cat, lookup, std::nullopt);
+  REQUIRE(m.held.size() == 2);
+  CHECK(m.held[0][0] == 10 + 2038 + 501);  // shard 0 = l0.b and the start of l0.w; part 0
+  CHECK(m.held[1][0] == 1962 + 500);       // the rest of l0.w; part 1
+  CHECK(m.held[0][0] + m.held[1][0] == m.layers[0].bytes());
+  CHECK(m.held[0][1] == 0);  // l1.w lies in shard 1 only
+  CHECK(m.held[1][1] == 64);
+  // ARC(1): member 0 also keeps shard 1, member 1 shard 0, and the ring copies of the parts:
+  // both hold every layer whole.
+  cat.groups[0].meta.meta.scheme.arc = 1;
+  auto arc = reft::app::BuildJobModel(cat, lookup, std::nullopt);
+  CHECK(arc.held[0] == std::vector<uint64_t>{m.layers[0].bytes(), 64});
+  CHECK(arc.held[1] == std::vector<uint64_t>{m.layers[0].bytes(), 64});
 }

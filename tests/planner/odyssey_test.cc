@@ -388,7 +388,7 @@ TEST_CASE("A13: Kuhn-Munkres counts what a holder of sharded layers still pulls"
   CHECK(whole->total_bytes == 100);
   CHECK(whole->fill_bytes == 0);
   // With what n0 really holds it would pull 75 + 75 + 100: n1 pulling 200 is cheaper.
-  const std::vector<double> share = {0.25, 0.25, 1.0};
+  const HeldBytes share = {{25, 25, 0}, {0, 0, 100}};
   auto sharded = PlanTransfer(held, roles, bytes, share);
   REQUIRE(sharded.ok());
   CHECK(sharded->position_of_node == std::vector<int>{-1, 0});

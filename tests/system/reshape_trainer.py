@@ -86,6 +86,11 @@ class Rank:
             self.client.register(f"optim.layers.{l}", o, kind="unique", layer=l,
                                  shard=(offset, OPTIM[l] * k))
             self.buffers[f"optim.layers.{l}"] = (o, offset, valid)
+        if args.stage_state:  # stage-wide state without a layer (like a flat optimizer state)
+            name = stage_state_name(mine)
+            st = np.zeros(args.stage_state, dtype=np.uint8)
+            self.client.register(name, st)
+            self.buffers[name] = (st, 0, st.nbytes)
         if args.register_unknown:  # a name the saved step does not have
             self.unknown = np.zeros(64, dtype=np.uint8)
             self.client.register("layers.unknown.weight", self.unknown)
@@ -127,6 +132,11 @@ class Rank:
         print(json.dumps({"committed": last}), flush=True)
 
 
+def stage_state_name(layers):
+    """The name of a stage's layer-less buffer: the same for every rank running those layers."""
+    return f"stage.{layers[0]}-{layers[-1]}.state"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--socket", required=True)
@@ -141,6 +151,8 @@ def main():
     p.add_argument("--reshape", action="store_true")
     p.add_argument("--then", type=int, default=0)
     p.add_argument("--register-unknown", action="store_true")
+    p.add_argument("--stage-state", type=int, default=0,
+                   help="BYTES of replicated state without a layer, named after the stage's layers")
     p.add_argument("--scale", type=int, default=1, help="every layer's buffers this many times larger")
     p.add_argument("--uniform", default="", help="L:MIB: L equal layers of MIB MiB each instead (a 3:1 "
                    "split of weight and sharded optimizer state, a 1 KiB bias)")

@@ -380,10 +380,15 @@ def test_each_node_of_the_new_layout_stages_the_shards_it_lacks_and_restores_loc
     # whose copy was on the lost node — the latter from the ARC copy the other survivor holds),
     # and the restores then read nothing from peers but a per-rank buffer whose rank's node is
     # gone (per-rank state goes only to the rank with the same coordinates; it is not staged).
+    # Each rank also holds stage-wide state without a layer (as a flat optimizer state is),
+    # staged with the stage's layers by the nodes that run that whole stage again.
     config = CONFIG + "\n[planner]\nmode = \"automatic\"\nspare_wait_ms = 0\n"
+    stage_state = ["--stage-state", "100000"]
     with LocalCluster(nodes=3, config=config, metrics=True) as cluster:
         nodes = cluster.nodes
-        train(nodes, JOB, 1, 3, "arc1")
+        for rank, lines in run(grid(nodes, 1, 3), JOB, 1, 3, "arc1", "--train", str(STEPS),
+                               *stage_state).items():
+            assert lines == [{"committed": STEPS - 1}], (rank, lines)
         lost = nodes[1]
         lose(lost)
         survivors = [nodes[0], nodes[2]]
@@ -394,8 +399,8 @@ def test_each_node_of_the_new_layout_stages_the_shards_it_lacks_and_restores_loc
         assert doc["decision"]["transfer"]["executed"] is True
         hosts = {h["node"]: h for h in progress["hosts"]}
         assert set(hosts) == {n.node_id for n in survivors}, progress
-        # Every layer's replicated and sharded bytes, as registered.
-        total = sum(p + o for _, p, o in registered_layers())
+        # Every layer's replicated and sharded bytes, as registered, and the stage's state.
+        total = sum(p + o for _, p, o in registered_layers()) + 100000
         for node, h in hosts.items():
             assert h["state"] == "done" and h["layers"] == list(range(rt.LAYERS)), h
             # About a third of the state each (one of three shards; the sharding rounds).
@@ -412,7 +417,8 @@ def test_each_node_of_the_new_layout_stages_the_shards_it_lacks_and_restores_loc
         assert all(p.transfer == "done" for p in places), places
         by_id = {n.node_id: n for n in survivors}
         trainers = {(p.dp_rank, p.node): Trainer(by_id[p.node], JOB, 0, p.dp_rank, 1, p.dp, "arc1",
-                                                 "--restore", "--reshape", "--then", "1") for p in places}
+                                                 "--restore", "--reshape", "--then", "1", *stage_state)
+                    for p in places}
         results = {rank: t.result() for rank, t in trainers.items()}
         reshaped_ok(results, "dp=3", then=1)
         for (dp_rank, node), lines in results.items():

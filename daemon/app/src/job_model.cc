@@ -6,6 +6,66 @@
 
 namespace reft::app {
 
+namespace {
+
+uint64_t Overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1) {
+  const uint64_t lo = std::max(a0, b0), hi = std::min(a1, b1);
+  return hi > lo ? hi - lo : 0;
+}
+
+// What each rank's slot holds of each layer. REFT shards a group's replicated bytes (its
+// buffers laid end to end) over its dp members in contiguous ranges, and member d keeps ARC
+// copies of the shards of members d+1..d+arc: a member holds some layers whole and others not
+// at all. A partitioned buffer's part p is kept by member p and, when the job is protected,
+// copied to member p-1 (the ring); a per-rank buffer likewise. Parity (AEC, RS) is no readable
+// copy.
+std::vector<std::vector<uint64_t>> HeldBytes(const recovery::StepCatalog& catalog,
+                                             const planner::online::JobModelView& m) {
+  const size_t L = m.layers.empty() ? 0 : static_cast<size_t>(m.layers.back().layer) + 1;
+  std::vector<std::vector<uint64_t>> held(m.ranks.size(), std::vector<uint64_t>(L, 0));
+  auto rank_index = [&](int pp, int tp, int dp) { return (static_cast<size_t>(pp) * m.tp + tp) * m.dp + dp; };
+  for (const auto& [name, saved] : catalog.buffers) {
+    for (const recovery::SavedBuffer& b : saved) {
+      const protect::BufferSpec& spec = b.spec;
+      if (spec.layer < 0 || static_cast<size_t>(spec.layer) >= L) continue;
+      const recovery::SavedGroup& g = catalog.groups[b.group];
+      const protect::SgGeometry& geo = g.geometry;
+      const int members = std::max(1, geo.m);
+      const int arc = g.meta.meta.scheme.arc;
+      for (int d = 0; d < members && d < m.dp; ++d) {
+        uint64_t bytes = 0;
+        if (spec.kind == protect::BufferKind::kReplicated) {
+          uint64_t offset = 0;
+          bool laid_out = false;
+          for (const auto& e : geo.buffers) {
+            if (e.name == name) offset = e.offset, laid_out = true;
+          }
+          if (!laid_out || geo.shard_begin.size() < static_cast<size_t>(members) + 1) continue;
+          for (int o = 0; o <= arc && o < members; ++o) {
+            const int s = (d + o) % members;
+            bytes += Overlap(offset, offset + spec.size, geo.shard_begin[s], geo.shard_begin[s + 1]);
+          }
+        } else {
+          const uint64_t total = spec.sharded() ? spec.shard_total : spec.size * static_cast<uint64_t>(members);
+          const int kept = g.meta.meta.scheme.empty() ? 1 : 2;  // its own, and the ring copy
+          for (int o = 0; o < kept && o < members; ++o) {
+            const uint64_t p = static_cast<uint64_t>((d + o) % members);
+            bytes += Overlap(p * spec.size, (p + 1) * spec.size, 0, total);
+          }
+        }
+        auto& cell = held[rank_index(g.pp, g.tp, d)][static_cast<size_t>(spec.layer)];
+        cell += bytes;
+      }
+    }
+  }
+  // A layer counts once per rank, however many stages saved a tied buffer of it.
+  for (size_t r = 0; r < held.size(); ++r)
+    for (const auto& l : m.layers) held[r][l.layer] = std::min(held[r][l.layer], l.bytes());
+  return held;
+}
+
+}  // namespace
+
 planner::online::JobModelView BuildJobModel(const recovery::StepCatalog& catalog,
                                             const RankNodeLookup& node_of,
                                             std::optional<StepCadence::Estimate> step_time) {
@@ -50,24 +110,12 @@ planner::online::JobModelView BuildJobModel(const recovery::StepCatalog& catalog
       l.optimizer_bytes += spec.size * parts * static_cast<uint64_t>(m.dp);
     }
   }
-  // What one member of a stage holds of a layer: REFT shards the replicated bytes over the dp
-  // members, each keeping its shard and ARC copies of the next `arc` members' shards; a
-  // partitioned (or per-rank) buffer's part is kept by its member and copied to one neighbour.
-  int arc = 0;
-  if (!catalog.groups.empty()) arc = catalog.groups.front().meta.meta.scheme.arc;
-  const double dp = std::max(1, m.dp);
-  const double replicated_share = std::min(1.0, (1 + arc) / dp);
-  const double partitioned_share = std::min(1.0, (m.dp >= 2 ? 2 : 1) / dp);
   for (auto& [index, l] : layers) {
     // A buffer several stages save (tied weights) does not move the layer off its own stage.
     if (auto it = own_stage.find(index); it != own_stage.end()) l.stage = it->second;
-    if (l.bytes() > 0) {
-      l.held_share = (replicated_share * static_cast<double>(l.param_bytes) +
-                      partitioned_share * static_cast<double>(l.optimizer_bytes)) /
-                     static_cast<double>(l.bytes());
-    }
     m.layers.push_back(l);
   }
+  m.held = HeldBytes(catalog, m);
   if (step_time) {
     m.step_ms = step_time->step_ms;
     m.step_samples = step_time->samples;

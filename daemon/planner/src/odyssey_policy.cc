@@ -155,8 +155,13 @@ FailureEvaluation EvaluateFailure(const ModelProfile& m, const Layout& cur, cons
     if (bytes.empty())
       for (int l = 0; l < L; ++l) bytes.push_back(m.StateBytes(l));
     const auto roles = StageLayerLists(*ev.new_plan);
-    auto tr = costs.positional_transfer ? PositionalTransfer(held, roles, bytes, costs.held_share)
-                                        : PlanTransfer(held, roles, bytes, costs.held_share);
+    HeldBytes held_bytes;  // the survivors' rows
+    if (!costs.unit_held_bytes.empty())
+      for (int id : ev.live_ids)
+        held_bytes.push_back(static_cast<size_t>(id) < costs.unit_held_bytes.size() ? costs.unit_held_bytes[id]
+                                                                                  : std::vector<uint64_t>{});
+    auto tr = costs.positional_transfer ? PositionalTransfer(held, roles, bytes, held_bytes)
+                                        : PlanTransfer(held, roles, bytes, held_bytes);
     if (tr.ok()) {
       ev.transfer = *tr;
       rc.feasible = true;

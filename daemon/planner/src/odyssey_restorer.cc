@@ -3,7 +3,6 @@
 // missing layer the least-loaded holder as the sender (KM minimises the volume, not the slowest
 // link).
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <set>
 #include <string>
@@ -78,15 +77,14 @@ Status CheckTransferInput(const std::vector<std::vector<int>>& held,
 
 uint64_t LayerBytes(const std::vector<uint64_t>& bytes, int l) { return bytes.empty() ? 1 : bytes[l]; }
 
-// What a holder of layer l still pulls to have it whole.
-uint64_t FillBytes(const std::vector<uint64_t>& bytes, const std::vector<double>& share, int l) {
-  if (share.empty() || static_cast<size_t>(l) >= share.size()) return 0;
-  const double f = std::clamp(share[l], 0.0, 1.0);
-  return static_cast<uint64_t>(std::llround(static_cast<double>(LayerBytes(bytes, l)) * (1.0 - f)));
+// What survivor i, a holder of layer l, still pulls to have it whole.
+uint64_t FillBytes(const std::vector<uint64_t>& bytes, const HeldBytes& held_bytes, size_t i, int l) {
+  if (i >= held_bytes.size() || static_cast<size_t>(l) >= held_bytes[i].size()) return 0;
+  return LayerBytes(bytes, l) - std::min(LayerBytes(bytes, l), held_bytes[i][l]);
 }
 
 TransferPlan Finish(const std::vector<std::vector<int>>& held, const std::vector<std::vector<int>>& roles,
-                    const std::vector<uint64_t>& bytes, const std::vector<double>& share,
+                    const std::vector<uint64_t>& bytes, const HeldBytes& held_bytes,
                     const std::vector<int>& pos) {
   TransferPlan t;
   t.position_of_node = pos;
@@ -97,7 +95,7 @@ TransferPlan Finish(const std::vector<std::vector<int>>& held, const std::vector
     if (pos[i] < 0 || static_cast<size_t>(pos[i]) >= roles.size()) { t.position_of_node[i] = -1; continue; }
     for (int l : roles[pos[i]]) {
       if (hs[i].count(l)) {
-        const uint64_t fill = FillBytes(bytes, share, l);
+        const uint64_t fill = FillBytes(bytes, held_bytes, i, l);
         in[i] += fill;
         t.fill_bytes += fill;
         continue;
@@ -124,8 +122,7 @@ TransferPlan Finish(const std::vector<std::vector<int>>& held, const std::vector
 
 Result<TransferPlan> PlanTransfer(const std::vector<std::vector<int>>& held,
                                   const std::vector<std::vector<int>>& roles,
-                                  const std::vector<uint64_t>& bytes,
-                                  const std::vector<double>& held_share) {
+                                  const std::vector<uint64_t>& bytes, const HeldBytes& held_bytes) {
   REFT_RETURN_NOT_OK(CheckTransferInput(held, roles, bytes));
   const size_t n = held.size();
   std::vector<std::vector<double>> cost(n, std::vector<double>(n, 0.0));  // dummy columns stay 0
@@ -133,19 +130,19 @@ Result<TransferPlan> PlanTransfer(const std::vector<std::vector<int>>& held,
     std::set<int> h(held[i].begin(), held[i].end());
     for (size_t j = 0; j < roles.size(); ++j)
       for (int l : roles[j])
-        cost[i][j] += static_cast<double>(h.count(l) ? FillBytes(bytes, held_share, l) : LayerBytes(bytes, l));
+        cost[i][j] += static_cast<double>(h.count(l) ? FillBytes(bytes, held_bytes, i, l) : LayerBytes(bytes, l));
   }
-  return Finish(held, roles, bytes, held_share, Hungarian(cost));
+  return Finish(held, roles, bytes, held_bytes, Hungarian(cost));
 }
 
 Result<TransferPlan> PositionalTransfer(const std::vector<std::vector<int>>& held,
                                         const std::vector<std::vector<int>>& roles,
                                         const std::vector<uint64_t>& bytes,
-                                        const std::vector<double>& held_share) {
+                                        const HeldBytes& held_bytes) {
   REFT_RETURN_NOT_OK(CheckTransferInput(held, roles, bytes));
   std::vector<int> pos(held.size());
   for (size_t i = 0; i < held.size(); ++i) pos[i] = static_cast<int>(i);
-  return Finish(held, roles, bytes, held_share, pos);
+  return Finish(held, roles, bytes, held_bytes, pos);
 }
 
 }  // namespace reft::planner::odyssey

@@ -287,7 +287,15 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
 
   REFT_ASSIGN_OR_RETURN(auto costs, ParseRecoveryCosts(Member(profile, "policy"), live_units));
   costs.layer_bytes = layer_bytes;
-  for (const auto& l : m.layers) costs.held_share.push_back(l.held_share);
+  // What each unit (pipeline position) holds of each layer: its tensor-parallel ranks' slots.
+  if (!m.held.empty()) {
+    costs.unit_held_bytes.assign(U, std::vector<uint64_t>(L, 0));
+    for (size_t r = 0; r < m.ranks.size() && r < m.held.size(); ++r) {
+      const auto& rk = m.ranks[r];
+      auto& row = costs.unit_held_bytes[rk.dp * m.pp + rk.pp];
+      for (size_t l = 0; l < row.size() && l < m.held[r].size(); ++l) row[l] += m.held[r][l];
+    }
+  }
   std::vector<int> ids(U);
   for (int u = 0; u < U; ++u) ids[u] = u;
   const auto cur = odyssey::Layout::Of(running, ids);
@@ -407,12 +415,14 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
       }
     json hosts = json::array();
     for (const auto& [node, layers] : hosted) hosts.push_back({{"node", node}, {"layers", layers}});
-    // Estimated: each node keeping a layer holds `held_share` of it (the node knows exactly).
+    // From the slots' layout (each node computes its exact ranges when it stages).
     uint64_t fill = km ? ev.transfer.fill_bytes : 0;
-    if (!km) {
-      for (const auto& [node, layers] : hosted)
-        for (int l : layers)
-          fill += static_cast<uint64_t>(static_cast<double>(m.layers[l].bytes()) * (1.0 - m.layers[l].held_share));
+    if (!km && !costs.unit_held_bytes.empty()) {
+      const auto stage_layers = odyssey::StageLayerLists(running);
+      for (int u = 0; u < U; ++u) {
+        if (!alive[u]) continue;
+        for (int l : stage_layers[u]) fill += layer_bytes[l] - std::min(layer_bytes[l], costs.unit_held_bytes[u][l]);
+      }
     }
     decision["transfer"] = {{"moves", moves},
                             {"hosts", hosts},

@@ -1,6 +1,6 @@
 /// \file reft_load_stage.cc
-/// \brief ReftLoad::StageLayers: one move of the planner's transfer plan, executed on the node
-/// that will host the layers (staged_layers.h).
+/// \brief ReftLoad::StageLayers: what a node of a new layout lacks of the layers it will host,
+/// pulled before the trainers restart (staged_layers.h).
 
 #include <algorithm>
 #include <set>
@@ -28,13 +28,15 @@ struct LayerPlan {
   uint64_t bytes = 0;  ///< the ranges' bytes
 };
 
-Result<LayerPlan> PlanLayer(const StepCatalog& catalog, const ClusterView& view, int layer) {
+// `stage_wide`: the saved groups (pp, tp) whose buffers without a layer go with this layer.
+Result<LayerPlan> PlanLayer(const StepCatalog& catalog, const ClusterView& view, int layer,
+                            const std::set<size_t>& stage_wide) {
   LayerPlan p;
   for (const auto& [name, saved] : catalog.buffers) {
     std::set<int> tps;
     for (const SavedBuffer& b : saved) {
       const protect::BufferSpec& spec = b.spec;
-      if (spec.layer != layer) continue;
+      if (spec.layer != layer && !(spec.layer < 0 && stage_wide.count(b.group))) continue;
       if (spec.kind == protect::BufferKind::kUnique && !spec.sharded()) continue;
       const int tp = catalog.groups[b.group].tp;
       if (!tps.insert(tp).second) continue;  // saved by another stage too (tied weights): once
@@ -53,6 +55,24 @@ Result<LayerPlan> PlanLayer(const StepCatalog& catalog, const ClusterView& view,
     }
   }
   return p;
+}
+
+// The saved groups whose layers are exactly `layers`: the node will run that stage again, and
+// the new ranks register its buffers without a layer (a flat optimizer state spanning the
+// stage, a step counter) under the same names, so those are staged too. A node hosting any
+// other set of layers registers other stage-wide buffers; those of the old stages are not.
+std::set<size_t> StagesHostedWhole(const StepCatalog& catalog, const std::set<int>& layers) {
+  std::vector<std::set<int>> of_group(catalog.groups.size());
+  for (const auto& [name, saved] : catalog.buffers) {
+    for (const SavedBuffer& b : saved) {
+      if (b.spec.layer >= 0) of_group[b.group].insert(b.spec.layer);
+    }
+  }
+  std::set<size_t> out;
+  for (size_t g = 0; g < of_group.size(); ++g) {
+    if (!of_group[g].empty() && of_group[g] == layers) out.insert(g);
+  }
+  return out;
 }
 
 bool HasLayer(const StepCatalog& catalog, int layer) {
@@ -80,8 +100,9 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
                         "'; its newest committed step is " + std::to_string(newest));
   }
   staged_->DropBefore(job, step);
+  const std::set<int> hosted(layers.begin(), layers.end());
   std::vector<int> wanted;
-  for (int layer : std::set<int>(layers.begin(), layers.end())) {
+  for (int layer : hosted) {
     if (auto bytes = staged_->Staged(job, step, layer)) {
       rep.layers.push_back({layer, *bytes, true});
     } else {
@@ -105,7 +126,10 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
       return Status::InvalidArgument("step " + std::to_string(step) + " of job '" + job +
                                      "' has no buffer of layer " + std::to_string(layer));
     }
-    auto plan = PlanLayer(*catalog, view, layer);
+    // A stage hosted whole: its buffers without a layer go with its first layer.
+    const std::set<size_t> stage_wide =
+        layer == *hosted.begin() ? StagesHostedWhole(*catalog, hosted) : std::set<size_t>{};
+    auto plan = PlanLayer(*catalog, view, layer, stage_wide);
     if (!plan.ok()) return plan.status();
     Staging s{layer, std::move(*plan), {}};
     if (s.plan.size > 0) {

@@ -120,8 +120,8 @@ struct TransferPlan {
   uint64_t max_sender_bytes = 0;
   uint64_t max_receiver_bytes = 0;  ///< moves and fills
   int total_layers = 0;
-  /// Bytes of layers a node keeps but holds only part of (`held_share` < 1): what it pulls
-  /// from its stage's other members on top of the moves.
+  /// Bytes of layers a node keeps but holds only part of (`held_bytes`): what it pulls from
+  /// its stage's other members on top of the moves.
   uint64_t fill_bytes = 0;
   /// Bytes through the busiest node link (sent or received): what bounds the copy time.
   uint64_t max_link_bytes() const { return std::max(max_sender_bytes, max_receiver_bytes); }
@@ -129,19 +129,20 @@ struct TransferPlan {
 /// `held[i]` = layers survivor i holds; `roles[j]` = layers position j needs; `bytes[l]` per
 /// layer (empty = 1 per layer). KM in bytes, dummy zero columns for idle nodes, then for each
 /// missing layer the least-loaded holder sends it (ties: lowest node index).
-/// `held_share[l]` (empty = 1): the fraction of layer l's bytes a holder has. Odyssey assumes
-/// every holder has whole layers (weights in GPU memory); reft's copies are host-memory shards,
-/// a member holding its own shard and the copies it keeps, and its trainers restart, so a node
-/// keeping layer l still pulls (1 - share)·bytes[l]: KM counts that too.
+/// `held_bytes[i][l]` (empty = whole layers): the bytes of held layer l survivor i has.
+/// Odyssey assumes every holder has whole layers (weights in GPU memory); reft's copies are
+/// host-memory shards — a member holds its own shard of its stage and the copies it keeps — and
+/// its trainers restart, so a node keeping layer l still pulls bytes[l] - held_bytes[i][l]: KM
+/// counts that too.
+using HeldBytes = std::vector<std::vector<uint64_t>>;
 Result<TransferPlan> PlanTransfer(const std::vector<std::vector<int>>& held,
                                   const std::vector<std::vector<int>>& roles,
-                                  const std::vector<uint64_t>& bytes,
-                                  const std::vector<double>& held_share = {});
+                                  const std::vector<uint64_t>& bytes, const HeldBytes& held_bytes = {});
 /// Baseline: survivor i takes position i.
 Result<TransferPlan> PositionalTransfer(const std::vector<std::vector<int>>& held,
                                         const std::vector<std::vector<int>>& roles,
                                         const std::vector<uint64_t>& bytes,
-                                        const std::vector<double>& held_share = {});
+                                        const HeldBytes& held_bytes = {});
 
 // ---- Policy (paper §III) ---------------------------------------------------------------------
 enum class Policy { kReroute, kReconfigure, kRestart };
@@ -179,8 +180,9 @@ struct RecoveryCosts {
   /// Bytes one copy of each layer moves (a running job knows what its buffers hold); empty =
   /// the profile's StateBytes (parameters, gradients and optimizer state).
   std::vector<uint64_t> layer_bytes;
-  /// Per layer, the fraction of its bytes one holder has (PlanTransfer); empty = whole layers.
-  std::vector<double> held_share;
+  /// Per unit (as the layout's unit ids) the bytes of each layer it holds (PlanTransfer);
+  /// empty = whole layers.
+  std::vector<std::vector<uint64_t>> unit_held_bytes;
   /// Survivors to positions of the new plan: Kuhn–Munkres in bytes (false), or the baseline
   /// that keeps survivor i at position i (true; for comparing the two on a running job).
   bool positional_transfer = false;

@@ -34,9 +34,6 @@ struct LayerBytes {
   int stage = 0;  ///< pipeline stage (pp) that registered it
   uint64_t param_bytes = 0;
   uint64_t optimizer_bytes = 0;
-  /// The fraction of the layer's bytes one member of its stage holds in its slots: its own
-  /// shard (or part) and the copies of its neighbours' it keeps (1: whole layers).
-  double held_share = 1.0;
   uint64_t bytes() const { return param_bytes + optimizer_bytes; }
 };
 
@@ -46,6 +43,9 @@ struct JobModelView {
   int dp = 1, tp = 1, pp = 1;
   std::vector<RankPlacement> ranks;  ///< every rank of the layout
   std::vector<LayerBytes> layers;    ///< by layer index 0..L-1
+  /// Per rank (as `ranks`), the bytes of each layer its slot holds: its own shard or part and
+  /// the copies of other members' it keeps. Empty: every rank of a stage holds its layers whole.
+  std::vector<std::vector<uint64_t>> held;
   int64_t step = -1;                 ///< the committed step the model was read from
   double step_ms = 0;                ///< measured step time (0 = not measured yet)
   int step_samples = 0;              ///< snapshot intervals the measurement rests on

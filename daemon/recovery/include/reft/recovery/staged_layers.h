@@ -8,7 +8,8 @@
 /// and every sharded buffer registered with the layer: whole layers a Kuhn–Munkres move brings,
 /// and the other members' shards of the layers it kept) before the trainers restart; a
 /// reshaped restore on the node then takes them from here and the rest from its own slots,
-/// instead of from the holders. Buffers saved per rank (unique without a shard) are not
+/// instead of from the holders. A node that will run an old stage whole again also stages that
+/// stage's buffers without a layer (its new ranks register them under the same names). Buffers saved per rank (unique without a shard) are not
 /// staged: a reshape gives them only to the rank with the same coordinates, which reads its own.
 ///
 /// The staged bytes are a cache of a committed step, verified when they were fetched: losing
