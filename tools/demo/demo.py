@@ -16,8 +16,7 @@ every step with ARC(1) protection. Then:
    a few seconds for one, then decides how the job goes on with two nodes (Odyssey's score
    over restarting on a spare, rerouting, reconfiguring and restarting) and publishes the
    decision in etcd; `reftctl plan show` prints it. Before the ranks restart, each survivor
-   pulls what it lacks of the layers' state (the lost node's shard, unless it holds its ARC
-   copy). The launcher places the ranks of the new layout with reft.elastic, each restores with
+   pulls the shards of the state that no slot of its own holds. The launcher places the ranks of the new layout with reft.elastic, each restores with
    reshape=True — bit for bit, the same digests — and training finishes with two ranks.
 """
 import os
@@ -164,8 +163,8 @@ def lose_a_node_for_good(cluster, nodes, ranks, record, steps, restored):
         f"on with {world} ranks: " + ", ".join(f"dp rank {p.dp_rank} on {p.node}" for p in places))
     transfer = doc["publication"]["transfer"]
     if transfer is not None:
-        say("before the ranks restart, each node of the new layout pulled what it lacks of the "
-            "layers' state (the lost node's shard where no copy of it is local): " +
+        say("before the ranks restart, each node of the new layout pulled the shards of the "
+            "job's state that no slot of its own holds: " +
             ", ".join(f"{h['node']} {h.get('bytes_staged', 0)} bytes" for h in transfer["hosts"]) +
             f" ({transfer['state']})")
     by_id = {n.node_id: n for n in nodes if n is not lost}
