@@ -286,3 +286,18 @@ TEST_CASE("a node declared dead that comes back with its old epoch is fenced", "
   back->peer->swim()->ClearFence();
   CHECK(c.nodes[0]->peer->client().GetManifest(back->address, "").ok());
 }
+
+TEST_CASE("the suspicion timeout grows with log n of the table, never below the configured one",
+          "[peer]") {
+  using std::chrono::milliseconds;
+  const milliseconds base(2000);
+  CHECK(peer::SuspicionTimeout(base, 0) == base);
+  CHECK(peer::SuspicionTimeout(base, 1) == base);
+  CHECK(peer::SuspicionTimeout(base, 10) == base);  // up to 10 members: the configured value
+  CHECK(peer::SuspicionTimeout(base, 16) == milliseconds(2408));  // 2000 · log10(16)
+  CHECK(peer::SuspicionTimeout(base, 100) == milliseconds(4000));
+  CHECK(peer::SuspicionTimeout(base, 4096) == milliseconds(7225));
+  for (size_t n = 1; n < 5000; n += 7) {
+    CHECK(peer::SuspicionTimeout(base, n + 7) >= peer::SuspicionTimeout(base, n));
+  }
+}

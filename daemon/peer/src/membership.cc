@@ -1,6 +1,7 @@
 #include "reft/peer/membership.h"
 
 #include <algorithm>
+#include <cmath>
 #include <future>
 #include <set>
 
@@ -280,11 +281,16 @@ void Membership::MarkSuspect(const std::string& node_id, uint64_t epoch, uint64_
   MergeOneLocked(u, events);
 }
 
+std::chrono::milliseconds SuspicionTimeout(std::chrono::milliseconds base, size_t members) {
+  const double scale = std::max(1.0, std::log10(static_cast<double>(std::max<size_t>(members, 1))));
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(static_cast<double>(base.count()) * scale)));
+}
+
 void Membership::ExpireSuspectsLocked(std::vector<Event>* events) {
   auto now = std::chrono::steady_clock::now();
+  const auto timeout = SuspicionTimeout(options_.suspicion_timeout, members_.size() + 1);
   for (auto& [id, e] : members_) {
-    if (e.info.state == MemberState::kSuspect &&
-        now - e.suspect_since >= options_.suspicion_timeout) {
+    if (e.info.state == MemberState::kSuspect && now - e.suspect_since >= timeout) {
       MemberState prev = e.info.state;
       e.info.state = MemberState::kDead;
       events->emplace_back(e.info, prev);

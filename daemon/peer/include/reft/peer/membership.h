@@ -6,8 +6,8 @@
 /// Every probe_interval the node pings the next member of a shuffled round-robin order (so every
 /// member is probed at least once per n periods: bounded detection time); without an ack within
 /// probe_timeout it asks `indirect_probes` other members to PingReq the target; without any ack
-/// the target becomes SUSPECT, and DEAD after suspicion_timeout unless it refutes by gossiping a
-/// higher incarnation. Membership facts travel piggybacked on pings (the full table: clusters
+/// the target becomes SUSPECT, and DEAD after suspicion_timeout (scaled with log n:
+/// SuspicionTimeout) unless it refutes by gossiping a higher incarnation. Membership facts travel piggybacked on pings (the full table: clusters
 /// here are tens of nodes, and full-state gossip converges in O(log n) periods).
 ///
 /// Bounded (docs/coordination.md): at most PeerOptions::max_gossip_nodes live members, this one
@@ -37,6 +37,12 @@
 #include "reft/v1/peer.pb.h"
 
 namespace reft::peer {
+
+/// \brief How long a member of a table of `members` (this node included) stays SUSPECT before
+/// it is declared DEAD: `base` × max(1, log10(members)) (Lifeguard / memberlist). Suspicion
+/// spreads in O(log n) gossip rounds, so the time a suspected member has to hear of it and
+/// refute grows with log n; a fixed timeout declares live members dead as the table grows.
+std::chrono::milliseconds SuspicionTimeout(std::chrono::milliseconds base, size_t members);
 
 class Membership final : public NodeDirectory {
  public:
