@@ -22,6 +22,8 @@
 //    store's bytes (a corrupted chunk is either refused with DATA_LOSS or arrives with a
 //    checksum that does not match, never silently); a refusal is one of the documented codes;
 //  - GetManifest's checksums are those of the chunk lists it sends.
+//  - AttachPlanProfile keeps only a profile that passes the planner's check, and a refused one
+//    (with a message) leaves the attached profile as it was.
 // Not covered: PingReq's probe of the target (the target address is replaced by a unix socket
 // path that does not exist, so no packet leaves the process); authentication (empty token);
 // the FetchRegion client (PeerClient) parsing a hostile server's stream.
@@ -38,6 +40,8 @@
 
 #include "fuzz_util.h"
 #include "reft/app/admin_service.h"
+#include "reft/app/plan_profiles.h"
+#include "reft/planner/online.h"
 #include "reft/checksum.h"
 #include "reft/peer/peer_node.h"
 #include "reft/store/snapshot_store.h"
@@ -53,7 +57,8 @@ constexpr const char* kNoSuchPeer = "unix:/nonexistent/reft-fuzz-no-such-peer.so
 
 enum Method : uint8_t {
   kHello, kPing, kPingReq, kReportComplete, kExchangeCommitState, kGetManifest, kFetchRegion,
-  kAdminStatus, kListSnapshots, kVerifySnapshot, kDropSnapshot, kListNodes, kMethodCount
+  kAdminStatus, kListSnapshots, kVerifySnapshot, kDropSnapshot, kListNodes, kAttachPlanProfile,
+  kMethodCount
 };
 
 peer::PeerOptions Options(const std::string& node_id) {
@@ -309,7 +314,7 @@ bool Parse(const Bytes& body, Req* req) {
 }
 
 void RunOne(uint8_t selector, const Bytes& body, peer::PeerNode* node, app::AdminService* admin,
-            CommitFacts* facts) {
+            const app::PlanProfiles* profiles, CommitFacts* facts) {
   peer::PeerService* svc = node->service();
   grpc::ServerContext ctx;
   switch (static_cast<Method>(selector % kMethodCount)) {
@@ -406,6 +411,25 @@ void RunOne(uint8_t selector, const Bytes& body, peer::PeerNode* node, app::Admi
       v1::ListNodesRequest req;
       v1::ListNodesResponse resp;
       if (Parse(body, &req)) CheckStatus(admin->ListNodes(&ctx, &req, &resp), "ListNodes");
+      break;
+    }
+    case kAttachPlanProfile: {
+      // A planner profile (JSON text) from the operator: validated before it is kept; a
+      // refused one leaves the previous profile in place.
+      v1::AttachPlanProfileRequest req;
+      v1::AttachPlanProfileResponse resp;
+      if (!Parse(body, &req)) break;
+      const nlohmann::json before = profiles->Get(req.job());
+      grpc::Status s = admin->AttachPlanProfile(&ctx, &req, &resp);
+      CheckStatus(s, "AttachPlanProfile");
+      const nlohmann::json after = profiles->Get(req.job());
+      if (s.ok()) {
+        FUZZ_CHECK(after.is_object() && planner::online::CheckProfile(after).ok(),
+                   "an attached profile does not pass its own check");
+      } else {
+        FUZZ_CHECK(!s.error_message().empty(), "a refused profile without a message");
+        FUZZ_CHECK(after == before, "a refused profile replaced the attached one");
+      }
       break;
     }
     case kMethodCount:
@@ -525,6 +549,15 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   drop.set_step(2);
   one("drop", kDropSnapshot, drop);
   one("list_nodes", kListNodes, v1::ListNodesRequest());
+  v1::AttachPlanProfileRequest attach;
+  attach.set_job("run-1");
+  attach.set_profile_json(
+      R"({"model": {"num_layers": 4, "layer": {"forward_ms": 1.5, "backward_ms": 3.0,)"
+      R"( "param_bytes": 1048576}}, "cluster": {"device_memory": 8000000000},)"
+      R"( "policy": {"restart_ms": 1000, "assignment": "positional"}})");
+  one("attach_plan_profile", kAttachPlanProfile, attach);
+  attach.set_profile_json(R"({"policy": {"assignment": "sideways"}})");
+  one("attach_plan_profile_refused", kAttachPlanProfile, attach);
   // A sequence: a peer joins, reports, and the operator looks.
   Bytes seq;
   Put(&seq, kHello, hello);
@@ -556,6 +589,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   app::DaemonConfig config;
   config.node_id = "fuzz-node";
   security::Authorizer auth("", false);  // no token, no TLS: every call admitted
+  app::PlanProfiles profiles("");        // in memory: every input starts without profiles
+  app::AdminRecovery recovery;
+  recovery.profiles = &profiles;
   app::AdminService admin(
       config, f.store.get(),
       [] {
@@ -564,14 +600,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s.set_pid(4242);
         return std::vector<v1::SessionInfo>{s};
       },
-      &auth, &(*node)->membership());
+      &auth, &(*node)->membership(), recovery);
 
   CommitFacts facts;
   reft::fuzz::Params in(data, size);
   for (int i = 0; i < kMaxRequests && in.left() > 0; ++i) {
     const uint8_t selector = in.U8();
     const size_t len = static_cast<size_t>(in.Le(2));
-    RunOne(selector, in.Take(len), node->get(), &admin, &facts);
+    RunOne(selector, in.Take(len), node->get(), &admin, &profiles, &facts);
   }
   CheckCommits(facts, (*node)->gossip_commit());
   node->reset();
