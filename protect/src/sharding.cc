@@ -45,6 +45,12 @@ bool HasAorRegion(const JobLayout& layout, const Scheme& scheme, const BufferSpe
          layout.dp >= 2;
 }
 
+const BufferExtent* SgGeometry::Extent(const std::string& name) const {
+  auto it = std::find_if(buffers.begin(), buffers.end(),
+                         [&](const BufferExtent& e) { return e.name == name; });
+  return it == buffers.end() ? nullptr : &*it;
+}
+
 uint64_t SgGeometry::PaddedShard() const {
   uint64_t p = shard_max;
   if (m >= 2) p = std::max(p, aec_sub * static_cast<uint64_t>(m - 1));

@@ -55,19 +55,24 @@ reft::protect::BufferSpec Spec(const std::string& name, uint64_t size, int layer
   return s;
 }
 
+// Step 9 of job "j" saved by dp × pp ranks (tp 1): one group per stage, no buffers yet.
+reft::recovery::StepCatalog Catalog(int dp, int pp) {
+  reft::recovery::StepCatalog cat;
+  cat.job = "j";
+  cat.step = 9;
+  cat.layout.dp = dp;
+  cat.layout.pp = pp;
+  cat.layout.tp = 1;
+  cat.groups.resize(static_cast<size_t>(pp));
+  for (int s = 0; s < pp; ++s) cat.groups[static_cast<size_t>(s)].pp = s;
+  return cat;
+}
+
 }  // namespace
 
 TEST_CASE("job model: layers, stages and bytes from the committed step's buffers") {
   using reft::protect::BufferKind;
-  reft::recovery::StepCatalog cat;
-  cat.job = "j";
-  cat.step = 9;
-  cat.layout.dp = 2;
-  cat.layout.pp = 2;
-  cat.layout.tp = 1;
-  cat.groups.resize(2);
-  cat.groups[0].pp = 0;
-  cat.groups[1].pp = 1;
+  reft::recovery::StepCatalog cat = Catalog(2, 2);
   auto add = [&](size_t group, reft::protect::BufferSpec spec) {
     cat.buffers[spec.name].push_back({group, spec});
   };
@@ -105,13 +110,7 @@ TEST_CASE("job model: layers, stages and bytes from the committed step's buffers
 
 TEST_CASE("job model: what each rank's slot holds of each layer, shards and copies") {
   using reft::protect::BufferKind;
-  reft::recovery::StepCatalog cat;
-  cat.job = "j";
-  cat.step = 9;
-  cat.layout.dp = 2;
-  cat.layout.pp = 1;
-  cat.layout.tp = 1;
-  cat.groups.resize(1);
+  reft::recovery::StepCatalog cat = Catalog(2, 1);
   auto add = [&](reft::protect::BufferSpec spec) { cat.buffers[spec.name].push_back({0, spec}); };
   add(Spec("l0.b", 10, 0, BufferKind::kReplicated));
   add(Spec("l0.w", 4000, 0, BufferKind::kReplicated));

@@ -35,15 +35,12 @@ std::vector<std::vector<uint64_t>> HeldBytes(const recovery::StepCatalog& catalo
       for (int d = 0; d < members && d < m.dp; ++d) {
         uint64_t bytes = 0;
         if (spec.kind == protect::BufferKind::kReplicated) {
-          uint64_t offset = 0;
-          bool laid_out = false;
-          for (const auto& e : geo.buffers) {
-            if (e.name == name) offset = e.offset, laid_out = true;
-          }
-          if (!laid_out || geo.shard_begin.size() < static_cast<size_t>(members) + 1) continue;
+          const protect::BufferExtent* extent = geo.Extent(name);
+          if (extent == nullptr || geo.shard_begin.size() < static_cast<size_t>(members) + 1) continue;
           for (int o = 0; o <= arc && o < members; ++o) {
             const int s = (d + o) % members;
-            bytes += Overlap(offset, offset + spec.size, geo.shard_begin[s], geo.shard_begin[s + 1]);
+            bytes += Overlap(extent->offset, extent->offset + spec.size, geo.shard_begin[s],
+                             geo.shard_begin[s + 1]);
           }
         } else {
           const uint64_t total = spec.sharded() ? spec.shard_total : spec.size * static_cast<uint64_t>(members);

@@ -185,12 +185,12 @@ Metrics::Metrics()
                        .Help("Bytes of layers this node staged for transfer plans")
                        .Register(r)
                        .Add({});
-  auto& moves = BuildCounter()
+  auto& hosts = BuildCounter()
                     .Name("reft_plan_transfer_hosts_total")
                     .Help("Nodes this node, as the job's coordinator, asked to stage what they lack of a transfer plan, by result")
                     .Register(r);
-  transfer_hosts_[0] = &moves.Add({{"result", "failed"}});
-  transfer_hosts_[1] = &moves.Add({{"result", "done"}});
+  transfer_hosts_[0] = &hosts.Add({{"result", "failed"}});
+  transfer_hosts_[1] = &hosts.Add({{"result", "done"}});
   auto& peers = BuildGauge().Name("reft_peers").Help("Peers known to this node, by state").Register(r);
   for (int s = 0; s < static_cast<int>(PeerState::kCount); ++s) {
     peers_[s] = &peers.Add({{"state", ToString(static_cast<PeerState>(s))}});

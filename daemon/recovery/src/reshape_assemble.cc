@@ -65,10 +65,8 @@ uint8_t* InPlaceBase(const SavedGroup& g, const std::vector<const RangeRequest*>
 }
 
 uint64_t CanonicalOffset(const SavedGroup& g, const std::string& name) {
-  for (const auto& e : g.geometry.buffers) {
-    if (e.name == name) return e.offset;
-  }
-  return 0;  // unreachable: the catalog lists the group's buffers
+  const protect::BufferExtent* e = g.geometry.Extent(name);
+  return e != nullptr ? e->offset : 0;  // never null: the catalog lists the group's buffers
 }
 
 // Items reading only the canonical bytes the group's replicated requests want, straight from

@@ -108,10 +108,8 @@ Result<local::RestoredState> ReshapeFromTier(persist::PersistentTier* tier,
       if (r.begin >= r.end) continue;
       if (spec.kind == protect::BufferKind::kReplicated) {
         // The canonical range [o+begin, o+end) lies in the members' "rep/shard" regions.
-        uint64_t o = 0;
-        for (const auto& e : g.geometry.buffers) {
-          if (e.name == r.name) o = e.offset;
-        }
+        const protect::BufferExtent* extent = g.geometry.Extent(r.name);
+        const uint64_t o = extent != nullptr ? extent->offset : 0;
         for (int d = 0; d < g.geometry.m; ++d) {
           const uint64_t a = std::max(o + r.begin, g.geometry.shard_begin[d]);
           const uint64_t e = std::min(o + r.end, g.geometry.shard_begin[d + 1]);

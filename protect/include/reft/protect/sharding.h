@@ -53,6 +53,9 @@ struct SgGeometry {
   std::vector<std::string> unique;    ///< unique buffers of each member, sorted by name
 
   uint64_t ShardSize(int d) const { return shard_begin[d + 1] - shard_begin[d]; }
+  /// \brief The extent of replicated buffer `name` in the canonical vector, nullptr if the
+  /// group has no such replicated buffer.
+  const BufferExtent* Extent(const std::string& name) const;
   /// \brief Padded shard length every scheme can address: max(L, aec_sub·(m−1), rs_sub·(m−r)).
   uint64_t PaddedShard() const;
   /// \brief Buffers overlapping canonical bytes [begin, end), "name[a,b)" joined by ", ".

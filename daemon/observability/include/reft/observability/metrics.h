@@ -117,7 +117,7 @@ class Metrics {
   // --- planner ---
   /// Bytes of layers a transfer plan staged on this node, held for reshaped restores.
   void SetStagedBytes(double bytes);
-  /// This node staged `bytes` of layers (a move of a transfer plan).
+  /// This node staged `bytes` of layers (its part of a transfer plan).
   void AddStagedBytes(uint64_t bytes);
   /// A node of a transfer plan finished staging what it lacks (as the job's coordinator sees it).
   void IncTransferHosts(bool ok);

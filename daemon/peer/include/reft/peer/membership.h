@@ -7,8 +7,9 @@
 /// member is probed at least once per n periods: bounded detection time); without an ack within
 /// probe_timeout it asks `indirect_probes` other members to PingReq the target; without any ack
 /// the target becomes SUSPECT, and DEAD after suspicion_timeout (scaled with log n:
-/// SuspicionTimeout) unless it refutes by gossiping a higher incarnation. Membership facts travel piggybacked on pings (the full table: clusters
-/// here are tens of nodes, and full-state gossip converges in O(log n) periods).
+/// SuspicionTimeout) unless it refutes by gossiping a higher incarnation. Membership facts
+/// travel piggybacked on pings (the full table: clusters here are tens of nodes, and
+/// full-state gossip converges in O(log n) periods).
 ///
 /// Bounded (docs/coordination.md): at most PeerOptions::max_gossip_nodes live members, this one
 /// included; a newcomer beyond that is refused (its Hello fails naming the bound) and never
