@@ -372,29 +372,38 @@ TEST_CASE("etcd coordination: one restore decision wins, every node reads it", "
   }
 }
 
-// The planner's trigger: under etcd nodes do not follow each other's registrations, but a
+// The planner's triggers: under etcd nodes do not follow each other's registrations, but a
 // departure listener hears every node that leaves (its registration deleted), once, and no
-// event while nodes come.
-TEST_CASE("etcd membership: departures are heard, arrivals are not", "[coord]") {
+// event while nodes come; an arrival listener hears every node that registers, once, and no
+// event while nodes leave.
+TEST_CASE("etcd membership: departures and arrivals are heard by their own listeners", "[coord]") {
   EtcdCluster etcd(1);
   Cluster c(etcd);
   std::mutex mu;
-  std::vector<std::string> heard;
+  std::vector<std::string> departed, arrived;
   c.nodes[0]->peer->membership().AddDepartureListener([&](const std::string& id) {
     std::lock_guard<std::mutex> lock(mu);
-    heard.push_back(id);
+    departed.push_back(id);
+  });
+  c.nodes[1]->peer->membership().AddArrivalListener([&](const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    arrived.push_back(id);
   });
   c.nodes[2]->peer->Stop();  // a clean stop revokes its lease: the registration goes at once
   REQUIRE(reft::testing::Eventually([&] {
     std::lock_guard<std::mutex> lock(mu);
-    return !heard.empty();
+    return !departed.empty();
   }, 5s));
   TempDir dir("reft-coord");
   TestNode newcomer("n3", dir.path(), {}, 0, 64 << 10, 0, nullptr, EtcdControlPlane(etcd));
-  REQUIRE(reft::testing::Eventually([&] { return c.nodes[0]->peer->membership().Liveness("n3") ==
-                                                 NodeLiveness::kAlive; }, 5s));
+  REQUIRE(reft::testing::Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !arrived.empty();
+  }, 5s));
+  CHECK(c.nodes[0]->peer->membership().Liveness("n3") == NodeLiveness::kAlive);
   std::lock_guard<std::mutex> lock(mu);
-  CHECK(heard == std::vector<std::string>{"n2"});
+  CHECK(departed == std::vector<std::string>{"n2"});
+  CHECK(arrived == std::vector<std::string>{"n3"});
 }
 
 // The planner's published decision (docs/planner.md "The online path"): one per job, replaced

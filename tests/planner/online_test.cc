@@ -271,3 +271,109 @@ TEST_CASE("online: every decision is a layout a dp x tp x pp job can run") {
   for (const auto& c : (*dp)["decision"]["candidates"])
     if (c["policy"] == "reroute") CHECK(c["feasible"] == true);
 }
+
+TEST_CASE("online: a job below its peak grows onto a live node outside it, up to the peak") {
+  auto m = Job(2, 1, 4);  // DP2 after a loss: nodes n0, n1
+  m.peak_units = 3;
+  // Two live nodes outside the job; the peak takes one of them.
+  auto out = online::Decide(m, nullptr, Live(2, {}, {"back", "extra"}));
+  REQUIRE(out.ok());
+  INFO(out->dump(2));
+  const json& d = (*out)["decision"];
+  CHECK((*out)["peak_units"] == 3);
+  CHECK(d["needed"] == true);
+  REQUIRE(d["policy"] == "grow");
+  CHECK(d["joining_nodes"] == json({"back"}));
+  const json& pipes = d["new_layout"]["pipelines"];
+  REQUIRE(pipes.size() == 3);
+  std::set<std::string> nodes;
+  for (const auto& p : pipes) {
+    REQUIRE(p["stages"].size() == 1);
+    CHECK(p["stages"][0]["layers"] == json({{"first", 0}, {"last", 3}}));
+    nodes.insert(p["stages"][0]["node"].get<std::string>());
+  }
+  CHECK(nodes == std::set<std::string>{"n0", "n1", "back"});
+  // The node that joins holds nothing: it reads every layer as it restores, and nothing else
+  // moves. No transfer plan runs ahead (the job commits on until its ranks restart).
+  uint64_t all = 0;
+  for (const auto& l : (*out)["model"]["layers"]) all += l["bytes"].get<uint64_t>();
+  CHECK(d["restore_fetch_bytes"] == all);
+  CHECK_FALSE(d.contains("transfer"));
+  // Growing beats staying: three pipelines take the step in about two thirds of the time.
+  REQUIRE(d["candidates"].size() == 2);
+  CHECK(d["candidates"][0]["policy"] == "stay");
+  CHECK(d["candidates"][1]["policy"] == "grow");
+  CHECK(d["candidates"][1]["score"].get<double>() > d["candidates"][0]["score"].get<double>());
+  CHECK(d["new_layout"]["step_ms"].get<double>() < d["current_step_ms"].get<double>());
+}
+
+TEST_CASE("online: a job at its peak, or one growing would not pay, stays as it runs") {
+  auto m = Job(2, 1, 4);
+  SECTION("at its peak (no loss before): a live node outside it is another job's or a spare") {
+    auto out = online::Decide(m, nullptr, Live(2, {}, {"other"}));
+    REQUIRE(out.ok());
+    CHECK((*out)["peak_units"] == 2);
+    CHECK((*out)["decision"]["needed"] == false);
+    CHECK((*out)["decision"]["policy"] == "none");
+  }
+  SECTION("below its peak with no node outside it") {
+    m.peak_units = 4;
+    auto out = online::Decide(m, nullptr, Live(2, {}));
+    REQUIRE(out.ok());
+    CHECK((*out)["decision"]["policy"] == "none");
+    CHECK((*out)["peak_units"] == 4);  // carried on for the next decision
+  }
+  SECTION("a restart costs more than growing wins before the next expected failure") {
+    m.peak_units = 3;
+    json profile = {{"policy", {{"restart_ms", 1e9}}}};
+    auto out = online::Decide(m, profile, Live(2, {}, {"back"}));
+    REQUIRE(out.ok());
+    INFO(out->dump(2));
+    CHECK((*out)["decision"]["needed"] == false);
+    CHECK((*out)["decision"]["policy"] == "none");
+    CHECK((*out)["decision"]["reason"].get<std::string>().find("would not raise the score") != std::string::npos);
+  }
+}
+
+TEST_CASE("online: a pipeline job grows onto its best plan and its nodes keep what they hold") {
+  auto m = Job(1, 2, 3);  // one pipeline of two stages on n0, n1; it ran on four positions before
+  m.peak_units = 4;
+  auto out = online::Decide(m, nullptr, Live(2, {}, {"a", "b"}));
+  REQUIRE(out.ok());
+  INFO(out->dump(2));
+  const json& d = (*out)["decision"];
+  REQUIRE(d["policy"] == "grow");
+  CHECK(d["joining_nodes"] == json({"a", "b"}));
+  // Kuhn–Munkres places the job's nodes where they hold the most: what the four positions lack
+  // in all is what they read as they restore, and no other placement lacks less.
+  const auto held = Held(m);
+  std::map<std::string, std::set<int>> hosted;
+  std::vector<std::set<int>> roles;
+  for (const auto& p : d["new_layout"]["pipelines"])
+    for (const auto& st : p["stages"]) {
+      std::set<int> role;
+      for (int l = st["layers"]["first"]; l <= st["layers"]["last"].get<int>(); ++l) role.insert(l);
+      hosted[st["node"].get<std::string>()] = role;
+      roles.push_back(role);
+    }
+  REQUIRE(hosted.size() == 4);
+  std::map<int, uint64_t> bytes;
+  for (const auto& l : (*out)["model"]["layers"]) bytes[l["layer"]] = l["bytes"];
+  auto lacking = [&](const std::string& node, const std::set<int>& role) {
+    uint64_t b = 0;
+    for (int l : role)
+      if (!held.count(node) || !held.at(node).count(l)) b += bytes[l];
+    return b;
+  };
+  uint64_t chosen = 0;
+  for (const auto& [node, role] : hosted) chosen += lacking(node, role);
+  CHECK(d["restore_fetch_bytes"] == chosen);
+  for (size_t i = 0; i < roles.size(); ++i)
+    for (size_t j = 0; j < roles.size(); ++j) {
+      if (i == j) continue;
+      uint64_t other = lacking("n0", roles[i]) + lacking("n1", roles[j]);
+      for (size_t k = 0; k < roles.size(); ++k)
+        if (k != i && k != j) other += lacking("a", roles[k]);  // a joining node lacks all of it
+      CHECK(other >= chosen);
+    }
+}

@@ -132,3 +132,25 @@ def test_by_node_a_rank_takes_the_position_the_decision_put_on_its_node(monkeypa
     two = _doc(1, 2, {"needed": False, "policy": "none"})
     two["ranks"] = [{"pp": p, "tp": 0, "dp": 0, "node": "n0", "state": "alive"} for p in range(2)]
     assert [reft.elastic.placement_on_node(two, "n0", k, 2).pp_rank for k in (0, 1)] == [0, 1]
+
+
+def test_a_growth_is_taken_by_ranks_restarted_onto_it_and_not_by_a_restart_at_the_running_size(monkeypatch):
+    # DP2 on n0, n1 grows onto n2 (back after a loss): torchrun restarts the three ranks with
+    # WORLD_SIZE 3; a rank that crashed alone is restarted with WORLD_SIZE 2 and goes on in DP2.
+    grown = {"pipelines": [{"stages": [_stage(n, 0, 5)]} for n in ("n0", "n1", "n2")]}
+    doc = _doc(2, 1, {"needed": True, "policy": "grow", "joining_nodes": ["n2"], "new_layout": grown,
+                      "transfer": {"moves": [], "hosts": [], "total_bytes": 0, "executed": False}})
+    doc["publication"]["transfer"] = {"state": "done"}
+    doc["node"] = "n2"
+    monkeypatch.setattr(reft._plan, "plan", lambda socket, job, reftctl=None: doc)
+    place = reft.elastic.coordinates("sock", "j", world_size=3, by_node=True, local_rank=0, poll_s=0)
+    assert (place.dp, place.dp_rank, place.node, place.policy, place.transfer) == (3, 2, "n2", "grow", "done")
+    doc["node"] = "n1"
+    place = reft.elastic.coordinates("sock", "j", world_size=2, by_node=True, local_rank=0, poll_s=0)
+    assert (place.dp, place.dp_rank, place.node, place.transfer) == (2, 1, "n1", None)
+    # By rank: the same.
+    assert reft.elastic.coordinates("sock", "j", rank=1, world_size=2, poll_s=0).dp == 2
+    assert reft.elastic.coordinates("sock", "j", rank=1, world_size=3, poll_s=0).dp == 3
+    # A size that is neither is refused once the wait is over.
+    with pytest.raises(reft.Error, match="not the 4 this process group"):
+        reft.elastic.coordinates("sock", "j", rank=1, world_size=4, wait_s=0, poll_s=0)

@@ -233,12 +233,29 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
         # A decided plan is not confirmed: nothing awaits confirmation.
         r = survivors[1].ctl("plan", "confirm", "--job", JOB, check=False)
         assert r.returncode != 0 and "not awaiting confirmation" in r.stderr, r
-        # The decision stands for its loss: planned again on another membership change (a
-        # node joins), it is not published anew.
+        # A node that comes lets the job grow back towards the four positions it had: the
+        # coordinator hears the registration and publishes a growth onto it — a decision of its
+        # own (basis "+spare9"), not the loss's again.
         cluster.add_node("spare9")
-        cluster.nodes[-1].wait_member_state(pubs[0]["planner"], "alive")
-        again = survivors[0].ctl("plan", "show", "--job", JOB, json_output=True)
-        assert again["publication"]["version"] == pubs[0]["version"], again["publication"]
+        deadline = time.time() + 60
+        while True:
+            again = survivors[0].ctl("plan", "show", "--job", JOB, json_output=True)
+            if again["publication"]["basis"] != pubs[0]["basis"]:
+                break
+            assert time.time() < deadline, again["publication"]
+            time.sleep(0.1)
+        validate(again, "plan-show.schema.json")
+        pub = again["publication"]
+        assert pub["basis"] == "+spare9" and pub["current"] and pub["state"] == "decided", pub
+        assert pub["version"] > pubs[0]["version"] and pub["planner"] == pubs[0]["planner"], pub
+        grow = again["decision"]
+        assert again["peak_units"] == 4 and grow["policy"] == "grow" and grow["joining_nodes"] == ["spare9"], grow
+        placed = [st["node"] for p in grow["new_layout"]["pipelines"] for st in p["stages"]]
+        assert sorted(placed) == sorted([n.node_id for n in survivors] + ["spare9"]), grow
+        assert "transfer" not in grow and grow["restore_fetch_bytes"] > 0, grow
+        # Ranks restarted at the running size (not onto the node that came) go on as they run.
+        running = reft.elastic.coordinates(nodes[0].socket, JOB, rank=0, world_size=world, reftctl=cluster.reftctl)
+        assert (running.dp, running.pp) == (places[0].dp, places[0].pp) and running.policy == "none"
 
 
 def test_operator_confirmed_mode_waits_for_a_spare_then_for_the_operator():

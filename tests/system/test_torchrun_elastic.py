@@ -8,6 +8,12 @@ control plane has declared the node dead; each rank asks reft.elastic where it r
 for the decision the job's coordinator publishes (a reroute onto the two survivors), restores the
 newest committed step with reshape=True — the state the three ranks saved, checked bit for bit
 against the digest recorded at that step — and training goes on to the end with two ranks.
+
+When the node comes back (its reftd restarted with its memory wiped, its agent started again)
+torchrun restarts every rank with WORLD_SIZE 3 at once; the coordinator has decided to grow the
+job back onto the node that came (policy "grow": it runs below the size it had), and each rank
+restores the newest step the two committed, bit for bit, in the layout of three (the node that
+came reads its state from the two).
 """
 import glob
 import os
@@ -24,6 +30,7 @@ torch = pytest.importorskip("torch")
 import torch.distributed  # noqa: E402
 
 from reft_cluster import LocalCluster, free_port  # noqa: E402
+from test_reftctl_json import validate  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "torchrun", "train_gpt.py")
@@ -52,7 +59,7 @@ pytestmark = pytest.mark.skipif(not torch.distributed.is_available()
 class Agent:
     """One torchrun agent (and its worker) for `node`; stdout lines collected by a thread."""
 
-    def __init__(self, cluster, node, rdzv_port, record_dir):
+    def __init__(self, cluster, node, rdzv_port, record_dir, steps=STEPS):
         self.log_dir = os.path.join(node.root, "torchrun")
         env = dict(os.environ, REFT_SOCKET=node.socket, REFTCTL=cluster.reftctl,
                    PYTHONPATH=os.pathsep.join([os.path.join(cluster.build_dir, "client", "python"),
@@ -63,7 +70,7 @@ class Agent:
                "--monitor_interval=0.5",
                # torch 1.13 on Python 3.11: the default "0" is read as None (examples/torchrun).
                "--redirects=2", "--tee=1", f"--log_dir={self.log_dir}",
-               EXAMPLE, "--job", JOB, "--steps", str(STEPS), "--record-dir", record_dir,
+               EXAMPLE, "--job", JOB, "--steps", str(steps), "--record-dir", record_dir,
                "--step-sleep", "0.05"]
         self.node = node
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -79,10 +86,10 @@ class Agent:
                                   else line.rstrip("\n"))
                 self.cv.notify_all()
 
-    def wait_for(self, predicate, timeout, what):
-        """The first event line `predicate` accepts (an event, never a sleep)."""
+    def wait_for(self, predicate, timeout, what, since=0):
+        """The first event line `predicate` accepts (an event, never a sleep), from line `since`."""
         with self.cv:
-            seen = 0
+            seen = since
             deadline = time.monotonic() + timeout
             while True:
                 for line in self.lines[seen:]:
@@ -163,6 +170,64 @@ def test_torchrun_restarts_the_survivors_smaller_and_they_restore_bit_for_bit(tm
             doc = cluster.nodes[0].ctl("plan", "show", "--job", JOB, json_output=True)
             assert doc["publication"]["state"] == "decided", doc["publication"]
             assert doc["publication"]["basis"] == lost.node.node_id
+        finally:
+            for a in agents:
+                if a.proc.poll() is None:
+                    a.kill()
+
+
+def test_a_node_that_comes_back_grows_the_job_and_every_rank_restores_bit_for_bit(tmp_path):
+    steps = 90
+    with LocalCluster(nodes=3, config=CONFIG) as cluster:
+        port = free_port()
+        record = str(tmp_path / "digests")
+        agents = []
+        try:
+            agents.append(Agent(cluster, cluster.nodes[0], port, record, steps))
+            wait_listening(port, agents[0])
+            for node in cluster.nodes[1:]:
+                agents.append(Agent(cluster, node, port, record, steps))
+            for a in agents:
+                assert a.wait_for(lambda l: l == "fresh", 180, "fresh start")
+            agents[0].wait_for(committed_at_least(LOSE_AFTER), 180, f"commit of step {LOSE_AFTER}")
+
+            lost = agents[2]
+            lost.kill()
+            lost.node.kill(signal.SIGKILL)
+            lost.node.wipe_memory()
+            shrunk = []
+            for a in agents[:2]:
+                a.wait_for(lambda l: l.startswith("placed dp ") and " of 2 " in l, 240, "placement after the loss")
+                line = a.wait_for(lambda l: l.startswith("restored "), 240, "restore after the loss")
+                assert line.split()[2] == "ok", (a.node.node_id, line)
+                shrunk.append(int(line.split()[1]))
+            # The two train on; the node comes back while they do.
+            agents[0].wait_for(committed_at_least(shrunk[0] + 3), 180, "a commit of the two",
+                               since=len(agents[0].lines))
+
+            lost.node.start()
+            agents[2] = Agent(cluster, lost.node, port, record, steps)
+            grown = []
+            for a in agents:
+                placed = a.wait_for(lambda l: l.startswith("placed dp ") and " of 3 " in l, 240,
+                                    "placement after the node came back")
+                since = a.lines.index(placed)
+                assert placed.endswith(" on " + a.node.node_id), (a.node.node_id, placed)
+                line = a.wait_for(lambda l: l.startswith("restored "), 240, "restore in the grown layout", since)
+                _, step, verdict = line.split()
+                assert verdict == "ok", (a.node.node_id, line)
+                grown.append(int(step))
+            assert grown[0] == grown[1] == grown[2] > shrunk[0], (shrunk, grown)
+            for a in agents:
+                a.wait_for(lambda l: l == f"done {steps - 1}", 300, "end of training")
+                assert a.proc.wait(timeout=60) == 0, "\n".join(a.lines[-40:]) + a.worker_stderr()
+
+            # What the ranks acted on: the coordinator's growth onto the node that came back.
+            doc = cluster.nodes[0].ctl("plan", "show", "--job", JOB, json_output=True)
+            assert doc["publication"]["basis"] == "+" + lost.node.node_id, doc["publication"]
+            assert doc["layout"]["dp"] == 3 and doc["decision"]["policy"] == "none", doc["decision"]
+            assert doc["peak_units"] == 3
+            validate(doc, "plan-show.schema.json")
         finally:
             for a in agents:
                 if a.proc.poll() is None:

@@ -57,7 +57,9 @@ void PrintPublication(const nlohmann::json& d) {
   }
   std::string line = "published: " + Str(p["state"]) + " by " + Str(p["planner"]) + " (version " +
                      Str(p["version"]) + ", generation " + Str(p["generation"]) + ", step " + Str(p["step"]) +
-                     ", lost " + Str(p["basis"]) + ")";
+                     (Str(p["basis"]).rfind('+', 0) == 0 ? ", nodes that came " + Str(p["basis"]).substr(1)
+                                                         : ", lost " + Str(p["basis"])) +
+                     ")";
   if (!p["wait_until_ms"].is_null()) {
     line += (p["state"] == "waiting_for_spare" ? ", waits for a spare until unix ms "
                                                : ", waited for a spare until unix ms ") +
@@ -108,6 +110,12 @@ void PrintPlan(const nlohmann::json& d) {
     }
     std::printf("\nnew layout (step %s ms):\n", Str(dec["new_layout"]["step_ms"]).c_str());
     PrintTable({"PIPELINE", "STAGE", "NODE", "LAYERS"}, rows);
+  }
+  if (dec.contains("restore_fetch_bytes")) {
+    std::string onto;
+    for (const auto& n : dec["joining_nodes"]) onto += (onto.empty() ? "" : ", ") + Str(n);
+    std::printf("\ngrows onto %s; the new positions read %s bytes they lack from the holders as they restore\n",
+                onto.c_str(), Str(dec["restore_fetch_bytes"]).c_str());
   }
   if (dec.contains("transfer")) {
     // The moves as executed when the publication has them (their state), else as planned.

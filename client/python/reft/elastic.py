@@ -1,5 +1,5 @@
 """reft.elastic: where this rank runs once the planner has decided how a job goes on after a
-node loss, for a trainer started by torchrun (`--nnodes=MIN:MAX`; docs/planner.md "The online
+node loss (or grows back onto nodes that came), for a trainer started by torchrun (`--nnodes=MIN:MAX`; docs/planner.md "The online
 path"). The job's coordinator publishes the decision in etcd; every rank reads it from its own
 reftd and, from RANK and WORLD_SIZE, gets its coordinates in the new layout, builds its process
 groups from them and restores with `restore(reshape=True)`.
@@ -47,15 +47,15 @@ def _stages_of_running_layout(doc):
     return [stages[s] for s in sorted(stages)]
 
 
-def _layout_of(doc):
-    """(dp, tp, pp, stage_layers, nodes, policy) of the layout the job goes on with; nodes[(pp,
-    dp)] is the node of that position."""
+def _layout_of(doc, running=False):
+    """(dp, tp, pp, stage_layers, nodes, policy) of the layout the job goes on with (`running`:
+    the one it runs in, whatever the decision); nodes[(pp, dp)] is the node of that position."""
     from . import Error
 
     decision = doc["decision"]
     policy = decision.get("policy")
     tp = doc["layout"]["tp"]
-    if not decision.get("needed"):
+    if running or not decision.get("needed"):
         nodes = {(r["pp"], r["dp"]): r["node"] for r in doc["ranks"] if r["tp"] == 0}
         return doc["layout"]["dp"], tp, doc["layout"]["pp"], _stages_of_running_layout(doc), nodes, "none"
     if policy in (None, "exit"):
@@ -83,17 +83,23 @@ def _ranks(doc):
     return dp * tp * pp
 
 
+def _running_ranks(doc):
+    layout = doc["layout"]
+    return layout["dp"] * layout["tp"] * layout["pp"]
+
+
 def world_size(doc):
     """How many ranks the layout a `reft.plan` document gives the job has (for a launcher that
     starts them); raises like placement_from_plan."""
     return _ranks(doc)
 
 
-def placement_from_plan(doc, rank, world_size):
-    """This rank's Placement from a `reft.plan` document (pure: no daemon)."""
+def placement_from_plan(doc, rank, world_size, running=False):
+    """This rank's Placement from a `reft.plan` document (pure: no daemon); `running`: in the
+    layout the job runs in, not the one the decision grows it to."""
     from . import Error, InvalidArgumentError
 
-    dp, tp, pp, stage_layers, nodes, policy = _layout_of(doc)
+    dp, tp, pp, stage_layers, nodes, policy = _layout_of(doc, running)
     if world_size != dp * tp * pp:
         raise Error(f"job '{doc['job']}' goes on with dp={dp}, tp={tp}, pp={pp} ({dp * tp * pp} ranks), "
                     f"not the {world_size} this process group was started with")
@@ -108,20 +114,20 @@ def placement_from_plan(doc, rank, world_size):
                      layers=stage_layers[pp_rank], stage_layers=list(stage_layers),
                      node=nodes.get((pp_rank, dp_rank)), policy=policy,
                      step=doc["step"], version=pub["version"] if pub and pub.get("current") else None,
-                     transfer=_transfer_state(doc))
+                     transfer=None if running else _transfer_state(doc))
 
 
-def placement_on_node(doc, node, local_rank, world_size):
+def placement_on_node(doc, node, local_rank, world_size, running=False):
     """The Placement of the `local_rank`-th position (in rank order) that the layout of a
     `reft.plan` document puts on `node` (pure: no daemon)."""
     from . import Error
 
-    dp, tp, pp, _, nodes, _ = _layout_of(doc)
+    dp, tp, pp, _, nodes, _ = _layout_of(doc, running)
     mine = [r for r in range(dp * tp * pp) if nodes.get((r // (tp * dp), (r // tp) % dp)) == node]
     if local_rank >= len(mine):
         raise Error(f"job '{doc['job']}': the layout it goes on with puts {len(mine)} rank(s) on node "
                     f"'{node}', none for local rank {local_rank}")
-    return placement_from_plan(doc, mine[local_rank], world_size)
+    return placement_from_plan(doc, mine[local_rank], world_size, running)
 
 
 def _transfer_state(doc):
@@ -146,7 +152,11 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
     in `planner.mode = "confirm"`) — it may still wait for a spare or for the operator — and
     raises reft.UnavailableError when it is not by then. A final reconfiguration is returned
     once its transfer plan ran (the layers are on the nodes that will host them), or at
-    `wait_s` while it still runs. Raises reft.Error when the job cannot
+    `wait_s` while it still runs. When nodes came to a job that runs below its peak size the
+    coordinator may decide to grow onto them ("grow"): a launcher that restarted the ranks onto
+    them (a larger `world_size`, as torchrun does when a node joins) gets the grown layout the
+    same way; one that restarted them at the running size gets the running layout. Raises
+    reft.Error when the job cannot
     go on in memory (exit), when the decision's layout is not a uniform dp x tp x pp one, or
     when it has another number of ranks than `world_size`.
 
@@ -164,10 +174,10 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
     if by_node and local_rank is None:
         local_rank = int(_os.environ.get("LOCAL_RANK", "0"))
 
-    def place(doc):
+    def place(doc, running=False):
         if by_node:
-            return placement_on_node(doc, doc["node"], local_rank, world_size)
-        return placement_from_plan(doc, rank, world_size)
+            return placement_on_node(doc, doc["node"], local_rank, world_size, running)
+        return placement_from_plan(doc, rank, world_size, running)
 
     deadline = _time.monotonic() + wait_s
     while True:
@@ -175,6 +185,10 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
         pub = doc.get("publication")
         needed = doc["decision"].get("needed")
         final = needed and pub is not None and pub.get("current") and pub["state"] in _FINAL
+        # A growth onto nodes that came is taken by a launcher that restarted the ranks onto them;
+        # restarted at the running size (a rank crashed, say), the job goes on as it runs.
+        if needed and doc["decision"].get("policy") == "grow" and _running_ranks(doc) == world_size:
+            return place(doc, running=True)
         # No loss known yet while the launcher already restarted the ranks at another size: a
         # node it lost has not been declared dead yet (the lease runs out first); wait for it.
         if not needed and (_ranks(doc) == world_size

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include <spdlog/spdlog.h>
 
@@ -28,6 +29,31 @@ json PublicationJson(const peer::PublishedPlan& p, bool current) {
   return j;
 }
 
+// The most pipeline positions the job ran with, as its published decision recorded (0: none).
+int PeakUnits(const peer::PublishedPlan& p) {
+  const json doc = json::parse(p.plan_json, nullptr, false);
+  return doc.is_object() ? doc.value("peak_units", 0) : 0;
+}
+
+// Whether the published decision `doc` (of committed step `step`) is a growth of the layout the
+// job still runs in `model`: decided at that step or before, on the same ranks and nodes.
+bool IsGrowthOf(const json& doc, int64_t step, const planner::online::JobModelView& model) {
+  if (!doc.is_object() || !doc.contains("decision") || doc["decision"].value("policy", "") != "grow") return false;
+  if (step > model.step) return false;
+  const json& layout = doc["layout"];
+  if (layout.value("dp", 0) != model.dp || layout.value("tp", 0) != model.tp || layout.value("pp", 0) != model.pp)
+    return false;
+  std::set<std::tuple<int, int, int, std::string>> decided, running;
+  for (const auto& r : doc["ranks"])
+    decided.emplace(r.value("pp", 0), r.value("tp", 0), r.value("dp", 0), r["node"].is_string() ? r["node"] : "");
+  for (const auto& r : model.ranks) running.emplace(r.pp, r.tp, r.dp, r.node);
+  return decided == running;
+}
+
+bool IsGrowthOf(const peer::PublishedPlan& p, const planner::online::JobModelView& model) {
+  return IsGrowthOf(json::parse(p.plan_json, nullptr, false), p.step, model);
+}
+
 }  // namespace
 
 JobPlanner::JobPlanner(std::string node_id, JobPlannerOptions options, peer::NodeDirectory* nodes,
@@ -46,7 +72,8 @@ void JobPlanner::Start() {
   // Without consensus there is nothing to publish through (plan show decides on demand).
   if (options_.mode == PlannerMode::kOff || !coordinator_->HasConsensus() || thread_.joinable()) return;
   // A node that left (a loss to plan for) and a job this node starts to lead (its previous
-  // coordinator left) plan again; nodes that come (spares) are looked for while waiting.
+  // coordinator left) plan again; so does a node that came, once a job this node leads had a
+  // decision (it may grow back onto it: FollowArrivals).
   nodes_->AddDepartureListener([w = wakeup_](const std::string&) { w->Notify(); });
   coordinator_->AddLeadershipListener([w = wakeup_](const std::string&) { w->Notify(); });
   thread_ = std::thread([this] { Run(); });
@@ -83,6 +110,14 @@ void JobPlanner::Run() {
   }
 }
 
+void JobPlanner::FollowArrivals() {
+  // Only coordinators of jobs that lost nodes watch registrations: every node watching them
+  // would cost etcd an event per node and registration (N² as a cluster starts).
+  std::call_once(arrivals_once_, [this] {
+    nodes_->AddArrivalListener([w = wakeup_](const std::string&) { w->Notify(); });
+  });
+}
+
 planner::online::Membership JobPlanner::CurrentMembership() const {
   planner::online::Membership m;
   m.live.push_back(node_id_);
@@ -103,10 +138,19 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   auto job_nodes = coordinator_->JobNodes(job);
   if (!job_nodes.ok()) return retry;
   const std::vector<peer::NodeStatus> status = nodes_->Lookup(*job_nodes);  // one answer, in order
-  if (std::none_of(status.begin(), status.end(),
-                   [](const peer::NodeStatus& n) { return n.liveness != peer::NodeLiveness::kAlive; })) {
-    return kNever;
+  const bool lost = std::any_of(status.begin(), status.end(),
+                                [](const peer::NodeStatus& n) { return n.liveness != peer::NodeLiveness::kAlive; });
+  auto published = coordinator_->PublishedPlanOf(job);
+  if (!published.ok()) {
+    if (published.status().code() == StatusCode::kUnsupported) return kNever;  // gossip
+    return retry;
   }
+  const std::optional<peer::PublishedPlan>& current = *published;
+  // Without a loss only a job that lost nodes before (a decision was published) may grow back,
+  // onto live nodes outside it (JobNodes may still name a node that ran ranks of the job at an
+  // older step: the committed step's model tells).
+  if (!lost && !current) return kNever;
+  if (current) FollowArrivals();
   auto model = model_(job);
   if (!model.ok()) {
     // No committed step yet (nothing to plan), or its holders did not answer: a loss that
@@ -114,6 +158,7 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
     spdlog::debug("planner: job {}: no model ({})", job, model.status().ToString());
     return model.status().code() == StatusCode::kNotFound ? kNever : retry;
   }
+  if (current) model->peak_units = PeakUnits(*current);
   const auto membership = CurrentMembership();
   const json profile = profiles_ != nullptr ? profiles_->Get(job) : json(nullptr);
   auto doc = planner::online::Decide(*model, profile, membership);
@@ -125,21 +170,18 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   const json& decision = (*doc)["decision"];
   if (!decision.value("needed", false)) return kNever;
 
-  auto published = coordinator_->PublishedPlanOf(job);
-  if (!published.ok()) {
-    if (published.status().code() == StatusCode::kUnsupported) return kNever;  // gossip
-    return retry;
-  }
-  const std::optional<peer::PublishedPlan>& current = *published;
   const uint64_t generation = coordinator_->Generation(job).generation;
   peer::PublishedPlan plan;
   plan.generation = generation;
   plan.step = model->step;
-  plan.basis = Join((*doc)["lost_nodes"]);
+  const bool growth = decision.value("policy", "") == "grow";
+  plan.basis = growth ? "+" + Join(decision["joining_nodes"]) : Join((*doc)["lost_nodes"]);
   plan.planner = node_id_;
   plan.plan_json = doc->dump();
-  const bool same_loss = current && current->generation == generation && current->step == plan.step &&
-                         current->basis == plan.basis;
+  // A growth stands while the job runs on in the layout it was decided for (it commits steps
+  // until the launcher restarts it onto the nodes that came); a loss stops the job at its step.
+  const bool same_loss = current && current->generation == generation && current->basis == plan.basis &&
+                         (current->step == plan.step || (growth && IsGrowthOf(*current, *model)));
   // A decision once made stands for its loss (trainers may be acting on it); a new loss, a
   // new generation or a new committed step is planned anew. Its transfer plan runs (or resumes:
   // this node may have taken over from a coordinator that stopped midway).
@@ -147,8 +189,9 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
     return ExecuteTransfer(job, *current);
   }
   // Confirmed on any node: look again until it is (then the transfer runs).
-  if (same_loss && current->state == "awaiting_confirmation" && options_.mode == PlannerMode::kConfirm &&
-      current->plan_json == plan.plan_json) {
+  // (A growth's document changes with the step it is read at, not its layout.)
+  const bool same_decision = same_loss && (current->plan_json == plan.plan_json || growth);
+  if (same_decision && current->state == "awaiting_confirmation" && options_.mode == PlannerMode::kConfirm) {
     return retry;
   }
 
@@ -170,7 +213,7 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   if (plan.state.empty()) {
     plan.state = options_.mode == PlannerMode::kConfirm ? "awaiting_confirmation" : "decided";
   }
-  if (same_loss && current->state == plan.state && current->plan_json == plan.plan_json) return due;
+  if (same_decision && current->state == plan.state) return due;
 
   plan.decided_at_ms = UnixMs();
   auto in_force = coordinator_->PublishPlan(job, plan, current ? current->version : 0);
@@ -244,8 +287,11 @@ Result<json> JobPlanner::Show(const std::string& job) {
     spdlog::warn("plan show: job {}: the published decision cannot be read: {}", job, p.status().ToString());
   }
   if (!model.ok() && !published) return model.status();
+  // A growth stays current while the job runs on in the layout it grows (until the launcher
+  // restarts the ranks onto it); any other decision is of its committed step.
   const bool current = published && published->generation == coordinator_->Generation(job).generation &&
-                       (!model.ok() || published->step == model->step);
+                       (!model.ok() || published->step == model->step || IsGrowthOf(*published, *model));
+  if (model.ok() && published) model->peak_units = PeakUnits(*published);
   json doc;
   if (current) {
     doc = json::parse(published->plan_json, nullptr, false);

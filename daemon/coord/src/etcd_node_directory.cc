@@ -82,12 +82,14 @@ void EtcdNodeDirectory::Stop() {
     lease_ = 0;
   }
   if (lease != 0) (void)etcd_->RevokeLease(lease);  // expires by itself if etcd is unreachable
-  int64_t watch;
+  int64_t watches[2];
   {
     std::lock_guard<std::mutex> lock(mu_);
-    watch = std::exchange(departure_watch_, 0);
+    watches[0] = std::exchange(departure_watch_, 0);
+    watches[1] = std::exchange(arrival_watch_, 0);
   }
-  if (watch != 0) etcd_->CancelWatch(watch);
+  for (int64_t watch : watches)
+    if (watch != 0) etcd_->CancelWatch(watch);
 }
 
 void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
@@ -301,17 +303,49 @@ void EtcdNodeDirectory::AddDepartureListener(DepartureListener listener) {
     for (const auto& id : departed)
       for (const auto& l : listeners) l(id);
   };
-  // From the store's revision now (one key read for it), so that every departure after this
-  // call returns is heard; 0 (from whenever the watch starts) when etcd does not answer.
+  const int64_t h = WatchRegistrations(WatchEvents::kDeletesOnly, notify, "departures");
+  std::lock_guard<std::mutex> lock(mu_);
+  departure_watch_ = h;
+}
+
+void EtcdNodeDirectory::AddArrivalListener(ArrivalListener listener) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    arrival_listeners_.push_back(std::move(listener));
+    if (arrival_watch_ != 0) return;
+  }
+  auto notify = [this](const WatchUpdate& u) {
+    std::vector<std::string> arrived;
+    if (u.reset) arrived.push_back("");  // history compacted: arrivals may be missed
+    for (const auto& ev : u.events) {
+      const std::string id = keys::NodeIdOf(ev.kv.key);
+      if (ev.type == WatchEvent::Type::kPut && !id.empty() && id != options_.node_id) arrived.push_back(id);
+    }
+    std::vector<ArrivalListener> listeners;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      listeners = arrival_listeners_;
+    }
+    for (const auto& id : arrived)
+      for (const auto& l : listeners) l(id);
+  };
+  const int64_t h = WatchRegistrations(WatchEvents::kPutsOnly, notify, "arrivals");
+  std::lock_guard<std::mutex> lock(mu_);
+  arrival_watch_ = h;
+}
+
+int64_t EtcdNodeDirectory::WatchRegistrations(WatchEvents events, std::function<void(const WatchUpdate&)> notify,
+                                              const char* what) {
+  // From the store's revision now (one key read for it), so that every change after this call
+  // returns is heard; 0 (from whenever the watch starts) when etcd does not answer.
   auto now = etcd_->GetPrefix(keys::Node(options_.node_id), 1);
   const int64_t from = now.ok() ? now->revision + 1 : 0;
-  auto h = etcd_->Watch(keys::NodesPrefix(), true, from, notify, WatchEvents::kDeletesOnly);
+  auto h = etcd_->Watch(keys::NodesPrefix(), true, from, std::move(notify), events);
   if (!h.ok()) {
-    spdlog::warn("node {}: cannot watch departures in etcd: {}", options_.node_id, h.status().ToString());
-    return;
+    spdlog::warn("node {}: cannot watch {} in etcd: {}", options_.node_id, what, h.status().ToString());
+    return 0;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  departure_watch_ = *h;
+  return *h;
 }
 
 void EtcdNodeDirectory::AddReregisterListener(std::function<void(int64_t)> listener) {

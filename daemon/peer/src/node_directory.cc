@@ -30,6 +30,14 @@ void NodeDirectory::AddDepartureListener(DepartureListener listener) {
   });
 }
 
+void NodeDirectory::AddArrivalListener(ArrivalListener listener) {
+  AddListener([listener = std::move(listener)](const MemberInfo& member, MemberState previous) {
+    if (!member.self && member.state != MemberState::kDead && previous == MemberState::kDead) {
+      listener(member.node_id);
+    }
+  });
+}
+
 NodeLiveness NodeDirectory::Liveness(const std::string& node_id) const {
   auto m = Find(node_id);
   if (!m) return NodeLiveness::kUnknown;

@@ -92,6 +92,151 @@ void RefuseStageReroute(const odyssey::Layout& cur, const std::vector<bool>& ali
   }
 }
 
+// The pipelines of `plan` with the node at each position: row i of `transfer` (named
+// `row_node[i]`) takes position transfer.position_of_node[i].
+json PipelinesJson(const odyssey::ExecutionPlan& plan, const odyssey::TransferPlan& transfer,
+                   const std::vector<std::string>& row_node) {
+  const auto roles = odyssey::StageLayerLists(plan);
+  std::vector<std::string> node_at(roles.size());
+  for (size_t i = 0; i < row_node.size() && i < transfer.position_of_node.size(); ++i) {
+    const int pos = transfer.position_of_node[i];
+    if (pos >= 0) node_at[pos] = row_node[i];
+  }
+  json pipelines = json::array();
+  size_t k = 0;
+  for (const auto& pipe : plan.layers_per_stage) {
+    json stages = json::array();
+    for (size_t s = 0; s < pipe.size(); ++s, ++k)
+      stages.push_back({{"node", node_at[k]}, {"layers", LayersJson(roles[k])}});
+    pipelines.push_back({{"stages", stages}});
+  }
+  return pipelines;
+}
+
+// What a decision that restarts the job in a new layout moves, before it does: every node of the
+// layout pulls what it lacks of the layers it will host (`hosts`). `moves` are the whole layers
+// that change node (Kuhn–Munkres, `km`; its rows are named by `row_node`); the rest a node lacks
+// are the other members' shards of layers it keeps, which only the node can tell (its own slots
+// and the copies it holds): `fill` estimates them.
+json TransferJson(const json& pipelines, const odyssey::TransferPlan* km, const std::vector<std::string>& row_node,
+                  uint64_t fill) {
+  json moves = json::array();
+  if (km != nullptr)
+    for (const auto& mv : km->moves)
+      moves.push_back({{"layer", mv.layer}, {"from_node", row_node[mv.from]}, {"to_node", row_node[mv.to]},
+                       {"bytes", mv.bytes}});
+  std::map<std::string, std::set<int>> hosted;
+  for (const auto& pipe : pipelines)
+    for (const auto& st : pipe["stages"]) {
+      if (!st["node"].is_string() || st["layers"]["first"].is_null()) continue;  // rerouted: nobody hosts it
+      for (int l = st["layers"]["first"]; l <= st["layers"]["last"].get<int>(); ++l)
+        hosted[st["node"].get<std::string>()].insert(l);
+    }
+  json hosts = json::array();
+  for (const auto& [node, layers] : hosted) hosts.push_back({{"node", node}, {"layers", layers}});
+  return {{"moves", moves},
+          {"hosts", hosts},
+          {"fill_bytes", fill},
+          {"total_bytes", km ? km->total_bytes : 0},
+          {"max_sender_bytes", km ? km->max_sender_bytes : 0},
+          {"max_receiver_bytes", km ? km->max_receiver_bytes : 0},
+          {"executed", false}};
+}
+
+// The recovery costs of the job's policy (its profile's `policy`) for `live_units`, with the bytes
+// of each layer and what each unit (pipeline position: its tensor-parallel ranks' slots) holds.
+Result<odyssey::RecoveryCosts> JobCosts(const JobModelView& m, const json& profile,
+                                        const std::vector<uint64_t>& layer_bytes, int live_units) {
+  REFT_ASSIGN_OR_RETURN(auto costs, ParseRecoveryCosts(Member(profile, "policy"), live_units));
+  costs.layer_bytes = layer_bytes;
+  if (!m.held.empty()) {
+    costs.unit_held_bytes.assign(static_cast<size_t>(m.dp) * m.pp, std::vector<uint64_t>(layer_bytes.size(), 0));
+    for (size_t r = 0; r < m.ranks.size() && r < m.held.size(); ++r) {
+      const auto& rk = m.ranks[r];
+      if (rk.dp < 0 || rk.dp >= m.dp || rk.pp < 0 || rk.pp >= m.pp) continue;
+      auto& row = costs.unit_held_bytes[static_cast<size_t>(rk.dp) * m.pp + rk.pp];
+      for (size_t l = 0; l < row.size() && l < m.held[r].size(); ++l) row[l] += m.held[r][l];
+    }
+  }
+  return costs;
+}
+
+// Growing onto live nodes outside the job — a node back after a loss, or a new one — up to its
+// peak size (Oobleck re-instantiates its pipelines when nodes join; Odyssey plans for failures
+// only). The candidate is the best plan on the units they add, the survivors placed by
+// Kuhn–Munkres on what their slots hold and the joining nodes holding nothing; it is chosen when
+// its score (Odyssey's: throughput over the expected time to the next failure, less the
+// transition — a restart and the busiest link's copy of what the positions lack) beats going on
+// as the job runs. Returns
+// the decision, or null with `why` when the job stays as it is.
+json GrowthDecision(const ModelProfile& model, const odyssey::Layout& cur,
+                    const std::vector<std::set<std::string>>& unit_nodes, int job_node_count,
+                    const std::vector<std::string>& spares, int peak, const odyssey::SearchOptions& so,
+                    const odyssey::RecoveryCosts& costs, std::string* why) {
+  const int U = static_cast<int>(unit_nodes.size());
+  const int L = static_cast<int>(costs.layer_bytes.size());
+  // A node brings as many positions as the job's nodes run each.
+  const int per_node = std::max(1, U / std::max(1, job_node_count));
+  const size_t wanted = static_cast<size_t>((peak - U + per_node - 1) / per_node);
+  const std::vector<std::string> joining(spares.begin(), spares.begin() + std::min(spares.size(), wanted));
+  const int units = std::min(peak, U + static_cast<int>(joining.size()) * per_node);
+  auto plan = odyssey::BestPlan(model, units, so);
+  if (!plan.ok()) {
+    *why = "no plan on " + std::to_string(units) + " positions: " + plan.status().message();
+    return nullptr;
+  }
+  std::vector<int> ids;
+  std::vector<std::vector<int>> held;
+  odyssey::LiveHoldings(cur, std::vector<bool>(U, true), ids, held);
+  std::vector<std::string> row_node;
+  odyssey::HeldBytes held_bytes;
+  for (int id : ids) {
+    row_node.push_back(NodeOf(unit_nodes[id]));
+    if (!costs.unit_held_bytes.empty()) held_bytes.push_back(costs.unit_held_bytes[id]);
+  }
+  for (const auto& node : joining)
+    for (int k = 0; k < per_node; ++k) {
+      held.emplace_back();
+      row_node.push_back(node);
+      if (!held_bytes.empty()) held_bytes.emplace_back(L, 0);
+    }
+  auto transfer = costs.positional_transfer ? odyssey::PositionalTransfer(held, odyssey::StageLayerLists(*plan),
+                                                                          costs.layer_bytes, held_bytes)
+                                            : odyssey::PlanTransfer(held, odyssey::StageLayerLists(*plan),
+                                                                    costs.layer_bytes, held_bytes);
+  if (!transfer.ok()) {
+    *why = "no transfer onto " + std::to_string(units) + " positions: " + transfer.status().message();
+    return nullptr;
+  }
+  const double stay = odyssey::Score(so.micro_batches, cur.plan.step_time, 0, costs.expected_interval_ms);
+  const double transition = costs.restart_ms + transfer->max_link_bytes() / costs.transfer_bytes_per_ms;
+  const double grow = odyssey::Score(so.micro_batches, plan->step_time, transition, costs.expected_interval_ms);
+  json candidates = json::array(
+      {{{"policy", "stay"}, {"feasible", true}, {"step_ms", cur.plan.step_time}, {"transition_ms", 0}, {"score", stay}},
+       {{"policy", "grow"}, {"feasible", true}, {"step_ms", plan->step_time}, {"transition_ms", transition},
+        {"score", grow}}});
+  std::string onto;
+  for (const auto& n : joining) onto += (onto.empty() ? "" : ", ") + n;
+  if (grow <= stay) {
+    *why = "growing onto " + onto + " (" + std::to_string(units) + " positions) would not raise the score";
+    return nullptr;
+  }
+  const json pipelines = PipelinesJson(*plan, *transfer, row_node);
+  return {{"needed", true},
+          {"policy", "grow"},
+          {"reason", "the job runs " + std::to_string(U) + " of the " + std::to_string(peak) +
+                         " positions it had; growing onto " + onto + " has the higher score (throughput over the "
+                         "expected time to the next failure, less the transition)"},
+          {"joining_nodes", joining},
+          {"candidates", candidates},
+          {"expected_interval_ms", costs.expected_interval_ms},
+          {"new_layout", {{"pipelines", pipelines}, {"micro_batches", plan->micro_batches}, {"step_ms", plan->step_time}}},
+          // No transfer plan runs ahead: the job commits steps until the launcher restarts it
+          // onto the nodes that came, so layers staged now would be of an older step by then.
+          // The new positions read what they lack from the holders as they restore.
+          {"restore_fetch_bytes", transfer->total_bytes + transfer->fill_bytes}};
+}
+
 }  // namespace
 
 Status CheckProfile(const json& doc, int layers) {
@@ -250,9 +395,25 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     REFT_RETURN_NOT_OK(odyssey::EstimateStep(prof->model, so, running));
     decision["current_step_ms"] = running.step_time;
   }
+  const int peak = std::max(U, m.peak_units);
+  out["peak_units"] = peak;
   if (failed.empty()) {
     decision["policy"] = "none";
     decision["reason"] = "no node of the job is lost: no decision needed";
+    if (peak > U && !spares.empty() && prof.ok()) {
+      REFT_ASSIGN_OR_RETURN(auto costs, JobCosts(m, profile, layer_bytes, U));
+      std::vector<int> ids(U);
+      for (int u = 0; u < U; ++u) ids[u] = u;
+      std::string why;
+      json grow = GrowthDecision(prof->model, odyssey::Layout::Of(running, ids), unit_nodes,
+                                 static_cast<int>(job_nodes.size()), spares, peak, so, costs, &why);
+      if (grow.is_null()) {
+        decision["reason"] = "no node of the job is lost, and " + why;
+      } else {
+        grow["current_step_ms"] = decision["current_step_ms"];
+        decision = std::move(grow);
+      }
+    }
     out["decision"] = decision;
     return out;
   }
@@ -285,17 +446,7 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     return out;
   }
 
-  REFT_ASSIGN_OR_RETURN(auto costs, ParseRecoveryCosts(Member(profile, "policy"), live_units));
-  costs.layer_bytes = layer_bytes;
-  // What each unit (pipeline position) holds of each layer: its tensor-parallel ranks' slots.
-  if (!m.held.empty()) {
-    costs.unit_held_bytes.assign(U, std::vector<uint64_t>(L, 0));
-    for (size_t r = 0; r < m.ranks.size() && r < m.held.size(); ++r) {
-      const auto& rk = m.ranks[r];
-      auto& row = costs.unit_held_bytes[rk.dp * m.pp + rk.pp];
-      for (size_t l = 0; l < row.size() && l < m.held[r].size(); ++l) row[l] += m.held[r][l];
-    }
-  }
+  REFT_ASSIGN_OR_RETURN(auto costs, JobCosts(m, profile, layer_bytes, live_units));
   std::vector<int> ids(U);
   for (int u = 0; u < U; ++u) ids[u] = u;
   const auto cur = odyssey::Layout::Of(running, ids);
@@ -310,6 +461,8 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     ev = odyssey::EvaluateFailure(prof->model, cur, failed, alive, so.micro_batches, so, costs);
     RefuseStageReroute(cur, alive, &ev);
   }
+  std::vector<std::string> row_node;  // the survivors, the rows of the transfer plan
+  for (int id : ev.live_ids) row_node.push_back(NodeOf(unit_nodes[id]));
 
   // Restart on spares from memory: the same layout, each lost node's ranks on a spare.
   odyssey::Candidate spare{odyssey::Policy::kRestart};
@@ -378,43 +531,12 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     decision["new_layout"] = {{"pipelines", pipelines}, {"micro_batches", running.micro_batches},
                               {"step_ms", cands[pick].step_time}};
   } else if (ev.new_plan.ok()) {
-    const auto roles = odyssey::StageLayerLists(*ev.new_plan);
-    std::vector<std::string> node_at(roles.size());
-    for (size_t i = 0; i < ev.live_ids.size() && i < ev.transfer.position_of_node.size(); ++i) {
-      const int pos = ev.transfer.position_of_node[i];
-      if (pos >= 0) node_at[pos] = NodeOf(unit_nodes[ev.live_ids[i]]);
-    }
-    size_t k = 0;
-    for (const auto& pipe : ev.new_plan->layers_per_stage) {
-      json stages = json::array();
-      for (size_t s = 0; s < pipe.size(); ++s, ++k)
-        stages.push_back({{"node", node_at[k]}, {"layers", LayersJson(roles[k])}});
-      pipelines.push_back({{"stages", stages}});
-    }
+    pipelines = PipelinesJson(*ev.new_plan, ev.transfer, row_node);
     decision["new_layout"] = {{"pipelines", pipelines}, {"micro_batches", ev.new_plan->micro_batches},
                               {"step_ms", ev.new_plan->step_time}};
   }
   if (policy == "reroute" || policy == "reconfigure" || policy == "restart") {
-    // The job restarts in the new layout: before it does, every node of it pulls what it lacks
-    // of the layers it will host (`hosts`). `moves` are the whole layers that change stage
-    // (Kuhn–Munkres, reconfiguration only); the rest a node lacks are the other members' shards
-    // of layers it keeps, which only the node can tell (its own slots and the copies it holds).
-    json moves = json::array();
     const bool km = policy != "reroute";  // a new plan: Kuhn–Munkres placed the survivors
-    if (km) {
-      for (const auto& mv : ev.transfer.moves)
-        moves.push_back({{"layer", mv.layer}, {"from_node", NodeOf(unit_nodes[ev.live_ids[mv.from]])},
-                         {"to_node", NodeOf(unit_nodes[ev.live_ids[mv.to]])}, {"bytes", mv.bytes}});
-    }
-    std::map<std::string, std::set<int>> hosted;
-    for (const auto& pipe : pipelines)
-      for (const auto& st : pipe["stages"]) {
-        if (!st["node"].is_string() || st["layers"]["first"].is_null()) continue;  // rerouted: nobody hosts it
-        for (int l = st["layers"]["first"]; l <= st["layers"]["last"].get<int>(); ++l)
-          hosted[st["node"].get<std::string>()].insert(l);
-      }
-    json hosts = json::array();
-    for (const auto& [node, layers] : hosted) hosts.push_back({{"node", node}, {"layers", layers}});
     // From the slots' layout (each node computes its exact ranges when it stages).
     uint64_t fill = km ? ev.transfer.fill_bytes : 0;
     if (!km && !costs.unit_held_bytes.empty()) {
@@ -424,13 +546,7 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
         for (int l : stage_layers[u]) fill += layer_bytes[l] - std::min(layer_bytes[l], costs.unit_held_bytes[u][l]);
       }
     }
-    decision["transfer"] = {{"moves", moves},
-                            {"hosts", hosts},
-                            {"fill_bytes", fill},
-                            {"total_bytes", km ? ev.transfer.total_bytes : 0},
-                            {"max_sender_bytes", km ? ev.transfer.max_sender_bytes : 0},
-                            {"max_receiver_bytes", km ? ev.transfer.max_receiver_bytes : 0},
-                            {"executed", false}};
+    decision["transfer"] = TransferJson(pipelines, km ? &ev.transfer : nullptr, row_node, fill);
   }
   out["decision"] = decision;
   return out;

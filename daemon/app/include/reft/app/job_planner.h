@@ -16,13 +16,17 @@
 /// (plan_transfer.h): every receiving node stages its layers before the trainers restart;
 /// the progress is published with the decision and resumed by a coordinator that takes over.
 ///
-/// Thread-safe; owns one thread (Start/Stop) that sleeps until a node leaves, this node starts
-/// to lead a job, or a spare wait or retry is due.
+/// A job that runs below the size it had (it lost nodes) grows back onto nodes that come
+/// (planner::online::Decide, policy "grow"): the coordinator of such a job follows arrivals too.
+///
+/// Thread-safe; owns one thread (Start/Stop) that sleeps until a node leaves (or comes, see
+/// above), this node starts to lead a job, or a spare wait or retry is due.
 
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -90,6 +94,8 @@ class JobPlanner {
   using Clock = std::chrono::steady_clock;
 
   planner::online::Membership CurrentMembership() const;
+  /// Plans again whenever a node comes (from the first call on).
+  void FollowArrivals();
   /// Plans `job` once when this node plans for it; returns when it wants to be planned again
   /// (time_point::max(): at the next membership change).
   Clock::time_point PlanJob(const std::string& job);
@@ -105,6 +111,7 @@ class JobPlanner {
   const PlanProfiles* const profiles_;
   const ModelSource model_;
   Stager stager_;
+  std::once_flag arrivals_once_;
 
   // Shared with the membership listener, which the directory keeps as long as it lives.
   struct Wakeup {

@@ -64,6 +64,9 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   /// Watches the registrations' deletions (etcd's NOPUT filter: one event per departure, no
   /// event while nodes come), from the first listener on.
   void AddDepartureListener(DepartureListener listener) override;
+  /// Watches the registrations' puts (NODELETE filter: one event per registration, none per
+  /// lease renewal), from the first listener on.
+  void AddArrivalListener(ArrivalListener listener) override;
   Status AdmitCaller(const v1::Caller& caller) override;
 
   /// The lease this node's registration is bound to (0 before Start / after Stop).
@@ -75,6 +78,9 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   Status Register();
   std::vector<peer::MemberInfo> Registered() const;
   void OnLeaseLost(int64_t lease);
+  /// Watches the registrations (`events` of them) from now on; 0 when etcd does not answer.
+  int64_t WatchRegistrations(WatchEvents events, std::function<void(const WatchUpdate&)> notify,
+                             const char* what);
 
   peer::PeerOptions options_;
   std::shared_ptr<EtcdClient> etcd_;
@@ -86,6 +92,8 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   std::vector<std::function<void(int64_t)>> reregister_listeners_;
   std::vector<DepartureListener> departure_listeners_;
   int64_t departure_watch_ = 0;  // etcd watch handle (0: none)
+  std::vector<ArrivalListener> arrival_listeners_;
+  int64_t arrival_watch_ = 0;
   struct Cached {
     std::optional<peer::MemberInfo> info;
     std::chrono::steady_clock::time_point at;

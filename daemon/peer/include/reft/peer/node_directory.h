@@ -79,6 +79,11 @@ class NodeDirectory {
   /// (etcd: nodes look each other up on demand) watches for departures once one is asked for.
   using DepartureListener = std::function<void(const std::string& node_id)>;
   virtual void AddDepartureListener(DepartureListener listener);
+  /// Called (on a directory thread; must not block) with the id of another node that came: a
+  /// new registration, or a node back after it was declared dead. The default follows
+  /// AddListener's changes from dead; etcd watches the registrations' puts once one is asked for.
+  using ArrivalListener = std::function<void(const std::string& node_id)>;
+  virtual void AddArrivalListener(ArrivalListener listener);
 
   /// Server side: refuses incompatible protocol versions and callers declared dead.
   virtual Status AdmitCaller(const v1::Caller& caller) = 0;

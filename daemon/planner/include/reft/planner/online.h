@@ -49,6 +49,9 @@ struct JobModelView {
   int64_t step = -1;                 ///< the committed step the model was read from
   double step_ms = 0;                ///< measured step time (0 = not measured yet)
   int step_samples = 0;              ///< snapshot intervals the measurement rests on
+  /// The most pipeline positions the job has run with (its earlier decisions record it): a job
+  /// that lost nodes grows back up to it onto live nodes outside it. 0 = its current size.
+  int peak_units = 0;
 };
 
 /// \brief The job's nodes and the cluster's: `live` are the members alive now (job nodes and
@@ -67,8 +70,9 @@ Status CheckProfile(const nlohmann::json& doc, int layers = 0);
 /// transfer_bytes_per_s, mtbf_hours_per_node) as recovery costs for `live_units` live units.
 Result<odyssey::RecoveryCosts> ParseRecoveryCosts(const nlohmann::json& policy, int live_units);
 
-/// \brief The job model, the current layout and — when a node of the job is lost — the decision
-/// (schema in docs/planner.md "The online path"). `profile` is the attached document or null;
+/// \brief The job model, the current layout and — when a node of the job is lost, or when the job
+/// runs below its peak and live nodes outside it could raise its throughput (policy "grow") — the
+/// decision (schema in docs/planner.md "The online path"). `profile` is the attached document or null;
 /// without one the measured step time is spread over the layers (ProfileFromStepTime) and the
 /// output says so. InvalidArgument when the model itself is unusable (no layers, stages that do
 /// not split the layers 0..L-1 in order).
