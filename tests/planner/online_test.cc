@@ -78,6 +78,10 @@ TEST_CASE("online: a lost node without a spare reconfigures onto the survivors w
   CHECK(d["candidates"][0]["policy"] == "restart_on_spare");
   CHECK(d["candidates"][0]["feasible"] == false);
   REQUIRE(d["policy"] == "reconfigure");
+  // Beside the layout: Odyssey's unrestricted search on the same three positions (a superset
+  // of the uniform layouts, so never slower).
+  const double uniform = d["new_layout"]["step_ms"], any = d["new_layout"]["unrestricted_step_ms"];
+  CHECK(any <= uniform * (1 + 1e-12));
   // The new layout runs on survivors only and holds every layer once per pipeline.
   std::set<std::string> used;
   auto held = Held(m);
@@ -305,6 +309,9 @@ TEST_CASE("online: a job below its peak grows onto a live node outside it, up to
   CHECK(d["candidates"][1]["policy"] == "grow");
   CHECK(d["candidates"][1]["score"].get<double>() > d["candidates"][0]["score"].get<double>());
   CHECK(d["new_layout"]["step_ms"].get<double>() < d["current_step_ms"].get<double>());
+  // Data parallelism over the three positions is also the best unrestricted plan.
+  CHECK(d["new_layout"]["unrestricted_step_ms"].get<double>() ==
+        Approx(d["new_layout"]["step_ms"].get<double>()).epsilon(1e-9));
 }
 
 TEST_CASE("online: a job at its peak, or one growing would not pay, stays as it runs") {

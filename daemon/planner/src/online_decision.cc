@@ -143,6 +143,15 @@ json TransferJson(const json& pipelines, const odyssey::TransferPlan* km, const 
           {"executed", false}};
 }
 
+// The step time of the best plan on `units` positions when pipelines may differ (Odyssey's own
+// search): beside a decision's layout it shows what restricting decisions to dp x tp x pp
+// layouts costs. Null when no plan fits.
+json UnrestrictedStepMs(const ModelProfile& model, int units, odyssey::SearchOptions so) {
+  so.uniform = false;
+  auto plan = odyssey::BestPlan(model, units, so);
+  return plan.ok() ? json(plan->step_time) : json(nullptr);
+}
+
 // The recovery costs of the job's policy (its profile's `policy`) for `live_units`, with the bytes
 // of each layer and what each unit (pipeline position: its tensor-parallel ranks' slots) holds.
 Result<odyssey::RecoveryCosts> JobCosts(const JobModelView& m, const json& profile,
@@ -230,7 +239,10 @@ json GrowthDecision(const ModelProfile& model, const odyssey::Layout& cur,
           {"joining_nodes", joining},
           {"candidates", candidates},
           {"expected_interval_ms", costs.expected_interval_ms},
-          {"new_layout", {{"pipelines", pipelines}, {"micro_batches", plan->micro_batches}, {"step_ms", plan->step_time}}},
+          {"new_layout", {{"pipelines", pipelines},
+                          {"micro_batches", plan->micro_batches},
+                          {"step_ms", plan->step_time},
+                          {"unrestricted_step_ms", UnrestrictedStepMs(model, units, so)}}},
           // No transfer plan runs ahead: the job commits steps until the launcher restarts it
           // onto the nodes that came, so layers staged now would be of an older step by then.
           // The new positions read what they lack from the holders as they restore.
@@ -547,6 +559,12 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
       }
     }
     decision["transfer"] = TransferJson(pipelines, km ? &ev.transfer : nullptr, row_node, fill);
+  }
+  if (decision.contains("new_layout")) {
+    // Over every live position the decision could use: the survivors', and the spares' when
+    // they take the lost nodes' ranks.
+    const int usable = policy == "restart_on_spare" ? U : live_units;
+    decision["new_layout"]["unrestricted_step_ms"] = UnrestrictedStepMs(prof->model, usable, so);
   }
   out["decision"] = decision;
   return out;
