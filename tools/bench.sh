@@ -37,6 +37,10 @@ run planner_policy    "$b/planner/planner_policy_bench" --seeds 30 --sweep
 run planner_transfer  "$b/planner/planner_transfer_bench"
 run planner_estimator "$b/planner/planner_estimator_bench"
 run planner_exec      "$b/planner/planner_exec_bench" --steps 5
+run planner_transfer_exec env PYTHONPATH="$build/client/python" REFT_BUILD_DIR="$build" \
+    /usr/bin/python3 tools/bench/planner/transfer_exec_bench.py --layers 4,8,16 --mib 16 --link 25M
+run planner_churn env PYTHONPATH="$build/client/python" REFT_BUILD_DIR="$build" \
+    /usr/bin/python3 tools/bench/planner/churn_bench.py --nodes 30 --floor 15 --events 24 --pp 2
 for s in 2 3 4; do for r in 0.25 1.0; do
   run "has_pp${s}_${r}" "$b/has/has_pipeline_bench" --reftd "$build/daemon/app/reftd" \
       --stages "$s" --iterations 6 --ss-over-bubble "$r" --chunk 131072

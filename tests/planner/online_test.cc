@@ -78,8 +78,8 @@ TEST_CASE("online: a lost node without a spare reconfigures onto the survivors w
   CHECK(d["candidates"][0]["policy"] == "restart_on_spare");
   CHECK(d["candidates"][0]["feasible"] == false);
   REQUIRE(d["policy"] == "reconfigure");
-  // Beside the layout: Odyssey's unrestricted search on the same three positions (a superset
-  // of the uniform layouts, so never slower).
+  // Beside the layout: the best plan on the same three positions, Odyssey's search (every
+  // position used) or the uniform one, whichever is faster.
   const double uniform = d["new_layout"]["step_ms"], any = d["new_layout"]["unrestricted_step_ms"];
   CHECK(any <= uniform * (1 + 1e-12));
   // The new layout runs on survivors only and holds every layer once per pipeline.
@@ -383,4 +383,34 @@ TEST_CASE("online: a pipeline job grows onto its best plan and its nodes keep wh
         if (k != i && k != j) other += lacking("a", roles[k]);  // a joining node lacks all of it
       CHECK(other >= chosen);
     }
+}
+
+TEST_CASE("online: a decision keeps f+1 pipelines (Oobleck's guarantee; reft's protection needs them)") {
+  SECTION("a slow all-reduce would favour one pipeline: the plan keeps two") {
+    auto m = Job(3, 1, 4);
+    json profile = {{"cluster", {{"network_gbps", 0.25}}}};
+    auto out = online::Decide(m, profile, Live(3, {2}));
+    REQUIRE(out.ok());
+    INFO(out->dump(2));
+    const json& d = (*out)["decision"];
+    REQUIRE(d.contains("new_layout"));
+    int live_pipelines = 0;
+    for (const auto& p : d["new_layout"]["pipelines"])
+      live_pipelines += std::none_of(p["stages"].begin(), p["stages"].end(),
+                                     [](const json& st) { return st.contains("rerouted"); });
+    CHECK(live_pipelines >= 2);
+  }
+  SECTION("a reroute that would leave one whole pipeline is refused") {
+    auto m = Job(3, 2, 2);  // pipelines on n0 n1 | n2 n3 | n4 n5
+    auto out = online::Decide(m, nullptr, Live(6, {0, 2}));
+    REQUIRE(out.ok());
+    INFO(out->dump(2));
+    const json& d = (*out)["decision"];
+    bool refused = false;
+    for (const auto& c : d["candidates"])
+      if (c["policy"] == "reroute") refused = !c["feasible"].get<bool>();
+    CHECK(refused);
+    CHECK(d["policy"] != "reroute");
+    CHECK(d["new_layout"]["pipelines"].size() >= 2);
+  }
 }

@@ -150,7 +150,7 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   // onto live nodes outside it (JobNodes may still name a node that ran ranks of the job at an
   // older step: the committed step's model tells).
   if (!lost && !current) return kNever;
-  if (current) FollowArrivals();
+  FollowArrivals();  // a job that lost a node may grow back later
   auto model = model_(job);
   if (!model.ok()) {
     // No committed step yet (nothing to plan), or its holders did not answer: a loss that

@@ -143,13 +143,15 @@ json TransferJson(const json& pipelines, const odyssey::TransferPlan* km, const 
           {"executed", false}};
 }
 
-// The step time of the best plan on `units` positions when pipelines may differ (Odyssey's own
-// search): beside a decision's layout it shows what restricting decisions to dp x tp x pp
-// layouts costs. Null when no plan fits.
-json UnrestrictedStepMs(const ModelProfile& model, int units, odyssey::SearchOptions so) {
+// The step time of the best plan on `units` positions: Odyssey's own search (pipelines of
+// different lengths, every position used) or the uniform one (`uniform_step_ms`, positions
+// left idle), whichever is faster. Beside a decision's layout it shows what restricting
+// decisions to dp x tp x pp layouts costs. Null when no plan fits.
+json UnrestrictedStepMs(const ModelProfile& model, int units, odyssey::SearchOptions so, double uniform_step_ms) {
   so.uniform = false;
   auto plan = odyssey::BestPlan(model, units, so);
-  return plan.ok() ? json(plan->step_time) : json(nullptr);
+  if (!plan.ok()) return uniform_step_ms > 0 ? json(uniform_step_ms) : json(nullptr);
+  return uniform_step_ms > 0 ? std::min(plan->step_time, uniform_step_ms) : plan->step_time;
 }
 
 // The recovery costs of the job's policy (its profile's `policy`) for `live_units`, with the bytes
@@ -242,11 +244,27 @@ json GrowthDecision(const ModelProfile& model, const odyssey::Layout& cur,
           {"new_layout", {{"pipelines", pipelines},
                           {"micro_batches", plan->micro_batches},
                           {"step_ms", plan->step_time},
-                          {"unrestricted_step_ms", UnrestrictedStepMs(model, units, so)}}},
+                          {"unrestricted_step_ms", UnrestrictedStepMs(model, units, so, plan->step_time)}}},
           // No transfer plan runs ahead: the job commits steps until the launcher restarts it
           // onto the nodes that came, so layers staged now would be of an older step by then.
           // The new positions read what they lack from the holders as they restore.
           {"restore_fetch_bytes", transfer->total_bytes + transfer->fill_bytes}};
+}
+
+// A reroute keeps the live pipelines; with fewer than `min_dp` (f+1) of them the job would not
+// survive f further failures in memory, so it is refused like a plan with fewer pipelines.
+void RefuseThinReroute(const odyssey::Layout& cur, const std::vector<bool>& alive, int min_dp,
+                       odyssey::FailureEvaluation* ev) {
+  const auto whole = std::count_if(cur.node.begin(), cur.node.end(), [&](const std::vector<int>& pipe) {
+    return std::all_of(pipe.begin(), pipe.end(), [&](int u) { return alive[u]; });
+  });
+  if (whole >= min_dp) return;
+  for (auto& c : ev->candidates) {
+    if (c.policy != odyssey::Policy::kReroute || !c.feasible) continue;
+    c.feasible = false;
+    c.score = 0;
+    c.why = std::to_string(whole) + " whole pipeline(s) would go on, fewer than f+1 = " + std::to_string(min_dp);
+  }
 }
 
 }  // namespace
@@ -358,6 +376,10 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
   if (!pjob.is_null()) {
     REFT_ASSIGN_OR_RETURN(job, ParseJob(pjob));
   }
+  // Oobleck's guarantee: at least f+1 pipelines, so that f further failures leave every layer a
+  // live copy — for reft also the replicas its in-memory protection needs (arc1 and aec need
+  // dp >= 2). Odyssey's search has no such floor and may choose a single long pipeline.
+  so.min_dp = job.f + 1;
   // Micro-batches per step: the profile's global batch, else 4 per stage and pipeline (the
   // N_b = 4S of the templates), which only scales the scores, never their order.
   so.micro_batches = job.global_batch > 0 ? std::max(1, job.global_batch / std::max(1, job.micro_batch))
@@ -472,6 +494,7 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
   } else {
     ev = odyssey::EvaluateFailure(prof->model, cur, failed, alive, so.micro_batches, so, costs);
     RefuseStageReroute(cur, alive, &ev);
+    RefuseThinReroute(cur, alive, so.min_dp, &ev);
   }
   std::vector<std::string> row_node;  // the survivors, the rows of the transfer plan
   for (int id : ev.live_ids) row_node.push_back(NodeOf(unit_nodes[id]));
@@ -564,7 +587,8 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     // Over every live position the decision could use: the survivors', and the spares' when
     // they take the lost nodes' ranks.
     const int usable = policy == "restart_on_spare" ? U : live_units;
-    decision["new_layout"]["unrestricted_step_ms"] = UnrestrictedStepMs(prof->model, usable, so);
+    const double uniform = ev.new_plan.ok() && policy != "restart_on_spare" ? ev.new_plan->step_time : 0;
+    decision["new_layout"]["unrestricted_step_ms"] = UnrestrictedStepMs(prof->model, usable, so, uniform);
   }
   out["decision"] = decision;
   return out;

@@ -252,6 +252,8 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     }
   }
 
+  detail += "; " + std::to_string(stats->bytes_peer) + " bytes from peers";  // as a reshaped restore says
+
   const auto t_deliver = Clock::now();
   local::RestoredState out;
   out.step = step;

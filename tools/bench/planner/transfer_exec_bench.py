@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "localcluster"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "system"))
 
 from reft_cluster import LocalCluster  # noqa: E402
+import reshape_trainer as rt  # noqa: E402
 from test_reshape import CONFIG, grid, lose, run  # noqa: E402
 
 JOB = "a13"
@@ -60,7 +61,11 @@ def one_run(layers, mib, link, assignment, lost_index, memory_fraction):
         with open(profile, "w") as f:
             doc = {"policy": {"assignment": assignment}}
             if memory_fraction > 0:  # a node holds only part of the model: pipelines stay
-                doc["cluster"] = {"device_memory": int(memory_fraction * layers * (mib << 20)),
+                # What the planner counts per layer: parameters and as much again of gradients
+                # (the replicated weights and bias), and the optimizer state.
+                rt.use_uniform_model(layers, mib)
+                per_layer = 2 * (4 * rt.WEIGHT[0] + rt.BIAS[0]) + rt.OPTIM[0]
+                doc["cluster"] = {"device_memory": int(memory_fraction * layers * per_layer),
                                   "memory_margin": 0}
             json.dump(doc, f)
         for n in nodes:  # whichever node coordinates the job decides with it
@@ -101,7 +106,8 @@ def main():
     ap.add_argument("--link", default="200M", help="each node's link (bytes/s, K/M/G suffix)")
     ap.add_argument("--lost", type=int, default=1, help="index of the node lost (grid: pp * 4 + dp)")
     ap.add_argument("--memory-fraction", type=float, default=0.7,
-                    help="device memory as a fraction of the model's state (attached with the profile; "
+                    help="device memory as a fraction of the model's state as the planner counts it "
+                         "(parameters, gradients, optimizer state; attached with the profile; "
                          "below 1 no node can hold the whole model, so the new plan keeps pipelines, "
                          "as in Odyssey's setting); 0: unchecked")
     args = ap.parse_args()
