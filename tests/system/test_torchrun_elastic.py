@@ -130,26 +130,36 @@ def committed_at_least(step):
     return lambda line: line.startswith("committed ") and int(line.split()[1]) >= step
 
 
+def start_training(cluster, port, record, agents, steps=STEPS):
+    """One agent per node (appended to `agents` as it starts, for the caller to kill), every rank
+    started fresh, step LOSE_AFTER committed."""
+    # The first agent hosts the rendezvous store (the node that stays): the others start once
+    # it listens.
+    agents.append(Agent(cluster, cluster.nodes[0], port, record, steps))
+    wait_listening(port, agents[0])
+    for node in cluster.nodes[1:]:
+        agents.append(Agent(cluster, node, port, record, steps))
+    for a in agents:
+        assert a.wait_for(lambda l: l == "fresh", 180, "fresh start")
+    agents[0].wait_for(committed_at_least(LOSE_AFTER), 180, f"commit of step {LOSE_AFTER}")
+
+
+def lose_node(agent):
+    """The node's agent, trainer and reftd SIGKILLed, its memory wiped."""
+    agent.kill()
+    agent.node.kill(signal.SIGKILL)
+    agent.node.wipe_memory()
+
+
 def test_torchrun_restarts_the_survivors_smaller_and_they_restore_bit_for_bit(tmp_path):
     with LocalCluster(nodes=3, config=CONFIG) as cluster:
         port = free_port()
         record = str(tmp_path / "digests")
         agents = []
         try:
-            # The first agent hosts the rendezvous store (the node that stays): the others start
-            # once it listens.
-            agents.append(Agent(cluster, cluster.nodes[0], port, record))
-            wait_listening(port, agents[0])
-            for node in cluster.nodes[1:]:
-                agents.append(Agent(cluster, node, port, record))
-            for a in agents:
-                assert a.wait_for(lambda l: l == "fresh", 180, "fresh start")
-            agents[0].wait_for(committed_at_least(LOSE_AFTER), 180, f"commit of step {LOSE_AFTER}")
-
+            start_training(cluster, port, record, agents)
             lost = agents[2]
-            lost.kill()
-            lost.node.kill(signal.SIGKILL)
-            lost.node.wipe_memory()
+            lose_node(lost)
 
             restored = []
             for a in agents[:2]:
@@ -183,18 +193,9 @@ def test_a_node_that_comes_back_grows_the_job_and_every_rank_restores_bit_for_bi
         record = str(tmp_path / "digests")
         agents = []
         try:
-            agents.append(Agent(cluster, cluster.nodes[0], port, record, steps))
-            wait_listening(port, agents[0])
-            for node in cluster.nodes[1:]:
-                agents.append(Agent(cluster, node, port, record, steps))
-            for a in agents:
-                assert a.wait_for(lambda l: l == "fresh", 180, "fresh start")
-            agents[0].wait_for(committed_at_least(LOSE_AFTER), 180, f"commit of step {LOSE_AFTER}")
-
+            start_training(cluster, port, record, agents, steps)
             lost = agents[2]
-            lost.kill()
-            lost.node.kill(signal.SIGKILL)
-            lost.node.wipe_memory()
+            lose_node(lost)
             shrunk = []
             for a in agents[:2]:
                 a.wait_for(lambda l: l.startswith("placed dp ") and " of 2 " in l, 240, "placement after the loss")

@@ -85,8 +85,8 @@ void EtcdNodeDirectory::Stop() {
   int64_t watches[2];
   {
     std::lock_guard<std::mutex> lock(mu_);
-    watches[0] = std::exchange(departure_watch_, 0);
-    watches[1] = std::exchange(arrival_watch_, 0);
+    watches[0] = std::exchange(departures_.handle, 0);
+    watches[1] = std::exchange(arrivals_.handle, 0);
   }
   for (int64_t watch : watches)
     if (watch != 0) etcd_->CancelWatch(watch);
@@ -281,57 +281,42 @@ void EtcdNodeDirectory::AddListener(Listener listener) {
 }
 
 void EtcdNodeDirectory::AddDepartureListener(DepartureListener listener) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    departure_listeners_.push_back(std::move(listener));
-    if (departure_watch_ != 0) return;
-  }
-  auto notify = [this](const WatchUpdate& u) {
-    std::vector<std::string> departed;
-    if (u.reset) departed.push_back("");  // history compacted: departures may be missed
-    for (const auto& ev : u.events) {
-      const std::string id = keys::NodeIdOf(ev.kv.key);
-      if (ev.type == WatchEvent::Type::kDelete && !id.empty() && id != options_.node_id) departed.push_back(id);
-    }
-    // The address cache is left alone: a node whose lease expired may still be serving its
-    // peers (cut off from etcd only), and Find() answers from the cache as before.
-    std::vector<DepartureListener> listeners;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      listeners = departure_listeners_;
-    }
-    for (const auto& id : departed)
-      for (const auto& l : listeners) l(id);
-  };
-  const int64_t h = WatchRegistrations(WatchEvents::kDeletesOnly, notify, "departures");
-  std::lock_guard<std::mutex> lock(mu_);
-  departure_watch_ = h;
+  // The address cache is left alone: a node whose lease expired may still be serving its peers
+  // (cut off from etcd only), and Find() answers from the cache as before.
+  FollowRegistrations(&departures_, WatchEvent::Type::kDelete, std::move(listener));
 }
 
 void EtcdNodeDirectory::AddArrivalListener(ArrivalListener listener) {
+  FollowRegistrations(&arrivals_, WatchEvent::Type::kPut, std::move(listener));
+}
+
+void EtcdNodeDirectory::FollowRegistrations(RegistrationWatch* w, WatchEvent::Type type,
+                                            std::function<void(const std::string&)> listener) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    arrival_listeners_.push_back(std::move(listener));
-    if (arrival_watch_ != 0) return;
+    w->listeners.push_back(std::move(listener));
+    if (w->handle != 0) return;
   }
-  auto notify = [this](const WatchUpdate& u) {
-    std::vector<std::string> arrived;
-    if (u.reset) arrived.push_back("");  // history compacted: arrivals may be missed
+  auto notify = [this, w, type](const WatchUpdate& u) {
+    std::vector<std::string> nodes;
+    if (u.reset) nodes.push_back("");  // history compacted: changes may be missed
     for (const auto& ev : u.events) {
       const std::string id = keys::NodeIdOf(ev.kv.key);
-      if (ev.type == WatchEvent::Type::kPut && !id.empty() && id != options_.node_id) arrived.push_back(id);
+      if (ev.type == type && !id.empty() && id != options_.node_id) nodes.push_back(id);
     }
-    std::vector<ArrivalListener> listeners;
+    std::vector<std::function<void(const std::string&)>> listeners;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      listeners = arrival_listeners_;
+      listeners = w->listeners;
     }
-    for (const auto& id : arrived)
+    for (const auto& id : nodes)
       for (const auto& l : listeners) l(id);
   };
-  const int64_t h = WatchRegistrations(WatchEvents::kPutsOnly, notify, "arrivals");
+  const bool deletes = type == WatchEvent::Type::kDelete;
+  const int64_t h = WatchRegistrations(deletes ? WatchEvents::kDeletesOnly : WatchEvents::kPutsOnly, notify,
+                                       deletes ? "departures" : "arrivals");
   std::lock_guard<std::mutex> lock(mu_);
-  arrival_watch_ = h;
+  w->handle = h;
 }
 
 int64_t EtcdNodeDirectory::WatchRegistrations(WatchEvents events, std::function<void(const WatchUpdate&)> notify,

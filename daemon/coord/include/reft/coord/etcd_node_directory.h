@@ -75,9 +75,18 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   void AddReregisterListener(std::function<void(int64_t lease)> listener);
 
  private:
+  // Listeners of one kind of registration change and the etcd watch that feeds them.
+  struct RegistrationWatch {
+    std::vector<std::function<void(const std::string&)>> listeners;
+    int64_t handle = 0;  // etcd watch handle (0: none)
+  };
+
   Status Register();
   std::vector<peer::MemberInfo> Registered() const;
   void OnLeaseLost(int64_t lease);
+  /// Adds `listener` to `w` and, with the first one, watches the registrations' `type` events.
+  void FollowRegistrations(RegistrationWatch* w, WatchEvent::Type type,
+                           std::function<void(const std::string&)> listener);
   /// Watches the registrations (`events` of them) from now on; 0 when etcd does not answer.
   int64_t WatchRegistrations(WatchEvents events, std::function<void(const WatchUpdate&)> notify,
                              const char* what);
@@ -90,10 +99,8 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   bool stopped_ = false;
   std::vector<Listener> listeners_;
   std::vector<std::function<void(int64_t)>> reregister_listeners_;
-  std::vector<DepartureListener> departure_listeners_;
-  int64_t departure_watch_ = 0;  // etcd watch handle (0: none)
-  std::vector<ArrivalListener> arrival_listeners_;
-  int64_t arrival_watch_ = 0;
+  RegistrationWatch departures_;  // deletions
+  RegistrationWatch arrivals_;    // puts
   struct Cached {
     std::optional<peer::MemberInfo> info;
     std::chrono::steady_clock::time_point at;
