@@ -173,6 +173,37 @@ def lose_a_node_for_good(cluster, nodes, ranks, record, steps, restored):
     say(f"every rank of the smaller job restored step {again} bit for bit (reshape=True: "
         f"the state was saved by {RANKS} ranks)")
     assert again >= committed
+    return ranks, lost, again
+
+
+def a_node_comes_back(cluster, nodes, lost, ranks, record, steps, restored):
+    """Act 5: the lost node comes back (memory empty); the planner grows the job onto it."""
+    import reft.elastic
+    committed = int(ranks[0].wait_for("committed", min_step=restored + 10)[1])
+    lost.start()
+    say(f"{lost.node_id} is back after step {committed} was committed (its memory empty): the "
+        "job runs below the size it had, so its coordinator decides whether to grow onto it")
+    deadline = time.time() + 120
+    while True:
+        doc = wait_for_decision(nodes[0])
+        if doc["decision"]["policy"] == "grow":
+            break
+        if time.time() > deadline:
+            raise TimeoutError(f"no growth onto {lost.node_id}: {doc['decision'].get('reason')}")
+        time.sleep(0.2)
+    stop_job(ranks)  # a launcher restarts every rank at the larger size (torchrun does, at once)
+    world = reft.elastic.world_size(doc)
+    places = [reft.elastic.placement_from_plan(doc, r, world) for r in range(world)]
+    say(f"decision: grow onto {', '.join(doc['decision']['joining_nodes'])} — "
+        f"{doc['decision']['reason']}; the job goes on with {world} ranks: " +
+        ", ".join(f"dp rank {p.dp_rank} on {p.node}" for p in places))
+    by_id = {n.node_id: n for n in nodes}
+    by_id[lost.node_id] = lost
+    ranks, again = start_job(cluster, [by_id[p.node] for p in sorted(places, key=lambda p: p.dp_rank)],
+                             record, steps, reshape=True)
+    say(f"every rank restored step {again} bit for bit; {lost.node_id} read what it lacked from the "
+        f"two ({doc['decision']['restore_fetch_bytes']} bytes by the plan)")
+    assert again >= committed
     return ranks
 
 
@@ -253,9 +284,10 @@ def run():
             "is protected again")
 
         if have_torch():
-            ranks = lose_a_node_for_good(cluster, nodes, ranks, record, steps, restored)
+            ranks, lost, restored = lose_a_node_for_good(cluster, nodes, ranks, record, steps, restored)
+            ranks = a_node_comes_back(cluster, nodes, lost, ranks, record, steps, restored)
         else:
-            say("act 4 (the planner in the loop) needs the torch trainer; skipped")
+            say("acts 4 and 5 (the planner in the loop) need the torch trainer; skipped")
         for r in ranks:
             r.wait_for("done")
         say(f"training finished at step {steps - 1}")

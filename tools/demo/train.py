@@ -6,9 +6,9 @@ Parameters and optimizer state are replicated across the ranks (DDP all-reduces 
 gradients), so reftd shards them over the sharding group; each rank also has a small unique
 state (how many samples it has consumed), which reftd keeps on the ring neighbour's node.
 
-Every step each rank records a digest of its full training state (parameters, optimizer state,
-its unique state) in --record-dir, so a restarted rank proves that what it restored is bit for
-bit what was saved at that step. One line per event on stdout (the orchestrator reads it):
+Every step each rank records digests of its training state (of the parameters and optimizer
+state, and of those with its unique state) in --record-dir, so a restarted rank proves that what
+it restored is bit for bit what was saved at that step. One line per event on stdout (the orchestrator reads it):
   restored <step> <ok|MISMATCH|fresh>
   committed <step>
   done <step>
@@ -94,9 +94,14 @@ def main():
         print("restored -1 fresh", flush=True)
         start = 0
     else:
-        with open(os.path.join(record_dir, f"{restored}.digest")) as f:
-            expected = f.read().strip()
-        ok = reft.torch.state_digest(model, optimizer, samples) == expected
+        # A rank the saved layout did not have (the job grew) gets the replicated state every
+        # rank recorded, and starts its own unique state afresh (reft leaves it untouched).
+        new_rank = "data/samples" in (client.last_restore or {}).get("untouched", [])
+        mine = os.path.join(record_dir, f"{restored}.digest")
+        with open(mine if not new_rank else os.path.join(args.record_dir, "rank0", f"{restored}.digest")) as f:
+            replicated, unique = f.read().split()
+        ok = reft.torch.state_digest(model, optimizer) == replicated and (
+            new_rank or reft.torch.state_digest(model, optimizer, samples) == unique)
         print(f"restored {restored} {'ok' if ok else 'MISMATCH'}", flush=True)
         if not ok:
             return 1
@@ -113,10 +118,11 @@ def main():
         samples[1] += x.shape[0]
         # The record is written before the snapshot starts: a rank killed right after its
         # snapshot of this step can still prove the restore of this step.
-        digest = reft.torch.state_digest(model, optimizer, samples)
+        # The replicated state's digest (equal on every rank) and the whole state's.
+        digests = (reft.torch.state_digest(model, optimizer), reft.torch.state_digest(model, optimizer, samples))
         tmp = os.path.join(record_dir, f".{step}.tmp")
         with open(tmp, "w") as f:
-            f.write(digest)
+            f.write(" ".join(digests))
         os.replace(tmp, os.path.join(record_dir, f"{step}.digest"))
         ckpt.snapshot(step)
         if step > start and client.wait_committed(step - 1, timeout=30):
