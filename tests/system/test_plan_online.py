@@ -256,6 +256,17 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
         # Ranks restarted at the running size (not onto the node that came) go on as they run.
         running = reft.elastic.coordinates(nodes[0].socket, JOB, rank=0, world_size=world, reftctl=cluster.reftctl)
         assert (running.dp, running.pp) == (places[0].dp, places[0].pp) and running.policy == "none"
+        # The node that came is lost before the ranks restart onto it: the growth no longer
+        # stands, and no rank is placed on a dead node.
+        lose(cluster.nodes[-1])
+        deadline = time.time() + 60
+        while True:
+            gone = survivors[0].ctl("plan", "show", "--job", JOB, json_output=True)
+            if not gone["publication"]["current"]:
+                break
+            assert time.time() < deadline, gone["publication"]
+            time.sleep(0.1)
+        assert gone["decision"]["policy"] == "none" and "spare9" not in gone["live_nodes"], gone["decision"]
 
 
 def test_operator_confirmed_mode_waits_for_a_spare_then_for_the_operator():

@@ -54,6 +54,19 @@ bool IsGrowthOf(const peer::PublishedPlan& p, const planner::online::JobModelVie
   return IsGrowthOf(json::parse(p.plan_json, nullptr, false), p.step, model);
 }
 
+bool IsGrowth(const peer::PublishedPlan& p) { return !p.basis.empty() && p.basis[0] == '+'; }
+
+// The same, and every node it grows onto is still among `live`.
+bool IsLiveGrowthOf(const peer::PublishedPlan& p, const planner::online::JobModelView& model,
+                    const std::vector<std::string>& live) {
+  const json doc = json::parse(p.plan_json, nullptr, false);
+  if (!IsGrowthOf(doc, p.step, model)) return false;
+  const std::set<std::string> alive(live.begin(), live.end());
+  for (const auto& n : doc["decision"].value("joining_nodes", json::array()))
+    if (!n.is_string() || !alive.count(n.get<std::string>())) return false;
+  return true;
+}
+
 }  // namespace
 
 JobPlanner::JobPlanner(std::string node_id, JobPlannerOptions options, peer::NodeDirectory* nodes,
@@ -288,9 +301,13 @@ Result<json> JobPlanner::Show(const std::string& job) {
   }
   if (!model.ok() && !published) return model.status();
   // A growth stays current while the job runs on in the layout it grows (until the launcher
-  // restarts the ranks onto it); any other decision is of its committed step.
-  const bool current = published && published->generation == coordinator_->Generation(job).generation &&
-                       (!model.ok() || published->step == model->step || IsGrowthOf(*published, *model));
+  // restarts the ranks onto it) and the nodes it grows onto live; any other decision is of its
+  // committed step.
+  bool current = published && published->generation == coordinator_->Generation(job).generation;
+  if (current && model.ok()) {
+    current = IsGrowth(*published) ? IsLiveGrowthOf(*published, *model, CurrentMembership().live)
+                                   : published->step == model->step;
+  }
   if (model.ok() && published) model->peak_units = PeakUnits(*published);
   json doc;
   if (current) {
