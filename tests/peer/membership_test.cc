@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 
 #include "peer_fixture.h"
 #include "reft/v1/peer.grpc.pb.h"
@@ -139,6 +140,30 @@ TEST_CASE("membership converges from one seed, and a dropped link is detected", 
   CHECK(took >= 400ms);  // never before the suspicion timeout
   CHECK(dead_events == 1);
   CHECK(StateOf(*c.nodes[0], "n1") == MemberState::kAlive);
+}
+
+// The planner's arrival trigger under gossip: the directory's default follows state changes,
+// and a node that joins is heard once, by its id; one that leaves is not an arrival.
+TEST_CASE("gossip membership: an arrival listener hears a node that joins", "[peer]") {
+  Cluster c(2);
+  REQUIRE(peer::test::Eventually([&] { return c.Converged(1); }, 3s));
+  std::mutex mu;
+  std::vector<std::string> arrived;
+  c.nodes[0]->peer->membership().AddArrivalListener([&](const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    arrived.push_back(id);
+  });
+  c.dirs.push_back(std::make_unique<TempDir>("reft-peer"));
+  c.nodes.push_back(std::make_unique<TestNode>("n2", c.dirs.back()->path(),
+                                               std::vector<std::string>{c.nodes[0]->address}));
+  REQUIRE(peer::test::Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !arrived.empty();
+  }, 3s));
+  c.nodes[1]->Kill();
+  REQUIRE(peer::test::Eventually([&] { return StateOf(*c.nodes[0], "n1") == MemberState::kDead; }, kDetectBound));
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(arrived == std::vector<std::string>{"n2"});
 }
 
 TEST_CASE("gossip membership is bounded: a newcomer beyond the bound is refused by name",
