@@ -29,17 +29,23 @@ json PublicationJson(const peer::PublishedPlan& p, bool current) {
   return j;
 }
 
-// The most pipeline positions the job ran with, as its published decision recorded (0: none).
-int PeakUnits(const peer::PublishedPlan& p) {
-  const json doc = json::parse(p.plan_json, nullptr, false);
-  return doc.is_object() ? doc.value("peak_units", 0) : 0;
+// The published decision's document (a JSON null when it is not an object).
+json PlanDoc(const peer::PublishedPlan& p) {
+  json doc = json::parse(p.plan_json, nullptr, false);
+  return doc.is_object() ? doc : json(nullptr);
+}
+
+// The most pipeline positions the job ran with, as a published decision `doc` recorded (0: none).
+int PeakUnits(const json& doc) { return doc.is_object() ? doc.value("peak_units", 0) : 0; }
+
+bool IsGrowth(const json& doc) {
+  return doc.is_object() && doc.contains("decision") && doc["decision"].value("policy", "") == "grow";
 }
 
 // Whether the published decision `doc` (of committed step `step`) is a growth of the layout the
 // job still runs in `model`: decided at that step or before, on the same ranks and nodes.
 bool IsGrowthOf(const json& doc, int64_t step, const planner::online::JobModelView& model) {
-  if (!doc.is_object() || !doc.contains("decision") || doc["decision"].value("policy", "") != "grow") return false;
-  if (step > model.step) return false;
+  if (!IsGrowth(doc) || step > model.step) return false;
   const json& layout = doc["layout"];
   if (layout.value("dp", 0) != model.dp || layout.value("tp", 0) != model.tp || layout.value("pp", 0) != model.pp)
     return false;
@@ -50,17 +56,8 @@ bool IsGrowthOf(const json& doc, int64_t step, const planner::online::JobModelVi
   return decided == running;
 }
 
-bool IsGrowthOf(const peer::PublishedPlan& p, const planner::online::JobModelView& model) {
-  return IsGrowthOf(json::parse(p.plan_json, nullptr, false), p.step, model);
-}
-
-bool IsGrowth(const peer::PublishedPlan& p) { return !p.basis.empty() && p.basis[0] == '+'; }
-
-// The same, and every node it grows onto is still among `live`.
-bool IsLiveGrowthOf(const peer::PublishedPlan& p, const planner::online::JobModelView& model,
-                    const std::vector<std::string>& live) {
-  const json doc = json::parse(p.plan_json, nullptr, false);
-  if (!IsGrowthOf(doc, p.step, model)) return false;
+// Whether every node the growth `doc` grows onto is among `live`.
+bool JoiningNodesLive(const json& doc, const std::vector<std::string>& live) {
   const std::set<std::string> alive(live.begin(), live.end());
   for (const auto& n : doc["decision"].value("joining_nodes", json::array()))
     if (!n.is_string() || !alive.count(n.get<std::string>())) return false;
@@ -171,7 +168,8 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
     spdlog::debug("planner: job {}: no model ({})", job, model.status().ToString());
     return model.status().code() == StatusCode::kNotFound ? kNever : retry;
   }
-  if (current) model->peak_units = PeakUnits(*current);
+  const json current_doc = current ? PlanDoc(*current) : json(nullptr);
+  model->peak_units = PeakUnits(current_doc);
   const auto membership = CurrentMembership();
   const json profile = profiles_ != nullptr ? profiles_->Get(job) : json(nullptr);
   auto doc = planner::online::Decide(*model, profile, membership);
@@ -194,7 +192,7 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   // A growth stands while the job runs on in the layout it was decided for (it commits steps
   // until the launcher restarts it onto the nodes that came); a loss stops the job at its step.
   const bool same_loss = current && current->generation == generation && current->basis == plan.basis &&
-                         (current->step == plan.step || (growth && IsGrowthOf(*current, *model)));
+                         (current->step == plan.step || (growth && IsGrowthOf(current_doc, current->step, *model)));
   // A decision once made stands for its loss (trainers may be acting on it); a new loss, a
   // new generation or a new committed step is planned anew. Its transfer plan runs (or resumes:
   // this node may have taken over from a coordinator that stopped midway).
@@ -303,16 +301,18 @@ Result<json> JobPlanner::Show(const std::string& job) {
   // A growth stays current while the job runs on in the layout it grows (until the launcher
   // restarts the ranks onto it) and the nodes it grows onto live; any other decision is of its
   // committed step.
+  const json published_doc = published ? PlanDoc(*published) : json(nullptr);
   bool current = published && published->generation == coordinator_->Generation(job).generation;
   if (current && model.ok()) {
-    current = IsGrowth(*published) ? IsLiveGrowthOf(*published, *model, CurrentMembership().live)
-                                   : published->step == model->step;
+    current = IsGrowth(published_doc) ? IsGrowthOf(published_doc, published->step, *model) &&
+                                            JoiningNodesLive(published_doc, CurrentMembership().live)
+                                      : published->step == model->step;
   }
-  if (model.ok() && published) model->peak_units = PeakUnits(*published);
+  if (model.ok()) model->peak_units = PeakUnits(published_doc);
   json doc;
   if (current) {
-    doc = json::parse(published->plan_json, nullptr, false);
-    if (!doc.is_object()) return Status::Corrupted("job '" + job + "': the published decision is not JSON");
+    if (published_doc.is_null()) return Status::Corrupted("job '" + job + "': the published decision is not JSON");
+    doc = published_doc;
   } else {
     if (!model.ok()) return model.status();
     const json profile = profiles_ != nullptr ? profiles_->Get(job) : json(nullptr);

@@ -103,6 +103,18 @@ Result<double> ReroutedStep(const ModelProfile& m, const Layout& cur, const std:
   return compute + GradientSync(m, live_devices, so.network).ms;
 }
 
+Result<TransferPlan> AssignTransfer(const RecoveryCosts& costs, const std::vector<std::vector<int>>& held,
+                                    const std::vector<std::vector<int>>& roles, const std::vector<uint64_t>& bytes,
+                                    const HeldBytes& held_bytes) {
+  return costs.positional_transfer ? PositionalTransfer(held, roles, bytes, held_bytes)
+                                   : PlanTransfer(held, roles, bytes, held_bytes);
+}
+
+double CopyTransition(const RecoveryCosts& costs, const TransferPlan& transfer) {
+  // Senders and receivers work in parallel: the busiest node link bounds the copy.
+  return costs.restart_ms + transfer.max_link_bytes() / costs.transfer_bytes_per_ms;
+}
+
 FailureEvaluation EvaluateFailure(const ModelProfile& m, const Layout& cur, const std::vector<int>& failed,
                                   const std::vector<bool>& alive_before, int B, const SearchOptions& so,
                                   const RecoveryCosts& costs) {
@@ -160,14 +172,12 @@ FailureEvaluation EvaluateFailure(const ModelProfile& m, const Layout& cur, cons
       for (int id : ev.live_ids)
         held_bytes.push_back(static_cast<size_t>(id) < costs.unit_held_bytes.size() ? costs.unit_held_bytes[id]
                                                                                   : std::vector<uint64_t>{});
-    auto tr = costs.positional_transfer ? PositionalTransfer(held, roles, bytes, held_bytes)
-                                        : PlanTransfer(held, roles, bytes, held_bytes);
+    auto tr = AssignTransfer(costs, held, roles, bytes, held_bytes);
     if (tr.ok()) {
       ev.transfer = *tr;
       rc.feasible = true;
       rc.step_time = ev.new_plan->step_time;
-      // Senders and receivers work in parallel: the busiest node link bounds the copy.
-      rc.transition = costs.restart_ms + ev.transfer.max_link_bytes() / costs.transfer_bytes_per_ms;
+      rc.transition = CopyTransition(costs, ev.transfer);
     } else {
       rc.why = tr.status().message();
     }

@@ -178,8 +178,7 @@ Result<odyssey::RecoveryCosts> JobCosts(const JobModelView& m, const json& profi
 // Kuhn–Munkres on what their slots hold and the joining nodes holding nothing; it is chosen when
 // its score (Odyssey's: throughput over the expected time to the next failure, less the
 // transition — a restart and the busiest link's copy of what the positions lack) beats going on
-// as the job runs. Returns
-// the decision, or null with `why` when the job stays as it is.
+// as the job runs. Returns the decision, or null with `why` when the job stays as it is.
 json GrowthDecision(const ModelProfile& model, const odyssey::Layout& cur,
                     const std::vector<std::set<std::string>>& unit_nodes, int job_node_count,
                     const std::vector<std::string>& spares, int peak, const odyssey::SearchOptions& so,
@@ -211,16 +210,13 @@ json GrowthDecision(const ModelProfile& model, const odyssey::Layout& cur,
       row_node.push_back(node);
       if (!held_bytes.empty()) held_bytes.emplace_back(L, 0);
     }
-  auto transfer = costs.positional_transfer ? odyssey::PositionalTransfer(held, odyssey::StageLayerLists(*plan),
-                                                                          costs.layer_bytes, held_bytes)
-                                            : odyssey::PlanTransfer(held, odyssey::StageLayerLists(*plan),
-                                                                    costs.layer_bytes, held_bytes);
+  auto transfer = odyssey::AssignTransfer(costs, held, odyssey::StageLayerLists(*plan), costs.layer_bytes, held_bytes);
   if (!transfer.ok()) {
     *why = "no transfer onto " + std::to_string(units) + " positions: " + transfer.status().message();
     return nullptr;
   }
   const double stay = odyssey::Score(so.micro_batches, cur.plan.step_time, 0, costs.expected_interval_ms);
-  const double transition = costs.restart_ms + transfer->max_link_bytes() / costs.transfer_bytes_per_ms;
+  const double transition = odyssey::CopyTransition(costs, *transfer);
   const double grow = odyssey::Score(so.micro_batches, plan->step_time, transition, costs.expected_interval_ms);
   json candidates = json::array(
       {{{"policy", "stay"}, {"feasible", true}, {"step_ms", cur.plan.step_time}, {"transition_ms", 0}, {"score", stay}},
@@ -429,6 +425,10 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     REFT_RETURN_NOT_OK(odyssey::EstimateStep(prof->model, so, running));
     decision["current_step_ms"] = running.step_time;
   }
+  // The running layout on the units, pipeline-major (unit u at position u).
+  std::vector<int> ids(U);
+  for (int u = 0; u < U; ++u) ids[u] = u;
+  const auto cur = odyssey::Layout::Of(running, ids);
   const int peak = std::max(U, m.peak_units);
   out["peak_units"] = peak;
   if (failed.empty()) {
@@ -436,10 +436,8 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     decision["reason"] = "no node of the job is lost: no decision needed";
     if (peak > U && !spares.empty() && prof.ok()) {
       REFT_ASSIGN_OR_RETURN(auto costs, JobCosts(m, profile, layer_bytes, U));
-      std::vector<int> ids(U);
-      for (int u = 0; u < U; ++u) ids[u] = u;
       std::string why;
-      json grow = GrowthDecision(prof->model, odyssey::Layout::Of(running, ids), unit_nodes,
+      json grow = GrowthDecision(prof->model, cur, unit_nodes,
                                  static_cast<int>(job_nodes.size()), spares, peak, so, costs, &why);
       if (grow.is_null()) {
         decision["reason"] = "no node of the job is lost, and " + why;
@@ -481,9 +479,6 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
   }
 
   REFT_ASSIGN_OR_RETURN(auto costs, JobCosts(m, profile, layer_bytes, live_units));
-  std::vector<int> ids(U);
-  for (int u = 0; u < U; ++u) ids[u] = u;
-  const auto cur = odyssey::Layout::Of(running, ids);
   odyssey::FailureEvaluation ev;
   if (below) {
     for (auto policy : {odyssey::Policy::kReroute, odyssey::Policy::kReconfigure, odyssey::Policy::kRestart}) {

@@ -187,6 +187,14 @@ struct RecoveryCosts {
   /// that keeps survivor i at position i (true; for comparing the two on a running job).
   bool positional_transfer = false;
 };
+/// \brief The survivors' (rows of `held`, `held_bytes`) transfer onto the positions `roles` of a
+/// new plan, with the assignment `costs` asks for (Kuhn–Munkres, or positional), `bytes` per layer.
+Result<TransferPlan> AssignTransfer(const RecoveryCosts& costs, const std::vector<std::vector<int>>& held,
+                                    const std::vector<std::vector<int>>& roles, const std::vector<uint64_t>& bytes,
+                                    const HeldBytes& held_bytes);
+/// \brief Transition of a move to a new plan that copies `transfer`: a restart, and the busiest
+/// node link's bytes (senders and receivers copy in parallel).
+double CopyTransition(const RecoveryCosts& costs, const TransferPlan& transfer);
 /// \brief Step time of `cur` with the work of its dead units (false in `alive`) rerouted to live
 /// peers (ReroutedComputeTime) plus the all-reduce among the live holders.
 Result<double> ReroutedStep(const ModelProfile& m, const Layout& cur, const std::vector<bool>& alive,
