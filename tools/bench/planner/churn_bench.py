@@ -68,7 +68,7 @@ def published_final(doc, basis_has):
     return "transfer" not in doc["decision"] or (transfer and transfer["state"] in ("done", "failed"))
 
 
-def relaunch(cluster, watcher, doc, by_id):
+def relaunch(doc, by_id):
     """Every rank of the published layout on its node: restore(reshape=True), check, a step more."""
     world = reft.elastic.world_size(doc)
     places = [reft.elastic.placement_from_plan(doc, r, world) for r in range(world)]
@@ -169,7 +169,7 @@ def main():
             if policy in RESTARTS:
                 pub = doc["publication"]
                 transfer = pub.get("transfer") or {}
-                steps, bad, from_peers, place = relaunch(cluster, watcher, doc, by_id)
+                steps, bad, from_peers, place = relaunch(doc, by_id)
                 current = show(watcher)
                 positions = place.dp * place.pp
                 nl = decision["new_layout"]
