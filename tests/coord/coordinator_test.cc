@@ -204,6 +204,13 @@ TEST_CASE("etcd coordination: completions go to the coordinator, not through etc
   // the commits they made.)
   REQUIRE(reft::testing::Eventually([&] { return writes.count() >= 3; }, 10s));
   CHECK(writes.writers() == std::set<std::string>{"n" + std::to_string(leader)});
+  // A reporter counts its report when the coordinator's answer arrives, which can be after the
+  // commit the report completed is visible everywhere (a loaded machine): wait for the answers.
+  (void)reft::testing::Eventually([&] {
+    for (int n = 0; n < 3; ++n)
+      if (n != leader && Traffic(c, n).reported - before[n].reported < 3) return false;
+    return true;
+  }, 10s);
   for (int n = 0; n < 3; ++n) {
     auto t = Traffic(c, n);
     t.reported -= before[n].reported;
