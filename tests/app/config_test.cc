@@ -74,6 +74,9 @@ TEST_CASE("bad config names the key", "[config]") {
   } cases[] = {
       {"bogus = 1\n", "'bogus': unknown key"},
       {"[store]\nchunk_size = \"3K\"\n", "store.chunk_size"},
+      // A float where a size belongs is refused, not converted (4.5e61 overflows an integer).
+      {"[store]\nchunk_size = 4.5e61\n", "store.chunk_size': expected a byte size"},
+      {"memory_limit = 1.5\n", "memory_limit': expected a byte size"},
       {"[store]\nslots_per_rank = 1\n", "store.slots_per_rank"},
       {"[store]\nfile_mode = \"0777\"\n", "store.file_mode"},
       {"memory_limit = \"lots\"\n", "memory_limit"},

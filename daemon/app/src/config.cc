@@ -27,15 +27,17 @@ Status KeyError(const std::string& key, const std::string& what) {
   return Status::InvalidArgument("config key '" + key + "': " + what);
 }
 
-// Sizes may be written as integers (bytes) or strings with a suffix ("8G").
+// Sizes may be written as integers (bytes) or strings with a suffix ("8G"). The node's type is
+// checked before any value<>() call: toml++ converts a float to an integer without a range check,
+// which is undefined behaviour for a value like 4.5e61.
 Status ReadSize(const toml::node& node, const std::string& key, uint64_t* out) {
-  if (auto i = node.value<int64_t>(); i && node.is_integer()) {
-    if (*i < 0) return KeyError(key, "must not be negative");
-    *out = static_cast<uint64_t>(*i);
+  if (const auto* i = node.as_integer()) {
+    if (i->get() < 0) return KeyError(key, "must not be negative");
+    *out = static_cast<uint64_t>(i->get());
     return Status::OK();
   }
-  if (auto s = node.value<std::string>()) {
-    auto parsed = ParseByteSize(*s);
+  if (const auto* s = node.as_string()) {
+    auto parsed = ParseByteSize(s->get());
     if (!parsed.ok()) return KeyError(key, parsed.status().message());
     *out = *parsed;
     return Status::OK();
@@ -44,9 +46,9 @@ Status ReadSize(const toml::node& node, const std::string& key, uint64_t* out) {
 }
 
 Status ReadString(const toml::node& node, const std::string& key, std::string* out) {
-  auto s = node.value<std::string>();
-  if (!s || !node.is_string()) return KeyError(key, "expected a string");
-  *out = *s;
+  const auto* s = node.as_string();
+  if (!s) return KeyError(key, "expected a string");
+  *out = s->get();
   return Status::OK();
 }
 
@@ -73,9 +75,9 @@ Status ReadStringList(const toml::node& node, const std::string& key,
   if (!arr) return KeyError(key, "expected an array of strings");
   out->clear();
   for (const auto& el : *arr) {
-    auto s = el.value<std::string>();
-    if (!s || !el.is_string()) return KeyError(key, "expected an array of strings");
-    out->push_back(*s);
+    const auto* s = el.as_string();
+    if (!s) return KeyError(key, "expected an array of strings");
+    out->push_back(s->get());
   }
   return Status::OK();
 }
