@@ -326,3 +326,53 @@ TEST_CASE("the suspicion timeout grows with log n of the table, never below the 
     CHECK(peer::SuspicionTimeout(base, n + 7) >= peer::SuspicionTimeout(base, n));
   }
 }
+
+TEST_CASE("a fact is retransmitted O(log n) times", "[peer]") {
+  CHECK(peer::RetransmitLimit(1) == 4);
+  CHECK(peer::RetransmitLimit(3) == 8);
+  CHECK(peer::RetransmitLimit(16) == 20);
+  CHECK(peer::RetransmitLimit(4096) == 52);
+}
+
+// Deltas, not the table: once every change has been sent its O(log n) times, a ping's answer
+// carries the answering node alone, while a Hello (a joiner) gets the whole table; a change
+// after that (a node killed) still reaches every member.
+TEST_CASE("gossip sends deltas: a quiet cluster's pings carry one entry, a Hello all", "[peer]") {
+  Cluster c(4);
+  REQUIRE(peer::test::Eventually([&] { return c.Converged(3); }, 3s));
+  auto channel = grpc::CreateChannel(c.nodes[0]->address, grpc::InsecureChannelCredentials());
+  auto stub = v1::Peer::NewStub(channel);
+  auto ping = [&] {
+    v1::PingRequest req;
+    // As n1 (known, same epoch): the ping itself changes nothing in n0's table.
+    *req.mutable_caller() = c.nodes[1]->peer->membership().SelfCaller();
+    v1::PingResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+    REQUIRE(stub->Ping(&ctx, req, &resp).ok());
+    return resp;
+  };
+  REQUIRE(peer::test::Eventually([&] { return ping().updates_size() == 1; }, 5s));
+  v1::PingResponse quiet = ping();
+  REQUIRE(quiet.updates_size() == 1);
+  CHECK(quiet.updates(0).node_id() == "n0");
+
+  v1::HelloRequest hello;
+  *hello.mutable_caller() = c.nodes[1]->peer->membership().SelfCaller();
+  v1::HelloResponse table;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+  REQUIRE(stub->Hello(&ctx, hello, &table).ok());
+  CHECK(table.members_size() == 4);
+
+  c.nodes[3]->Kill();
+  REQUIRE(peer::test::Eventually(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (StateOf(*c.nodes[i], "n3") != MemberState::kDead) return false;
+        }
+        return true;
+      },
+      kDetectBound));
+  CHECK(StateOf(*c.nodes[1], "n2") == MemberState::kAlive);
+}

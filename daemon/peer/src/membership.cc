@@ -217,6 +217,7 @@ void Membership::MergeOneLocked(const MemberInfo& u, std::vector<Event>* events)
     e.info = u;
     e.info.self = false;
     e.suspect_since = std::chrono::steady_clock::now();
+    ChangedLocked(&e);
     members_.emplace(u.node_id, e);
     probe_order_.push_back(u.node_id);
     events->emplace_back(e.info, MemberState::kDead);
@@ -230,6 +231,7 @@ void Membership::MergeOneLocked(const MemberInfo& u, std::vector<Event>* events)
   e.info.epoch = u.epoch;
   e.info.incarnation = u.incarnation;
   e.info.state = u.state;
+  ChangedLocked(&e);
   if (u.state == MemberState::kSuspect && prev != MemberState::kSuspect) {
     e.suspect_since = std::chrono::steady_clock::now();
   }
@@ -251,7 +253,27 @@ void Membership::Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate
   Notify(events);
 }
 
-void Membership::FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const {
+uint32_t RetransmitLimit(size_t members) {
+  return 4 * static_cast<uint32_t>(std::ceil(std::log2(static_cast<double>(members) + 1)));
+}
+
+void Membership::ChangedLocked(Entry* e) const {
+  e->sends_left = RetransmitLimit(members_.size() + 1);
+}
+
+void Membership::FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Always this node: its incarnation is how it refutes a suspicion. Then every fact still
+  // being disseminated; the table is bounded (max_gossip_nodes), so no per-message cap.
+  ToUpdate(self_, out->Add());
+  for (auto& [id, e] : members_) {
+    if (e.sends_left == 0) continue;
+    --e.sends_left;
+    ToUpdate(e.info, out->Add());
+  }
+}
+
+void Membership::FillFullTable(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   ToUpdate(self_, out->Add());
   for (const auto& [id, e] : members_) ToUpdate(e.info, out->Add());
@@ -293,6 +315,7 @@ void Membership::ExpireSuspectsLocked(std::vector<Event>* events) {
     if (e.info.state == MemberState::kSuspect && now - e.suspect_since >= timeout) {
       MemberState prev = e.info.state;
       e.info.state = MemberState::kDead;
+      ChangedLocked(&e);
       events->emplace_back(e.info, prev);
     }
   }
@@ -348,7 +371,7 @@ bool Membership::ProbeIndirect(const MemberInfo& target) {
   return acked;
 }
 
-void Membership::ProbeOnce() {
+void Membership::ProbeOnce(bool full_table) {
   std::optional<MemberInfo> target;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -367,7 +390,11 @@ void Membership::ProbeOnce() {
   }
   if (!target) return;
   v1::PingRequest req;
-  FillUpdates(req.mutable_updates());
+  if (full_table) {
+    FillFullTable(req.mutable_updates());
+  } else {
+    FillUpdates(req.mutable_updates());
+  }
   auto r = client_->Ping(target->address, req, options_.probe_timeout);
   if (r.ok()) {
     Merge(r->updates());
@@ -399,7 +426,7 @@ void Membership::ReconnectDead() {
     target = *dead[dead_next_++ % dead.size()];
   }
   v1::PingRequest req;
-  FillUpdates(req.mutable_updates());
+  FillFullTable(req.mutable_updates());  // both sides may hold stale facts about everyone
   auto r = client_->Ping(target->address, req, options_.probe_timeout);
   if (r.ok()) Merge(r->updates());  // a "fenced:" refusal reaches OnFenced through the client
 }
@@ -419,7 +446,7 @@ void Membership::Run() {
       if (!running_) return;
     }
     ContactSeeds();
-    ProbeOnce();
+    ProbeOnce(period % kFullTableEvery == 0);
     if (++period % reconnect_every == 0) ReconnectDead();
     std::vector<Event> events;
     {

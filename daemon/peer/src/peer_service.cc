@@ -100,7 +100,7 @@ grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   *resp->mutable_server() = membership_->SelfCaller();
-  if (gossip_.membership) gossip_.membership->FillUpdates(resp->mutable_members());
+  if (gossip_.membership) gossip_.membership->FillFullTable(resp->mutable_members());
   return grpc::Status::OK;
 }
 

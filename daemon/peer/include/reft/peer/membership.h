@@ -8,8 +8,12 @@
 /// probe_timeout it asks `indirect_probes` other members to PingReq the target; without any ack
 /// the target becomes SUSPECT, and DEAD after suspicion_timeout (scaled with log n:
 /// SuspicionTimeout) unless it refutes by gossiping a higher incarnation. Membership facts
-/// travel piggybacked on pings (the full table: clusters here are tens of nodes, and
-/// full-state gossip converges in O(log n) periods).
+/// travel piggybacked on pings as deltas (SWIM §4.4, infection-style): a fact that changed is
+/// sent RetransmitLimit(n) times, O(log n), then no more, so a ping in a quiet cluster carries
+/// the sender alone. The full table travels only where a node needs all of it: the answer to
+/// a Hello (a joiner), the ping to a dead member (after a partition), and, every
+/// kFullTableEvery probe periods, the probe itself — anti-entropy that repairs a delta lost
+/// with its last retransmission (memberlist's push/pull does the same).
 ///
 /// Bounded (docs/coordination.md): at most PeerOptions::max_gossip_nodes live members, this one
 /// included; a newcomer beyond that is refused (its Hello fails naming the bound) and never
@@ -45,6 +49,11 @@ namespace reft::peer {
 /// refute grows with log n; a fixed timeout declares live members dead as the table grows.
 std::chrono::milliseconds SuspicionTimeout(std::chrono::milliseconds base, size_t members);
 
+/// \brief How many pings carry a changed fact in a table of `members` (this node included):
+/// 4 × ⌈log2(members + 1)⌉ (memberlist's retransmit multiplier), enough for an infection-style
+/// broadcast to reach every member with high probability.
+uint32_t RetransmitLimit(size_t members);
+
 class Membership final : public NodeDirectory {
  public:
   /// `client` must outlive the Membership; Membership installs itself as its fenced handler.
@@ -74,7 +83,10 @@ class Membership final : public NodeDirectory {
   Status AdmitCaller(const v1::Caller& caller) override;
   /// Merges gossip; refutes suspicion of this node; fences this node if it was declared dead.
   void Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate>& updates);
-  void FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const;
+  /// This node and the facts still being disseminated (each use counts as one transmission).
+  void FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out);
+  /// This node and every member: for a joiner's Hello and for anti-entropy.
+  void FillFullTable(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const;
   PeerClient* client() const { return client_; }
   std::chrono::milliseconds probe_timeout() const { return options_.probe_timeout; }
 
@@ -82,12 +94,16 @@ class Membership final : public NodeDirectory {
   struct Entry {
     MemberInfo info;
     std::chrono::steady_clock::time_point suspect_since;
+    uint32_t sends_left = 0;  ///< pings that still carry this entry's latest change
   };
+  /// A probe carries the full table once in this many periods.
+  static constexpr int64_t kFullTableEvery = 10;
   using Event = std::pair<MemberInfo, MemberState>;
 
   void Run();
   void ContactSeeds();
-  void ProbeOnce();
+  /// Pings the next member; `full_table`: with every fact, not only the recent ones.
+  void ProbeOnce(bool full_table);
   /// Pings one DEAD member (round robin) with our view: after a partition heals both sides
   /// hold the other dead and would never probe it again. The exchange fences whichever side
   /// was declared dead; it rejoins with a new epoch and the cluster converges.
@@ -97,6 +113,8 @@ class Membership final : public NodeDirectory {
                    std::vector<Event>* events);
   void ExpireSuspectsLocked(std::vector<Event>* events);
   void MergeOneLocked(const MemberInfo& update, std::vector<Event>* events);
+  /// Records that `e` changed: it is disseminated afresh.
+  void ChangedLocked(Entry* e) const;
   /// Fewer live members (this node included) than max_gossip_nodes.
   bool RoomForOneMoreLocked() const;
   void OnFenced(const std::string& message);
