@@ -1,8 +1,9 @@
 /// \file decoder.cc
 /// \brief Executes a RecoveryAnalysis on surviving members' regions: RebuildShards on zero-padded
 /// copies of all m shards (W bytes of scratch), RebuildShardsInto in place in the canonical
-/// vector (scratch only for a short tail shard).
+/// vector (no scratch: bytes past a shard's end read as the zero padding).
 
+#include <algorithm>
 #include <cstring>
 
 #include "reft/kernels/rs.h"
@@ -32,43 +33,79 @@ Result<const uint8_t*> RegionBytes(const std::vector<const MemberRegions*>& memb
 
 namespace {
 
-// Runs `analysis.ops` on per-member padded shard buffers `work` (survivors' shards in place,
-// dead members' targets zeroed).
+/// Bytes of [begin, begin + len) below `real`.
+uint64_t RealBytes(uint64_t real, uint64_t begin, uint64_t len) {
+  return begin >= real ? 0 : std::min(len, real - begin);
+}
+
+// Runs `analysis.ops` on per-member shard buffers `work`, each seen as the padded shard the
+// codes are defined on: bytes of work[d] at or beyond real[d] read as zero, and writes there
+// are dropped (they would rebuild the zero padding). So a shard shorter than the padded length
+// is worked on where it lies; only an RS stripe block that crosses the end of its shard goes
+// through a padded copy of that one block.
 Status RunOps(const SgGeometry& g, const Scheme& scheme, const std::vector<bool>& alive,
               const RecoveryAnalysis& analysis, const std::vector<const MemberRegions*>& members,
-              const std::vector<uint8_t*>& work) {
+              const std::vector<uint8_t*>& work, const std::vector<uint64_t>& real) {
   std::shared_ptr<const kernels::RsCodec> codec;
   if (scheme.rs > 0) {
     REFT_ASSIGN_OR_RETURN(codec, kernels::RsCodec::Create(g.m - scheme.rs, scheme.rs));
   }
   std::vector<uint8_t> scratch;
+  std::vector<std::vector<uint8_t>> padded_blocks;
   for (const auto& op : analysis.ops) {
     const uint64_t len = op.end - op.begin;
     switch (op.kind) {
       case RecoveryOp::Kind::kCopy: {
         REFT_ASSIGN_OR_RETURN(const uint8_t* p,
                               RegionBytes(members, op.holder, op.region, op.region_offset, len));
-        std::memcpy(work[op.target] + op.begin, p, len);
+        const uint64_t n = RealBytes(real[op.target], op.begin, len);
+        if (n > 0) std::memcpy(work[op.target] + op.begin, p, n);
         break;
       }
       case RecoveryOp::Kind::kXor: {
-        std::vector<const void*> srcs;
         REFT_ASSIGN_OR_RETURN(const uint8_t* p,
                               RegionBytes(members, op.holder, op.region, op.region_offset, len));
-        srcs.push_back(p);
-        for (const auto& [j, off] : op.sources) srcs.push_back(work[j] + off);
-        REFT_RETURN_NOT_OK(
-            kernels::XorReduce(work[op.target] + op.begin, srcs.data(), srcs.size(), len));
+        const uint64_t out = RealBytes(real[op.target], op.begin, len);
+        // Cut [0, out) where a source runs into its padding: past the cut it adds zeros.
+        std::vector<uint64_t> cuts{0, out};
+        for (const auto& [j, off] : op.sources) {
+          const uint64_t n = RealBytes(real[j], off, len);
+          if (n > 0 && n < out) cuts.push_back(n);
+        }
+        std::sort(cuts.begin(), cuts.end());
+        cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+        std::vector<const void*> srcs;
+        for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+          const uint64_t a = cuts[c];
+          srcs.assign(1, p + a);
+          for (const auto& [j, off] : op.sources) {
+            if (off + a < real[j]) srcs.push_back(work[j] + off + a);
+          }
+          REFT_RETURN_NOT_OK(kernels::XorReduce(work[op.target] + op.begin + a, srcs.data(),
+                                                srcs.size(), cuts[c + 1] - a));
+        }
         break;
       }
       case RecoveryOp::Kind::kRs: {
         const int r = scheme.rs;
         const int k = g.m - r;
         std::vector<uint8_t*> blocks(static_cast<size_t>(k + r));
+        padded_blocks.resize(static_cast<size_t>(k));
+        std::vector<std::pair<int, uint64_t>> copied;  // (data block, its real bytes)
         for (int p = 0; p < k; ++p) {
           const int j = RsDataShard(g.m, r, op.stripe, p);
-          blocks[p] =
+          uint8_t* place =
               work[j] + static_cast<uint64_t>(AecIndex(g.m, j, op.stripe)) * g.rs_sub + op.begin;
+          const uint64_t n = RealBytes(real[j], place - work[j], len);
+          if (n == len) {
+            blocks[p] = place;
+            continue;
+          }
+          auto& block = padded_blocks[p];
+          block.assign(len, 0);
+          if (n > 0) std::memcpy(block.data(), place, n);
+          blocks[p] = block.data();
+          copied.emplace_back(p, n);
         }
         scratch.assign(len * static_cast<uint64_t>(r), 0);
         for (int q = 0; q < r; ++q) {
@@ -84,6 +121,14 @@ Status RunOps(const SgGeometry& g, const Scheme& scheme, const std::vector<bool>
           blocks[k + q] = const_cast<uint8_t*>(p);
         }
         REFT_RETURN_NOT_OK(codec->Decode(blocks.data(), op.erased, len));
+        for (const auto& [p, n] : copied) {  // a rebuilt block's real bytes go to their place
+          const int j = RsDataShard(g.m, r, op.stripe, p);
+          const bool erased = std::find(op.erased.begin(), op.erased.end(), p) != op.erased.end();
+          if (!erased || n == 0) continue;
+          std::memcpy(
+              work[j] + static_cast<uint64_t>(AecIndex(g.m, j, op.stripe)) * g.rs_sub + op.begin,
+              blocks[p], n);
+        }
         break;
       }
     }
@@ -136,6 +181,7 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(
   const uint64_t padded = g.PaddedShard();
   std::vector<std::vector<uint8_t>> own(static_cast<size_t>(g.m), std::vector<uint8_t>(padded, 0));
   std::vector<uint8_t*> work(static_cast<size_t>(g.m));
+  const std::vector<uint64_t> real(static_cast<size_t>(g.m), padded);
   const std::vector<bool> needed = NeededShards(g, scheme, alive, analysis);
   for (int d = 0; d < g.m; ++d) {
     work[d] = own[d].data();
@@ -144,7 +190,7 @@ Result<std::vector<std::vector<uint8_t>>> RebuildShards(
                           RegionBytes(members, d, kRegionShard, 0, g.ShardSize(d)));
     if (g.ShardSize(d) > 0) std::memcpy(work[d], p, g.ShardSize(d));
   }
-  REFT_RETURN_NOT_OK(RunOps(g, scheme, alive, analysis, members, work));
+  REFT_RETURN_NOT_OK(RunOps(g, scheme, alive, analysis, members, work, real));
   for (int d = 0; d < g.m; ++d) {
     if (alive[d]) continue;
     out[d].assign(own[d].begin(), own[d].begin() + static_cast<std::ptrdiff_t>(g.ShardSize(d)));
@@ -156,30 +202,19 @@ Status RebuildShardsInto(const SgGeometry& g, const Scheme& scheme,
                          const std::vector<const MemberRegions*>& members, uint8_t* canonical) {
   std::vector<bool> alive;
   REFT_ASSIGN_OR_RETURN(RecoveryAnalysis analysis, AnalyzeMembers(g, scheme, members, &alive));
-  const uint64_t padded = g.PaddedShard();
-  std::vector<std::vector<uint8_t>> own(static_cast<size_t>(g.m));
+  // Every shard is worked on where it lies, its padding read as zeros (RunOps): no scratch,
+  // whatever the shard sizes. (The codes pad every shard to (m-1)·sub bytes, so most shards
+  // are a few bytes shorter than the padded length; a padded copy of each was W bytes of fresh
+  // memory per restore.)
   std::vector<uint8_t*> work(static_cast<size_t>(g.m));
-  const std::vector<bool> needed = NeededShards(g, scheme, alive, analysis);
+  std::vector<uint64_t> real(static_cast<size_t>(g.m));
   for (int d = 0; d < g.m; ++d) {
-    uint8_t* place = canonical + g.shard_begin[d];
-    if (g.ShardSize(d) == padded) {
-      // A full-size shard is its own padded buffer: worked on where it lies.
-      work[d] = place;
-      if (!alive[d]) std::memset(place, 0, padded);
-      continue;
-    }
-    // A short shard (the tail of the vector) reads as zero-padded: a padded copy.
-    own[d].assign(padded, 0);
-    work[d] = own[d].data();
-    if (alive[d] && needed[d] && g.ShardSize(d) > 0) std::memcpy(work[d], place, g.ShardSize(d));
+    work[d] = canonical + g.shard_begin[d];
+    real[d] = g.ShardSize(d);
+    // A lost shard's place is rebuilt in full; zero it so no op can read stale bytes there.
+    if (!alive[d] && real[d] > 0) std::memset(work[d], 0, real[d]);
   }
-  REFT_RETURN_NOT_OK(RunOps(g, scheme, alive, analysis, members, work));
-  for (int d = 0; d < g.m; ++d) {
-    if (!alive[d] && !own[d].empty() && g.ShardSize(d) > 0) {
-      std::memcpy(canonical + g.shard_begin[d], own[d].data(), g.ShardSize(d));
-    }
-  }
-  return Status::OK();
+  return RunOps(g, scheme, alive, analysis, members, work, real);
 }
 
 }  // namespace reft::protect

@@ -51,6 +51,11 @@ int64_t Check(const std::vector<uint8_t>& buf, int64_t step, size_t index) {
   return -1;
 }
 
+// The harness's barrier: it creates the file when every process may go on.
+void WaitForFile(const std::string& path) {
+  while (access(path.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,6 +68,8 @@ int main(int argc, char** argv) {
   int sleep_us = 0;
   bool restore_only = false;
   std::string wait_file;
+  std::string restore_after_file;
+  std::string verify_after_file;
   app.add_option("--socket", options.socket_path)->required();
   app.add_option("--job", options.job)->required();
   app.add_option("--dp", options.dp);
@@ -82,6 +89,12 @@ int main(int argc, char** argv) {
                  "how long each step waits for the previous step's commit (the last step's wait "
                  "stays 30 s); short in tests that cut the control plane off");
   app.add_flag("--restore-only", restore_only, "restore, verify, exit");
+  app.add_option("--restore-after-file", restore_after_file,
+                 "print 'registered' once the buffers are registered, then wait until this file "
+                 "exists before restoring (benchmarks start every rank's restore together)");
+  app.add_option("--verify-after-file", verify_after_file,
+                 "after the restore-time line, wait until this file exists before checking the "
+                 "restored bytes (so one rank's check does not run inside another's restore)");
   app.add_option("--wait-file", wait_file,
                  "after the restore, wait until this file exists before training (a stand-in "
                  "for a real job's first collective, which no rank passes before all restored)");
@@ -95,7 +108,8 @@ int main(int argc, char** argv) {
                 client.status().message().c_str());
     return 2;
   }
-  std::vector<std::vector<uint8_t>> buffers(nbuffers, std::vector<uint8_t>(size));
+  // Each buffer is allocated once, at its own size (not copied from a prototype).
+  std::vector<std::vector<uint8_t>> buffers(nbuffers);
   // Replicated buffers hold the same bytes on every rank of a sharding group; the unique one
   // differs per rank, so a restore that hands a rank another rank's unique state is caught.
   auto pattern = [&](int b) {
@@ -115,6 +129,11 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (!restore_after_file.empty()) {
+    std::printf("registered\n");
+    std::fflush(stdout);
+    WaitForFile(restore_after_file);
+  }
   auto restored = (*client)->Restore();
   if (!restored.ok()) {
     std::printf("restore-error %d %s\n", static_cast<int>(restored.status().code()),
@@ -130,6 +149,8 @@ int main(int argc, char** argv) {
     std::printf("restore-time %.6f %.6f\n", std::chrono::duration<double>(report->total).count(),
                 std::chrono::duration<double>(report->daemon).count());
   }
+  std::fflush(stdout);
+  if (!verify_after_file.empty()) WaitForFile(verify_after_file);
   int64_t start = 0;
   if (!restored->has_value()) {
     std::printf("restored -1 fresh\n");
@@ -148,9 +169,7 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   if (restore_only) return 0;
-  while (!wait_file.empty() && access(wait_file.c_str(), F_OK) != 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  if (!wait_file.empty()) WaitForFile(wait_file);
 
   for (int64_t step = start; step < start + steps; ++step) {
     auto st = (*client)->Fence();  // the previous copy no longer reads the buffers

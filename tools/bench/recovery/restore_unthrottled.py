@@ -5,7 +5,12 @@ M reftd on loopback form one sharding group (a DP-M job, one rank per node), lin
 throttled. The job snapshots; node 1 is lost (reftd SIGKILLed, memory wiped) and a fresh reftd
 takes over its rank; all M ranks restart at once and restore the committed step from memory.
 The figure is the slowest rank's Restore() (as the trainer reports it: reftd's work plus the
-copy into the trainer's buffers).
+copy into the trainer's buffers). Every restarted trainer allocates and registers its buffers,
+then waits at a barrier; the M restores start together once all have registered. On a cluster
+each rank allocates its model on its own node; here all M share two cores, and without the
+barrier one trainer's page zeroing (hundreds of MiB) ran inside another's restore. For the
+same reason the trainers check the restored bytes (regenerating W bytes of expected pattern
+each) only after every rank has reported its restore time.
 
 The limit, measured right after on the same machine: every rank receives over raw loopback TCP,
 all at once, the bytes it must receive in a restore (a survivor: the M-1 shards it does not
@@ -49,13 +54,16 @@ PHASE_RE = re.compile(r"restore: .*\[agreement ([\d.]+)s, locate ([\d.]+)s, fetc
                       r"(?:, allocate ([\d.]+)s)?")
 
 
-def launch(cluster, nodes, job, m, size, protection, restore_only):
+def launch(cluster, nodes, job, m, size, protection, barrier=None):
+    """Starts a trainer per node; with `barrier` (a path) they restore only, each after
+    registering and once the file exists."""
     out = []
     for d, node in enumerate(nodes):
         extra = ["--dp", str(d), "--dp-size", str(m), "--protection", protection,
                  "--reply-timeout-ms", "900000"]
-        if restore_only:
-            extra.append("--restore-only")
+        if barrier:
+            extra += ["--restore-only", "--restore-after-file", barrier,
+                      "--verify-after-file", barrier + ".verify"]
         out.append(SampleTrainer(cluster, node, job, steps=2, size=size, buffers=2,
                                  extra=extra, unique_size=4096))
     return out
@@ -70,7 +78,7 @@ def restore_once(m, size, protection, link=0):
     job = "fast"
     with LocalCluster(nodes=m, config=CONFIG.format(link=link)) as cluster:
         nodes = list(cluster.nodes)
-        for t in launch(cluster, nodes, job, m, size, protection, restore_only=False):
+        for t in launch(cluster, nodes, job, m, size, protection):
             if t.finish(timeout=900) != 0:
                 raise RuntimeError(f"training failed: {t.lines[-3:]}")
         nodes[1].kill()
@@ -78,20 +86,24 @@ def restore_once(m, size, protection, link=0):
         spare = cluster.add_node("spare1")
         nodes[0].wait_member_state("node1", "dead")
         nodes[1] = spare
+        barrier = os.path.join(cluster.root, "restore-barrier")
+        trainers = launch(cluster, nodes, job, m, size, protection, barrier)
+        for t in trainers:
+            t.wait_for("registered", timeout=900)
         start = time.monotonic()
-        trainers = launch(cluster, nodes, job, m, size, protection, restore_only=True)
+        open(barrier, "w").close()
+        totals, daemons = [], []
+        for t in trainers:
+            ev = t.wait_for("restore-time", timeout=900)
+            totals.append(float(ev[1]))
+            daemons.append(float(ev[2]))
+        wall = time.monotonic() - start
+        open(barrier + ".verify", "w").close()
         for t in trainers:
             ev = t.wait_for("restored", timeout=900)
             if ev[1:] != ["1", "ok"]:
                 raise RuntimeError(f"restore failed: {ev} {t.lines[-3:]}")
-        wall = time.monotonic() - start
-        totals, daemons = [], []
-        for t in trainers:
             t.finish()
-            times = [line.split() for line in t.lines if line.startswith("restore-time ")]
-            # A trainer older than the restore-time line: only the wall time is known.
-            totals.append(float(times[0][1]) if times else wall)
-            daemons.append(float(times[0][2]) if times else float("nan"))
         slowest = max(range(m), key=lambda r: totals[r])
         return {"restore_s": totals[slowest], "slowest_rank": slowest,
                 "daemon_s": daemons[slowest], "wall_s": wall,
