@@ -24,6 +24,9 @@
 //  - GetManifest's checksums are those of the chunk lists it sends.
 //  - AttachPlanProfile keeps only a profile that passes the planner's check, and a refused one
 //    (with a message) leaves the attached profile as it was.
+//  - ShowPlan answers a JSON object for the job it was asked about, whatever profile the
+//    requests attached before (the planner decides run-1's loss of a node with it), and
+//    ConfirmPlan refuses cleanly: under gossip nothing is published to confirm.
 // Not covered: PingReq's probe of the target (the target address is replaced by a unix socket
 // path that does not exist, so no packet leaves the process); authentication (empty token);
 // the FetchRegion client (PeerClient) parsing a hostile server's stream.
@@ -40,6 +43,7 @@
 
 #include "fuzz_util.h"
 #include "reft/app/admin_service.h"
+#include "reft/app/job_planner.h"
 #include "reft/app/plan_profiles.h"
 #include "reft/planner/online.h"
 #include "reft/checksum.h"
@@ -58,7 +62,7 @@ constexpr const char* kNoSuchPeer = "unix:/nonexistent/reft-fuzz-no-such-peer.so
 enum Method : uint8_t {
   kHello, kPing, kPingReq, kReportComplete, kExchangeCommitState, kGetManifest, kFetchRegion,
   kAdminStatus, kListSnapshots, kVerifySnapshot, kDropSnapshot, kListNodes, kAttachPlanProfile,
-  kMethodCount
+  kShowPlan, kConfirmPlan, kMethodCount
 };
 
 peer::PeerOptions Options(const std::string& node_id) {
@@ -432,9 +436,43 @@ void RunOne(uint8_t selector, const Bytes& body, peer::PeerNode* node, app::Admi
       }
       break;
     }
+    case kShowPlan: {
+      v1::ShowPlanRequest req;
+      v1::ShowPlanResponse resp;
+      if (!Parse(body, &req)) break;
+      grpc::Status s = admin->ShowPlan(&ctx, &req, &resp);
+      CheckStatus(s, "ShowPlan");
+      if (s.ok()) {
+        const auto plan = nlohmann::json::parse(resp.plan_json(), nullptr, false);
+        FUZZ_CHECK(plan.is_object(), "ShowPlan answered something that is not a JSON object");
+        FUZZ_CHECK(resp.job() == req.job(), "ShowPlan answered for another job");
+      }
+      break;
+    }
+    case kConfirmPlan: {
+      v1::ConfirmPlanRequest req;
+      v1::ConfirmPlanResponse resp;
+      if (!Parse(body, &req)) break;
+      grpc::Status s = admin->ConfirmPlan(&ctx, &req, &resp);
+      CheckStatus(s, "ConfirmPlan");
+      FUZZ_CHECK(!s.ok(), "ConfirmPlan confirmed a decision nothing published");
+      break;
+    }
     case kMethodCount:
       break;
   }
+}
+
+// run-1 as the planner sees it: dp = 2 over this node and one that is gone, four layers.
+Result<planner::online::JobModelView> FuzzJobModel(const std::string& job) {
+  if (job != "run-1") return Status::NotFound("no job '" + job + "' here");
+  planner::online::JobModelView m;
+  m.job = job;
+  m.dp = 2;
+  m.ranks = {{0, 0, 0, "fuzz-node"}, {0, 0, 1, "gone-node"}};
+  for (int l = 0; l < 4; ++l) m.layers.push_back({l, 0, 1 << 20, 2 << 20});
+  m.step = 2;
+  return m;
 }
 
 // ---- seeds: one valid request of every method (and a few sequences) ----
@@ -556,8 +594,20 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
       R"( "param_bytes": 1048576}}, "cluster": {"device_memory": 8000000000},)"
       R"( "policy": {"restart_ms": 1000, "assignment": "positional"}})");
   one("attach_plan_profile", kAttachPlanProfile, attach);
+  const v1::AttachPlanProfileRequest attach_ok = attach;
   attach.set_profile_json(R"({"policy": {"assignment": "sideways"}})");
   one("attach_plan_profile_refused", kAttachPlanProfile, attach);
+  v1::ShowPlanRequest show;
+  show.set_job("run-1");
+  one("show_plan", kShowPlan, show);
+  v1::ConfirmPlanRequest confirm;
+  confirm.set_job("run-1");
+  one("confirm_plan", kConfirmPlan, confirm);
+  Bytes planned;  // the operator attaches a profile, then looks at the decision
+  Put(&planned, kAttachPlanProfile, attach_ok);
+  Put(&planned, kShowPlan, show);
+  Put(&planned, kConfirmPlan, confirm);
+  sink("plan_with_profile", planned);
   // A sequence: a peer joins, reports, and the operator looks.
   Bytes seq;
   Put(&seq, kHello, hello);
@@ -590,8 +640,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.node_id = "fuzz-node";
   security::Authorizer auth("", false);  // no token, no TLS: every call admitted
   app::PlanProfiles profiles("");        // in memory: every input starts without profiles
+  app::JobPlannerOptions jpo;
+  jpo.mode = app::PlannerMode::kConfirm;
+  jpo.spare_wait = std::chrono::milliseconds(0);
+  // Not started: no thread; ShowPlan decides from this node's view on demand.
+  app::JobPlanner planner("fuzz-node", jpo, &(*node)->membership(), (*node)->coordinator(),
+                          &profiles, FuzzJobModel);
   app::AdminRecovery recovery;
   recovery.profiles = &profiles;
+  recovery.planner = &planner;
   app::AdminService admin(
       config, f.store.get(),
       [] {
