@@ -91,12 +91,18 @@ Status RunOps(const SgGeometry& g, const Scheme& scheme, const std::vector<bool>
         const int k = g.m - r;
         std::vector<uint8_t*> blocks(static_cast<size_t>(k + r));
         padded_blocks.resize(static_cast<size_t>(k));
-        std::vector<std::pair<int, uint64_t>> copied;  // (data block, its real bytes)
+        struct Copied {
+          int block;
+          uint8_t* place;  ///< where the block lies in its shard
+          uint64_t real;   ///< its bytes before the shard's end
+        };
+        std::vector<Copied> copied;
         for (int p = 0; p < k; ++p) {
           const int j = RsDataShard(g.m, r, op.stripe, p);
-          uint8_t* place =
-              work[j] + static_cast<uint64_t>(AecIndex(g.m, j, op.stripe)) * g.rs_sub + op.begin;
-          const uint64_t n = RealBytes(real[j], place - work[j], len);
+          const uint64_t offset =
+              static_cast<uint64_t>(AecIndex(g.m, j, op.stripe)) * g.rs_sub + op.begin;
+          uint8_t* place = work[j] + offset;
+          const uint64_t n = RealBytes(real[j], offset, len);
           if (n == len) {
             blocks[p] = place;
             continue;
@@ -105,7 +111,7 @@ Status RunOps(const SgGeometry& g, const Scheme& scheme, const std::vector<bool>
           block.assign(len, 0);
           if (n > 0) std::memcpy(block.data(), place, n);
           blocks[p] = block.data();
-          copied.emplace_back(p, n);
+          copied.push_back({p, place, n});
         }
         scratch.assign(len * static_cast<uint64_t>(r), 0);
         for (int q = 0; q < r; ++q) {
@@ -121,13 +127,10 @@ Status RunOps(const SgGeometry& g, const Scheme& scheme, const std::vector<bool>
           blocks[k + q] = const_cast<uint8_t*>(p);
         }
         REFT_RETURN_NOT_OK(codec->Decode(blocks.data(), op.erased, len));
-        for (const auto& [p, n] : copied) {  // a rebuilt block's real bytes go to their place
-          const int j = RsDataShard(g.m, r, op.stripe, p);
-          const bool erased = std::find(op.erased.begin(), op.erased.end(), p) != op.erased.end();
-          if (!erased || n == 0) continue;
-          std::memcpy(
-              work[j] + static_cast<uint64_t>(AecIndex(g.m, j, op.stripe)) * g.rs_sub + op.begin,
-              blocks[p], n);
+        for (const Copied& c : copied) {  // a rebuilt block's real bytes go to their place
+          const bool erased =
+              std::find(op.erased.begin(), op.erased.end(), c.block) != op.erased.end();
+          if (erased && c.real > 0) std::memcpy(c.place, blocks[c.block], c.real);
         }
         break;
       }

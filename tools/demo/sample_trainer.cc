@@ -53,7 +53,7 @@ int64_t Check(const std::vector<uint8_t>& buf, int64_t step, size_t index) {
 
 // The harness's barrier: it creates the file when every process may go on.
 void WaitForFile(const std::string& path) {
-  while (access(path.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (access(path.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 }  // namespace
