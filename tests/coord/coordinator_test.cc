@@ -245,6 +245,13 @@ TEST_CASE("etcd coordination: a coordinator its peers cannot reach gets completi
   CompletionWrites writes(etcd);
   c.CommitAll(2);
   CHECK(reft::testing::Eventually([&] { return writes.writers().size() == 3; }, 10s));
+  // A writer counts its write when etcd's answer arrives, which can be after the watch above
+  // has seen the key (a loaded machine): wait for the counts.
+  (void)reft::testing::Eventually([&] {
+    for (int n = 0; n < 3; ++n)
+      if (n != leader && Traffic(c, n).written < 1) return false;
+    return true;
+  }, 10s);
   for (int n = 0; n < 3; ++n) {
     if (n == leader) continue;
     const auto t = Traffic(c, n);
