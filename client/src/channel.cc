@@ -7,7 +7,8 @@ namespace reft::client {
 using local_proto::MessageType;
 
 Result<local_proto::Frame> Channel::Call(MessageType type, const std::vector<uint8_t>& payload,
-                                         MessageType expect, const std::vector<int>& fds) {
+                                         MessageType expect, const std::vector<int>& fds,
+                                         const Interim* interim) {
   MutexLock lock(mu_);
   if (!sock_.valid()) return Status::Unavailable("client is closed");
   const uint32_t id = next_id_++;
@@ -39,6 +40,11 @@ Result<local_proto::Frame> Channel::Call(MessageType type, const std::vector<uin
     }
     // A reply to an earlier request that timed out on our side: skip it.
     if (frame->header.request_id != id && frame->header.request_id != 0) continue;
+    if (interim != nullptr && frame->header.type == interim->type &&
+        frame->header.request_id == id) {
+      REFT_RETURN_NOT_OK(interim->handle(*frame));
+      continue;
+    }
     if (frame->header.type == MessageType::kError) {
       local_proto::ErrorReply e;
       REFT_RETURN_NOT_OK(local_proto::Decode(frame->payload, limits_, &e));

@@ -24,6 +24,7 @@
 #include "reft/aor/hyper_codec.h"
 #include "reft/kernels/device.h"
 #include "reft/local_proto/has_hints.h"
+#include "reft/local_proto/stream.h"
 #include "reft/protect/codec.h"
 #include "reft/protect/slot_plan.h"
 
@@ -703,9 +704,34 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
     for (const auto& seg : segments) b.segments.push_back({seg.src, seg.dst, seg.length});
     request.remap.push_back(std::move(b));
   }
+  // Streamed where reftd can: verified bytes are written into the buffers as they arrive, and
+  // nothing of the state's size is allocated on either side (local_proto/stream.h).
+  request.stream = true;
+  std::optional<uint64_t> streamed_bytes, stream_expected;
+  const client::Channel::Interim stream{MessageType::kRestoreStream, [&](local_proto::Frame& sf) {
+    local_proto::SlotReply placed;
+    REFT_RETURN_NOT_OK(local_proto::Decode(sf.payload, local_proto::Limits{}, &placed));
+    if (sf.fds.size() != 1 || streamed_bytes) {
+      return Status::Protocol("a restore stream frame must carry one socket, once");
+    }
+    std::vector<local_proto::StreamTarget> targets;
+    uint64_t expected = 0;
+    for (const auto& pl : placed.staged) {
+      if (pl.buffer_index >= d.buffers.size() || d.buffers[pl.buffer_index].size != pl.size) {
+        return Status::Protocol("the restore stream places an unknown buffer");
+      }
+      targets.push_back({pl.file_offset, pl.size, d.buffers[pl.buffer_index].host_data()});
+      expected += pl.size;
+    }
+    REFT_ASSIGN_OR_RETURN(uint64_t got, local_proto::ReceiveStream(sf.fds[0].get(), targets,
+                                                                   d.options.reply_timeout_ms));
+    streamed_bytes = got;
+    stream_expected = expected;
+    return Status::OK();
+  }};
   REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
                         d.channel->Call(MessageType::kRestore, local_proto::Encode(request),
-                                        MessageType::kRestoreReply));
+                                        MessageType::kRestoreReply, {}, &stream));
   local_proto::RestoreReply reply;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));
   const local_proto::SlotReply& slot = reply.slot;
@@ -726,7 +752,22 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
     return std::optional<int64_t>();
   }
   Status copied;
-  if (!slot.staged.empty()) {
+  if (slot.staged.empty() && streamed_bytes) {
+    // Streamed: every placed byte must have come (a stream that ended early is abandoned, and
+    // then the reply carries the whole state in a memfd instead).
+    if (*streamed_bytes != *stream_expected) {
+      copied = Status::Protocol("reftd reported a streamed restore complete after " +
+                                std::to_string(*streamed_bytes) + " of " +
+                                std::to_string(*stream_expected) + " bytes");
+    }
+    for (size_t i = 0; i < d.buffers.size() && copied.ok(); ++i) {
+      const RegisteredBuffer& b = d.buffers[i];
+      if (!b.staging) continue;
+      auto st = d.streams.find({b.memory, b.device});
+      copied = b.staging->Push(st == d.streams.end() ? nullptr : st->second)
+                   .WithContext("restoring staged buffer '" + b.name + "'");
+    }
+  } else if (!slot.staged.empty()) {
     if (f.fds.size() != 1) {
       copied = Status::Protocol("restore reply carries staged buffers but no slot fd");
     } else {

@@ -225,6 +225,12 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   slot.file_size = 1 << 20;
   slot.staged = {{0, 4096, 8192}, {1, 12288, 100}};
   sink("snapshot_begin_reply", FrameOf(MessageType::kSnapshotBeginReply, 3, Encode(slot)));
+  RestoreRequest streamed;
+  streamed.stream = true;
+  sink("restore_streamed", FrameOf(MessageType::kRestore, 6, Encode(streamed)));
+  SlotReply stream_placements = slot;
+  stream_placements.step = -1;
+  sink("restore_stream", FrameOf(MessageType::kRestoreStream, 6 * 8 + 1, Encode(stream_placements)));
   RestoreReply restored;
   restored.slot = slot;
   restored.report = {"memory", 1500000, 90000000, "node2 alive but silent (waited 1 ms)",

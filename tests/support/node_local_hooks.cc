@@ -1,5 +1,6 @@
 #include "node_local_hooks.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -49,7 +50,7 @@ Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t st
 }
 
 Result<local::RestoredState> NodeLocalRestoreProvider::Restore(const protect::SlotMeta& meta,
-                                                               const local::RestoreRequest&) {
+                                                               const local::RestoreRequest& request) {
   local::RestoredState out;
   auto newest = coordinator_->NewestCommitted(meta.job);
   if (!newest) return out;  // nothing committed: a fresh start
@@ -112,6 +113,25 @@ Result<local::RestoredState> NodeLocalRestoreProvider::Restore(const protect::Sl
   out.source = "memory";
   out.detail = "all " + std::to_string(g.m) + " shards of the sharding group from this node";
   out.size = total;
+  if (request.sink != nullptr && request.sink->Available()) {
+    // Streamed as reftd's cluster layer streams it: records of at most a MiB, out of order.
+    REFT_RETURN_NOT_OK(request.sink->Begin(out.offsets, total));
+    constexpr uint64_t kRecord = 1 << 20;
+    std::vector<uint64_t> starts;
+    for (uint64_t at = 0; at < total; at += kRecord) starts.push_back(at);
+    std::reverse(starts.begin(), starts.end());
+    for (uint64_t at : starts) {
+      Status written = request.sink->Write(at, mem.data() + at, std::min(kRecord, total - at));
+      if (!written.ok()) {
+        request.sink->End(false);
+        return written;
+      }
+    }
+    request.sink->End(true);
+    out.streamed = true;
+    out.detail += ", streamed";
+    return out;
+  }
   out.fd = mem.Release();
   return out;
 }

@@ -100,6 +100,12 @@ def test_lost_node_is_rebuilt_bit_exactly_and_protection_is_regenerated(protecti
         nodes[0].wait_member_state("node1", "dead")
         nodes[1] = replacement
         assert restore_all(cluster, nodes, "loss", protection) == [STEPS - 1] * M
+        # ARC copies are read as they are, so every rank's bytes were streamed into its
+        # trainer's buffers and the replacement regenerated its slot from the passing stream;
+        # parity codes decode the lost shard in reftd's memory first.
+        streamed = "slot regenerated on this node" in replacement.log() and \
+            "from memory, streamed" in replacement.log()
+        assert streamed == (protection == "arc1"), replacement.log()[-3000:]
         # The replacement regenerated rank 1's slot (its shard and the redundancy it holds for
         # the others), so the group survives the loss of another node.
         listing = replacement.ctl("snapshots", "list", "--job", "loss", json_output=True)
@@ -188,6 +194,26 @@ def test_a_corrupted_shard_on_a_peer_is_detected_and_fetched_elsewhere():
         # Rank 0's daemon took shard 2 from rank 1's ARC copy on node1.
         log = nodes[0].log()
         assert "dp2 rep/arc+1 of pp0-tp0-dp1 on node 'node1'" in log, log[-2000:]
+
+
+def test_a_streamed_restore_that_meets_a_corrupted_shard_decodes_it_in_a_memfd():
+    with LocalCluster(nodes=M, config=CONFIG) as cluster:
+        nodes = list(cluster.nodes)
+        train(cluster, nodes, "flipaec", "aec")
+        # Every slot is alive, so the restore starts streaming; rank 2's shard has no copy to
+        # fall back to (AEC keeps parity, not copies), so its bad piece ends the stream and the
+        # shard is decoded from parity instead.
+        for seg in glob.glob(os.path.join(nodes[2].shm_dir, "flipaec.*.seg")):
+            offset, size = region_offset(seg, "rep/shard")
+            with open(seg, "r+b") as f:
+                f.seek(offset + size // 3)
+                b = f.read(1)
+                f.seek(offset + size // 3)
+                f.write(bytes([b[0] ^ 0x01]))
+        assert restore_all(cluster, [nodes[0]] + nodes[1:], "flipaec", "aec")[0] == STEPS - 1
+        log = nodes[0].log()
+        assert "went on in a memfd" in log and "fails its checksum" in log, log[-3000:]
+        assert "dp2 rebuilt from AEC parity" in log, log[-3000:]
 
 
 def test_a_node_declared_dead_that_comes_back_is_fenced():

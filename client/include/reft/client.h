@@ -255,8 +255,10 @@ class REFT_CLIENT_API Client {
   Result<bool> WaitCommitted(int64_t step,
                              std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   /// \brief Fills every registered buffer from the newest step committed job-wide and returns
-  /// it; nullopt when there is nothing to restore. Corrupted when a checksum fails (nothing is
-  /// partially restored from a corrupt slot).
+  /// it; nullopt when there is nothing to restore. Corrupted when a checksum fails (no byte
+  /// that failed its checksum is ever written). Where reftd can, the bytes are streamed into
+  /// the buffers as they are verified (docs/client.md "Streamed restores"): a restore that
+  /// fails part-way may then leave the buffers partly overwritten with bytes of that step.
   Result<std::optional<int64_t>> Restore();
   /// \brief Restore() with options: `reshape` restores a step saved under another layout by
   /// global buffer names (the report's `untouched` buffers keep their bytes).

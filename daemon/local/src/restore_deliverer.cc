@@ -22,8 +22,14 @@ std::string Cut(const std::string& text) {
 
 Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreRequest& request,
                                  local_proto::RestoreReply* restore_reply, UniqueFd* fd,
-                                 int64_t* epoch) {
-  REFT_ASSIGN_OR_RETURN(RestoredState restored, restorer_->Restore(meta, request));
+                                 int64_t* epoch, RestoreSink* stream) {
+  RestoreRequest wanted = request;
+  const auto& buffers = buffers_->all();
+  bool any_device = false;
+  for (const auto& b : buffers) any_device |= Stored(b) && b.backend != nullptr;
+  // Device buffers are filled here from the state: they need it in reftd's memory.
+  wanted.sink = stream != nullptr && !any_device && !request.probe ? stream : nullptr;
+  REFT_ASSIGN_OR_RETURN(RestoredState restored, restorer_->Restore(meta, wanted));
   *epoch = restored.epoch;
   local_proto::RestoreReport& report = restore_reply->report;
   report.source = restored.step < 0 ? "none" : restored.source;
@@ -35,25 +41,20 @@ Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreReq
   report.from_layout = restored.from_layout;
   report.filled = restored.filled;
   report.untouched = restored.untouched;
-  if (restored.step < 0) return Status::OK();
-  if (request.probe) {  // the decision and the saved layout only: nothing to deliver
-    restore_reply->slot.step = restored.step;
-    return Status::OK();
-  }
+  if (restored.step < 0) return Status::OK();  // nothing committed job-wide: a fresh start
+  local_proto::SlotReply* reply = &restore_reply->slot;
+  reply->step = restored.step;
+  if (request.probe || restored.streamed) return Status::OK();  // nothing (more) to deliver
   // Buffers a reshape left untouched keep the trainer's bytes: nothing is delivered for them.
   auto untouched = [&](const SessionBuffers::Buffer& b) {
     return std::find(restored.untouched.begin(), restored.untouched.end(), b.reg.name) !=
            restored.untouched.end();
-  };  // nothing committed job-wide: a fresh start
-  local_proto::SlotReply* reply = &restore_reply->slot;
-  const auto& buffers = buffers_->all();
-  bool any_device = false;
+  };
   for (const auto& b : buffers) {
     if (!Stored(b) || untouched(b)) continue;
     if (!restored.offsets.count(b.reg.name)) {
       return Status::Internal("restore assembled no bytes for buffer '" + b.reg.name + "'");
     }
-    any_device |= b.backend != nullptr;
   }
   if (any_device) {
     const uint64_t mapped = std::max<uint64_t>(restored.size, 1);
@@ -63,16 +64,28 @@ Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreReq
     ::munmap(map, mapped);
     REFT_RETURN_NOT_OK(pushed.WithContext("restoring step " + std::to_string(restored.step)));
   }
-  reply->step = restored.step;
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    if (buffers[i].backend != nullptr || !Stored(buffers[i]) || untouched(buffers[i])) continue;
-    local_proto::Placement p{static_cast<uint32_t>(i), restored.offsets.at(buffers[i].reg.name),
-                             buffers[i].reg.size};
-    reply->file_size = std::max(reply->file_size, p.file_offset + p.size);
-    reply->staged.push_back(p);
-  }
+  REFT_ASSIGN_OR_RETURN(reply->staged, PlaceStaged(restored.offsets, restored.untouched));
+  for (const auto& p : reply->staged) reply->file_size = std::max(reply->file_size, p.file_offset + p.size);
   if (!reply->staged.empty()) *fd = std::move(restored.fd);  // the client maps it read-only
   return Status::OK();
+}
+
+Result<std::vector<local_proto::Placement>> RestoreDeliverer::PlaceStaged(
+    const std::map<std::string, uint64_t>& offsets,
+    const std::vector<std::string>& untouched) const {
+  std::vector<local_proto::Placement> out;
+  const auto& buffers = buffers_->all();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const auto& b = buffers[i];
+    if (b.backend != nullptr || !Stored(b)) continue;
+    if (std::find(untouched.begin(), untouched.end(), b.reg.name) != untouched.end()) continue;
+    auto at = offsets.find(b.reg.name);
+    if (at == offsets.end()) {
+      return Status::Internal("restore assembled no bytes for buffer '" + b.reg.name + "'");
+    }
+    out.push_back({static_cast<uint32_t>(i), at->second, b.reg.size});
+  }
+  return out;
 }
 
 Status RestoreDeliverer::PushDevice(const uint8_t* base,

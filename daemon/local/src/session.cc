@@ -3,7 +3,10 @@
 
 #include "session.h"
 
+#include <optional>
 #include <string>
+
+#include "restore_stream.h"
 
 namespace reft::local {
 
@@ -275,7 +278,22 @@ Status Session::HandleRestore(const Frame& f) {
     if (!added) return Status::InvalidArgument("remap names buffer '" + b.name + "' twice");
     for (const auto& s : b.segments) at->second.push_back({s.src, s.dst, s.length});
   }
-  REFT_RETURN_NOT_OK(deliverer_.Deliver(*meta, wanted, &reply, &fd, &epoch));
+  // A client that can take a stream gets the bytes written into its buffers as they are
+  // verified (local_proto/stream.h), when the restore allows it.
+  std::optional<RestoreStream> stream;
+  if (request.stream) {
+    const uint32_t id = f.header.request_id;
+    stream.emplace(
+        [this, id](const std::vector<uint8_t>& payload, int fd) {
+          return Reply(MessageType::kRestoreStream, id, payload, {fd});
+        },
+        [this](const std::map<std::string, uint64_t>& offsets) {
+          return deliverer_.PlaceStaged(offsets);
+        },
+        options_.send_timeout_ms);
+  }
+  REFT_RETURN_NOT_OK(deliverer_.Deliver(*meta, wanted, &reply, &fd, &epoch,
+                                        stream ? &*stream : nullptr));
   writer_.SetEpoch(epoch);
   std::vector<int> fds;
   if (fd.valid()) fds.push_back(fd.get());

@@ -43,6 +43,9 @@ struct Fetcher::RunState {
   std::vector<char> failed;  // per item, under Fetcher::mu_
   std::chrono::steady_clock::time_point deadline;
   uint64_t total = 0;
+  uint64_t largest_piece = 0;
+  const PieceSink* sink = nullptr;
+  Status sink_error;  // under Fetcher::mu_: the first sink error ends the run
 };
 
 Fetcher::Fetcher(const RegionReader* reader, RecoveryOptions options, RestoreStats* stats,
@@ -67,10 +70,12 @@ std::map<std::string, std::string> Fetcher::bad_nodes() const {
   return bad_nodes_;
 }
 
-void Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline) {
+Status Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline,
+                    const PieceSink& sink) {
   RunState run;
   run.items = items;
   run.deadline = deadline;
+  run.sink = sink ? &sink : nullptr;
   run.failed.assign(items->size(), 0);
   const uint64_t want = std::max<uint64_t>(options_.piece_bytes, 1);
   for (size_t i = 0; i < items->size(); ++i) {
@@ -89,6 +94,14 @@ void Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time
       chunk = r->chunk_size;
     }
     const uint64_t piece = chunk > 0 ? (want + chunk - 1) / chunk * chunk : want;
+    if (item.dst == nullptr) {
+      if (run.sink == nullptr) {
+        item.status = Status::Internal(item.what + ": a streamed item needs a sink");
+        run.failed[i] = 1;
+        continue;
+      }
+      run.largest_piece = std::max(run.largest_piece, std::min(piece, item.size));
+    }
     for (uint64_t off = 0; off < item.size; off += piece) {
       run.pieces.push_back({i, off, std::min(piece, item.size - off)});
       run.total += std::min(piece, item.size - off);
@@ -104,10 +117,13 @@ void Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time
   for (size_t w = 1; w < workers; ++w) threads.emplace_back([this, &run] { Work(&run); });
   Work(&run);
   for (auto& t : threads) t.join();
+  MutexLock lock(mu_);
+  return run.sink_error;
 }
 
 void Fetcher::Work(RunState* run) {
   using Clock = std::chrono::steady_clock;
+  std::vector<uint8_t> staging;  // this worker's piece buffer for streamed items
   while (true) {
     const size_t p = run->next.fetch_add(1);
     if (p >= run->pieces.size()) return;
@@ -116,7 +132,11 @@ void Fetcher::Work(RunState* run) {
     {
       MutexLock lock(mu_);
       if (run->failed[piece.item]) continue;  // another piece of it already ran out of sources
+      if (!run->sink_error.ok()) continue;    // the stream's reader is gone: nothing more to do
     }
+    const bool streamed = item.dst == nullptr;
+    if (streamed && staging.size() < run->largest_piece) staging.resize(run->largest_piece);
+    uint8_t* const dst = streamed ? staging.data() : item.dst + piece.offset;
     const std::string range =
         "bytes " + std::to_string(piece.offset) + ".." + std::to_string(piece.offset + piece.size);
     std::string errors;
@@ -137,8 +157,20 @@ void Fetcher::Work(RunState* run) {
         break;
       }
       const auto piece_deadline = std::min(run->deadline, now + options_.piece_timeout);
-      Status st = reader_->Read(*src.slot, src.region, src.region_offset + piece.offset,
-                                item.dst + piece.offset, piece.size, piece_deadline);
+      Status st = reader_->Read(*src.slot, src.region, src.region_offset + piece.offset, dst,
+                                piece.size, piece_deadline);
+      if (st.ok() && streamed) {
+        Status sunk = (*run->sink)(item.stream_offset + piece.offset, dst, piece.size);
+        if (!sunk.ok()) {
+          MutexLock lock(mu_);
+          if (run->sink_error.ok()) run->sink_error = sunk;
+          if (!run->failed[piece.item]) {
+            run->failed[piece.item] = 1;
+            item.status = sunk.WithContext(item.what + " (" + range + ")");
+          }
+          break;
+        }
+      }
       if (st.ok()) {
         ok = true;
         MutexLock lock(mu_);
@@ -180,7 +212,7 @@ void Fetcher::Work(RunState* run) {
     }
     if (ok) continue;
     MutexLock lock(mu_);
-    if (!run->failed[piece.item]) {
+    if (!run->failed[piece.item] && run->sink_error.ok()) {
       run->failed[piece.item] = 1;
       item.status = Status(last.ok() ? StatusCode::kUnavailable : last.code(),
                            item.what + " (" + range + "): every source failed: " + errors);

@@ -242,7 +242,7 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
     if (items.empty()) break;
 
     const auto t0 = Clock::now();
-    fetcher->Run(&items, deadline);
+    (void)fetcher->Run(&items, deadline);  // results per item
     if (stats != nullptr) stats->fetch += Clock::now() - t0;
 
     if (extra_pending) {

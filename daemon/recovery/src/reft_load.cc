@@ -204,14 +204,29 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   REFT_ASSIGN_OR_RETURN(protect::SgGeometry g, snapshot.Geometry());
   stats->locate = Clock::now() - start;
 
-  // The memfd: the SG's canonical replicated vector at 0, then the unique buffers.
+  // The state: the SG's canonical replicated vector at 0, then the unique buffers.
   StateLayout state = ComputeStateLayout(snapshot, g);
   std::map<std::string, uint64_t>& offsets = state.offsets;
+  Fetcher fetcher(&reader_, options_, stats, progress);
+  // Node rebuild: a replacement node regenerates the slot it now hosts.
+  bool local = false;
+  for (const SlotEntry* s : view.Find(rank, step)) local |= s->local;
+  const bool rebuild = options_.rebuild_on_restore && !local;
+  if (request.sink != nullptr) {
+    REFT_ASSIGN_OR_RETURN(std::optional<local::RestoredState> streamed,
+                          StreamImpl(snapshot, g, offsets, state.size, step, view, rebuild,
+                                     MetaRegionSize(*snap), &fetcher, request.sink, stats,
+                                     deadline));
+    if (streamed) {
+      if (progress) progress(Progress{Phase::kDeliver, state.size, state.size, what});
+      return std::move(*streamed);
+    }
+  }
+
   const auto t_allocate = Clock::now();
   REFT_ASSIGN_OR_RETURN(MappedMemfd mem, MappedMemfd::Create("reft-restore " + what, state.size));
   stats->allocate = Clock::now() - t_allocate;
 
-  Fetcher fetcher(&reader_, options_, stats, progress);
   std::vector<FetchItem> unique_items;
   for (const auto& name : g.unique) {
     FetchItem it;
@@ -236,10 +251,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     detail += "; " + g.unique[i] + " " + (it.size == 0 ? std::string("empty") : served);
   }
 
-  // Node rebuild: a replacement node regenerates the slot it now hosts.
-  bool local = false;
-  for (const SlotEntry* s : view.Find(rank, step)) local |= s->local;
-  if (options_.rebuild_on_restore && !local) {
+  if (rebuild) {
     if (progress) progress(Progress{Phase::kRebuild, 0, 0, "regenerating the slot of " + what});
     AssembledRank ar{snapshot, g, step, mem.data(), unique, MetaRegionSize(*snap)};
     Status rs = RebuildSlot(store_, view, &fetcher, ar, stats, deadline);

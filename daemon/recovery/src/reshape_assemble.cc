@@ -195,7 +195,7 @@ Status AssembleRanges(const StepCatalog& catalog, const ClusterView& view, Fetch
       // (a shard only a decode can give back) the whole group is assembled below.
       std::vector<FetchItem> direct = DirectReplicatedItems(view, catalog, g, replicated[i]);
       const auto t0 = Clock::now();
-      fetcher->Run(&direct, deadline);
+      (void)fetcher->Run(&direct, deadline);  // results per item
       if (stats != nullptr) stats->fetch += Clock::now() - t0;
       if (std::all_of(direct.begin(), direct.end(), [](const FetchItem& it) { return it.status.ok(); })) {
         where += (where.empty() ? "" : "; ") +
@@ -222,7 +222,7 @@ Status AssembleRanges(const StepCatalog& catalog, const ClusterView& view, Fetch
     ran.push_back(&unique[i]);
   }
   if (!loose.empty()) {
-    fetcher->Run(&loose, deadline);
+    (void)fetcher->Run(&loose, deadline);  // results per item
     ran.push_back(&loose);
   }
   uint64_t parts = 0;

@@ -34,6 +34,7 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kError: return "error";
     case MessageType::kSnapshotAbort: return "snapshot_abort";
     case MessageType::kHasAttach: return "has_attach";
+    case MessageType::kRestoreStream: return "restore_stream";
   }
   return "unknown";
 }

@@ -254,14 +254,14 @@ std::vector<uint8_t> Encode(const RestoreReply& m) {
 }
 
 namespace {
-constexpr uint8_t kRestoreReshape = 1, kRestoreProbe = 2, kRestoreRemap = 4;
+constexpr uint8_t kRestoreReshape = 1, kRestoreProbe = 2, kRestoreRemap = 4, kRestoreStream = 8;
 }  // namespace
 
 std::vector<uint8_t> Encode(const RestoreRequest& m) {
   Writer w;
   const bool remap = !m.remap.empty();
   const uint8_t flags = (m.reshape ? kRestoreReshape : 0) | (m.probe ? kRestoreProbe : 0) |
-                        (remap ? kRestoreRemap : 0);
+                        (remap ? kRestoreRemap : 0) | (m.stream ? kRestoreStream : 0);
   if (flags == 0) return w.Take();  // the default request stays empty (older daemons accept it)
   w.U8(flags);
   if (remap) {
@@ -286,11 +286,12 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreRequest* m)
   if (r.left() > 0) {
     uint8_t flags = 0;
     REFT_RETURN_NOT_OK(r.U8(&flags, "flags"));
-    if (flags & ~(kRestoreReshape | kRestoreProbe | kRestoreRemap)) {
+    if (flags & ~(kRestoreReshape | kRestoreProbe | kRestoreRemap | kRestoreStream)) {
       return Status::Protocol("restore: unknown flags " + std::to_string(flags));
     }
     m->reshape = flags & kRestoreReshape;
     m->probe = flags & kRestoreProbe;
+    m->stream = flags & kRestoreStream;
     if (flags & kRestoreRemap) {
       REFT_RETURN_NOT_OK(r.Bytes(&m->remap_layout, l.max_string_bytes, "remap_layout"));
       uint32_t n = 0;

@@ -129,7 +129,7 @@ TEST_CASE("messages round-trip through the codec") {
   REQUIRE(Decode(Encode(req), l, &req2).ok());
   CHECK(req2.reshape);
   CHECK(!req2.probe);
-  CHECK(!Decode(std::vector<uint8_t>{8}, l, &req2).ok());  // an unknown flag
+  CHECK(!Decode(std::vector<uint8_t>{16}, l, &req2).ok());  // an unknown flag (8 = stream)
   CHECK(!Decode(std::vector<uint8_t>{1, 0}, l, &req2).ok());
   RestoreRequest probe;
   probe.reshape = probe.probe = true;

@@ -12,9 +12,14 @@
 /// tried on each source at most once. When a piece runs out of sources its item fails (its other
 /// pieces are skipped) with every attempt's error in the message. Thread-compatible: one Run at
 /// a time.
+///
+/// Streaming: an item without `dst` is read piece by piece into a buffer of the worker's and
+/// each verified piece handed to Run's PieceSink. A sink error ends the whole run (the reader
+/// of the stream is gone): no source is blamed, the remaining pieces are skipped.
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -44,7 +49,8 @@ struct Source {
 /// \brief One range to fill, with its sources in order of preference.
 struct FetchItem {
   std::string what;  ///< "shard dp2", for messages
-  uint8_t* dst = nullptr;
+  uint8_t* dst = nullptr;  ///< nullptr: streamed to Run's sink at `stream_offset`
+  uint64_t stream_offset = 0;
   uint64_t size = 0;
   std::vector<Source> sources;
 
@@ -52,6 +58,10 @@ struct FetchItem {
   Status status;                 ///< OK, or why every source failed for some piece
   std::set<std::string> served;  ///< labels of the sources that served its pieces
 };
+
+/// \brief Takes verified bytes [offset, offset+size) of a streamed item (its stream_offset
+/// plus the piece's offset). Called from several workers at once.
+using PieceSink = std::function<Status(uint64_t offset, const uint8_t* data, uint64_t size)>;
 
 class Fetcher {
  public:
@@ -62,8 +72,10 @@ class Fetcher {
 
   /// \brief Fetches every item; returns when all pieces are done or abandoned. Each piece
   /// attempt ends by min(now + piece_timeout, deadline); past `deadline` nothing new starts and
-  /// the remaining pieces fail with Timeout. Item results in `items[i].status`.
-  void Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline);
+  /// the remaining pieces fail with Timeout. Item results in `items[i].status`. `sink` takes
+  /// the pieces of items without `dst`; its first error is returned (OK otherwise).
+  Status Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline,
+             const PieceSink& sink = nullptr);
 
   /// Nodes given up on so far ("node: reason").
   std::map<std::string, std::string> bad_nodes() const;

@@ -21,11 +21,15 @@
 /// fetcher with RecoveryOptions::concurrency workers).
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "reft/local/recovery_hooks.h"
+#include "reft/protect/sharding.h"
+#include "reft/recovery/fetcher.h"
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/recovery_options.h"
 #include "reft/recovery/region_reader.h"
@@ -162,6 +166,16 @@ class ReftLoad final : public local::RestoreProvider {
   Result<local::RestoredState> RestoreImpl(const protect::SlotMeta& meta, RestoreStats* stats,
                                            const ProgressCallback& progress,
                                            const local::RestoreRequest& request);
+  /// The state of `snapshot`'s rank at `step` through `sink` (RestoreRequest::sink) while
+  /// fetching, the replacement's slot captured on the way. nullopt: this restore cannot be
+  /// streamed (a shard has no copy to read; a slot with parity to regenerate) or a source
+  /// failed part-way: the stream is ended incomplete and the caller assembles a memfd. An
+  /// error only when the trainer stopped taking the stream.
+  Result<std::optional<local::RestoredState>> StreamImpl(
+      const protect::SlotMeta& snapshot, const protect::SgGeometry& g,
+      const std::map<std::string, uint64_t>& offsets, uint64_t size, int64_t step,
+      const ClusterView& view, bool rebuild, uint64_t meta_region_size, Fetcher* fetcher,
+      local::RestoreSink* sink, RestoreStats* stats, std::chrono::steady_clock::time_point deadline);
   /// The rank's state by global names from `step`, saved under another layout (reshape.h).
   Result<local::RestoredState> ReshapeImpl(const protect::SlotMeta& meta, int64_t step,
                                            const ClusterView& view,

@@ -11,9 +11,12 @@
 /// step ("unique/<name>"). It is sealed and committed at once: the step is already committed
 /// job-wide (the rank's lost slot had completed it).
 
+#include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "reft/protect/codec.h"
 #include "reft/protect/slot_meta.h"
@@ -33,6 +36,62 @@ struct AssembledRank {
   /// Size of the "meta" region: 0 = exactly the encoded meta; larger = zero-padded to it (the
   /// size the writer used, as seen in a surviving member's slot).
   uint64_t meta_region_size = 0;
+};
+
+/// \brief One slot being regenerated, in three steps: Begin (the ring neighbour's unique
+/// buffers, a writing slot, its meta region), filling the rep/* and unique/* regions, Finish
+/// (peer copies, seal, commit). The regions are filled either from the assembled state
+/// (FillFromCanonical: any scheme) or from a restore's stream as it passes (Capture: schemes
+/// of ARC copies only, where every rep/* region is a range of the state, so a replacement
+/// node that streams its rank's restore never holds the whole state). Destroying a rebuild
+/// that did not finish discards the partial slot.
+class SlotRebuild {
+ public:
+  static Result<std::unique_ptr<SlotRebuild>> Begin(
+      store::SnapshotStore* store, const ClusterView& view, Fetcher* fetcher,
+      const protect::SlotMeta& meta, const protect::SgGeometry& geometry, int64_t step,
+      uint64_t meta_region_size, std::chrono::steady_clock::time_point deadline);
+  ~SlotRebuild();
+  SlotRebuild(const SlotRebuild&) = delete;
+  SlotRebuild& operator=(const SlotRebuild&) = delete;
+
+  /// \brief rep/* encoded from the canonical vector, unique/* from `unique`.
+  Status FillFromCanonical(const uint8_t* canonical,
+                           const std::map<std::string, protect::ConstSpan>& unique);
+
+  /// \brief Whether Capture can fill the slot of `meta` (no AEC or RS parity: only copies).
+  static bool Capturable(const protect::SlotMeta& meta);
+  /// \brief Where each rep/* and unique/* region comes from in the state laid out as
+  /// `state_offsets` (RestoredState::offsets). Call once before Capture.
+  Status PrepareCapture(const std::map<std::string, uint64_t>& state_offsets);
+  /// \brief Copies the parts of state bytes [offset, offset+size) that belong in the slot.
+  /// Thread-safe for disjoint ranges.
+  void Capture(uint64_t offset, const uint8_t* data, uint64_t size);
+
+  /// \brief Seals and commits the slot (Internal when a captured region was not covered).
+  Status Finish(RestoreStats* stats);
+
+ private:
+  SlotRebuild() = default;
+  Status Encode(const uint8_t* canonical, const std::map<std::string, protect::ConstSpan>& unique);
+  struct Range {  // state bytes [from, from+size) go to slot bytes at `to`
+    uint64_t from = 0;
+    uint64_t size = 0;
+    uint8_t* to = nullptr;
+  };
+  store::SnapshotStore* store_ = nullptr;
+  store::RankKey key_;
+  std::string what_;
+  protect::SlotMeta meta_;
+  protect::SgGeometry geometry_;
+  int64_t step_ = -1;
+  std::shared_ptr<store::SlotRef> slot_;
+  std::map<std::string, std::vector<uint8_t>> neighbour_;  // dp+1's unique buffers
+  std::vector<Range> ranges_;
+  std::atomic<uint64_t> captured_{0};
+  uint64_t to_capture_ = 0;
+  bool finished_ = false;
+  std::chrono::nanoseconds spent_{0};  // in Begin and FillFromCanonical
 };
 
 /// \brief Writes, seals and commits `rank`'s slot in `store` (see the file comment).

@@ -5,7 +5,8 @@
 ///
 /// Header (little-endian): magic u32 "RFTL", version u16, type u16, flags u32, request_id u32,
 /// payload_length u32, reserved u32 (must be 0). Every request gets exactly one reply carrying
-/// the same request_id: the matching *Reply type, or kError.
+/// the same request_id: the matching *Reply type, or kError. One exception: a kRestore that
+/// asked to stream may get one kRestoreStream frame (same request_id) before its reply.
 
 #include <cstddef>
 #include <cstdint>
@@ -38,8 +39,9 @@ enum class MessageType : uint16_t {
   kError = 15,               ///< reply: status code + message
   kSnapshotAbort = 16,       ///< client gave up a snapshot it began (copy failed)
   kHasAttach = 17,           ///< client shares its HAS hint page (memfd, has_hints.h); reply ack
+  kRestoreStream = 18,       ///< daemon -> client before kRestoreReply: placements + data socket
 };
-constexpr uint16_t kMaxMessageType = 17;
+constexpr uint16_t kMaxMessageType = 18;
 
 /// \brief "hello", "snapshot_begin", ... or "unknown".
 const char* MessageTypeName(MessageType type);

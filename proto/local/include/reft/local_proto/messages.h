@@ -166,7 +166,7 @@ struct BufferRemap {
 /// Restore (client -> daemon). Empty payload = {reshape: false}, what older clients send;
 /// otherwise one flags byte (bit 0 reshape, bit 1 probe, bit 2 a remap trailer follows: the
 /// layout it was computed for, u32 buffer count, per buffer its name, u32 segment count and
-/// the segments as three u64 each).
+/// the segments as three u64 each; bit 3 stream).
 struct RestoreRequest {
   bool reshape = false;  ///< restore a step saved under another layout by global names
   /// Take the job-wide decision and report the step and the layout it was saved under
@@ -179,6 +179,9 @@ struct RestoreRequest {
   /// with Busy, and the trainer probes again.
   std::string remap_layout;
   std::vector<BufferRemap> remap;
+  /// The client can take a streamed restore (kRestoreStream, stream.h): verified bytes written
+  /// into its buffers as they arrive instead of a memfd it copies out of afterwards.
+  bool stream = false;
 };
 /// RestoreReply: the restored bytes (SlotReply without a gradient trailer) and the report.
 struct RestoreReply {

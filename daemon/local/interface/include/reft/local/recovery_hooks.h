@@ -51,8 +51,9 @@ struct RestoredState {
   /// The restore epoch of the decision this restore followed (CommitCoordinator::RestoreEpoch):
   /// the session's snapshots count only while the job is still in it.
   int64_t epoch = 0;
-  UniqueFd fd;     ///< memfd of `size` bytes
+  UniqueFd fd;     ///< memfd of `size` bytes; invalid when `streamed`
   uint64_t size = 0;
+  bool streamed = false;  ///< every byte went through RestoreRequest::sink
   std::map<std::string, uint64_t> offsets;  ///< buffer name -> offset of its bytes in `fd`
   /// Reshape (RestoreRequest::reshape): the step was saved under `from_layout` and assembled
   /// by global name. `untouched` buffers have no bytes in `fd` (unique buffers without a shard
@@ -61,6 +62,27 @@ struct RestoredState {
   std::string from_layout;
   std::vector<std::string> filled;
   std::vector<std::string> untouched;
+};
+
+/// \brief Streamed delivery of a restore: verified bytes of the rank's state go to the trainer
+/// as they arrive, into memory it already has, instead of into a new memfd (whose first touch,
+/// page by page, costs more than moving the bytes). Offsets are those of the state layout a
+/// memfd would have had (RestoredState::offsets).
+class RestoreSink {
+ public:
+  virtual ~RestoreSink() = default;
+  /// \brief False once Begin was called: a restore that retries (a newer decision) delivers its
+  /// second attempt in a memfd, which overwrites whatever the first one streamed.
+  virtual bool Available() const = 0;
+  /// \brief Opens the stream for a state of `size` bytes laid out as `offsets` (buffer name ->
+  /// offset). Called at most once, before any Write.
+  virtual Status Begin(const std::map<std::string, uint64_t>& offsets, uint64_t size) = 0;
+  /// \brief Bytes [offset, offset+size) of the state, verified. Thread-safe; records never
+  /// overlap. An error means the trainer cannot take more (gone, or stopped reading).
+  virtual Status Write(uint64_t offset, const uint8_t* data, uint64_t size) = 0;
+  /// \brief Closes the stream. `complete`: every byte was written (RestoredState::streamed);
+  /// otherwise the provider goes on without it and delivers the whole state in a memfd.
+  virtual void End(bool complete) = 0;
 };
 
 /// \brief What the trainer asks of a restore.
@@ -82,6 +104,9 @@ struct RestoreRequest {
   };
   std::string remap_layout;
   std::map<std::string, std::vector<Segment>> remap;
+  /// Deliver by streaming where the state needs no assembly in reftd's memory (see
+  /// RestoreSink); nullptr, or a restore that needs it (decoding, reshape), gives a memfd.
+  RestoreSink* sink = nullptr;
 };
 
 class RestoreProvider {

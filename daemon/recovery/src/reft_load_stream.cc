@@ -1,0 +1,136 @@
+/// \file reft_load_stream.cc
+/// \brief Streamed restore: verified pieces go to the trainer as they arrive.
+///
+/// Why: a restore into a new memfd touches W bytes of fresh pages, and the kernel's work to
+/// hand them out and zero them costs several times what moving the bytes does (measured in
+/// docs/bench/recovery.md). Streamed, the bytes land in the trainer's buffers, which exist
+/// already; reftd holds a piece per fetch worker and, on a replacement node, the slot it
+/// regenerates (captured from the stream, so no byte crosses the network twice).
+
+#include <set>
+
+#include "reft/peer/peer_node.h"
+#include "reft/recovery/group_assembler.h"
+#include "reft/recovery/reft_load.h"
+#include "reft/recovery/slot_rebuilder.h"
+#include "state_layout.h"
+
+namespace reft::recovery {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+std::string Join(const std::set<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+}  // namespace
+
+Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
+    const protect::SlotMeta& snapshot, const protect::SgGeometry& g,
+    const std::map<std::string, uint64_t>& offsets, uint64_t size, int64_t step,
+    const ClusterView& view, bool rebuild, uint64_t meta_region_size, Fetcher* fetcher,
+    local::RestoreSink* sink, RestoreStats* stats, Clock::time_point deadline) {
+  // RestoredState owns an fd (move-only): each return builds its own empty optional.
+  const auto not_streamed = [] { return std::optional<local::RestoredState>(); };
+  if (!sink->Available()) return not_streamed();
+  const store::RankKey rank = MemberRank(snapshot, snapshot.coord.dp);
+  const std::string what = rank.ToString() + " step " + std::to_string(step);
+  const std::string sg = "SG pp" + std::to_string(snapshot.coord.pp) + "-tp" +
+                         std::to_string(snapshot.coord.tp) + " step " + std::to_string(step);
+
+  // Every shard must have a copy to read as it is (its own slot or an ARC copy): a shard that
+  // needs decoding needs the others in memory, which is what the memfd path does.
+  std::vector<FetchItem> items;
+  std::vector<std::string> labels;  // per item, for the detail line
+  for (int d = 0; d < g.m; ++d) {
+    if (g.ShardSize(d) == 0) continue;
+    FetchItem it;
+    it.what = "shard dp" + std::to_string(d) + " of " + sg;
+    it.stream_offset = g.shard_begin[d];
+    it.size = g.ShardSize(d);
+    it.sources = ShardSources(view, snapshot, g, step, d);
+    if (it.sources.empty()) return not_streamed();
+    items.push_back(std::move(it));
+    labels.push_back("dp" + std::to_string(d));
+  }
+  for (const auto& name : g.unique) {
+    FetchItem it;
+    it.what = "unique buffer '" + name + "' of " + what;
+    it.stream_offset = offsets.at(name);
+    it.size = BufferSize(snapshot, name);
+    it.sources = UniqueSources(view, snapshot, step, snapshot.coord.dp, name);
+    if (it.size > 0 && it.sources.empty()) return not_streamed();
+    items.push_back(std::move(it));
+    labels.push_back(name);
+  }
+
+  // A replacement node regenerates the rank's slot from the bytes as they pass.
+  std::unique_ptr<SlotRebuild> slot;
+  if (rebuild) {
+    if (!SlotRebuild::Capturable(snapshot)) return not_streamed();
+    auto begun = SlotRebuild::Begin(store_, view, fetcher, snapshot, g, step, meta_region_size,
+                                    deadline);
+    Status prepared = begun.ok() ? (*begun)->PrepareCapture(offsets) : begun.status();
+    if (prepared.ok()) {
+      slot = std::move(*begun);
+    } else {
+      stats->warnings.push_back("the slot of " + what + " was not regenerated here: " +
+                                prepared.ToString());
+    }
+  }
+
+  REFT_RETURN_NOT_OK(sink->Begin(offsets, size));
+  const auto t0 = Clock::now();
+  const PieceSink to_trainer = [&](uint64_t offset, const uint8_t* data, uint64_t n) {
+    if (slot) slot->Capture(offset, data, n);
+    return sink->Write(offset, data, n);
+  };
+  Status sunk = fetcher->Run(&items, deadline, to_trainer);
+  stats->fetch += Clock::now() - t0;
+  if (!sunk.ok()) {
+    sink->End(false);
+    return sunk.WithContext("streaming the restore of " + what);
+  }
+  for (const FetchItem& it : items) {
+    if (it.status.ok()) continue;
+    // A source failed for good part-way: the memfd path re-analyses and decodes. What was
+    // streamed stays valid bytes; the memfd overwrites all of it.
+    sink->End(false);
+    stats->warnings.push_back("the streamed restore of " + what +
+                              " went on in a memfd: " + it.status.message());
+    return not_streamed();
+  }
+  sink->End(true);
+
+  std::string detail = what + " from memory, streamed: ";
+  for (size_t i = 0; i < items.size(); ++i) {
+    detail += (i == 0 ? "" : "; ") + labels[i] + " " +
+              (items[i].size == 0 ? std::string("empty") : Join(items[i].served));
+  }
+  // The trainer has every byte now; the slot is sealed and committed while its client reads
+  // the rest of the stream and waits for the reply.
+  if (slot) {
+    Status rs = slot->Finish(stats);
+    if (rs.ok()) rs = peer_->coordinator()->RecordSlot(rank, step);
+    if (rs.ok()) {
+      detail += "; slot regenerated on this node";
+    } else {
+      stats->warnings.push_back("the slot of " + what + " was not regenerated here: " +
+                                rs.ToString());
+    }
+  }
+  detail += "; " + std::to_string(stats->bytes_peer) + " bytes from peers";
+  local::RestoredState out;
+  out.step = step;
+  out.source = "memory";
+  out.size = size;
+  out.offsets = offsets;
+  out.streamed = true;
+  out.detail = detail;
+  stats->detail = detail;
+  return std::optional<local::RestoredState>(std::move(out));
+}
+
+}  // namespace reft::recovery
