@@ -32,7 +32,11 @@ Status RestoreStream::Begin(const std::map<std::string, uint64_t>& offsets, uint
 Status RestoreStream::Write(uint64_t offset, const uint8_t* data, uint64_t size) {
   MutexLock lock(mu_);  // one record at a time: records are never interleaved
   if (!sock_.valid()) return Status::Internal("the restore stream is not open");
-  return local_proto::WriteStreamRecord(sock_.get(), offset, data, size, timeout_ms_);
+  // The first failure answers every later write at once: the other fetch workers queued here
+  // must not each wait out the timeout again.
+  if (!error_.ok()) return error_;
+  error_ = local_proto::WriteStreamRecord(sock_.get(), offset, data, size, timeout_ms_);
+  return error_;
 }
 
 void RestoreStream::End(bool complete) {

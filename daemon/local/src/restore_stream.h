@@ -44,6 +44,7 @@ class RestoreStream : public RestoreSink {
   bool begun_ REFT_GUARDED_BY(mu_) = false;
   bool complete_ REFT_GUARDED_BY(mu_) = false;
   UniqueFd sock_ REFT_GUARDED_BY(mu_);  // reftd's end of the data socket while open
+  Status error_ REFT_GUARDED_BY(mu_);   // the first failed write
 };
 
 }  // namespace reft::local

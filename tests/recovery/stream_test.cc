@@ -1,0 +1,192 @@
+// Streamed restores through REFT-load over real nodes: the bytes a trainer is sent are its
+// state, a replacement's slot captured from the passing pieces equals the one the save path
+// wrote, a restore that must decode never opens the stream, and a stream whose reader fails
+// ends the restore with that error and leaves no partial slot.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "recovery_fixture.h"
+#include "reft/mapped_memfd.h"
+#include "reft/mutex.h"
+#include "reft/recovery/reft_load.h"
+
+using namespace reft;
+using namespace reft::recovery;
+using namespace reft::recovery::test;
+
+namespace {
+
+// What a trainer's buffers would receive, in the state's layout; fails every write from
+// `fail_from` on with `failure` (a trainer that went away).
+class CollectingSink final : public local::RestoreSink {
+ public:
+  explicit CollectingSink(size_t fail_from = SIZE_MAX,
+                          Status failure = Status::Unavailable("the trainer closed the stream"))
+      : fail_from_(fail_from), failure_(std::move(failure)) {}
+
+  bool Available() const override {
+    MutexLock lock(mu_);
+    return !begun_;
+  }
+  Status Begin(const std::map<std::string, uint64_t>&, uint64_t size) override {
+    MutexLock lock(mu_);
+    begun_ = true;
+    bytes_.assign(size, 0);
+    return Status::OK();
+  }
+  Status Write(uint64_t offset, const uint8_t* data, uint64_t size) override {
+    MutexLock lock(mu_);
+    if (writes_++ >= fail_from_) return failure_;
+    if (offset + size > bytes_.size()) {
+      out_of_range_ = true;
+      return Status::Internal("out of range");
+    }
+    std::memcpy(bytes_.data() + offset, data, size);
+    written_ += size;
+    return Status::OK();
+  }
+  void End(bool complete) override {
+    MutexLock lock(mu_);
+    ended_ = true;
+    complete_ = complete;
+  }
+
+  bool begun() const { MutexLock lock(mu_); return begun_; }
+  bool complete() const { MutexLock lock(mu_); return ended_ && complete_; }
+  bool out_of_range() const { MutexLock lock(mu_); return out_of_range_; }
+  uint64_t written() const { MutexLock lock(mu_); return written_; }
+
+  // The streamed bytes as the sealed memfd a memfd restore would have handed over.
+  local::RestoredState AsMemfd(const local::RestoredState& streamed) const {
+    MutexLock lock(mu_);
+    local::RestoredState out;
+    out.step = streamed.step;
+    out.source = streamed.source;
+    out.detail = streamed.detail;
+    out.offsets = streamed.offsets;
+    out.size = bytes_.size();
+    auto mem = MappedMemfd::Create("streamed", bytes_.size());
+    REQUIRE(mem.ok());
+    std::memcpy(mem->data(), bytes_.data(), bytes_.size());
+    out.fd = mem->Release();
+    return out;
+  }
+
+ private:
+  const size_t fail_from_;
+  const Status failure_;
+  mutable Mutex mu_;
+  bool begun_ REFT_GUARDED_BY(mu_) = false;
+  bool ended_ REFT_GUARDED_BY(mu_) = false;
+  bool complete_ REFT_GUARDED_BY(mu_) = false;
+  bool out_of_range_ REFT_GUARDED_BY(mu_) = false;
+  size_t writes_ REFT_GUARDED_BY(mu_) = 0;
+  uint64_t written_ REFT_GUARDED_BY(mu_) = 0;
+  std::vector<uint8_t> bytes_ REFT_GUARDED_BY(mu_);
+};
+
+struct LostNode {
+  Cluster c{4};
+  JobSpec spec;
+  std::map<std::string, size_t> place, where;  // before and after node 1's loss
+  size_t replacement = 0;
+
+  explicit LostNode(const std::string& scheme) {
+    c.Converge();
+    spec = MakeJob(/*dp=*/4, /*tp=*/1, /*pp=*/2, scheme);
+    place = RotatedPlacement(spec, 4);
+    c.WriteStep(spec, place, 1);
+    c.WriteStep(spec, place, 2);
+    c.KillAndWipe(1);
+    replacement = c.Add("r1");
+    c.Converge();
+    where = place;
+    for (auto& [rank, node] : where) {
+      if (node == 1) node = replacement;
+    }
+  }
+
+  Result<local::RestoredState> Restore(const RankCoord& rc, CollectingSink* sink) {
+    TestNode& n = c.node(where.at(rc.ToString()));
+    ReftLoad load(n.store.get(), n.peer.get(), TestOptions());
+    RestoreStats stats;
+    local::RestoreRequest request;
+    request.sink = sink;
+    return load.Restore(spec.Meta(rc), &stats, nullptr, request);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ARC copies stream: every rank gets its state and the replacement captures its slot",
+          "[recovery]") {
+  LostNode x("arc1");
+  for (const auto& rc : x.spec.Ranks()) {
+    INFO("restoring " << x.spec.Key(rc).ToString());
+    CollectingSink sink;
+    auto st = x.Restore(rc, &sink);
+    REQUIRE(st.ok());
+    CHECK(st->streamed);
+    CHECK_FALSE(st->fd.valid());
+    CHECK(sink.complete());
+    CHECK_FALSE(sink.out_of_range());
+    CHECK_THAT(st->detail, Catch::Contains("streamed"));
+    CheckRestored(sink.AsMemfd(*st), x.spec, rc, 2);
+    if (x.place.at(rc.ToString()) == 1) {
+      CHECK_THAT(st->detail, Catch::Contains("slot regenerated on this node"));
+      // Captured piece by piece, it equals region by region what the save path wrote.
+      CheckSlotEqualsOriginal(x.c.node(x.replacement).store.get(), x.spec, rc, 2);
+    }
+  }
+}
+
+TEST_CASE("a restore that must decode parity never opens the stream", "[recovery]") {
+  LostNode x("aec");
+  auto restore = [&](const RankCoord& rc, bool streams) {
+    INFO("restoring " << x.spec.Key(rc).ToString());
+    CollectingSink sink;
+    auto st = x.Restore(rc, &sink);
+    REQUIRE(st.ok());
+    CHECK(st->streamed == streams);
+    CHECK(sink.begun() == streams);
+    CheckRestored(streams ? sink.AsMemfd(*st) : std::move(*st), x.spec, rc, 2);
+  };
+  // The survivors first: each SG's lost shard is decoded from parity, in reftd's memory.
+  for (const auto& rc : x.spec.Ranks()) {
+    if (x.place.at(rc.ToString()) != 1) restore(rc, false);
+  }
+  // The lost ranks on the replacement: their regenerated slots hold parity, encoded from the
+  // assembled state.
+  for (const auto& rc : x.spec.Ranks()) {
+    if (x.place.at(rc.ToString()) == 1) restore(rc, false);
+  }
+  // Every slot exists again: nothing to decode, so a restart streams.
+  for (const auto& rc : x.spec.Ranks()) restore(rc, true);
+}
+
+TEST_CASE("a stream whose trainer goes away ends the restore and leaves no partial slot",
+          "[recovery]") {
+  LostNode x("arc1");
+  const RankCoord* lost = nullptr;
+  const auto ranks = x.spec.Ranks();
+  for (const auto& rc : ranks) {
+    if (x.place.at(rc.ToString()) == 1) lost = &rc;
+  }
+  REQUIRE(lost != nullptr);
+  CollectingSink gone(/*fail_from=*/2);
+  auto st = x.Restore(*lost, &gone);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.status().code() == StatusCode::kUnavailable);
+  CHECK_THAT(st.status().message(), Catch::Contains("the trainer closed the stream"));
+  CHECK_FALSE(gone.complete());
+  store::SnapshotStore* store = x.c.node(x.replacement).store.get();
+  for (const auto& s : store->List(x.spec.job)) CHECK(s.state != store::SlotState::kWriting);
+  // The trainer comes back: the restore streams again and regenerates the slot.
+  CollectingSink again;
+  auto st2 = x.Restore(*lost, &again);
+  REQUIRE(st2.ok());
+  CHECK(st2->streamed);
+  CheckRestored(again.AsMemfd(*st2), x.spec, *lost, 2);
+  CheckSlotEqualsOriginal(store, x.spec, *lost, 2);
+}
