@@ -84,6 +84,21 @@ def region_offset(segment_path, name):
     raise KeyError(name)
 
 
+def flip_shard_byte(node, job, where, mask):
+    """XORs `mask` into the byte at fraction `where` of the rank's own shard, in every segment
+    of `job` that `node` holds."""
+    segs = glob.glob(os.path.join(node.shm_dir, job + ".*.seg"))
+    assert segs
+    for seg in segs:
+        offset, size = region_offset(seg, "rep/shard")
+        at = offset + int(size * where)
+        with open(seg, "r+b") as f:
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ mask]))
+
+
 def lose(node):
     node.kill()
     node.wipe_memory()
@@ -177,15 +192,7 @@ def test_a_corrupted_shard_on_a_peer_is_detected_and_fetched_elsewhere():
         nodes = list(cluster.nodes)
         train(cluster, nodes, "flip", "arc1")
         # Flip one byte in rank 2's own shard, in every segment node2 holds.
-        segs = glob.glob(os.path.join(nodes[2].shm_dir, "flip.*.seg"))
-        assert segs
-        for seg in segs:
-            offset, size = region_offset(seg, "rep/shard")
-            with open(seg, "r+b") as f:
-                f.seek(offset + size // 2)
-                b = f.read(1)
-                f.seek(offset + size // 2)
-                f.write(bytes([b[0] ^ 0x10]))
+        flip_shard_byte(nodes[2], "flip", 1 / 2, 0x10)
         verify = nodes[2].ctl("-o", "json", "snapshots", "verify", "--job", "flip", check=False)
         assert verify.returncode == 1 and '"ok": false' in verify.stdout
         # Rank 0 restores: rank 2's bad bytes are refused (checksum) and replaced from the
@@ -203,13 +210,7 @@ def test_a_streamed_restore_that_meets_a_corrupted_shard_decodes_it_in_a_memfd()
         # Every slot is alive, so the restore starts streaming; rank 2's shard has no copy to
         # fall back to (AEC keeps parity, not copies), so its bad piece ends the stream and the
         # shard is decoded from parity instead.
-        for seg in glob.glob(os.path.join(nodes[2].shm_dir, "flipaec.*.seg")):
-            offset, size = region_offset(seg, "rep/shard")
-            with open(seg, "r+b") as f:
-                f.seek(offset + size // 3)
-                b = f.read(1)
-                f.seek(offset + size // 3)
-                f.write(bytes([b[0] ^ 0x01]))
+        flip_shard_byte(nodes[2], "flipaec", 1 / 3, 0x01)
         assert restore_all(cluster, [nodes[0]] + nodes[1:], "flipaec", "aec")[0] == STEPS - 1
         log = nodes[0].log()
         assert "went on in a memfd" in log and "fails its checksum" in log, log[-3000:]

@@ -3,6 +3,8 @@
 
 #include "reft/local_proto/stream.h"
 
+#include "reft/local_proto/codec.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -14,16 +16,6 @@
 namespace reft::local_proto {
 
 namespace {
-
-void PutU64(uint8_t* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-uint64_t GetU64(const uint8_t* in) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
-  return v;
-}
 
 // Waits for `events` on `sock`: OK, Timeout, or the poll error.
 Status Wait(int sock, short events, int timeout_ms, const char* what) {
@@ -94,10 +86,11 @@ Result<std::pair<UniqueFd, UniqueFd>> StreamSocketPair() {
 
 Status WriteStreamRecord(int sock, uint64_t file_offset, const uint8_t* data, uint64_t size,
                          int timeout_ms) {
-  uint8_t header[kStreamRecordHeaderSize];
-  PutU64(header, file_offset);
-  PutU64(header + 8, size);
-  REFT_RETURN_NOT_OK(SendAll(sock, header, sizeof(header), timeout_ms));
+  Writer w;
+  w.U64(file_offset);
+  w.U64(size);
+  const std::vector<uint8_t> header = w.Take();
+  REFT_RETURN_NOT_OK(SendAll(sock, header.data(), header.size(), timeout_ms));
   return SendAll(sock, data, size, timeout_ms);
 }
 
@@ -106,7 +99,11 @@ Result<std::optional<StreamRecordHeader>> ReadStreamRecordHeader(int sock, int t
   REFT_ASSIGN_OR_RETURN(uint64_t got, RecvUpTo(sock, header, sizeof(header), timeout_ms));
   if (got == 0) return std::optional<StreamRecordHeader>();
   if (got < sizeof(header)) return Status::Protocol("the restore stream ended inside a record header");
-  return std::optional<StreamRecordHeader>(StreamRecordHeader{GetU64(header), GetU64(header + 8)});
+  StreamRecordHeader out;
+  Reader r(header, sizeof(header));
+  REFT_RETURN_NOT_OK(r.U64(&out.file_offset, "file_offset"));
+  REFT_RETURN_NOT_OK(r.U64(&out.size, "size"));
+  return std::optional<StreamRecordHeader>(out);
 }
 
 Status ReadStreamBytes(int sock, uint8_t* dst, uint64_t size, int timeout_ms) {
