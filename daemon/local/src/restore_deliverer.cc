@@ -65,7 +65,9 @@ Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreReq
     REFT_RETURN_NOT_OK(pushed.WithContext("restoring step " + std::to_string(restored.step)));
   }
   REFT_ASSIGN_OR_RETURN(reply->staged, PlaceStaged(restored.offsets, restored.untouched));
-  for (const auto& p : reply->staged) reply->file_size = std::max(reply->file_size, p.file_offset + p.size);
+  for (const auto& p : reply->staged) {
+    reply->file_size = std::max(reply->file_size, p.file_offset + p.size);
+  }
   if (!reply->staged.empty()) *fd = std::move(restored.fd);  // the client maps it read-only
   return Status::OK();
 }

@@ -24,7 +24,9 @@ Status Wait(int sock, short events, int timeout_ms, const char* what) {
   do {
     r = ::poll(&p, 1, timeout_ms);
   } while (r < 0 && errno == EINTR);
-  if (r < 0) return Status::FromErrno(errno, std::string("poll on the restore stream (") + what + ")");
+  if (r < 0) {
+    return Status::FromErrno(errno, std::string("poll on the restore stream (") + what + ")");
+  }
   if (r == 0) {
     return Status::Timeout(std::string("the restore stream made no progress for ") +
                            std::to_string(timeout_ms) + " ms (" + what + ")");
@@ -98,7 +100,9 @@ Result<std::optional<StreamRecordHeader>> ReadStreamRecordHeader(int sock, int t
   uint8_t header[kStreamRecordHeaderSize];
   REFT_ASSIGN_OR_RETURN(uint64_t got, RecvUpTo(sock, header, sizeof(header), timeout_ms));
   if (got == 0) return std::optional<StreamRecordHeader>();
-  if (got < sizeof(header)) return Status::Protocol("the restore stream ended inside a record header");
+  if (got < sizeof(header)) {
+    return Status::Protocol("the restore stream ended inside a record header");
+  }
   StreamRecordHeader out;
   Reader r(header, sizeof(header));
   REFT_RETURN_NOT_OK(r.U64(&out.file_offset, "file_offset"));
@@ -131,8 +135,9 @@ Result<uint64_t> ReceiveStream(int sock, std::vector<StreamTarget> targets, int 
     if (at + left < at) return Status::Protocol("a restore stream record wraps around");
     while (left > 0) {
       // The target holding byte `at`: the last one starting at or before it.
-      auto it = std::upper_bound(targets.begin(), targets.end(), at,
-                                 [](uint64_t v, const StreamTarget& t) { return v < t.file_offset; });
+      auto it = std::upper_bound(
+          targets.begin(), targets.end(), at,
+          [](uint64_t v, const StreamTarget& t) { return v < t.file_offset; });
       if (it == targets.begin() || at >= std::prev(it)->file_offset + std::prev(it)->size) {
         return Status::Protocol("a restore stream record covers byte " + std::to_string(at) +
                                 ", which belongs to no buffer");
