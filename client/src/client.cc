@@ -747,6 +747,13 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
   report.filled = reply.report.filled;
   report.untouched = reply.report.untouched;
   if (slot.step < 0) {
+    if (streamed_bytes) {
+      // A first attempt streamed a step, then the job's decision became "nothing to restore"
+      // (the job was removed meanwhile): the buffers are not the trainer's own any more.
+      return Status::Unavailable(
+          "the restore streamed a step into the buffers, then the job's restore decision "
+          "changed to nothing to restore; restore again");
+    }
     report.total = std::chrono::steady_clock::now() - start;
     d.last_restore = report;
     return std::optional<int64_t>();
