@@ -10,11 +10,6 @@ bool RestoreStream::Available() const {
   return !begun_;
 }
 
-bool RestoreStream::complete() const {
-  MutexLock lock(mu_);
-  return complete_;
-}
-
 Status RestoreStream::Begin(const std::map<std::string, uint64_t>& offsets, uint64_t size) {
   MutexLock lock(mu_);
   if (begun_) return Status::Internal("a restore stream is opened once");
@@ -39,9 +34,8 @@ Status RestoreStream::Write(uint64_t offset, const uint8_t* data, uint64_t size)
   return error_;
 }
 
-void RestoreStream::End(bool complete) {
+void RestoreStream::End(bool /*complete: the reply that follows tells the client*/) {
   MutexLock lock(mu_);
-  complete_ = complete && sock_.valid();
   sock_.reset();  // the trainer reads to the end of the stream, then waits for the reply
 }
 

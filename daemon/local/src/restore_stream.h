@@ -33,16 +33,12 @@ class RestoreStream : public RestoreSink {
   Status Write(uint64_t offset, const uint8_t* data, uint64_t size) override;
   void End(bool complete) override;
 
-  /// Whether a stream was opened and ended complete.
-  bool complete() const;
-
  private:
   const SendFrame send_;
   const PlaceBuffers place_;
   const int timeout_ms_;
   mutable Mutex mu_;
   bool begun_ REFT_GUARDED_BY(mu_) = false;
-  bool complete_ REFT_GUARDED_BY(mu_) = false;
   UniqueFd sock_ REFT_GUARDED_BY(mu_);  // reftd's end of the data socket while open
   Status error_ REFT_GUARDED_BY(mu_);   // the first failed write
 };

@@ -26,6 +26,13 @@ bool IsNodeFailure(const Status& s) {
 
 }  // namespace
 
+std::string FetchItem::ServedBy() const {
+  if (size == 0) return "empty";
+  std::string out;
+  for (const auto& s : served) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
 std::string Source::Label() const {
   return region + " of " + slot->rank.ToString().substr(slot->rank.job.size() + 1) + " on " +
          slot->Where();

@@ -267,7 +267,7 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
       if (d >= 0) {
         if (items[i].status.ok()) {
           have[d] = true;
-          out.member_source[d] = Join(items[i].served);
+          out.member_source[d] = items[i].ServedBy();
         } else {
           out.alive[d] = false;
           why_dead[d] = items[i].status.message();

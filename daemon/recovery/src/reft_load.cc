@@ -246,9 +246,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     const FetchItem& it = unique_items[i];
     if (!it.status.ok()) return LostOrUndecided(UniqueLoss(it), view);
     unique[g.unique[i]] = {mem.data() + offsets[g.unique[i]], it.size};
-    std::string served;
-    for (const auto& s : it.served) served += (served.empty() ? "" : ", ") + s;
-    detail += "; " + g.unique[i] + " " + (it.size == 0 ? std::string("empty") : served);
+    detail += "; " + g.unique[i] + " " + it.ServedBy();
   }
 
   if (rebuild) {

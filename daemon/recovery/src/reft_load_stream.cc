@@ -7,8 +7,6 @@
 /// already; reftd holds a piece per fetch worker and, on a replacement node, the slot it
 /// regenerates (captured from the stream, so no byte crosses the network twice).
 
-#include <set>
-
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/group_assembler.h"
 #include "reft/recovery/reft_load.h"
@@ -19,12 +17,6 @@ namespace reft::recovery {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-std::string Join(const std::set<std::string>& parts) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out;
-}
 }  // namespace
 
 Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
@@ -106,8 +98,7 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
 
   std::string detail = what + " from memory, streamed: ";
   for (size_t i = 0; i < items.size(); ++i) {
-    detail += (i == 0 ? "" : "; ") + labels[i] + " " +
-              (items[i].size == 0 ? std::string("empty") : Join(items[i].served));
+    detail += (i == 0 ? "" : "; ") + labels[i] + " " + items[i].ServedBy();
   }
   // The trainer has every byte now; the slot is sealed and committed while its client reads
   // the rest of the stream and waits for the reply.

@@ -57,6 +57,8 @@ struct FetchItem {
   // Results of Run():
   Status status;                 ///< OK, or why every source failed for some piece
   std::set<std::string> served;  ///< labels of the sources that served its pieces
+  /// `served` for a detail line: "a, b", or "empty" for an item of no bytes.
+  std::string ServedBy() const;
 };
 
 /// \brief Takes verified bytes [offset, offset+size) of a streamed item (its stream_offset
