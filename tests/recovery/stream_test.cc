@@ -1,7 +1,8 @@
 // Streamed restores through REFT-load over real nodes: the bytes a trainer is sent are its
-// state, a replacement's slot captured from the passing pieces equals the one the save path
-// wrote, a restore that must decode never opens the stream, and a stream whose reader fails
-// ends the restore with that error and leaves no partial slot.
+// state, a lost AEC shard decoded from the passing pieces is bit-exact, a replacement's slot
+// captured from them (copies and AEC parity) equals the one the save path wrote, a restore
+// that needs RS decoding never opens the stream, and a stream whose reader fails ends the
+// restore with that error and leaves no partial slot.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -141,8 +142,38 @@ TEST_CASE("ARC copies stream: every rank gets its state and the replacement capt
   }
 }
 
-TEST_CASE("a restore that must decode parity never opens the stream", "[recovery]") {
+TEST_CASE("a lost AEC shard is decoded as the others stream; the replacement captures its parity",
+          "[recovery]") {
   LostNode x("aec");
+  auto restore = [&](const RankCoord& rc, bool decodes) {
+    INFO("restoring " << x.spec.Key(rc).ToString());
+    CollectingSink sink;
+    auto st = x.Restore(rc, &sink);
+    REQUIRE(st.ok());
+    CHECK(st->streamed);
+    CHECK(sink.complete());
+    CHECK_FALSE(sink.out_of_range());
+    CHECK((st->detail.find("rebuilt from AEC parity") != std::string::npos) == decodes);
+    CheckRestored(sink.AsMemfd(*st), x.spec, rc, 2);
+  };
+  // The survivors first: each SG's lost shard is decoded from parity while the others pass.
+  for (const auto& rc : x.spec.Ranks()) {
+    if (x.place.at(rc.ToString()) != 1) restore(rc, true);
+  }
+  // The lost ranks on the replacement decode too, and their regenerated slots, AEC parity
+  // included, equal what the save path wrote.
+  for (const auto& rc : x.spec.Ranks()) {
+    if (x.place.at(rc.ToString()) != 1) continue;
+    restore(rc, true);
+    CheckSlotEqualsOriginal(x.c.node(x.replacement).store.get(), x.spec, rc, 2);
+  }
+  // Every slot exists again: nothing to decode.
+  for (const auto& rc : x.spec.Ranks()) restore(rc, false);
+}
+
+TEST_CASE("a restore that needs RS decoding assembles in memory and never opens the stream",
+          "[recovery]") {
+  LostNode x("rs1");
   auto restore = [&](const RankCoord& rc, bool streams) {
     INFO("restoring " << x.spec.Key(rc).ToString());
     CollectingSink sink;
@@ -152,16 +183,15 @@ TEST_CASE("a restore that must decode parity never opens the stream", "[recovery
     CHECK(sink.begun() == streams);
     CheckRestored(streams ? sink.AsMemfd(*st) : std::move(*st), x.spec, rc, 2);
   };
-  // The survivors first: each SG's lost shard is decoded from parity, in reftd's memory.
   for (const auto& rc : x.spec.Ranks()) {
     if (x.place.at(rc.ToString()) != 1) restore(rc, false);
   }
-  // The lost ranks on the replacement: their regenerated slots hold parity, encoded from the
-  // assembled state.
+  // The replacement's slots hold RS parity: encoded from the assembled state.
   for (const auto& rc : x.spec.Ranks()) {
-    if (x.place.at(rc.ToString()) == 1) restore(rc, false);
+    if (x.place.at(rc.ToString()) != 1) continue;
+    restore(rc, false);
+    CheckSlotEqualsOriginal(x.c.node(x.replacement).store.get(), x.spec, rc, 2);
   }
-  // Every slot exists again: nothing to decode, so a restart streams.
   for (const auto& rc : x.spec.Ranks()) restore(rc, true);
 }
 

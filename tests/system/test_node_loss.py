@@ -115,12 +115,14 @@ def test_lost_node_is_rebuilt_bit_exactly_and_protection_is_regenerated(protecti
         nodes[0].wait_member_state("node1", "dead")
         nodes[1] = replacement
         assert restore_all(cluster, nodes, "loss", protection) == [STEPS - 1] * M
-        # ARC copies are read as they are, so every rank's bytes were streamed into its
-        # trainer's buffers and the replacement regenerated its slot from the passing stream;
-        # parity codes decode the lost shard in reftd's memory first.
+        # ARC copies are read as they are and an AEC shard is decoded from the passing ones,
+        # so every rank's bytes were streamed into its trainer's buffers and the replacement
+        # regenerated its slot from the passing stream; RS decodes in reftd's memory first.
         streamed = "slot regenerated on this node" in replacement.log() and \
             "from memory, streamed" in replacement.log()
-        assert streamed == (protection == "arc1"), replacement.log()[-3000:]
+        assert streamed == (protection != "rs2"), replacement.log()[-3000:]
+        if protection == "aec":
+            assert "rebuilt from AEC parity" in replacement.log(), replacement.log()[-3000:]
         # The replacement regenerated rank 1's slot (its shard and the redundancy it holds for
         # the others), so the group survives the loss of another node.
         listing = replacement.ctl("snapshots", "list", "--job", "loss", json_output=True)

@@ -100,6 +100,17 @@ std::vector<Source> UniqueSources(const ClusterView& view, const protect::SlotMe
   return out;
 }
 
+std::vector<Source> RegionSources(const ClusterView& view, const protect::SlotMeta& meta,
+                                  int64_t step, int member, const std::string& region,
+                                  uint64_t size, ByteKind kind) {
+  std::vector<Source> out;
+  for (const SlotEntry* s : view.Find(MemberRank(meta, member), step)) {
+    const RegionEntry* r = s->Region(region);
+    if (r != nullptr && r->size == size) out.push_back({s, region, 0, kind});
+  }
+  return out;
+}
+
 std::string DescribeRebuild(const protect::SgGeometry& g, const protect::Scheme& scheme,
                             const protect::RecoveryAnalysis& analysis, int d) {
   std::set<std::string> how;
@@ -227,10 +238,7 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
       it.size = size;
       const ByteKind kind =
           ref.region.rfind("rep/arc+", 0) == 0 ? ByteKind::kReplica : ByteKind::kParity;
-      for (const SlotEntry* s : view.Find(MemberRank(meta, ref.member), step)) {
-        const RegionEntry* r = s->Region(ref.region);
-        if (r != nullptr && r->size == size) it.sources.push_back({s, ref.region, 0, kind});
-      }
+      it.sources = RegionSources(view, meta, step, ref.member, ref.region, size, kind);
       items.push_back(std::move(it));
       shard_of.push_back(-1);
       region_of.push_back(ref);

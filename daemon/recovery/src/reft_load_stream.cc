@@ -4,14 +4,18 @@
 /// Why: a restore into a new memfd touches W bytes of fresh pages, and the kernel's work to
 /// hand them out and zero them costs several times what moving the bytes does (measured in
 /// docs/bench/recovery.md). Streamed, the bytes land in the trainer's buffers, which exist
-/// already; reftd holds a piece per fetch worker and, on a replacement node, the slot it
-/// regenerates (captured from the stream, so no byte crosses the network twice).
+/// already; reftd holds a piece per fetch worker, a lost shard it decodes from AEC parity as
+/// the others pass (W/M bytes), and, on a replacement node, the slot it regenerates (captured
+/// from the stream, so no byte crosses the network twice).
+
+#include <algorithm>
 
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/group_assembler.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/slot_rebuilder.h"
 #include "state_layout.h"
+#include "stream_decode.h"
 
 namespace reft::recovery {
 
@@ -32,10 +36,11 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
   const std::string sg = "SG pp" + std::to_string(snapshot.coord.pp) + "-tp" +
                          std::to_string(snapshot.coord.tp) + " step " + std::to_string(step);
 
-  // Every shard must have a copy to read as it is (its own slot or an ARC copy): a shard that
-  // needs decoding needs the others in memory, which is what the memfd path does.
+  // Shards with a copy to read as they are (own slot or ARC) stream; a lost one is decoded from
+  // AEC parity as they pass (StreamDecode), or, when it needs more than that, in a memfd.
   std::vector<FetchItem> items;
   std::vector<std::string> labels;  // per item, for the detail line
+  std::vector<bool> streamed(static_cast<size_t>(g.m), true);
   for (int d = 0; d < g.m; ++d) {
     if (g.ShardSize(d) == 0) continue;
     FetchItem it;
@@ -43,9 +48,21 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
     it.stream_offset = g.shard_begin[d];
     it.size = g.ShardSize(d);
     it.sources = ShardSources(view, snapshot, g, step, d);
-    if (it.sources.empty()) return not_streamed();
+    if (it.sources.empty()) {
+      streamed[d] = false;
+      continue;
+    }
     items.push_back(std::move(it));
     labels.push_back("dp" + std::to_string(d));
+  }
+  std::unique_ptr<StreamDecode> decode;
+  if (std::find(streamed.begin(), streamed.end(), false) != streamed.end()) {
+    REFT_ASSIGN_OR_RETURN(decode, StreamDecode::Plan(view, snapshot, g, step, streamed, sg));
+    if (!decode) return not_streamed();
+    for (FetchItem& it : decode->TakeParityItems()) {
+      labels.push_back("parity");
+      items.push_back(std::move(it));
+    }
   }
   for (const auto& name : g.unique) {
     FetchItem it;
@@ -75,9 +92,13 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
 
   REFT_RETURN_NOT_OK(sink->Begin(offsets, size));
   const auto t0 = Clock::now();
-  const PieceSink to_trainer = [&](uint64_t offset, const uint8_t* data, uint64_t n) {
-    if (slot) slot->Capture(offset, data, n);
+  const PieceSink deliver = [&](uint64_t offset, const uint8_t* data, uint64_t n) -> Status {
+    if (slot) REFT_RETURN_NOT_OK(slot->Capture(offset, data, n));
     return sink->Write(offset, data, n);
+  };
+  const PieceSink to_trainer = [&](uint64_t offset, const uint8_t* data, uint64_t n) -> Status {
+    if (decode) REFT_RETURN_NOT_OK(decode->Absorb(offset, data, n));
+    return deliver(offset, data, n);
   };
   Status sunk = fetcher->Run(&items, deadline, to_trainer);
   stats->fetch += Clock::now() - t0;
@@ -94,11 +115,24 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
                               " went on in a memfd: " + it.status.message());
     return not_streamed();
   }
+  if (decode) {
+    const auto t_decode = Clock::now();
+    Status decoded = decode->Finish(deliver);
+    stats->decode += Clock::now() - t_decode;
+    if (!decoded.ok()) {
+      sink->End(false);
+      return decoded.WithContext("streaming the restore of " + what);
+    }
+    stats->bytes_rebuilt += decode->decoded_bytes();
+  }
   sink->End(true);
 
   std::string detail = what + " from memory, streamed: ";
   for (size_t i = 0; i < items.size(); ++i) {
     detail += (i == 0 ? "" : "; ") + labels[i] + " " + items[i].ServedBy();
+  }
+  if (decode) {
+    for (const std::string& label : decode->labels()) detail += "; " + label;
   }
   // The trainer has every byte now; the slot is sealed and committed while its client reads
   // the rest of the stream and waits for the reply.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "reft/protect/segments.h"
 #include "reft/protect/sharding.h"
 #include "reft/recovery/group_assembler.h"
 #include "state_layout.h"
@@ -131,13 +132,11 @@ Status SlotRebuild::Encode(const uint8_t* canonical,
   return Status::OK();
 }
 
-bool SlotRebuild::Capturable(const protect::SlotMeta& meta) {
-  return !meta.scheme.aec && meta.scheme.rs == 0;
-}
+bool SlotRebuild::Capturable(const protect::SlotMeta& meta) { return meta.scheme.rs == 0; }
 
 Status SlotRebuild::PrepareCapture(const std::map<std::string, uint64_t>& state_offsets) {
   if (!Capturable(meta_)) {
-    return Status::Internal("the slot of " + what_ + " holds parity: it cannot be captured");
+    return Status::Internal("the slot of " + what_ + " holds RS parity: it cannot be captured");
   }
   const protect::SgGeometry& g = geometry_;
   const int dp = meta_.coord.dp;
@@ -164,10 +163,29 @@ Status SlotRebuild::PrepareCapture(const std::map<std::string, uint64_t>& state_
     }
     REFT_RETURN_NOT_OK(add(protect::UniqueRegionName(name), at->second, BufferSize(meta_, name)));
   }
+  if (meta_.scheme.aec) {
+    // The AEC parity is a XOR of state ranges: it starts as zero and every passing piece that
+    // one of its segments reads is added in (padding adds nothing).
+    REFT_ASSIGN_OR_RETURN(size_t i, slot_->FindRegion(protect::kRegionAec));
+    if (slot_->region_size(i) != g.aec_sub) {
+      return Status::Internal("region '" + std::string(protect::kRegionAec) + "' of " + what_ +
+                              " has " + std::to_string(slot_->region_size(i)) +
+                              " bytes, the geometry " + std::to_string(g.aec_sub));
+    }
+    uint8_t* parity = slot_->region_data(i);
+    std::memset(parity, 0, g.aec_sub);
+    for (const protect::CodingSegment& seg : protect::AecSegments(g, dp)) {
+      for (const protect::SegmentSource& src : seg.sources) {
+        if (src.buffer < 0) continue;
+        const uint64_t from = g.buffers[static_cast<size_t>(src.buffer)].offset + src.offset;
+        parity_.AddTerm(from, seg.size, parity + seg.out_offset);
+      }
+    }
+  }
   return Status::OK();
 }
 
-void SlotRebuild::Capture(uint64_t offset, const uint8_t* data, uint64_t size) {
+Status SlotRebuild::Capture(uint64_t offset, const uint8_t* data, uint64_t size) {
   for (const Range& r : ranges_) {
     const uint64_t lo = std::max(offset, r.from);
     const uint64_t hi = std::min(offset + size, r.from + r.size);
@@ -175,6 +193,7 @@ void SlotRebuild::Capture(uint64_t offset, const uint8_t* data, uint64_t size) {
     std::memcpy(r.to + (lo - r.from), data + (lo - offset), hi - lo);
     captured_ += hi - lo;
   }
+  return parity_.Absorb(offset, data, size);
 }
 
 Status SlotRebuild::Finish(RestoreStats* stats) {
@@ -182,9 +201,11 @@ Status SlotRebuild::Finish(RestoreStats* stats) {
   finished_ = true;
   const protect::SgGeometry& g = geometry_;
   auto fill_peer_copies = [&]() -> Status {
-    if (captured_ != to_capture_) {
-      return Status::Internal("the restore stream covered " + std::to_string(captured_.load()) +
-                              " of the " + std::to_string(to_capture_) + " bytes of " + what_ +
+    const uint64_t covered = captured_ + parity_.absorbed();
+    const uint64_t needed = to_capture_ + parity_.expected();
+    if (covered != needed) {
+      return Status::Internal("the restore stream covered " + std::to_string(covered) +
+                              " of the " + std::to_string(needed) + " bytes of " + what_ +
                               "'s slot");
     }
     if (g.m < 2) return Status::OK();

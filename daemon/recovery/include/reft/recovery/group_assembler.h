@@ -35,6 +35,11 @@ std::vector<Source> ShardSources(const ClusterView& view, const protect::SlotMet
 std::vector<Source> UniqueSources(const ClusterView& view, const protect::SlotMeta& meta,
                                   int64_t step, int dp, const std::string& name);
 
+/// \brief Sources of region `region` of member `member`'s slots that have exactly `size` bytes.
+std::vector<Source> RegionSources(const ClusterView& view, const protect::SlotMeta& meta,
+                                  int64_t step, int member, const std::string& region,
+                                  uint64_t size, ByteKind kind);
+
 /// \brief How member shards are (or would be) obtained, for details and restore-check.
 struct GroupOutcome {
   std::vector<bool> alive;                 ///< members whose slot served (final dead set)

@@ -22,6 +22,7 @@
 #include "reft/protect/slot_meta.h"
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/fetcher.h"
+#include "reft/recovery/xor_accumulator.h"
 #include "reft/store/snapshot_store.h"
 
 namespace reft::recovery {
@@ -42,9 +43,9 @@ struct AssembledRank {
 /// buffers, a writing slot, its meta region), filling the rep/* and unique/* regions, Finish
 /// (peer copies, seal, commit). The regions are filled either from the assembled state
 /// (FillFromCanonical: any scheme) or from a restore's stream as it passes (Capture: schemes
-/// of ARC copies only, where every rep/* region is a range of the state, so a replacement
-/// node that streams its rank's restore never holds the whole state). Destroying a rebuild
-/// that did not finish discards the partial slot.
+/// without RS, where every rep/* region is a range of the state or, for AEC, a XOR of ranges,
+/// so a replacement node that streams its rank's restore never holds the whole state).
+/// Destroying a rebuild that did not finish discards the partial slot.
 class SlotRebuild {
  public:
   static Result<std::unique_ptr<SlotRebuild>> Begin(
@@ -59,14 +60,14 @@ class SlotRebuild {
   Status FillFromCanonical(const uint8_t* canonical,
                            const std::map<std::string, protect::ConstSpan>& unique);
 
-  /// \brief Whether Capture can fill the slot of `meta` (no AEC or RS parity: only copies).
+  /// \brief Whether Capture can fill the slot of `meta` (no RS parity: copies and AEC XORs).
   static bool Capturable(const protect::SlotMeta& meta);
   /// \brief Where each rep/* and unique/* region comes from in the state laid out as
   /// `state_offsets` (RestoredState::offsets). Call once before Capture.
   Status PrepareCapture(const std::map<std::string, uint64_t>& state_offsets);
-  /// \brief Copies the parts of state bytes [offset, offset+size) that belong in the slot.
-  /// Thread-safe for disjoint ranges.
-  void Capture(uint64_t offset, const uint8_t* data, uint64_t size);
+  /// \brief Copies the parts of state bytes [offset, offset+size) that belong in the slot and
+  /// adds those the AEC parity reads into it. Thread-safe; each state byte passes once.
+  Status Capture(uint64_t offset, const uint8_t* data, uint64_t size);
 
   /// \brief Seals and commits the slot (Internal when a captured region was not covered).
   Status Finish(RestoreStats* stats);
@@ -88,6 +89,7 @@ class SlotRebuild {
   std::shared_ptr<store::SlotRef> slot_;
   std::map<std::string, std::vector<uint8_t>> neighbour_;  // dp+1's unique buffers
   std::vector<Range> ranges_;
+  XorAccumulator parity_;  // the AEC region, when the scheme has one
   std::atomic<uint64_t> captured_{0};
   uint64_t to_capture_ = 0;
   bool finished_ = false;

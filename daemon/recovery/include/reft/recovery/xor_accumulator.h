@@ -1,0 +1,48 @@
+#pragma once
+/// \file xor_accumulator.h
+/// \brief Parity built from a restore's stream as it passes: output bytes that are the XOR of
+/// ranges of the state, accumulated from the state's pieces in whatever order and from whichever
+/// fetch worker they arrive.
+///
+/// Why: a streamed restore never holds the whole state, yet two things need XORs of it, a lost
+/// shard decoded from AEC parity (docs/recovery.md "Streamed restores") and the AEC parity of a
+/// replacement node's regenerated slot. XOR is associative and commutative, so both are sums the
+/// passing pieces can be added into one at a time; the outputs must start as zero.
+
+#include <cstdint>
+#include <vector>
+
+#include "reft/mutex.h"
+#include "reft/status.h"
+
+namespace reft::recovery {
+
+class XorAccumulator {
+ public:
+  /// \brief Output bytes [to, to+size) accumulate state bytes [from, from+size). Terms may share
+  /// outputs (that is the point) and sources. Call before the first Absorb.
+  void AddTerm(uint64_t from, uint64_t size, uint8_t* to);
+
+  /// \brief XORs the parts of state bytes [offset, offset+size) that terms cover into their
+  /// outputs. Thread-safe; each state byte must be absorbed once.
+  Status Absorb(uint64_t offset, const uint8_t* data, uint64_t size);
+
+  /// \brief Bytes of terms absorbed so far, and in all: equal once every term's range passed.
+  uint64_t absorbed() const;
+  uint64_t expected() const { return expected_; }
+
+ private:
+  struct Term {
+    uint64_t from = 0;
+    uint64_t size = 0;
+    uint8_t* to = nullptr;
+  };
+  std::vector<Term> terms_;  // fixed before the first Absorb
+  uint64_t expected_ = 0;
+  // One lock for every output: terms from different pieces XOR into the same bytes, and on the
+  // cores a restore has the XOR is far cheaper than the fetch that feeds it.
+  mutable Mutex mu_;
+  uint64_t absorbed_ REFT_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace reft::recovery

@@ -1,0 +1,37 @@
+/// \file xor_accumulator.cc
+/// \brief XOR outputs accumulated from a restore's passing pieces.
+
+#include "reft/recovery/xor_accumulator.h"
+
+#include <algorithm>
+
+#include "reft/kernels/xor.h"
+
+namespace reft::recovery {
+
+void XorAccumulator::AddTerm(uint64_t from, uint64_t size, uint8_t* to) {
+  if (size == 0) return;
+  terms_.push_back({from, size, to});
+  expected_ += size;
+}
+
+Status XorAccumulator::Absorb(uint64_t offset, const uint8_t* data, uint64_t size) {
+  MutexLock lock(mu_);
+  for (const Term& t : terms_) {
+    const uint64_t lo = std::max(offset, t.from);
+    const uint64_t hi = std::min(offset + size, t.from + t.size);
+    if (lo >= hi) continue;
+    uint8_t* out = t.to + (lo - t.from);
+    const void* srcs[2] = {out, data + (lo - offset)};
+    REFT_RETURN_NOT_OK(kernels::XorReduce(out, srcs, 2, hi - lo));
+    absorbed_ += hi - lo;
+  }
+  return Status::OK();
+}
+
+uint64_t XorAccumulator::absorbed() const {
+  MutexLock lock(mu_);
+  return absorbed_;
+}
+
+}  // namespace reft::recovery
