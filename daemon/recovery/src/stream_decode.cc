@@ -40,7 +40,8 @@ Result<std::unique_ptr<StreamDecode>> StreamDecode::Plan(const ClusterView& view
   for (int j = 0; j < g.m; ++j) {
     if (streamed[j]) continue;
     slot_of[j] = static_cast<int>(d->shards_.size());
-    d->shards_.push_back({j, std::vector<uint8_t>(g.ShardSize(j), 0)});
+    REFT_ASSIGN_OR_RETURN(HugeBuffer sum, HugeBuffer::Allocate(g.ShardSize(j), "a decoded shard"));
+    d->shards_.push_back({j, std::move(sum)});
     d->labels_.push_back("dp" + std::to_string(j) + " " +
                          DescribeRebuild(g, meta.scheme, analysis, j));
   }
@@ -60,9 +61,9 @@ Result<std::unique_ptr<StreamDecode>> StreamDecode::Plan(const ClusterView& view
     }
     d->uses_.push_back({static_cast<size_t>(slot_of[op.target]), op.holder, op.region_offset,
                         op.begin, out});
-    std::vector<uint8_t>& parity = d->parity_[op.holder];
-    if (!parity.empty()) continue;
-    parity.resize(g.aec_sub);
+    HugeBuffer& parity = d->parity_[op.holder];
+    if (parity.size() > 0 || g.aec_sub == 0) continue;
+    REFT_ASSIGN_OR_RETURN(parity, HugeBuffer::Allocate(g.aec_sub, "AEC parity"));
     FetchItem it;
     it.what = std::string(protect::kRegionAec) + " of dp" + std::to_string(op.holder) + " of " + sg;
     it.dst = parity.data();

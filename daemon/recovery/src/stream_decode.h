@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "reft/huge_buffer.h"
 #include "reft/protect/rebuild_analysis.h"
 #include "reft/protect/slot_meta.h"
 #include "reft/recovery/cluster_view.h"
@@ -55,7 +56,7 @@ class StreamDecode {
   StreamDecode() = default;
   struct Shard {
     int member = -1;
-    std::vector<uint8_t> bytes;  // starts as zero; the XOR sum
+    HugeBuffer bytes;  // starts as zero; the XOR sum
   };
   struct ParityUse {  // parity[holder][offset, +size) XORs into shards[shard].bytes[at, +size)
     size_t shard = 0;
@@ -66,7 +67,7 @@ class StreamDecode {
   };
   protect::SgGeometry g_;
   std::vector<Shard> shards_;
-  std::vector<std::vector<uint8_t>> parity_;  // per member; empty unless read
+  std::vector<HugeBuffer> parity_;  // per member; empty unless read
   std::vector<ParityUse> uses_;
   std::vector<FetchItem> parity_items_;
   std::vector<std::string> labels_;
