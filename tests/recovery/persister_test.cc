@@ -250,3 +250,27 @@ TEST_CASE(
   CHECK(n.t1->tier.Health().healthy);
   CheckPersistedStep(dir, spec, 2);
 }
+
+TEST_CASE("persisting the newest step moves to a newer commit only when slots were freed and "
+          "nothing else failed",
+          "[persist]") {
+  auto node = [](const std::string& id, Status st) {
+    NodePersist n;
+    n.node = id;
+    n.status = std::move(st);
+    return n;
+  };
+  const Status freed = Status::NotFound("step 2 of job 'j' was freed by the commit of step 3");
+  const Status full = Status::IoError(
+      "writing step 2: no space left on device (the in-memory snapshots are unaffected)");
+  const Status no_dir = Status::NotFound("persistent directory '/p' does not exist");
+  CHECK(StepFreedUnderPersist({node("a", freed), node("b", freed)}));
+  CHECK(StepFreedUnderPersist({node("a", Status::OK()), node("b", freed)}));
+  // The tier is full on one node while the commit freed the step on another: a newer step
+  // would fail for space the same way, so the space error is the answer.
+  CHECK_FALSE(StepFreedUnderPersist({node("a", full), node("b", freed)}));
+  CHECK_FALSE(StepFreedUnderPersist({node("a", freed), node("b", no_dir)}));
+  CHECK_FALSE(StepFreedUnderPersist({node("a", Status::IoError("EIO")), node("b", freed)}));
+  CHECK_FALSE(StepFreedUnderPersist({node("a", Status::OK()), node("b", Status::OK())}));
+  CHECK_FALSE(StepFreedUnderPersist({}));
+}

@@ -73,6 +73,18 @@ PersistFailureKind ClassifyPersistFailure(const Status& status) {
   }
 }
 
+bool StepFreedUnderPersist(const std::vector<NodePersist>& nodes) {
+  const auto freed = [](const NodePersist& n) {
+    return n.status.code() == StatusCode::kNotFound &&
+           ClassifyPersistFailure(n.status) != PersistFailureKind::kMissingDir;
+  };
+  const bool any_freed = std::any_of(nodes.begin(), nodes.end(), freed);
+  const bool failed_otherwise = std::any_of(nodes.begin(), nodes.end(), [&](const NodePersist& n) {
+    return !n.status.ok() && !freed(n);
+  });
+  return any_freed && !failed_otherwise;
+}
+
 bool JobPersistReport::ok() const {
   if (!complete) return false;
   for (const auto& n : nodes) {
@@ -290,17 +302,13 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
   // "The newest" races the training: the next commit frees the step's slots on every node, and
   // a node that receives the request after that has nothing to write (NOT_FOUND). Nothing
   // pins a step across nodes, so the persist follows the commit point instead: when a node
-  // found its slots gone and the commit moved on, the newer step is persisted. An explicit
-  // step is the caller's choice and is reported as it went.
+  // found its slots gone, no node failed otherwise and the commit moved on, the newer step is
+  // persisted. An explicit step is the caller's choice and is reported as it went.
   for (int attempt = 1;; ++attempt) {
     REFT_ASSIGN_OR_RETURN(JobPersistReport rep,
                           PersistStepOnNodes(job, step ? *step : newest, progress));
     std::optional<int64_t> moved;  // the newer commit that freed the step on some node
-    const bool slots_gone = std::any_of(rep.nodes.begin(), rep.nodes.end(), [](const auto& n) {
-      return n.status.code() == StatusCode::kNotFound &&
-             ClassifyPersistFailure(n.status) != PersistFailureKind::kMissingDir;
-    });
-    if (!step && attempt < kNewestAttempts && slots_gone) {
+    if (!step && attempt < kNewestAttempts && StepFreedUnderPersist(rep.nodes)) {
       auto now = newest_committed();
       if (now.ok() && *now > rep.step) moved = *now;
     }

@@ -178,6 +178,12 @@ enum class PersistFailureKind { kMissingDir, kNoSpace, kPermission, kIo, kOther 
 /// other IoError; anything else (slot freed, not committed, ...) = other.
 PersistFailureKind ClassifyPersistFailure(const Status& status);
 
+/// \brief Whether persisting the newest step should move on to a newer commit: some node found
+/// the step's slots freed (NotFound, not a missing directory) and no node failed otherwise. A
+/// full tier, an I/O error or a missing directory fails a newer step the same way, so such a
+/// failure is the answer, whatever else raced.
+bool StepFreedUnderPersist(const std::vector<NodePersist>& nodes);
+
 /// \brief NodePersist <-> Peer.PersistStepResponse.
 v1::PersistStepResponse ToProto(const NodePersist& n);
 NodePersist FromProto(const v1::PersistStepResponse& r);
