@@ -57,7 +57,8 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
   }
   std::unique_ptr<StreamDecode> decode;
   if (std::find(streamed.begin(), streamed.end(), false) != streamed.end()) {
-    REFT_ASSIGN_OR_RETURN(decode, StreamDecode::Plan(view, snapshot, g, step, streamed, sg));
+    REFT_ASSIGN_OR_RETURN(decode,
+                          StreamDecode::Plan(view, snapshot, g, step, streamed, size, sg));
     if (!decode) return not_streamed();
     for (FetchItem& it : decode->TakeParityItems()) {
       labels.push_back("parity");
@@ -97,7 +98,10 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
     return sink->Write(offset, data, n);
   };
   const PieceSink to_trainer = [&](uint64_t offset, const uint8_t* data, uint64_t n) -> Status {
-    if (decode) REFT_RETURN_NOT_OK(decode->Absorb(offset, data, n));
+    if (decode) {
+      REFT_RETURN_NOT_OK(decode->Absorb(offset, data, n, deliver));
+      if (decode->IsParity(offset)) return Status::OK();
+    }
     return deliver(offset, data, n);
   };
   Status sunk = fetcher->Run(&items, deadline, to_trainer);
@@ -116,9 +120,8 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
     return not_streamed();
   }
   if (decode) {
-    const auto t_decode = Clock::now();
-    Status decoded = decode->Finish(deliver);
-    stats->decode += Clock::now() - t_decode;
+    // Decoded as the pieces passed (inside the fetch): what is left is the check.
+    Status decoded = decode->Finish();
     if (!decoded.ok()) {
       sink->End(false);
       return decoded.WithContext("streaming the restore of " + what);

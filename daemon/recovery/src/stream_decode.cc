@@ -4,8 +4,8 @@
 #include "stream_decode.h"
 
 #include <algorithm>
+#include <set>
 
-#include "reft/kernels/xor.h"
 #include "reft/protect/sharding.h"
 #include "reft/recovery/group_assembler.h"
 
@@ -13,7 +13,7 @@ namespace reft::recovery {
 
 namespace {
 
-/// Decoded shards go to the trainer in pieces of this size, like fetched ones, so no stream
+/// Decoded sub-blocks go to the trainer in pieces of this size, like fetched ones, so no stream
 /// record is larger than a fetch piece would be.
 constexpr uint64_t kDeliverPiece = 4 << 20;
 
@@ -29,46 +29,50 @@ Result<std::unique_ptr<StreamDecode>> StreamDecode::Plan(const ClusterView& view
                                                          const protect::SgGeometry& g,
                                                          int64_t step,
                                                          const std::vector<bool>& streamed,
+                                                         uint64_t state_size,
                                                          const std::string& sg) {
   REFT_ASSIGN_OR_RETURN(protect::RecoveryAnalysis analysis,
                         protect::AnalyzeRecovery(g, meta.scheme, streamed));
   if (!analysis.lost.empty()) return std::unique_ptr<StreamDecode>();  // the assembly says what
   std::unique_ptr<StreamDecode> d(new StreamDecode());
   d->g_ = g;
-  d->parity_.resize(static_cast<size_t>(g.m));
-  std::vector<int> slot_of(static_cast<size_t>(g.m), -1);  // member -> index in shards_
+  d->parity_base_ = state_size;
+  std::vector<uint8_t*> sum_of(static_cast<size_t>(g.m), nullptr);
   for (int j = 0; j < g.m; ++j) {
     if (streamed[j]) continue;
-    slot_of[j] = static_cast<int>(d->shards_.size());
     REFT_ASSIGN_OR_RETURN(HugeBuffer sum, HugeBuffer::Allocate(g.ShardSize(j), "a decoded shard"));
-    d->shards_.push_back({j, std::move(sum)});
+    sum_of[j] = sum.data();
+    d->sums_.push_back(std::move(sum));
     d->labels_.push_back("dp" + std::to_string(j) + " " +
                          DescribeRebuild(g, meta.scheme, analysis, j));
   }
+  std::set<int> holders;
   for (const protect::RecoveryOp& op : analysis.ops) {
     if (streamed[op.target]) continue;
     if (op.kind != protect::RecoveryOp::Kind::kXor) return std::unique_ptr<StreamDecode>();
     const uint64_t len = op.end - op.begin;
     const uint64_t out = RealBytes(g.ShardSize(op.target), op.begin, len);
     if (out == 0) continue;  // rebuilds padding only
-    Shard& target = d->shards_[static_cast<size_t>(slot_of[op.target])];
+    const size_t id = d->outputs_.size();
+    uint8_t* at = sum_of[op.target] + op.begin;
+    d->outputs_.push_back({op.target, sum_of[op.target], op.begin, out});
     for (const auto& [i, off] : op.sources) {
       // A source that is itself decoded would have to be complete first: not streamable.
       if (!streamed[i]) return std::unique_ptr<StreamDecode>();
       // Past its real bytes a source reads as zero padding and adds nothing.
       const uint64_t n = std::min(out, RealBytes(g.ShardSize(i), off, len));
-      d->sum_.AddTerm(g.shard_begin[i] + off, n, target.bytes.data() + op.begin);
+      d->sum_.AddTerm(g.shard_begin[i] + off, n, at, id);
     }
-    d->uses_.push_back({static_cast<size_t>(slot_of[op.target]), op.holder, op.region_offset,
-                        op.begin, out});
-    HugeBuffer& parity = d->parity_[op.holder];
-    if (parity.size() > 0 || g.aec_sub == 0) continue;
-    REFT_ASSIGN_OR_RETURN(parity, HugeBuffer::Allocate(g.aec_sub, "AEC parity"));
+    const uint64_t parity = d->parity_base_ + static_cast<uint64_t>(op.holder) * g.aec_sub;
+    d->sum_.AddTerm(parity + op.region_offset, out, at, id);
+    holders.insert(op.holder);
+  }
+  for (int k : holders) {
     FetchItem it;
-    it.what = std::string(protect::kRegionAec) + " of dp" + std::to_string(op.holder) + " of " + sg;
-    it.dst = parity.data();
-    it.size = parity.size();
-    it.sources = RegionSources(view, meta, step, op.holder, protect::kRegionAec, g.aec_sub,
+    it.what = std::string(protect::kRegionAec) + " of dp" + std::to_string(k) + " of " + sg;
+    it.stream_offset = d->parity_base_ + static_cast<uint64_t>(k) * g.aec_sub;
+    it.size = g.aec_sub;
+    it.sources = RegionSources(view, meta, step, k, protect::kRegionAec, g.aec_sub,
                                ByteKind::kParity);
     if (it.sources.empty()) return std::unique_ptr<StreamDecode>();
     d->parity_items_.push_back(std::move(it));
@@ -78,30 +82,39 @@ Result<std::unique_ptr<StreamDecode>> StreamDecode::Plan(const ClusterView& view
 
 std::vector<FetchItem> StreamDecode::TakeParityItems() { return std::move(parity_items_); }
 
-Status StreamDecode::Finish(const PieceSink& deliver) {
-  if (sum_.absorbed() != sum_.expected()) {
-    return Status::Internal("the decode of the lost shards read " +
-                            std::to_string(sum_.absorbed()) + " of the " +
-                            std::to_string(sum_.expected()) + " streamed bytes it needs");
-  }
-  for (const ParityUse& u : uses_) {
-    uint8_t* out = shards_[u.shard].bytes.data() + u.at;
-    const void* srcs[2] = {out, parity_[u.holder].data() + u.offset};
-    REFT_RETURN_NOT_OK(kernels::XorReduce(out, srcs, 2, u.size));
-  }
-  for (const Shard& s : shards_) {
-    const uint64_t begin = g_.shard_begin[s.member];
-    for (uint64_t done = 0; done < s.bytes.size(); done += kDeliverPiece) {
-      const uint64_t n = std::min<uint64_t>(kDeliverPiece, s.bytes.size() - done);
-      REFT_RETURN_NOT_OK(deliver(begin + done, s.bytes.data() + done, n));
+Status StreamDecode::Absorb(uint64_t offset, const uint8_t* data, uint64_t size,
+                            const PieceSink& deliver) {
+  std::vector<size_t> completed;
+  REFT_RETURN_NOT_OK(sum_.Absorb(offset, data, size, &completed));
+  // Complete sub-blocks are final: no term writes them again, so they go out unlocked.
+  for (size_t id : completed) {
+    const Output& o = outputs_[id];
+    const uint64_t begin = g_.shard_begin[o.member] + o.at;
+    for (uint64_t done = 0; done < o.size; done += kDeliverPiece) {
+      const uint64_t n = std::min(kDeliverPiece, o.size - done);
+      REFT_RETURN_NOT_OK(deliver(begin + done, o.sum + o.at + done, n));
     }
+    delivered_ += o.size;
+  }
+  return Status::OK();
+}
+
+Status StreamDecode::Finish() const {
+  uint64_t expected = 0;
+  for (const Output& o : outputs_) expected += o.size;
+  if (delivered_ != expected || delivered_ != decoded_bytes()) {
+    return Status::Internal("the decode of the lost shards delivered " +
+                            std::to_string(delivered_.load()) + " of " +
+                            std::to_string(decoded_bytes()) + " bytes (" +
+                            std::to_string(sum_.absorbed()) + " of the " +
+                            std::to_string(sum_.expected()) + " streamed bytes it reads arrived)");
   }
   return Status::OK();
 }
 
 uint64_t StreamDecode::decoded_bytes() const {
   uint64_t n = 0;
-  for (const Shard& s : shards_) n += s.bytes.size();
+  for (const HugeBuffer& s : sums_) n += s.size();
   return n;
 }
 

@@ -4,12 +4,15 @@
 ///
 /// A lost member's shard j is, sub-block by sub-block, the AEC parity of each survivor k XORed
 /// with the other shards' sub-blocks in that parity. Those shards stream to the trainer anyway,
-/// so each passing piece is also XORed into a shard-sized buffer, the survivors' parity regions
-/// (W/M bytes in all) are fetched beside them, and once every piece has passed the buffer holds
-/// shard j: the restore never assembles the state, and no byte is read twice. Planned from the
-/// recovery analysis, so only what it proves recoverable is decoded; a loss it rebuilds another
-/// way (RS, or a shard decoded from another decoded shard) is left to the in-memory assembly.
+/// so each passing piece is also XORed into a shard-sized sum, and the survivors' parity
+/// regions are streamed into it too (they travel in the same fetch, at offsets past the state's
+/// end that only the decode takes). A sub-block is handed on the moment its last term arrives,
+/// so the decode overlaps the fetch: the restore never assembles the state, and no byte is read
+/// twice. Planned from the recovery analysis, so only what it proves recoverable is decoded; a
+/// loss it rebuilds another way (RS, or a shard decoded from another decoded shard) is left to
+/// the in-memory assembly.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,26 +30,28 @@ namespace reft::recovery {
 class StreamDecode {
  public:
   /// \brief The decode of every shard d with `streamed[d] == false` from AEC parity and the
-  /// streamed shards; nullptr when the analysis rebuilds some of them otherwise or a parity
-  /// region it needs has no live copy. `sg` names the group in messages.
+  /// streamed shards of a state of `state_size` bytes; nullptr when the analysis rebuilds some
+  /// of them otherwise or a parity region it needs has no live copy. `sg` names the group in
+  /// messages.
   static Result<std::unique_ptr<StreamDecode>> Plan(const ClusterView& view,
                                                     const protect::SlotMeta& meta,
                                                     const protect::SgGeometry& geometry,
                                                     int64_t step, const std::vector<bool>& streamed,
-                                                    const std::string& sg);
+                                                    uint64_t state_size, const std::string& sg);
 
-  /// \brief Items fetching the parity regions into this object's buffers (call once; they
-  /// must be fetched, OK, before Finish).
+  /// \brief Items streaming the parity regions the decode reads (call once; fetch them with
+  /// the shards, through the same sink).
   std::vector<FetchItem> TakeParityItems();
 
-  /// \brief Adds a passing piece of the state (a streamed shard's bytes) to the decode.
-  Status Absorb(uint64_t offset, const uint8_t* data, uint64_t size) {
-    return sum_.Absorb(offset, data, size);
-  }
+  /// \brief Whether stream offset `offset` is a parity byte (the decode's alone: not state).
+  bool IsParity(uint64_t offset) const { return offset >= parity_base_; }
 
-  /// \brief Adds the parity in and hands every decoded shard to `deliver` at its state offset,
-  /// in pieces. Internal when a streamed byte the decode reads never passed.
-  Status Finish(const PieceSink& deliver);
+  /// \brief Adds a passing piece (state or parity) to the decode, and hands every decoded
+  /// sub-block it completes to `deliver` at its state offset, in pieces.
+  Status Absorb(uint64_t offset, const uint8_t* data, uint64_t size, const PieceSink& deliver);
+
+  /// \brief Internal unless every decoded byte was delivered (call after the fetch).
+  Status Finish() const;
 
   /// \brief "dp1 rebuilt from AEC parity of dp0, dp2, dp3" per decoded shard.
   const std::vector<std::string>& labels() const { return labels_; }
@@ -54,24 +59,20 @@ class StreamDecode {
 
  private:
   StreamDecode() = default;
-  struct Shard {
+  struct Output {  // one sub-block range of a decoded shard: bytes [at, at + size) of it
     int member = -1;
-    HugeBuffer bytes;  // starts as zero; the XOR sum
-  };
-  struct ParityUse {  // parity[holder][offset, +size) XORs into shards[shard].bytes[at, +size)
-    size_t shard = 0;
-    int holder = -1;
-    uint64_t offset = 0;
+    uint8_t* sum = nullptr;
     uint64_t at = 0;
     uint64_t size = 0;
   };
   protect::SgGeometry g_;
-  std::vector<Shard> shards_;
-  std::vector<HugeBuffer> parity_;  // per member; empty unless read
-  std::vector<ParityUse> uses_;
+  uint64_t parity_base_ = 0;  // parity of member k streams at parity_base_ + k * aec_sub
+  std::vector<HugeBuffer> sums_;
+  std::vector<Output> outputs_;  // ids of the accumulator's output groups
   std::vector<FetchItem> parity_items_;
   std::vector<std::string> labels_;
   XorAccumulator sum_;
+  std::atomic<uint64_t> delivered_{0};
 };
 
 }  // namespace reft::recovery

@@ -9,13 +9,17 @@
 
 namespace reft::recovery {
 
-void XorAccumulator::AddTerm(uint64_t from, uint64_t size, uint8_t* to) {
+void XorAccumulator::AddTerm(uint64_t from, uint64_t size, uint8_t* to, size_t output) {
   if (size == 0) return;
-  terms_.push_back({from, size, to});
+  terms_.push_back({from, size, to, output});
   expected_ += size;
+  MutexLock lock(mu_);
+  if (missing_.size() <= output) missing_.resize(output + 1, 0);
+  missing_[output] += size;
 }
 
-Status XorAccumulator::Absorb(uint64_t offset, const uint8_t* data, uint64_t size) {
+Status XorAccumulator::Absorb(uint64_t offset, const uint8_t* data, uint64_t size,
+                              std::vector<size_t>* completed) {
   MutexLock lock(mu_);
   for (const Term& t : terms_) {
     const uint64_t lo = std::max(offset, t.from);
@@ -25,6 +29,8 @@ Status XorAccumulator::Absorb(uint64_t offset, const uint8_t* data, uint64_t siz
     const void* srcs[2] = {out, data + (lo - offset)};
     REFT_RETURN_NOT_OK(kernels::XorReduce(out, srcs, 2, hi - lo));
     absorbed_ += hi - lo;
+    missing_[t.output] -= hi - lo;
+    if (missing_[t.output] == 0 && completed != nullptr) completed->push_back(t.output);
   }
   return Status::OK();
 }

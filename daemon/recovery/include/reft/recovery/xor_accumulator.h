@@ -20,12 +20,16 @@ namespace reft::recovery {
 class XorAccumulator {
  public:
   /// \brief Output bytes [to, to+size) accumulate state bytes [from, from+size). Terms may share
-  /// outputs (that is the point) and sources. Call before the first Absorb.
-  void AddTerm(uint64_t from, uint64_t size, uint8_t* to);
+  /// output bytes (that is the point) and sources. `output` groups terms (an id the caller
+  /// chooses, small: ids index a vector) so that Absorb can say when a group is complete. Call
+  /// before the first Absorb.
+  void AddTerm(uint64_t from, uint64_t size, uint8_t* to, size_t output = 0);
 
   /// \brief XORs the parts of state bytes [offset, offset+size) that terms cover into their
-  /// outputs. Thread-safe; each state byte must be absorbed once.
-  Status Absorb(uint64_t offset, const uint8_t* data, uint64_t size);
+  /// outputs, and appends to `completed` (optional) each output group whose terms have now all
+  /// been absorbed: its bytes are final. Thread-safe; each state byte must be absorbed once.
+  Status Absorb(uint64_t offset, const uint8_t* data, uint64_t size,
+                std::vector<size_t>* completed = nullptr);
 
   /// \brief Bytes of terms absorbed so far, and in all: equal once every term's range passed.
   uint64_t absorbed() const;
@@ -36,6 +40,7 @@ class XorAccumulator {
     uint64_t from = 0;
     uint64_t size = 0;
     uint8_t* to = nullptr;
+    size_t output = 0;
   };
   std::vector<Term> terms_;  // fixed before the first Absorb
   uint64_t expected_ = 0;
@@ -43,6 +48,7 @@ class XorAccumulator {
   // cores a restore has the XOR is far cheaper than the fetch that feeds it.
   mutable Mutex mu_;
   uint64_t absorbed_ REFT_GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> missing_ REFT_GUARDED_BY(mu_);  // per output group: bytes not absorbed
 };
 
 }  // namespace reft::recovery
