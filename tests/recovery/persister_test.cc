@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+
 #include <cstring>
+#include <thread>
 
 #include "reft/persist/persistent_tier.h"
 #include "tier_fixture.h"
@@ -163,7 +165,8 @@ TEST_CASE("persist on demand: a whole job from one node, idempotent, refused whe
   CHECK(unknown.status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("persist of the newest step follows a commit that frees it; an explicit step does not",
+TEST_CASE("persist of the newest step, beaten by a commit, persists the next step as it commits; "
+          "an explicit step is reported as it went",
           "[persist]") {
   TwoNodes n;
   const JobSpec& spec = n.spec;
@@ -172,35 +175,74 @@ TEST_CASE("persist of the newest step follows a commit that frees it; an explici
 
   // The training commits the next step after the persist chose step 2 and before any node
   // pinned its slots (the progress callback runs right before the fan-out): every node finds
-  // step 2 freed.
+  // step 2 freed. The persist then asks every node for step 4, the next to commit, which the
+  // training commits while the nodes wait for it.
   int64_t next = 3;
-  auto commit_next_once = [&](int done, int, const std::string&) {
-    if (done == 0 && next == 3) n.Commit(next++);
+  std::thread training;
+  auto training_goes_on = [&](int done, int, const std::string& message) {
+    if (done != 0) return;
+    if (next == 3) {
+      n.Commit(next++);
+    } else if (next == 4 && message.find("as it commits") != std::string::npos) {
+      training = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        n.Commit(next++);
+      });
+    }
   };
-  auto rep = n.t1->persister->PersistJob(spec.job, std::nullopt, commit_next_once);
+  auto rep = n.t1->persister->PersistJob(spec.job, std::nullopt, training_goes_on);
+  if (training.joinable()) training.join();
   REQUIRE(rep.ok());
   CHECK(rep->ok());
-  CHECK(rep->step == 3);
+  CHECK(rep->step == 4);
   CHECK(rep->complete);
   REQUIRE_FALSE(rep->warnings.empty());
-  CHECK_THAT(rep->warnings.back(), Catch::Contains("step 2 was freed by the commit of step 3"));
-  CheckPersistedStep(n.tier_dir, spec, 3);
+  CHECK_THAT(rep->warnings.back(),
+             Catch::Contains("step 2 was freed by a newer commit") &&
+                 Catch::Contains("persisting step 4 as it commits on each node"));
+  CheckPersistedStep(n.tier_dir, spec, 4);
 
-  // Asked for exactly step 4, which the next commit frees: reported as it went.
+  // Asked for exactly step 5, which the next commit frees: reported as it went.
   n.Commit(next++);
-  auto commit_5 = [&](int done, int, const std::string&) {
-    if (done == 0 && next == 5) n.Commit(next++);
+  auto commit_6 = [&](int done, int, const std::string&) {
+    if (done == 0 && next == 6) n.Commit(next++);
   };
-  auto exact = n.t0->persister->PersistJob(spec.job, 4, commit_5);
+  auto exact = n.t0->persister->PersistJob(spec.job, 5, commit_6);
   REQUIRE(exact.ok());
   CHECK_FALSE(exact->ok());
-  CHECK(exact->step == 4);
+  CHECK(exact->step == 5);
   for (const auto& node : exact->nodes) {
     INFO(node.node << ": " << node.status.ToString());
     CHECK(node.status.code() == StatusCode::kNotFound);
-    CHECK_THAT(node.status.message(), Catch::Contains("freed by the commit of step 5"));
+    CHECK_THAT(node.status.message(), Catch::Contains("freed by the commit of step 6"));
   }
-  CHECK(CompleteSteps(n.tier_dir, spec) == std::vector<int64_t>{3});
+  CHECK(CompleteSteps(n.tier_dir, spec) == std::vector<int64_t>{4});
+}
+
+TEST_CASE("persist of the newest step, beaten by the last commit of a training that then stops, "
+          "says the next step never committed",
+          "[persist]") {
+  TwoNodes n;
+  n.Commit(1);
+  bool committed = false;
+  auto last_commit = [&](int done, int, const std::string&) {
+    if (done == 0 && !committed) {
+      committed = true;
+      n.Commit(2);
+    }
+  };
+  auto rep = n.t0->persister->PersistJob(n.spec.job, std::nullopt, last_commit);
+  REQUIRE(rep.ok());
+  CHECK_FALSE(rep->ok());
+  CHECK(rep->step == 3);
+  for (const auto& node : rep->nodes) {
+    INFO(node.node << ": " << node.status.ToString());
+    CHECK(node.status.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(node.status.message(), Catch::Contains("step 3 of job") &&
+                                          Catch::Contains("is not committed") &&
+                                          Catch::Contains("newest committed: 2"));
+  }
+  CHECK(CompleteSteps(n.tier_dir, n.spec).empty());
 }
 
 TEST_CASE(

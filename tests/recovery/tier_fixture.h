@@ -37,6 +37,7 @@ struct TierNode {
     po.poll_interval = poll;
     po.peer_timeout = std::chrono::seconds(30);
     po.sync_timeout = std::chrono::seconds(1);
+    po.next_commit_wait = std::chrono::seconds(3);  // the tests commit well within it
     persister = std::make_unique<Persister>(n.store.get(), n.peer.get(), &tier, po);
     persister->Start();
   }

@@ -163,14 +163,16 @@ Result<v1::GetManifestResponse> PeerClient::GetManifest(const std::string& addre
 
 Result<v1::PersistStepResponse> PeerClient::PersistStep(const std::string& address,
                                                         const std::string& job, int64_t step,
-                                                        std::chrono::milliseconds timeout) {
+                                                        std::chrono::milliseconds timeout,
+                                                        std::chrono::milliseconds wait_commit) {
   v1::PersistStepRequest req;
   *req.mutable_caller() = Stamp();
   req.set_job(job);
   req.set_step(step);
+  req.set_wait_commit_ms(static_cast<uint32_t>(wait_commit.count()));
   v1::PersistStepResponse resp;
   grpc::ClientContext ctx;
-  Prepare(&ctx, timeout);
+  Prepare(&ctx, timeout + wait_commit);
   REFT_RETURN_NOT_OK(
       Check(Get(address)->stub->PersistStep(&ctx, req, &resp), "PersistStep " + address, ctx));
   return resp;

@@ -131,7 +131,8 @@ Persister::~Persister() { Stop(); }
 
 void Persister::Start() {
   peer_->SetPersistHandler([this](const v1::PersistStepRequest& req) {
-    return ToProto(PersistLocal(req.job(), req.step(), true));
+    return ToProto(PersistLocal(req.job(), req.step(), true,
+                                std::chrono::milliseconds(req.wait_commit_ms())));
   });
   MutexLock lock(mu_);
   if (running_ || options_.every_steps <= 0) return;
@@ -149,12 +150,17 @@ void Persister::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-NodePersist Persister::PersistLocal(const std::string& job, int64_t step, bool force) {
+NodePersist Persister::PersistLocal(const std::string& job, int64_t step, bool force,
+                                    std::chrono::milliseconds wait_commit) {
   const auto start = Clock::now();
   NodePersist n;
   n.node = options_.node_id;
   n.job = job;
   n.step = step;
+  // The coordinator commits the step in the store before it wakes the waiters, so the slots
+  // are pinned a whole training step before the next commit frees them. Not committed in
+  // time: PinStep says so.
+  if (wait_commit.count() > 0) (void)peer_->coordinator()->WaitCommitted(job, step, wait_commit);
   // Pin the step's slots before anything else: the next commit frees them, and waiting for
   // another persist of this node or scanning the tier first would leave it the time to.
   std::vector<std::shared_ptr<store::SlotRef>> pins;
@@ -300,30 +306,36 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
                                    std::to_string(newest) + ")");
   }
   // "The newest" races the training: the next commit frees the step's slots on every node, and
-  // a node that receives the request after that has nothing to write (NOT_FOUND). Nothing
-  // pins a step across nodes, so the persist follows the commit point instead: when a node
-  // found its slots gone, no node failed otherwise and the commit moved on, the newer step is
-  // persisted. An explicit step is the caller's choice and is reported as it went.
+  // a node that receives the request after that has nothing to write (NOT_FOUND). A training
+  // that commits faster than the request reaches every node would win every such race, so a
+  // lost one is not retried on the then-newest step: every node is asked for the *next* step
+  // and waits for it, pinning its slots the moment it commits there (a whole training step
+  // before the following commit frees them). Only when nothing but freed slots failed: a full
+  // tier or an I/O error would fail the next step the same way. An explicit step is the
+  // caller's choice and is reported as it went.
+  std::chrono::milliseconds wait_commit{0};
   for (int attempt = 1;; ++attempt) {
     REFT_ASSIGN_OR_RETURN(JobPersistReport rep,
-                          PersistStepOnNodes(job, step ? *step : newest, progress));
-    std::optional<int64_t> moved;  // the newer commit that freed the step on some node
+                          PersistStepOnNodes(job, step ? *step : newest, progress, wait_commit));
+    std::optional<int64_t> next;  // the step to persist as it commits
     if (!step && attempt < kNewestAttempts && StepFreedUnderPersist(rep.nodes)) {
       auto now = newest_committed();
-      if (now.ok() && *now > rep.step) moved = *now;
+      if (now.ok()) next = std::max(*now, rep.step) + 1;
     }
-    if (!moved) {
+    if (!next) {
       rep.warnings.insert(rep.warnings.begin(), warnings.begin(), warnings.end());
       return rep;
     }
-    warnings.push_back(StepStr(rep.step) + " was freed by the commit of " + StepStr(*moved) +
-                       " while it was being persisted; persisting " + StepStr(*moved));
-    newest = *moved;
+    warnings.push_back(StepStr(rep.step) + " was freed by a newer commit while it was being "
+                       "persisted; persisting " + StepStr(*next) + " as it commits on each node");
+    newest = *next;
+    wait_commit = options_.next_commit_wait;
   }
 }
 
 Result<JobPersistReport> Persister::PersistStepOnNodes(const std::string& job, int64_t step,
-                                               const PersistProgress& progress) {
+                                                       const PersistProgress& progress,
+                                                       std::chrono::milliseconds wait_commit) {
   JobPersistReport rep;
   rep.job = job;
   rep.step = step;
@@ -348,13 +360,17 @@ Result<JobPersistReport> Persister::PersistStepOnNodes(const std::string& job, i
         n.status.ok() ? (n.skipped ? "skipped" : "persisted") : "failed: " + n.status.ToString();
     progress(done, total, "node '" + n.node + "' " + what);
   };
-  if (progress) progress(0, total, "persisting step " + std::to_string(rep.step));
+  if (progress) {
+    progress(0, total, "persisting step " + std::to_string(rep.step) +
+                           (wait_commit.count() > 0 ? " as it commits" : ""));
+  }
   std::vector<std::pair<std::string, std::future<NodePersist>>> calls;
   for (const auto& m : members) {
-    calls.emplace_back(m.node_id, std::async(std::launch::async, [this, m, &job, &rep, finished] {
+    calls.emplace_back(m.node_id, std::async(std::launch::async, [this, m, &job, &rep, finished,
+                                                                  wait_commit] {
                          NodePersist n;
                          auto r = peer_->client().PersistStep(m.address, job, rep.step,
-                                                              options_.peer_timeout);
+                                                              options_.peer_timeout, wait_commit);
                          if (r.ok()) {
                            n = FromProto(*r);
                          } else {
@@ -367,7 +383,7 @@ Result<JobPersistReport> Persister::PersistStepOnNodes(const std::string& job, i
                          return n;
                        }));
   }
-  NodePersist self = PersistLocal(job, rep.step, true);
+  NodePersist self = PersistLocal(job, rep.step, true, wait_commit);
   finished(self);
   rep.nodes.push_back(std::move(self));
   for (auto& [node, f] : calls) rep.nodes.push_back(f.get());

@@ -72,9 +72,13 @@ class PeerClient {
 
   /// \brief Asks the peer to persist its ranks of (job, step) (Peer.PersistStep); the peer's
   /// own outcome is in the response (`code`, `message`). Unavailable / Timeout on transport
-  /// problems, Unsupported when the peer predates the RPC.
-  Result<v1::PersistStepResponse> PersistStep(const std::string& address, const std::string& job,
-                                              int64_t step, std::chrono::milliseconds timeout);
+  /// problems, Unsupported when the peer predates the RPC. `wait_commit` > 0: the step may
+  /// commit later; the peer waits up to that long and persists it as it commits (the RPC's
+  /// deadline is `timeout` + `wait_commit`).
+  Result<v1::PersistStepResponse> PersistStep(
+      const std::string& address, const std::string& job, int64_t step,
+      std::chrono::milliseconds timeout,
+      std::chrono::milliseconds wait_commit = std::chrono::milliseconds(0));
 
   /// \brief Asks the peer to stage `layers` of committed step `step` of `job` on itself
   /// (Peer.StageLayers, a move of the planner's transfer plan). The peer's errors come back as

@@ -61,6 +61,9 @@ struct PersisterOptions {
   std::chrono::milliseconds peer_timeout{std::chrono::minutes(30)};
   /// Commit-state exchange before an on-demand persist chooses its step.
   std::chrono::milliseconds sync_timeout{2000};
+  /// How long a persist of "the newest step" that lost the race with the training's commits
+  /// waits for the next step to commit on every node (it is then persisted as it commits).
+  std::chrono::milliseconds next_commit_wait{std::chrono::minutes(10)};
 };
 
 /// \brief One node's part of persisting a step.
@@ -112,7 +115,9 @@ class Persister {
 
   /// \brief Persists this node's ranks of `job` at `step` (a committed step whose slots are
   /// still here). `force`: reopen a failed tier now instead of waiting for the retry interval.
-  NodePersist PersistLocal(const std::string& job, int64_t step, bool force = true);
+  /// `wait_commit` > 0: `step` may commit later; waits up to that long first.
+  NodePersist PersistLocal(const std::string& job, int64_t step, bool force = true,
+                           std::chrono::milliseconds wait_commit = std::chrono::milliseconds(0));
 
   /// \brief Job-wide persist (see the file comment). `step` std::nullopt = the newest
   /// committed; when a newer commit frees it on some node while it is being persisted, the
@@ -149,9 +154,10 @@ class Persister {
                      const std::string& freed, bool force, NodePersist* n)
       REFT_REQUIRES(write_mu_);
   /// One job-wide persist of `step`: this node's ranks and the other nodes' (in parallel), then
-  /// the tier's completeness check.
+  /// the tier's completeness check. `wait_commit` as in PersistLocal, on every node.
   Result<JobPersistReport> PersistStepOnNodes(const std::string& job, int64_t step,
-                                              const PersistProgress& progress);
+                                              const PersistProgress& progress,
+                                              std::chrono::milliseconds wait_commit);
   /// This node runs the every-K schedule of `job` (the job's coordinator, so one node does).
   bool IsScheduleLeader(const std::string& job) const;
   void Run();
