@@ -316,3 +316,19 @@ TEST_CASE("persisting the newest step moves to a newer commit only when slots we
   CHECK_FALSE(StepFreedUnderPersist({node("a", Status::OK()), node("b", Status::OK())}));
   CHECK_FALSE(StepFreedUnderPersist({}));
 }
+
+TEST_CASE("a peer's wait for a step to commit is bounded by the serving node's own", "[persist]") {
+  TwoNodes n;
+  n.Commit(1);
+  // Asked by a peer to wait an hour for a step that never commits: the node answers after its
+  // own next_commit_wait (3 s in these tests), with the step not committed.
+  const auto start = std::chrono::steady_clock::now();
+  auto r = n.c.node(1).peer->client().PersistStep(n.c.node(0).address, n.spec.job, 9,
+                                                  std::chrono::seconds(10), std::chrono::hours(1));
+  const auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE(r.ok());
+  CHECK(r->code() == v1::ErrorCode::INVALID_ARGUMENT);
+  CHECK_THAT(r->message(), Catch::Contains("step 9 of job") && Catch::Contains("not committed"));
+  CHECK(took >= std::chrono::milliseconds(2900));
+  CHECK(took < std::chrono::seconds(10));
+}

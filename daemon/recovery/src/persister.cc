@@ -131,8 +131,10 @@ Persister::~Persister() { Stop(); }
 
 void Persister::Start() {
   peer_->SetPersistHandler([this](const v1::PersistStepRequest& req) {
-    return ToProto(PersistLocal(req.job(), req.step(), true,
-                                std::chrono::milliseconds(req.wait_commit_ms())));
+    // A caller's wait is bounded by this node's own: no request holds a server thread longer.
+    const auto wait = std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(req.wait_commit_ms()), options_.next_commit_wait);
+    return ToProto(PersistLocal(req.job(), req.step(), true, wait));
   });
   MutexLock lock(mu_);
   if (running_ || options_.every_steps <= 0) return;
