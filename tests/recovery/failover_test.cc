@@ -66,23 +66,6 @@ void PrewriteSlots(const std::string& dir, const JobSpec& spec,
   for (const auto& rc : ranks) WriteContractSlot(s->get(), spec, rc, step, /*commit=*/true);
 }
 
-// Flips one byte of `region` of the rank's slot in its segment file (not through the store).
-void FlipByteInSegment(store::SnapshotStore* store, const store::RankKey& rank, int64_t step,
-                       const std::string& region, uint64_t offset) {
-  auto ref = store->Get(rank, step);
-  REQUIRE(ref.ok());
-  auto idx = (*ref)->FindRegion(region);
-  REQUIRE(idx.ok());
-  REQUIRE(offset < (*ref)->region_size(*idx));
-  const int fd = ::open((*ref)->info().path.c_str(), O_RDWR | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  const off_t at = static_cast<off_t>((*ref)->region_file_offset(*idx) + offset);
-  uint8_t b = 0;
-  REQUIRE(::pread(fd, &b, 1, at) == 1);
-  b ^= 0x10;
-  REQUIRE(::pwrite(fd, &b, 1, at) == 1);
-  ::close(fd);
-}
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -202,6 +203,23 @@ void CheckRestoredFrom(const local::RestoredState& st, const JobSpec& spec,
     CHECK(std::memcmp(base + it->second, want.data(), want.size()) == 0);
   }
   ::munmap(p, st.size);
+}
+
+void FlipByteInSegment(store::SnapshotStore* store, const store::RankKey& rank, int64_t step,
+                       const std::string& region, uint64_t offset) {
+  auto ref = store->Get(rank, step);
+  REQUIRE(ref.ok());
+  auto idx = (*ref)->FindRegion(region);
+  REQUIRE(idx.ok());
+  REQUIRE(offset < (*ref)->region_size(*idx));
+  const int fd = ::open((*ref)->info().path.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const off_t at = static_cast<off_t>((*ref)->region_file_offset(*idx) + offset);
+  uint8_t b = 0;
+  REQUIRE(::pread(fd, &b, 1, at) == 1);
+  b ^= 0x10;
+  REQUIRE(::pwrite(fd, &b, 1, at) == 1);
+  ::close(fd);
 }
 
 void CheckSlotEqualsOriginal(store::SnapshotStore* store, const JobSpec& spec,

@@ -61,6 +61,11 @@ void CheckRestored(const local::RestoredState& st, const JobSpec& spec, const Ra
 void CheckRestoredFrom(const local::RestoredState& st, const JobSpec& spec,
                        const RankCoord& c, int64_t step, const std::string& source);
 
+/// \brief Flips one byte (XOR 0x10) of `region` at `offset` of the rank's slot in its segment
+/// file, behind the store's back (memory corruption after sealing).
+void FlipByteInSegment(store::SnapshotStore* store, const store::RankKey& rank, int64_t step,
+                       const std::string& region, uint64_t offset);
+
 /// \brief Checks that `store` holds the rank's committed slot of `step`, equal region by region
 /// to the slot the save path wrote.
 void CheckSlotEqualsOriginal(store::SnapshotStore* store, const JobSpec& spec,

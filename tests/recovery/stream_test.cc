@@ -171,6 +171,33 @@ TEST_CASE("a lost AEC shard is decoded as the others stream; the replacement cap
   for (const auto& rc : x.spec.Ranks()) restore(rc, false);
 }
 
+TEST_CASE("parity corrupted at rest is caught by a streamed decode, never delivered as bytes",
+          "[recovery]") {
+  LostNode x("aec");
+  const auto ranks = x.spec.Ranks();
+  const RankCoord* survivor = nullptr;
+  const RankCoord* damaged = nullptr;  // same SG, on node 2: its parity rebuilds part of dp1
+  for (const auto& rc : ranks) {
+    if (x.place.at(rc.ToString()) == 0 && rc.pp == 0) survivor = &rc;
+  }
+  REQUIRE(survivor != nullptr);
+  for (const auto& rc : ranks) {
+    if (x.place.at(rc.ToString()) == 2 && rc.pp == survivor->pp) damaged = &rc;
+  }
+  REQUIRE(damaged != nullptr);
+  FlipByteInSegment(x.c.node(2).store.get(), x.spec.Key(*damaged), 2, "rep/aec", 5);
+  // With dp1 lost and dp2's parity unreadable, the group has lost two members' worth: the
+  // restore fails naming the loss; the stream was ended incomplete, not passed off as state.
+  CollectingSink sink;
+  auto st = x.Restore(*survivor, &sink);
+  INFO(st.status().ToString());
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.status().code() == StatusCode::kLost);
+  CHECK_THAT(st.status().message(), Catch::Contains("dp1") && Catch::Contains("dp2"));
+  CHECK(sink.begun());
+  CHECK_FALSE(sink.complete());
+}
+
 TEST_CASE("a restore that needs RS decoding assembles in memory and never opens the stream",
           "[recovery]") {
   LostNode x("rs1");
