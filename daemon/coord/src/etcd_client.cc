@@ -247,18 +247,25 @@ EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
     endpoints_.push_back(std::move(e));
   }
   keepalive_thread_ = std::thread([this] { KeepAliveLoop(); });
+  lease_lost_thread_ = std::thread([this] { LeaseLostLoop(); });
   watch_thread_ = std::thread([this] { WatchLoop(); });
 }
 
 EtcdClient::~EtcdClient() {
-  stopping_ = true;
+  {
+    // Under the lock: a loop between its predicate check and its wait must not miss the wake.
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    stopping_ = true;
+  }
   lease_cv_.notify_all();
+  lost_cv_.notify_all();
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
     if (stream_) stream_->ctx.TryCancel();
   }
   watch_cv_.notify_all();
   if (keepalive_thread_.joinable()) keepalive_thread_.join();
+  if (lease_lost_thread_.joinable()) lease_lost_thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
 }
 
@@ -412,6 +419,7 @@ Result<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl, LeaseLostCallba
     std::lock_guard<std::mutex> lock(lease_mu_);
     leases_[resp.id()] = {std::chrono::seconds(std::max<int64_t>(resp.ttl(), 1)),
                           std::move(on_lost)};
+    lease_added_ = true;  // its TTL may be shorter than the period the loop waits now
   }
   lease_cv_.notify_all();
   return resp.id();
@@ -434,19 +442,18 @@ Status EtcdClient::RevokeLease(int64_t lease) {
   return s;
 }
 
-bool EtcdClient::RenewLeases(Endpoint& e, const std::vector<int64_t>& ids,
-                             std::vector<int64_t>* gone, size_t* answered) {
+bool EtcdClient::RenewOnStream(Endpoint& e, const int64_t* ids, size_t n,
+                              std::vector<int64_t>* gone, size_t* answered) {
   // Requests are pipelined a window at a time (every answer is read before the next window is
-  // written, so neither side's flow-control window can fill up): a round costs a few round
-  // trips however many leases this client holds.
+  // written, so neither side's flow-control window can fill up).
   constexpr size_t kWindow = 64;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.request_timeout);
   auto stream = e.lease->LeaseKeepAlive(&ctx);
   bool ok = true;
   uint64_t sent = 0, sent_bytes = 0, received = 0, received_bytes = 0;
-  for (size_t first = 0; first < ids.size() && ok; first += kWindow) {
-    const size_t last = std::min(ids.size(), first + kWindow);
+  for (size_t first = 0; first < n && ok; first += kWindow) {
+    const size_t last = std::min(n, first + kWindow);
     for (size_t i = first; i < last && ok; ++i) {
       pb::LeaseKeepAliveRequest req;
       req.set_id(ids[i]);
@@ -473,6 +480,40 @@ bool EtcdClient::RenewLeases(Endpoint& e, const std::vector<int64_t>& ids,
   return ok;
 }
 
+bool EtcdClient::RenewLeases(Endpoint& e, const std::vector<int64_t>& ids,
+                             std::vector<int64_t>* gone, size_t* answered) {
+  // etcd renews the leases of one stream one after the other, and each renewal first waits
+  // for etcd to apply what it has committed (a linearizable renewal): behind a write backlog,
+  // a stream of 256 renewals took seconds — the TTL's slack. So a client holding many leases
+  // (the scale bench pools many nodes' leases in one) renews them on parallel streams, as that
+  // many daemons would; a daemon's single lease takes one stream on this thread.
+  constexpr size_t kLeasesPerStream = 16;
+  const size_t streams = (ids.size() + kLeasesPerStream - 1) / kLeasesPerStream;
+  struct Part {
+    std::vector<int64_t> gone;
+    size_t answered = 0;
+    bool ok = false;
+  };
+  std::vector<Part> parts(streams);
+  auto renew = [&](size_t k) {
+    const size_t first = k * kLeasesPerStream;
+    const size_t n = std::min(kLeasesPerStream, ids.size() - first);
+    parts[k].ok = RenewOnStream(e, ids.data() + first, n, &parts[k].gone, &parts[k].answered);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t k = 1; k < streams; ++k) helpers.emplace_back(renew, k);
+  if (streams > 0) renew(0);
+  for (auto& t : helpers) t.join();
+  bool ok = true;
+  *answered = 0;
+  for (size_t k = 0; k < streams; ++k) {
+    gone->insert(gone->end(), parts[k].gone.begin(), parts[k].gone.end());
+    if (ok) *answered = k * kLeasesPerStream + parts[k].answered;  // up to the first gap
+    ok = ok && parts[k].ok;
+  }
+  return ok;
+}
+
 void EtcdClient::KeepAliveLoop() {
   std::unique_lock<std::mutex> lock(lease_mu_);
   while (!stopping_) {
@@ -489,8 +530,13 @@ void EtcdClient::KeepAliveLoop() {
       ids.push_back(id);
       period = std::min<std::chrono::milliseconds>(period, l.first / 3);
     }
+    lease_added_ = false;
     std::rotate(ids.begin(), std::lower_bound(ids.begin(), ids.end(), renew_from_), ids.end());
     period = std::max(period, std::chrono::milliseconds(100));
+    // Rounds start a period apart, however long one takes: a round of many leases on a busy
+    // etcd can take a second, and waiting a full period after it would stretch the time
+    // between two renewals of the same lease towards its TTL.
+    const auto round_start = std::chrono::steady_clock::now();
     lock.unlock();
 
     std::vector<int64_t> lost;
@@ -515,20 +561,36 @@ void EtcdClient::KeepAliveLoop() {
     } else if (answered > 0) {
       renew_from_ = ids[answered % ids.size()];
     }
+    // The callbacks run on their own thread: one that registers again takes a few etcd round
+    // trips (seconds while etcd is overloaded), and a client holding many leases (a pooled
+    // client) must not let the others expire meanwhile — that turns one expiry into a cascade.
+    bool queued = false;
     for (int64_t id : lost) {
       auto it = leases_.find(id);
       if (it == leases_.end()) continue;
-      LeaseLostCallback cb = std::move(it->second.second);
-      leases_.erase(it);
-      if (cb) {
-        lock.unlock();
-        cb(id);
-        lock.lock();
+      if (it->second.second) {
+        lost_.emplace_back(id, std::move(it->second.second));
+        queued = true;
       }
+      leases_.erase(it);
     }
+    if (queued) lost_cv_.notify_one();
     // A failed round is retried sooner: a lease must not expire because one member is down.
     const auto wait = renewed ? period : std::min(period, std::chrono::milliseconds(200));
-    lease_cv_.wait_for(lock, wait, [&] { return stopping_.load(); });
+    lease_cv_.wait_until(lock, round_start + wait, [&] { return stopping_ || lease_added_; });
+  }
+}
+
+void EtcdClient::LeaseLostLoop() {
+  std::unique_lock<std::mutex> lock(lease_mu_);
+  for (;;) {
+    lost_cv_.wait(lock, [&] { return stopping_ || !lost_.empty(); });
+    if (stopping_) return;
+    auto [id, callback] = std::move(lost_.front());
+    lost_.pop_front();
+    lock.unlock();
+    callback(id);
+    lock.lock();
   }
 }
 

@@ -101,8 +101,8 @@ void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
     lease_ = 0;
     listeners = listeners_;
   }
-  // Declared dead while alive: register again, with backoff while etcd is unreachable. The
-  // keep-alive thread runs this; other leases are renewed again once it returns.
+  // Declared dead while alive: register again, with backoff while etcd is unreachable (on the
+  // client's lease-lost thread: the keep-alive rounds go on meanwhile).
   // Like a SWIM refutation: the node comes back under a new epoch, so that anything still in
   // flight under the old identity is refused by its peers (AdmitCaller).
   uint64_t new_epoch = peer::NewEpoch();

@@ -46,6 +46,7 @@ class Host:
         self.lines = queue.Queue()
         self.held = []
         self.stderr = []
+        self.leases_lost = 0  # its members' "etcd lease expired" warnings
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._read_err, daemon=True).start()
 
@@ -56,6 +57,8 @@ class Host:
 
     def _read_err(self):
         for line in self.proc.stderr:
+            if "etcd lease expired" in line:
+                self.leases_lost += 1
             self.stderr.append(line)
             del self.stderr[:-20]
 
@@ -125,12 +128,17 @@ class NodeDeletions:
                                       "--prefix", "/reft/v1/nodes/"], stdout=subprocess.PIPE,
                                      text=True, env=env)
         self.deletes = 0
+        self.times = []  # when each deletion was seen (time.time())
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
         for line in self.proc.stdout:
             if line.strip() == "DELETE":
                 self.deletes += 1
+                self.times.append(time.time())
+
+    def between(self, start, end):
+        return sum(1 for t in self.times if start <= t < end)
 
     def close(self):
         self.proc.terminate()
@@ -186,7 +194,8 @@ def run(backend, n, a, binary):
                 if time.time() > deadline:
                     raise TimeoutError("gossip membership did not converge")
                 time.sleep(0.5)
-        startup_s = time.time() - t0
+        t_ready = time.time()
+        startup_s = t_ready - t0
 
         step = 0
         decided = []
@@ -219,6 +228,7 @@ def run(backend, n, a, binary):
         # Stall ceil(N/100) members for --stall-ms, then keep stepping and give failure
         # detection time to (wrongly) fire: two lease TTLs / suspicion timeouts.
         stall = hosts[2]
+        t_stall = time.time()
         os.kill(stall.proc.pid, signal.SIGSTOP)
         time.sleep(a.stall_ms / 1000)
         os.kill(stall.proc.pid, signal.SIGCONT)
@@ -296,6 +306,16 @@ def run(backend, n, a, binary):
             "false_failure_detections": false_detections,
             "suspicions": sum(s["suspect_events"] for s in final),
         }
+        # Which processes' members lost their leases (a pooled client falling behind, the
+        # coordinator, the stalled group).
+        result["leases_lost_by_host"] = {h.name: h.leases_lost for h in hosts if h.leases_lost}
+        if observer is not None:
+            # When the node keys were deleted: while the members registered and joined, while
+            # they stepped, or from the stall on.
+            result["false_detections_by_phase"] = {
+                "startup": observer.between(t0, t_ready),
+                "steps": observer.between(t_ready, t_stall),
+                "stall": observer.between(t_stall, time.time())}
         return result
     except (TimeoutError, RuntimeError) as e:
         # What every host logged last (the daemon's warnings: failed reports, lost leases).

@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -145,7 +146,9 @@ struct EtcdTraffic {
 class EtcdClient {
  public:
   using WatchCallback = std::function<void(const WatchUpdate&)>;
-  /// Called (on the keep-alive thread) when a lease expired or was revoked by etcd.
+  /// Called (on the client's lease-lost thread, never the keep-alive thread: a callback that
+  /// registers again can take a while, and the client's other leases must be renewed
+  /// meanwhile) when a lease expired or was revoked by etcd.
   using LeaseLostCallback = std::function<void(int64_t lease)>;
 
   /// Channels to every endpoint; no call is made yet. InvalidArgument without endpoints.
@@ -199,11 +202,16 @@ class EtcdClient {
   template <typename Call>
   Status Unary(const char* what, Call&& call);
   void KeepAliveLoop();
+  /// Runs the callbacks of lost leases, one at a time, in the order they were lost.
+  void LeaseLostLoop();
   /// One keep-alive round for `ids` on one member: false when the stream failed; the leases
   /// etcd no longer knows go to `gone`; `*answered` = how many of `ids`, in order, etcd
   /// answered.
   bool RenewLeases(Endpoint& e, const std::vector<int64_t>& ids, std::vector<int64_t>* gone,
                    size_t* answered);
+  /// One stream's part of a round: `n` leases from `ids`, as RenewLeases.
+  bool RenewOnStream(Endpoint& e, const int64_t* ids, size_t n, std::vector<int64_t>* gone,
+                     size_t* answered);
   void WatchLoop();
   /// Reads one stream until it breaks or the client stops.
   void ServeWatchStream(WatchStream& s, const std::vector<std::shared_ptr<WatchState>>& active);
@@ -223,7 +231,12 @@ class EtcdClient {
   std::condition_variable lease_cv_;
   std::map<int64_t, std::pair<std::chrono::seconds, LeaseLostCallback>> leases_;
   int64_t renew_from_ = 0;  // the next round starts at this lease (one a failed round missed)
+  bool lease_added_ = false;  // a lease was granted since the current round was planned
   std::thread keepalive_thread_;
+  // Lost leases whose callbacks have not run yet (guarded by lease_mu_).
+  std::deque<std::pair<int64_t, LeaseLostCallback>> lost_;
+  std::condition_variable lost_cv_;
+  std::thread lease_lost_thread_;
 
   // Watches: handle -> state. The watch thread builds the stream (again after a failure);
   // Watch and CancelWatch write their requests on the live one directly.

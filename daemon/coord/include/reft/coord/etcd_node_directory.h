@@ -71,7 +71,7 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
 
   /// The lease this node's registration is bound to (0 before Start / after Stop).
   int64_t lease() const;
-  /// Called (on etcd's keep-alive thread, after re-registration) with the new lease.
+  /// Called (on the etcd client's lease-lost thread, after re-registration) with the new lease.
   void AddReregisterListener(std::function<void(int64_t lease)> listener);
 
  private:
