@@ -681,7 +681,7 @@ TEST_CASE("etcd coordination: while etcd is down a node retries at its interval,
   REQUIRE(client.ok());
   std::shared_ptr<coord::EtcdClient> shared = std::move(*client);
   coord::EtcdControlPlaneOptions o;
-  o.lease_ttl = std::chrono::seconds(2);
+  o.lease.floor = std::chrono::seconds(2);
   o.coordinator.retry_interval = 50ms;
   TempDir dir("reft-coord");
   TestNode node("solo", dir.path(), {}, 0, 64 << 10, 0, nullptr,

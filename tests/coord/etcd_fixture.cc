@@ -41,10 +41,16 @@ int FreeLoopbackPort() {
 }
 
 peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd) {
+  coord::LeaseSizing lease;
+  lease.floor = std::chrono::seconds(2);
+  return EtcdControlPlane(etcd, lease);
+}
+
+peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd, const coord::LeaseSizing& lease) {
   coord::EtcdControlPlaneOptions o;
   o.etcd.endpoints = etcd.endpoints();
   o.etcd.request_timeout = std::chrono::milliseconds(1000);
-  o.lease_ttl = std::chrono::seconds(2);
+  o.lease = lease;
   o.coordinator.retry_interval = std::chrono::milliseconds(50);
   // On a loaded test machine a loopback RPC can take over a second; the tests that check which
   // path completions take must not see a fall-back to etcd for that reason.

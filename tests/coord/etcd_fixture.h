@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "reft/coord/lease_sizing.h"
 #include "reft/peer/peer_node.h"
 #include "test_support.h"
 
@@ -66,5 +67,7 @@ int FreeLoopbackPort();
 /// calls, 2 s leases, 50 ms retries, 10 s for a completion report to the coordinator. One
 /// client shared by every node built from it.
 peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd);
+/// \brief The same with the leases sized by `lease` (lease_sizing.h).
+peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd, const coord::LeaseSizing& lease);
 
 }  // namespace reft::testing

@@ -71,6 +71,7 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   loaded.restore_agreement_timeout_ms = 1;
   loaded.etcd_endpoints = {"x"};
   loaded.etcd_lease_ttl_s = 99;
+  loaded.etcd_lease_renewals_per_s = 99;
   loaded.etcd_request_timeout_ms = 1;
   loaded.etcd_tls_ca = "x";
   loaded.etcd_tls_cert = "x";
@@ -130,6 +131,7 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   CHECK(loaded.restore_agreement_timeout_ms == d.restore_agreement_timeout_ms);
   CHECK(loaded.etcd_endpoints == d.etcd_endpoints);
   CHECK(loaded.etcd_lease_ttl_s == d.etcd_lease_ttl_s);
+  CHECK(loaded.etcd_lease_renewals_per_s == d.etcd_lease_renewals_per_s);
   CHECK(loaded.etcd_request_timeout_ms == d.etcd_request_timeout_ms);
   CHECK(loaded.etcd_tls_ca == d.etcd_tls_ca);
   CHECK(loaded.etcd_tls_cert == d.etcd_tls_cert);

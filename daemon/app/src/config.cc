@@ -230,6 +230,9 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "etcd.lease_ttl_s") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 3600, &v));
       c->etcd_lease_ttl_s = static_cast<uint32_t>(v);
+    } else if (key == "etcd.lease_renewals_per_s") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 10000000, &v));
+      c->etcd_lease_renewals_per_s = static_cast<uint32_t>(v);
     } else if (key == "etcd.request_timeout_ms") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 10, 600000, &v));
       c->etcd_request_timeout_ms = static_cast<uint32_t>(v);

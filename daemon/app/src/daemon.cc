@@ -316,7 +316,8 @@ Status Daemon::Impl::CreatePeer() {
     eo.etcd.endpoints = c.etcd_endpoints;
     eo.etcd.request_timeout = std::chrono::milliseconds(c.etcd_request_timeout_ms);
     REFT_ASSIGN_OR_RETURN(eo.etcd.credentials, MakeEtcdCredentials(c));
-    eo.lease_ttl = std::chrono::seconds(c.etcd_lease_ttl_s);
+    eo.lease.floor = std::chrono::seconds(c.etcd_lease_ttl_s);
+    eo.lease.renewals_per_s = c.etcd_lease_renewals_per_s;
     REFT_ASSIGN_OR_RETURN(control_plane, coord::MakeEtcdControlPlane(eo));
   } else if (!c.peers.empty()) {
     spdlog::warn("no etcd configured: the {} peer(s) agree by gossip, which has no consensus "

@@ -425,10 +425,23 @@ Result<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl, LeaseLostCallba
   return resp.id();
 }
 
+void EtcdClient::ForgetLease(int64_t lease) {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  ForgetLeaseLocked(lease);
+}
+
+void EtcdClient::ForgetLeaseLocked(int64_t lease) {
+  leases_.erase(lease);
+  // A loss reported before and not called back yet is not called back: its owner let go.
+  lost_.erase(std::remove_if(lost_.begin(), lost_.end(),
+                             [&](const auto& l) { return l.first == lease; }),
+              lost_.end());
+}
+
 Status EtcdClient::RevokeLease(int64_t lease) {
   {
     std::lock_guard<std::mutex> lock(lease_mu_);
-    leases_.erase(lease);
+    ForgetLeaseLocked(lease);
   }
   pb::LeaseRevokeRequest req;
   req.set_id(lease);

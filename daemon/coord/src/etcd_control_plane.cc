@@ -14,7 +14,7 @@ peer::ControlPlaneFactory MakeEtcdControlPlane(std::shared_ptr<EtcdClient> etcd,
   return peer::ControlPlaneFactory(
       [etcd, options](const peer::PeerOptions& po, store::SnapshotStore* store,
                       peer::PeerClient* peers) -> Result<peer::ControlPlane> {
-        auto nodes = std::make_unique<EtcdNodeDirectory>(po, etcd, options.lease_ttl);
+        auto nodes = std::make_unique<EtcdNodeDirectory>(po, etcd, options.lease);
         auto jobs = std::make_unique<EtcdJobCoordinator>(store, etcd, nodes.get(),
                                                          options.coordinator, peers);
         peer::ControlPlane cp;

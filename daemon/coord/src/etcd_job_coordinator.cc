@@ -47,6 +47,10 @@ EtcdJobCoordinator::EtcdJobCoordinator(store::SnapshotStore* store,
                                        EtcdCoordinatorOptions options, peer::PeerClient* peers)
     : store_(store), etcd_(std::move(etcd)), nodes_(nodes), options_(options), peers_(peers) {
   nodes_->AddReregisterListener([this](int64_t lease) { OnReregistered(lease); });
+  EtcdNodeDirectory::LeaseMoveListener move;
+  move.may_move = [this] { return !LeadsAnyJob(); };
+  move.moved = [this](int64_t lease) { OnLeaseMoved(lease); };
+  nodes_->AddLeaseMoveListener(std::move(move));
 }
 
 EtcdJobCoordinator::~EtcdJobCoordinator() { Stop(); }
@@ -1450,6 +1454,27 @@ void EtcdJobCoordinator::SyncJoined() {
       joined_in_etcd_.erase(it);
     }
   }
+}
+
+bool EtcdJobCoordinator::LeadsAnyJob() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [job, st] : jobs_) {
+    if (st.leader) return true;
+  }
+  return false;
+}
+
+void EtcdJobCoordinator::OnLeaseMoved(int64_t) {
+  // The old lease lapses a TTL from now: the worker puts the joined keys under the new one
+  // (SyncJoined) well before. Replicated-buffer declarations are left to lapse and declared
+  // again at the rank's next snapshot, as after a lost lease: they are a check, not state.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [rank, rev] : joined_in_etcd_) rev = 0;
+    declared_in_etcd_.clear();
+    work_ = true;
+  }
+  cv_.notify_all();
 }
 
 void EtcdJobCoordinator::OnReregistered(int64_t) {

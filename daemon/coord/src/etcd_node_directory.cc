@@ -1,6 +1,8 @@
 #include "reft/coord/etcd_node_directory.h"
 
 #include <algorithm>
+#include <functional>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -28,8 +30,9 @@ peer::MemberInfo ToMember(const std::string& id, const NodeRecord& r, bool self)
 }  // namespace
 
 EtcdNodeDirectory::EtcdNodeDirectory(peer::PeerOptions options, std::shared_ptr<EtcdClient> etcd,
-                                     std::chrono::seconds lease_ttl)
-    : options_(std::move(options)), etcd_(std::move(etcd)), lease_ttl_(lease_ttl) {
+                                     LeaseSizing lease)
+    : options_(std::move(options)), etcd_(std::move(etcd)), sizing_(lease),
+      lease_ttl_(lease.floor) {
   if (options_.epoch == 0) options_.epoch = peer::NewEpoch();
 }
 
@@ -40,9 +43,16 @@ void EtcdNodeDirectory::SetAdvertiseAddress(const std::string& address) {
   options_.advertise_address = address;
 }
 
-Status EtcdNodeDirectory::Register() {
+std::chrono::seconds EtcdNodeDirectory::SizedTtl(bool self_registered) const {
+  auto registered = etcd_->CountPrefix(keys::NodesPrefix());
+  // This node counts whether or not it is registered yet.
+  const int64_t self = self_registered ? 0 : 1;
+  return SizedLeaseTtl(sizing_, registered.ok() ? *registered + self : 1);
+}
+
+Result<int64_t> EtcdNodeDirectory::Register(std::chrono::seconds ttl) {
   int64_t lease;
-  REFT_ASSIGN_OR_RETURN(lease, etcd_->GrantLease(lease_ttl_, [this](int64_t l) { OnLeaseLost(l); }));
+  REFT_ASSIGN_OR_RETURN(lease, etcd_->GrantLease(ttl, [this](int64_t l) { OnLeaseLost(l); }));
   NodeRecord rec;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -59,9 +69,7 @@ Status EtcdNodeDirectory::Register() {
     (void)etcd_->RevokeLease(lease);  // best effort: it expires by itself otherwise
     return put.WithContext("registering node '" + options_.node_id + "' in etcd");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  lease_ = lease;
-  return Status::OK();
+  return lease;
 }
 
 Status EtcdNodeDirectory::Start() {
@@ -69,15 +77,42 @@ Status EtcdNodeDirectory::Start() {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = false;
   }
-  return Register();
+  {
+    std::lock_guard<std::mutex> reg(register_mu_);
+    const std::chrono::seconds ttl = SizedTtl(false);
+    int64_t lease;
+    REFT_ASSIGN_OR_RETURN(lease, Register(ttl));
+    std::lock_guard<std::mutex> lock(mu_);
+    lease_ = lease;
+    lease_ttl_ = ttl;
+  }
+  if (sizing_.renewals_per_s > 0 && !sizing_thread_.joinable()) {
+    sizing_thread_ = std::thread([this] { SizeLeaseLoop(); });
+  }
+  return Status::OK();
 }
 
 void EtcdNodeDirectory::Stop() {
-  int64_t lease;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return;
     stopped_ = true;
+  }
+  sizing_cv_.notify_all();
+  if (sizing_thread_.joinable() && sizing_thread_.get_id() != std::this_thread::get_id()) {
+    sizing_thread_.join();
+  }
+  {
+    // A lost lease's re-registration in progress sees stopped_ and gives up; it must be over
+    // before this directory may go away (it runs on the etcd client's thread).
+    std::unique_lock<std::mutex> lock(mu_);
+    sizing_cv_.wait(lock, [&] { return lease_lost_running_ == 0; });
+  }
+  int64_t lease;
+  {
+    // After a registration in progress (a lost lease's, which sees stopped_ and gives up).
+    std::lock_guard<std::mutex> reg(register_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     lease = lease_;
     lease_ = 0;
   }
@@ -100,38 +135,127 @@ void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
     if (stopped_ || lost != lease_) return;
     lease_ = 0;
     listeners = listeners_;
+    ++lease_lost_running_;  // Stop() waits for this call to return
   }
+  struct Done {
+    EtcdNodeDirectory* d;
+    ~Done() {
+      {
+        std::lock_guard<std::mutex> lock(d->mu_);
+        --d->lease_lost_running_;
+      }
+      d->sizing_cv_.notify_all();
+    }
+  } done{this};
   // Declared dead while alive: register again, with backoff while etcd is unreachable (on the
   // client's lease-lost thread: the keep-alive rounds go on meanwhile).
   // Like a SWIM refutation: the node comes back under a new epoch, so that anything still in
   // flight under the old identity is refused by its peers (AdmitCaller).
   uint64_t new_epoch = peer::NewEpoch();
+  std::chrono::seconds old_ttl;
   {
     std::lock_guard<std::mutex> lock(mu_);
     new_epoch = std::max(new_epoch, options_.epoch + 1);
     options_.epoch = new_epoch;
+    old_ttl = lease_ttl_;
   }
   spdlog::warn("node {}: its etcd lease expired (paused or cut off from etcd for longer than "
                "the lease TTL of {} s): declared dead by the others; registering again under "
-               "epoch {}", options_.node_id, lease_ttl_.count(), new_epoch);
-  for (auto backoff = std::chrono::milliseconds(100);; backoff = std::min(backoff * 2,
-                                                                        std::chrono::milliseconds(2000))) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_) return;
-    }
-    if (Register().ok()) break;
-    std::this_thread::sleep_for(backoff);
-  }
-  int64_t lease;
+               "epoch {}", options_.node_id, old_ttl.count(), new_epoch);
+  int64_t lease = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    lease = lease_;
-    rereg = reregister_listeners_;
+    std::lock_guard<std::mutex> reg(register_mu_);
+    for (auto backoff = std::chrono::milliseconds(100);;
+         backoff = std::min(backoff * 2, std::chrono::milliseconds(2000))) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopped_) return;
+      }
+      const std::chrono::seconds ttl = SizedTtl(false);  // its key is gone with the lease
+      auto registered = Register(ttl);
+      if (registered.ok()) {
+        lease = *registered;
+        std::lock_guard<std::mutex> lock(mu_);
+        lease_ = lease;
+        lease_ttl_ = ttl;
+        rereg = reregister_listeners_;
+        break;
+      }
+      std::this_thread::sleep_for(backoff);
+    }
   }
   peer::MemberInfo self = ToMember(options_.node_id, {SelfCaller().address(), epoch()}, true);
   for (const auto& l : listeners) l(self, peer::MemberState::kDead);
   for (const auto& l : rereg) l(lease);
+}
+
+bool EtcdNodeDirectory::SizeLease() {
+  std::lock_guard<std::mutex> reg(register_mu_);
+  const std::chrono::seconds wanted = SizedTtl(true);
+  int64_t old;
+  std::chrono::seconds current;
+  std::vector<LeaseMoveListener> owners;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_ || lease_ == 0) return false;  // stopping, or registering again
+    old = lease_;
+    current = lease_ttl_;
+    owners = move_listeners_;
+  }
+  if (!ShouldMoveLease(current, wanted)) return false;
+  for (const auto& o : owners) {
+    if (o.may_move && !o.may_move()) return false;
+  }
+  auto moved = Register(wanted);  // same epoch: the node's identity does not change
+  if (!moved.ok()) return false;  // next time
+  bool taken = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Not when stopped, or when the old lease was lost meanwhile (its re-registration waits
+    // for this move, and registers again after it): then the new lease is not this node's.
+    if (!stopped_ && lease_ == old) {
+      lease_ = *moved;
+      lease_ttl_ = wanted;
+      taken = true;
+    }
+  }
+  if (!taken) {
+    (void)etcd_->RevokeLease(*moved);
+    return false;
+  }
+  for (const auto& o : owners) {
+    if (o.moved) o.moved(*moved);
+  }
+  // Not revoked: what the owners have not put under the new lease yet stays until it lapses.
+  etcd_->ForgetLease(old);
+  spdlog::info("node {}: lease TTL {} s -> {} s for the nodes registered now (renewal budget "
+               "{}/s)", options_.node_id, current.count(), wanted.count(), sizing_.renewals_per_s);
+  return true;
+}
+
+void EtcdNodeDirectory::SizeLeaseLoop() {
+  std::mt19937_64 rng(std::hash<std::string>{}(options_.node_id) ^ options_.epoch);
+  std::uniform_real_distribution<double> jitter(0.5, 1.5);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopped_) {
+    // Jittered: nodes started together must not all count (and move) at the same moment.
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+        sizing_.check_every * jitter(rng));
+    if (sizing_cv_.wait_for(lock, wait, [&] { return stopped_; })) break;
+    lock.unlock();
+    (void)SizeLease();
+    lock.lock();
+  }
+}
+
+std::chrono::seconds EtcdNodeDirectory::lease_ttl() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lease_ttl_;
+}
+
+void EtcdNodeDirectory::AddLeaseMoveListener(LeaseMoveListener listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  move_listeners_.push_back(std::move(listener));
 }
 
 v1::Caller EtcdNodeDirectory::SelfCaller() const {
@@ -297,12 +421,22 @@ void EtcdNodeDirectory::FollowRegistrations(RegistrationWatch* w, WatchEvent::Ty
     w->listeners.push_back(std::move(listener));
     if (w->handle != 0) return;
   }
-  auto notify = [this, w, type](const WatchUpdate& u) {
+  // The registrations last put (arrivals): a put of the same record again is its node moving
+  // to a lease of another TTL (SizeLease), not an arrival. A node that restarted puts a new
+  // epoch. Only this watch's callback (one thread) touches it.
+  auto seen = std::make_shared<std::map<std::string, std::string>>();
+  auto notify = [this, w, type, seen](const WatchUpdate& u) {
     std::vector<std::string> nodes;
     if (u.reset) nodes.push_back("");  // history compacted: changes may be missed
     for (const auto& ev : u.events) {
       const std::string id = keys::NodeIdOf(ev.kv.key);
-      if (ev.type == type && !id.empty() && id != options_.node_id) nodes.push_back(id);
+      if (ev.type != type || id.empty() || id == options_.node_id) continue;
+      if (ev.type == WatchEvent::Type::kPut) {
+        std::string& last = (*seen)[id];
+        if (last == ev.kv.value) continue;
+        last = ev.kv.value;
+      }
+      nodes.push_back(id);
     }
     std::vector<std::function<void(const std::string&)>> listeners;
     {

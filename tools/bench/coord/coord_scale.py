@@ -145,6 +145,13 @@ class NodeDeletions:
         self.proc.wait()
 
 
+def lease_ttl_for(n, a):
+    """The lease TTL reftd sizes for n registered nodes (daemon/coord lease_sizing.h)."""
+    if a.lease_renewals <= 0:
+        return a.lease_ttl
+    return max(a.lease_ttl, math.ceil(3 * n / a.lease_renewals))
+
+
 def layout(n, per_process):
     """[(name, first, count)]: coordinator, probe, stall group, the rest."""
     stall = max(1, math.ceil(n / 100))
@@ -164,7 +171,7 @@ def run(backend, n, a, binary):
     etcd, observer, hosts = None, None, []
     try:
         common = ["--backend", backend, "--nodes", str(n), "--ranks", str(a.ranks),
-                  "--lease-ttl", str(a.lease_ttl)]
+                  "--lease-ttl", str(a.lease_ttl), "--lease-renewals", str(a.lease_renewals)]
         if backend == "etcd":
             etcd = EtcdCluster(os.path.join(root, "etcd"), 1).start()
             common += ["--etcd", etcd.endpoints]
@@ -194,8 +201,22 @@ def run(backend, n, a, binary):
                 if time.time() > deadline:
                     raise TimeoutError("gossip membership did not converge")
                 time.sleep(0.5)
+        startup_s = time.time() - t0
+        # Leases follow the cluster's size: members that registered while it was small move to
+        # the sized TTL at their next check (every 60 s +-50%); the steps measure the cluster
+        # once they have (a member moves only on a 2x change, so "settled" is: no member's TTL
+        # below half the sized one).
+        sized = lease_ttl_for(n, a)
+        settle_s = 0.0
+        if backend == "etcd" and a.lease_renewals > 0:
+            t_settle = time.time()
+            # (A host whose only member coordinates the job reports 0: it keeps its lease.)
+            while min(x for x in (h.stats()["lease_ttl_min_s"] for h in hosts) if x) * 2 <= sized:
+                if time.time() - t_settle > 200:
+                    raise TimeoutError("leases did not move to their sized TTL within 200 s")
+                time.sleep(1)
+            settle_s = time.time() - t_settle
         t_ready = time.time()
-        startup_s = t_ready - t0
 
         step = 0
         decided = []
@@ -234,7 +255,8 @@ def run(backend, n, a, binary):
         os.kill(stall.proc.pid, signal.SIGCONT)
         decided_steady = decided[:]
         stall_latencies = [one_step(a.step_timeout) for _ in range(3)]
-        time.sleep(2 * max(a.lease_ttl, 2))
+        longest_ttl = max(h.stats().get("lease_ttl_max_s", a.lease_ttl) for h in hosts)
+        time.sleep(2 * max(longest_ttl, 2))
         final = [h.stats() for h in hosts]
 
         def delta(key, i=None):
@@ -267,6 +289,13 @@ def run(backend, n, a, binary):
         result = {
             "backend": backend, "nodes": n, "ranks_per_node": a.ranks, "steps": a.steps,
             "processes": len(hosts), "startup_s": round(startup_s, 1),
+            # Leases: the sized TTL for N, how long until every member had moved to it (or a
+            # TTL within 2x of it), and the TTLs the members held while stepping.
+            "lease_ttl_sized_s": sized if backend == "etcd" else None,
+            "lease_settle_s": round(settle_s, 1) if backend == "etcd" else None,
+            "lease_ttl_range_s": [min(x["lease_ttl_min_s"] for x in after if x["lease_ttl_min_s"]),
+                                  max(x["lease_ttl_max_s"] for x in after)]
+            if backend == "etcd" else None,
             "msgs_per_step": round(total_msgs, 1),
             "bytes_per_step": round(total_bytes),
             "msgs_per_step_per_node": round((total_msgs - coord_msgs) / (n - 1), 2),
@@ -346,7 +375,10 @@ def main():
     p.add_argument("--gap", type=float, default=0.2, help="seconds between steps")
     p.add_argument("--per-process", type=int, default=256)
     p.add_argument("--stall-ms", type=int, default=500)
-    p.add_argument("--lease-ttl", type=int, default=5, help="etcd lease TTL (reftd's default)")
+    p.add_argument("--lease-ttl", type=int, default=5,
+                   help="etcd lease TTL of a small cluster (reftd's default)")
+    p.add_argument("--lease-renewals", type=float, default=1000,
+                   help="renewals/s the cluster may ask of etcd (reftd's default; 0: fixed TTL)")
     p.add_argument("--step-timeout", type=float, default=60)
     p.add_argument("--etcd-dir", default=None, help="where etcd keeps its data (default /tmp)")
     p.add_argument("--build-dir", default=os.environ.get("REFT_BUILD_DIR", "build"))

@@ -43,6 +43,7 @@
 
 #include "memory_store.h"
 #include "reft/coord/etcd_control_plane.h"
+#include "reft/coord/etcd_node_directory.h"
 #include "reft/job_layout.h"
 #include "reft/peer/peer_node.h"
 #include "reft/peer/peer_service.h"
@@ -62,6 +63,7 @@ struct Args {
   int nodes = 1;
   int ranks = 8;
   int lease_ttl_s = 5;
+  double lease_renewals_per_s = coord::LeaseSizing{}.renewals_per_s;
   std::string job = "scale";
 };
 
@@ -180,7 +182,7 @@ Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility*
 
 std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
                   const std::shared_ptr<coord::EtcdClient>& etcd, const bench::RpcCounts& c,
-                  const Detections& d) {
+                  const Detections& d, const std::string& job) {
   auto [threads, rss] = ThreadsAndRssKib();
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -205,6 +207,17 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
         received += ct.received;
       }
     }
+    // The members' lease TTLs (sized by the cluster: they move to longer ones as it grows;
+    // the job's coordinator keeps the lease it has).
+    int64_t ttl_min = 0, ttl_max = 0;
+    for (const auto& m : members) {
+      auto* dir = dynamic_cast<coord::EtcdNodeDirectory*>(&m->peer->membership());
+      if (dir == nullptr || m->peer->coordinator()->LeadsJob(job)) continue;
+      const int64_t ttl = dir->lease_ttl().count();
+      ttl_min = ttl_min == 0 ? ttl : std::min(ttl_min, ttl);
+      ttl_max = std::max(ttl_max, ttl);
+    }
+    o << ",\"lease_ttl_min_s\":" << ttl_min << ",\"lease_ttl_max_s\":" << ttl_max;
     o << ",\"messages\":" << t.requests + t.responses
       << ",\"bytes\":" << t.bytes_sent + t.bytes_received
       << ",\"reports_sent\":" << reports << ",\"report_failures\":" << report_failures
@@ -236,7 +249,9 @@ int main(int argc, char** argv) {
   app.add_option("--count", a.count, "members hosted here")->check(CLI::PositiveNumber);
   app.add_option("--nodes", a.nodes, "nodes of the job (its dp)")->check(CLI::PositiveNumber);
   app.add_option("--ranks", a.ranks, "ranks per node (the job's tp)")->check(CLI::PositiveNumber);
-  app.add_option("--lease-ttl", a.lease_ttl_s, "etcd lease TTL, seconds");
+  app.add_option("--lease-ttl", a.lease_ttl_s, "etcd lease TTL of a small cluster, seconds");
+  app.add_option("--lease-renewals", a.lease_renewals_per_s,
+                 "renewals/s the cluster may ask of etcd (longer TTLs past it; 0: fixed TTL)");
   CLI11_PARSE(app, argc, argv);
   // stdout carries the protocol with coord_scale.py; the daemon's log goes to stderr, whose
   // tail the driver reports when a host fails.
@@ -255,7 +270,8 @@ int main(int argc, char** argv) {
     }
     etcd = std::move(*client);
     coord::EtcdControlPlaneOptions co;
-    co.lease_ttl = std::chrono::seconds(a.lease_ttl_s);
+    co.lease.floor = std::chrono::seconds(a.lease_ttl_s);
+    co.lease.renewals_per_s = a.lease_renewals_per_s;
     factory = coord::MakeEtcdControlPlane(etcd, co);
   }
   bench::RpcCounts counts;
@@ -318,7 +334,7 @@ int main(int argc, char** argv) {
       for (auto& m : members) fewest = std::min(fewest, m->peer->membership().LiveMembers().size());
       Say("live " + std::to_string(fewest));
     } else if (cmd == "stats") {
-      Say("stats " + Stats(members, etcd, counts, detections));
+      Say("stats " + Stats(members, etcd, counts, detections, a.job));
     } else if (cmd == "quit") {
       break;
     }

@@ -60,6 +60,7 @@ struct DaemonConfig {
   // [etcd] the control plane (docs/coordination.md); --etcd H:P,...
   std::vector<std::string> etcd_endpoints;   ///< empty = gossip between the daemons (no consensus)
   uint32_t etcd_lease_ttl_s = 5;             ///< a node is declared dead this long after it stops
+  uint32_t etcd_lease_renewals_per_s = 1000;  ///< longer TTLs past 3 x nodes / this (0: fixed)
   uint32_t etcd_request_timeout_ms = 3000;   ///< one etcd call on one member
   std::string etcd_tls_ca;                   ///< client TLS to etcd: CA, and a client cert + key
   std::string etcd_tls_cert;

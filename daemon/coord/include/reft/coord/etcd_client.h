@@ -175,6 +175,9 @@ class EtcdClient {
   Result<int64_t> GrantLease(std::chrono::seconds ttl, LeaseLostCallback on_lost = nullptr);
   /// \brief Stops keeping the lease alive and revokes it (its keys are deleted now).
   Status RevokeLease(int64_t lease);
+  /// \brief Stops keeping the lease alive without revoking it: its keys are deleted when it
+  /// lapses, a TTL from its last renewal.
+  void ForgetLease(int64_t lease);
 
   /// \brief Watches `key` (or every key under it when `prefix`) from `start_revision` (0 = from
   /// now). The callback runs on the watch thread, in revision order; it must not block long
@@ -202,6 +205,7 @@ class EtcdClient {
   template <typename Call>
   Status Unary(const char* what, Call&& call);
   void KeepAliveLoop();
+  void ForgetLeaseLocked(int64_t lease);
   /// Runs the callbacks of lost leases, one at a time, in the order they were lost.
   void LeaseLostLoop();
   /// One keep-alive round for `ids` on one member: false when the stream failed; the leases

@@ -9,14 +9,17 @@
 
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/etcd_job_coordinator.h"
+#include "reft/coord/lease_sizing.h"
 #include "reft/peer/peer_node.h"
 
 namespace reft::coord {
 
 struct EtcdControlPlaneOptions {
   EtcdOptions etcd;
-  /// A node is declared dead this long after its last lease renewal.
-  std::chrono::seconds lease_ttl{5};
+  /// A node is declared dead this long after its last lease renewal (`lease.floor`), or
+  /// longer in a cluster large enough that its renewals would exceed `lease.renewals_per_s`
+  /// (lease_sizing.h).
+  LeaseSizing lease;
   EtcdCoordinatorOptions coordinator;
 };
 

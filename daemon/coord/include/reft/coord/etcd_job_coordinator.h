@@ -255,6 +255,9 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   Status CheckNoneJoined(const store::RankKey& rank, const JobLayout& layout,
                          const JobLayout& running, const std::vector<KeyValue>& joined);
   void OnReregistered(int64_t lease);
+  /// This node moved to a lease of another TTL (EtcdNodeDirectory::SizeLease).
+  void OnLeaseMoved(int64_t lease);
+  bool LeadsAnyJob();
   void Wake();
   /// The worker runs again at `t` at the latest (a retry, a linger running out).
   void WakeAtLocked(Clock::time_point t);

@@ -8,13 +8,23 @@
 /// A node whose lease expired while it was alive (a long pause, a partition from etcd)
 /// registers again under a new lease; listeners hear it as a `self` event, and everything bound
 /// to the old lease (joined ranks, the job coordinator key) is re-established by its owners
-/// (AddReregisterListener). Thread-safe.
+/// (AddReregisterListener).
+///
+/// The lease's TTL follows the cluster's size (lease_sizing.h): at start and every
+/// `check_every` the node counts the registered nodes, and when the sized TTL differs from its
+/// lease's by 2x or more it moves: a new lease, its registration put under it (same epoch: the
+/// node is not declared dead, no departure is seen), the owners of other keys bound to the old
+/// lease told to put them under the new one (AddLeaseMoveListener), and the old lease left to
+/// lapse a TTL later rather than revoked, so nothing disappears in between. Thread-safe.
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "reft/coord/etcd_client.h"
+#include "reft/coord/lease_sizing.h"
 #include "reft/peer/node_directory.h"
 #include "reft/peer/peer_options.h"
 
@@ -23,7 +33,7 @@ namespace reft::coord {
 class EtcdNodeDirectory final : public peer::NodeDirectory {
  public:
   EtcdNodeDirectory(peer::PeerOptions options, std::shared_ptr<EtcdClient> etcd,
-                    std::chrono::seconds lease_ttl);
+                    LeaseSizing lease);
   ~EtcdNodeDirectory() override;
 
   void SetAdvertiseAddress(const std::string& address) override;
@@ -73,6 +83,23 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   int64_t lease() const;
   /// Called (on the etcd client's lease-lost thread, after re-registration) with the new lease.
   void AddReregisterListener(std::function<void(int64_t lease)> listener);
+  /// The TTL of the lease this node is registered under now.
+  std::chrono::seconds lease_ttl() const;
+
+  /// An owner of keys bound to this node's lease, told about lease moves.
+  struct LeaseMoveListener {
+    /// Asked before a move; false vetoes it (a job's coordinator keeps its lease: moving the
+    /// coordinator key would hand the job to another node).
+    std::function<bool()> may_move;
+    /// After the move, with the new lease: put what was bound to the old one under it before
+    /// the old lease lapses (one old TTL from now).
+    std::function<void(int64_t lease)> moved;
+  };
+  void AddLeaseMoveListener(LeaseMoveListener listener);
+  /// Counts the registered nodes and moves to a lease of the sized TTL if it differs by 2x or
+  /// more (what the sizing thread does every `check_every`; tests call it directly). True when
+  /// the lease moved.
+  bool SizeLease();
 
  private:
   // Listeners of one kind of registration change and the etcd watch that feeds them.
@@ -81,7 +108,12 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
     int64_t handle = 0;  // etcd watch handle (0: none)
   };
 
-  Status Register();
+  /// Grants a lease of `ttl` and puts this node's registration under it; the lease on success.
+  Result<int64_t> Register(std::chrono::seconds ttl);
+  /// The sized TTL for the nodes registered now, this one included (the floor when etcd does
+  /// not answer).
+  std::chrono::seconds SizedTtl(bool self_registered) const;
+  void SizeLeaseLoop();
   std::vector<peer::MemberInfo> Registered() const;
   void OnLeaseLost(int64_t lease);
   /// Adds `listener` to `w` and, with the first one, watches the registrations' `type` events.
@@ -93,10 +125,18 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
 
   peer::PeerOptions options_;
   std::shared_ptr<EtcdClient> etcd_;
-  std::chrono::seconds lease_ttl_;
+  const LeaseSizing sizing_;
+  // Held through a registration or a move: a lease lost while the node moves to another one
+  // waits for the move to finish (and the other way round).
+  std::mutex register_mu_;
   mutable std::mutex mu_;
+  std::chrono::seconds lease_ttl_;
   int64_t lease_ = 0;
   bool stopped_ = false;
+  std::condition_variable sizing_cv_;  // also: a lost lease's callback returned
+  int lease_lost_running_ = 0;         // OnLeaseLost calls in progress
+  std::thread sizing_thread_;
+  std::vector<LeaseMoveListener> move_listeners_;
   std::vector<Listener> listeners_;
   std::vector<std::function<void(int64_t)>> reregister_listeners_;
   RegistrationWatch departures_;  // deletions
