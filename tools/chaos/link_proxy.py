@@ -24,27 +24,26 @@ from typing import Callable, Dict, List, Optional, Set
 def owner_pid(port: int, candidates: List[int]) -> Optional[int]:
     """The process among `candidates` that owns the loopback TCP socket bound to `port` (an
     IPv4 socket, or an IPv6 one with the v4-mapped address, as gRPC makes them)."""
-    inode = None
+    # Every socket bound to the port, not the first listed: an earlier connection from the
+    # same port to another destination may linger in TIME_WAIT, owned by no process (inode 0);
+    # stopping at it left the new connection unattributed, and a dropped link let it through.
+    targets = set()
     suffix = f"0100007F:{port:04X}"
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
                 for line in f.readlines()[1:]:
                     fields = line.split()
-                    if fields[1].endswith(suffix):
-                        inode = fields[9]
-                        break
+                    if fields[1].endswith(suffix) and fields[9] != "0":
+                        targets.add(f"socket:[{fields[9]}]")
         except OSError:
             continue
-        if inode is not None:
-            break
-    if inode is None:
+    if not targets:
         return None
-    target = f"socket:[{inode}]"
     for pid in candidates:
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in targets:
                     return pid
         except OSError:
             continue
