@@ -1464,15 +1464,20 @@ bool EtcdJobCoordinator::LeadsAnyJob() {
   return false;
 }
 
+void EtcdJobCoordinator::RebindLeasedKeysLocked() {
+  // The worker puts the joined keys under the node's current lease (SyncJoined).
+  // Replicated-buffer declarations are declared again at the rank's next snapshot: they are a
+  // check, not state.
+  for (auto& [rank, rev] : joined_in_etcd_) rev = 0;
+  declared_in_etcd_.clear();
+  work_ = true;
+}
+
 void EtcdJobCoordinator::OnLeaseMoved(int64_t) {
-  // The old lease lapses a TTL from now: the worker puts the joined keys under the new one
-  // (SyncJoined) well before. Replicated-buffer declarations are left to lapse and declared
-  // again at the rank's next snapshot, as after a lost lease: they are a check, not state.
+  // The old lease lapses a TTL from now, well after the worker moved the joined keys.
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [rank, rev] : joined_in_etcd_) rev = 0;
-    declared_in_etcd_.clear();
-    work_ = true;
+    RebindLeasedKeysLocked();
   }
   cv_.notify_all();
 }
@@ -1481,8 +1486,7 @@ void EtcdJobCoordinator::OnReregistered(int64_t) {
   // Everything bound to the old lease is gone: joined keys and the coordinator keys.
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [rank, rev] : joined_in_etcd_) rev = 0;
-    declared_in_etcd_.clear();  // gone with the lease; the next snapshot declares again
+    RebindLeasedKeysLocked();
     for (auto& [job, st] : jobs_) {
       if (st.leader) {
         st.leader = false;
@@ -1492,7 +1496,6 @@ void EtcdJobCoordinator::OnReregistered(int64_t) {
       }
       st.want_lead = true;  // Campaign decides whether it may
     }
-    work_ = true;
   }
   cv_.notify_all();
 }

@@ -110,7 +110,7 @@ void EtcdNodeDirectory::Stop() {
   }
   int64_t lease;
   {
-    // After a registration in progress (a lost lease's, which sees stopped_ and gives up).
+    // After a move in progress (SizeLease called by another thread than the sizing one).
     std::lock_guard<std::mutex> reg(register_mu_);
     std::lock_guard<std::mutex> lock(mu_);
     lease = lease_;

@@ -145,13 +145,6 @@ class NodeDeletions:
         self.proc.wait()
 
 
-def lease_ttl_for(n, a):
-    """The lease TTL reftd sizes for n registered nodes (daemon/coord lease_sizing.h)."""
-    if a.lease_renewals <= 0:
-        return a.lease_ttl
-    return max(a.lease_ttl, math.ceil(3 * n / a.lease_renewals))
-
-
 def layout(n, per_process):
     """[(name, first, count)]: coordinator, probe, stall group, the rest."""
     stall = max(1, math.ceil(n / 100))
@@ -206,7 +199,7 @@ def run(backend, n, a, binary):
         # the sized TTL at their next check (every 60 s +-50%); the steps measure the cluster
         # once they have (a member moves only on a 2x change, so "settled" is: no member's TTL
         # below half the sized one).
-        sized = lease_ttl_for(n, a)
+        sized = hosts[0].stats().get("lease_ttl_sized_s", a.lease_ttl)  # reftd's own rule
         settle_s = 0.0
         if backend == "etcd" and a.lease_renewals > 0:
             t_settle = time.time()

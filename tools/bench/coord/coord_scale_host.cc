@@ -182,7 +182,7 @@ Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility*
 
 std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
                   const std::shared_ptr<coord::EtcdClient>& etcd, const bench::RpcCounts& c,
-                  const Detections& d, const std::string& job) {
+                  const Detections& d, const Args& a) {
   auto [threads, rss] = ThreadsAndRssKib();
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -212,12 +212,17 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
     int64_t ttl_min = 0, ttl_max = 0;
     for (const auto& m : members) {
       auto* dir = dynamic_cast<coord::EtcdNodeDirectory*>(&m->peer->membership());
-      if (dir == nullptr || m->peer->coordinator()->LeadsJob(job)) continue;
+      if (dir == nullptr || m->peer->coordinator()->LeadsJob(a.job)) continue;
       const int64_t ttl = dir->lease_ttl().count();
       ttl_min = ttl_min == 0 ? ttl : std::min(ttl_min, ttl);
       ttl_max = std::max(ttl_max, ttl);
     }
-    o << ",\"lease_ttl_min_s\":" << ttl_min << ",\"lease_ttl_max_s\":" << ttl_max;
+    // What reftd's sizing chooses for the whole job's nodes (members move towards it).
+    coord::LeaseSizing sizing;
+    sizing.floor = std::chrono::seconds(a.lease_ttl_s);
+    sizing.renewals_per_s = a.lease_renewals_per_s;
+    o << ",\"lease_ttl_min_s\":" << ttl_min << ",\"lease_ttl_max_s\":" << ttl_max
+      << ",\"lease_ttl_sized_s\":" << coord::SizedLeaseTtl(sizing, a.nodes).count();
     o << ",\"messages\":" << t.requests + t.responses
       << ",\"bytes\":" << t.bytes_sent + t.bytes_received
       << ",\"reports_sent\":" << reports << ",\"report_failures\":" << report_failures
@@ -334,7 +339,7 @@ int main(int argc, char** argv) {
       for (auto& m : members) fewest = std::min(fewest, m->peer->membership().LiveMembers().size());
       Say("live " + std::to_string(fewest));
     } else if (cmd == "stats") {
-      Say("stats " + Stats(members, etcd, counts, detections, a.job));
+      Say("stats " + Stats(members, etcd, counts, detections, a));
     } else if (cmd == "quit") {
       break;
     }

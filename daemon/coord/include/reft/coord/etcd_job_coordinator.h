@@ -258,6 +258,9 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// This node moved to a lease of another TTL (EtcdNodeDirectory::SizeLease).
   void OnLeaseMoved(int64_t lease);
   bool LeadsAnyJob();
+  /// What this node bound to its lease is put under the current one (by the worker, or at
+  /// the next snapshot): after a move or a re-registration.
+  void RebindLeasedKeysLocked();
   void Wake();
   /// The worker runs again at `t` at the latest (a retry, a linger running out).
   void WakeAtLocked(Clock::time_point t);
