@@ -266,6 +266,11 @@ Cluster::~Cluster() {
 }
 
 size_t Cluster::Add(const std::string& id) {
+  owned_dirs_.push_back(std::make_unique<reft::testing::TempDir>("reft-recovery"));
+  return Add(id, owned_dirs_.back()->path());
+}
+
+size_t Cluster::Add(const std::string& id, const std::string& shm_dir) {
   std::vector<std::string> seeds;
   for (auto& n : nodes_) {
     if (n) {
@@ -273,8 +278,8 @@ size_t Cluster::Add(const std::string& id) {
       break;
     }
   }
-  dirs_.push_back(std::make_unique<reft::testing::TempDir>("reft-recovery"));
-  nodes_.push_back(std::make_unique<TestNode>(id, dirs_.back()->path(), seeds, 0, chunk_size_,
+  dirs_.push_back(shm_dir);
+  nodes_.push_back(std::make_unique<TestNode>(id, shm_dir, seeds, 0, chunk_size_,
                                               bandwidth_, nullptr, control_plane_));
   return nodes_.size() - 1;
 }
@@ -282,7 +287,7 @@ size_t Cluster::Add(const std::string& id) {
 void Cluster::KillAndWipe(size_t i) {
   nodes_.at(i)->Kill();
   nodes_[i].reset();
-  for (const auto& e : std::filesystem::directory_iterator(dirs_[i]->path())) {
+  for (const auto& e : std::filesystem::directory_iterator(dirs_[i])) {
     std::filesystem::remove_all(e.path());
   }
 }

@@ -86,11 +86,13 @@ class Cluster {
   bool alive(size_t i) const { return nodes_.at(i) != nullptr; }
   /// Adds a node (a replacement) seeded with the first live node; returns its index.
   size_t Add(const std::string& id);
+  /// Adds a node whose segments live in `shm_dir` (a tiny tmpfs, say), which it does not own.
+  size_t Add(const std::string& id, const std::string& shm_dir);
   /// Stops node i (its server goes away at once), closes its store and deletes its segments.
   void KillAndWipe(size_t i);
   /// Waits until every live node sees every other live node alive and every killed one dead.
   void Converge(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
-  const std::string& dir(size_t i) const { return dirs_.at(i)->path(); }
+  const std::string& dir(size_t i) const { return dirs_.at(i); }
 
   /// Placement: rank -> node index. Writes `step` of every rank on its node through the real
   /// commit path (Join once, seal, Complete) and waits until every live node committed it.
@@ -100,7 +102,8 @@ class Cluster {
   uint64_t chunk_size_;
   uint64_t bandwidth_;
   peer::ControlPlaneFactory control_plane_;
-  std::vector<std::unique_ptr<reft::testing::TempDir>> dirs_;
+  std::vector<std::string> dirs_;  // per node
+  std::vector<std::unique_ptr<reft::testing::TempDir>> owned_dirs_;
   std::vector<std::unique_ptr<TestNode>> nodes_;
   std::map<std::string, bool> joined_;
 };

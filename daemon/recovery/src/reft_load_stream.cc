@@ -9,7 +9,9 @@
 /// from the stream, so no byte crosses the network twice).
 
 #include <algorithm>
+#include <atomic>
 
+#include "reft/mutex.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/group_assembler.h"
 #include "reft/recovery/reft_load.h"
@@ -93,8 +95,20 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
 
   REFT_RETURN_NOT_OK(sink->Begin(offsets, size));
   const auto t0 = Clock::now();
+  // A slot that cannot take a piece (its pages are populated as they arrive: tmpfs may fill up
+  // mid-way) is given up on; the trainer's stream goes on.
+  Mutex slot_mu;
+  Status slot_failed;
+  std::atomic<bool> capturing{slot != nullptr};
   const PieceSink deliver = [&](uint64_t offset, const uint8_t* data, uint64_t n) -> Status {
-    if (slot) REFT_RETURN_NOT_OK(slot->Capture(offset, data, n));
+    if (capturing.load(std::memory_order_acquire)) {
+      Status captured = slot->Capture(offset, data, n);
+      if (!captured.ok()) {
+        capturing.store(false, std::memory_order_release);
+        MutexLock lock(slot_mu);
+        if (slot_failed.ok()) slot_failed = captured;
+      }
+    }
     return sink->Write(offset, data, n);
   };
   const PieceSink to_trainer = [&](uint64_t offset, const uint8_t* data, uint64_t n) -> Status {
@@ -129,6 +143,12 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
     stats->bytes_rebuilt += decode->decoded_bytes();
   }
   sink->End(true);
+  if (slot && !capturing.load(std::memory_order_acquire)) {
+    MutexLock lock(slot_mu);
+    stats->warnings.push_back("the slot of " + what + " was not regenerated here: " +
+                              slot_failed.ToString());
+    slot.reset();  // aborted: no partial slot stays
+  }
 
   std::string detail = what + " from memory, streamed: ";
   for (size_t i = 0; i < items.size(); ++i) {

@@ -40,16 +40,17 @@ int PopulateRange(uint8_t* data, uint64_t size, int threads) {
   return 0;
 }
 
-Status PopulateWrite(uint8_t* data, uint64_t size, int fd, int threads) {
+Status PopulateWrite(uint8_t* data, uint64_t size, int fd, uint64_t file_offset, int threads) {
   int err = PopulateRange(data, size, threads);
   if (err == 0) return Status::OK();
   if (err != EINVAL) {
     // EFAULT/ENOMEM: a page could not be allocated (tmpfs full); touching it would SIGBUS.
-    return Status::OutOfMemory(std::string("cannot allocate the segment's pages in shared memory "
-                                           "(tmpfs full?): ") + std::strerror(err));
+    return Status::OutOfMemory(std::string("no room for the segment's pages in shared memory "
+                                           "(tmpfs full; MADV_POPULATE_WRITE: ") +
+                               std::strerror(err) + ")");
   }
   // Older kernel: reserve the space first so that touching can never SIGBUS, then touch.
-  int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  int rc = posix_fallocate(fd, static_cast<off_t>(file_offset), static_cast<off_t>(size));
   if (rc != 0) return Status::FromErrno(rc, "fallocate of the segment");
   const long page = sysconf(_SC_PAGESIZE);
   for (uint64_t off = 0; off < size; off += static_cast<uint64_t>(page)) {
@@ -61,7 +62,7 @@ Status PopulateWrite(uint8_t* data, uint64_t size, int fd, int threads) {
 }  // namespace
 
 Result<std::shared_ptr<SegmentFile>> SegmentFile::Create(const std::string& path, uint64_t size,
-                                                         mode_t mode, gid_t gid, bool prefault,
+                                                         mode_t mode, gid_t gid, Pages pages,
                                                          int threads) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) return Status::FromErrno(errno, "creating segment " + path);
@@ -78,7 +79,7 @@ Result<std::shared_ptr<SegmentFile>> SegmentFile::Create(const std::string& path
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
     return fail(Status::FromErrno(errno, "ftruncate " + path));
   }
-  if (!prefault) {
+  if (pages == Pages::kReserve) {
     int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
     if (rc != 0) {
       return fail(Status::OutOfMemory("cannot reserve " + std::to_string(size) + " bytes for " +
@@ -88,14 +89,14 @@ Result<std::shared_ptr<SegmentFile>> SegmentFile::Create(const std::string& path
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return fail(Status::FromErrno(errno, "mmap " + path));
   auto* data = static_cast<uint8_t*>(p);
-  if (prefault) {
-    Status st = PopulateWrite(data, size, fd, threads);
+  if (pages == Pages::kPopulate) {
+    Status st = PopulateWrite(data, size, fd, 0, threads);
     if (!st.ok()) {
       ::munmap(p, size);
       return fail(st.WithContext(path));
     }
   }
-  return std::shared_ptr<SegmentFile>(new SegmentFile(fd, data, size));
+  return std::shared_ptr<SegmentFile>(new SegmentFile(fd, data, size, pages != Pages::kOnDemand));
 }
 
 Result<std::shared_ptr<SegmentFile>> SegmentFile::Open(const std::string& path) {
@@ -132,10 +133,30 @@ Result<std::shared_ptr<SegmentFile>> SegmentFile::Open(const std::string& path) 
     ::close(fd);
     return Status::FromErrno(err, "mmap " + path);
   }
-  return std::shared_ptr<SegmentFile>(new SegmentFile(fd, static_cast<uint8_t*>(p), size));
+  // An adopted segment holds a whole snapshot: every page was written.
+  return std::shared_ptr<SegmentFile>(new SegmentFile(fd, static_cast<uint8_t*>(p), size, true));
 }
 
 void SegmentFile::PrefaultExisting(int threads) const { (void)PopulateRange(data_, size_, threads); }
+
+Status SegmentFile::Populate(uint8_t* at, uint64_t size) const {
+  if (at < data_ || size > size_ || static_cast<uint64_t>(at - data_) > size_ - size) {
+    return Status::InvalidArgument("populating bytes outside the segment's mapping");
+  }
+  if (size == 0) return Status::OK();
+  // madvise wants a page-aligned start; the pages the range touches are populated whole.
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = static_cast<uint64_t>(at - data_) / page * page;
+  const uint64_t end = std::min<uint64_t>(size_, static_cast<uint64_t>(at - data_) + size);
+  return PopulateWrite(data_ + begin, end - begin, fd_, begin, 1);
+}
+
+Status SegmentFile::PopulateAll(int threads) {
+  if (populated()) return Status::OK();
+  REFT_RETURN_NOT_OK(PopulateWrite(data_, size_, fd_, 0, threads));
+  populated_.store(true, std::memory_order_release);
+  return Status::OK();
+}
 
 Status SegmentFile::CheckIntact(const std::string& path) const {
   struct stat st {};

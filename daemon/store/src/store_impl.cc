@@ -40,6 +40,9 @@ class SlotRefImpl final : public SlotRef {
                  std::function<void()> unpin) const override {
     return file_->PinOnce(owner, addr, pin, std::move(unpin));
   }
+  Status Populate(uint8_t* at, uint64_t size) const override {
+    return file_->Populate(at, size).WithContext(info_.path);
+  }
 
  private:
   SlotInfo info_;
@@ -130,7 +133,8 @@ Status StoreImpl::ConfigureRank(const RankKey& rank, const std::vector<RegionSpe
   return Status::OK();
 }
 
-Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int64_t step) {
+Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int64_t step,
+                                                       NewPages pages) {
   REFT_RETURN_NOT_OK(ValidateRankKey(rank));
   if (step < 0) return Status::InvalidArgument(StepStr(step) + " is negative");
   MutexLock lock(mu_);
@@ -198,7 +202,13 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
 
   const bool reuse = slot->file && slot->file->size() == g.segment_bytes && !slot->referenced();
   if (reuse) {
-    // Re-use the pre-faulted segment: no allocation, no page faults.
+    // Re-use the pre-faulted segment: no allocation, no page faults. One a writer populated
+    // range by range may have holes (a rebuild given up on): a trainer writing there must not
+    // fault, nor meet a full tmpfs as a SIGBUS.
+    if (!slot->file->populated()) {
+      REFT_RETURN_NOT_OK(slot->file->PopulateAll(options_.checksum_threads)
+                             .WithContext(StepStr(step) + " of " + rank.ToString()));
+    }
     if (slot->state() != SlotState::kFree) TransitionLocked(*slot, SlotState::kFree, -1, 0);
     if (!(slot->layout == layout)) {
       WriteLayout(slot->file->data(), g, rank, slot->index);
@@ -230,10 +240,21 @@ Result<std::shared_ptr<SlotRef>> StoreImpl::BeginWrite(const RankKey& rank, int6
   const uint32_t index = slot->index;
   lock.Unlock();
 
+  const SegmentFile::Pages new_pages =
+      pages == NewPages::kByWriter ? SegmentFile::Pages::kOnDemand
+      : options_.prefault          ? SegmentFile::Pages::kPopulate
+                                   : SegmentFile::Pages::kReserve;
   auto created = SegmentFile::Create(path, g.segment_bytes, options_.file_mode,
-                                     options_.file_group, options_.prefault,
-                                     options_.checksum_threads);
+                                     options_.file_group, new_pages, options_.checksum_threads);
   std::shared_ptr<SegmentFile> file;
+  if (created.ok() && new_pages == SegmentFile::Pages::kOnDemand) {
+    // The store's own part (header, region and chunk tables) it populates itself.
+    Status st = (*created)->Populate((*created)->data(), g.payload_offset);
+    if (!st.ok()) {
+      ::unlink(path.c_str());
+      created = st;
+    }
+  }
   if (created.ok()) {
     file = *created;
     WriteLayout(file->data(), g, rank, index);

@@ -46,7 +46,9 @@ class StoreImpl final : public SnapshotStore {
   Status Adopt(AdoptionReport* report);
 
   Status ConfigureRank(const RankKey& rank, const std::vector<RegionSpec>& layout) override;
-  Result<std::shared_ptr<SlotRef>> BeginWrite(const RankKey& rank, int64_t step) override;
+  using SnapshotStore::BeginWrite;
+  Result<std::shared_ptr<SlotRef>> BeginWrite(const RankKey& rank, int64_t step,
+                                              NewPages pages) override;
   Status Seal(const RankKey& rank, int64_t step) override;
   Status Abort(const RankKey& rank, int64_t step) override;
   Status Commit(const RankKey& rank, int64_t step) override;

@@ -20,6 +20,9 @@ class InfoOnlySlot final : public store::SlotRef {
                  std::function<void()>) const override {
     return Status::Unsupported("the control-plane bench store maps no memory to pin");
   }
+  Status Populate(uint8_t*, uint64_t) const override {
+    return Status::Unsupported("the control-plane bench store maps no memory");
+  }
 
  private:
   store::SlotInfo info_;
@@ -111,7 +114,8 @@ std::vector<store::RankKey> MemoryStore::Ranks(const std::optional<std::string>&
 Status MemoryStore::ConfigureRank(const store::RankKey&, const std::vector<store::RegionSpec>&) {
   return NotHere("ConfigureRank");
 }
-Result<std::shared_ptr<store::SlotRef>> MemoryStore::BeginWrite(const store::RankKey&, int64_t) {
+Result<std::shared_ptr<store::SlotRef>> MemoryStore::BeginWrite(const store::RankKey&, int64_t,
+                                                                store::NewPages) {
   return NotHere("BeginWrite");
 }
 Status MemoryStore::Abort(const store::RankKey&, int64_t) { return NotHere("Abort"); }

@@ -29,7 +29,9 @@ class MemoryStore final : public store::SnapshotStore {
 
   // Not part of the control plane.
   Status ConfigureRank(const store::RankKey&, const std::vector<store::RegionSpec>&) override;
-  Result<std::shared_ptr<store::SlotRef>> BeginWrite(const store::RankKey&, int64_t) override;
+  using store::SnapshotStore::BeginWrite;
+  Result<std::shared_ptr<store::SlotRef>> BeginWrite(const store::RankKey&, int64_t,
+                                                     store::NewPages) override;
   Status Abort(const store::RankKey&, int64_t) override;
   Status Publish(const store::RankKey&, int64_t, const std::vector<std::string>&) override;
   void Unpublish(const store::RankKey&) override {}

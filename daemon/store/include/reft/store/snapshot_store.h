@@ -66,6 +66,18 @@ struct StoreOptions {
   int checksum_threads = 1;           ///< threads used by Seal/Verify on large slots
 };
 
+/// \brief Who gives a new segment its pages (BeginWrite).
+enum class NewPages {
+  /// The store, before BeginWrite returns: populated (StoreOptions::prefault) or reserved, so
+  /// that writers copy at memory speed and tmpfs exhaustion is an error there, never a SIGBUS.
+  kByStore,
+  /// The writer, range by range as it writes (SlotRef::Populate). For a writer that fills the
+  /// slot from a stream: the kernel's work of allocating and zeroing the pages is spread over
+  /// the stream instead of standing before its first byte. A segment begun so is populated
+  /// whole the next time a write re-uses it.
+  kByWriter,
+};
+
 /// \brief Metadata of one slot, as listed by `snapshots list`.
 struct SlotInfo {
   RankKey rank;
@@ -104,6 +116,10 @@ class SlotRef {
   /// the device wrote into pages nobody reads. A failed `pin` is returned and retried next time.
   virtual Status PinOnce(const void* owner, uint8_t* addr, const std::function<Status()>& pin,
                          std::function<void()> unpin) const = 0;
+  /// \brief Allocates and maps writable the pages of [at, at+size), which must lie in this
+  /// slot's mapping: OutOfMemory when tmpfs is full (the write would have been a SIGBUS).
+  /// Needed before writing a slot begun with NewPages::kByWriter; cheap on populated pages.
+  virtual Status Populate(uint8_t* at, uint64_t size) const = 0;
 };
 
 /// \brief What a verification found: the first bad chunks by region.
@@ -152,8 +168,13 @@ class SnapshotStore {
   /// OutOfMemory (nothing evicted; only free segments of any rank are reclaimed) when it does
   /// not fit the memory limit; Busy when every slot is committed, writing or being read;
   /// InvalidArgument if `step` is not newer than the newest committed step; NotFound if the
-  /// rank has no layout (neither configured nor adopted).
-  virtual Result<std::shared_ptr<SlotRef>> BeginWrite(const RankKey& rank, int64_t step) = 0;
+  /// rank has no layout (neither configured nor adopted). `pages` says who populates a segment
+  /// created here (see NewPages).
+  virtual Result<std::shared_ptr<SlotRef>> BeginWrite(const RankKey& rank, int64_t step,
+                                                      NewPages pages) = 0;
+  Result<std::shared_ptr<SlotRef>> BeginWrite(const RankKey& rank, int64_t step) {
+    return BeginWrite(rank, step, NewPages::kByStore);
+  }
 
   /// \brief Checksums every chunk and marks the slot complete (durably in its header).
   virtual Status Seal(const RankKey& rank, int64_t step) = 0;
