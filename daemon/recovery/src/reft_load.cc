@@ -120,14 +120,15 @@ Result<int64_t> ReftLoad::ChooseStep(const std::string& job, RestoreStats* stats
 Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta,
                                                    RestoreStats* stats,
                                                    const ProgressCallback& progress,
-                                                   const local::RestoreRequest& request) {
+                                                   const local::RestoreRequest& request,
+                                                   std::optional<Known> known) {
   const auto start = Clock::now();
   const auto deadline = start + options_.restore_timeout;
   REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
   const store::RankKey rank = MemberRank(meta, meta.coord.dp);
   if (progress) progress(Progress{Phase::kLocate, 0, 0, "locating step of " + rank.ToString()});
 
-  auto step_or = ChooseStep(meta.job, stats);
+  auto step_or = known ? Result<int64_t>(known->step) : ChooseStep(meta.job, stats);
   if (!step_or.ok()) {
     if (step_or.status().code() != StatusCode::kNotFound) return step_or.status();
     local::RestoredState none;
@@ -140,7 +141,11 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   }
   const int64_t step = *step_or;
   stats->step = step;
-  REFT_ASSIGN_OR_RETURN(ClusterView view, Locate(meta.job, deadline, stats, progress));
+  std::optional<ClusterView> located = known ? std::move(known->view) : std::nullopt;
+  if (!located) {
+    REFT_ASSIGN_OR_RETURN(located, Locate(meta.job, deadline, stats, progress));
+  }
+  const ClusterView& view = *located;
   const std::string sg = SgName(meta.coord.pp, meta.coord.tp);
   const std::string what = rank.ToString() + " step " + std::to_string(step);
 
@@ -160,7 +165,11 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     return LostOrUndecided(Status::Lost(why), view);
   };
   if (candidates.empty()) return lost_group();
-  auto snap = ReadSnapshotMeta(candidates, reader_, deadline);
+  auto checked = own_group && known ? known->metas.find({meta.coord.pp, meta.coord.tp})
+                                    : std::map<std::pair<int32_t, int32_t>, LocatedMeta>::iterator();
+  auto snap = own_group && known && checked != known->metas.end()
+                  ? Result<LocatedMeta>(std::move(checked->second))
+                  : ReadSnapshotMeta(candidates, reader_, deadline);
   if (!snap.ok()) {
     if (snap.status().code() == StatusCode::kTimeout) return snap.status();
     return LostOrUndecided(Status::Lost(what + ": " + snap.status().message()), view);
@@ -444,6 +453,12 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
 
 Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
                                             const ProgressCallback& progress) {
+  return CheckRestoreOn(job, progress, nullptr);
+}
+
+Result<RestoreCheck> ReftLoad::CheckRestoreOn(const std::string& job,
+                                              const ProgressCallback& progress,
+                                              Known* located) {
   const auto deadline = Clock::now() + options_.restore_timeout;
   RestoreCheck out;
   out.job = job;
@@ -470,6 +485,7 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
   }
   REFT_ASSIGN_OR_RETURN(LocatedMeta any, ReadSnapshotMeta(all, reader_, deadline));
   const JobLayout layout = any.meta.layout;
+  std::map<std::pair<int32_t, int32_t>, LocatedMeta> metas;
   out.recoverable = true;
   const uint64_t groups = static_cast<uint64_t>(layout.pp) * static_cast<uint64_t>(layout.tp);
   for (int pp = 0; pp < layout.pp; ++pp) {
@@ -490,8 +506,13 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
         gc.ranks.push_back(std::move(rc));
       }
       const auto candidates = GroupSlots(view, job, pp, tp, layout.dp, 0, out.step);
+      // The meta read for the layout serves its own group (one read fewer for a single group).
+      const bool any_here = std::find(candidates.begin(), candidates.end(), any.from) !=
+                            candidates.end();
       auto snap = candidates.empty() ? Result<LocatedMeta>(Status::NotFound("no slot"))
+                  : any_here         ? Result<LocatedMeta>(any)
                                      : ReadSnapshotMeta(candidates, reader_, deadline);
+      if (snap.ok()) metas.emplace(std::make_pair(pp, tp), *snap);
       auto plan =
           snap.ok() ? PlanGroup(view, snap->meta, out.step) : Result<GroupOutcome>(snap.status());
       if (!plan.ok()) {
@@ -551,6 +572,11 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
       out.recoverable &= gc.recoverable;
       out.groups.push_back(std::move(gc));
     }
+  }
+  if (located != nullptr) {
+    located->step = out.step;
+    located->view = std::move(view);  // a move keeps the slots where `metas` point
+    located->metas = std::move(metas);
   }
   return out;
 }

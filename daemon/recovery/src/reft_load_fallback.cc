@@ -208,6 +208,20 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     return out;
   };
 
+  // The view a check on this node located, with the (generation, step) it was taken at: a
+  // decision for the same step is restored from it instead of locating every slot again.
+  Known checked;
+  uint64_t checked_generation = 0;
+  auto known = [&](const peer::RestoreDecision& d) {
+    Known k;
+    if (checked.view && checked_generation == d.generation && checked.step == d.step) {
+      k = std::move(checked);  // once: a retry locates afresh
+    }
+    checked = Known{};
+    k.step = d.step;
+    return k;
+  };
+
   Status retry_reason;
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     Status sync = coordinator->SyncNow(job, options_.sync_timeout);
@@ -242,7 +256,8 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
         decision.source = "tier";  // the job fell back to `base` and committed nothing since
         decision.detail = gen.reason;
       } else {
-        auto check = CheckRestore(job, progress);
+        checked = Known{};
+        auto check = CheckRestoreOn(job, progress, &checked);
         if (!check.ok()) {
           // NotFound: slots listed a moment ago are gone (a peer rolled back to a generation
           // this node has not heard of yet): sync and choose again.
@@ -257,6 +272,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
               (stats->agreement_detail.empty() ? "" : "; ") + check->settled;
         }
         if (check->step != committed || moved()) continue;  // a commit or generation moved
+        checked_generation = gen.generation;
         if (check->undecided()) {
           // Holders alive but silent past the agreement timeout: the bytes may well exist.
           // Every rank gets this error until they answer or are declared dead.
@@ -305,7 +321,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     if (decision.source == "tier") {
       // The job fell back to persisted step `base`: from memory if some node still holds it
       // (it committed there before), else from the tier.
-      auto r = RestoreImpl(meta, stats, progress, request);
+      auto r = RestoreImpl(meta, stats, progress, request, known(decision));
       if (r.ok() && r->step == decision.step && !moved()) {
         return InEpoch(std::move(*r), decision.version);
       }
@@ -320,7 +336,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       if (out) return InEpoch(std::move(*out), decision.version);
       continue;
     }
-    auto r = RestoreImpl(meta, stats, progress, request);
+    auto r = RestoreImpl(meta, stats, progress, request, known(decision));
     if (moved()) continue;  // a fallback started elsewhere wins: this state must not be used
     if (r.ok()) {
       if (r->step != decision.step) continue;  // a newer commit: decide again

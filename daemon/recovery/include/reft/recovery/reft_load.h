@@ -163,9 +163,23 @@ class ReftLoad final : public local::RestoreProvider {
   Result<ClusterView> Locate(const std::string& job, std::chrono::steady_clock::time_point deadline,
                              RestoreStats* stats, const ProgressCallback& progress);
   static Status LostOrUndecided(const Status& lost, const ClusterView& view);
+  /// What a restore already knows when it reaches RestoreImpl: the step the job decided on
+  /// (no second sync to choose it) and, when the decision was checked on this node, the view
+  /// the check located and the snapshot metas it read per sharding group (no second manifest
+  /// exchange with every node, no second read of a peer's meta region).
+  struct Known {
+    int64_t step = -1;
+    std::optional<ClusterView> view;  ///< `metas` point into its slots
+    std::map<std::pair<int32_t, int32_t>, LocatedMeta> metas;  ///< by (pp, tp)
+  };
+  /// CheckRestore, handing out what it located and read (`located`: step, view and metas, when
+  /// the check got that far).
+  Result<RestoreCheck> CheckRestoreOn(const std::string& job, const ProgressCallback& progress,
+                                      Known* located);
   Result<local::RestoredState> RestoreImpl(const protect::SlotMeta& meta, RestoreStats* stats,
                                            const ProgressCallback& progress,
-                                           const local::RestoreRequest& request);
+                                           const local::RestoreRequest& request,
+                                           std::optional<Known> known = std::nullopt);
   /// The state of `snapshot`'s rank at `step` through `sink` (RestoreRequest::sink) while
   /// fetching, the replacement's slot captured on the way. nullopt: this restore cannot be
   /// streamed (a shard has no copy to read; a slot with parity to regenerate) or a source
