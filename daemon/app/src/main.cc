@@ -3,6 +3,7 @@
 // 2 usage or config error (one line on stderr), 1 runtime failure.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   reft::app::SetupLogging(config->log_level);
+  // What one restore holds in flight: each fetch worker's piece and the message carrying it.
+  reft::peer::WarmHeap(std::min<uint64_t>(
+      2 * static_cast<uint64_t>(config->restore_concurrency) * config->restore_piece_bytes,
+      256ull << 20));
 
   auto daemon = reft::app::Daemon::Create(*config);
   if (!daemon.ok()) {

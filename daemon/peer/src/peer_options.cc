@@ -4,6 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
 
 namespace reft::peer {
 
@@ -26,6 +29,19 @@ bool TuneMallocForPeerStreams() {
   ok = mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1 && ok;
   ok = mallopt(M_TOP_PAD, 64 << 20) == 1 && ok;
   return ok;
+}
+
+void WarmHeap(uint64_t bytes) {
+  // Blocks below the mmap threshold come from the heap; freed, they merge into its top.
+  constexpr uint64_t kBlock = 4ull << 20;
+  std::vector<void*> blocks;
+  for (uint64_t done = 0; done < bytes; done += kBlock) {
+    void* b = std::malloc(kBlock);
+    if (b == nullptr) break;
+    std::memset(b, 0, kBlock);
+    blocks.push_back(b);
+  }
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) std::free(*it);
 }
 
 std::string PeerOptionsCheck::Validate(const PeerOptions& o) {

@@ -453,17 +453,17 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
 
 Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
                                             const ProgressCallback& progress) {
-  return CheckRestoreOn(job, progress, nullptr);
+  return CheckRestoreOn(job, progress, std::nullopt, nullptr);
 }
 
 Result<RestoreCheck> ReftLoad::CheckRestoreOn(const std::string& job,
                                               const ProgressCallback& progress,
-                                              Known* located) {
+                                              std::optional<int64_t> committed, Known* located) {
   const auto deadline = Clock::now() + options_.restore_timeout;
   RestoreCheck out;
   out.job = job;
   RestoreStats scratch;
-  auto step = ChooseStep(job, &scratch);
+  auto step = committed ? Result<int64_t>(*committed) : ChooseStep(job, &scratch);
   out.warnings = scratch.warnings;
   if (!step.ok()) {
     if (step.status().code() != StatusCode::kNotFound) return step.status();

@@ -257,7 +257,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
         decision.detail = gen.reason;
       } else {
         checked = Known{};
-        auto check = CheckRestoreOn(job, progress, &checked);
+        auto check = CheckRestoreOn(job, progress, committed, &checked);  // synced above
         if (!check.ok()) {
           // NotFound: slots listed a moment ago are gone (a peer rolled back to a generation
           // this node has not heard of yet): sync and choose again.

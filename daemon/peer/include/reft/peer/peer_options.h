@@ -59,6 +59,13 @@ uint64_t NewEpoch();
 /// mallopt refused a setting.
 bool TuneMallocForPeerStreams();
 
+/// \brief Faults in `bytes` of the malloc heap now and frees them back into it, where the trim
+/// threshold above keeps them: a freshly started reftd (a replacement node's) then runs its
+/// first restore on warm pages for gRPC's receive buffers and the fetch workers' pieces, instead
+/// of faulting new ones in the middle of it (up to 2.5 s per GiB on a VM whose hypervisor backs
+/// each new page; docs/bench/recovery.md). Call after TuneMallocForPeerStreams, from one thread.
+void WarmHeap(uint64_t bytes);
+
 /// \brief Checks ranges (non-empty node id and address, timeouts > 0, chunk sizes).
 struct PeerOptionsCheck {
   static std::string Validate(const PeerOptions& o);  ///< "" when fine, else the bad field

@@ -172,10 +172,11 @@ class ReftLoad final : public local::RestoreProvider {
     std::optional<ClusterView> view;  ///< `metas` point into its slots
     std::map<std::pair<int32_t, int32_t>, LocatedMeta> metas;  ///< by (pp, tp)
   };
-  /// CheckRestore, handing out what it located and read (`located`: step, view and metas, when
-  /// the check got that far).
+  /// CheckRestore of `committed` when the caller has just synced the job (else of the step a
+  /// sync chooses), handing out what it located and read (`located`: step, view and metas,
+  /// when the check got that far).
   Result<RestoreCheck> CheckRestoreOn(const std::string& job, const ProgressCallback& progress,
-                                      Known* located);
+                                      std::optional<int64_t> committed, Known* located);
   Result<local::RestoredState> RestoreImpl(const protect::SlotMeta& meta, RestoreStats* stats,
                                            const ProgressCallback& progress,
                                            const local::RestoreRequest& request,
