@@ -14,17 +14,11 @@ using namespace reft;
 using namespace reft::store;
 using reft::store::testing::CheckPattern;
 using reft::store::testing::FillPattern;
+using reft::store::testing::OpenStore;
 
 namespace {
 
 const std::vector<RegionSpec> kLayout = {{"params", 400000}, {"rng", 33}};
-
-std::unique_ptr<SnapshotStore> OpenStore(const StoreOptions& o, AdoptionReport* rep = nullptr) {
-  auto s = SnapshotStore::Open(o, rep);
-  INFO(s.status().ToString());
-  REQUIRE(s.ok());
-  return std::move(*s);
-}
 
 void WriteStep(SnapshotStore& st, const RankKey& rank, int64_t step, bool commit = true) {
   auto slot = st.BeginWrite(rank, step);

@@ -11,6 +11,7 @@ using namespace reft;
 using namespace reft::store;
 using reft::store::testing::CheckPattern;
 using reft::store::testing::FillPattern;
+using reft::store::testing::OpenStore;
 using reft::store::testing::ShmTestDir;
 using reft::store::testing::TestOptions;
 
@@ -18,13 +19,6 @@ namespace {
 
 // Regions of several pages each, so that holes are visible in the file's allocated blocks.
 const std::vector<RegionSpec> kLayout = {{"meta", 4096}, {"rep/shard", 8u << 20}, {"rep/arc+1", 8u << 20}};
-
-std::unique_ptr<SnapshotStore> OpenStore(const StoreOptions& o) {
-  auto s = SnapshotStore::Open(o);
-  INFO(s.status().ToString());
-  REQUIRE(s.ok());
-  return std::move(*s);
-}
 
 struct FileUse {
   uint64_t allocated = 0;  // bytes tmpfs holds for the file

@@ -15,19 +15,13 @@ using namespace reft;
 using namespace reft::store;
 using reft::store::testing::CheckPattern;
 using reft::store::testing::FillPattern;
+using reft::store::testing::OpenStore;
 using reft::store::testing::ShmTestDir;
 using reft::store::testing::TestOptions;
 
 namespace {
 
 const std::vector<RegionSpec> kLayout = {{"params/shard", 300001}, {"optim", 131072}, {"rng", 17}};
-
-std::unique_ptr<SnapshotStore> OpenStore(const StoreOptions& o, AdoptionReport* rep = nullptr) {
-  auto s = SnapshotStore::Open(o, rep);
-  INFO(s.status().ToString());
-  REQUIRE(s.ok());
-  return std::move(*s);
-}
 
 void WriteStep(SnapshotStore& st, const RankKey& rank, int64_t step, bool commit = true) {
   auto slot = st.BeginWrite(rank, step);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -67,6 +68,13 @@ bool CheckPattern(const SlotRef& slot, int64_t step) {
     if (std::memcmp(want.data(), slot.region_data(r), want.size()) != 0) return false;
   }
   return true;
+}
+
+std::unique_ptr<SnapshotStore> OpenStore(const StoreOptions& o, AdoptionReport* rep) {
+  auto s = SnapshotStore::Open(o, rep);
+  INFO(s.status().ToString());
+  REQUIRE(s.ok());
+  return std::move(*s);
 }
 
 StoreOptions TestOptions(const std::string& dir) {

@@ -3,6 +3,7 @@
 /// \brief Helpers for the store tests: a tmpfs directory, deterministic slot contents.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ class ShmTestDir {
 void FillPattern(const SlotRef& slot, int64_t step);
 /// \brief True when every region of `slot` holds the pattern of `step`.
 bool CheckPattern(const SlotRef& slot, int64_t step);
+
+/// \brief Opens a store with `o` (the test fails if it cannot), the adoption report in `rep`.
+std::unique_ptr<SnapshotStore> OpenStore(const StoreOptions& o, AdoptionReport* rep = nullptr);
 
 /// \brief Options for a test store in `dir` with small chunks.
 StoreOptions TestOptions(const std::string& dir);
