@@ -257,6 +257,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
         decision.detail = gen.reason;
       } else {
         checked = Known{};
+        checked_generation = gen.generation;
         auto check = CheckRestoreOn(job, progress, committed, &checked);  // synced above
         if (!check.ok()) {
           // NotFound: slots listed a moment ago are gone (a peer rolled back to a generation
@@ -272,7 +273,6 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
               (stats->agreement_detail.empty() ? "" : "; ") + check->settled;
         }
         if (check->step != committed || moved()) continue;  // a commit or generation moved
-        checked_generation = gen.generation;
         if (check->undecided()) {
           // Holders alive but silent past the agreement timeout: the bytes may well exist.
           // Every rank gets this error until they answer or are declared dead.
