@@ -58,10 +58,21 @@ def slots(node, job):
 
 
 def wait_until(pred, timeout, what):
+    """`what`: the failure message, or a function returning it (called only on failure)."""
     deadline = time.time() + timeout
     while not pred():
-        assert time.time() < deadline, what
+        assert time.time() < deadline, what() if callable(what) else what
         time.sleep(0.1)
+
+
+def where_things_are(nodes, job, trainers):
+    """Every node's slots of `job` and each trainer's last lines, for a failure message."""
+    out = []
+    for n in nodes:
+        out.append(f"{n.node_id}: " + ", ".join(f"{s['step']} {s['state']}" for s in slots(n, job)))
+    for t in trainers:
+        out.append(f"trainer: {t.lines[-3:]}")
+    return "\n".join(out)
 
 
 def wait_committed(cluster, job, step, timeout=30):
@@ -102,11 +113,12 @@ def test_a_node_cut_off_from_etcd_commits_nothing_and_catches_up_after_healing()
         proxy.cut()
         # Whatever was in flight settles within a request timeout; from then on the commit point
         # must not move while snapshots keep being sealed on every node, node2 included.
+        stalled = lambda: ("snapshots did not continue while node2 was cut off from etcd:\n" +
+                           where_things_are(nodes, "cut", trainers))
         wait_until(lambda: snapshots_beyond(nodes, "cut", (committed_in_etcd(cluster, "cut") or 0) + 1),
-                   30, "snapshots did not continue while node2 was cut off from etcd")
+                   30, stalled)
         frozen = committed_in_etcd(cluster, "cut")
-        wait_until(lambda: snapshots_beyond(nodes, "cut", frozen + 3), 30,
-                   "snapshots did not continue while node2 was cut off from etcd")
+        wait_until(lambda: snapshots_beyond(nodes, "cut", frozen + 3), 30, stalled)
         assert committed_in_etcd(cluster, "cut") == frozen, "a step committed without node2"
         for n in nodes:  # no node committed locally either
             assert max(s["step"] for s in slots(n, "cut") if s["state"] == "committed") <= frozen
