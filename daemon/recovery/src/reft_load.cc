@@ -165,11 +165,13 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     return LostOrUndecided(Status::Lost(why), view);
   };
   if (candidates.empty()) return lost_group();
-  auto checked = own_group && known ? known->metas.find({meta.coord.pp, meta.coord.tp})
-                                    : std::map<std::pair<int32_t, int32_t>, LocatedMeta>::iterator();
-  auto snap = own_group && known && checked != known->metas.end()
-                  ? Result<LocatedMeta>(std::move(checked->second))
-                  : ReadSnapshotMeta(candidates, reader_, deadline);
+  std::optional<LocatedMeta> checked;  // the group's meta, read by this node's check
+  if (own_group && known) {
+    auto it = known->metas.find({meta.coord.pp, meta.coord.tp});
+    if (it != known->metas.end()) checked = std::move(it->second);
+  }
+  auto snap = checked ? Result<LocatedMeta>(std::move(*checked))
+                      : ReadSnapshotMeta(candidates, reader_, deadline);
   if (!snap.ok()) {
     if (snap.status().code() == StatusCode::kTimeout) return snap.status();
     return LostOrUndecided(Status::Lost(what + ": " + snap.status().message()), view);

@@ -83,7 +83,7 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
   if (rebuild) {
     if (!SlotRebuild::Capturable(snapshot)) return not_streamed();
     auto begun = SlotRebuild::Begin(store_, view, fetcher, snapshot, g, step, meta_region_size,
-                                    deadline);
+                                    deadline, store::NewPages::kByWriter);
     Status prepared = begun.ok() ? (*begun)->PrepareCapture(offsets) : begun.status();
     if (prepared.ok()) {
       slot = std::move(*begun);

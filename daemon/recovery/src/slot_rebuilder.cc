@@ -26,7 +26,7 @@ std::vector<uint8_t> MetaRegionBytes(const protect::SlotMeta& meta, uint64_t reg
 Result<std::unique_ptr<SlotRebuild>> SlotRebuild::Begin(
     store::SnapshotStore* store, const ClusterView& view, Fetcher* fetcher,
     const protect::SlotMeta& meta, const protect::SgGeometry& geometry, int64_t step,
-    uint64_t meta_region_size, Clock::time_point deadline) {
+    uint64_t meta_region_size, Clock::time_point deadline, store::NewPages pages) {
   const auto t0 = Clock::now();
   std::unique_ptr<SlotRebuild> r(new SlotRebuild());
   r->store_ = store;
@@ -85,10 +85,10 @@ Result<std::unique_ptr<SlotRebuild>> SlotRebuild::Begin(
   layout.push_back({protect::kRegionMeta, meta_bytes.size()});
   for (const auto& region : plan.regions) layout.push_back({region.name, region.size});
   REFT_RETURN_NOT_OK(store->ConfigureRank(r->key_, layout).WithContext("rebuilding " + what));
-  // The slot's pages are populated as its bytes arrive (Populate before each write): a
-  // replacement's slot is new memory, and allocating it whole before the stream started stood
-  // in front of the restore (docs/bench/recovery.md).
-  REFT_ASSIGN_OR_RETURN(r->slot_, store->BeginWrite(r->key_, step, store::NewPages::kByWriter));
+  // Captured from a stream, the slot's pages are populated as its bytes arrive (Populate before
+  // each write): a replacement's slot is new memory, and allocating it whole before the stream
+  // started stood in front of the restore (docs/bench/recovery.md).
+  REFT_ASSIGN_OR_RETURN(r->slot_, store->BeginWrite(r->key_, step, pages));
   REFT_ASSIGN_OR_RETURN(size_t mi, r->slot_->FindRegion(protect::kRegionMeta));
   REFT_RETURN_NOT_OK(r->slot_->Populate(r->slot_->region_data(mi), meta_bytes.size()));
   std::memcpy(r->slot_->region_data(mi), meta_bytes.data(), meta_bytes.size());
@@ -105,11 +105,7 @@ SlotRebuild::~SlotRebuild() {
 Status SlotRebuild::FillFromCanonical(const uint8_t* canonical,
                                       const std::map<std::string, protect::ConstSpan>& unique) {
   const auto t0 = Clock::now();
-  Status st;
-  for (size_t i = 0; st.ok() && i < slot_->info().regions.size(); ++i) {
-    st = slot_->Populate(slot_->region_data(i), slot_->region_size(i));
-  }
-  if (st.ok()) st = Encode(canonical, unique);
+  Status st = Encode(canonical, unique);
   spent_ += Clock::now() - t0;  // the encode counts as rebuild time
   return st;
 }
@@ -254,7 +250,8 @@ Status RebuildSlot(store::SnapshotStore* store, const ClusterView& view, Fetcher
                    const AssembledRank& rank, RestoreStats* stats, Clock::time_point deadline) {
   REFT_ASSIGN_OR_RETURN(std::unique_ptr<SlotRebuild> rebuild,
                         SlotRebuild::Begin(store, view, fetcher, rank.meta, rank.geometry,
-                                           rank.step, rank.meta_region_size, deadline));
+                                           rank.step, rank.meta_region_size, deadline,
+                                           store::NewPages::kByStore));
   Status filled = rebuild->FillFromCanonical(rank.canonical, rank.unique);
   if (!filled.ok()) {
     return filled.WithContext("rebuilding " + MemberRank(rank.meta, rank.meta.coord.dp).ToString() +

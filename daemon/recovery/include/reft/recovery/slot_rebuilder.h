@@ -48,15 +48,20 @@ struct AssembledRank {
 /// Destroying a rebuild that did not finish discards the partial slot.
 class SlotRebuild {
  public:
+  /// `pages`: who populates a new segment (store::NewPages). Filling from the canonical vector
+  /// writes everything at once and wants kByStore; capturing a stream wants kByWriter, so that
+  /// the new pages are allocated as the pieces arrive rather than before the first one.
   static Result<std::unique_ptr<SlotRebuild>> Begin(
       store::SnapshotStore* store, const ClusterView& view, Fetcher* fetcher,
       const protect::SlotMeta& meta, const protect::SgGeometry& geometry, int64_t step,
-      uint64_t meta_region_size, std::chrono::steady_clock::time_point deadline);
+      uint64_t meta_region_size, std::chrono::steady_clock::time_point deadline,
+      store::NewPages pages);
   ~SlotRebuild();
   SlotRebuild(const SlotRebuild&) = delete;
   SlotRebuild& operator=(const SlotRebuild&) = delete;
 
-  /// \brief rep/* encoded from the canonical vector, unique/* from `unique`.
+  /// \brief rep/* encoded from the canonical vector, unique/* from `unique` (a rebuild begun
+  /// with NewPages::kByStore: the encoder writes without populating).
   Status FillFromCanonical(const uint8_t* canonical,
                            const std::map<std::string, protect::ConstSpan>& unique);
 
