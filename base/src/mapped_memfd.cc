@@ -58,6 +58,30 @@ void MappedMemfd::Unmap() {
   data_ = nullptr;
 }
 
+// Linux 5.14 and 5.1; older kernel headers lack the names.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+Status MappedMemfd::Populate() {
+  if (data_ == nullptr) return Status::OK();
+  if (::madvise(data_, size_, MADV_POPULATE_WRITE) == 0 || errno == EINVAL) return Status::OK();
+  if (errno == ENOMEM || errno == EFAULT) {
+    return Status::OutOfMemory("cannot populate a memfd of " + std::to_string(size_) + " bytes");
+  }
+  return Status::FromErrno(errno, "populating a memfd");
+}
+
+Status MappedMemfd::SealFutureWrites() {
+  if (::fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) {
+    return Status::FromErrno(errno, "sealing a memfd against future writes");
+  }
+  return Status::OK();
+}
+
 UniqueFd MappedMemfd::Release() {
   Unmap();
   // Filled: nobody writes it any more. Sealing needs no writable mapping to be left, which

@@ -711,8 +711,8 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
   const client::Channel::Interim stream{MessageType::kRestoreStream, [&](local_proto::Frame& sf) {
     local_proto::SlotReply placed;
     REFT_RETURN_NOT_OK(local_proto::Decode(sf.payload, local_proto::Limits{}, &placed));
-    if (sf.fds.size() != 1 || streamed_bytes) {
-      return Status::Protocol("a restore stream frame must carry one socket, once");
+    if (sf.fds.size() != 2 || streamed_bytes) {
+      return Status::Protocol("a restore stream frame must carry a socket and a ring, once");
     }
     std::vector<local_proto::StreamTarget> targets;
     uint64_t expected = 0;
@@ -723,8 +723,9 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
       targets.push_back({pl.file_offset, pl.size, d.buffers[pl.buffer_index].host_data()});
       expected += pl.size;
     }
-    REFT_ASSIGN_OR_RETURN(uint64_t got, local_proto::ReceiveStream(sf.fds[0].get(), targets,
-                                                                   d.options.reply_timeout_ms));
+    REFT_ASSIGN_OR_RETURN(uint64_t got,
+                          local_proto::ReceiveStream(sf.fds[0].get(), sf.fds[1].get(), targets,
+                                                     d.options.reply_timeout_ms));
     streamed_bytes = got;
     stream_expected = expected;
     return Status::OK();

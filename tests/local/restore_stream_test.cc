@@ -1,6 +1,9 @@
 // Streamed restores on the local channel: the bytes land in the trainer's buffers, and a client
-// that takes the stream badly (stops reading, hangs up half-way) costs reftd nothing.
+// that takes the stream badly (stops reading, hangs up half-way, acknowledges what it was not
+// sent, tries to write or shrink the ring) costs reftd nothing.
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -69,8 +72,18 @@ RawRestore StartRawRestore(const ServerFixture& f) {
   auto stream = RecvFrame(s->get(), l, 10000);
   REQUIRE(stream.ok());
   REQUIRE(stream->header.type == MessageType::kRestoreStream);
-  REQUIRE(stream->fds.size() == 1);
+  REQUIRE(stream->fds.size() == 2);  // the data socket, the ring
   return RawRestore{std::move(*s), std::move(*stream)};
+}
+
+// The kError reply that ends a raw restore, as a Status.
+Status ErrorReplyOf(const RawRestore& raw) {
+  auto reply = RecvFrame(raw.channel.get(), Limits{}, 20000);
+  REQUIRE(reply.ok());
+  REQUIRE(reply->header.type == MessageType::kError);
+  ErrorReply e;
+  REQUIRE(Decode(reply->payload, Limits{}, &e).ok());
+  return ToStatus(e);
 }
 
 // A well-behaved trainer restores step 1 bit-exactly, streamed.
@@ -123,13 +136,9 @@ TEST_CASE("a client that stops reading its restore stream is given up on; reftd 
   const auto state = RandomBytes(kState, 3);
   Commit(f, state);
   RawRestore raw = StartRawRestore(f);  // and never reads the data socket
-  auto reply = RecvFrame(raw.channel.get(), Limits{}, 20000);
-  REQUIRE(reply.ok());
-  REQUIRE(reply->header.type == MessageType::kError);
-  ErrorReply e;
-  REQUIRE(Decode(reply->payload, Limits{}, &e).ok());
-  CHECK(ToStatus(e).code() == StatusCode::kTimeout);
-  CHECK(ToStatus(e).message().find("stopped reading") != std::string::npos);
+  const Status failed = ErrorReplyOf(raw);
+  CHECK(failed.code() == StatusCode::kTimeout);
+  CHECK(failed.message().find("stopped reading") != std::string::npos);
   // The stalled session is still connected; another trainer restores normally meanwhile.
   RestoresFine(f, state);
 }
@@ -140,12 +149,109 @@ TEST_CASE("a client that hangs up in the middle of its restore stream costs reft
   Commit(f, state);
   {
     RawRestore raw = StartRawRestore(f);
-    auto header = ReadStreamRecordHeader(raw.stream.fds[0].get(), 10000);
-    REQUIRE(header.ok());
-    REQUIRE(header->has_value());
-    std::vector<uint8_t> some(4096);
-    REQUIRE(ReadStreamBytes(raw.stream.fds[0].get(), some.data(), some.size(), 10000).ok());
-  }  // both sockets closed half-way through the first record
+    auto record = ReadStreamRecord(raw.stream.fds[0].get(), 10000);
+    REQUIRE(record.ok());
+    REQUIRE(record->has_value());
+  }  // both sockets closed after the first record, unacknowledged
   CHECK(Eventually([&] { return f.server->Sessions().empty(); }));
   RestoresFine(f, state);
+}
+
+TEST_CASE("a client that acknowledges a piece it was not sent fails its own restore only") {
+  ServerFixture f;
+  const auto state = RandomBytes(kState, 5);
+  Commit(f, state);
+  RawRestore raw = StartRawRestore(f);
+  const int sock = raw.stream.fds[0].get();
+  auto record = ReadStreamRecord(sock, 10000);
+  REQUIRE(record.ok());
+  REQUIRE(record->has_value());
+  // An offset inside the ring but not where a piece lies, then a real one twice: reftd must not
+  // lend a slot the trainer may still be reading, nor one a fetch worker is filling.
+  const uint64_t bogus = GENERATE(uint64_t(1), uint64_t(4096), ~uint64_t(0));
+  REQUIRE(WriteStreamAck(sock, bogus, 1000).ok());
+  REQUIRE(WriteStreamAck(sock, (*record)->ring_offset, 1000).ok());
+  REQUIRE(WriteStreamAck(sock, (*record)->ring_offset, 1000).ok());
+  const Status failed = ErrorReplyOf(raw);  // once reftd needs a slot back and reads these
+  CHECK(failed.code() == StatusCode::kProtocol);
+  CHECK(failed.message().find("no piece it was sent") != std::string::npos);
+  RestoresFine(f, state);
+}
+
+TEST_CASE("the ring of a restore stream cannot be written, grown or shrunk by the client") {
+  ServerFixture f;
+  const auto state = RandomBytes(kState, 6);
+  Commit(f, state);
+  RawRestore raw = StartRawRestore(f);
+  const int ring = raw.stream.fds[1].get();
+  struct stat st {};
+  REQUIRE(::fstat(ring, &st) == 0);
+  REQUIRE(st.st_size > 0);
+  // Writable mappings, writes and resizing are all refused by the seals: the client can neither
+  // change a verified piece reftd is still reading (a slot capture) nor make reftd fault.
+  errno = 0;
+  void* w = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED,
+                   ring, 0);
+  CHECK(w == MAP_FAILED);
+  CHECK(errno == EPERM);
+  const uint8_t byte = 1;
+  CHECK(::pwrite(ring, &byte, 1, 0) < 0);
+  CHECK(::ftruncate(ring, 0) != 0);
+  CHECK(::ftruncate(ring, st.st_size * 2) != 0);
+  void* r = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, ring, 0);
+  REQUIRE(r != MAP_FAILED);
+  CHECK(::mprotect(r, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE) != 0);
+  ::munmap(r, static_cast<size_t>(st.st_size));
+  raw.stream.fds.clear();  // hangs up
+  RestoresFine(f, state);
+}
+
+namespace {
+
+ino_t InodeOf(int fd) {
+  struct stat st {};
+  REQUIRE(::fstat(fd, &st) == 0);
+  return st.st_ino;
+}
+
+// Takes a raw restore's whole stream as the client library does (copy out, acknowledge), then
+// its reply; returns the ring's inode.
+ino_t TakeWholeStream(RawRestore& raw, const std::vector<uint8_t>& expected) {
+  SlotReply placed;
+  REQUIRE(Decode(raw.stream.payload, Limits{}, &placed).ok());
+  REQUIRE(placed.staged.size() == 1);
+  std::vector<uint8_t> out(kState, 0);
+  auto got = ReceiveStream(raw.stream.fds[0].get(), raw.stream.fds[1].get(),
+                           {{placed.staged[0].file_offset, out.size(), out.data()}}, 10000);
+  REQUIRE(got.ok());
+  CHECK(*got == kState);
+  CHECK(out == expected);
+  auto reply = RecvFrame(raw.channel.get(), Limits{}, 10000);
+  REQUIRE(reply.ok());
+  CHECK(reply->header.type == MessageType::kRestoreReply);
+  return InodeOf(raw.stream.fds[1].get());
+}
+
+}  // namespace
+
+TEST_CASE("a ring is reused by the owner's next restore only once every piece came back") {
+  ServerFixture f;
+  const auto state = RandomBytes(kState, 7);
+  Commit(f, state);
+  ino_t first = 0;
+  {
+    RawRestore raw = StartRawRestore(f);
+    first = TakeWholeStream(raw, state);
+  }
+  {
+    RawRestore raw = StartRawRestore(f);
+    CHECK(InodeOf(raw.stream.fds[1].get()) == first);  // kept, and this uid's own
+    auto record = ReadStreamRecord(raw.stream.fds[0].get(), 10000);
+    REQUIRE(record.ok());
+    REQUIRE(record->has_value());
+  }  // hung up with a piece unacknowledged: that ring may still be read from
+  CHECK(Eventually([&] { return f.server->Sessions().empty(); }));
+  RawRestore raw = StartRawRestore(f);
+  CHECK(InodeOf(raw.stream.fds[1].get()) != first);
+  TakeWholeStream(raw, state);
 }

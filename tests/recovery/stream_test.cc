@@ -65,6 +65,7 @@ TEST_CASE("ARC copies stream: every rank gets its state and the replacement capt
     CHECK_FALSE(st->fd.valid());
     CHECK(sink.complete());
     CHECK_FALSE(sink.out_of_range());
+    CHECK(sink.borrowed() > 0);  // pieces read straight into the memory the sink lent
     CHECK_THAT(st->detail, Catch::Contains("streamed"));
     CheckRestored(sink.AsMemfd(*st), x.spec, rc, 2);
     if (x.place.at(rc.ToString()) == 1) {

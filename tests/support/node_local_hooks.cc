@@ -114,14 +114,28 @@ Result<local::RestoredState> NodeLocalRestoreProvider::Restore(const protect::Sl
   out.detail = "all " + std::to_string(g.m) + " shards of the sharding group from this node";
   out.size = total;
   if (request.sink != nullptr && request.sink->Available()) {
-    // Streamed as reftd's cluster layer streams it: records of at most a MiB, out of order.
-    REFT_RETURN_NOT_OK(request.sink->Begin(out.offsets, total));
+    // Streamed as reftd's cluster layer streams it: records of at most a MiB, out of order,
+    // every other one read into memory the sink lends (the fetch path), the rest written from
+    // this process's own memory (the decode path).
     constexpr uint64_t kRecord = 1 << 20;
+    REFT_RETURN_NOT_OK(request.sink->Begin(out.offsets, total, kRecord, 2));
     std::vector<uint64_t> starts;
     for (uint64_t at = 0; at < total; at += kRecord) starts.push_back(at);
     std::reverse(starts.begin(), starts.end());
-    for (uint64_t at : starts) {
-      Status written = request.sink->Write(at, mem.data() + at, std::min(kRecord, total - at));
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const uint64_t at = starts[i];
+      const uint64_t n = std::min(kRecord, total - at);
+      Status written;
+      Result<uint8_t*> lent = i % 2 == 0 ? request.sink->Borrow(n) : Result<uint8_t*>(nullptr);
+      if (!lent.ok()) {
+        written = lent.status();
+      } else if (*lent != nullptr) {
+        std::memcpy(*lent, mem.data() + at, n);
+        written = request.sink->Write(at, *lent, n);
+        request.sink->GiveBack(*lent);
+      } else {
+        written = request.sink->Write(at, mem.data() + at, n);
+      }
       if (!written.ok()) {
         request.sink->End(false);
         return written;

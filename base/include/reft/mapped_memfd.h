@@ -29,6 +29,13 @@ class MappedMemfd {
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   int fd() const { return fd_.get(); }
+  /// \brief Allocates and maps every page now (MADV_POPULATE_WRITE), so the first writes take
+  /// no page faults; a kernel without it (before 5.14) leaves them to fault in as written.
+  Status Populate();
+  /// \brief Seals the memfd against every write but through mappings made before
+  /// (F_SEAL_FUTURE_WRITE): whoever gets the fd after this can only map it read-only, while
+  /// this process goes on writing through its own mapping.
+  Status SealFutureWrites();
   /// \brief Unmaps, seals the memfd against writes and returns the fd (the bytes stay).
   UniqueFd Release();
 

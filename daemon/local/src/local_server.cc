@@ -27,6 +27,7 @@ struct LocalServer::Impl {
   CommitCoordinator* coordinator = nullptr;
   ServerCounters counters;
   std::unique_ptr<JobOwners> own_owners;  // when the options name none
+  StreamRings rings;
   SessionContext ctx;
 
   UniqueFd listen_fd, epoll_fd, wake_fd;
@@ -258,8 +259,8 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOption
     REFT_ASSIGN_OR_RETURN(d.own_owners, JobOwners::Open(""));
     owners = d.own_owners.get();
   }
-  d.ctx = SessionContext{&d.options, store,           coordinator, hooks.copier,
-                         hooks.restorer, &d.counters, owners};
+  d.ctx = SessionContext{&d.options, store,        coordinator, hooks.copier, hooks.restorer,
+                         &d.counters, owners, &d.rings};
   return server;
 }
 
@@ -268,6 +269,8 @@ LocalServer::~LocalServer() { Stop(); }
 Status LocalServer::Start() {
   Impl& d = *impl_;
   if (d.started) return Status::InvalidArgument("LocalServer already started");
+  REFT_RETURN_NOT_OK(d.rings.Warm(d.options.stream_ring_bytes)
+                         .WithContext("making the restore stream's ring ahead"));
   const std::string& path = d.options.socket_path;
   // A socket file nobody answers on is stale (a crashed reftd): replace it. One that answers
   // belongs to a running daemon: refuse rather than steal its clients.

@@ -1,6 +1,11 @@
 /// \file restore_stream.cc
 #include "restore_stream.h"
 
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+
 #include "reft/local_proto/stream.h"
 
 namespace reft::local {
@@ -10,33 +15,156 @@ bool RestoreStream::Available() const {
   return !begun_;
 }
 
-Status RestoreStream::Begin(const std::map<std::string, uint64_t>& offsets, uint64_t size) {
+Status RestoreStream::Begin(const std::map<std::string, uint64_t>& offsets, uint64_t size,
+                            uint64_t piece_bytes, int in_flight) {
   MutexLock lock(mu_);
   if (begun_) return Status::Internal("a restore stream is opened once");
   begun_ = true;
   REFT_ASSIGN_OR_RETURN(std::vector<local_proto::Placement> placed, place_(offsets));
+  constexpr uint64_t kPage = 4096;  // slots page-aligned: whole pages for the copies
+  const uint64_t slot_bytes = (std::max<uint64_t>(piece_bytes, 1) + kPage - 1) / kPage * kPage;
+  const uint64_t want = slot_bytes * (static_cast<uint64_t>(std::max(in_flight, 1)) + 2);
+  REFT_ASSIGN_OR_RETURN(MappedMemfd ring, rings_ != nullptr ? rings_->Take(owner_, want)
+                                                            : StreamRings::Create(want));
+  const size_t slots = static_cast<size_t>(ring.size() / slot_bytes);  // a kept ring may be larger
   local_proto::SlotReply frame;
   frame.file_size = size;
   frame.staged = std::move(placed);
   REFT_ASSIGN_OR_RETURN(auto pair, local_proto::StreamSocketPair());
-  REFT_RETURN_NOT_OK(send_(local_proto::Encode(frame), pair.second.get()));
+  REFT_RETURN_NOT_OK(send_(local_proto::Encode(frame), {pair.second.get(), ring.fd()}));
   sock_ = std::move(pair.first);  // the client's end was passed and is closed here
+  ring_ = std::move(ring);
+  slot_bytes_ = slot_bytes;
+  slots_.assign(slots, Slot{});
   return Status::OK();
 }
 
+RestoreStream::~RestoreStream() {
+  MutexLock lock(mu_);  // no other thread is left: waiting here holds nobody up
+  if (!ring_.data()) return;
+  // Reused only when the trainer is done with every piece: a ring still being copied out of
+  // must not take the next restore's bytes.
+  auto out = [&]() REFT_REQUIRES(mu_) {
+    return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.posted; });
+  };
+  while (sock_.valid() && error_.ok() && out()) {
+    Result<uint64_t> ack = local_proto::ReadStreamAck(sock_.get(), timeout_ms_);
+    error_ = ack.ok() ? TakeAck(*ack) : ack.status();
+  }
+  if (rings_ != nullptr && !out()) rings_->Give(owner_, std::move(ring_));
+}
+
+Result<uint8_t*> RestoreStream::Borrow(uint64_t size) {
+  MutexLock lock(mu_);
+  if (!sock_.valid() || ended_ || size > slot_bytes_) return nullptr;
+  while (true) {
+    if (!error_.ok()) return error_;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].borrowed || slots_[i].posted) continue;
+      slots_[i].borrowed = true;
+      return ring_.data() + i * slot_bytes_;
+    }
+    if (reading_ack_) {
+      lock.Wait(room_);
+      continue;
+    }
+    // Every slot is out: this thread reads the next acknowledgement, the others wait for it.
+    // The mutex is released meanwhile so that the workers holding slots can post them.
+    reading_ack_ = true;
+    const int sock = sock_.get();  // End() closes it only after every worker is done
+    lock.Unlock();
+    Result<uint64_t> ack = local_proto::ReadStreamAck(sock, timeout_ms_);
+    lock.Lock();
+    reading_ack_ = false;
+    room_.notify_all();
+    Status taken = ack.ok() ? TakeAck(*ack) : ack.status();
+    if (!taken.ok() && error_.ok()) error_ = taken;
+  }
+}
+
+Status RestoreStream::TakeAck(uint64_t ring_offset) {
+  const int slot = SlotAt(ring_.data() + std::min<uint64_t>(ring_offset, ring_.size()));
+  if (slot < 0 || !slots_[static_cast<size_t>(slot)].posted) {
+    return Status::Protocol("the trainer acknowledged ring offset " + std::to_string(ring_offset) +
+                            ", where no piece it was sent lies");
+  }
+  slots_[static_cast<size_t>(slot)].posted = false;
+  return Status::OK();
+}
+
+void RestoreStream::GiveBack(uint8_t* memory) {
+  MutexLock lock(mu_);
+  const int slot = SlotAt(memory);
+  if (slot < 0) return;
+  slots_[static_cast<size_t>(slot)].borrowed = false;
+  room_.notify_all();
+}
+
+int RestoreStream::SlotAt(const uint8_t* p) const {
+  const uint8_t* base = ring_.data();
+  if (base == nullptr || p < base || p >= base + ring_.size()) return -1;
+  const uint64_t at = static_cast<uint64_t>(p - base);
+  return at % slot_bytes_ == 0 ? static_cast<int>(at / slot_bytes_) : -1;
+}
+
 Status RestoreStream::Write(uint64_t offset, const uint8_t* data, uint64_t size) {
-  MutexLock lock(mu_);  // one record at a time: records are never interleaved
-  if (!sock_.valid()) return Status::Internal("the restore stream is not open");
+  {
+    MutexLock lock(mu_);
+    if (!sock_.valid() || ended_) return Status::Internal("the restore stream is not open");
+    if (!error_.ok()) return error_;
+    // A piece read into a slot lent for it goes as it is; anything else (a decoded shard, part
+    // of a slot, a slot written twice) is copied into slots of its own.
+    const int slot = SlotAt(data);
+    if (slot >= 0 && size <= slot_bytes_) {
+      const Slot& s = slots_[static_cast<size_t>(slot)];
+      if (s.borrowed && !s.posted) return Post(slot, offset, size);
+    }
+  }
+  return CopyIn(offset, data, size);
+}
+
+Status RestoreStream::Post(int slot, uint64_t offset, uint64_t size) {
   // The first failure answers every later write at once: the other fetch workers queued here
   // must not each wait out the timeout again.
   if (!error_.ok()) return error_;
-  error_ = local_proto::WriteStreamRecord(sock_.get(), offset, data, size, timeout_ms_);
+  // Posted before the header goes out: the acknowledgement may come back at once.
+  slots_[static_cast<size_t>(slot)].posted = true;
+  error_ = local_proto::WriteStreamRecord(
+      sock_.get(), {offset, size, static_cast<uint64_t>(slot) * slot_bytes_}, timeout_ms_);
   return error_;
+}
+
+Status RestoreStream::CopyIn(uint64_t offset, const uint8_t* data, uint64_t size) {
+  // Bytes from reftd's own memory (a piece decoded from parity): copied into ring slots.
+  while (size > 0) {
+    REFT_ASSIGN_OR_RETURN(uint8_t* slot, Borrow(1));
+    if (slot == nullptr) return Status::Internal("the restore stream is not open");
+    uint64_t n = 0;
+    {
+      MutexLock lock(mu_);
+      n = std::min(size, slot_bytes_);
+    }
+    std::memcpy(slot, data, n);  // the slot is lent to this thread alone
+    Status st;
+    {
+      MutexLock lock(mu_);
+      st = Post(SlotAt(slot), offset, n);
+    }
+    GiveBack(slot);
+    REFT_RETURN_NOT_OK(st);
+    offset += n;
+    data += n;
+    size -= n;
+  }
+  return Status::OK();
 }
 
 void RestoreStream::End(bool /*complete: the reply that follows tells the client*/) {
   MutexLock lock(mu_);
-  sock_.reset();  // the trainer reads to the end of the stream, then waits for the reply
+  ended_ = true;
+  // The trainer reads to the end of the stream, then waits for the reply; its last
+  // acknowledgements still come back on this socket (the destructor reads them).
+  if (sock_.valid()) ::shutdown(sock_.get(), SHUT_WR);
 }
 
 }  // namespace reft::local

@@ -284,13 +284,13 @@ Status Session::HandleRestore(const Frame& f) {
   if (request.stream) {
     const uint32_t id = f.header.request_id;
     stream.emplace(
-        [this, id](const std::vector<uint8_t>& payload, int fd) {
-          return Reply(MessageType::kRestoreStream, id, payload, {fd});
+        [this, id](const std::vector<uint8_t>& payload, std::vector<int> fds) {
+          return Reply(MessageType::kRestoreStream, id, payload, std::move(fds));
         },
         [this](const std::map<std::string, uint64_t>& offsets) {
           return deliverer_.PlaceStaged(offsets);
         },
-        options_.send_timeout_ms);
+        options_.send_timeout_ms, ctx_.rings, static_cast<uid_t>(cred_.uid));
   }
   REFT_RETURN_NOT_OK(deliverer_.Deliver(*meta, wanted, &reply, &fd, &epoch,
                                         stream ? &*stream : nullptr));

@@ -18,6 +18,7 @@
 #include "reft/local/recovery_hooks.h"
 #include "reft/local_proto/messages.h"
 #include "reft/local_proto/socket.h"
+#include "stream_rings.h"
 #include "reft/mutex.h"
 #include "reft/peer_credentials.h"
 #include "reft/store/snapshot_store.h"
@@ -43,6 +44,7 @@ struct SessionContext {
   RestoreProvider* restorer = nullptr;
   ServerCounters* counters = nullptr;
   JobOwners* owners = nullptr;
+  StreamRings* rings = nullptr;
 };
 
 class Session {

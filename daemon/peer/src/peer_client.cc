@@ -248,13 +248,17 @@ class SliceCursor {
     *out = v;
     return true;
   }
-  /// Copies the next `n` bytes to `dst` (one memcpy per slice); false if fewer remain.
-  bool Copy(uint8_t* dst, uint64_t n) {
+  /// Copies the next `n` bytes to `dst` and checksums them into `sum` as they land, a cache-sized
+  /// block at a time (hashed while still in cache, not read back from memory afterwards);
+  /// false if fewer remain.
+  bool CopyChecksummed(uint8_t* dst, uint64_t n, ChecksumStream* sum) {
+    constexpr uint64_t kBlock = 256 << 10;
     while (n > 0) {
       while (i_ < slices_.size() && pos_ == slices_[i_].size()) { ++i_; pos_ = 0; }
       if (i_ == slices_.size()) return false;
-      uint64_t take = std::min<uint64_t>(n, slices_[i_].size() - pos_);
+      uint64_t take = std::min<uint64_t>({n, slices_[i_].size() - pos_, kBlock});
       std::memcpy(dst, slices_[i_].begin() + pos_, take);
+      sum->Update(dst, take);
       dst += take;
       pos_ += take;
       n -= take;
@@ -274,6 +278,7 @@ class SliceCursor {
 
 struct ChunkHeader {
   uint64_t offset = 0, length = 0, checksum = 0, data_size = 0;
+  uint64_t received_checksum = 0;  ///< of the data as copied out
 };
 
 // Parses a RegionChunk whose `data` field comes last (as PeerService writes it) and copies the
@@ -295,7 +300,11 @@ bool ParseChunkInto(const std::vector<grpc::Slice>& slices, ChunkHeader* h, uint
             h->offset - range_begin > range_size - h->data_size) {
           return false;
         }
-        if (!c.Copy(dst_base + (h->offset - range_begin), h->data_size)) return false;
+        ChecksumStream sum;
+        if (!c.CopyChecksummed(dst_base + (h->offset - range_begin), h->data_size, &sum)) {
+          return false;
+        }
+        h->received_checksum = sum.Digest();
         return c.AtEnd();
       }
       default: return false;
@@ -365,6 +374,7 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
         h.checksum = chunk.checksum();
         h.data_size = chunk.data().size();
         std::memcpy(dst + (h.offset - offset), chunk.data().data(), h.data_size);
+        h.received_checksum = Checksum64(dst + (h.offset - offset), h.data_size);
         parsed = true;
       }
     }
@@ -375,7 +385,7 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
                                  std::to_string(h.length) + " is malformed or out of sequence");
       break;
     }
-    if (Checksum64(dst + (h.offset - offset), h.data_size) != h.checksum) {
+    if (h.received_checksum != h.checksum) {
       failure = Status::Corrupted(what + ": chunk " + std::to_string(chunk_no) + " (region bytes " +
                                   std::to_string(h.offset) + ".." +
                                   std::to_string(h.offset + h.length) + ") fails its checksum");

@@ -52,6 +52,7 @@ struct Fetcher::RunState {
   uint64_t total = 0;
   uint64_t largest_piece = 0;
   const PieceSink* sink = nullptr;
+  const PieceMemory* memory = nullptr;
   Status sink_error;  // under Fetcher::mu_: the first sink error ends the run
 };
 
@@ -78,13 +79,13 @@ std::map<std::string, std::string> Fetcher::bad_nodes() const {
 }
 
 Status Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline,
-                    const PieceSink& sink) {
+                    const PieceSink& sink, const PieceMemory* memory) {
   RunState run;
   run.items = items;
   run.deadline = deadline;
   run.sink = sink ? &sink : nullptr;
   run.failed.assign(items->size(), 0);
-  const uint64_t want = std::max<uint64_t>(options_.piece_bytes, 1);
+  run.memory = memory;
   for (size_t i = 0; i < items->size(); ++i) {
     FetchItem& item = (*items)[i];
     item.status = Status::OK();
@@ -95,12 +96,7 @@ Status Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::ti
       run.failed[i] = 1;
       continue;
     }
-    // Pieces cover whole sealed chunks of the preferred source, so each is verified entirely.
-    uint64_t chunk = 0;
-    if (const RegionEntry* r = item.sources.front().slot->Region(item.sources.front().region)) {
-      chunk = r->chunk_size;
-    }
-    const uint64_t piece = chunk > 0 ? (want + chunk - 1) / chunk * chunk : want;
+    const uint64_t piece = PieceSize(item);
     if (item.dst == nullptr) {
       if (run.sink == nullptr) {
         item.status = Status::Internal(item.what + ": a streamed item needs a sink");
@@ -128,6 +124,26 @@ Status Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::ti
   return run.sink_error;
 }
 
+uint64_t Fetcher::PieceSize(const FetchItem& item) const {
+  const uint64_t want = std::max<uint64_t>(options_.piece_bytes, 1);
+  // Pieces cover whole sealed chunks of the preferred source, so each is verified entirely.
+  uint64_t chunk = 0;
+  if (!item.sources.empty()) {
+    if (const RegionEntry* r = item.sources.front().slot->Region(item.sources.front().region)) {
+      chunk = r->chunk_size;
+    }
+  }
+  return chunk > 0 ? (want + chunk - 1) / chunk * chunk : want;
+}
+
+uint64_t Fetcher::LargestPiece(const std::vector<FetchItem>& items) const {
+  uint64_t largest = 0;
+  for (const FetchItem& item : items) {
+    if (item.size > 0) largest = std::max(largest, std::min(PieceSize(item), item.size));
+  }
+  return largest;
+}
+
 void Fetcher::Work(RunState* run) {
   using Clock = std::chrono::steady_clock;
   std::vector<uint8_t> staging;  // this worker's piece buffer for streamed items
@@ -142,10 +158,39 @@ void Fetcher::Work(RunState* run) {
       if (!run->sink_error.ok()) continue;    // the stream's reader is gone: nothing more to do
     }
     const bool streamed = item.dst == nullptr;
-    if (streamed && staging.size() < run->largest_piece) staging.resize(run->largest_piece);
-    uint8_t* const dst = streamed ? staging.data() : item.dst + piece.offset;
     const std::string range =
         "bytes " + std::to_string(piece.offset) + ".." + std::to_string(piece.offset + piece.size);
+    // The first sink error (the trainer is gone or stopped reading) ends the run.
+    const auto sink_failed = [&](const Status& sunk) {
+      MutexLock lock(mu_);
+      if (run->sink_error.ok()) run->sink_error = sunk;
+      if (!run->failed[piece.item]) {
+        run->failed[piece.item] = 1;
+        item.status = sunk.WithContext(item.what + " (" + range + ")");
+      }
+    };
+    // A streamed piece is read into memory the sink lends where it can (then handed on
+    // without a copy), else into this worker's own buffer.
+    uint8_t* lent = nullptr;
+    if (streamed && run->memory != nullptr) {
+      Result<uint8_t*> borrowed = run->memory->borrow(piece.size);
+      if (!borrowed.ok()) {
+        sink_failed(borrowed.status());
+        continue;
+      }
+      lent = *borrowed;
+    }
+    struct GiveBack {
+      const PieceMemory* memory;
+      uint8_t* lent;
+      ~GiveBack() {
+        if (lent != nullptr) memory->give_back(lent);
+      }
+    } give_back{run->memory, lent};
+    if (streamed && lent == nullptr && staging.size() < run->largest_piece) {
+      staging.resize(run->largest_piece);
+    }
+    uint8_t* const dst = lent != nullptr ? lent : streamed ? staging.data() : item.dst + piece.offset;
     std::string errors;
     Status last;
     bool ok = false;
@@ -169,12 +214,7 @@ void Fetcher::Work(RunState* run) {
       if (st.ok() && streamed) {
         Status sunk = (*run->sink)(item.stream_offset + piece.offset, dst, piece.size);
         if (!sunk.ok()) {
-          MutexLock lock(mu_);
-          if (run->sink_error.ok()) run->sink_error = sunk;
-          if (!run->failed[piece.item]) {
-            run->failed[piece.item] = 1;
-            item.status = sunk.WithContext(item.what + " (" + range + ")");
-          }
+          sink_failed(sunk);
           break;
         }
       }

@@ -93,7 +93,8 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
     }
   }
 
-  REFT_RETURN_NOT_OK(sink->Begin(offsets, size));
+  REFT_RETURN_NOT_OK(
+      sink->Begin(offsets, size, fetcher->LargestPiece(items), fetcher->concurrency()));
   const auto t0 = Clock::now();
   // A slot that cannot take a piece (its pages are populated as they arrive: tmpfs may fill up
   // mid-way) is given up on; the trainer's stream goes on.
@@ -118,7 +119,11 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
     }
     return deliver(offset, data, n);
   };
-  Status sunk = fetcher->Run(&items, deadline, to_trainer);
+  // Pieces are read into memory the trainer copies out of (its stream's ring): verified there,
+  // captured from there, handed over without another copy.
+  const PieceMemory lent{[sink](uint64_t n) { return sink->Borrow(n); },
+                         [sink](uint8_t* p) { sink->GiveBack(p); }};
+  Status sunk = fetcher->Run(&items, deadline, to_trainer, &lent);
   stats->fetch += Clock::now() - t0;
   if (!sunk.ok()) {
     sink->End(false);

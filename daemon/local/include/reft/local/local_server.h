@@ -38,6 +38,11 @@ struct LocalServerOptions {
   uint32_t max_sessions = 1024;
   uint32_t max_protocol_errors = 8;  ///< a client sending more bad frames is disconnected
   int send_timeout_ms = 10000;       ///< a client that does not read its replies is dropped
+  /// A streamed restore hands pieces over in a ring of shared memory (local_proto/stream.h);
+  /// one of this size is made at Start (fresh pages cost a restore about what moving as many
+  /// bytes does) and rings are kept between restores. reftd sets it to (restore concurrency +
+  /// 2) x restore piece; 0 = none made ahead.
+  uint64_t stream_ring_bytes = 0;
   local_proto::Limits limits;
   std::string daemon_version = "0.1.0";
   /// Shard alignment of the sharding function (protect::SlotMeta::shard_chunk), the same on

@@ -65,6 +65,15 @@ struct FetchItem {
 /// plus the piece's offset). Called from several workers at once.
 using PieceSink = std::function<Status(uint64_t offset, const uint8_t* data, uint64_t size)>;
 
+/// \brief Memory the sink lends for reading a streamed piece into, so that it passes the piece
+/// on without copying it (local::RestoreSink::Borrow). `borrow` returns nullptr when it has
+/// none that large (the worker reads into its own buffer); `give_back` gets every lent buffer
+/// back once its piece is done, sunk or not.
+struct PieceMemory {
+  std::function<Result<uint8_t*>(uint64_t size)> borrow;
+  std::function<void(uint8_t*)> give_back;
+};
+
 class Fetcher {
  public:
   /// `reader` must outlive the fetcher. `stats` (optional) receives byte counters and retries;
@@ -77,7 +86,12 @@ class Fetcher {
   /// the remaining pieces fail with Timeout. Item results in `items[i].status`. `sink` takes
   /// the pieces of items without `dst`; its first error is returned (OK otherwise).
   Status Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline,
-             const PieceSink& sink = nullptr);
+             const PieceSink& sink = nullptr, const PieceMemory* memory = nullptr);
+
+  /// The largest piece Run() reads of `items` (a sink lending memory sizes it by this).
+  uint64_t LargestPiece(const std::vector<FetchItem>& items) const;
+  /// How many pieces Run() reads at once.
+  int concurrency() const { return std::max(1, options_.concurrency); }
 
   /// Nodes given up on so far ("node: reason").
   std::map<std::string, std::string> bad_nodes() const;
@@ -85,6 +99,8 @@ class Fetcher {
  private:
   struct RunState;  // one Run(): pieces, queue position, per-item failure flags
   void Work(RunState* run);
+  // Pieces of `item` cover whole sealed chunks of its preferred source.
+  uint64_t PieceSize(const FetchItem& item) const;
   bool IsBad(const std::string& node) const;
   void MarkBad(const std::string& node, const Status& why);
 

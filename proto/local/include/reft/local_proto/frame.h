@@ -18,7 +18,8 @@ namespace reft::local_proto {
 constexpr uint32_t kFrameMagic = 0x4C544652;  // "RFTL" little-endian
 /// 2: slots are sharded (SlotReply carries regions, hello reply the shard alignment).
 /// 3: restore replies carry a RestoreReport.
-constexpr uint16_t kProtocolVersion = 3;
+/// 4: a restore stream hands pieces over in a shared ring, acknowledged (stream.h).
+constexpr uint16_t kProtocolVersion = 4;
 constexpr size_t kFrameHeaderSize = 24;
 
 enum class MessageType : uint16_t {
@@ -39,7 +40,7 @@ enum class MessageType : uint16_t {
   kError = 15,               ///< reply: status code + message
   kSnapshotAbort = 16,       ///< client gave up a snapshot it began (copy failed)
   kHasAttach = 17,           ///< client shares its HAS hint page (memfd, has_hints.h); reply ack
-  kRestoreStream = 18,       ///< daemon -> client before kRestoreReply: placements + data socket
+  kRestoreStream = 18,       ///< daemon -> client before kRestoreReply: placements, data socket, ring
 };
 constexpr uint16_t kMaxMessageType = 18;
 

@@ -75,10 +75,21 @@ class RestoreSink {
   /// second attempt in a memfd, which overwrites whatever the first one streamed.
   virtual bool Available() const = 0;
   /// \brief Opens the stream for a state of `size` bytes laid out as `offsets` (buffer name ->
-  /// offset). Called at most once, before any Write.
-  virtual Status Begin(const std::map<std::string, uint64_t>& offsets, uint64_t size) = 0;
+  /// offset). Called at most once, before any Write. `piece_bytes` is the largest piece the
+  /// restore reads at once and `in_flight` how many it reads at the same time (what Borrow is
+  /// asked for).
+  virtual Status Begin(const std::map<std::string, uint64_t>& offsets, uint64_t size,
+                       uint64_t piece_bytes, int in_flight) = 0;
+  /// \brief Memory to read a piece of `size` bytes into, which Write() then hands on without
+  /// copying it (the ring the trainer copies out of); waits for some to be free. nullptr when
+  /// the sink has none that large: the caller reads into its own memory and Write copies.
+  /// Thread-safe. An error means the trainer cannot take more.
+  virtual Result<uint8_t*> Borrow(uint64_t /*size*/) { return nullptr; }
+  /// \brief Gives back what Borrow returned, written or not; called once per Borrow.
+  virtual void GiveBack(uint8_t* /*memory*/) {}
   /// \brief Bytes [offset, offset+size) of the state, verified. Thread-safe; records never
-  /// overlap. An error means the trainer cannot take more (gone, or stopped reading).
+  /// overlap. `data` may be borrowed memory (then handed on as it is) or the caller's own.
+  /// An error means the trainer cannot take more (gone, or stopped reading).
   virtual Status Write(uint64_t offset, const uint8_t* data, uint64_t size) = 0;
   /// \brief Closes the stream. `complete`: every byte was written (RestoredState::streamed);
   /// otherwise the provider goes on without it and delivers the whole state in a memfd.
