@@ -2,6 +2,7 @@
 // mapped goes only to trainers of the same uid.
 #include <catch2/catch.hpp>
 
+#include "reft/local/local_server.h"
 #include "stream_rings.h"
 
 using namespace reft;
@@ -38,4 +39,13 @@ TEST_CASE("a kept ring goes to its owner's next restore or to nobody else") {
   auto other = rings.Take(2000, 1);
   REQUIRE(other.ok());
   CHECK(rings.idle() == 2);  // uid 2000's was the oldest: freed, so this one is new
+}
+
+TEST_CASE("a ring holds a slot per piece in flight and two more, up to 256 MiB") {
+  using reft::local::StreamRingBytes;
+  CHECK(StreamRingBytes(8 << 20, 4) == 48u << 20);            // the defaults
+  CHECK(StreamRingBytes(8 << 20, 64) == 256u << 20);          // capped: 32 slots
+  CHECK(StreamRingBytes(300u << 20, 4) == 600u << 20);        // never fewer than two slots
+  CHECK(StreamRingBytes(5000, 1) == 3 * 8192);                // slots are whole pages
+  CHECK(StreamRingBytes(8 << 20, 0) == StreamRingBytes(8 << 20, 1));
 }

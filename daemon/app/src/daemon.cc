@@ -192,9 +192,8 @@ local::LocalServerOptions MakeLocalOptions(const DaemonConfig& c) {
   o.daemon_version = REFT_VERSION;
   o.shard_chunk = c.shard_alignment;
   o.peer_copy_timeout_ms = static_cast<int>(c.peer_copy_timeout_ms);
-  // What one streamed restore takes: a slot per fetch worker and two the trainer copies from.
-  o.stream_ring_bytes = (static_cast<uint64_t>(std::max<int64_t>(c.restore_concurrency, 1)) + 2) *
-                        c.restore_piece_bytes;
+  o.stream_ring_bytes =
+      local::StreamRingBytes(c.restore_piece_bytes, static_cast<int>(c.restore_concurrency));
   return o;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "reft/local/local_server.h"
 #include "reft/local_proto/stream.h"
 
 namespace reft::local {
@@ -21,9 +22,8 @@ Status RestoreStream::Begin(const std::map<std::string, uint64_t>& offsets, uint
   if (begun_) return Status::Internal("a restore stream is opened once");
   begun_ = true;
   REFT_ASSIGN_OR_RETURN(std::vector<local_proto::Placement> placed, place_(offsets));
-  constexpr uint64_t kPage = 4096;  // slots page-aligned: whole pages for the copies
-  const uint64_t slot_bytes = (std::max<uint64_t>(piece_bytes, 1) + kPage - 1) / kPage * kPage;
-  const uint64_t want = slot_bytes * (static_cast<uint64_t>(std::max(in_flight, 1)) + 2);
+  const uint64_t want = StreamRingBytes(piece_bytes, in_flight);
+  const uint64_t slot_bytes = StreamRingSlotBytes(piece_bytes);
   REFT_ASSIGN_OR_RETURN(MappedMemfd ring, rings_ != nullptr ? rings_->Take(owner_, want)
                                                             : StreamRings::Create(want));
   const size_t slots = static_cast<size_t>(ring.size() / slot_bytes);  // a kept ring may be larger

@@ -42,8 +42,8 @@ class RestoreStream : public RestoreSink {
   ~RestoreStream() override;
 
   bool Available() const override;
-  /// Takes a ring of at least `in_flight` + 2 slots of `piece_bytes` (the fetch workers each
-  /// fill one while the trainer copies out of two).
+  /// Takes a ring of StreamRingBytes(piece_bytes, in_flight): a slot per fetch worker and two
+  /// the trainer copies out of.
   Status Begin(const std::map<std::string, uint64_t>& offsets, uint64_t size,
                uint64_t piece_bytes, int in_flight) override;
   Result<uint8_t*> Borrow(uint64_t size) override;

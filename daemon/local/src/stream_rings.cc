@@ -1,7 +1,23 @@
 /// \file stream_rings.cc
 #include "stream_rings.h"
 
+#include <algorithm>
+
+#include "reft/local/local_server.h"
+
 namespace reft::local {
+
+uint64_t StreamRingSlotBytes(uint64_t piece_bytes) {
+  constexpr uint64_t kPage = 4096;  // slots page-aligned: whole pages for the copies
+  return (std::max<uint64_t>(piece_bytes, 1) + kPage - 1) / kPage * kPage;
+}
+
+uint64_t StreamRingBytes(uint64_t piece_bytes, int in_flight) {
+  constexpr uint64_t kMaxBytes = 256ull << 20;
+  const uint64_t slot = StreamRingSlotBytes(piece_bytes);
+  const uint64_t wanted = static_cast<uint64_t>(std::max(in_flight, 1)) + 2;
+  return slot * std::max<uint64_t>(2, std::min(wanted, kMaxBytes / slot));
+}
 
 Result<MappedMemfd> StreamRings::Create(uint64_t bytes) {
   REFT_ASSIGN_OR_RETURN(MappedMemfd ring, MappedMemfd::Create("reft-restore-ring", bytes));

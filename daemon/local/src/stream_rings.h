@@ -19,6 +19,9 @@
 
 namespace reft::local {
 
+/// \brief The slot a piece of `piece_bytes` takes in a ring: page-aligned.
+uint64_t StreamRingSlotBytes(uint64_t piece_bytes);
+
 class StreamRings {
  public:
   /// At most `max_idle` rings are kept between restores (the oldest is freed first).

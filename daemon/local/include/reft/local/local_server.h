@@ -40,8 +40,8 @@ struct LocalServerOptions {
   int send_timeout_ms = 10000;       ///< a client that does not read its replies is dropped
   /// A streamed restore hands pieces over in a ring of shared memory (local_proto/stream.h);
   /// one of this size is made at Start (fresh pages cost a restore about what moving as many
-  /// bytes does) and rings are kept between restores. reftd sets it to (restore concurrency +
-  /// 2) x restore piece; 0 = none made ahead.
+  /// bytes does) and rings are kept between restores. reftd sets it to StreamRingBytes() of
+  /// its restore settings; 0 = none made ahead.
   uint64_t stream_ring_bytes = 0;
   local_proto::Limits limits;
   std::string daemon_version = "0.1.0";
@@ -106,6 +106,11 @@ struct LocalServerStats {
   uint64_t closed_sessions = 0;
   uint64_t failed_replies = 0;   ///< replies (mostly error frames) a client did not take
 };
+
+/// \brief The ring a streamed restore reading `in_flight` pieces of `piece_bytes` at once takes:
+/// a slot per piece in flight and two the trainer copies out of, at most 256 MiB (then fewer
+/// slots: the fetch workers wait for the trainer), at least two slots.
+uint64_t StreamRingBytes(uint64_t piece_bytes, int in_flight);
 
 /// \brief Thread-safe. Create() binds nothing; Start() binds, listens and starts the threads;
 /// Stop() (also run by the destructor) closes every session and joins every thread.
