@@ -47,8 +47,11 @@ RestoreStream::~RestoreStream() {
   auto out = [&]() REFT_REQUIRES(mu_) {
     return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.posted; });
   };
+  // The trainer acknowledges as it copies, before it reads the reply: a second is ample. One
+  // that does not costs its ring (freed, not kept), and never holds this worker longer.
+  const int drain_ms = std::min(timeout_ms_, 1000);
   while (sock_.valid() && error_.ok() && out()) {
-    Result<uint64_t> ack = local_proto::ReadStreamAck(sock_.get(), timeout_ms_);
+    Result<uint64_t> ack = local_proto::ReadStreamAck(sock_.get(), drain_ms);
     error_ = ack.ok() ? TakeAck(*ack) : ack.status();
   }
   if (rings_ != nullptr && !out()) rings_->Give(owner_, std::move(ring_));

@@ -37,7 +37,7 @@ class RestoreStream : public RestoreSink {
         timeout_ms_(timeout_ms),
         rings_(rings),
         owner_(owner) {}
-  /// Waits (at most `timeout_ms`) for the trainer to acknowledge the last pieces, then gives
+  /// Waits (at most a second each) for the trainer to acknowledge the last pieces, then gives
   /// the ring back to `rings` (a ring with pieces still out is freed instead).
   ~RestoreStream() override;
 
