@@ -179,7 +179,15 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
     return kNever;
   }
   const json& decision = (*doc)["decision"];
-  if (!decision.value("needed", false)) return kNever;
+  if (!decision.value("needed", false)) {
+    // A job that lost nodes before and did not grow back onto a node that came: say why (the
+    // score, no plan, no profile), so that a launcher waiting for a growth can be told.
+    if (current && !(*doc)["spare_nodes"].empty()) {
+      spdlog::info("planner: job {} (step {}): stays on its nodes — {}", job, model->step,
+                   decision.value("reason", ""));
+    }
+    return kNever;
+  }
 
   const uint64_t generation = coordinator_->Generation(job).generation;
   peer::PublishedPlan plan;
