@@ -165,8 +165,13 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   if (!model.ok()) {
     // No committed step yet (nothing to plan), or its holders did not answer: a loss that
     // matters is followed by a membership change, which plans again.
+    // Said once when nothing more will follow (not each retry of holders that do not answer).
+    if (model.status().code() == StatusCode::kNotFound) {
+      spdlog::info("planner: job {}: no model to plan with ({})", job, model.status().ToString());
+      return kNever;
+    }
     spdlog::debug("planner: job {}: no model ({})", job, model.status().ToString());
-    return model.status().code() == StatusCode::kNotFound ? kNever : retry;
+    return retry;
   }
   const json current_doc = current ? PlanDoc(*current) : json(nullptr);
   model->peak_units = PeakUnits(current_doc);
