@@ -86,6 +86,14 @@ Status ErrorReplyOf(const RawRestore& raw) {
   return ToStatus(e);
 }
 
+// The first record of a raw restore's stream, read and not acknowledged.
+StreamRecord FirstRecord(const RawRestore& raw) {
+  auto record = ReadStreamRecord(raw.stream.fds[0].get(), 10000);
+  REQUIRE(record.ok());
+  REQUIRE(record->has_value());
+  return **record;
+}
+
 // A well-behaved trainer restores step 1 bit-exactly, streamed.
 void RestoresFine(const ServerFixture& f, const std::vector<uint8_t>& expected) {
   auto c = Client::Connect(Opts(f));
@@ -149,9 +157,7 @@ TEST_CASE("a client that hangs up in the middle of its restore stream costs reft
   Commit(f, state);
   {
     RawRestore raw = StartRawRestore(f);
-    auto record = ReadStreamRecord(raw.stream.fds[0].get(), 10000);
-    REQUIRE(record.ok());
-    REQUIRE(record->has_value());
+    FirstRecord(raw);
   }  // both sockets closed after the first record, unacknowledged
   CHECK(Eventually([&] { return f.server->Sessions().empty(); }));
   RestoresFine(f, state);
@@ -163,15 +169,13 @@ TEST_CASE("a client that acknowledges a piece it was not sent fails its own rest
   Commit(f, state);
   RawRestore raw = StartRawRestore(f);
   const int sock = raw.stream.fds[0].get();
-  auto record = ReadStreamRecord(sock, 10000);
-  REQUIRE(record.ok());
-  REQUIRE(record->has_value());
+  const StreamRecord record = FirstRecord(raw);
   // An offset inside the ring but not where a piece lies, then a real one twice: reftd must not
   // lend a slot the trainer may still be reading, nor one a fetch worker is filling.
   const uint64_t bogus = GENERATE(uint64_t(1), uint64_t(4096), ~uint64_t(0));
   REQUIRE(WriteStreamAck(sock, bogus, 1000).ok());
-  REQUIRE(WriteStreamAck(sock, (*record)->ring_offset, 1000).ok());
-  REQUIRE(WriteStreamAck(sock, (*record)->ring_offset, 1000).ok());
+  REQUIRE(WriteStreamAck(sock, record.ring_offset, 1000).ok());
+  REQUIRE(WriteStreamAck(sock, record.ring_offset, 1000).ok());
   const Status failed = ErrorReplyOf(raw);  // once reftd needs a slot back and reads these
   CHECK(failed.code() == StatusCode::kProtocol);
   CHECK(failed.message().find("no piece it was sent") != std::string::npos);
@@ -246,9 +250,7 @@ TEST_CASE("a ring is reused by the owner's next restore only once every piece ca
   {
     RawRestore raw = StartRawRestore(f);
     CHECK(InodeOf(raw.stream.fds[1].get()) == first);  // kept, and this uid's own
-    auto record = ReadStreamRecord(raw.stream.fds[0].get(), 10000);
-    REQUIRE(record.ok());
-    REQUIRE(record->has_value());
+    FirstRecord(raw);
   }  // hung up with a piece unacknowledged: that ring may still be read from
   CHECK(Eventually([&] { return f.server->Sessions().empty(); }));
   RawRestore raw = StartRawRestore(f);

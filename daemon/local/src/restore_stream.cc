@@ -139,14 +139,15 @@ Status RestoreStream::Post(int slot, uint64_t offset, uint64_t size) {
 
 Status RestoreStream::CopyIn(uint64_t offset, const uint8_t* data, uint64_t size) {
   // Bytes from reftd's own memory (a piece decoded from parity): copied into ring slots.
+  uint64_t slot_bytes = 0;
+  {
+    MutexLock lock(mu_);
+    slot_bytes = slot_bytes_;  // set by Begin, fixed since
+  }
   while (size > 0) {
     REFT_ASSIGN_OR_RETURN(uint8_t* slot, Borrow(1));
     if (slot == nullptr) return Status::Internal("the restore stream is not open");
-    uint64_t n = 0;
-    {
-      MutexLock lock(mu_);
-      n = std::min(size, slot_bytes_);
-    }
+    const uint64_t n = std::min(size, slot_bytes);
     std::memcpy(slot, data, n);  // the slot is lent to this thread alone
     Status st;
     {

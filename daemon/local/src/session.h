@@ -18,7 +18,6 @@
 #include "reft/local/recovery_hooks.h"
 #include "reft/local_proto/messages.h"
 #include "reft/local_proto/socket.h"
-#include "stream_rings.h"
 #include "reft/mutex.h"
 #include "reft/peer_credentials.h"
 #include "reft/store/snapshot_store.h"
@@ -26,6 +25,7 @@
 #include "session_buffers.h"
 #include "session_info.h"
 #include "snapshot_writer.h"
+#include "stream_rings.h"
 
 namespace reft::local {
 

@@ -31,9 +31,7 @@ Result<MappedMemfd> StreamRings::Create(uint64_t bytes) {
 Status StreamRings::Warm(uint64_t bytes) {
   if (bytes == 0) return Status::OK();
   REFT_ASSIGN_OR_RETURN(MappedMemfd ring, Create(bytes));
-  MutexLock lock(mu_);
-  idle_.push_back({std::nullopt, std::move(ring)});
-  while (idle_.size() > max_idle_) idle_.pop_front();
+  Keep(std::nullopt, std::move(ring));
   return Status::OK();
 }
 
@@ -55,9 +53,11 @@ Result<MappedMemfd> StreamRings::Take(uid_t owner, uint64_t bytes) {
   return Create(bytes);
 }
 
-void StreamRings::Give(uid_t owner, MappedMemfd ring) {
+void StreamRings::Give(uid_t owner, MappedMemfd ring) { Keep(owner, std::move(ring)); }
+
+void StreamRings::Keep(std::optional<uid_t> seen_by, MappedMemfd ring) {
   MutexLock lock(mu_);
-  idle_.push_back({owner, std::move(ring)});
+  idle_.push_back({seen_by, std::move(ring)});
   while (idle_.size() > max_idle_) idle_.pop_front();
 }
 

@@ -49,6 +49,9 @@ class StreamRings {
     std::optional<uid_t> seen_by;  // nullopt: no trainer has mapped it
     MappedMemfd ring;
   };
+  // Keeps `ring` as seen by `seen_by`, freeing the oldest beyond max_idle_.
+  void Keep(std::optional<uid_t> seen_by, MappedMemfd ring) REFT_EXCLUDES(mu_);
+
   const size_t max_idle_;
   mutable Mutex mu_;
   std::deque<Idle> idle_ REFT_GUARDED_BY(mu_);
