@@ -1,4 +1,5 @@
-// FetchRegion: bit-exact chunked transfer, corruption detection, manifests, bandwidth limit.
+// FetchRegion: bit-exact chunked transfer, corruption detection, manifests, bandwidth limit;
+// each over both transports (the gRPC stream, and the bulk connection the holder offers).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -13,21 +14,37 @@ using namespace reft::testing;
 using namespace std::chrono_literals;
 
 namespace {
+enum class Transport { kGrpc, kBulk };
+
+// The source offers a bulk listener and the destination asks for it only with kBulk.
 struct Pair {
-  Pair(uint64_t chunk_size, uint64_t bandwidth = 0)
-      : src("s", d0.path(), {}, 0, chunk_size),
-        dst("d", d1.path(), {src.address}, 0, 64 << 10, bandwidth) {
+  explicit Pair(uint64_t chunk_size, Transport transport = Transport::kGrpc,
+                uint64_t bandwidth = 0)
+      : bulk(transport == Transport::kBulk),
+        src("s", d0.path(), {}, 0, chunk_size, 0,
+            [&](PeerOptions* o) { o->bulk_listen = bulk ? "127.0.0.1:0" : ""; }),
+        dst("d", d1.path(), {src.address}, 0, 64 << 10, bandwidth,
+            [&](PeerOptions* o) { o->bulk_fetch = bulk; }) {
     REQUIRE(peer::test::Eventually([&] { return dst.peer->membership().Find("s").has_value(); }, 3s));
   }
+  /// Checks that every fetch so far took the transport under test.
+  void CheckTransport() const {
+    CHECK((src.peer->bulk() != nullptr) == bulk);
+    if (bulk) CHECK(src.peer->bulk()->served() > 0);
+  }
+  const bool bulk;
   TempDir d0{"reft-peer"}, d1{"reft-peer"};
   TestNode src, dst;
 };
+
+Transport AnyTransport() { return GENERATE(Transport::kGrpc, Transport::kBulk); }
 const store::RankKey kRank{"job", 1, 0, 2};
 }  // namespace
 
 TEST_CASE("FetchRegion returns the region bit-exactly, whole and in ranges", "[peer]") {
+  const Transport transport = AnyTransport();
   for (uint64_t chunk_size : {uint64_t{64} << 10, uint64_t{4} << 20}) {
-    Pair p(chunk_size);
+    Pair p(chunk_size, transport);
     auto bytes = RandomBytes((3 << 20) + 12345, TestSeed(1));
     WriteSlot(p.src.store.get(), kRank, 7, bytes);
     std::vector<uint8_t> got(bytes.size());
@@ -58,12 +75,14 @@ TEST_CASE("FetchRegion returns the region bit-exactly, whole and in ranges", "[p
     CHECK(rm.chunk_checksums(0) == Checksum64(bytes.data(), std::min<uint64_t>(chunk_size, bytes.size())));
     CHECK(rm.chunk_checksums(last) ==
           Checksum64(bytes.data() + last * chunk_size, bytes.size() - last * chunk_size));
+    p.CheckTransport();
   }
 }
 
 TEST_CASE("a byte flipped in the served slot after sealing is reported as Corrupted", "[peer]") {
+  const Transport transport = AnyTransport();
   SECTION("sealed chunks travel as wire chunks: the client catches it") {
-    Pair p(64 << 10);
+    Pair p(64 << 10, transport);
     auto bytes = RandomBytes(1 << 20, TestSeed(1));
     WriteSlot(p.src.store.get(), kRank, 3, bytes);
     auto ref = p.src.store->Get(kRank, 3);
@@ -74,9 +93,10 @@ TEST_CASE("a byte flipped in the served slot after sealing is reported as Corrup
     CHECK(s.code() == StatusCode::kCorrupted);
     CHECK_THAT(s.message(), Catch::Contains("chunk 5"));
     CHECK_THAT(s.message(), Catch::Contains("327680..393216"));
+    p.CheckTransport();
   }
   SECTION("sealed chunks larger than wire chunks: the server refuses to send it") {
-    Pair p(8 << 20);  // wire chunks are at most 4 MiB
+    Pair p(8 << 20, transport);  // wire chunks are at most 4 MiB
     auto bytes = RandomBytes(20 << 20, TestSeed(1));  // sealed chunk 1: bytes 8..16 MiB
     WriteSlot(p.src.store.get(), kRank, 3, bytes);
     auto ref = p.src.store->Get(kRank, 3);
@@ -88,15 +108,17 @@ TEST_CASE("a byte flipped in the served slot after sealing is reported as Corrup
     CHECK_THAT(s.message(), Catch::Contains("sealed chunk 1"));
     // The first, intact sealed chunk still arrives when asked for alone.
     CHECK(p.dst.peer->FetchRegion("s", kRank, 3, "params", got.data(), 8 << 20).ok());
+    p.CheckTransport();
   }
 }
 
 TEST_CASE("FetchRegion checks whole sealed chunks against the caller's manifest in one pass",
           "[peer]") {
   // 64 KiB: each sealed chunk is one wire chunk; 8 MiB: a sealed chunk arrives in 4 MiB pieces.
+  const Transport transport = AnyTransport();
   for (uint64_t chunk_size : {uint64_t{64} << 10, uint64_t{8} << 20}) {
     INFO("chunk size " << chunk_size);
-    Pair p(chunk_size);
+    Pair p(chunk_size, transport);
     auto bytes = RandomBytes((17 << 20) + 4321, TestSeed(2));
     WriteSlot(p.src.store.get(), kRank, 5, bytes);
     auto m = p.dst.peer->client().GetManifest(p.src.address, "job");
@@ -128,11 +150,12 @@ TEST_CASE("FetchRegion checks whole sealed chunks against the caller's manifest 
     CHECK(s.code() == StatusCode::kCorrupted);
     CHECK_THAT(s.message(), Catch::Contains("sealed chunk " + std::to_string(changed)));
     CHECK_THAT(s.message(), Catch::Contains("holder's manifest"));
+    p.CheckTransport();
   }
 }
 
 TEST_CASE("the per-peer token bucket paces FetchRegion", "[peer]") {
-  Pair p(64 << 10, /*bandwidth=*/16 << 20);
+  Pair p(64 << 10, AnyTransport(), /*bandwidth=*/16 << 20);
   auto bytes = RandomBytes(8 << 20, TestSeed(1));
   WriteSlot(p.src.store.get(), kRank, 1, bytes);
   std::vector<uint8_t> got(bytes.size());
@@ -142,11 +165,12 @@ TEST_CASE("the per-peer token bucket paces FetchRegion", "[peer]") {
   CHECK(got == bytes);
   // 8 MiB at 16 MiB/s with a 1 MiB burst: at least (8 - 1) / 16 s.
   CHECK(took >= 430ms);
+  p.CheckTransport();
 }
 
 TEST_CASE("FetchRegion published_only serves a writing slot's region once it is published",
           "[peer]") {
-  Pair p(64 << 10);
+  Pair p(64 << 10, AnyTransport());
   auto bytes = RandomBytes(300000, TestSeed(3));
   REQUIRE(p.src.store->ConfigureRank(kRank, {{"unique/rng", bytes.size()}, {"rest", 5000}}).ok());
   auto w = p.src.store->BeginWrite(kRank, 4);

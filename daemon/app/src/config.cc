@@ -225,6 +225,11 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->peer_bandwidth));
     } else if (key == "peer.link_bandwidth") {
       REFT_RETURN_NOT_OK(ReadSize(node, key, &c->link_bandwidth));
+    } else if (key == "peer.bulk_transport") {
+      REFT_RETURN_NOT_OK(ReadString(node, key, &c->bulk_transport));
+    } else if (key == "peer.bulk_port") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 65535, &v));
+      c->bulk_port = static_cast<uint32_t>(v);
     } else if (key == "etcd.endpoints") {
       REFT_RETURN_NOT_OK(ReadStringList(node, key, &c->etcd_endpoints));
     } else if (key == "etcd.lease_ttl_s") {
@@ -290,6 +295,10 @@ Status ValidateConfig(const DaemonConfig& c) {
   if (!ValidHostPort(c.listen)) return KeyError("listen", "expected HOST:PORT, got '" + c.listen + "'");
   if (!c.advertise.empty() && !ValidHostPort(c.advertise)) {
     return KeyError("peer.advertise", "expected HOST:PORT, got '" + c.advertise + "'");
+  }
+  if (c.bulk_transport != "auto" && c.bulk_transport != "tcp" && c.bulk_transport != "grpc") {
+    return KeyError("peer.bulk_transport",
+                    "expected \"auto\", \"tcp\" or \"grpc\", got '" + c.bulk_transport + "'");
   }
   if (c.probe_timeout_ms >= c.probe_interval_ms) {
     return KeyError("peer.probe_timeout_ms", "must be shorter than peer.probe_interval_ms");

@@ -229,8 +229,11 @@ Status Daemon::Start() {
   impl_->planner->Start();    // after the membership: it plans on its changes
 
   auto usage = impl_->store->Usage();
-  std::string status = "node " + c.node_id + " serving on " + c.listen + ", " +
-                       std::to_string(adopted) + " slots adopted";
+  std::string status = "node " + c.node_id + " serving on " + c.listen;
+  if (const peer::BulkListener* bulk = impl_->peer->bulk()) {
+    status += " (bulk transfers on port " + std::to_string(bulk->port()) + ")";
+  }
+  status += ", " + std::to_string(adopted) + " slots adopted";
   spdlog::info("{}; memory {} of {}", status, FormatBytes(usage.used),
                usage.limit ? FormatBytes(usage.limit) : std::string("unlimited"));
   NotifyReady(status);
@@ -308,6 +311,16 @@ Status Daemon::Impl::CreatePeer() {
   // A smaller message limit than the default wire chunk needs smaller wire chunks (4 KiB units).
   po.wire_chunk_bytes = std::max<uint64_t>(
       4096, std::min(peer::kMaxWireChunk, (c.max_grpc_message_bytes - 4096) / 4096 * 4096));
+  // The bulk transport sends snapshot bytes in clear text: offered by default only where the
+  // Peer channel is plain text too (docs/security.md "Bulk transport").
+  if (c.bulk_transport == "tcp" || (c.bulk_transport == "auto" && !c.security.tls())) {
+    po.bulk_listen = c.listen.substr(0, c.listen.rfind(':')) + ":" + std::to_string(c.bulk_port);
+    po.bulk_fetch = true;
+    if (c.security.tls()) {
+      spdlog::warn("peer.bulk_transport = \"tcp\" under TLS: snapshot bytes travel unencrypted "
+                   "on the bulk port (only for a fabric nobody else can reach)");
+    }
+  }
   peer::PeerSecurity ps;
   REFT_ASSIGN_OR_RETURN(ps.credentials, security::MakeChannelCredentials(c.security));
   ps.token = token;

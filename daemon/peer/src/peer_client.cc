@@ -8,7 +8,10 @@
 #include <optional>
 #include <vector>
 
-#include "chunk_table_check.h"
+#include <spdlog/spdlog.h>
+
+#include "bulk_wire.h"
+#include "region_receiver.h"
 #include "fencing.h"
 #include "reft/checksum.h"
 #include "reft/peer/rank_id.h"
@@ -21,6 +24,9 @@ namespace {
 // Pacing granularity of the link and per-peer token buckets: 1 MiB bursts, whatever the wire
 // chunk size, so an emulated link stays as smooth as it was with 1 MiB chunks.
 constexpr uint64_t kPacingBurst = 1ull << 20;
+// How long a FetchRegion waits to connect to a holder's bulk port before it falls back to the
+// gRPC stream (a port a firewall drops packets for never refuses).
+constexpr std::chrono::seconds kBulkConnectTimeout{3};
 
 std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
   return std::chrono::system_clock::now() + d;
@@ -216,104 +222,6 @@ Status PeerClient::ReportStepCompletion(const std::string& address,
                "ReportStepCompletion " + address, ctx);
 }
 
-namespace {
-
-// A cursor over the slices of one received message.
-class SliceCursor {
- public:
-  explicit SliceCursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {}
-  bool Byte(uint8_t* out) {
-    while (i_ < slices_.size() && pos_ == slices_[i_].size()) { ++i_; pos_ = 0; }
-    if (i_ == slices_.size()) return false;
-    *out = slices_[i_].begin()[pos_++];
-    return true;
-  }
-  bool Varint(uint64_t* out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      uint8_t b;
-      if (!Byte(&b)) return false;
-      v |= uint64_t{b & 0x7Fu} << shift;
-      if (!(b & 0x80)) { *out = v; return true; }
-    }
-    return false;
-  }
-  bool Fixed64(uint64_t* out) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) {
-      uint8_t b;
-      if (!Byte(&b)) return false;
-      v |= uint64_t{b} << (8 * i);
-    }
-    *out = v;
-    return true;
-  }
-  /// Copies the next `n` bytes to `dst` and checksums them into `sum` as they land, a cache-sized
-  /// block at a time (hashed while still in cache, not read back from memory afterwards);
-  /// false if fewer remain.
-  bool CopyChecksummed(uint8_t* dst, uint64_t n, ChecksumStream* sum) {
-    constexpr uint64_t kBlock = 256 << 10;
-    while (n > 0) {
-      while (i_ < slices_.size() && pos_ == slices_[i_].size()) { ++i_; pos_ = 0; }
-      if (i_ == slices_.size()) return false;
-      uint64_t take = std::min<uint64_t>({n, slices_[i_].size() - pos_, kBlock});
-      std::memcpy(dst, slices_[i_].begin() + pos_, take);
-      sum->Update(dst, take);
-      dst += take;
-      pos_ += take;
-      n -= take;
-    }
-    return true;
-  }
-  bool AtEnd() {
-    while (i_ < slices_.size() && pos_ == slices_[i_].size()) { ++i_; pos_ = 0; }
-    return i_ == slices_.size();
-  }
-
- private:
-  const std::vector<grpc::Slice>& slices_;
-  size_t i_ = 0;
-  size_t pos_ = 0;
-};
-
-struct ChunkHeader {
-  uint64_t offset = 0, length = 0, checksum = 0, data_size = 0;
-  uint64_t received_checksum = 0;  ///< of the data as copied out
-};
-
-// Parses a RegionChunk whose `data` field comes last (as PeerService writes it) and copies the
-// data straight from the received slices to `dst_for(offset)`, without a protobuf string.
-// Returns false on anything else (the caller falls back to a full protobuf parse).
-bool ParseChunkInto(const std::vector<grpc::Slice>& slices, ChunkHeader* h, uint8_t* dst_base,
-                    uint64_t range_begin, uint64_t range_size) {
-  SliceCursor c(slices);
-  while (true) {
-    uint64_t tag;
-    if (!c.Varint(&tag)) return false;
-    switch (tag) {
-      case 0x08: if (!c.Varint(&h->offset)) return false; break;
-      case 0x10: if (!c.Varint(&h->length)) return false; break;
-      case 0x19: if (!c.Fixed64(&h->checksum)) return false; break;
-      case 0x7A: {
-        if (!c.Varint(&h->data_size)) return false;
-        if (h->offset < range_begin || h->data_size > range_size ||
-            h->offset - range_begin > range_size - h->data_size) {
-          return false;
-        }
-        ChecksumStream sum;
-        if (!c.CopyChecksummed(dst_base + (h->offset - range_begin), h->data_size, &sum)) {
-          return false;
-        }
-        h->received_checksum = sum.Digest();
-        return c.AtEnd();
-      }
-      default: return false;
-    }
-  }
-}
-
-}  // namespace
-
 Status PeerClient::FetchRegion(const std::string& address, const store::RankKey& rank,
                                int64_t step, const std::string& region, uint8_t* dst,
                                uint64_t dst_size, uint64_t offset) {
@@ -337,92 +245,98 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   req.set_length(dst_size);
   req.set_published_only(fo.published_only);
   req.set_expect_region_size(fo.expect_region_size);
+  const auto timeout = fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool bulk_unreachable = false;
+  if (options_.bulk_fetch && !conn->bulk_unreachable.load()) {
+    req.set_bulk(true);
+    RegionReceiver rx(what, dst, offset, dst_size, options_.wire_chunk_bytes, fo,
+                      {conn->bucket.get(), &link_});
+    Status st = ReceiveRange(*conn, address, req, deadline, &rx, &bulk_unreachable);
+    if (!bulk_unreachable) return st;
+    // A holder whose bulk port cannot be reached (a firewall that lets only the gRPC port
+    // through) is asked for gRPC streams from now on.
+    conn->bulk_unreachable = true;
+    spdlog::warn("{}: {}; fetching from {} over gRPC streams from now on", what, st.message(),
+                 address);
+    req.set_bulk(false);
+  }
+  RegionReceiver rx(what, dst, offset, dst_size, options_.wire_chunk_bytes, fo,
+                    {conn->bucket.get(), &link_});
+  return ReceiveRange(*conn, address, req, deadline, &rx, nullptr);
+}
+
+Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
+                                const v1::FetchRegionRequest& req,
+                                std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
+                                bool* bulk_unreachable) {
   grpc::ClientContext ctx;
-  Prepare(&ctx, fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline);
+  Prepare(&ctx, std::max(std::chrono::milliseconds(1),
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             deadline - std::chrono::steady_clock::now())));
   // Raw stream: chunks arrive as ByteBuffers and their data is copied once, from gRPC's
-  // receive slices straight into `dst` (no intermediate protobuf string).
+  // receive slices straight into place (no intermediate protobuf string).
   grpc::Slice req_slice(req.SerializeAsString());
   grpc::ByteBuffer req_buf(&req_slice, 1);
   static const char* kMethod = "/reft.v1.Peer/FetchRegion";
   grpc::internal::RpcMethod method(kMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
-                                   conn->channel);
+                                   conn.channel);
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
-      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(conn->channel.get(), method,
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(conn.channel.get(), method,
                                                                     &ctx, req_buf));
-  std::optional<ChunkTableCheck> table;
-  if (fo.expect_chunks != nullptr && fo.expect_chunk_size > 0 && fo.expect_region_size > 0) {
-    table.emplace(fo.expect_chunks, fo.expect_chunk_size, fo.expect_region_size);
-  }
   grpc::ByteBuffer msg;
   std::vector<grpc::Slice> slices;
-  uint64_t expect = offset;
-  uint64_t chunk_no = 0;
   Status failure;
-  while (reader->Read(&msg)) {
+  bool holder_closed = false;  // the bulk connection ended early: the call says why
+  while (failure.ok() && reader->Read(&msg)) {
     slices.clear();
-    ChunkHeader h;
-    bool parsed = msg.Dump(&slices).ok() && ParseChunkInto(slices, &h, dst, offset, dst_size);
-    if (!parsed) {
-      // Not the layout PeerService writes: parse it as a protobuf message.
-      std::string bytes;
-      for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-      v1::RegionChunk chunk;
-      if (chunk.ParseFromString(bytes) && chunk.offset() >= offset &&
-          chunk.data().size() <= dst_size && chunk.offset() - offset <= dst_size - chunk.data().size()) {
-        h.offset = chunk.offset();
-        h.length = chunk.length();
-        h.checksum = chunk.checksum();
-        h.data_size = chunk.data().size();
-        std::memcpy(dst + (h.offset - offset), chunk.data().data(), h.data_size);
-        h.received_checksum = Checksum64(dst + (h.offset - offset), h.data_size);
-        parsed = true;
-      }
-    }
-    if (!parsed || h.offset != expect || h.length != h.data_size ||
-        h.length > options_.wire_chunk_bytes) {
-      failure = Status::Protocol(what + ": chunk " + std::to_string(chunk_no) + " at offset " +
-                                 std::to_string(h.offset) + " with length " +
-                                 std::to_string(h.length) + " is malformed or out of sequence");
+    if (!msg.Dump(&slices).ok()) {
+      failure = Status::Protocol(rx->what() + ": unreadable message");
       break;
     }
-    if (h.received_checksum != h.checksum) {
-      failure = Status::Corrupted(what + ": chunk " + std::to_string(chunk_no) + " (region bytes " +
-                                  std::to_string(h.offset) + ".." +
-                                  std::to_string(h.offset + h.length) + ") fails its checksum");
-      break;
+    std::optional<BulkOffer> offer;
+    failure = rx->ReceiveMessage(slices, req.bulk() ? &offer : nullptr);
+    if (failure.ok() && offer) {
+      failure = ReceiveBulk(address, *offer, deadline, rx, bulk_unreachable);
+      holder_closed = failure.code() == StatusCode::kUnavailable && !*bulk_unreachable;
     }
-    uint64_t sealed = 0;
-    if (table) {
-      switch (table->Add(h.offset, dst + (h.offset - offset), h.data_size, h.checksum, &sealed)) {
-        case ChunkTableCheck::Result::kOk:
-          break;
-        case ChunkTableCheck::Result::kMismatch:
-          failure = Status::Corrupted(what + ": sealed chunk " + std::to_string(sealed) +
-                                      " differs from the checksum in the holder's manifest");
-          break;
-        case ChunkTableCheck::Result::kStraddles:
-          failure = Status::Protocol(what + ": chunk " + std::to_string(chunk_no) +
-                                     " crosses the end of sealed chunk " + std::to_string(sealed));
-          break;
-      }
-      if (!failure.ok()) break;
-    }
-    // Pace after receipt: gRPC's flow-control window is bounded, so the sender is held back too.
-    conn->bucket->Acquire(h.data_size);
-    link_.Acquire(h.data_size);
-    expect += h.data_size;
-    ++chunk_no;
   }
   if (!failure.ok()) {
-    ctx.TryCancel();
-    // The call now ends CANCELLED, by our own doing: `failure` is what went wrong.
-    (void)reader->Finish();
+    grpc::Status fin;
+    if (holder_closed) {
+      fin = reader->Finish();  // the holder's own verdict, which cut the connection short
+      if (!fin.ok()) return Check(fin, rx->what(), ctx);
+    } else {
+      ctx.TryCancel();
+      // The call now ends CANCELLED, by our own doing: `failure` is what went wrong.
+      (void)reader->Finish();
+    }
     return failure;
   }
-  REFT_RETURN_NOT_OK(Check(reader->Finish(), what, ctx));
-  if (expect - offset != dst_size) {
-    return Status::Protocol(what + ": stream ended after " + std::to_string(expect - offset) +
-                            " of " + std::to_string(dst_size) + " bytes");
+  REFT_RETURN_NOT_OK(Check(reader->Finish(), rx->what(), ctx));
+  return rx->done() ? Status::OK() : rx->Incomplete();
+}
+
+Status PeerClient::ReceiveBulk(const std::string& address, const BulkOffer& offer,
+                               std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
+                               bool* unreachable) {
+  auto fd = ConnectBulk(address, offer.port,
+                        std::min(deadline, std::chrono::steady_clock::now() + kBulkConnectTimeout));
+  if (!fd.ok()) {
+    *unreachable = true;
+    return fd.status();
+  }
+  BulkListener::Ticket ticket = offer.ticket;
+  iovec iov{ticket.data(), ticket.size()};
+  REFT_RETURN_NOT_OK(SendAll(fd->get(), &iov, 1, deadline, [] { return false; }));
+  while (!rx->done()) {
+    uint8_t header[kBulkChunkHeaderBytes];
+    REFT_RETURN_NOT_OK(RecvAll(fd->get(), header, sizeof header, deadline, nullptr));
+    const BulkChunkHeader h = DecodeBulkChunkHeader(header);
+    REFT_ASSIGN_OR_RETURN(uint8_t * p, rx->Place(h.offset, h.length));
+    ChecksumStream sum;
+    REFT_RETURN_NOT_OK(RecvAll(fd->get(), p, h.length, deadline, &sum));
+    REFT_RETURN_NOT_OK(rx->Accept(h.offset, h.length, h.checksum, sum.Digest()));
   }
   return Status::OK();
 }

@@ -32,8 +32,11 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
     n->nodes_ = std::move(swim);
     n->jobs_ = std::move(commit);
   }
+  if (!options.bulk_listen.empty()) {
+    REFT_ASSIGN_OR_RETURN(n->bulk_, BulkListener::Listen(options.bulk_listen));
+  }
   n->service_ = std::make_unique<PeerService>(options, store, n->nodes_.get(), n->jobs_.get(),
-                                              gossip, security.authorizer);
+                                              gossip, security.authorizer, n->bulk_.get());
   return n;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "bulk_wire.h"
 #include "fencing.h"
 #include "reft/checksum.h"
 #include "reft/peer/rank_id.h"
@@ -16,6 +17,8 @@ namespace {
 
 // Index of FetchRegion in `service Peer` (declaration order in peer.proto).
 constexpr int kFetchRegionMethodIndex = 6;
+// How long a caller that was handed a bulk ticket has to connect with it.
+constexpr std::chrono::seconds kBulkConnectWait{10};
 
 size_t PutVarint(uint8_t* p, uint64_t v) {
   size_t n = 0;
@@ -47,13 +50,14 @@ void ReleaseSlot(void* holder) { delete static_cast<std::shared_ptr<store::SlotR
 
 PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
                          JobCoordinator* jobs, Gossip gossip,
-                         const security::Authorizer* authorizer)
+                         const security::Authorizer* authorizer, BulkListener* bulk)
     : options_(std::move(options)),
       store_(store),
       membership_(nodes),
       coordinator_(jobs),
       gossip_(gossip),
-      authorizer_(authorizer) {
+      authorizer_(authorizer),
+      bulk_(bulk) {
   // Replace the generated (copying) FetchRegion handler by a sync handler on raw ByteBuffers.
   // gRPC marks a "streamed" method bidi internally (the handler reads the request itself); on
   // the wire this is the same server-streaming call: one request message, then the chunks.
@@ -343,50 +347,91 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
   }
   auto sealed = ReadSealedChecksums(*slot, *idx);
   if (!sealed.ok()) return proto::ToGrpc(sealed.status(), ctx);
-  const uint64_t C = sealed->chunk_size;
-  const uint64_t W = std::min<uint64_t>(options_.wire_chunk_bytes, C);
+  WireChunks chunks{slot.get(), *idx, &*sealed, begin, begin + length, what};
+  if (req.bulk() && bulk_ != nullptr) return proto::ToGrpc(SendBulk(ctx, writer, chunks), ctx);
+
   uint8_t* base = slot->region_data(*idx);
-  uint64_t verified = UINT64_MAX;  // last sealed chunk checked against its checksum
-  uint64_t pos = begin;
-  const uint64_t end = begin + length;
-  while (pos < end) {
-    if (ctx->IsCancelled()) return proto::ToGrpc(Status::Cancelled("client cancelled"), ctx);
-    // Wire chunks never straddle a sealed chunk: [pos, next) lies inside sealed chunk pos / C.
-    const uint64_t sc = pos / C;
-    const uint64_t sc_end = std::min(size, (sc + 1) * C);
-    const uint64_t next = std::min({end, pos + W, sc_end});
-    const uint64_t n = next - pos;
-    uint64_t checksum;
-    if (pos == sc * C && next == sc_end) {
-      // The wire chunk is exactly a sealed chunk: send the sealed checksum (end to end: a byte
-      // changed in memory after Seal() is caught by the client, naming this chunk).
-      checksum = sealed->chunks[sc];
-    } else {
-      if (verified != sc) {
-        uint64_t actual = Checksum64(base + sc * C, sc_end - sc * C);
-        if (actual != sealed->chunks[sc]) {
-          return proto::ToGrpc(
-              Status::Corrupted(what + ": sealed chunk " + std::to_string(sc) + " (region bytes " +
-                                std::to_string(sc * C) + ".." + std::to_string(sc_end) +
-                                ") fails its checksum on node '" + membership_->node_id() + "'"),
-              ctx);
-        }
-        verified = sc;
-      }
-      checksum = Checksum64(base + pos, n);
-    }
+  Status sent = ForEachWireChunk(chunks, [&](uint64_t pos, uint64_t n, uint64_t checksum) {
+    if (ctx->IsCancelled()) return Status::Cancelled("client cancelled");
     uint8_t header[40];
     size_t hn = EncodeChunkHeader(pos, n, checksum, header);
     grpc::Slice parts[2] = {
         grpc::Slice(header, hn),
         grpc::Slice(base + pos, n, ReleaseSlot, new std::shared_ptr<store::SlotRef>(slot))};
     grpc::ByteBuffer msg(parts, 2);
-    if (!writer->Write(msg)) {
-      return proto::ToGrpc(Status::Cancelled(what + ": client went away"), ctx);
+    if (!writer->Write(msg)) return Status::Cancelled(what + ": client went away");
+    return Status::OK();
+  });
+  return proto::ToGrpc(sent, ctx);
+}
+
+Status PeerService::ForEachWireChunk(const WireChunks& c, const WireChunkSink& sink) const {
+  const uint64_t C = c.sealed->chunk_size;
+  const uint64_t W = std::min<uint64_t>(options_.wire_chunk_bytes, C);
+  const uint64_t size = c.slot->region_size(c.region);
+  const uint8_t* base = c.slot->region_data(c.region);
+  uint64_t verified = UINT64_MAX;  // last sealed chunk checked against its checksum
+  for (uint64_t pos = c.begin; pos < c.end;) {
+    // Wire chunks never straddle a sealed chunk: [pos, next) lies inside sealed chunk pos / C.
+    const uint64_t sc = pos / C;
+    const uint64_t sc_end = std::min(size, (sc + 1) * C);
+    const uint64_t next = std::min({c.end, pos + W, sc_end});
+    const uint64_t n = next - pos;
+    uint64_t checksum;
+    if (pos == sc * C && next == sc_end) {
+      // The wire chunk is exactly a sealed chunk: send the sealed checksum (end to end: a byte
+      // changed in memory after Seal() is caught by the client, naming this chunk).
+      checksum = c.sealed->chunks[sc];
+    } else {
+      if (verified != sc) {
+        uint64_t actual = Checksum64(base + sc * C, sc_end - sc * C);
+        if (actual != c.sealed->chunks[sc]) {
+          return Status::Corrupted(c.what + ": sealed chunk " + std::to_string(sc) +
+                                   " (region bytes " + std::to_string(sc * C) + ".." +
+                                   std::to_string(sc_end) + ") fails its checksum on node '" +
+                                   membership_->node_id() + "'");
+        }
+        verified = sc;
+      }
+      checksum = Checksum64(base + pos, n);
     }
+    REFT_RETURN_NOT_OK(sink(pos, n, checksum));
     pos = next;
   }
-  return grpc::Status::OK;
+  return Status::OK();
+}
+
+// The bulk transport (BulkListener): a ticket on the gRPC stream, the same chunks on the
+// caller's own TCP connection, the outcome as the call's status.
+Status PeerService::SendBulk(grpc::ServerContext* ctx,
+                             grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer,
+                             const WireChunks& chunks) {
+  const auto deadline = std::min(ctx->deadline(), std::chrono::system_clock::now() +
+                                                      std::chrono::hours(24));
+  const auto steady_deadline =
+      std::chrono::steady_clock::now() + (deadline - std::chrono::system_clock::now());
+  const auto ticket = bulk_->Expect(PeerIpOf(ctx->peer()));
+  v1::RegionChunk offer;
+  offer.set_bulk_ticket(ticket.data(), ticket.size());
+  offer.set_bulk_port(bulk_->port());
+  grpc::Slice offer_slice(offer.SerializeAsString());
+  const auto cancelled = [ctx] { return ctx->IsCancelled(); };
+  if (!writer->Write(grpc::ByteBuffer(&offer_slice, 1))) {
+    (void)bulk_->Claim(ticket, std::chrono::steady_clock::now(), cancelled);  // spends it
+    return Status::Cancelled(chunks.what + ": client went away");
+  }
+  REFT_ASSIGN_OR_RETURN(
+      UniqueFd fd,
+      bulk_->Claim(ticket,
+                   std::min(steady_deadline, std::chrono::steady_clock::now() + kBulkConnectWait),
+                   cancelled));
+  const uint8_t* base = chunks.slot->region_data(chunks.region);
+  return ForEachWireChunk(chunks, [&](uint64_t pos, uint64_t n, uint64_t checksum) {
+    uint8_t header[kBulkChunkHeaderBytes];
+    EncodeBulkChunkHeader({pos, n, checksum}, header);
+    iovec iov[2] = {{header, sizeof header}, {const_cast<uint8_t*>(base + pos), n}};
+    return SendAll(fd.get(), iov, 2, steady_deadline, cancelled).WithContext(chunks.what);
+  });
 }
 
 }  // namespace reft::peer

@@ -7,12 +7,13 @@
 
 namespace reft::bench {
 
-LoopbackPeer::LoopbackPeer(store::SnapshotStore* store) {
+LoopbackPeer::LoopbackPeer(store::SnapshotStore* store, bool bulk) {
   peer::PeerOptions source;
   source.node_id = "src";
   // The fetching side is a bare PeerClient with no Peer server: keep the source from declaring
   // it dead (and fencing it) during the run.
   source.suspicion_timeout = std::chrono::hours(1);
+  if (bulk) source.bulk_listen = "127.0.0.1:0";
   auto node = peer::PeerNode::Create(source, store);
   if (!node.ok()) Die("peer node", node.status());
   node_ = std::move(*node);
@@ -29,6 +30,7 @@ LoopbackPeer::LoopbackPeer(store::SnapshotStore* store) {
   fetcher.node_id = "dst";
   fetcher.advertise_address = "127.0.0.1:1";  // never listened on: the bench only fetches
   fetcher.fetch_deadline = std::chrono::milliseconds(600000);
+  fetcher.bulk_fetch = bulk;
   const std::string advertised = fetcher.advertise_address;
   client_ = std::make_unique<peer::PeerClient>(fetcher, [advertised] {
     v1::Caller c;

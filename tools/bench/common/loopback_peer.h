@@ -1,5 +1,5 @@
 // A store served by a real PeerNode on 127.0.0.1 and a bare PeerClient that fetches from it:
-// the gRPC side of the benches that compare FetchRegion with another way to move the bytes.
+// the FetchRegion side of the benches that compare FetchRegion with another way to move the bytes.
 #pragma once
 
 #include <memory>
@@ -16,7 +16,9 @@ namespace reft::bench {
 class LoopbackPeer {
  public:
   /// Serves `store` on an ephemeral loopback port; exits the bench (bench::Die) on failure.
-  explicit LoopbackPeer(store::SnapshotStore* store);
+  /// `bulk`: FetchRegion's bytes go over the bulk transport (reftd's default on a plain-text
+  /// Peer channel), else over gRPC streams.
+  explicit LoopbackPeer(store::SnapshotStore* store, bool bulk = true);
   ~LoopbackPeer() { Stop(); }
   /// Stops the node, then the server (idempotent); before the bench removes the served job.
   void Stop();

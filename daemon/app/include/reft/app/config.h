@@ -56,6 +56,10 @@ struct DaemonConfig {
   uint32_t suspicion_timeout_ms = 2000;      ///< suspect -> dead
   uint64_t peer_bandwidth = 0;               ///< bytes/s per peer stream set; 0 = unlimited
   uint64_t link_bandwidth = 0;               ///< bytes/s from all peers together; 0 = unlimited
+  /// Where FetchRegion's bytes travel: "auto" (a bulk TCP connection when the Peer channel is
+  /// plain text, gRPC streams under TLS), "tcp" (always the bulk connection), "grpc" (never).
+  std::string bulk_transport = "auto";
+  uint32_t bulk_port = 0;                    ///< the bulk listener's port; 0 = any free port
 
   // [etcd] the control plane (docs/coordination.md); --etcd H:P,...
   std::vector<std::string> etcd_endpoints;   ///< empty = gossip between the daemons (no consensus)

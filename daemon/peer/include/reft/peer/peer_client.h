@@ -4,6 +4,7 @@
 /// call, explicit message size limits, and a TokenBucket per peer shared by its FetchRegion
 /// streams (PeerOptions::peer_stream_bandwidth). Thread-safe.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,9 @@
 #include "reft/v1/peer.grpc.pb.h"
 
 namespace reft::peer {
+
+class RegionReceiver;
+struct BulkOffer;
 
 /// \brief Per-call settings of PeerClient::FetchRegion beyond the byte range.
 struct FetchOptions {
@@ -121,11 +125,20 @@ class PeerClient {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::Peer::Stub> stub;
     std::unique_ptr<TokenBucket> bucket;
+    std::atomic<bool> bulk_unreachable{false};  ///< its bulk port could not be connected to
   };
   std::shared_ptr<Conn> Get(const std::string& address);
   v1::Caller Stamp();
   /// Deadline `timeout` from now and the shared token, for every call.
   void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
+  /// One FetchRegion call: chunks from the stream, or from the bulk connection it offers.
+  /// `*bulk_unreachable` (when asked) turns true if the offer's port could not be connected to.
+  Status ReceiveRange(Conn& conn, const std::string& address, const v1::FetchRegionRequest& req,
+                      std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
+                      bool* bulk_unreachable);
+  Status ReceiveBulk(const std::string& address, const BulkOffer& offer,
+                     std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
+                     bool* unreachable);
   /// The reft status of a finished call (proto::FromGrpc); a fenced refusal also notifies.
   Status Check(const grpc::Status& s, const std::string& what, const grpc::ClientContext& ctx);
 

@@ -14,6 +14,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/peer/bulk_listener.h"
 #include "reft/peer/distributed_commit.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
@@ -65,6 +66,8 @@ class PeerNode {
   /// The job coordinator to hand to the local channel (owned by this node).
   JobCoordinator* coordinator() { return jobs_.get(); }
   PeerService* service() { return service_.get(); }
+  /// The bulk transport's listener (PeerOptions::bulk_listen), or null.
+  const BulkListener* bulk() const { return bulk_.get(); }
   /// The gossip control plane's parts (nullptr when the node coordinates through etcd).
   Membership* swim() { return swim_; }
   DistributedCommitCoordinator* gossip_commit() { return gossip_commit_; }
@@ -97,6 +100,7 @@ class PeerNode {
   std::unique_ptr<JobCoordinator> jobs_;
   Membership* swim_ = nullptr;
   DistributedCommitCoordinator* gossip_commit_ = nullptr;
+  std::unique_ptr<BulkListener> bulk_;  ///< before service_: outlives it
   std::unique_ptr<PeerService> service_;
 };
 

@@ -46,6 +46,12 @@ struct PeerOptions {
   uint64_t link_bandwidth = 0;
   uint64_t wire_chunk_bytes = kMaxWireChunk;   ///< <= kMaxWireChunk
   int max_message_bytes = 8 << 20;      ///< gRPC send/receive limit, both ends (> one chunk)
+  /// Serve FetchRegion's bytes on a plain TCP listener at this "host:port" (port 0 = any) to
+  /// callers that ask for it (BulkListener); "" = gRPC streams only.
+  std::string bulk_listen;
+  /// Ask holders for the bulk transport on every FetchRegion (falls back to the gRPC stream
+  /// when a holder does not offer it or its bulk port cannot be reached).
+  bool bulk_fetch = false;
 };
 
 /// \brief A fresh epoch: nanoseconds of the realtime clock, strictly increasing in the process.

@@ -18,11 +18,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include "reft/mutex.h"
+#include "reft/peer/bulk_listener.h"
 #include "reft/peer/distributed_commit.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
 #include "reft/peer/node_directory.h"
 #include "reft/peer/peer_options.h"
+#include "reft/peer/sealed_checksums.h"
 #include "reft/security/authorizer.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/v1/peer.grpc.pb.h"
@@ -38,9 +40,11 @@ class PeerService final : public v1::Peer::Service {
     DistributedCommitCoordinator* commit = nullptr;
   };
   /// `authorizer` null = every call is admitted (tests and benchmarks in one process).
+  /// `bulk` (null = none; must outlive the service) serves FetchRegion calls that ask for the
+  /// bulk transport.
   PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
               JobCoordinator* jobs, Gossip gossip,
-              const security::Authorizer* authorizer = nullptr);
+              const security::Authorizer* authorizer = nullptr, BulkListener* bulk = nullptr);
 
   grpc::Status Hello(grpc::ServerContext*, const v1::HelloRequest*, v1::HelloResponse*) override;
   grpc::Status Ping(grpc::ServerContext*, const v1::PingRequest*, v1::PingResponse*) override;
@@ -75,8 +79,27 @@ class PeerService final : public v1::Peer::Service {
   static void ConfigureServerBuilder(const PeerOptions& options, grpc::ServerBuilder* builder);
 
  private:
+  /// The wire chunks of bytes [begin, end) of one region of a slot.
+  struct WireChunks {
+    const store::SlotRef* slot;
+    size_t region;
+    const SealedChecksums* sealed;
+    uint64_t begin;
+    uint64_t end;
+    std::string what;  ///< "rank step region", for messages
+  };
+  /// Receives each wire chunk: region offset, length, checksum; a non-OK status stops.
+  using WireChunkSink = std::function<Status(uint64_t, uint64_t, uint64_t)>;
+
   grpc::Status FetchRegionRaw(grpc::ServerContext* ctx, const grpc::ByteBuffer* request,
                               grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer);
+  /// Cuts the range into wire chunks that never straddle a sealed chunk: a chunk that is a
+  /// whole sealed chunk carries its sealed checksum; a part of one is sent only after the whole
+  /// sealed chunk was checked here (Corrupted otherwise), with a checksum of its own.
+  Status ForEachWireChunk(const WireChunks& chunks, const WireChunkSink& sink) const;
+  Status SendBulk(grpc::ServerContext* ctx,
+                  grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer,
+                  const WireChunks& chunks);
   Status Admit(const v1::Caller& caller, bool serves_snapshots);
   grpc::Status NoGossip(const char* method) const;
   /// The Authorizer's verdict on one call (OK without an authorizer).
@@ -88,6 +111,7 @@ class PeerService final : public v1::Peer::Service {
   JobCoordinator* coordinator_;
   Gossip gossip_;
   const security::Authorizer* authorizer_;
+  BulkListener* bulk_;
   Mutex handler_mu_;
   std::shared_ptr<PersistHandler> persist_handler_ REFT_GUARDED_BY(handler_mu_);
   std::shared_ptr<StageHandler> stage_handler_ REFT_GUARDED_BY(handler_mu_);

@@ -1,0 +1,256 @@
+#include "reft/peer/bulk_listener.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "bulk_wire.h"
+
+namespace reft::peer {
+
+namespace {
+
+// The textual IP of a socket address; IPv4-mapped IPv6 reads as IPv4.
+std::string IpOf(const sockaddr_storage& a) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, buf, sizeof buf);
+  } else if (a.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a).sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&in6)) {
+      ::inet_ntop(AF_INET, &in6.s6_addr[12], buf, sizeof buf);
+    } else {
+      ::inet_ntop(AF_INET6, &in6, buf, sizeof buf);
+    }
+  }
+  return buf;
+}
+
+// Logs the first ten refusals, then at most one a second (a flood must not flood the log).
+void LogRefusal(uint64_t count, const std::string& peer_ip, const char* why) {
+  using Clock = std::chrono::steady_clock;
+  static std::atomic<int64_t> last_ms{0};
+  static std::atomic<uint64_t> last_logged{0};
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+  if (count <= 10) {
+    spdlog::warn("bulk port: refused a connection from {}: {}", peer_ip, why);
+    last_logged = count;
+    last_ms = now_ms;
+  } else if (now_ms - last_ms.load() >= 1000) {
+    spdlog::warn("bulk port: refused a connection from {}: {} ({} earlier refusals not logged)",
+                 peer_ip, why, count - last_logged.load() - 1);
+    last_logged = count;
+    last_ms = now_ms;
+  }
+}
+
+}  // namespace
+
+std::string PeerIpOf(const std::string& grpc_peer) {
+  std::string a;
+  if (grpc_peer.rfind("ipv4:", 0) == 0) {
+    a = grpc_peer.substr(5);
+    auto colon = a.rfind(':');
+    return colon == std::string::npos ? a : a.substr(0, colon);
+  }
+  if (grpc_peer.rfind("ipv6:", 0) != 0) return "";
+  a = grpc_peer.substr(5);
+  // gRPC writes "[::1]:port", newer releases URL-escape the brackets ("%5B::1%5D:port").
+  for (auto [from, to] : {std::pair<const char*, const char*>{"%5B", "["}, {"%5D", "]"}}) {
+    for (auto p = a.find(from); p != std::string::npos; p = a.find(from)) a.replace(p, 3, to);
+  }
+  std::string host = HostOfTarget(a);
+  in6_addr in6{};
+  if (::inet_pton(AF_INET6, host.c_str(), &in6) != 1) return host;
+  sockaddr_storage ss{};
+  auto& s6 = reinterpret_cast<sockaddr_in6&>(ss);
+  s6.sin6_family = AF_INET6;
+  s6.sin6_addr = in6;
+  return IpOf(ss);
+}
+
+Result<std::unique_ptr<BulkListener>> BulkListener::Listen(const std::string& address) {
+  std::string host = HostOfTarget(address);
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return Status::InvalidArgument("bulk listen address '" + address + "' has no port");
+  }
+  std::string port = address.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
+      rc != 0) {
+    return Status::Unavailable("bulk listen address '" + address + "': " + ::gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, ::freeaddrinfo);
+  UniqueFd fd(::socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                       found->ai_protocol));
+  if (!fd.valid()) return Status::FromErrno(errno, "bulk listen socket");
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0 ||
+      ::listen(fd.get(), SOMAXCONN) != 0) {
+    return Status::Unavailable("cannot listen for bulk transfers on " + address + ": " +
+                               std::strerror(errno));
+  }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+  const uint16_t bound_port =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(bound).sin6_port
+                                        : reinterpret_cast<sockaddr_in&>(bound).sin_port);
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid()) return Status::FromErrno(errno, "eventfd");
+  return std::unique_ptr<BulkListener>(
+      new BulkListener(std::move(fd), std::move(wake), bound_port));
+}
+
+BulkListener::BulkListener(UniqueFd listener, UniqueFd wake, uint16_t port)
+    : listener_(std::move(listener)), wake_(std::move(wake)), port_(port) {
+  thread_ = std::thread([this] { AcceptLoop(); });
+}
+
+BulkListener::~BulkListener() {
+  stop_ = true;
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+  if (thread_.joinable()) thread_.join();
+}
+
+BulkListener::Ticket BulkListener::Expect(const std::string& peer_ip) {
+  Ticket t{};
+  MutexLock lock(mu_);
+  do {
+    size_t got = 0;
+    while (got < t.size()) {
+      ssize_t n = ::getrandom(t.data() + got, t.size() - got, 0);
+      if (n > 0) got += static_cast<size_t>(n);
+    }
+  } while (expected_.count(t) != 0);
+  expected_[t].peer_ip = peer_ip;
+  return t;
+}
+
+Result<UniqueFd> BulkListener::Claim(const Ticket& ticket,
+                                     std::chrono::steady_clock::time_point deadline,
+                                     const std::function<bool()>& cancelled) {
+  MutexLock lock(mu_);
+  for (;;) {
+    auto it = expected_.find(ticket);
+    if (it == expected_.end()) return Status::Internal("bulk ticket was never issued");
+    if (it->second.connection.valid()) {
+      UniqueFd fd = std::move(it->second.connection);
+      expected_.erase(it);
+      return fd;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline || (cancelled && cancelled())) {
+      expected_.erase(it);
+      return now >= deadline
+                 ? Status::Timeout("the caller did not open its bulk connection in time")
+                 : Status::Cancelled("the call ended before its bulk connection arrived");
+    }
+    // Wakes when any ticket's connection arrives; every 100 ms to ask `cancelled`.
+    lock.WaitUntil(arrived_, std::min(deadline, now + std::chrono::milliseconds(100)),
+                   [&]() REFT_REQUIRES(mu_) {
+                     auto i = expected_.find(ticket);
+                     return i == expected_.end() || i->second.connection.valid();
+                   });
+  }
+}
+
+void BulkListener::Refuse(const std::string& peer_ip, const char* why) {
+  LogRefusal(refused_.fetch_add(1) + 1, peer_ip, why);
+}
+
+void BulkListener::AcceptOne(std::map<int, Pending>* pending) {
+  for (;;) {
+    sockaddr_storage from{};
+    socklen_t len = sizeof from;
+    UniqueFd fd(::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &len,
+                          SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) return;  // EAGAIN: no more waiting; other errors: try at the next wake
+    std::string ip = IpOf(from);
+    if (pending->size() >= kMaxPendingConnections) {
+      Refuse(ip, "too many connections without a ticket");
+      continue;
+    }
+    Pending p;
+    p.peer_ip = std::move(ip);
+    p.deadline = std::chrono::steady_clock::now() + kTicketWait;
+    int key = fd.get();
+    p.fd = std::move(fd);
+    pending->emplace(key, std::move(p));
+  }
+}
+
+bool BulkListener::ReadTicket(Pending* p) {
+  ssize_t n = ::recv(p->fd.get(), p->received.data() + p->have, p->received.size() - p->have, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+  if (n <= 0) {
+    Refuse(p->peer_ip, "closed before sending a whole ticket");
+    return true;
+  }
+  p->have += static_cast<size_t>(n);
+  if (p->have < p->received.size()) return false;
+  {
+    MutexLock lock(mu_);
+    auto it = expected_.find(p->received);
+    if (it != expected_.end() && !it->second.connection.valid() &&
+        (it->second.peer_ip.empty() || it->second.peer_ip == p->peer_ip)) {
+      it->second.connection = std::move(p->fd);
+      served_.fetch_add(1);
+      arrived_.notify_all();
+      return true;
+    }
+  }
+  Refuse(p->peer_ip, "unknown, spent or foreign ticket");
+  return true;
+}
+
+void BulkListener::AcceptLoop() {
+  std::map<int, Pending> pending;
+  std::vector<pollfd> fds;
+  while (!stop_) {
+    fds.clear();
+    fds.push_back({wake_.get(), POLLIN, 0});
+    fds.push_back({listener_.get(), POLLIN, 0});
+    for (const auto& [fd, p] : pending) fds.push_back({fd, POLLIN, 0});
+    int r = ::poll(fds.data(), fds.size(), 100);
+    if (r < 0 && errno != EINTR) {
+      spdlog::error("bulk port: poll failed: {}", std::strerror(errno));
+      return;
+    }
+    if (stop_) break;
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto it = pending.find(fds[i].fd);
+      if (ReadTicket(&it->second)) pending.erase(it);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (now < it->second.deadline) {
+        ++it;
+        continue;
+      }
+      Refuse(it->second.peer_ip, "no ticket in time");
+      it = pending.erase(it);
+    }
+    if (fds[1].revents != 0) AcceptOne(&pending);
+  }
+}
+
+}  // namespace reft::peer
