@@ -52,6 +52,9 @@ allowed_uids = [0, 1000]
 [planner]
 mode = "confirm"
 spare_wait_ms = 0
+[peer]
+bulk_transport = "grpc"
+bulk_port = 7100
 )");
   auto c = Parse({"--config", path, "--listen", "127.0.0.1:7005"});
   REQUIRE(c.ok());
@@ -64,6 +67,8 @@ spare_wait_ms = 0
   CHECK(c->allowed_uids == std::vector<uint32_t>{0, 1000});
   CHECK(c->planner_mode == "confirm");
   CHECK(c->planner_spare_wait_ms == 0);
+  CHECK(c->bulk_transport == "grpc");
+  CHECK(c->bulk_port == 7100);
 }
 
 TEST_CASE("bad config names the key", "[config]") {
@@ -87,6 +92,8 @@ TEST_CASE("bad config names the key", "[config]") {
       {"node_id = \n", "line 1"},
       {"[planner]\nmode = \"sometimes\"\n", "planner.mode: 'sometimes' is not one of off, automatic, confirm"},
       {"[planner]\nspare_wait_ms = -1\n", "planner.spare_wait_ms"},
+      {"[peer]\nbulk_transport = \"udp\"\n", "peer.bulk_transport"},
+      {"[peer]\nbulk_port = 70000\n", "peer.bulk_port"},
   };
   for (const auto& tc : cases) {
     INFO(tc.toml);

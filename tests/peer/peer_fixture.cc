@@ -15,6 +15,9 @@ PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> see
   o.rpc_deadline = std::chrono::milliseconds(500);
   o.fetch_deadline = std::chrono::milliseconds(1500);
   o.anti_entropy_interval = std::chrono::milliseconds(200);
+  // FetchRegion over the bulk transport, as reftd does on a plain-text Peer channel.
+  o.bulk_listen = "127.0.0.1:0";
+  o.bulk_fetch = true;
   return o;
 }
 

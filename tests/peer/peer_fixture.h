@@ -17,6 +17,8 @@
 
 namespace reft::peer::test {
 
+/// Fast timers, and FetchRegion over the bulk transport (a listener on 127.0.0.1:0), as reftd
+/// runs on a plain-text Peer channel.
 PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> seeds);
 
 /// A store in `shm_dir` without prefaulting; throws when it cannot be opened.

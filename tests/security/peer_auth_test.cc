@@ -150,10 +150,12 @@ std::vector<std::pair<std::string, grpc::Status>> CallEveryRpc(
     *req.mutable_caller() = Claim(node_id);
     req.mutable_rank()->set_job("victim");
     req.set_region("params");
+    req.set_bulk(true);  // a refused call must not get a bulk ticket either
     auto c = ctx();
     auto reader = stub->FetchRegion(c.get(), req);
     v1::RegionChunk chunk;
     while (reader->Read(&chunk)) {
+      CHECK(chunk.bulk_ticket().empty());
     }
     out.emplace_back("FetchRegion", reader->Finish());
   }
@@ -212,6 +214,7 @@ TEST_CASE("every Peer RPC is refused without the shared token", "[security][peer
       CHECK(status.error_message().find("no token") != std::string::npos);
     }
     CHECK(server.auth->refused() == calls.size());
+    CHECK(server.node->bulk()->served() == 0);
   }
   SECTION("a wrong token") {
     auto calls = CallEveryRpc(stub.get(), "node1", [](grpc::ClientContext* c) {

@@ -36,25 +36,6 @@ std::string IpOf(const sockaddr_storage& a) {
   return buf;
 }
 
-// Logs the first ten refusals, then at most one a second (a flood must not flood the log).
-void LogRefusal(uint64_t count, const std::string& peer_ip, const char* why) {
-  using Clock = std::chrono::steady_clock;
-  static std::atomic<int64_t> last_ms{0};
-  static std::atomic<uint64_t> last_logged{0};
-  const int64_t now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
-  if (count <= 10) {
-    spdlog::warn("bulk port: refused a connection from {}: {}", peer_ip, why);
-    last_logged = count;
-    last_ms = now_ms;
-  } else if (now_ms - last_ms.load() >= 1000) {
-    spdlog::warn("bulk port: refused a connection from {}: {} ({} earlier refusals not logged)",
-                 peer_ip, why, count - last_logged.load() - 1);
-    last_logged = count;
-    last_ms = now_ms;
-  }
-}
-
 }  // namespace
 
 std::string PeerIpOf(const std::string& grpc_peer) {
@@ -172,8 +153,21 @@ Result<UniqueFd> BulkListener::Claim(const Ticket& ticket,
   }
 }
 
+// Logs the first ten refusals, then at most one a second (a flood must not flood the log).
 void BulkListener::Refuse(const std::string& peer_ip, const char* why) {
-  LogRefusal(refused_.fetch_add(1) + 1, peer_ip, why);
+  const uint64_t count = refused_.fetch_add(1) + 1;
+  const auto now = std::chrono::steady_clock::now();
+  MutexLock lock(log_mu_);
+  if (count <= 10) {
+    spdlog::warn("bulk port: refused a connection from {}: {}", peer_ip, why);
+  } else if (now - last_log_ >= std::chrono::seconds(1)) {
+    spdlog::warn("bulk port: refused a connection from {}: {} ({} earlier refusals not logged)",
+                 peer_ip, why, count - logged_ - 1);
+  } else {
+    return;
+  }
+  logged_ = count;
+  last_log_ = now;
 }
 
 void BulkListener::AcceptOne(std::map<int, Pending>* pending) {

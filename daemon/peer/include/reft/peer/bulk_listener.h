@@ -98,6 +98,9 @@ class BulkListener {
   Mutex mu_;
   std::condition_variable arrived_;
   std::map<Ticket, Expected> expected_ REFT_GUARDED_BY(mu_);
+  Mutex log_mu_;
+  uint64_t logged_ REFT_GUARDED_BY(log_mu_) = 0;  ///< refusals up to the last one logged
+  std::chrono::steady_clock::time_point last_log_ REFT_GUARDED_BY(log_mu_);
   std::thread thread_;
 };
 

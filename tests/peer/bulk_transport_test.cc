@@ -1,0 +1,388 @@
+// The bulk transport of FetchRegion: who may connect to a holder's bulk port (only a caller
+// holding a ticket its authenticated FetchRegion call was given, once, from its own address),
+// and what a caller does with a holder that sends bad frames, hangs, cuts the connection short
+// or offers a port nobody can reach. Real sockets on loopback; the hostile holders are gRPC
+// servers of the test's own that speak the documented wire format (docs/peer.md).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "peer_fixture.h"
+#include "reft/checksum.h"
+#include "reft/peer/bulk_listener.h"
+#include "reft/peer/peer_client.h"
+#include "reft/unique_fd.h"
+#include "reft/v1/peer.grpc.pb.h"
+
+using namespace reft;
+using namespace reft::peer;
+using namespace reft::testing;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A blocking TCP connection to 127.0.0.1:`port`.
+UniqueFd ConnectLoopback(uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  REQUIRE(fd.valid());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+void SendBytes(int fd, const void* p, size_t n) {
+  REQUIRE(::send(fd, p, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n));
+}
+
+// The same from a gRPC handler thread (no Catch assertions there): the caller may hang up.
+void SendFromHolder(int fd, const std::vector<uint8_t>& bytes) {
+  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+}
+
+// True when the other end closed `fd` within `within` (recv returns 0 or an error).
+bool ClosedWithin(int fd, std::chrono::milliseconds within) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(within.count())) <= 0) return false;
+  uint8_t b;
+  return ::recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+void Put64(uint64_t v, uint8_t* p) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// One frame of the bulk connection: 24-byte header (offset, length, XXH3-64; little-endian),
+// then the data.
+std::vector<uint8_t> Frame(uint64_t offset, uint64_t checksum, const uint8_t* data, size_t n) {
+  std::vector<uint8_t> f(24 + n);
+  Put64(offset, f.data());
+  Put64(n, f.data() + 8);
+  Put64(checksum, f.data() + 16);
+  std::memcpy(f.data() + 24, data, n);
+  return f;
+}
+
+// A TCP listener on 127.0.0.1 for the hostile holder's side of the bulk connection.
+struct TestListener {
+  TestListener() : fd(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd.get(), 4) == 0);
+    REQUIRE(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  UniqueFd fd;
+  uint16_t port = 0;
+};
+
+// A port nothing listens on (bound, then closed: connecting to it is refused).
+uint16_t DeadPort() {
+  TestListener l;
+  return l.port;
+}
+
+// A Peer service whose FetchRegion runs the test's script: a holder that misbehaves.
+class ScriptedHolder final : public v1::Peer::Service {
+ public:
+  using Script = std::function<grpc::Status(const v1::FetchRegionRequest&,
+                                            grpc::ServerWriter<v1::RegionChunk>*)>;
+  explicit ScriptedHolder(Script script) : script_(std::move(script)) {
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(this);
+    server_ = b.BuildAndStart();
+    address = "127.0.0.1:" + std::to_string(port);
+  }
+  ~ScriptedHolder() override { server_->Shutdown(std::chrono::system_clock::now()); }
+
+  grpc::Status FetchRegion(grpc::ServerContext*, const v1::FetchRegionRequest* req,
+                           grpc::ServerWriter<v1::RegionChunk>* writer) override {
+    (req->bulk() ? bulk_calls : stream_calls)++;
+    return script_(*req, writer);
+  }
+
+  std::string address;
+  std::atomic<int> bulk_calls{0}, stream_calls{0};
+
+ private:
+  Script script_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// Offers `port` with a fixed ticket; what happens on the connection is `bulk`'s.
+grpc::Status Offer(grpc::ServerWriter<v1::RegionChunk>* writer, uint16_t port) {
+  v1::RegionChunk offer;
+  offer.set_bulk_ticket(std::string(16, 'T'));
+  offer.set_bulk_port(port);
+  writer->Write(offer);
+  return grpc::Status::OK;
+}
+
+// Accepts one bulk connection on `l` that presents the fixed ticket; invalid otherwise (the
+// script then fails the call, and the test with it). Runs on a gRPC handler thread.
+UniqueFd AcceptWithTicket(TestListener& l) {
+  UniqueFd c(::accept(l.fd.get(), nullptr, nullptr));
+  char ticket[16];
+  if (!c.valid() || ::recv(c.get(), ticket, sizeof ticket, MSG_WAITALL) != 16 ||
+      std::string(ticket, 16) != std::string(16, 'T')) {
+    return UniqueFd();
+  }
+  return c;
+}
+
+PeerClient BulkClient() {
+  PeerOptions o = test::FastOptions("caller", {});
+  o.advertise_address = "127.0.0.1:1";
+  return PeerClient(o, [] {
+    v1::Caller c;
+    c.set_protocol_version(kProtocolVersion);
+    c.set_node_id("caller");
+    c.set_epoch(1);
+    return c;
+  });
+}
+
+const store::RankKey kRank{"job", 0, 0, 0};
+
+}  // namespace
+
+TEST_CASE("a bulk connection is served only with a ticket that is expected", "[peer][security]") {
+  auto listener = BulkListener::Listen("127.0.0.1:0");
+  REQUIRE(listener.ok());
+  BulkListener& l = **listener;
+  const auto never = [] { return false; };
+
+  SECTION("the ticket its call was given: served once, a replay is refused") {
+    const auto ticket = l.Expect("127.0.0.1");
+    UniqueFd c = ConnectLoopback(l.port());
+    SendBytes(c.get(), ticket.data(), ticket.size());
+    auto served = l.Claim(ticket, Clock::now() + 2s, never);
+    REQUIRE(served.ok());
+    CHECK(served->valid());
+    CHECK(l.served() == 1);
+    UniqueFd replay = ConnectLoopback(l.port());
+    SendBytes(replay.get(), ticket.data(), ticket.size());
+    CHECK(ClosedWithin(replay.get(), 2s));
+    CHECK(l.refused() == 1);
+  }
+  SECTION("a ticket nobody was given") {
+    const auto expected = l.Expect("");
+    auto guess = expected;
+    guess[0] ^= 1;
+    UniqueFd c = ConnectLoopback(l.port());
+    SendBytes(c.get(), guess.data(), guess.size());
+    CHECK(ClosedWithin(c.get(), 2s));
+    CHECK(l.refused() == 1);
+    CHECK(l.Claim(expected, Clock::now() + 200ms, never).status().code() == StatusCode::kTimeout);
+  }
+  SECTION("a ticket given to a caller at another address") {
+    const auto ticket = l.Expect("10.1.2.3");
+    UniqueFd c = ConnectLoopback(l.port());
+    SendBytes(c.get(), ticket.data(), ticket.size());
+    CHECK(ClosedWithin(c.get(), 2s));
+    CHECK(l.refused() == 1);
+    CHECK(l.Claim(ticket, Clock::now() + 200ms, never).status().code() == StatusCode::kTimeout);
+  }
+  SECTION("half a ticket, then nothing: closed after the ticket wait") {
+    const auto ticket = l.Expect("127.0.0.1");
+    UniqueFd c = ConnectLoopback(l.port());
+    SendBytes(c.get(), ticket.data(), 8);
+    auto t0 = Clock::now();
+    CHECK(ClosedWithin(c.get(), BulkListener::kTicketWait + 2s));
+    CHECK(Clock::now() - t0 >= BulkListener::kTicketWait - 200ms);
+    CHECK(l.refused() == 1);
+    CHECK(l.served() == 0);
+    CHECK(l.Claim(ticket, Clock::now(), never).status().code() == StatusCode::kTimeout);
+  }
+  SECTION("a flood of silent connections: the overflow is closed at once, tickets still work") {
+    std::vector<UniqueFd> flood;
+    for (size_t i = 0; i < BulkListener::kMaxPendingConnections; ++i) {
+      flood.push_back(ConnectLoopback(l.port()));
+    }
+    // The listener accepts in the background: wait until it holds every flood connection.
+    UniqueFd extra;
+    for (auto until = Clock::now() + 5s; Clock::now() < until;) {
+      extra = ConnectLoopback(l.port());
+      if (ClosedWithin(extra.get(), 300ms)) break;
+      flood.push_back(std::move(extra));  // accepted as one of the pending ones: keep it open
+    }
+    const uint64_t refused = l.refused();
+    CHECK(refused >= 1);
+    const size_t held = flood.size();
+    flood.clear();  // the listener drops them as they close
+    REQUIRE(test::Eventually([&] { return l.refused() >= refused + held; }, 5s));
+    const auto ticket = l.Expect("127.0.0.1");
+    UniqueFd c = ConnectLoopback(l.port());
+    SendBytes(c.get(), ticket.data(), ticket.size());
+    CHECK(l.Claim(ticket, Clock::now() + 3s, never).ok());
+  }
+  SECTION("a call that ends before its connection arrives spends its ticket") {
+    const auto ticket = l.Expect("127.0.0.1");
+    CHECK(l.Claim(ticket, Clock::now() + 2s, [] { return true; }).status().code() ==
+          StatusCode::kCancelled);
+    UniqueFd c = ConnectLoopback(l.port());
+    SendBytes(c.get(), ticket.data(), ticket.size());
+    CHECK(ClosedWithin(c.get(), 2s));
+    CHECK(l.refused() == 1);
+  }
+}
+
+TEST_CASE("PeerIpOf reads the caller's address as gRPC writes it", "[peer]") {
+  CHECK(PeerIpOf("ipv4:10.0.0.2:5000") == "10.0.0.2");
+  CHECK(PeerIpOf("ipv6:[::1]:5000") == "::1");
+  CHECK(PeerIpOf("ipv6:%5B::1%5D:5000") == "::1");
+  CHECK(PeerIpOf("ipv6:[::ffff:127.0.0.1]:7") == "127.0.0.1");
+  CHECK(PeerIpOf("unix:/run/reft.sock").empty());
+}
+
+TEST_CASE("a caller checks every frame a hostile holder sends on the bulk connection",
+          "[peer][security]") {
+  const auto bytes = RandomBytes(3 * 65536, TestSeed(7));
+  TestListener bulk;
+  std::function<void(int)> misbehave;  // what the holder does after reading the ticket
+  ScriptedHolder holder([&](const v1::FetchRegionRequest& req,
+                            grpc::ServerWriter<v1::RegionChunk>* writer) {
+    if (!req.bulk()) return grpc::Status(grpc::StatusCode::INTERNAL, "expected a bulk request");
+    Offer(writer, bulk.port);
+    UniqueFd c = AcceptWithTicket(bulk);
+    if (!c.valid()) return grpc::Status(grpc::StatusCode::INTERNAL, "no bulk connection");
+    misbehave(c.get());
+    return grpc::Status::OK;
+  });
+  PeerClient client = BulkClient();
+  // The destination has guard bytes after the range: nothing may be written there.
+  std::vector<uint8_t> dst(bytes.size() + 4096, 0xAB);
+  FetchOptions fo;
+  fo.timeout = 1500ms;
+  auto fetch = [&] {
+    return client.FetchRegion(holder.address, kRank, 1, "params", dst.data(), bytes.size(), 0,
+                              fo);
+  };
+  auto guard_intact = [&] {
+    return std::all_of(dst.begin() + bytes.size(), dst.end(), [](uint8_t b) { return b == 0xAB; });
+  };
+
+  SECTION("a byte changed in transit") {
+    misbehave = [&](int fd) {
+      auto f = Frame(0, Checksum64(bytes.data(), 65536), bytes.data(), 65536);
+      f[24 + 100] ^= 1;
+      SendFromHolder(fd, f);
+    };
+    Status s = fetch();
+    CHECK(s.code() == StatusCode::kCorrupted);
+    CHECK_THAT(s.message(), Catch::Contains("chunk 0") && Catch::Contains("fails its checksum"));
+  }
+  SECTION("a chunk out of sequence") {
+    misbehave = [&](int fd) {
+      SendFromHolder(fd, Frame(65536, Checksum64(bytes.data(), 65536), bytes.data(), 65536));
+    };
+    Status s = fetch();
+    CHECK(s.code() == StatusCode::kProtocol);
+    CHECK_THAT(s.message(), Catch::Contains("out of sequence"));
+  }
+  SECTION("a chunk that reaches past the range") {
+    misbehave = [&](int fd) {
+      std::vector<uint8_t> big(bytes.size() + 4096, 0x11);
+      SendFromHolder(fd, Frame(0, Checksum64(big.data(), big.size()), big.data(), big.size()));
+    };
+    CHECK(fetch().code() == StatusCode::kProtocol);
+    CHECK(guard_intact());
+  }
+  SECTION("a holder that stops sending: Timeout at the call's deadline, not a hang") {
+    misbehave = [&](int fd) {
+      SendFromHolder(fd, Frame(0, Checksum64(bytes.data(), 65536), bytes.data(), 65536));
+      std::this_thread::sleep_for(2500ms);  // past the caller's 1.5 s
+    };
+    auto t0 = Clock::now();
+    CHECK(fetch().code() == StatusCode::kTimeout);
+    CHECK(Clock::now() - t0 < 2400ms);
+  }
+  CHECK(guard_intact());
+}
+
+TEST_CASE("a holder that cuts the bulk connection short is reported with its own verdict",
+          "[peer]") {
+  TestListener bulk;
+  ScriptedHolder holder([&](const v1::FetchRegionRequest&,
+                            grpc::ServerWriter<v1::RegionChunk>* writer) {
+    Offer(writer, bulk.port);
+    UniqueFd c = AcceptWithTicket(bulk);
+    if (!c.valid()) return grpc::Status(grpc::StatusCode::INTERNAL, "no bulk connection");
+    c.reset();
+    return grpc::Status(grpc::StatusCode::DATA_LOSS, "sealed chunk 3 fails its checksum here");
+  });
+  PeerClient client = BulkClient();
+  std::vector<uint8_t> dst(1 << 20);
+  Status s = client.FetchRegion(holder.address, kRank, 1, "params", dst.data(), dst.size());
+  CHECK(s.code() == StatusCode::kCorrupted);
+  CHECK_THAT(s.message(), Catch::Contains("sealed chunk 3"));
+}
+
+TEST_CASE("a bulk port the caller cannot reach: gRPC streams from then on", "[peer]") {
+  const auto bytes = RandomBytes(100000, TestSeed(9));
+  const uint16_t dead = DeadPort();
+  ScriptedHolder holder([&](const v1::FetchRegionRequest& req,
+                            grpc::ServerWriter<v1::RegionChunk>* writer) {
+    if (req.bulk()) return Offer(writer, dead);
+    v1::RegionChunk chunk;
+    chunk.set_offset(req.offset());
+    chunk.set_length(req.length());
+    chunk.set_checksum(Checksum64(bytes.data() + req.offset(), req.length()));
+    chunk.set_data(bytes.data() + req.offset(), req.length());
+    writer->Write(chunk);
+    return grpc::Status::OK;
+  });
+  PeerClient client = BulkClient();
+  std::vector<uint8_t> dst(bytes.size());
+  REQUIRE(client.FetchRegion(holder.address, kRank, 1, "params", dst.data(), dst.size()).ok());
+  CHECK(dst == bytes);
+  CHECK(holder.bulk_calls == 1);
+  CHECK(holder.stream_calls == 1);
+  // The next call does not try the port again.
+  std::fill(dst.begin(), dst.end(), 0);
+  REQUIRE(client.FetchRegion(holder.address, kRank, 1, "params", dst.data(), 5000, 777).ok());
+  CHECK(std::equal(dst.begin(), dst.begin() + 5000, bytes.begin() + 777));
+  CHECK(holder.bulk_calls == 1);
+  CHECK(holder.stream_calls == 2);
+}
+
+TEST_CASE("a bulk offer is only accepted as the answer's first message", "[peer][security]") {
+  const auto bytes = RandomBytes(200000, TestSeed(10));
+  ScriptedHolder holder([&](const v1::FetchRegionRequest&,
+                            grpc::ServerWriter<v1::RegionChunk>* writer) {
+    v1::RegionChunk chunk;
+    chunk.set_offset(0);
+    chunk.set_length(1000);
+    chunk.set_checksum(Checksum64(bytes.data(), 1000));
+    chunk.set_data(bytes.data(), 1000);
+    writer->Write(chunk);
+    return Offer(writer, DeadPort());
+  });
+  PeerClient client = BulkClient();
+  std::vector<uint8_t> dst(bytes.size());
+  Status s = client.FetchRegion(holder.address, kRank, 1, "params", dst.data(), dst.size());
+  CHECK(s.code() == StatusCode::kProtocol);
+  CHECK_THAT(s.message(), Catch::Contains("bulk offer"));
+}
