@@ -23,6 +23,7 @@ run protect  "$b/protect/protect_bench" --mib 128 --reps 15
 run aor      "$b/aor/aor_bench" --reps 5
 run aor_copy "$b/aor/aor_copy_bench" --elems 16M --reps 3
 run peer     "$b/peer/reft_bench_peer" --size 256M --reps 5
+run peer_grpc "$b/peer/reft_bench_peer" --size 256M --reps 5 --transport grpc
 run persist  "$b/persist/persist_bench" --bytes 536870912 --runs 7
 run restore_vs_tier /usr/bin/python3 tools/bench/recovery/restore_vs_tier.py
 run restore_agreement /usr/bin/python3 tools/bench/recovery/restore_agreement.py --runs 10
