@@ -125,6 +125,11 @@ BulkListener::Ticket BulkListener::Expect(const std::string& peer_ip) {
   return t;
 }
 
+size_t BulkListener::tickets_outstanding() const {
+  MutexLock lock(mu_);
+  return expected_.size();
+}
+
 Result<UniqueFd> BulkListener::Claim(const Ticket& ticket,
                                      std::chrono::steady_clock::time_point deadline,
                                      const std::function<bool()>& cancelled) {

@@ -28,10 +28,10 @@ uint64_t Get64(const uint8_t* p) {
 
 // Milliseconds to wait in one poll: up to the deadline, at most one slice; -1 when past.
 int PollMs(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  if (left.count() <= 0) return -1;
-  return static_cast<int>(std::min<int64_t>(left.count() + 1, kPollSliceMs));
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (left <= Deadline::duration::zero()) return -1;
+  return static_cast<int>(
+      std::min<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(left).count(), kPollSliceMs));
 }
 
 // Waits until `fd` is ready for `events`, the deadline passes (Timeout) or `cancelled()`.

@@ -323,6 +323,12 @@ Status PeerClient::ReceiveBulk(const std::string& address, const BulkOffer& offe
   auto fd = ConnectBulk(address, offer.port,
                         std::min(deadline, std::chrono::steady_clock::now() + kBulkConnectTimeout));
   if (!fd.ok()) {
+    // The call's own deadline says nothing about the port: only a refusal, or a connection
+    // that did not come about while the call still had time, makes the port unreachable.
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::Timeout(rx->what() + ": the deadline passed while connecting to bulk port " +
+                             std::to_string(offer.port));
+    }
     *unreachable = true;
     return fd.status();
   }

@@ -68,6 +68,9 @@ class BulkListener {
   uint64_t refused() const { return refused_.load(); }
   /// Connections that presented an expected ticket (handed to their FetchRegion call).
   uint64_t served() const { return served_.load(); }
+  /// Tickets issued and not yet spent (each FetchRegion call on the bulk transport holds one
+  /// until it has its connection or gives up).
+  size_t tickets_outstanding() const;
 
  private:
   struct Expected {
@@ -95,7 +98,7 @@ class BulkListener {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> served_{0};
-  Mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable arrived_;
   std::map<Ticket, Expected> expected_ REFT_GUARDED_BY(mu_);
   Mutex log_mu_;
