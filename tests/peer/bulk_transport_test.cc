@@ -340,7 +340,7 @@ TEST_CASE("a holder that cuts the bulk connection short is reported with its own
   CHECK_THAT(s.message(), Catch::Contains("sealed chunk 3"));
 }
 
-TEST_CASE("a bulk port the caller cannot reach: gRPC streams from then on", "[peer]") {
+TEST_CASE("a bulk port the caller cannot reach: gRPC streams for a while", "[peer]") {
   const auto bytes = RandomBytes(100000, TestSeed(9));
   const uint16_t dead = DeadPort();
   ScriptedHolder holder([&](const v1::FetchRegionRequest& req,

@@ -27,6 +27,8 @@ constexpr uint64_t kPacingBurst = 1ull << 20;
 // How long a FetchRegion waits to connect to a holder's bulk port before it falls back to the
 // gRPC stream (a port a firewall drops packets for never refuses).
 constexpr std::chrono::seconds kBulkConnectTimeout{3};
+// How long a holder whose bulk port could not be reached is fetched from over gRPC streams.
+constexpr std::chrono::seconds kBulkRetryAfter{60};
 
 std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
   return std::chrono::system_clock::now() + d;
@@ -248,17 +250,19 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   const auto timeout = fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool bulk_unreachable = false;
-  if (options_.bulk_fetch && !conn->bulk_unreachable.load()) {
+  const int64_t now_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  if (options_.bulk_fetch && now_ns >= conn->bulk_retry_ns.load()) {
     req.set_bulk(true);
     RegionReceiver rx(what, dst, offset, dst_size, options_.wire_chunk_bytes, fo,
                       {conn->bucket.get(), &link_});
     Status st = ReceiveRange(*conn, address, req, deadline, &rx, &bulk_unreachable);
     if (!bulk_unreachable) return st;
     // A holder whose bulk port cannot be reached (a firewall that lets only the gRPC port
-    // through) is asked for gRPC streams from now on.
-    conn->bulk_unreachable = true;
-    spdlog::warn("{}: {}; fetching from {} over gRPC streams from now on", what, st.message(),
-                 address);
+    // through, a holder gone between its offer and the connection) is asked for gRPC streams
+    // for a while, then for the bulk transport again.
+    conn->bulk_retry_ns = now_ns + std::chrono::nanoseconds(kBulkRetryAfter).count();
+    spdlog::warn("{}: {}; fetching from {} over gRPC streams for the next {} s", what,
+                 st.message(), address, kBulkRetryAfter.count());
     req.set_bulk(false);
   }
   RegionReceiver rx(what, dst, offset, dst_size, options_.wire_chunk_bytes, fo,

@@ -125,7 +125,9 @@ class PeerClient {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::Peer::Stub> stub;
     std::unique_ptr<TokenBucket> bucket;
-    std::atomic<bool> bulk_unreachable{false};  ///< its bulk port could not be connected to
+    /// steady_clock nanoseconds before which FetchRegion does not ask for the bulk transport
+    /// (set when the holder's bulk port could not be connected to)
+    std::atomic<int64_t> bulk_retry_ns{0};
   };
   std::shared_ptr<Conn> Get(const std::string& address);
   v1::Caller Stamp();
