@@ -20,14 +20,21 @@ void XorAccumulator::AddTerm(uint64_t from, uint64_t size, uint8_t* to, size_t o
 
 Status XorAccumulator::Absorb(uint64_t offset, const uint8_t* data, uint64_t size,
                               std::vector<size_t>* completed) {
-  MutexLock lock(mu_);
   for (const Term& t : terms_) {
     const uint64_t lo = std::max(offset, t.from);
     const uint64_t hi = std::min(offset + size, t.from + t.size);
     if (lo >= hi) continue;
     uint8_t* out = t.to + (lo - t.from);
-    const void* srcs[2] = {out, data + (lo - offset)};
-    REFT_RETURN_NOT_OK(kernels::XorReduce(out, srcs, 2, hi - lo));
+    const uint8_t* in = data + (lo - offset);
+    for (uint64_t done = 0; done < hi - lo;) {
+      const auto at = reinterpret_cast<uintptr_t>(out + done);
+      const uint64_t n = std::min<uint64_t>(hi - lo - done, kStripeBytes - at % kStripeBytes);
+      const void* srcs[2] = {out + done, in + done};
+      MutexLock stripe(stripes_[(at / kStripeBytes) % kStripes]);
+      REFT_RETURN_NOT_OK(kernels::XorReduce(out + done, srcs, 2, n));
+      done += n;
+    }
+    MutexLock lock(mu_);
     absorbed_ += hi - lo;
     missing_[t.output] -= hi - lo;
     if (missing_[t.output] == 0 && completed != nullptr) completed->push_back(t.output);

@@ -44,9 +44,14 @@ class XorAccumulator {
   };
   std::vector<Term> terms_;  // fixed before the first Absorb
   uint64_t expected_ = 0;
-  // One lock for every output: terms from different pieces XOR into the same bytes, and on the
-  // cores a restore has the XOR is far cheaper than the fetch that feeds it.
-  mutable Mutex mu_;
+  // Terms from different pieces XOR into the same output bytes: each kStripeBytes-aligned
+  // stretch of output memory is XORed under one of kStripes locks, so fetch workers whose
+  // pieces land in different stretches XOR at once (with the bulk transport the XOR is no
+  // longer far cheaper than the fetch that feeds it).
+  static constexpr uint64_t kStripeBytes = 1 << 20;
+  static constexpr size_t kStripes = 64;
+  Mutex stripes_[kStripes];
+  mutable Mutex mu_;  // the counts below
   uint64_t absorbed_ REFT_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> missing_ REFT_GUARDED_BY(mu_);  // per output group: bytes not absorbed
 };
