@@ -107,7 +107,7 @@ def lose(node):
 
 @pytest.mark.parametrize("protection", ["arc1", "aec", "rs2"])
 def test_lost_node_is_rebuilt_bit_exactly_and_protection_is_regenerated(protection):
-    with LocalCluster(nodes=M, config=CONFIG) as cluster:
+    with LocalCluster(nodes=M, config=CONFIG, metrics=True) as cluster:
         nodes = list(cluster.nodes)
         train(cluster, nodes, "loss", protection)
         lose(nodes[1])
@@ -115,6 +115,11 @@ def test_lost_node_is_rebuilt_bit_exactly_and_protection_is_regenerated(protecti
         nodes[0].wait_member_state("node1", "dead")
         nodes[1] = replacement
         assert restore_all(cluster, nodes, "loss", protection) == [STEPS - 1] * M
+        # The bytes crossed between the nodes on the bulk transport (plain text on loopback:
+        # reftd's default), and nobody was turned away.
+        scraped = [n.metrics() for n in nodes]
+        assert sum(m.get("reft_bulk_connections_total", 0) for m in scraped) > 0, scraped
+        assert all(m.get('reft_refused_total{endpoint="bulk_port"}', 0) == 0 for m in scraped)
         # ARC copies are read as they are and an AEC shard is decoded from the passing ones,
         # so every rank's bytes were streamed into its trainer's buffers and the replacement
         # regenerated its slot from the passing stream; RS decodes in reftd's memory first.

@@ -43,7 +43,7 @@ def test_token_is_required_and_never_logged(tmp_path):
     token_file = write(tmp_path / "token", TOKEN + "\n")
     wrong_file = write(tmp_path / "wrong", "not-the-token-but-long-enough\n")
     cfg = write(tmp_path / "reftd.toml", f'[security]\ntoken_file = "{token_file}"\n')
-    with LocalCluster(nodes=1, extra_args=["--config", str(cfg)]) as cluster:
+    with LocalCluster(nodes=1, extra_args=["--config", str(cfg)], metrics=True) as cluster:
         node = cluster.nodes[0]
         # Admin over TCP from this very host: the token is required like from anywhere else.
         r = node.ctl("status", check=False)
@@ -55,6 +55,8 @@ def test_token_is_required_and_never_logged(tmp_path):
         log = node.log()
         assert "wrong token" in log
         assert TOKEN not in log and "not-the-token" not in log
+        # Both refusals are counted for the operator's dashboards.
+        assert node.metrics()['reft_refused_total{endpoint="grpc"}'] == 2
 
 
 def test_nodes_sharing_the_token_form_a_cluster(tmp_path):

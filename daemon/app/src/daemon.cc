@@ -44,6 +44,7 @@ namespace reft::app {
 
 struct Daemon::Impl {
   Result<size_t> OpenStore();  ///< returns the number of adopted slots
+  void ReadOnScrape();         ///< the metrics refresh hook, once every component exists
   Status CreateSecurity();
   Status CreatePeer();
   void CreateRecovery();
@@ -227,6 +228,7 @@ Status Daemon::Start() {
   REFT_RETURN_NOT_OK(impl_->StartGrpc());
   impl_->persister->Start();  // serves Peer.PersistStep; every-K schedule when configured
   impl_->planner->Start();    // after the membership: it plans on its changes
+  impl_->ReadOnScrape();
 
   auto usage = impl_->store->Usage();
   std::string status = "node " + c.node_id + " serving on " + c.listen;
@@ -252,17 +254,28 @@ Result<size_t> Daemon::Impl::OpenStore() {
                  config.shm_dir, fs);
   }
   metrics->SetMemoryLimit(static_cast<double>(config.memory_limit));
+  return report.adopted.size();
+}
+
+// Gauges and totals read when Prometheus scrapes, not maintained on the hot path. Set once
+// every component they read exists; Shutdown removes the hook before it takes them down.
+void Daemon::Impl::ReadOnScrape() {
   store::SnapshotStore* s = store.get();
-  // Store gauges are read when Prometheus scrapes, not maintained on the hot path.
   const recovery::StagedLayers* staged_layers = staged.get();
-  metrics->SetRefreshHook([s, staged_layers](observability::Metrics& m) {
+  const security::Authorizer* authorizer = auth.get();
+  const peer::BulkListener* bulk = peer->bulk();
+  metrics->SetRefreshHook([s, staged_layers, authorizer, bulk](observability::Metrics& m) {
     m.SetStagedBytes(static_cast<double>(staged_layers->bytes()));
     auto usage = s->Usage();
     m.SetMemoryUsed(static_cast<double>(usage.used));
     m.SetSlots(static_cast<double>(usage.slots));
     m.SetRepairedFaults(RepairedFaults());
+    m.SetRefused(observability::RefusedAt::kGrpc, authorizer->refused());
+    if (bulk != nullptr) {
+      m.SetRefused(observability::RefusedAt::kBulkPort, bulk->refused());
+      m.SetBulkConnections(bulk->served());
+    }
   });
-  return report.adopted.size();
 }
 
 // The token, the admin socket (bound now, served once the gRPC server runs) and the Authorizer
@@ -501,6 +514,7 @@ Status Daemon::Impl::StartGrpc() {
 }
 
 void Daemon::Shutdown() {
+  if (impl_->metrics) impl_->metrics->SetRefreshHook({});  // reads what goes down below
   // Trainers first: their in-flight copies finish or are aborted before the store goes away.
   if (impl_->local_server) {
     impl_->local_server->Stop();

@@ -92,6 +92,15 @@ const char* ToString(PersistFailure reason) {
   return "unknown";
 }
 
+const char* ToString(RefusedAt endpoint) {
+  switch (endpoint) {
+    case RefusedAt::kGrpc: return "grpc";
+    case RefusedAt::kBulkPort: return "bulk_port";
+    case RefusedAt::kCount: break;
+  }
+  return "unknown";
+}
+
 // The exposer collects this instead of the registry, so the refresh hook runs per scrape.
 class Metrics::Refreshing : public prometheus::Collectable {
  public:
@@ -175,6 +184,19 @@ Metrics::Metrics()
                                 "repaired instead of crashing (the slot is then corrupt)")
                           .Register(r)
                           .Add({});
+  auto& refused = BuildCounter()
+                      .Name("reft_refused_total")
+                      .Help("Calls and connections turned away for lack of credentials, by "
+                            "endpoint")
+                      .Register(r);
+  for (int e = 0; e < static_cast<int>(RefusedAt::kCount); ++e) {
+    refused_[e] = &refused.Add({{"endpoint", ToString(static_cast<RefusedAt>(e))}});
+  }
+  bulk_connections_ = &BuildCounter()
+                           .Name("reft_bulk_connections_total")
+                           .Help("FetchRegion transfers this node served on a bulk connection")
+                           .Register(r)
+                           .Add({});
   staged_ = &BuildGauge()
                  .Name("reft_plan_staged_bytes")
                  .Help("Bytes of layers a transfer plan staged on this node for reshaped restores")
@@ -290,10 +312,19 @@ void Metrics::AddStagedBytes(uint64_t bytes) { staged_total_->Increment(static_c
 void Metrics::IncTransferHosts(bool ok) {
   transfer_hosts_[ok ? 1 : 0]->Increment();
 }
-void Metrics::SetRepairedFaults(uint64_t total) {
+namespace {
+// A counter that mirrors a total kept elsewhere (read at each scrape).
+void Follow(prometheus::Counter* counter, uint64_t total) {
   const double now = static_cast<double>(total);
-  if (now > repaired_faults_->Value()) repaired_faults_->Increment(now - repaired_faults_->Value());
+  if (now > counter->Value()) counter->Increment(now - counter->Value());
 }
+}  // namespace
+
+void Metrics::SetRepairedFaults(uint64_t total) { Follow(repaired_faults_, total); }
+void Metrics::SetRefused(RefusedAt endpoint, uint64_t total) {
+  Follow(refused_[static_cast<int>(endpoint)], total);
+}
+void Metrics::SetBulkConnections(uint64_t total) { Follow(bulk_connections_, total); }
 void Metrics::SetPeers(PeerState state, double count) {
   peers_[static_cast<int>(state)]->Set(count);
 }

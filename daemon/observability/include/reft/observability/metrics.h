@@ -48,11 +48,17 @@ enum class PersistFailure : int { kMissingDir = 0, kNoSpace, kPermission, kIo, k
 /// Membership state of a peer as seen by this node (label `state`).
 enum class PeerState : int { kAlive = 0, kSuspect, kDead, kLeft, kCount };
 
+/// Where a caller without the right credentials was turned away (label `endpoint`): a gRPC call
+/// the Authorizer refused (Peer or Admin), or a connection to the bulk port without an
+/// expected ticket.
+enum class RefusedAt : int { kGrpc = 0, kBulkPort, kCount };
+
 const char* ToString(RecoverySource source);
 const char* ToString(RecoveryOperation operation);
 const char* ToString(RecoveryPhase phase);
 const char* ToString(PeerState state);
 const char* ToString(PersistFailure reason);
+const char* ToString(RefusedAt endpoint);
 
 /// \brief Owns the metric families. Thread-safe: all recording methods may be called from
 /// any thread concurrently. Handles stay valid for the lifetime of the Metrics object.
@@ -113,6 +119,10 @@ class Metrics {
   /// Faults on mappings a client shrank, repaired instead of killing reftd (fault_guard.h):
   /// `total` is the process-wide count so far (the counter follows it).
   void SetRepairedFaults(uint64_t total);
+  /// Calls and connections refused at `endpoint` so far (the counter follows `total`).
+  void SetRefused(RefusedAt endpoint, uint64_t total);
+  /// Bulk connections this node served so far (the counter follows `total`).
+  void SetBulkConnections(uint64_t total);
 
   // --- planner ---
   /// Bytes of layers a transfer plan staged on this node, held for reshaped restores.
@@ -153,6 +163,8 @@ class Metrics {
   prometheus::Counter* checksum_failures_ = nullptr;
   prometheus::Counter* job_access_denied_ = nullptr;
   prometheus::Counter* repaired_faults_ = nullptr;
+  std::array<prometheus::Counter*, static_cast<int>(RefusedAt::kCount)> refused_{};
+  prometheus::Counter* bulk_connections_ = nullptr;
   std::array<prometheus::Gauge*, static_cast<int>(PeerState::kCount)> peers_{};
   prometheus::Histogram* persist_duration_ = nullptr;
   prometheus::Counter* persist_bytes_ = nullptr;
