@@ -330,6 +330,9 @@ TEST_CASE("a holder that cuts the bulk connection short is reported with its own
     Offer(writer, bulk.port);
     UniqueFd c = AcceptWithTicket(bulk);
     if (!c.valid()) return grpc::Status(grpc::StatusCode::INTERNAL, "no bulk connection");
+    const std::vector<uint8_t> first(65536, 7);
+    SendFromHolder(c.get(), Frame(0, Checksum64(first.data(), first.size()), first.data(),
+                                  first.size()));
     c.reset();
     return grpc::Status(grpc::StatusCode::DATA_LOSS, "sealed chunk 3 fails its checksum here");
   });
@@ -366,6 +369,43 @@ TEST_CASE("a bulk port the caller cannot reach: gRPC streams for a while", "[pee
   CHECK(std::equal(dst.begin(), dst.begin() + 5000, bytes.begin() + 777));
   CHECK(holder.bulk_calls == 1);
   CHECK(holder.stream_calls == 2);
+}
+
+TEST_CASE("a bulk connection closed before its first chunk: the bytes come over gRPC",
+          "[peer]") {
+  // What a caller sees when the holder's listener refuses its ticket (the connection came from
+  // another address than the call): the connection closes at once, the call waits.
+  const auto bytes = RandomBytes(70000, TestSeed(12));
+  TestListener bulk;
+  std::atomic<bool> call_ended{false};
+  ScriptedHolder holder([&](const v1::FetchRegionRequest& req,
+                            grpc::ServerWriter<v1::RegionChunk>* writer) {
+    if (req.bulk()) {
+      Offer(writer, bulk.port);
+      UniqueFd c(::accept(bulk.fd.get(), nullptr, nullptr));
+      c.reset();
+      // The holder's handler waits for a connection that will not come, until the caller
+      // cancels; a server shutdown ends it too.
+      for (int i = 0; i < 500 && !call_ended; ++i) std::this_thread::sleep_for(10ms);
+      return grpc::Status(grpc::StatusCode::CANCELLED, "caller went away");
+    }
+    call_ended = true;
+    v1::RegionChunk chunk;
+    chunk.set_offset(0);
+    chunk.set_length(bytes.size());
+    chunk.set_checksum(Checksum64(bytes.data(), bytes.size()));
+    chunk.set_data(bytes.data(), bytes.size());
+    writer->Write(chunk);
+    return grpc::Status::OK;
+  });
+  PeerClient client = BulkClient();
+  std::vector<uint8_t> dst(bytes.size());
+  auto t0 = Clock::now();
+  REQUIRE(client.FetchRegion(holder.address, kRank, 1, "params", dst.data(), dst.size()).ok());
+  CHECK(Clock::now() - t0 < 2s);  // not the holder's wait for a connection
+  CHECK(dst == bytes);
+  CHECK(holder.bulk_calls == 1);
+  CHECK(holder.stream_calls == 1);
 }
 
 TEST_CASE("a bulk offer is only accepted as the answer's first message", "[peer][security]") {

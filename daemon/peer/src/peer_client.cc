@@ -249,31 +249,34 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   req.set_expect_region_size(fo.expect_region_size);
   const auto timeout = fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool bulk_unreachable = false;
   const int64_t now_ns = std::chrono::steady_clock::now().time_since_epoch().count();
   if (options_.bulk_fetch && now_ns >= conn->bulk_retry_ns.load()) {
     req.set_bulk(true);
     RegionReceiver rx(what, dst, offset, dst_size, options_.wire_chunk_bytes, fo,
                       {conn->bucket.get(), &link_});
-    Status st = ReceiveRange(*conn, address, req, deadline, &rx, &bulk_unreachable);
-    if (!bulk_unreachable) return st;
-    // A holder whose bulk port cannot be reached (a firewall that lets only the gRPC port
-    // through, a holder gone between its offer and the connection) is asked for gRPC streams
-    // for a while, then for the bulk transport again.
-    conn->bulk_retry_ns = now_ns + std::chrono::nanoseconds(kBulkRetryAfter).count();
-    spdlog::warn("{}: {}; fetching from {} over gRPC streams for the next {} s", what,
-                 st.message(), address, kBulkRetryAfter.count());
+    BulkFallback fallback = BulkFallback::kNone;
+    Status st = ReceiveRange(*conn, address, req, deadline, &rx, &fallback);
+    if (fallback == BulkFallback::kNone) return st;
+    if (fallback == BulkFallback::kForAWhile) {
+      // A holder whose bulk port cannot be reached (a firewall that lets only the gRPC port
+      // through, a holder gone between its offer and the connection) is asked for gRPC
+      // streams for a while, then for the bulk transport again.
+      conn->bulk_retry_ns = now_ns + std::chrono::nanoseconds(kBulkRetryAfter).count();
+      spdlog::warn("{}: {}; fetching from {} over gRPC streams for the next {} s", what,
+                   st.message(), address, kBulkRetryAfter.count());
+    }
     req.set_bulk(false);
   }
   RegionReceiver rx(what, dst, offset, dst_size, options_.wire_chunk_bytes, fo,
                     {conn->bucket.get(), &link_});
-  return ReceiveRange(*conn, address, req, deadline, &rx, nullptr);
+  BulkFallback none = BulkFallback::kNone;
+  return ReceiveRange(*conn, address, req, deadline, &rx, &none);
 }
 
 Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
                                 const v1::FetchRegionRequest& req,
                                 std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
-                                bool* bulk_unreachable) {
+                                BulkFallback* fallback) {
   grpc::ClientContext ctx;
   Prepare(&ctx, std::max(std::chrono::milliseconds(1),
                          std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -301,8 +304,9 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
     std::optional<BulkOffer> offer;
     failure = rx->ReceiveMessage(slices, req.bulk() ? &offer : nullptr);
     if (failure.ok() && offer) {
-      failure = ReceiveBulk(address, *offer, deadline, rx, bulk_unreachable);
-      holder_closed = failure.code() == StatusCode::kUnavailable && !*bulk_unreachable;
+      failure = ReceiveBulk(address, *offer, deadline, rx, fallback);
+      holder_closed =
+          failure.code() == StatusCode::kUnavailable && *fallback == BulkFallback::kNone;
     }
   }
   if (!failure.ok()) {
@@ -323,7 +327,7 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
 
 Status PeerClient::ReceiveBulk(const std::string& address, const BulkOffer& offer,
                                std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
-                               bool* unreachable) {
+                               BulkFallback* fallback) {
   auto fd = ConnectBulk(address, offer.port,
                         std::min(deadline, std::chrono::steady_clock::now() + kBulkConnectTimeout));
   if (!fd.ok()) {
@@ -333,15 +337,24 @@ Status PeerClient::ReceiveBulk(const std::string& address, const BulkOffer& offe
       return Status::Timeout(rx->what() + ": the deadline passed while connecting to bulk port " +
                              std::to_string(offer.port));
     }
-    *unreachable = true;
+    *fallback = BulkFallback::kForAWhile;
     return fd.status();
   }
   BulkListener::Ticket ticket = offer.ticket;
   iovec iov{ticket.data(), ticket.size()};
   REFT_RETURN_NOT_OK(SendAll(fd->get(), &iov, 1, deadline, [] { return false; }));
-  while (!rx->done()) {
+  for (bool first = true; !rx->done(); first = false) {
     uint8_t header[kBulkChunkHeaderBytes];
-    REFT_RETURN_NOT_OK(RecvAll(fd->get(), header, sizeof header, deadline, nullptr));
+    Status got = RecvAll(fd->get(), header, sizeof header, deadline, nullptr);
+    if (first && got.code() == StatusCode::kUnavailable) {
+      // Closed before anything was sent: the listener refused the ticket (the connection came
+      // from another address than the call, behind NAT or over the other IP version of a host
+      // name), or the holder's end of the call is over (its deadline, an error). A gRPC stream
+      // gets the same bytes, or the holder's own error, within this call's deadline.
+      *fallback = BulkFallback::kThisCall;
+      return Status::Unavailable("the holder closed its bulk connection before the first chunk");
+    }
+    REFT_RETURN_NOT_OK(got);
     const BulkChunkHeader h = DecodeBulkChunkHeader(header);
     REFT_ASSIGN_OR_RETURN(uint8_t * p, rx->Place(h.offset, h.length));
     ChecksumStream sum;

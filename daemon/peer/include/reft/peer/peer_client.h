@@ -133,14 +133,17 @@ class PeerClient {
   v1::Caller Stamp();
   /// Deadline `timeout` from now and the shared token, for every call.
   void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
-  /// One FetchRegion call: chunks from the stream, or from the bulk connection it offers.
-  /// `*bulk_unreachable` (when asked) turns true if the offer's port could not be connected to.
+  /// When a bulk offer could not be used: ask this holder for a gRPC stream now (kThisCall),
+  /// and also for the next while (kForAWhile: its bulk port cannot be reached).
+  enum class BulkFallback { kNone, kThisCall, kForAWhile };
+  /// One FetchRegion call: chunks from the stream, or from the bulk connection it offers;
+  /// `*fallback` says whether the call is to be made again over a gRPC stream.
   Status ReceiveRange(Conn& conn, const std::string& address, const v1::FetchRegionRequest& req,
                       std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
-                      bool* bulk_unreachable);
+                      BulkFallback* fallback);
   Status ReceiveBulk(const std::string& address, const BulkOffer& offer,
                      std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
-                     bool* unreachable);
+                     BulkFallback* fallback);
   /// The reft status of a finished call (proto::FromGrpc); a fenced refusal also notifies.
   Status Check(const grpc::Status& s, const std::string& what, const grpc::ClientContext& ctx);
 
