@@ -175,7 +175,7 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
   const auto never = [] { return false; };
 
   SECTION("the ticket its call was given: served once, a replay is refused") {
-    const auto ticket = l.Expect("127.0.0.1");
+    const auto ticket = *l.Expect("127.0.0.1");
     UniqueFd c = ConnectLoopback(l.port());
     SendBytes(c.get(), ticket.data(), ticket.size());
     auto served = l.Claim(ticket, Clock::now() + 2s, never);
@@ -188,7 +188,7 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
     CHECK(l.refused() == 1);
   }
   SECTION("a ticket nobody was given") {
-    const auto expected = l.Expect("");
+    const auto expected = *l.Expect("");
     auto guess = expected;
     guess[0] ^= 1;
     UniqueFd c = ConnectLoopback(l.port());
@@ -198,7 +198,7 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
     CHECK(l.Claim(expected, Clock::now() + 200ms, never).status().code() == StatusCode::kTimeout);
   }
   SECTION("a ticket given to a caller at another address") {
-    const auto ticket = l.Expect("10.1.2.3");
+    const auto ticket = *l.Expect("10.1.2.3");
     UniqueFd c = ConnectLoopback(l.port());
     SendBytes(c.get(), ticket.data(), ticket.size());
     CHECK(ClosedWithin(c.get(), 2s));
@@ -206,7 +206,7 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
     CHECK(l.Claim(ticket, Clock::now() + 200ms, never).status().code() == StatusCode::kTimeout);
   }
   SECTION("half a ticket, then nothing: closed after the ticket wait") {
-    const auto ticket = l.Expect("127.0.0.1");
+    const auto ticket = *l.Expect("127.0.0.1");
     UniqueFd c = ConnectLoopback(l.port());
     SendBytes(c.get(), ticket.data(), 8);
     auto t0 = Clock::now();
@@ -233,13 +233,13 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
     const size_t held = flood.size();
     flood.clear();  // the listener drops them as they close
     REQUIRE(test::Eventually([&] { return l.refused() >= refused + held; }, 5s));
-    const auto ticket = l.Expect("127.0.0.1");
+    const auto ticket = *l.Expect("127.0.0.1");
     UniqueFd c = ConnectLoopback(l.port());
     SendBytes(c.get(), ticket.data(), ticket.size());
     CHECK(l.Claim(ticket, Clock::now() + 3s, never).ok());
   }
   SECTION("a call that ends before its connection arrives spends its ticket") {
-    const auto ticket = l.Expect("127.0.0.1");
+    const auto ticket = *l.Expect("127.0.0.1");
     CHECK(l.Claim(ticket, Clock::now() + 2s, [] { return true; }).status().code() ==
           StatusCode::kCancelled);
     UniqueFd c = ConnectLoopback(l.port());
@@ -249,12 +249,27 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
   }
 }
 
+TEST_CASE("a bulk listener on every address takes IPv4 callers with their IPv4 address",
+          "[peer]") {
+  auto listener = BulkListener::Listen(":0");  // "::" where the node has IPv6, else 0.0.0.0
+  REQUIRE(listener.ok());
+  const auto ticket = *(*listener)->Expect("127.0.0.1");
+  UniqueFd c = ConnectLoopback((*listener)->port());
+  SendBytes(c.get(), ticket.data(), ticket.size());
+  CHECK((*listener)->Claim(ticket, Clock::now() + 2s, [] { return false; }).ok());
+  CHECK(BulkListener::Listen("192.0.2.1:0").status().code() == StatusCode::kUnavailable);  // not ours
+  CHECK(BulkListener::Listen("7070").status().code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("PeerIpOf reads the caller's address as gRPC writes it", "[peer]") {
   CHECK(PeerIpOf("ipv4:10.0.0.2:5000") == "10.0.0.2");
   CHECK(PeerIpOf("ipv6:[::1]:5000") == "::1");
   CHECK(PeerIpOf("ipv6:%5B::1%5D:5000") == "::1");
   CHECK(PeerIpOf("ipv6:[::ffff:127.0.0.1]:7") == "127.0.0.1");
   CHECK(PeerIpOf("unix:/run/reft.sock").empty());
+  // A link-local caller: gRPC escapes the zone; the accepted socket's address has none.
+  CHECK(PeerIpOf("ipv6:%5Bfe80::1%25eth0%5D:5000") == "fe80::1");
+  CHECK(PeerIpOf("ipv6:%5b::1%5d:5000") == "::1");
 }
 
 TEST_CASE("a caller checks every frame a hostile holder sends on the bulk connection",
@@ -406,6 +421,13 @@ TEST_CASE("a bulk connection closed before its first chunk: the bytes come over 
   CHECK(dst == bytes);
   CHECK(holder.bulk_calls == 1);
   CHECK(holder.stream_calls == 1);
+  // A holder that keeps doing it refuses this caller's tickets: after three in a row the
+  // caller stops asking for the bulk transport (for a while).
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(client.FetchRegion(holder.address, kRank, 1, "params", dst.data(), dst.size()).ok());
+  }
+  CHECK(holder.bulk_calls == 3);
+  CHECK(holder.stream_calls == 4);
 }
 
 TEST_CASE("a bulk offer is only accepted as the answer's first message", "[peer][security]") {

@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -39,19 +40,25 @@ std::string IpOf(const sockaddr_storage& a) {
 }  // namespace
 
 std::string PeerIpOf(const std::string& grpc_peer) {
+  const bool v4 = grpc_peer.rfind("ipv4:", 0) == 0;
+  if (!v4 && grpc_peer.rfind("ipv6:", 0) != 0) return "";
+  // gRPC writes "[::1]:port"; newer releases URL-escape it ("%5B::1%5D:port", a zone as
+  // "%25eth0"): decode every %XX first.
   std::string a;
-  if (grpc_peer.rfind("ipv4:", 0) == 0) {
-    a = grpc_peer.substr(5);
-    auto colon = a.rfind(':');
-    return colon == std::string::npos ? a : a.substr(0, colon);
-  }
-  if (grpc_peer.rfind("ipv6:", 0) != 0) return "";
-  a = grpc_peer.substr(5);
-  // gRPC writes "[::1]:port", newer releases URL-escape the brackets ("%5B::1%5D:port").
-  for (auto [from, to] : {std::pair<const char*, const char*>{"%5B", "["}, {"%5D", "]"}}) {
-    for (auto p = a.find(from); p != std::string::npos; p = a.find(from)) a.replace(p, 3, to);
+  const std::string in = grpc_peer.substr(5);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '%' && i + 2 < in.size() && std::isxdigit(static_cast<unsigned char>(in[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(in[i + 2]))) {
+      a.push_back(static_cast<char>(std::stoi(in.substr(i + 1, 2), nullptr, 16)));
+      i += 2;
+    } else {
+      a.push_back(in[i]);
+    }
   }
   std::string host = HostOfTarget(a);
+  if (v4) return host;
+  // The accepted socket's address carries no zone ("fe80::1%eth0" arrives as "fe80::1").
+  if (auto zone = host.find('%'); zone != std::string::npos) host.resize(zone);
   in6_addr in6{};
   if (::inet_pton(AF_INET6, host.c_str(), &in6) != 1) return host;
   sockaddr_storage ss{};
@@ -61,42 +68,67 @@ std::string PeerIpOf(const std::string& grpc_peer) {
   return IpOf(ss);
 }
 
-Result<std::unique_ptr<BulkListener>> BulkListener::Listen(const std::string& address) {
-  std::string host = HostOfTarget(address);
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return Status::InvalidArgument("bulk listen address '" + address + "' has no port");
-  }
-  std::string port = address.substr(colon + 1);
+namespace {
+
+// A listening socket on `host`:`port`: the first address of `host` that can be bound. "::"
+// takes IPv4 callers too, whatever net.ipv6.bindv6only says (gRPC binds it the same way).
+Result<UniqueFd> ListenOn(const std::string& host, const std::string& port) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
-      rc != 0) {
-    return Status::Unavailable("bulk listen address '" + address + "': " + ::gai_strerror(rc));
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return Status::Unavailable(host + ": " + ::gai_strerror(rc));
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, ::freeaddrinfo);
-  UniqueFd fd(::socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                       found->ai_protocol));
-  if (!fd.valid()) return Status::FromErrno(errno, "bulk listen socket");
-  int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0 ||
-      ::listen(fd.get(), SOMAXCONN) != 0) {
+  Status last = Status::Unavailable(host + ": no address");
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                         ai->ai_protocol));
+    if (!fd.valid()) {
+      last = Status::FromErrno(errno, "bulk listen socket");
+      continue;
+    }
+    int one = 1, zero = 0;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6) {
+      ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    }
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::listen(fd.get(), SOMAXCONN) == 0) {
+      return fd;
+    }
+    last = Status::Unavailable(std::strerror(errno));
+  }
+  return last;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BulkListener>> BulkListener::Listen(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return Status::InvalidArgument("bulk listen address '" + address + "' has no port");
+  }
+  const std::string host = HostOfTarget(address);
+  const std::string port = address.substr(colon + 1);
+  // No host (":7070"): every address, of both families where the node has IPv6.
+  auto fd = host.empty() ? ListenOn("::", port) : ListenOn(host, port);
+  if (!fd.ok() && host.empty()) fd = ListenOn("0.0.0.0", port);
+  if (!fd.ok()) {
     return Status::Unavailable("cannot listen for bulk transfers on " + address + ": " +
-                               std::strerror(errno));
+                               fd.status().message());
   }
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+  ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&bound), &len);
   const uint16_t bound_port =
       ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(bound).sin6_port
                                         : reinterpret_cast<sockaddr_in&>(bound).sin_port);
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) return Status::FromErrno(errno, "eventfd");
   return std::unique_ptr<BulkListener>(
-      new BulkListener(std::move(fd), std::move(wake), bound_port));
+      new BulkListener(std::move(*fd), std::move(wake), bound_port));
 }
 
 BulkListener::BulkListener(UniqueFd listener, UniqueFd wake, uint16_t port)
@@ -111,18 +143,23 @@ BulkListener::~BulkListener() {
   if (thread_.joinable()) thread_.join();
 }
 
-BulkListener::Ticket BulkListener::Expect(const std::string& peer_ip) {
-  Ticket t{};
-  MutexLock lock(mu_);
-  do {
-    size_t got = 0;
-    while (got < t.size()) {
+Result<BulkListener::Ticket> BulkListener::Expect(const std::string& peer_ip) {
+  for (;;) {
+    // Drawn outside the lock: getrandom may block until the kernel's pool is ready.
+    Ticket t{};
+    for (size_t got = 0; got < t.size();) {
       ssize_t n = ::getrandom(t.data() + got, t.size() - got, 0);
-      if (n > 0) got += static_cast<size_t>(n);
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+      } else if (n < 0 && errno != EINTR) {
+        return Status::FromErrno(errno, "getrandom for a bulk ticket");
+      }
     }
-  } while (expected_.count(t) != 0);
-  expected_[t].peer_ip = peer_ip;
-  return t;
+    MutexLock lock(mu_);
+    if (expected_.count(t) != 0) continue;  // 2^-128: draw again
+    expected_[t].peer_ip = peer_ip;
+    return t;
+  }
 }
 
 size_t BulkListener::tickets_outstanding() const {
@@ -175,13 +212,20 @@ void BulkListener::Refuse(const std::string& peer_ip, const char* why) {
   last_log_ = now;
 }
 
-void BulkListener::AcceptOne(std::map<int, Pending>* pending) {
-  for (;;) {
+bool BulkListener::AcceptSome(std::map<int, Pending>* pending) {
+  // At most a pending table's worth per pass, so that a flood cannot starve the tickets
+  // already waiting (nor the stop flag).
+  for (size_t accepted = 0; accepted < kMaxPendingConnections; ++accepted) {
     sockaddr_storage from{};
     socklen_t len = sizeof from;
     UniqueFd fd(::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &len,
                           SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!fd.valid()) return;  // EAGAIN: no more waiting; other errors: try at the next wake
+    if (!fd.valid()) {
+      // Out of descriptors (EMFILE, ENFILE, ENOBUFS): the listener stays readable, so say to
+      // leave it alone for a while instead of spinning on it.
+      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+             errno == ECONNABORTED || errno == EPROTO;
+    }
     std::string ip = IpOf(from);
     if (pending->size() >= kMaxPendingConnections) {
       Refuse(ip, "too many connections without a ticket");
@@ -194,6 +238,7 @@ void BulkListener::AcceptOne(std::map<int, Pending>* pending) {
     p.fd = std::move(fd);
     pending->emplace(key, std::move(p));
   }
+  return true;
 }
 
 bool BulkListener::ReadTicket(Pending* p) {
@@ -223,10 +268,13 @@ bool BulkListener::ReadTicket(Pending* p) {
 void BulkListener::AcceptLoop() {
   std::map<int, Pending> pending;
   std::vector<pollfd> fds;
+  auto listen_again = std::chrono::steady_clock::time_point();  // after an accept error
   while (!stop_) {
     fds.clear();
     fds.push_back({wake_.get(), POLLIN, 0});
-    fds.push_back({listener_.get(), POLLIN, 0});
+    // A negative fd is left out by poll: the listener rests after an accept error.
+    const bool listening = std::chrono::steady_clock::now() >= listen_again;
+    fds.push_back({listening ? listener_.get() : -1, POLLIN, 0});
     for (const auto& [fd, p] : pending) fds.push_back({fd, POLLIN, 0});
     int r = ::poll(fds.data(), fds.size(), 100);
     if (r < 0 && errno != EINTR) {
@@ -248,7 +296,10 @@ void BulkListener::AcceptLoop() {
       Refuse(it->second.peer_ip, "no ticket in time");
       it = pending.erase(it);
     }
-    if (fds[1].revents != 0) AcceptOne(&pending);
+    if (fds[1].revents != 0 && !AcceptSome(&pending)) {
+      spdlog::warn("bulk port: accepting failed: {}; resting 100 ms", std::strerror(errno));
+      listen_again = now + std::chrono::milliseconds(100);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "bulk_wire.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -116,12 +117,19 @@ Status RecvAll(int fd, uint8_t* dst, size_t size, Deadline deadline, ChecksumStr
 
 std::string HostOfTarget(const std::string& grpc_address) {
   std::string a = grpc_address;
-  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+  if (a.rfind("unix:", 0) == 0) return "";
+  if (a.rfind("dns://", 0) == 0) {
+    // "dns://[authority]/host:port": the authority is the DNS server, not the target.
+    auto slash = a.find('/', 6);
+    a = slash == std::string::npos ? a.substr(6) : a.substr(slash + 1);
+  }
+  for (const char* scheme : {"dns:", "ipv4:", "ipv6:"}) {
     if (a.rfind(scheme, 0) == 0) {
       a = a.substr(std::strlen(scheme));
       break;
     }
   }
+  a = a.substr(0, a.find(','));  // the first of a list of addresses
   if (!a.empty() && a[0] == '[') {
     auto close = a.find(']');
     return close == std::string::npos ? a.substr(1) : a.substr(1, close - 1);
@@ -135,6 +143,13 @@ Result<UniqueFd> ConnectBulk(const std::string& grpc_address, uint16_t port, Dea
   const std::string where = "bulk port " + std::to_string(port) + " of " + host;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
+  // An address needs no resolver (every fetch connects anew: no DNS query per piece); a host
+  // name does, and its lookup is not bounded by the deadline.
+  in6_addr literal{};
+  if (::inet_pton(AF_INET, host.c_str(), &literal) == 1 ||
+      ::inet_pton(AF_INET6, host.c_str(), &literal) == 1) {
+    hints.ai_flags = AI_NUMERICHOST;
+  }
   addrinfo* found = nullptr;
   if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
       rc != 0) {

@@ -29,6 +29,9 @@ constexpr uint64_t kPacingBurst = 1ull << 20;
 constexpr std::chrono::seconds kBulkConnectTimeout{3};
 // How long a holder whose bulk port could not be reached is fetched from over gRPC streams.
 constexpr std::chrono::seconds kBulkRetryAfter{60};
+// Bulk connections closed before their first chunk, in a row, after which a holder is fetched
+// from over gRPC streams for kBulkRetryAfter (its listener refuses this node's tickets).
+constexpr int kBulkEarlyCloses = 3;
 
 std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
   return std::chrono::system_clock::now() + d;
@@ -256,8 +259,17 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
                       {conn->bucket.get(), &link_});
     BulkFallback fallback = BulkFallback::kNone;
     Status st = ReceiveRange(*conn, address, req, deadline, &rx, &fallback);
-    if (fallback == BulkFallback::kNone) return st;
+    if (fallback == BulkFallback::kNone) {
+      conn->bulk_early_closes = 0;
+      return st;
+    }
+    // A holder that keeps closing before the first chunk refuses this node's tickets (its
+    // connections come from another address than its calls): stop asking for a while.
+    if (fallback == BulkFallback::kThisCall && ++conn->bulk_early_closes >= kBulkEarlyCloses) {
+      fallback = BulkFallback::kForAWhile;
+    }
     if (fallback == BulkFallback::kForAWhile) {
+      conn->bulk_early_closes = 0;
       // A holder whose bulk port cannot be reached (a firewall that lets only the gRPC port
       // through, a holder gone between its offer and the connection) is asked for gRPC
       // streams for a while, then for the bulk transport again.
@@ -342,7 +354,11 @@ Status PeerClient::ReceiveBulk(const std::string& address, const BulkOffer& offe
   }
   BulkListener::Ticket ticket = offer.ticket;
   iovec iov{ticket.data(), ticket.size()};
-  REFT_RETURN_NOT_OK(SendAll(fd->get(), &iov, 1, deadline, [] { return false; }));
+  if (Status sent = SendAll(fd->get(), &iov, 1, deadline, [] { return false; }); !sent.ok()) {
+    // Nothing arrived on it: the holder may be waiting for this connection.
+    if (sent.code() == StatusCode::kUnavailable) *fallback = BulkFallback::kThisCall;
+    return sent;
+  }
   for (bool first = true; !rx->done(); first = false) {
     uint8_t header[kBulkChunkHeaderBytes];
     Status got = RecvAll(fd->get(), header, sizeof header, deadline, nullptr);

@@ -410,7 +410,7 @@ Status PeerService::SendBulk(grpc::ServerContext* ctx,
                                                       std::chrono::hours(24));
   const auto steady_deadline =
       std::chrono::steady_clock::now() + (deadline - std::chrono::system_clock::now());
-  const auto ticket = bulk_->Expect(PeerIpOf(ctx->peer()));
+  REFT_ASSIGN_OR_RETURN(const auto ticket, bulk_->Expect(PeerIpOf(ctx->peer())));
   v1::RegionChunk offer;
   offer.set_bulk_ticket(ticket.data(), ticket.size());
   offer.set_bulk_port(bulk_->port());

@@ -55,8 +55,8 @@ class BulkListener {
 
   /// \brief A fresh ticket that one connection from `peer_ip` (as PeerIpOf writes it; "" =
   /// from any address) may present. Claim() must follow, also on every error path: it is what
-  /// forgets the ticket.
-  Ticket Expect(const std::string& peer_ip);
+  /// forgets the ticket. An error only when the kernel has no random bytes to give.
+  Result<Ticket> Expect(const std::string& peer_ip);
 
   /// \brief The connection that presented `ticket`, waiting until `deadline` or until
   /// `cancelled()` says the call went away (asked every 100 ms). Timeout / Cancelled
@@ -87,7 +87,9 @@ class BulkListener {
 
   BulkListener(UniqueFd listener, UniqueFd wake, uint16_t port);
   void AcceptLoop();
-  void AcceptOne(std::map<int, Pending>* pending);
+  /// Accepts what is waiting (a bounded number); false after an error that leaves the
+  /// listener readable (out of descriptors).
+  bool AcceptSome(std::map<int, Pending>* pending);
   /// Reads what `p` sent; true when `p` is finished with (matched or refused).
   bool ReadTicket(Pending* p);
   void Refuse(const std::string& peer_ip, const char* why);

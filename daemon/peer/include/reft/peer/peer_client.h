@@ -128,6 +128,7 @@ class PeerClient {
     /// steady_clock nanoseconds before which FetchRegion does not ask for the bulk transport
     /// (set when the holder's bulk port could not be connected to)
     std::atomic<int64_t> bulk_retry_ns{0};
+    std::atomic<int> bulk_early_closes{0};  ///< bulk connections closed unused, in a row
   };
   std::shared_ptr<Conn> Get(const std::string& address);
   v1::Caller Stamp();
