@@ -358,6 +358,34 @@ TEST_CASE("a holder that cuts the bulk connection short is reported with its own
   CHECK_THAT(s.message(), Catch::Contains("sealed chunk 3"));
 }
 
+TEST_CASE("a bulk connection cut between the two ends does not wait for the call's deadline",
+          "[peer]") {
+  // The caller sees its connection end after the first chunk while the holder's end of the
+  // call goes on (a reset by something in between): it cancels after a grace period.
+  TestListener bulk;
+  ScriptedHolder holder([&](const v1::FetchRegionRequest&,
+                            grpc::ServerWriter<v1::RegionChunk>* writer) {
+    Offer(writer, bulk.port);
+    UniqueFd c = AcceptWithTicket(bulk);
+    if (!c.valid()) return grpc::Status(grpc::StatusCode::INTERNAL, "no bulk connection");
+    const std::vector<uint8_t> first(65536, 7);
+    SendFromHolder(c.get(), Frame(0, Checksum64(first.data(), first.size()), first.data(),
+                                  first.size()));
+    ::shutdown(c.get(), SHUT_WR);
+    std::this_thread::sleep_for(4s);  // "still sending"
+    return grpc::Status::OK;
+  });
+  PeerClient client = BulkClient();
+  std::vector<uint8_t> dst(1 << 20);
+  FetchOptions fo;
+  fo.timeout = 10s;
+  auto t0 = Clock::now();
+  Status s = client.FetchRegion(holder.address, kRank, 1, "params", dst.data(), dst.size(), 0, fo);
+  CHECK(s.code() == StatusCode::kUnavailable);
+  CHECK_THAT(s.message(), Catch::Contains("after"));
+  CHECK(Clock::now() - t0 < 3s);
+}
+
 TEST_CASE("a bulk port the caller cannot reach: gRPC streams for a while", "[peer]") {
   const auto bytes = RandomBytes(100000, TestSeed(9));
   const uint16_t dead = DeadPort();

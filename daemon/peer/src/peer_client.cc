@@ -4,8 +4,10 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -32,6 +34,9 @@ constexpr std::chrono::seconds kBulkRetryAfter{60};
 // Bulk connections closed before their first chunk, in a row, after which a holder is fetched
 // from over gRPC streams for kBulkRetryAfter (its listener refuses this node's tickets).
 constexpr int kBulkEarlyCloses = 3;
+// How long a caller whose bulk connection ended early waits for the holder's verdict on the
+// call before it cancels the call.
+constexpr std::chrono::seconds kVerdictGrace{1};
 
 std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
   return std::chrono::system_clock::now() + d;
@@ -324,8 +329,28 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
   if (!failure.ok()) {
     grpc::Status fin;
     if (holder_closed) {
-      fin = reader->Finish();  // the holder's own verdict, which cut the connection short
-      if (!fin.ok()) return Check(fin, rx->what(), ctx);
+      // The holder's own verdict, which cut the connection short, follows at once; a
+      // connection cut by something in between leaves the holder sending into it, so the call
+      // is cancelled if no verdict came within a grace period.
+      Mutex mu;
+      std::condition_variable finished;
+      bool done = false;
+      std::thread guard([&] {
+        MutexLock lock(mu);
+        if (!lock.WaitFor(finished, kVerdictGrace, [&]() REFT_REQUIRES(mu) { return done; })) {
+          ctx.TryCancel();
+        }
+      });
+      fin = reader->Finish();
+      {
+        MutexLock lock(mu);
+        done = true;
+      }
+      finished.notify_all();
+      guard.join();
+      if (!fin.ok() && fin.error_code() != grpc::StatusCode::CANCELLED) {
+        return Check(fin, rx->what(), ctx);
+      }
     } else {
       ctx.TryCancel();
       // The call now ends CANCELLED, by our own doing: `failure` is what went wrong.
