@@ -152,6 +152,18 @@ UniqueFd AcceptWithTicket(TestListener& l) {
   return c;
 }
 
+// Offers `bulk`, takes the caller's connection and sends it one 64 KiB chunk (at offset 0);
+// the connection, or an invalid fd when the caller did not come with the ticket.
+UniqueFd OfferAndSendFirstChunk(grpc::ServerWriter<v1::RegionChunk>* writer, TestListener& bulk) {
+  Offer(writer, bulk.port);
+  UniqueFd c = AcceptWithTicket(bulk);
+  if (!c.valid()) return c;
+  const std::vector<uint8_t> first(65536, 7);
+  SendFromHolder(c.get(),
+                 Frame(0, Checksum64(first.data(), first.size()), first.data(), first.size()));
+  return c;
+}
+
 PeerClient BulkClient() {
   PeerOptions o = test::FastOptions("caller", {});
   o.advertise_address = "127.0.0.1:1";
@@ -342,12 +354,8 @@ TEST_CASE("a holder that cuts the bulk connection short is reported with its own
   TestListener bulk;
   ScriptedHolder holder([&](const v1::FetchRegionRequest&,
                             grpc::ServerWriter<v1::RegionChunk>* writer) {
-    Offer(writer, bulk.port);
-    UniqueFd c = AcceptWithTicket(bulk);
+    UniqueFd c = OfferAndSendFirstChunk(writer, bulk);
     if (!c.valid()) return grpc::Status(grpc::StatusCode::INTERNAL, "no bulk connection");
-    const std::vector<uint8_t> first(65536, 7);
-    SendFromHolder(c.get(), Frame(0, Checksum64(first.data(), first.size()), first.data(),
-                                  first.size()));
     c.reset();
     return grpc::Status(grpc::StatusCode::DATA_LOSS, "sealed chunk 3 fails its checksum here");
   });
@@ -365,12 +373,8 @@ TEST_CASE("a bulk connection cut between the two ends does not wait for the call
   TestListener bulk;
   ScriptedHolder holder([&](const v1::FetchRegionRequest&,
                             grpc::ServerWriter<v1::RegionChunk>* writer) {
-    Offer(writer, bulk.port);
-    UniqueFd c = AcceptWithTicket(bulk);
+    UniqueFd c = OfferAndSendFirstChunk(writer, bulk);
     if (!c.valid()) return grpc::Status(grpc::StatusCode::INTERNAL, "no bulk connection");
-    const std::vector<uint8_t> first(65536, 7);
-    SendFromHolder(c.get(), Frame(0, Checksum64(first.data(), first.size()), first.data(),
-                                  first.size()));
     ::shutdown(c.get(), SHUT_WR);
     std::this_thread::sleep_for(4s);  // "still sending"
     return grpc::Status::OK;
