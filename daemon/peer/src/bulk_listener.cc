@@ -195,21 +195,17 @@ Result<UniqueFd> BulkListener::Claim(const Ticket& ticket,
   }
 }
 
-// Logs the first ten refusals, then at most one a second (a flood must not flood the log).
+// Counted always; logged at the Authorizer's rate (a flood must not flood the log).
 void BulkListener::Refuse(const std::string& peer_ip, const char* why) {
-  const uint64_t count = refused_.fetch_add(1) + 1;
-  const auto now = std::chrono::steady_clock::now();
-  MutexLock lock(log_mu_);
-  if (count <= 10) {
-    spdlog::warn("bulk port: refused a connection from {}: {}", peer_ip, why);
-  } else if (now - last_log_ >= std::chrono::seconds(1)) {
-    spdlog::warn("bulk port: refused a connection from {}: {} ({} earlier refusals not logged)",
-                 peer_ip, why, count - logged_ - 1);
-  } else {
-    return;
+  refused_.fetch_add(1);
+  if (uint64_t unlogged = 0; log_limiter_.Admit(&unlogged)) {
+    if (unlogged > 0) {
+      spdlog::warn("bulk port: refused a connection from {}: {} ({} earlier refusals not logged)",
+                   peer_ip, why, unlogged);
+    } else {
+      spdlog::warn("bulk port: refused a connection from {}: {}", peer_ip, why);
+    }
   }
-  logged_ = count;
-  last_log_ = now;
 }
 
 bool BulkListener::AcceptSome(std::map<int, Pending>* pending) {

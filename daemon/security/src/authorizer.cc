@@ -1,7 +1,6 @@
 #include "reft/security/authorizer.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include <grpc/grpc_security_constants.h>
 #include <spdlog/spdlog.h>
@@ -11,19 +10,12 @@
 namespace reft::security {
 namespace {
 
-constexpr char kLocalPeerPrefix[] = "fd:";
-constexpr double kLogBurst = 10;  // gRPC's peer string of a connection handed over by fd
+constexpr char kLocalPeerPrefix[] = "fd:";  // gRPC's peer string of a connection handed over by fd
 
 std::string Join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
   return out.empty() ? "no name" : out;
-}
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -57,24 +49,12 @@ Authorizer::Authorizer(std::string token, bool mutual_tls, const OperatorSocket*
 grpc::Status Authorizer::Refuse(grpc::ServerContext* context, const char* method,
                                 grpc::StatusCode code, const std::string& why) const {
   refused_.fetch_add(1);
-  {
-    // A bucket of kLogBurst lines refilled at one a second: a few refusals are all logged, a
-    // flood costs a line a second (with how many went unlogged).
-    MutexLock lock(log_mu_);
-    const int64_t now = NowMs();
-    log_budget_ = std::min<double>(kLogBurst, log_budget_ + (now - last_log_ms_) / 1000.0);
-    last_log_ms_ = now;
-    if (log_budget_ >= 1) {
-      log_budget_ -= 1;
-      if (unlogged_ > 0) {
-        spdlog::warn("refused {} from {}: {} ({} earlier refusals not logged)", method,
-                     context->peer(), why, unlogged_);
-      } else {
-        spdlog::warn("refused {} from {}: {}", method, context->peer(), why);
-      }
-      unlogged_ = 0;
+  if (uint64_t unlogged = 0; log_limiter_.Admit(&unlogged)) {
+    if (unlogged > 0) {
+      spdlog::warn("refused {} from {}: {} ({} earlier refusals not logged)", method,
+                   context->peer(), why, unlogged);
     } else {
-      ++unlogged_;
+      spdlog::warn("refused {} from {}: {}", method, context->peer(), why);
     }
   }
   return grpc::Status(code, std::string("refused: ") + why);

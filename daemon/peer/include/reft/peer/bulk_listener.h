@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "reft/log_limiter.h"
 #include "reft/mutex.h"
 #include "reft/result.h"
 #include "reft/unique_fd.h"
@@ -103,9 +104,7 @@ class BulkListener {
   mutable Mutex mu_;
   std::condition_variable arrived_;
   std::map<Ticket, Expected> expected_ REFT_GUARDED_BY(mu_);
-  Mutex log_mu_;
-  uint64_t logged_ REFT_GUARDED_BY(log_mu_) = 0;  ///< refusals up to the last one logged
-  std::chrono::steady_clock::time_point last_log_ REFT_GUARDED_BY(log_mu_);
+  LogLimiter log_limiter_;  ///< ten refusals logged at once, then one a second
   std::thread thread_;
 };
 

@@ -21,6 +21,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/log_limiter.h"
 #include "reft/mutex.h"
 #include "reft/security/operator_socket.h"
 
@@ -54,10 +55,7 @@ class Authorizer {
   const bool mutual_tls_;
   const OperatorSocket* local_;
   mutable std::atomic<uint64_t> refused_{0};
-  mutable Mutex log_mu_;
-  mutable int64_t last_log_ms_ REFT_GUARDED_BY(log_mu_) = 0;
-  mutable double log_budget_ REFT_GUARDED_BY(log_mu_) = 10;  ///< refusals that may still be logged now
-  mutable uint64_t unlogged_ REFT_GUARDED_BY(log_mu_) = 0;
+  mutable LogLimiter log_limiter_;  ///< ten refusals logged at once, then one a second
 };
 
 /// \brief The names a verified client certificate carries: its common name and its DNS
