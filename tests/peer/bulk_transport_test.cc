@@ -48,11 +48,16 @@ UniqueFd ConnectLoopback(uint16_t port) {
   return fd;
 }
 
-void SendBytes(int fd, const void* p, size_t n) {
-  REQUIRE(::send(fd, p, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n));
+// A connection to 127.0.0.1:`port` that has sent the first `bytes` bytes of `ticket`.
+UniqueFd Present(uint16_t port, const BulkListener::Ticket& ticket,
+                 size_t bytes = BulkListener::Ticket().size()) {
+  UniqueFd c = ConnectLoopback(port);
+  REQUIRE(::send(c.get(), ticket.data(), bytes, MSG_NOSIGNAL) == static_cast<ssize_t>(bytes));
+  return c;
 }
 
-// The same from a gRPC handler thread (no Catch assertions there): the caller may hang up.
+// A holder's send from a gRPC handler thread (no Catch assertions there): the caller may hang
+// up.
 void SendFromHolder(int fd, const std::vector<uint8_t>& bytes) {
   (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
 }
@@ -188,14 +193,12 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
 
   SECTION("the ticket its call was given: served once, a replay is refused") {
     const auto ticket = *l.Expect("127.0.0.1");
-    UniqueFd c = ConnectLoopback(l.port());
-    SendBytes(c.get(), ticket.data(), ticket.size());
+    UniqueFd c = Present(l.port(), ticket);
     auto served = l.Claim(ticket, Clock::now() + 2s, never);
     REQUIRE(served.ok());
     CHECK(served->valid());
     CHECK(l.served() == 1);
-    UniqueFd replay = ConnectLoopback(l.port());
-    SendBytes(replay.get(), ticket.data(), ticket.size());
+    UniqueFd replay = Present(l.port(), ticket);
     CHECK(ClosedWithin(replay.get(), 2s));
     CHECK(l.refused() == 1);
   }
@@ -203,24 +206,21 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
     const auto expected = *l.Expect("");
     auto guess = expected;
     guess[0] ^= 1;
-    UniqueFd c = ConnectLoopback(l.port());
-    SendBytes(c.get(), guess.data(), guess.size());
+    UniqueFd c = Present(l.port(), guess);
     CHECK(ClosedWithin(c.get(), 2s));
     CHECK(l.refused() == 1);
     CHECK(l.Claim(expected, Clock::now() + 200ms, never).status().code() == StatusCode::kTimeout);
   }
   SECTION("a ticket given to a caller at another address") {
     const auto ticket = *l.Expect("10.1.2.3");
-    UniqueFd c = ConnectLoopback(l.port());
-    SendBytes(c.get(), ticket.data(), ticket.size());
+    UniqueFd c = Present(l.port(), ticket);
     CHECK(ClosedWithin(c.get(), 2s));
     CHECK(l.refused() == 1);
     CHECK(l.Claim(ticket, Clock::now() + 200ms, never).status().code() == StatusCode::kTimeout);
   }
   SECTION("half a ticket, then nothing: closed after the ticket wait") {
     const auto ticket = *l.Expect("127.0.0.1");
-    UniqueFd c = ConnectLoopback(l.port());
-    SendBytes(c.get(), ticket.data(), 8);
+    UniqueFd c = Present(l.port(), ticket, 8);
     auto t0 = Clock::now();
     CHECK(ClosedWithin(c.get(), BulkListener::kTicketWait + 2s));
     CHECK(Clock::now() - t0 >= BulkListener::kTicketWait - 200ms);
@@ -246,16 +246,14 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
     flood.clear();  // the listener drops them as they close
     REQUIRE(test::Eventually([&] { return l.refused() >= refused + held; }, 5s));
     const auto ticket = *l.Expect("127.0.0.1");
-    UniqueFd c = ConnectLoopback(l.port());
-    SendBytes(c.get(), ticket.data(), ticket.size());
+    UniqueFd c = Present(l.port(), ticket);
     CHECK(l.Claim(ticket, Clock::now() + 3s, never).ok());
   }
   SECTION("a call that ends before its connection arrives spends its ticket") {
     const auto ticket = *l.Expect("127.0.0.1");
     CHECK(l.Claim(ticket, Clock::now() + 2s, [] { return true; }).status().code() ==
           StatusCode::kCancelled);
-    UniqueFd c = ConnectLoopback(l.port());
-    SendBytes(c.get(), ticket.data(), ticket.size());
+    UniqueFd c = Present(l.port(), ticket);
     CHECK(ClosedWithin(c.get(), 2s));
     CHECK(l.refused() == 1);
   }
@@ -266,8 +264,7 @@ TEST_CASE("a bulk listener on every address takes IPv4 callers with their IPv4 a
   auto listener = BulkListener::Listen(":0");  // "::" where the node has IPv6, else 0.0.0.0
   REQUIRE(listener.ok());
   const auto ticket = *(*listener)->Expect("127.0.0.1");
-  UniqueFd c = ConnectLoopback((*listener)->port());
-  SendBytes(c.get(), ticket.data(), ticket.size());
+  UniqueFd c = Present((*listener)->port(), ticket);
   CHECK((*listener)->Claim(ticket, Clock::now() + 2s, [] { return false; }).ok());
   CHECK(BulkListener::Listen("192.0.2.1:0").status().code() == StatusCode::kUnavailable);  // not ours
   CHECK(BulkListener::Listen("7070").status().code() == StatusCode::kInvalidArgument);
