@@ -126,7 +126,7 @@ class PeerClient {
     std::unique_ptr<v1::Peer::Stub> stub;
     std::unique_ptr<TokenBucket> bucket;
     /// steady_clock nanoseconds before which FetchRegion does not ask for the bulk transport
-    /// (set when the holder's bulk port could not be connected to)
+    /// (set when the holder's bulk port could not be connected to, or refused several in a row)
     std::atomic<int64_t> bulk_retry_ns{0};
     std::atomic<int> bulk_early_closes{0};  ///< bulk connections closed unused, in a row
   };
