@@ -9,9 +9,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/etcd_control_plane.h"
@@ -27,17 +31,50 @@ std::string EtcdBinary() {
 
 }  // namespace
 
-int FreeLoopbackPort() {
+namespace {
+
+bool BindableOnLoopback(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
   close(fd);
-  return ntohs(a.sin_port);
+  return ok;
+}
+
+// Ports from 10000 up that the kernel never picks for a bind to port 0 or an outgoing
+// connection: etcd starts a moment after the port is chosen, and in that moment a bulk
+// listener (which binds port 0) or any connection may otherwise take an ephemeral one.
+std::vector<int> PortsOutsideTheEphemeralRange() {
+  int low = 0, high = 0;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  std::vector<int> ports;
+  if (!(range >> low >> high)) return ports;
+  for (int p = 10000; p < 65536; ++p) {
+    if (p < low || p > high) ports.push_back(p);
+  }
+  return ports;
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  static std::mutex mu;
+  static std::set<int> handed_out;  // two calls in a row must not return the same port
+  static const std::vector<int> candidates = PortsOutsideTheEphemeralRange();
+  static std::mt19937 random(std::random_device{}());
+  std::lock_guard<std::mutex> lock(mu);
+  for (int attempt = 0; attempt < 1000 && !candidates.empty(); ++attempt) {
+    int port = candidates[random() % candidates.size()];
+    if (handed_out.count(port) == 0 && BindableOnLoopback(port)) {
+      handed_out.insert(port);
+      return port;
+    }
+  }
+  throw std::runtime_error("no free loopback port outside the ephemeral range");
 }
 
 peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd) {

@@ -1,7 +1,6 @@
 """HAS hints from Python (c.bubble_begin / c.bubble_end / c.enable_has) against a real daemon."""
 
 import os
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,11 +16,9 @@ def daemon():
     sock = os.path.join(tmp.name, "reftd.sock")
     for d in ("shm", "persist"):
         os.mkdir(os.path.join(tmp.name, d))
-    with socket.socket() as s:  # a free loopback port for reftd's (unused) peer listener
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # Port 0: the kernel picks one when reftd binds; nothing dials this lone daemon's peer port.
     proc = subprocess.Popen([os.environ["REFT_REFTD"], "--node-id", "has-py", "--listen",
-                             "127.0.0.1:%d" % port, "--socket", sock, "--shm-dir",
+                             "127.0.0.1:0", "--socket", sock, "--shm-dir",
                              os.path.join(tmp.name, "shm"), "--persist-dir",
                              os.path.join(tmp.name, "persist"), "--log-level", "warn"])
     deadline = time.time() + 20

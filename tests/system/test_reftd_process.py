@@ -8,6 +8,7 @@ import tempfile
 
 import pytest
 
+from etcd_server import free_port
 from reft_cluster import LocalCluster, find_build_dir
 
 BUILD = find_build_dir()
@@ -67,10 +68,7 @@ def test_port_in_use_is_runtime_failure(tmp_path):
 
 def test_reftctl_exit_codes():
     # 3: nothing listens there.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    r = run(REFTCTL, "--addr", f"127.0.0.1:{port}", "status")
+    r = run(REFTCTL, "--addr", f"127.0.0.1:{free_port()}", "status")
     assert r.returncode == 3 and "cannot reach" in r.stderr
     # 2: usage.
     assert run(REFTCTL, "snapshots", "verify").returncode == 2
@@ -94,10 +92,7 @@ def test_shm_dir_off_tmpfs_is_named_in_a_warning_at_start(where, tmp_path):
         pytest.skip("%s is on %s here" % (parent, fs))
     shm = tempfile.mkdtemp(prefix="reft-shm-", dir=parent)
     sock = str(tmp_path / "s.sock")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([REFTD, "--node-id", "x", "--listen", f"127.0.0.1:{port}",
+    proc = subprocess.Popen([REFTD, "--node-id", "x", "--listen", f"127.0.0.1:{free_port()}",
                              "--socket", sock, "--shm-dir", shm, "--log-level", "info"],
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -8,6 +8,7 @@ client port speaks TLS and requires a client certificate (EtcdTls), as productio
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -20,14 +21,45 @@ from typing import List, Optional
 _handed_out = set()  # every port free_port() returned in this process
 
 
+def _ports_outside_the_ephemeral_range() -> List[int]:
+    """Ports from 10000 up that the kernel never picks for a bind to port 0 or an outgoing
+    connection (ip_local_port_range): a port handed out here cannot be taken, between this
+    check and the daemon's bind, by some process's ephemeral port -- reftd's own bulk
+    listener binds port 0, and a spare started later once lost its port to one."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return []
+    return [p for p in range(10000, 65536) if p < low or p > high]
+
+
+_candidates = _ports_outside_the_ephemeral_range()
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
-    """A loopback port nothing listens on now and that this process never handed out before:
-    the kernel may offer a just-closed port again, so two calls in a row could return the same
-    port before either is bound (an etcd whose client and peer ports collided did not start)."""
+    """A loopback port nothing listens on now and that this process never handed out before
+    (two calls in a row could otherwise return the same port before either is bound), drawn at
+    random outside the kernel's ephemeral range so that other tests running at the same time
+    rarely draw it too."""
     for _ in range(1000):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        if _candidates:
+            port = random.choice(_candidates)
+            if port in _handed_out or not _bindable(port):
+                continue
+        else:  # no ephemeral range to avoid: let the kernel choose
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
         if port not in _handed_out:
             _handed_out.add(port)
             return port
