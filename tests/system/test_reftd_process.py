@@ -66,6 +66,31 @@ def test_port_in_use_is_runtime_failure(tmp_path):
     assert "cannot listen" in r.stderr
 
 
+def test_listen_on_port_zero_serves_and_names_the_port_the_kernel_picked(tmp_path):
+    """--listen HOST:0: the start line and the daemon's own address carry the real port, and
+    reftctl reaches the daemon there."""
+    os.mkdir(tmp_path / "shm")
+    proc = subprocess.Popen([REFTD, "--node-id", "x", "--listen", "127.0.0.1:0",
+                             "--socket", str(tmp_path / "s.sock"), "--shm-dir",
+                             str(tmp_path / "shm"), "--log-level", "info"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stderr:  # the log up to readiness, no sleeping
+            lines.append(line)
+            if "serving on" in line:
+                break
+        serving = lines[-1].split("serving on ")[1].split()[0]
+        host, port = serving.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0, "".join(lines)
+        r = run(REFTCTL, "--addr", serving, "-o", "json", "nodes", "list")
+        assert r.returncode == 0, r.stderr
+        assert f'"{serving}"' in r.stdout, r.stdout  # the address peers are told
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+
+
 def test_reftctl_exit_codes():
     # 3: nothing listens there.
     r = run(REFTCTL, "--addr", f"127.0.0.1:{free_port()}", "status")

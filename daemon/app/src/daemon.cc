@@ -72,6 +72,7 @@ struct Daemon::Impl {
   std::unique_ptr<security::Authorizer> auth;            // every Admin and Peer call
   std::unique_ptr<AdminService> admin;
   std::unique_ptr<grpc::Server> grpc_server;
+  std::string serving;  // config.listen with the port the server bound (the kernel's for ":0")
 };
 
 Daemon::Daemon(DaemonConfig config) : impl_(std::make_unique<Impl>()) {
@@ -231,7 +232,7 @@ Status Daemon::Start() {
   impl_->ReadOnScrape();
 
   auto usage = impl_->store->Usage();
-  std::string status = "node " + c.node_id + " serving on " + c.listen;
+  std::string status = "node " + c.node_id + " serving on " + impl_->serving;
   if (const peer::BulkListener* bulk = impl_->peer->bulk()) {
     status += " (bulk transfers on port " + std::to_string(bulk->port()) + ")";
   }
@@ -510,7 +511,9 @@ Status Daemon::Impl::StartGrpc() {
   // reftctl --socket reaches Admin over the admin socket next to the local channel's; its
   // connections join the same server once their uid is known.
   admin_socket->Serve(grpc_server.get());
-  return peer->Start();
+  // "--listen HOST:0" lets the kernel pick the port: peers are told the one it picked.
+  serving = c.listen.substr(0, c.listen.rfind(':') + 1) + std::to_string(bound_port);
+  return peer->Start(c.advertise.empty() ? serving : "");
 }
 
 void Daemon::Shutdown() {
