@@ -98,6 +98,17 @@ class EtcdMember:
     def endpoint(self) -> str:
         return f"{self.cluster.host}:{self.client_port}"
 
+    def warnings(self, lines: int = 20) -> List[str]:
+        """The last `lines` warnings and errors of this member's log (slow applies, fsyncs,
+        elections: what stalls a lease's expiry or a commit)."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                notable = [l.rstrip("\n") for l in f
+                           if '"level":"warn"' in l or '"level":"error"' in l]
+        except FileNotFoundError:
+            return []
+        return notable[-lines:]
+
     def start(self, new_cluster: bool) -> None:
         peer = f"http://127.0.0.1:{self.peer_port}"
         tls = self.cluster.tls

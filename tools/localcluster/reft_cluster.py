@@ -289,9 +289,13 @@ class LocalCluster:
         self.close()
 
     def print_log_tails(self, lines: int = 40) -> None:
-        """The last `lines` lines of every daemon's log, on stderr (pytest shows them with the
-        failure)."""
+        """The last `lines` lines of every daemon's log, and etcd's last warnings, on stderr
+        (pytest shows them with the failure)."""
         for n in self.nodes:
             tail = n.log().splitlines()[-lines:]
             print(f"--- last {len(tail)} lines of reftd {n.node_id} ({n.log_path})",
                   "\n".join(tail), sep="\n", file=sys.stderr)
+        for m in self.etcd.members if self.etcd is not None else []:
+            warned = m.warnings()
+            print(f"--- last {len(warned)} warnings of {m.name} ({m.log_path})",
+                  "\n".join(warned), sep="\n", file=sys.stderr)
