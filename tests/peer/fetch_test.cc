@@ -18,13 +18,21 @@ enum class Transport { kGrpc, kBulk };
 
 // The source offers a bulk listener and the destination asks for it only with kBulk.
 struct Pair {
+  /// `dst_wire_chunk` (0: the default) limits the destination's chunks and, like reftd does,
+  /// its gRPC messages to that plus 4 KiB.
   explicit Pair(uint64_t chunk_size, Transport transport = Transport::kGrpc,
-                uint64_t bandwidth = 0)
+                uint64_t bandwidth = 0, uint64_t dst_wire_chunk = 0)
       : bulk(transport == Transport::kBulk),
         src("s", d0.path(), {}, 0, chunk_size, 0,
             [&](PeerOptions* o) { o->bulk_listen = bulk ? "127.0.0.1:0" : ""; }),
         dst("d", d1.path(), {src.address}, 0, 64 << 10, bandwidth,
-            [&](PeerOptions* o) { o->bulk_fetch = bulk; }) {
+            [&](PeerOptions* o) {
+              o->bulk_fetch = bulk;
+              if (dst_wire_chunk != 0) {
+                o->wire_chunk_bytes = dst_wire_chunk;
+                o->max_message_bytes = static_cast<int>(dst_wire_chunk + 4096);
+              }
+            }) {
     REQUIRE(peer::test::Eventually([&] { return dst.peer->membership().Find("s").has_value(); }, 3s));
   }
   /// Checks that every fetch so far took the transport under test.
@@ -152,6 +160,63 @@ TEST_CASE("FetchRegion checks whole sealed chunks against the caller's manifest 
     CHECK_THAT(s.message(), Catch::Contains("holder's manifest"));
     p.CheckTransport();
   }
+}
+
+TEST_CASE("a node with smaller wire chunks fetches from one with larger ones", "[peer]") {
+  // The holder cuts 4 MiB chunks; the caller's channel takes 64 KiB + 4 KiB messages and its
+  // receiver 64 KiB chunks, so it must ask for its size.
+  const Transport transport = AnyTransport();
+  Pair p(4 << 20, transport, 0, /*dst_wire_chunk=*/64 << 10);
+  auto bytes = RandomBytes((5 << 20) + 777, TestSeed(1));
+  WriteSlot(p.src.store.get(), kRank, 3, bytes);
+  std::vector<uint8_t> got(bytes.size());
+  Status st = p.dst.peer->FetchRegion("s", kRank, 3, "params", got.data(), got.size());
+  REQUIRE(st.ok());
+  CHECK(got == bytes);
+  p.CheckTransport();
+}
+
+TEST_CASE("a caller asking for chunks below 4 KiB is refused", "[peer]") {
+  TempDir dir("reft-peer");
+  TestNode node("solo", dir.path(), {});
+  WriteSlot(node.store.get(), kRank, 1, RandomBytes(100000, TestSeed(2)));
+  auto stub = v1::Peer::NewStub(grpc::CreateChannel(node.address, grpc::InsecureChannelCredentials()));
+  v1::FetchRegionRequest req;
+  req.mutable_caller()->set_node_id("stranger");
+  req.mutable_caller()->set_epoch(1);
+  req.mutable_caller()->set_protocol_version(kProtocolVersion);
+  req.mutable_rank()->set_job(kRank.job);
+  req.mutable_rank()->set_pp(kRank.pp);
+  req.mutable_rank()->set_tp(kRank.tp);
+  req.mutable_rank()->set_dp(kRank.dp);
+  req.set_step(1);
+  req.set_region("params");
+  for (uint32_t max_chunk : {1u, 4095u}) {
+    req.set_max_chunk_bytes(max_chunk);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    auto reader = stub->FetchRegion(&ctx, req);
+    v1::RegionChunk chunk;
+    CHECK_FALSE(reader->Read(&chunk));  // no byte sent
+    grpc::Status s = reader->Finish();
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(s.error_message(), Catch::Contains("below the 4096"));
+  }
+  // The smallest allowed size is served, in chunks of that size.
+  req.set_max_chunk_bytes(4096);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  auto reader = stub->FetchRegion(&ctx, req);
+  v1::RegionChunk chunk;
+  uint64_t chunks = 0, received = 0;
+  while (reader->Read(&chunk)) {
+    CHECK(chunk.data().size() <= 4096);
+    ++chunks;
+    received += chunk.data().size();
+  }
+  CHECK(reader->Finish().ok());
+  CHECK(received == 100000);
+  CHECK(chunks == (100000 + 4095) / 4096);
 }
 
 TEST_CASE("the per-peer token bucket paces FetchRegion", "[peer]") {

@@ -255,6 +255,7 @@ Status PeerClient::FetchRegion(const std::string& address, const store::RankKey&
   req.set_length(dst_size);
   req.set_published_only(fo.published_only);
   req.set_expect_region_size(fo.expect_region_size);
+  req.set_max_chunk_bytes(static_cast<uint32_t>(options_.wire_chunk_bytes));
   const auto timeout = fo.timeout.count() > 0 ? fo.timeout : options_.fetch_deadline;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const int64_t now_ns = std::chrono::steady_clock::now().time_since_epoch().count();

@@ -53,7 +53,7 @@ std::string PeerOptionsCheck::Validate(const PeerOptions& o) {
   if (o.rpc_deadline.count() <= 0) return "peer.rpc_deadline must be > 0";
   if (o.fetch_deadline.count() <= 0) return "peer.fetch_deadline must be > 0";
   if (o.max_gossip_nodes < 2) return "peer.max_gossip_nodes must be >= 2";
-  if (o.wire_chunk_bytes < 4096 || o.wire_chunk_bytes > kMaxWireChunk) {
+  if (o.wire_chunk_bytes < kMinWireChunk || o.wire_chunk_bytes > kMaxWireChunk) {
     return "peer.wire_chunk_bytes must be between 4 KiB and 4 MiB";
   }
   if (static_cast<uint64_t>(o.max_message_bytes) < o.wire_chunk_bytes + 4096) {

@@ -337,6 +337,13 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
                                                  std::to_string(req.expect_region_size())),
                          ctx);
   }
+  if (req.max_chunk_bytes() != 0 && req.max_chunk_bytes() < kMinWireChunk) {
+    return proto::ToGrpc(Status::InvalidArgument(
+                             what + ": the caller takes chunks of at most " +
+                             std::to_string(req.max_chunk_bytes()) + " bytes, below the " +
+                             std::to_string(kMinWireChunk) + " every node must take"),
+                         ctx);
+  }
   const uint64_t begin = req.offset();
   const uint64_t length = req.length() ? req.length() : (begin <= size ? size - begin : 0);
   if (begin > size || length > size - begin) {
@@ -347,7 +354,7 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
   }
   auto sealed = ReadSealedChecksums(*slot, *idx);
   if (!sealed.ok()) return proto::ToGrpc(sealed.status(), ctx);
-  WireChunks chunks{slot.get(), *idx, &*sealed, begin, begin + length, what};
+  WireChunks chunks{slot.get(), *idx, &*sealed, begin, begin + length, req.max_chunk_bytes(), what};
   if (req.bulk() && bulk_ != nullptr) return proto::ToGrpc(SendBulk(ctx, writer, chunks), ctx);
 
   uint8_t* base = slot->region_data(*idx);
@@ -367,7 +374,8 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
 
 Status PeerService::ForEachWireChunk(const WireChunks& c, const WireChunkSink& sink) const {
   const uint64_t C = c.sealed->chunk_size;
-  const uint64_t W = std::min<uint64_t>(options_.wire_chunk_bytes, C);
+  uint64_t W = std::min<uint64_t>(options_.wire_chunk_bytes, C);
+  if (c.max_chunk != 0) W = std::min(W, c.max_chunk);
   const uint64_t size = c.slot->region_size(c.region);
   const uint8_t* base = c.slot->region_data(c.region);
   uint64_t verified = UINT64_MAX;  // last sealed chunk checked against its checksum

@@ -19,6 +19,9 @@ constexpr uint32_t kProtocolVersion = 2;
 /// Equal to the store's default sealed chunk, so a wire chunk is a whole sealed chunk and travels
 /// with the checksum Seal() recorded: the holder hashes nothing, the receiver hashes once.
 constexpr uint64_t kMaxWireChunk = 4ull << 20;
+/// Smallest data chunk every node takes: a caller asking for smaller ones is refused, not served
+/// in a flood of tiny messages.
+constexpr uint64_t kMinWireChunk = 4096;
 /// The most nodes (this one included) the gossip control plane serves: beyond it reftd needs
 /// etcd. Its full-table pings, per-member commit pushes and fixed suspicion timeout are sized
 /// for this many; docs/coordination.md has the figures behind the number.

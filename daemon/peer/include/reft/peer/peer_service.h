@@ -86,7 +86,8 @@ class PeerService final : public v1::Peer::Service {
     const SealedChecksums* sealed;
     uint64_t begin;
     uint64_t end;
-    std::string what;  ///< "rank step region", for messages
+    uint64_t max_chunk;  ///< the caller's largest chunk (0: no limit beyond this node's own)
+    std::string what;    ///< "rank step region", for messages
   };
   /// Receives each wire chunk: region offset, length, checksum; a non-OK status stops.
   using WireChunkSink = std::function<Status(uint64_t, uint64_t, uint64_t)>;
