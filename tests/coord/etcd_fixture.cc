@@ -1,5 +1,6 @@
 #include "etcd_fixture.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -59,6 +61,24 @@ std::vector<int> PortsOutsideTheEphemeralRange() {
   return ports;
 }
 
+// Test processes running at once must not hand out the same port: each port handed out holds
+// a lock on byte `port` of one file for as long as the process lives (record locks go away
+// with their process). The Python harness takes the same locks (tools/localcluster).
+bool ClaimAmongTestProcesses(int port) {
+  static const int fd = [] {
+    const char* tmp = getenv("TMPDIR");
+    const std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/reft-test-ports.lock";
+    return open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  }();
+  if (fd < 0) return true;  // no lock file: only the bind check protects the port
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  l.l_start = port;
+  l.l_len = 1;
+  return fcntl(fd, F_SETLK, &l) == 0;
+}
+
 }  // namespace
 
 int FreeLoopbackPort() {
@@ -69,7 +89,8 @@ int FreeLoopbackPort() {
   std::lock_guard<std::mutex> lock(mu);
   for (int attempt = 0; attempt < 1000 && !candidates.empty(); ++attempt) {
     int port = candidates[random() % candidates.size()];
-    if (handed_out.count(port) == 0 && BindableOnLoopback(port)) {
+    if (handed_out.count(port) == 0 && BindableOnLoopback(port) &&
+        ClaimAmongTestProcesses(port)) {
       handed_out.insert(port);
       return port;
     }

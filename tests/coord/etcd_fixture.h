@@ -62,7 +62,7 @@ class EtcdCluster {
 
 /// \brief A TCP port on 127.0.0.1 that was free a moment ago, outside the kernel's ephemeral
 /// range (so no port-0 bind or outgoing connection takes it before it is used), never the same
-/// twice in one process.
+/// twice in one process, and held against every other test process for this one's life.
 int FreeLoopbackPort();
 
 /// \brief The etcd control plane for in-process nodes (TestNode), with test timings: 1 s etcd

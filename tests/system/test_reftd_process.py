@@ -4,10 +4,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 
 import pytest
 
+import etcd_server
 from etcd_server import free_port
 from reft_cluster import LocalCluster, find_build_dir
 
@@ -89,6 +91,19 @@ def test_listen_on_port_zero_serves_and_names_the_port_the_kernel_picked(tmp_pat
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
+
+
+def test_a_port_the_harness_handed_out_is_held_against_other_test_processes():
+    """Test processes run at once: a port one handed out (and may not have bound yet, or bound
+    by a daemon it will restart) is never handed out by another, which can claim the rest."""
+    port = free_port()
+    other = next(p for p in range(port + 1, 65536) if p not in etcd_server._handed_out)
+    child = ("import sys, etcd_server; "
+             f"sys.exit(0 if not etcd_server._claim({port}) and etcd_server._claim({other}) "
+             "else 1)")
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.path.dirname(etcd_server.__file__)))
+    assert r.returncode == 0, r.stderr
 
 
 def test_reftctl_exit_codes():

@@ -7,6 +7,7 @@ client port speaks TLS and requires a client certificate (EtcdTls), as productio
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
@@ -46,24 +47,48 @@ def _bindable(port: int) -> bool:
     return True
 
 
+# Test processes running at once (ctest runs several) must not hand out the same port: each
+# port handed out holds a lock on byte `port` of one file for as long as the process lives
+# (POSIX record locks go away with their process, so nothing is ever stale). The C++ test
+# fixtures take the same locks (tests/coord/etcd_fixture.cc).
+_PORT_LOCKS = os.path.join(os.environ.get("TMPDIR") or "/tmp", "reft-test-ports.lock")
+_port_locks_fd: Optional[int] = None
+
+
+def _claim(port: int) -> bool:
+    """Whether this process now holds `port` among the test processes (True when the lock
+    file cannot be used at all: then only the bind check protects it)."""
+    global _port_locks_fd
+    if _port_locks_fd is None:
+        try:
+            _port_locks_fd = os.open(_PORT_LOCKS, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            _port_locks_fd = -1
+    if _port_locks_fd < 0:
+        return True
+    try:
+        fcntl.lockf(_port_locks_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port)
+    except OSError:
+        return False  # another test process handed it out
+    return True
+
+
 def free_port() -> int:
-    """A loopback port nothing listens on now and that this process never handed out before
-    (two calls in a row could otherwise return the same port before either is bound), drawn at
-    random outside the kernel's ephemeral range so that other tests running at the same time
-    rarely draw it too."""
+    """A loopback port nothing listens on now, that this process never handed out before (two
+    calls in a row could otherwise return the same port before either is bound) and that no
+    other test process holds, drawn at random outside the kernel's ephemeral range."""
     for _ in range(1000):
         if _candidates:
             port = random.choice(_candidates)
-            if port in _handed_out or not _bindable(port):
-                continue
         else:  # no ephemeral range to avoid: let the kernel choose
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
-    raise RuntimeError("no loopback port left that this process has not handed out")
+        if port in _handed_out or not _bindable(port) or not _claim(port):
+            continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("no free loopback port left for this process")
 
 
 def etcd_binary() -> str:

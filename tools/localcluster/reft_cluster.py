@@ -281,7 +281,13 @@ class LocalCluster:
             shutil.rmtree(self.shm_root, ignore_errors=True)
 
     def __enter__(self) -> "LocalCluster":
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            # A daemon that did not come up leaves the others (and etcd) running: __exit__ is
+            # not called for a failed __enter__.
+            self.close()
+            raise
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
