@@ -12,7 +12,7 @@ namespace reft::testing {
 Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t step,
                                           const std::string& region, uint8_t* dst, uint64_t size,
                                           std::chrono::milliseconds timeout,
-                                          const std::atomic<bool>* cancel) {
+                                          const std::function<Status()>& abandon) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::microseconds(200);
   for (;;) {
@@ -29,9 +29,8 @@ Status NodeLocalPeerCopier::CopyPublished(const store::RankKey& from, int64_t st
       return Status::OK();
     }
     if (slot.status().code() == StatusCode::kLost) return slot.status();  // never published
-    if (cancel != nullptr && cancel->load()) {
-      return Status::Cancelled("peer copy of '" + region + "' of " + from.ToString() +
-                               ": the copying rank's trainer went away");
+    if (abandon) {
+      REFT_RETURN_NOT_OK(abandon().WithContext("peer copy of '" + region + "' of " + from.ToString()));
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       std::string slots;  // what the neighbour holds instead

@@ -18,7 +18,7 @@ class NodeLocalPeerCopier final : public local::PeerCopier {
   explicit NodeLocalPeerCopier(store::SnapshotStore* store) : store_(store) {}
   Status CopyPublished(const store::RankKey& from, int64_t step, const std::string& region,
                        uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout,
-                       const std::atomic<bool>* cancel) override;
+                       const std::function<Status()>& abandon) override;
 
  private:
   store::SnapshotStore* store_;

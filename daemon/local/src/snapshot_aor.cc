@@ -135,7 +135,8 @@ Status SnapshotWriter::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<
   if (verify) {
     std::vector<uint8_t> owner(12 * n);
     Status copied = ctx_.copier->CopyPublished(neighbour, step, protect::UniqueRegionName(b.buffer),
-                                               owner.data(), owner.size(), timeout, ctx_.hung_up);
+                                               owner.data(), owner.size(), timeout,
+                                               [&] { return PeerCopyWanted(step); });
     if (copied.code() == StatusCode::kLost) {
       // The owner moved on before this rank could compare (its slot of `step` was re-used).
       // The replay stands, as on any step between resyncs; the resync is due again next step.
@@ -153,7 +154,7 @@ Status SnapshotWriter::AdvanceAor(size_t i, int64_t step, const std::shared_ptr<
   } else {
     REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(
         neighbour, step, protect::UniqueRegionName(b.buffer), region, 12 * n, timeout,
-        ctx_.hung_up));
+        [&] { return PeerCopyWanted(step); }));
   }
   // The copy is the owner's state after iteration `step`, at optimizer step h.step.
   st.replica.emplace(next, static_cast<uint64_t>(step), h.step, options_.aor_threads);

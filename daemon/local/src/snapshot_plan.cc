@@ -79,7 +79,7 @@ Status SnapshotWriter::CompleteSlot(int64_t step, const std::shared_ptr<store::S
       REFT_RETURN_NOT_OK(ctx_.copier->CopyPublished(
           next, step, protect::UniqueRegionName(name), slot->region_data(idx),
           slot->region_size(idx), std::chrono::milliseconds(options_.peer_copy_timeout_ms),
-          ctx_.hung_up));
+          [&] { return PeerCopyWanted(step); }));
       ctx_.info->Update([](SessionInfo& i) { i.peer_copies++; });
     }
   }

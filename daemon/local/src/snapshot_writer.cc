@@ -38,6 +38,20 @@ Result<const protect::SlotMeta*> SnapshotWriter::Meta() {
   return &plan_->slot.meta;
 }
 
+Status SnapshotWriter::CheckEpoch(int64_t step) const {
+  if (const int64_t current = ctx_.coordinator->RestoreEpoch(rank_.job); current != epoch_) {
+    return StaleEpoch(rank_, step, epoch_, current);
+  }
+  return Status::OK();
+}
+
+Status SnapshotWriter::PeerCopyWanted(int64_t step) const {
+  if (ctx_.hung_up != nullptr && ctx_.hung_up->load()) {
+    return Status::Cancelled("the copying rank's trainer went away");
+  }
+  return CheckEpoch(step);
+}
+
 Status SnapshotWriter::Begin(const local_proto::SnapshotBegin& m, local_proto::SlotReply* reply,
                              std::vector<int>* fds, UniqueFd* slot_fd) {
   if (writing_) {
@@ -45,9 +59,7 @@ Status SnapshotWriter::Begin(const local_proto::SnapshotBegin& m, local_proto::S
                         " is still being written; fence() before the next snapshot");
   }
   // Fail before any byte is copied when the job was restored again without this trainer.
-  if (const int64_t current = ctx_.coordinator->RestoreEpoch(rank_.job); current != epoch_) {
-    return StaleEpoch(rank_, m.step, epoch_, current);
-  }
+  REFT_RETURN_NOT_OK(CheckEpoch(m.step));
   REFT_RETURN_NOT_OK(EnsurePlan());
   REFT_ASSIGN_OR_RETURN(std::vector<aor::StepHyper> hypers, OptimizerHypers(m));
   if (!plan_->configured) {

@@ -151,6 +151,13 @@ class SnapshotWriter {
   Status EnsurePlan();  ///< computes the plan after a registration
   /// Publishes the unique buffers, fills the ring neighbour's copies, seals.
   Status CompleteSlot(int64_t step, const std::shared_ptr<store::SlotRef>& slot);
+  /// OK while a snapshot of `step` by this session can count: Cancelled (StaleEpoch) once the
+  /// job moved to a newer restore epoch.
+  Status CheckEpoch(int64_t step) const;
+  /// Asked between a peer copy's attempts: the trainer gone, or the job restored again without
+  /// it, ends the wait at once rather than at the copy's timeout (the step can no longer count,
+  /// and the trainer learns that it must restart while its neighbour waits for it).
+  Status PeerCopyWanted(int64_t step) const;
 
   // snapshot_aor.cc
   /// The validated hyper-parameters of every AOR binding for the snapshot `m` (InvalidArgument

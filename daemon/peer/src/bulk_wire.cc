@@ -138,13 +138,13 @@ std::string HostOfTarget(const std::string& grpc_address) {
   return colon == std::string::npos ? a : a.substr(0, colon);
 }
 
-Result<UniqueFd> ConnectBulk(const std::string& grpc_address, uint16_t port, Deadline deadline) {
-  const std::string host = HostOfTarget(grpc_address);
+Result<UniqueFd> ConnectBulk(const std::string& host, uint16_t port, Deadline deadline) {
   const std::string where = "bulk port " + std::to_string(port) + " of " + host;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   // An address needs no resolver (every fetch connects anew: no DNS query per piece); a host
-  // name does, and its lookup is not bounded by the deadline.
+  // name does, and its lookup is not bounded by the deadline. The caller passes the IP its
+  // FetchRegion call reached whenever it has one.
   in6_addr literal{};
   if (::inet_pton(AF_INET, host.c_str(), &literal) == 1 ||
       ::inet_pton(AF_INET6, host.c_str(), &literal) == 1) {

@@ -45,10 +45,9 @@ Status SendAll(int fd, iovec* iov, int iovcnt, Deadline deadline,
 /// holder), Unavailable when the other end closed first (naming how far it got).
 Status RecvAll(int fd, uint8_t* dst, size_t size, Deadline deadline, ChecksumStream* hash);
 
-/// \brief A non-blocking TCP connection to `port` on the host of `grpc_address` (the address
-/// the FetchRegion call went to: "host:port", "[v6]:port", "ipv4:…", "dns:///host:port").
-/// Unavailable when it cannot be made by `deadline`.
-Result<UniqueFd> ConnectBulk(const std::string& grpc_address, uint16_t port, Deadline deadline);
+/// \brief A non-blocking TCP connection to `port` on `host` (an IP address, or a name to look
+/// up). Unavailable when it cannot be made by `deadline`.
+Result<UniqueFd> ConnectBulk(const std::string& host, uint16_t port, Deadline deadline);
 
 /// \brief The host part of a gRPC target ("[::1]:80" -> "::1", "dns:///a:1" -> "a").
 std::string HostOfTarget(const std::string& grpc_address);

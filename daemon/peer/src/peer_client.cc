@@ -322,7 +322,12 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
     std::optional<BulkOffer> offer;
     failure = rx->ReceiveMessage(slices, req.bulk() ? &offer : nullptr);
     if (failure.ok() && offer) {
-      failure = ReceiveBulk(address, *offer, deadline, rx, fallback);
+      // The IP the call reached: no name to look up per fetch, and the IP version the holder
+      // saw the call come from, which its ticket is bound to. A target without one (a unix
+      // socket) keeps its host.
+      std::string host = PeerIpOf(ctx.peer());
+      if (host.empty()) host = HostOfTarget(address);
+      failure = ReceiveBulk(host, *offer, deadline, rx, fallback);
       holder_closed =
           failure.code() == StatusCode::kUnavailable && *fallback == BulkFallback::kNone;
     }
@@ -363,10 +368,10 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
   return rx->done() ? Status::OK() : rx->Incomplete();
 }
 
-Status PeerClient::ReceiveBulk(const std::string& address, const BulkOffer& offer,
+Status PeerClient::ReceiveBulk(const std::string& host, const BulkOffer& offer,
                                std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
                                BulkFallback* fallback) {
-  auto fd = ConnectBulk(address, offer.port,
+  auto fd = ConnectBulk(host, offer.port,
                         std::min(deadline, std::chrono::steady_clock::now() + kBulkConnectTimeout));
   if (!fd.ok()) {
     // The call's own deadline says nothing about the port: only a refusal, or a connection

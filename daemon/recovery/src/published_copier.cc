@@ -73,7 +73,7 @@ std::vector<std::string> PublishedCopier::Locate(const store::RankKey& from, int
 Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
                                       const std::string& region, uint8_t* dst, uint64_t size,
                                       std::chrono::milliseconds timeout,
-                                      const std::atomic<bool>* cancel) {
+                                      const std::function<Status()>& abandon) {
   if (size == 0) return Status::OK();
   const auto start = Clock::now();
   const auto deadline = start + timeout;
@@ -131,9 +131,7 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
         }
       }
     }
-    if (cancel != nullptr && cancel->load()) {
-      return Status::Cancelled(what + ": the copying rank's trainer went away");
-    }
+    if (abandon) REFT_RETURN_NOT_OK(abandon().WithContext(what));
     const auto now = Clock::now();
     if (now >= deadline) {
       return Status::Timeout(what + " was not copied within " + std::to_string(timeout.count()) +

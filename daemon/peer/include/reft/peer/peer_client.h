@@ -142,7 +142,9 @@ class PeerClient {
   Status ReceiveRange(Conn& conn, const std::string& address, const v1::FetchRegionRequest& req,
                       std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
                       BulkFallback* fallback);
-  Status ReceiveBulk(const std::string& address, const BulkOffer& offer,
+  /// The range on the bulk connection `offer` names, to its port on `host` (an IP when the
+  /// call went over TCP: the one it reached).
+  Status ReceiveBulk(const std::string& host, const BulkOffer& offer,
                      std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
                      BulkFallback* fallback);
   /// The reft status of a finished call (proto::FromGrpc); a fenced refusal also notifies.

@@ -32,7 +32,7 @@ class PublishedCopier final : public local::PeerCopier {
   /// is retried (the owner may re-publish) and reported at the timeout.
   Status CopyPublished(const store::RankKey& from, int64_t step, const std::string& region,
                        uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout,
-                       const std::atomic<bool>* cancel = nullptr) override;
+                       const std::function<Status()>& abandon = {}) override;
 
  private:
   Status CopyLocal(const store::RankKey& from, int64_t step, const std::string& region,

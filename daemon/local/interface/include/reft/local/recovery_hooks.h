@@ -10,9 +10,9 @@
 ///   job-wide, assembled from this node's slots, peers' slots, replicas, parity or RS, or the
 ///   persistent tier; and the rank's own slot regenerated when this node had lost it.
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,11 +31,12 @@ class PeerCopier {
   /// owner published it (SnapshotStore::Publish), wherever that rank lives (this node or a
   /// peer), verifying checksums. Waits up to `timeout` for the publication: Timeout when it
   /// does not come (the neighbour is slow or gone; the step then fails on this rank and is
-  /// never committed). InvalidArgument when the region's size differs from `size`. Cancelled
-  /// soon after `*cancel` becomes true (the copying rank's trainer went away).
+  /// never committed). InvalidArgument when the region's size differs from `size`.
+  /// `abandon` (optional) is asked between attempts: a non-OK answer ends the wait with it at
+  /// once (the copying rank's trainer went away, or the job was restored again without it).
   virtual Status CopyPublished(const store::RankKey& from, int64_t step, const std::string& region,
                                uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout,
-                               const std::atomic<bool>* cancel = nullptr) = 0;
+                               const std::function<Status()>& abandon = {}) = 0;
 };
 
 /// \brief The full bytes of every buffer of one rank at one step, in a memfd the daemon maps
