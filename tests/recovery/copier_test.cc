@@ -1,6 +1,8 @@
 // PeerCopier: a ring neighbour's published region, wherever the neighbour lives; waiting for a
 // late Publish; a clean timeout when it never comes.
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -100,4 +102,31 @@ TEST_CASE("PeerCopier copies from this node when the neighbour's trainer is loca
   s = copier.CopyPublished(next, 9, "unique/rng", got.data(), got.size(), 300ms);
   CHECK(s.code() == StatusCode::kTimeout);
   CHECK_THAT(s.message(), Catch::Contains("corrupted"));
+}
+
+TEST_CASE("PeerCopier stops waiting the moment the copy is abandoned", "[recovery]") {
+  // The neighbour never publishes; the copying rank's snapshot stops counting (its trainer hung
+  // up, or the job was restored again without it) well before the copy's timeout.
+  Cluster c(1);
+  const store::RankKey next{"job", 0, 0, 2};
+  REQUIRE(c.node(0).peer->coordinator()->Join(next, kLayout).ok());
+  BeginSlot(c.node(0).store.get(), next, 3, reft::testing::RandomBytes(4096, 6));
+  PublishedCopier copier(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+  std::atomic<bool> stale{false};
+  std::thread restore([&] {
+    std::this_thread::sleep_for(200ms);
+    stale = true;
+  });
+  int asked = 0;
+  std::vector<uint8_t> got(4096);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = copier.CopyPublished(next, 3, "unique/rng", got.data(), got.size(), 20s, [&] {
+    ++asked;
+    return stale ? Status::Cancelled("the job was restored again") : Status::OK();
+  });
+  restore.join();
+  CHECK(s.code() == StatusCode::kCancelled);
+  CHECK_THAT(s.message(), Catch::Contains("unique/rng") && Catch::Contains("restored again"));
+  CHECK(asked > 1);  // asked between attempts, not only once
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
 }
