@@ -17,6 +17,7 @@ came reads its state from the two).
 """
 import glob
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -37,6 +38,7 @@ EXAMPLE = os.path.join(HERE, "..", "..", "examples", "torchrun", "train_gpt.py")
 JOB = "gpt"
 STEPS = 40
 LOSE_AFTER = 6  # the node is lost once step LOSE_AFTER is committed
+TEE_PREFIX = re.compile(r"\[default\d+\]:")  # torchrun --tee's mark of a worker's output
 
 CONFIG = """
 [etcd]
@@ -82,8 +84,9 @@ class Agent:
     def _read(self):
         for line in self.proc.stdout:
             with self.cv:
-                self.lines.append(line.rstrip("\n").split(":", 1)[-1] if line.startswith("[default")
-                                  else line.rstrip("\n"))
+                # --tee prefixes every piece of the worker's output it reads, and a piece may
+                # end inside a line ("[default0]:committed 10[default0]:\n"): drop them all.
+                self.lines.append(TEE_PREFIX.sub("", line.rstrip("\n")))
                 self.cv.notify_all()
 
     def wait_for(self, predicate, timeout, what, since=0):
