@@ -62,6 +62,17 @@ PYBIND11_MODULE(_reft, m) {
     return out;
   });
 
+  // reft.plan: a job's plan document (JSON text) over the local socket, no hello needed.
+  m.def("query_plan", [](const std::string& socket, const std::string& job, int64_t timeout_ms) {
+    reft::Result<std::string> doc = reft::Status::Internal("unset");
+    {
+      py::gil_scoped_release nogil;
+      doc = reft::QueryPlan(socket, job, std::chrono::milliseconds(timeout_ms));
+    }
+    Check(doc.status());
+    return *doc;
+  });
+
   // For tests: emulated device memory (a memfd "device" reftd pulls like GPU memory). Its bytes
   // are host memory, reachable through the buffer protocol; reft.testing wraps it with
   // `__cuda_array_interface__`.
@@ -85,7 +96,7 @@ PYBIND11_MODULE(_reft, m) {
   py::class_<reft::Client>(m, "_Client")
       .def(py::init([](const std::string& socket, const std::string& job, int pp, int tp, int dp,
                        int ldp, int ltp, int lpp, int lzero, const std::string& protection,
-                       int timeout_ms) {
+                       int timeout_ms, int connect_timeout_ms) {
              reft::ClientOptions o;
              o.socket_path = socket;
              o.job = job;
@@ -95,6 +106,7 @@ PYBIND11_MODULE(_reft, m) {
              o.layout = {ldp, ltp, lpp, lzero};
              o.protection = protection;
              o.reply_timeout_ms = timeout_ms;
+             o.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
              reft::Result<std::unique_ptr<reft::Client>> c = reft::Status::Internal("unset");
              {
                py::gil_scoped_release nogil;

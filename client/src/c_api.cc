@@ -1,6 +1,8 @@
 // The C ABI over reft::Client. Errors never cross as exceptions; each call records its
 // message in a thread-local string returned by reft_last_error().
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <new>
@@ -101,6 +103,9 @@ int reft_connect(const reft_options* o, reft_client** out) {
   }
   if (REFT_HAS_FIELD(o, reft_options, reply_timeout_ms) && o->reply_timeout_ms > 0) {
     opts.reply_timeout_ms = o->reply_timeout_ms;
+  }
+  if (REFT_HAS_FIELD(o, reft_options, connect_timeout_ms) && o->connect_timeout_ms != 0) {
+    opts.connect_timeout = std::chrono::milliseconds(std::max(o->connect_timeout_ms, 0));
   }
   auto c = reft::Client::Connect(opts);
   if (!c.ok()) return Report(c.status());
@@ -331,6 +336,25 @@ int reft_close(reft_client* c) {
   delete c;
   return Report(st);
 }
+
+int reft_query_plan(const char* socket_path, const char* job, int64_t timeout_ms, char** json) {
+  if (job == nullptr || json == nullptr) {
+    return Report(reft::Status::InvalidArgument("reft_query_plan: job and json must not be NULL"));
+  }
+  *json = nullptr;
+  const std::chrono::milliseconds timeout(timeout_ms > 0 ? timeout_ms : 120000);
+  auto doc = reft::QueryPlan(socket_path != nullptr ? socket_path : "", job, timeout);
+  if (!doc.ok()) return Report(doc.status());
+  // malloc, not new: the caller frees it with reft_free whatever its language.
+  auto* out = static_cast<char*>(std::malloc(doc->size() + 1));
+  if (out == nullptr) return Report(reft::Status::OutOfMemory("out of host memory"));
+  std::memcpy(out, doc->data(), doc->size());
+  out[doc->size()] = '\0';
+  *json = out;
+  return Report(reft::Status::OK());
+}
+
+void reft_free(void* p) { std::free(p); }
 
 const char* reft_last_error(void) { return g_last_error.c_str(); }
 

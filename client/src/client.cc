@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -169,6 +170,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   bool closed REFT_GUARDED_BY(mu) = false;
   std::thread worker;
 
+  /// One connection and its hello (Connect() retries it while the rank is still joined).
+  static Result<std::unique_ptr<Client>> Join(const ClientOptions& opts,
+                                              const local_proto::Hello& hello,
+                                              const protect::Scheme& spec);
   Status RunSnapshot(int64_t step, const std::vector<PendingEvent>& events,
                      const HostCopyGate& gate,
                      const std::vector<local_proto::OptimizerHyper>& optimizer,
@@ -217,6 +222,33 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   // The checks reftd applies to a hello, here first: a bad declaration fails before connecting.
   REFT_ASSIGN_OR_RETURN(protect::Scheme spec, protect::CheckHello(hello));
   hello.protection = spec.ToString();
+  if (opts.connect_timeout.count() < 0) {
+    return Status::InvalidArgument("connect_timeout must be >= 0");
+  }
+  // A rank still joined elsewhere is refused with AlreadyExists; the usual cause is this
+  // trainer's own previous process, whose hang-up reftd has not processed yet (a launcher
+  // restarts ranks at once), so that refusal alone is retried, on a fresh connection each time.
+  const auto deadline = std::chrono::steady_clock::now() + opts.connect_timeout;
+  std::chrono::milliseconds backoff(50);
+  for (;;) {
+    auto c = Impl::Join(opts, hello, spec);
+    if (c.ok() || c.status().code() != StatusCode::kAlreadyExists) return c;
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) {
+      if (opts.connect_timeout.count() == 0) return c.status();
+      return c.status().WithContext("still refused after " +
+                                    std::to_string(opts.connect_timeout.count()) +
+                                    " ms (connect_timeout)");
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(backoff, left));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+}
+
+Result<std::unique_ptr<Client>> Client::Impl::Join(const ClientOptions& opts,
+                                                   const local_proto::Hello& hello,
+                                                   const protect::Scheme& spec) {
   REFT_ASSIGN_OR_RETURN(UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
 
   std::unique_ptr<Client> c(new Client());

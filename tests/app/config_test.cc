@@ -143,7 +143,8 @@ TEST_CASE("security: a token without TLS beyond loopback is refused, and says wh
   SECTION("mutual TLS needs no token beyond loopback") {
     auto c = Parse({"--config",
                     WriteFile(dir, "listen = \"0.0.0.0:7070\"\n[security]\ntls_cert = \"c\"\n"
-                                   "tls_key = \"k\"\ntls_ca = \"a\"\n")});
+                                   "tls_key = \"k\"\ntls_ca = \"a\"\n"
+                                   "operator_identities = [\"reft-operator\"]\n")});
     INFO(c.status().message());
     CHECK(c.ok());
   }
@@ -175,4 +176,89 @@ TEST_CASE("security: etcd in plain text beyond loopback is refused", "[config]")
                                                "tls_ca = \"a\"\ntls_cert = \"c\"\ntls_key = \"k\"\n")});
   INFO(tls.status().message());
   CHECK(tls.ok());
+}
+
+TEST_CASE("security: mutual TLS names its operators, never this node", "[config][security]") {
+  reft::testing::TempDir dir;
+  const std::string tls = "[security]\ntls_cert = \"c\"\ntls_key = \"k\"\ntls_ca = \"a\"\n";
+
+  SECTION("no operator_identities under mutual TLS: refused at start, naming the key") {
+    auto c = Parse({"--config", WriteFile(dir, tls)});
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(c.status().message(), Catch::Contains("security.operator_identities") &&
+                                         Catch::Contains("reft-operator"));
+  }
+  SECTION("a list is read") {
+    auto c = Parse({"--config", WriteFile(dir, tls + "operator_identities = [\"reft-operator\", "
+                                                     "\"spiffe://example.org/ops\"]\n")});
+    INFO(c.status().message());
+    REQUIRE(c.ok());
+    CHECK(c->security.operator_identities ==
+          std::vector<std::string>{"reft-operator", "spiffe://example.org/ops"});
+  }
+  SECTION("this node's own id: its certificate would open Admin everywhere") {
+    auto c = Parse({"--node-id", "gpu01", "--config",
+                    WriteFile(dir, tls + "operator_identities = [\"gpu01\"]\n")});
+    REQUIRE_FALSE(c.ok());
+    CHECK_THAT(c.status().message(),
+               Catch::Contains("security.operator_identities") && Catch::Contains("'gpu01'"));
+  }
+  SECTION("an empty name, or not a list") {
+    for (const char* bad : {"operator_identities = [\"\"]\n", "operator_identities = \"x\"\n"}) {
+      INFO(bad);
+      auto c = Parse({"--config", WriteFile(dir, tls + bad)});
+      REQUIRE_FALSE(c.ok());
+      CHECK_THAT(c.status().message(), Catch::Contains("security.operator_identities"));
+    }
+  }
+  SECTION("without TLS the list is not needed") {
+    CHECK(Parse({"--config", WriteFile(dir, "[security]\nallow_insecure = false\n")}).ok());
+  }
+}
+
+TEST_CASE("security: a host name that only looks like loopback is refused without TLS",
+          "[config][security]") {
+  reft::testing::TempDir dir;
+  for (const char* listen : {"127.attacker.invalid:0", "127.0.0.1.nip.io:7070",
+                             "localhost.evil:7070"}) {
+    INFO(listen);
+    auto c = Parse({"--listen", listen, "--shm-dir", dir.path() + "/shm"});
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(c.status().message(), Catch::Contains(std::string("'") + listen + "'") &&
+                                         Catch::Contains("not resolved"));
+  }
+  for (const char* listen : {"127.0.0.1:7070", "127.5.6.7:7070", "[::1]:7070", "localhost:7070"}) {
+    INFO(listen);
+    auto c = Parse({"--listen", listen});
+    INFO(c.status().message());
+    CHECK(c.ok());
+  }
+}
+
+TEST_CASE("jobs.forget_after_s is read and bounded", "[config]") {
+  reft::testing::TempDir dir;
+  CHECK(DaemonConfig{}.jobs_forget_after_s == 600);
+  auto c = Parse({"--config", WriteFile(dir, "[jobs]\nforget_after_s = 2\n")});
+  INFO(c.status().message());
+  REQUIRE(c.ok());
+  CHECK(c->jobs_forget_after_s == 2);
+  for (const char* bad : {"0", "-1", "99999999"}) {
+    auto b = Parse({"--config", WriteFile(dir, std::string("[jobs]\nforget_after_s = ") + bad + "\n")});
+    REQUIRE_FALSE(b.ok());
+    CHECK_THAT(b.status().message(), Catch::Contains("jobs.forget_after_s"));
+  }
+}
+
+TEST_CASE("local.max_sessions_per_uid is read and bounded", "[config]") {
+  reft::testing::TempDir dir;
+  CHECK(DaemonConfig{}.max_sessions_per_uid == 64);
+  auto c = Parse({"--config", WriteFile(dir, "[local]\nmax_sessions_per_uid = 8\n")});
+  INFO(c.status().message());
+  REQUIRE(c.ok());
+  CHECK(c->max_sessions_per_uid == 8);
+  auto zero = Parse({"--config", WriteFile(dir, "[local]\nmax_sessions_per_uid = 0\n")});
+  REQUIRE_FALSE(zero.ok());
+  CHECK_THAT(zero.status().message(), Catch::Contains("local.max_sessions_per_uid"));
 }

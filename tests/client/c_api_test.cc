@@ -2,11 +2,14 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
 
 #include "reft/client.h"
+#include "reft/local/plan_source.h"
 #include "reft/reft.h"
 #include "server_fixture.h"
 
@@ -193,4 +196,55 @@ TEST_CASE("C ABI: staged device memory, its reason, no_staging and streams") {
   const auto* p = static_cast<const uint8_t*>((*dev)->data());
   CHECK(std::all_of(p, p + (*dev)->size(), [](uint8_t v) { return v == 0x5a; }));
   CHECK(reft_close(c) == REFT_OK);
+}
+
+namespace {
+// The planner seam for the C ABI test: a fixed document for any job (the owner is checked
+// before it is asked).
+class FixedPlans final : public reft::local::PlanSource {
+ public:
+  reft::Result<std::string> PlanJson(const std::string& job) override {
+    return "{\"job\": \"" + job + "\"}";
+  }
+};
+}  // namespace
+
+TEST_CASE("C ABI: a plan query and a rank joined twice") {
+  FixedPlans plans;
+  ServerFixture f({}, &plans);
+  reft_options o;
+  reft_options_init(&o);
+  CHECK(o.connect_timeout_ms == 0);  // the default, 10 s
+  o.socket_path = f.socket.c_str();
+  o.job = "c-plan";
+  reft_client* c = nullptr;
+  REQUIRE(reft_connect(&o, &c) == REFT_OK);  // claims the job for this uid
+
+  char* json = nullptr;
+  REQUIRE(reft_query_plan(f.socket.c_str(), "c-plan", 0, &json) == REFT_OK);
+  REQUIRE(json != nullptr);
+  CHECK(std::string(json) == "{\"job\": \"c-plan\"}");
+  reft_free(json);
+  reft_free(nullptr);
+  json = reinterpret_cast<char*>(1);
+  CHECK(reft_query_plan(f.socket.c_str(), "no-such-job", 5000, &json) == REFT_NOT_FOUND);
+  CHECK(json == nullptr);
+  CHECK(reft_query_plan(f.socket.c_str(), "c-plan", 0, nullptr) == REFT_INVALID_ARGUMENT);
+  CHECK(reft_query_plan((f.socket + ".gone").c_str(), "c-plan", 0, &json) == REFT_UNAVAILABLE);
+
+  // The same rank again while the first is joined: refused at once (< 0), or after retrying.
+  reft_client* again = nullptr;
+  o.connect_timeout_ms = -1;
+  CHECK(reft_connect(&o, &again) == REFT_ALREADY_EXISTS);
+  o.connect_timeout_ms = 300;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(reft_connect(&o, &again) == REFT_ALREADY_EXISTS);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(300));
+  CHECK(std::string(reft_last_error()).find("connect_timeout") != std::string::npos);
+  CHECK(again == nullptr);
+  // A caller compiled against version 1 of reft_options (no connect_timeout_ms) connects too.
+  CHECK(reft_close(c) == REFT_OK);
+  o.struct_size = offsetof(reft_options, connect_timeout_ms);
+  REQUIRE(reft_connect(&o, &again) == REFT_OK);
+  CHECK(reft_close(again) == REFT_OK);
 }

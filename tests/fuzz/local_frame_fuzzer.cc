@@ -69,6 +69,8 @@ void DecodeAll(const Bytes& payload, const Limits& l) {
   RoundTrip<QueryCommittedReply>(payload, l, "query_committed_reply", /*canonical=*/false);
   RoundTrip<SnapshotStaged>(payload, l, "snapshot_staged");
   RoundTrip<ErrorReply>(payload, l, "error");
+  RoundTrip<PlanQuery>(payload, l, "plan_query");
+  RoundTrip<PlanReply>(payload, l, "plan_reply");
 
   // Limits the decoders promise (messages.h: "checks every string/count against Limits").
   Hello h;
@@ -248,7 +250,14 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   sink("ack", FrameOf(MessageType::kAck, 9, Bytes{}));
   sink("error", FrameOf(MessageType::kError, 9,
                         EncodeError(Status::OutOfMemory("memory limit reached"))));
-  sink("has_attach_fd", FrameOf(static_cast<MessageType>(kMaxMessageType), 10 * 8 + 1, Bytes{}));
+  sink("has_attach_fd", FrameOf(MessageType::kHasAttach, 10 * 8 + 1, Bytes{}));
+  sink("plan_query", FrameOf(MessageType::kPlanQuery, 11, Encode(PlanQuery{"run-1"})));
+  PlanReply inline_plan;
+  inline_plan.json = "{\"job\": \"run-1\", \"decision\": {\"needed\": false}}";
+  sink("plan_reply", FrameOf(MessageType::kPlanReply, 11, Encode(inline_plan)));
+  PlanReply file_plan;
+  file_plan.file_bytes = 200000;
+  sink("plan_reply_file", FrameOf(MessageType::kPlanReply, 11 * 8 + 1, Encode(file_plan)));
   // Refused: too many fds (5 > 4) on an otherwise valid frame.
   sink("too_many_fds", FrameOf(MessageType::kHello, 5, Encode(hello)));
 }

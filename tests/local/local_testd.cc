@@ -4,14 +4,55 @@
 // REFT_TESTD_AOR_RESYNC_STEPS (optional) sets LocalServerOptions::aor_resync_steps. On SIGUSR1
 // it prints one JSON line per joined session (rank and the AOR / peer-copy counters), then
 // "end", so a test can see what the daemon did.
+// Plan queries (reft.plan) are answered by a stand-in for the planner: a one-rank document on
+// node "testd" with no node lost ("testd": true) for a job with a committed step, NotFound
+// "has no committed step" otherwise.
+// REFT_TESTD_FOREIGN_JOB (optional) names a job that another uid owns (the test's own
+// trainers may not use it).
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
 #include "node_local_hooks.h"
+#include "reft/local/job_owners.h"
 #include "reft/local/local_server.h"
+#include "reft/local/plan_source.h"
 #include "reft/local/single_node_commit.h"
+
+namespace {
+
+class TestdPlans final : public reft::local::PlanSource {
+ public:
+  explicit TestdPlans(reft::local::CommitCoordinator* coordinator) : coordinator_(coordinator) {}
+  reft::Result<std::string> PlanJson(const std::string& job) override {
+    auto step = coordinator_->NewestCommitted(job);
+    if (!step) return reft::Status::NotFound("job '" + job + "' has no committed step");
+    // The shape of `reftctl plan show -o json` for a one-rank job on node "testd" that lost
+    // nothing (what reft.elastic reads), marked as the stand-in's.
+    return "{\"job\": \"" + job + "\", \"step\": " + std::to_string(*step) +
+           ", \"node\": \"testd\", \"layout\": {\"dp\": 1, \"tp\": 1, \"pp\": 1}"
+           ", \"ranks\": [{\"pp\": 0, \"tp\": 0, \"dp\": 0, \"node\": \"testd\"}]"
+           ", \"model\": {\"layers\": [{\"layer\": 0, \"stage\": 0}]}"
+           ", \"decision\": {\"needed\": false}, \"publication\": null, \"testd\": true}";
+  }
+
+ private:
+  reft::local::CommitCoordinator* const coordinator_;
+};
+
+// Gives `job` to a uid that is not this process's, as its first hello would have.
+bool ClaimForeign(reft::local::JobOwners& owners, const char* job) {
+  reft::PeerCredentials other;
+  other.uid = ::getuid() == 0 ? 4242 : ::getuid() + 1;
+  other.gid = other.uid;
+  reft::local::JobOwner claim;
+  claim.uid = other.uid;
+  return owners.Admit(job, other, claim).ok();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -40,8 +81,15 @@ int main(int argc, char** argv) {
   if (const char* v = std::getenv("REFT_TESTD_AOR_RESYNC_STEPS"); v != nullptr && *v != '\0') {
     options.aor_resync_steps = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
   }
-  auto server = reft::local::LocalServer::Create(options, store->get(), &coordinator,
-                                                 reft::local::ClusterHooks{&copier, &restorer});
+  auto owners = reft::local::JobOwners::Open("");
+  if (!owners.ok()) return 1;
+  options.job_owners = owners->get();
+  if (const char* job = std::getenv("REFT_TESTD_FOREIGN_JOB"); job != nullptr && *job != '\0') {
+    if (!ClaimForeign(**owners, job)) return 1;
+  }
+  TestdPlans plans(&coordinator);
+  auto server = reft::local::LocalServer::Create(
+      options, store->get(), &coordinator, reft::local::ClusterHooks{&copier, &restorer, &plans});
   if (!server.ok() || !(*server)->Start().ok()) {
     std::fprintf(stderr, "cannot start the local server on %s\n", argv[1]);
     return 1;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "reft/client.h"
 #include "reft/local_proto/messages.h"
@@ -27,21 +28,28 @@ namespace {
 
 constexpr size_t kState = (8u << 20) + 5;  // far more than a socket buffer holds
 
-ClientOptions Opts(const ServerFixture& f) {
+// The well-behaved trainers restore job1; the hand-driven (raw) sessions restore "raw-job", the
+// same state: one live session per rank, so "another trainer meanwhile" is another job's.
+constexpr const char* kRawJob = "raw-job";
+
+ClientOptions Opts(const ServerFixture& f, const std::string& job = "job1") {
   ClientOptions o;
   o.socket_path = f.socket;
-  o.job = "job1";
+  o.job = job;
   return o;
 }
 
-// A committed step 1 of job1 whose one buffer "state" holds `bytes`.
+// A committed step 1 of job1 and of the raw sessions' job whose one buffer "state" holds
+// `bytes`.
 void Commit(const ServerFixture& f, std::vector<uint8_t> bytes) {
-  auto c = Client::Connect(Opts(f));
-  REQUIRE(c.ok());
-  REQUIRE((*c)->Register("state", bytes.data(), bytes.size()).ok());
-  REQUIRE((*c)->Snapshot(1).ok());
-  REQUIRE((*c)->Fence().ok());
-  REQUIRE((*c)->WaitCommitted(1, std::chrono::seconds(10)).ValueOr(false));
+  for (const std::string job : {"job1", kRawJob}) {
+    auto c = Client::Connect(Opts(f, job));
+    REQUIRE(c.ok());
+    REQUIRE((*c)->Register("state", bytes.data(), bytes.size()).ok());
+    REQUIRE((*c)->Snapshot(1).ok());
+    REQUIRE((*c)->Fence().ok());
+    REQUIRE((*c)->WaitCommitted(1, std::chrono::seconds(10)).ValueOr(false));
+  }
 }
 
 // A hand-driven session that registers "state" and asks for a streamed restore; returns the
@@ -52,12 +60,24 @@ struct RawRestore {
 };
 RawRestore StartRawRestore(const ServerFixture& f) {
   Limits l;
-  auto s = ConnectSeqpacket(f.socket);
-  REQUIRE(s.ok());
-  Hello h;
-  h.job = "job1";
-  REQUIRE(SendFrame(s->get(), MessageType::kHello, 1, Encode(h)).ok());
-  REQUIRE(RecvFrame(s->get(), l, 5000).ok());
+  // The previous raw session of the rank may still be closing (its hang-up is processed
+  // asynchronously): its hello is refused AlreadyExists until then, and retried, like libreft.
+  Result<UniqueFd> s = Status::Unavailable("not connected");
+  for (int attempt = 0;; ++attempt) {
+    s = ConnectSeqpacket(f.socket);
+    REQUIRE(s.ok());
+    Hello h;
+    h.job = kRawJob;
+    REQUIRE(SendFrame(s->get(), MessageType::kHello, 1, Encode(h)).ok());
+    auto hello = RecvFrame(s->get(), l, 5000);
+    REQUIRE(hello.ok());
+    if (hello->header.type == MessageType::kHelloReply) break;
+    ErrorReply e;
+    REQUIRE(Decode(hello->payload, l, &e).ok());
+    REQUIRE(e.code == static_cast<uint32_t>(StatusCode::kAlreadyExists));
+    REQUIRE(attempt < 500);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   Register r;
   r.name = "state";
   r.dtype = "uint8";

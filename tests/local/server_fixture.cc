@@ -6,7 +6,7 @@
 
 namespace reft::testing {
 
-ServerFixture::ServerFixture(local::LocalServerOptions options) {
+ServerFixture::ServerFixture(local::LocalServerOptions options, local::PlanSource* plans) {
   ::chmod(dir.path().c_str(), 0755);  // the disallowed-uid test connects as nobody
   socket = dir.path() + "/reftd.sock";
   store::StoreOptions so;
@@ -21,7 +21,7 @@ ServerFixture::ServerFixture(local::LocalServerOptions options) {
   restorer = std::make_unique<NodeLocalRestoreProvider>(store.get(), coordinator.get());
   options.socket_path = socket;
   auto srv = local::LocalServer::Create(options, store.get(), coordinator.get(),
-                                        local::ClusterHooks{copier.get(), restorer.get()});
+                                        local::ClusterHooks{copier.get(), restorer.get(), plans});
   REQUIRE(srv.ok());
   server = std::move(*srv);
   Status st = server->Start();

@@ -11,7 +11,9 @@
 namespace reft::testing {
 
 struct ServerFixture {
-  explicit ServerFixture(local::LocalServerOptions options = {});
+  /// `plans`: what plan queries are answered from (null: reftd without a planner).
+  explicit ServerFixture(local::LocalServerOptions options = {},
+                         local::PlanSource* plans = nullptr);
   ~ServerFixture();
   TempDir dir{"reft-local"};
   std::string socket;

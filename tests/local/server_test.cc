@@ -109,9 +109,15 @@ TEST_CASE("a step commits only when every rank of the job completed it") {
   // A rank outside the layout, or a different layout, is refused.
   auto bad = Client::Connect(Opts(f, 2, 2));
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
-  auto other = Client::Connect(Opts(f, 0, 4));
+  auto other = Client::Connect(Opts(f, 3, 4));
   CHECK(other.status().code() == StatusCode::kInvalidArgument);
   CHECK(other.status().message().find("layout") != std::string::npos);
+  // One trainer per rank: a second session of a joined rank is refused, naming the holder.
+  ClientOptions twice = Opts(f, 0, 2);
+  twice.connect_timeout = std::chrono::milliseconds(0);
+  auto again = Client::Connect(twice);
+  CHECK(again.status().code() == StatusCode::kAlreadyExists);
+  CHECK(again.status().message().find("already joined on this node") != std::string::npos);
 }
 
 TEST_CASE("bad client arguments get clear errors") {
@@ -175,7 +181,7 @@ TEST_CASE("malformed, truncated and oversized frames are rejected and the server
   expect_error("oversized");
   // Well-framed hello whose payload is truncated.
   Hello hello;
-  hello.job = "job1";
+  hello.job = "raw-job";  // job1's rank is the client's below: one trainer per rank
   auto p = Encode(hello);
   p.resize(p.size() - 3);
   REQUIRE(SendFrame(fd, MessageType::kHello, 9, p).ok());
@@ -229,6 +235,52 @@ TEST_CASE("a peer whose uid is not allowed is refused") {
   std::vector<uint8_t> x(10, 1);
   auto c = Connect(Opts(f));
   REQUIRE(c->Register("x", x.data(), x.size()).ok());
+}
+
+TEST_CASE("one uid cannot take every session: past its own limit it is Busy, others are not") {
+  local::LocalServerOptions o;
+  o.max_sessions = 8;
+  o.max_sessions_per_uid = 3;
+  const bool root = ::geteuid() == 0;
+  if (root) {  // a second uid connects below
+    o.allowed_uids = {65534};
+    o.socket_mode = 0666;
+  }
+  ServerFixture f(o);
+  auto job = [&](int i) {
+    ClientOptions c = Opts(f);
+    c.job = "uid-limit-" + std::to_string(i);
+    return c;
+  };
+  std::vector<std::unique_ptr<Client>> mine;
+  for (int i = 0; i < 3; ++i) mine.push_back(Connect(job(i)));
+  auto over = Client::Connect(job(3));
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.status().code() == StatusCode::kBusy);
+  CHECK_THAT(over.status().message(),
+             Catch::Contains("uid " + std::to_string(::geteuid())) &&
+                 Catch::Contains("local.max_sessions_per_uid = 3"));
+  CHECK(f.server->Stats().rejected_peers == 1);
+  if (root) {
+    // The limit is per uid: nobody still gets one of the five slots left.
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+      ClientOptions other = Opts(f);
+      other.job = "uid-limit-nobody";
+      ::_exit(Client::Connect(other).ok() ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  } else {
+    WARN("not root: cannot setuid to show another uid still gets a session");
+  }
+  // A session that ends gives its uid's slot back.
+  mine.pop_back();
+  CHECK(Eventually([&] { return Client::Connect(job(4)).ok(); }));
 }
 
 TEST_CASE("a client SIGKILLed mid-snapshot leaves the committed step intact") {

@@ -183,6 +183,56 @@ PeerClient BulkClient() {
 
 const store::RankKey kRank{"job", 0, 0, 0};
 
+v1::Caller CallerClaim() {
+  v1::Caller c;
+  c.set_protocol_version(kProtocolVersion);
+  c.set_node_id("caller");
+  c.set_epoch(1);
+  c.set_address("127.0.0.1:1");
+  return c;
+}
+
+// A bulk FetchRegion of kRank's region "params" at step 1, as a peer asks for it.
+v1::FetchRegionRequest BulkRequest() {
+  v1::FetchRegionRequest req;
+  *req.mutable_caller() = CallerClaim();
+  req.mutable_rank()->set_job(kRank.job);
+  req.set_step(1);
+  req.set_region("params");
+  req.set_bulk(true);
+  return req;
+}
+
+// A holder (store, PeerNode with a bulk listener) whose Peer service also answers on a Unix
+// socket, where gRPC reports a caller with no IP address.
+struct UnixSocketHolder {
+  UnixSocketHolder(const std::string& shm_dir, const std::string& socket_dir) {
+    store = test::OpenTestStore(shm_dir);
+    PeerOptions o = test::FastOptions("holder", {});
+    auto created = PeerNode::Create(o, store.get(), {});
+    REQUIRE(created.ok());
+    node = std::move(*created);
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    unix_address = "unix:" + socket_dir + "/peer.sock";
+    b.AddListeningPort(unix_address, grpc::InsecureServerCredentials());
+    node->Register(&b);
+    PeerService::ConfigureServerBuilder(o, &b);
+    server = b.BuildAndStart();
+    REQUIRE(server);
+    REQUIRE(node->Start("127.0.0.1:" + std::to_string(port)).ok());
+  }
+  ~UnixSocketHolder() {
+    node->Stop();
+    server->Shutdown(std::chrono::system_clock::now());
+  }
+  std::unique_ptr<store::SnapshotStore> store;
+  std::unique_ptr<PeerNode> node;
+  std::unique_ptr<grpc::Server> server;
+  std::string unix_address;
+};
+
 }  // namespace
 
 TEST_CASE("a bulk connection is served only with a ticket that is expected", "[peer][security]") {
@@ -203,13 +253,18 @@ TEST_CASE("a bulk connection is served only with a ticket that is expected", "[p
     CHECK(l.refused() == 1);
   }
   SECTION("a ticket nobody was given") {
-    const auto expected = *l.Expect("");
+    const auto expected = *l.Expect("127.0.0.1");
     auto guess = expected;
     guess[0] ^= 1;
     UniqueFd c = Present(l.port(), guess);
     CHECK(ClosedWithin(c.get(), 2s));
     CHECK(l.refused() == 1);
     CHECK(l.Claim(expected, Clock::now() + 200ms, never).status().code() == StatusCode::kTimeout);
+  }
+  SECTION("no ticket for a caller whose address is unknown: it would be good from anywhere") {
+    auto t = l.Expect("");
+    CHECK(t.status().code() == StatusCode::kInvalidArgument);
+    CHECK(l.tickets_outstanding() == 0);
   }
   SECTION("a ticket given to a caller at another address") {
     const auto ticket = *l.Expect("10.1.2.3");
@@ -534,4 +589,104 @@ TEST_CASE("concurrent bulk fetches, some abandoned at any moment, leave nothing 
               .ok());
   CHECK(got == bytes);
   CHECK(bulk->served() == served + 1);
+}
+
+TEST_CASE("a caller whose address the holder cannot read gets its bytes over gRPC, no ticket",
+          "[peer][security]") {
+  // A ticket bound to no address would be good from any address: whoever saw the offer (or
+  // guessed nothing at all but raced the caller) could take the range.
+  TempDir shm{"reft-peer"}, sockets{"reft-peer"};
+  UnixSocketHolder holder(shm.path(), sockets.path());
+  const auto bytes = RandomBytes(300000, TestSeed(13));
+  test::WriteSlot(holder.store.get(), kRank, 1, bytes);
+  const BulkListener* bulk = holder.node->bulk();
+  REQUIRE(bulk != nullptr);
+
+  auto stub = v1::Peer::NewStub(
+      grpc::CreateChannel(holder.unix_address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto reader = stub->FetchRegion(&ctx, BulkRequest());
+  std::vector<uint8_t> got;
+  int offers = 0;
+  for (v1::RegionChunk chunk; reader->Read(&chunk);) {
+    if (!chunk.bulk_ticket().empty()) {
+      offers++;
+      break;  // today's holder: a ticket for "any address", then it waits for the connection
+    }
+    CHECK(chunk.offset() == got.size());
+    got.insert(got.end(), chunk.data().begin(), chunk.data().end());
+  }
+  if (offers > 0) ctx.TryCancel();
+  grpc::Status st = reader->Finish();
+  INFO(st.error_message());
+  CHECK(offers == 0);
+  CHECK(st.ok());
+  CHECK(got == bytes);
+  CHECK(bulk->served() == 0);
+  CHECK(test::Eventually([&] { return bulk->tickets_outstanding() == 0; }, 2s));
+
+  // reftd's own client asks for the bulk transport and takes the stream it gets instead.
+  PeerClient client = BulkClient();
+  std::vector<uint8_t> dst(bytes.size());
+  REQUIRE(client.FetchRegion(holder.unix_address, kRank, 1, "params", dst.data(), dst.size()).ok());
+  CHECK(dst == bytes);
+  CHECK(bulk->served() == 0);
+}
+
+TEST_CASE("a bulk send to a caller that set no deadline ends at the holder's fetch deadline",
+          "[peer][security]") {
+  // A caller that set no deadline and stops reading must not hold the holder's handler
+  // thread, slot and connection for a day: the send runs under the deadline the holder's own
+  // fetches run under (PeerOptions::fetch_deadline, 1 s here).
+  TempDir d0{"reft-peer"};
+  test::TestNode src("s", d0.path(), {}, 0, 64 << 10, 0,
+                     [](PeerOptions* o) { o->fetch_deadline = 1000ms; });
+  // Far more than the socket buffers of both ends hold.
+  const auto bytes = RandomBytes(16 << 20, TestSeed(14));
+  test::WriteSlot(src.store.get(), kRank, 1, bytes);
+  const BulkListener* bulk = src.peer->bulk();
+  REQUIRE(bulk != nullptr);
+
+  auto stub =
+      v1::Peer::NewStub(grpc::CreateChannel(src.address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;  // no deadline
+  auto reader = stub->FetchRegion(&ctx, BulkRequest());
+  v1::RegionChunk offer;
+  REQUIRE(reader->Read(&offer));
+  REQUIRE(offer.bulk_ticket().size() == 16);
+  // Take the connection with a small receive buffer and never read from it.
+  UniqueFd c(::socket(AF_INET, SOCK_STREAM, 0));
+  REQUIRE(c.valid());
+  int small = 4096;
+  ::setsockopt(c.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(offer.bulk_port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(c.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::send(c.get(), offer.bulk_ticket().data(), 16, MSG_NOSIGNAL) == 16);
+  const auto t0 = Clock::now();
+
+  // Today's holder would wait 24 h: end the call from here after a while instead of hanging.
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    for (auto until = Clock::now() + 8s; Clock::now() < until && !finished;) {
+      std::this_thread::sleep_for(10ms);
+    }
+    if (!finished) ctx.TryCancel();
+  });
+  for (v1::RegionChunk more; reader->Read(&more);) {
+  }
+  grpc::Status st = reader->Finish();
+  const auto took = Clock::now() - t0;
+  finished = true;
+  watchdog.join();
+  INFO(st.error_message() << " after "
+                          << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                          << " ms");
+  CHECK(st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+  CHECK(took < 4s);
+  CHECK(bulk->served() == 1);
+  CHECK(test::Eventually([&] { return bulk->tickets_outstanding() == 0; }, 2s));
 }

@@ -130,12 +130,12 @@ def test_plan_show_reconfigures_onto_the_survivors_after_a_node_is_lost(tmp_path
         assert "reconfigure" in table and "not executed yet" in table, table
 
         # The Python API returns the same document.
-        doc = reft.plan(nodes[0].socket, JOB, reftctl=cluster.reftctl)
+        doc = reft.plan(nodes[0].socket, JOB)
         after.pop("schema")
         assert doc["decision"] == after["decision"] and doc["model"]["layers"] == after["model"]["layers"]
 
         with pytest.raises(reft.Error):
-            reft.plan(nodes[0].socket, "no-such-job", reftctl=cluster.reftctl)
+            reft.plan(nodes[0].socket, "no-such-job")
         assert nodes[0].ctl("plan", "show", "--job", "no-such-job", check=False).returncode == 1
 
         # A profile of another model is refused (and the old state kept); one that fits is used.
@@ -212,8 +212,8 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
         # checked, then a step more committed under the new layout.
         new = shown[0]["decision"]["new_layout"]["pipelines"]
         world = sum(len(p["stages"]) for p in new)
-        places = [reft.elastic.coordinates(nodes[0].socket, JOB, rank=r, world_size=world,
-                                           reftctl=cluster.reftctl) for r in range(world)]
+        places = [reft.elastic.coordinates(nodes[0].socket, JOB, rank=r, world_size=world)
+                  for r in range(world)]
         assert {p.node for p in places} <= {n.node_id for n in survivors}, places
         assert all(p.policy == shown[0]["decision"]["policy"] and p.version == pubs[0]["version"]
                    for p in places)
@@ -254,7 +254,7 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
         assert sorted(placed) == sorted([n.node_id for n in survivors] + ["spare9"]), grow
         assert "transfer" not in grow and grow["restore_fetch_bytes"] > 0, grow
         # Ranks restarted at the running size (not onto the node that came) go on as they run.
-        running = reft.elastic.coordinates(nodes[0].socket, JOB, rank=0, world_size=world, reftctl=cluster.reftctl)
+        running = reft.elastic.coordinates(nodes[0].socket, JOB, rank=0, world_size=world)
         assert (running.dp, running.pp) == (places[0].dp, places[0].pp) and running.policy == "none"
         # The node that came is lost before the ranks restart onto it: the growth no longer
         # stands, and no rank is placed on a dead node.
@@ -327,8 +327,7 @@ def test_a_loss_the_plan_cannot_absorb_is_decided_as_an_exit_with_its_reason():
         assert d["policy"] == "exit", d
         assert "fewer than (f+1)·n0 = 2" in d["reason"] and "persistent tier" in d["reason"], d
         with pytest.raises(reft.Error, match="cannot go on in memory"):
-            reft.elastic.coordinates(nodes[0].socket, JOB, rank=0, world_size=1,
-                                     reftctl=cluster.reftctl, wait_s=0)
+            reft.elastic.coordinates(nodes[0].socket, JOB, rank=0, world_size=1, wait_s=0)
 
 
 def test_a_sender_lost_while_the_layers_move_is_planned_again_and_nothing_is_lost():
@@ -389,8 +388,8 @@ def test_a_sender_lost_while_the_layers_move_is_planned_again_and_nothing_is_los
         # Every rank of the new layout restores every byte and the job commits under it.
         new = moved["decision"]["new_layout"]["pipelines"]
         world = sum(len(p["stages"]) for p in new)
-        places = [reft.elastic.coordinates(survivors[0].socket, JOB, rank=r, world_size=world,
-                                           reftctl=cluster.reftctl) for r in range(world)]
+        places = [reft.elastic.coordinates(survivors[0].socket, JOB, rank=r, world_size=world)
+                  for r in range(world)]
         assert all(p.transfer == "done" for p in places), places
         by_id = {n.node_id: n for n in survivors}
         trainers = {(p.pp_rank, p.dp_rank): Trainer(by_id[p.node], JOB, p.pp_rank, p.dp_rank, p.pp, p.dp,
@@ -440,8 +439,8 @@ def test_each_node_of_the_new_layout_stages_the_shards_it_lacks_and_restores_loc
 
         world = reft.elastic.world_size(doc)
         assert world == 2
-        places = [reft.elastic.coordinates(survivors[0].socket, JOB, rank=r, world_size=world,
-                                           reftctl=cluster.reftctl) for r in range(world)]
+        places = [reft.elastic.coordinates(survivors[0].socket, JOB, rank=r, world_size=world)
+                  for r in range(world)]
         assert all(p.transfer == "done" for p in places), places
         by_id = {n.node_id: n for n in survivors}
         trainers = {(p.dp_rank, p.node): Trainer(by_id[p.node], JOB, 0, p.dp_rank, 1, p.dp, "arc1",

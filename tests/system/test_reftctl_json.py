@@ -51,3 +51,9 @@ def test_json_outputs_match_their_schemas():
         assert r.returncode == 1 and "--force" in r.stderr
         validate(node.ctl("snapshots", "drop", "--job", "schema", "--step", "2", "--force",
                           json_output=True), "snapshots-drop.schema.json")
+        # The job's records (etcd's here; a node's own without etcd: test_job_records.py).
+        jobs = node.ctl("jobs", "list", json_output=True)
+        validate(jobs, "jobs-list.schema.json")
+        assert [j["job"] for j in jobs["jobs"]] == ["schema"], jobs
+        validate(node.ctl("jobs", "release", "--job", "schema", "--force", json_output=True),
+                 "jobs-release.schema.json")

@@ -35,12 +35,15 @@ chunk_size = "16K"
 
 
 class Trainer:
-    def __init__(self, node, job, pp, dp, pp_size, dp_size, protection, *mode):
-        args = [sys.executable, os.path.join(HERE, "reshape_trainer.py"), "--socket", node.socket,
+    def __init__(self, node, job, pp, dp, pp_size, dp_size, protection, *mode, prefix=(),
+                 env=None, script=os.path.join(HERE, "reshape_trainer.py")):
+        """`prefix` (e.g. other_uid.as_uid's), `env` (default ours) and `script` run it as
+        another user would."""
+        args = [*prefix, sys.executable, script, "--socket", node.socket,
                 "--job", job, "--pp", str(pp), "--dp", str(dp), "--pp-size", str(pp_size),
                 "--dp-size", str(dp_size), "--protection", protection, *mode]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=dict(os.environ))
+                                     text=True, env=dict(os.environ) if env is None else env)
 
     def result(self, timeout=180, check=True):
         out, err = self.proc.communicate(timeout=timeout)
@@ -53,9 +56,10 @@ class Trainer:
         self.proc.wait()
 
 
-def run(placement, job, pp_size, dp_size, protection, *mode):
-    """One trainer per rank: placement[(pp, dp)] is its node. Returns each rank's JSON lines."""
-    trainers = {(pp, dp): Trainer(node, job, pp, dp, pp_size, dp_size, protection, *mode)
+def run(placement, job, pp_size, dp_size, protection, *mode, **how):
+    """One trainer per rank: placement[(pp, dp)] is its node (`how`: Trainer's keywords).
+    Returns each rank's JSON lines."""
+    trainers = {(pp, dp): Trainer(node, job, pp, dp, pp_size, dp_size, protection, *mode, **how)
                 for (pp, dp), node in placement.items()}
     return {rank: t.result() for rank, t in trainers.items()}
 
@@ -64,9 +68,9 @@ def grid(nodes, pp_size, dp_size):
     return {(pp, dp): nodes[pp * dp_size + dp] for pp in range(pp_size) for dp in range(dp_size)}
 
 
-def train(nodes, job, pp_size, dp_size, protection):
+def train(nodes, job, pp_size, dp_size, protection, **how):
     for rank, lines in run(grid(nodes, pp_size, dp_size), job, pp_size, dp_size, protection,
-                           "--train", str(STEPS)).items():
+                           "--train", str(STEPS), **how).items():
         assert lines == [{"committed": STEPS - 1}], (rank, lines)
 
 

@@ -83,12 +83,22 @@ def test_mutual_tls_cluster_binds_node_ids_to_certificates(tmp_path):
         r = subprocess.run([REFTCTL, "--addr", a.addr, "--tls-ca", tls.ca, "status"],
                            capture_output=True, text=True)
         assert r.returncode != 0
+        # A node's certificate is no operator's: node1's key cannot drop node0's snapshots.
+        for verb in (["status"], ["snapshots", "drop", "--job", "j", "--step", "1"]):
+            r = subprocess.run([REFTCTL, "--addr", a.addr] + tls.ctl_args("node1") + verb,
+                               capture_output=True, text=True)
+            assert r.returncode == 1, r.stderr
+            assert "'node1'" in r.stderr and "security.operator_identities" in r.stderr, r.stderr
+        assert "Admin over TCP is for operators" in a.log()
+        # The operator certificate (what ctl() presents) is listed: served.
+        assert a.ctl("status", check=False).returncode == 0
 
         # A reftd holding node1's certificate but claiming to be node9: every call it makes to
         # node0 is refused, so node9 never becomes a member there.
         root = tmp_path / "rogue"
         root.mkdir()
-        cfg = write(root / "reftd.toml", "[security]\n" + tls.security_toml("node1"))
+        cfg = write(root / "reftd.toml",
+                    "[security]\n" + tls.security_toml("node1") + tls.operator_toml())
         rogue = subprocess.Popen(
             [REFTD, "--node-id", "node9", "--listen", f"127.0.0.1:{free_port()}",
              "--socket", str(root / "reftd.sock"), "--shm-dir", str(root / "shm"),
@@ -111,6 +121,33 @@ def test_plain_text_on_a_non_loopback_address_is_a_config_error(tmp_path):
     cfg = write(tmp_path / "reftd.toml", '[security]\ntls_cert = "/x.pem"\n')
     r = subprocess.run([REFTD, "--config", str(cfg)], capture_output=True, text=True)
     assert r.returncode == 2 and "together" in r.stderr
+
+
+def test_a_name_that_looks_like_loopback_refuses_to_start(tmp_path):
+    """Without TLS and token reftd starts only on loopback; a name beginning with "127." is a
+    name (its owner decides where it resolves), and reftd does not resolve it to find out."""
+    for listen in ("127.attacker.invalid:0", "127.0.0.1.nip.io:0", "localhost.evil:0"):
+        r = subprocess.run([REFTD, "--node-id", "n", "--listen", listen,
+                            "--socket", str(tmp_path / "reftd.sock"),
+                            "--shm-dir", str(tmp_path / "shm")],
+                           capture_output=True, text=True, timeout=30)
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert r.returncode == 2, r.stderr
+        assert len(lines) == 1 and f"'{listen}'" in lines[0], lines
+        assert "not a loopback address" in lines[0] and "not resolved" in lines[0], lines
+        assert not os.path.exists(tmp_path / "reftd.sock")
+
+
+def test_mutual_tls_without_operator_identities_refuses_to_start(tmp_path):
+    cfg = write(tmp_path / "reftd.toml", '[security]\ntls_cert = "/x.pem"\n'
+                                         'tls_key = "/x.key"\ntls_ca = "/ca.pem"\n')
+    r = subprocess.run([REFTD, "--node-id", "n", "--config", str(cfg),
+                        "--socket", str(tmp_path / "reftd.sock"),
+                        "--shm-dir", str(tmp_path / "shm")], capture_output=True, text=True,
+                       timeout=30)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2, r.stderr
+    assert len(lines) == 1 and "security.operator_identities" in lines[0], lines
 
 
 def test_a_token_in_clear_text_beyond_loopback_refuses_to_start(tmp_path):

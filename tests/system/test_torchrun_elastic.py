@@ -63,7 +63,7 @@ class Agent:
 
     def __init__(self, cluster, node, rdzv_port, record_dir, steps=STEPS):
         self.log_dir = os.path.join(node.root, "torchrun")
-        env = dict(os.environ, REFT_SOCKET=node.socket, REFTCTL=cluster.reftctl,
+        env = dict(os.environ, REFT_SOCKET=node.socket,
                    PYTHONPATH=os.pathsep.join([os.path.join(cluster.build_dir, "client", "python"),
                                                os.environ.get("PYTHONPATH", "")]))
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2:3", "--nproc_per_node=1",

@@ -59,6 +59,8 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   loaded.security.token_file = "x";
   loaded.security.allow_insecure = true;
   loaded.security.operator_group = "x";
+  loaded.security.operator_identities = {"x"};
+  loaded.max_sessions_per_uid = 1;
   loaded.restore_concurrency = 99;
   loaded.restore_piece_bytes = 1;
   loaded.restore_piece_timeout_ms = 1;
@@ -71,6 +73,7 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   loaded.restore_agreement_timeout_ms = 1;
   loaded.etcd_endpoints = {"x"};
   loaded.etcd_lease_ttl_s = 99;
+  loaded.jobs_forget_after_s = 99;
   loaded.etcd_lease_renewals_per_s = 99;
   loaded.etcd_request_timeout_ms = 1;
   loaded.etcd_tls_ca = "x";
@@ -119,6 +122,8 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   CHECK(loaded.security.token_file == d.security.token_file);
   CHECK(loaded.security.allow_insecure == d.security.allow_insecure);
   CHECK(loaded.security.operator_group == d.security.operator_group);
+  CHECK(loaded.security.operator_identities == d.security.operator_identities);
+  CHECK(loaded.max_sessions_per_uid == d.max_sessions_per_uid);
   CHECK(loaded.restore_concurrency == d.restore_concurrency);
   CHECK(loaded.restore_piece_bytes == d.restore_piece_bytes);
   CHECK(loaded.restore_piece_timeout_ms == d.restore_piece_timeout_ms);
@@ -131,6 +136,7 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   CHECK(loaded.restore_agreement_timeout_ms == d.restore_agreement_timeout_ms);
   CHECK(loaded.etcd_endpoints == d.etcd_endpoints);
   CHECK(loaded.etcd_lease_ttl_s == d.etcd_lease_ttl_s);
+  CHECK(loaded.jobs_forget_after_s == d.jobs_forget_after_s);
   CHECK(loaded.etcd_lease_renewals_per_s == d.etcd_lease_renewals_per_s);
   CHECK(loaded.etcd_request_timeout_ms == d.etcd_request_timeout_ms);
   CHECK(loaded.etcd_tls_ca == d.etcd_tls_ca);
@@ -190,6 +196,8 @@ TEST_CASE("the Kubernetes ConfigMap embeds a config reftd accepts", "[deploy]") 
   CHECK(config.security.tls_ca == "/run/reft-tls/ca.crt");
   CHECK(config.security.token_file.empty());
   CHECK_FALSE(config.security.allow_insecure);
+  // Admin over TCP for tls.yaml's operator certificate, not for the nodes' certificates.
+  CHECK(config.security.operator_identities == std::vector<std::string>{"reft-operator"});
   auto valid = reft::app::ValidateConfig(config);
   INFO(valid.message());
   CHECK(valid.ok());

@@ -132,7 +132,7 @@ def wait_for_decision(node, timeout=120):
     import reft
     deadline = time.time() + timeout
     while True:
-        doc = reft.plan(node.socket, JOB, reftctl=node.cluster.reftctl)
+        doc = reft.plan(node.socket, JOB)
         pub = doc["publication"]
         final = pub is not None and pub["current"] and pub["state"] in ("decided", "confirmed")
         moved = "transfer" not in doc["decision"] or (

@@ -12,6 +12,8 @@ from typing import List, Optional
 from etcd_server import EtcdTls
 
 CERTS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reft-certs.sh")
+# The common name tools/reft-certs.sh gives the operator certificate (its --operator default).
+OPERATOR_CN = "reft-operator"
 
 
 def add_to_section(toml_text: str, section: str, lines: List[str]) -> str:
@@ -57,6 +59,12 @@ class ClusterTls:
         return (f'tls_cert = "{self.cert(node_id)}"\ntls_key = "{self.key(node_id)}"\n'
                 f'tls_ca = "{self.ca}"\n')
 
+    @staticmethod
+    def operator_toml() -> str:
+        """Who may make Admin calls over TCP: the operator certificate reft-certs.sh made
+        (common name "reft-operator", no subject alternative name), which ctl() presents."""
+        return f'operator_identities = ["{OPERATOR_CN}"]\n'
+
     def etcd(self, host: str) -> EtcdTls:
         """TLS of an etcd serving clients on `host`; reftctl's operator certificate is
         etcdctl's."""
@@ -75,6 +83,8 @@ class ClusterTls:
                 text = f.read()
         security = self.security_toml(node_id).rstrip("\n").split("\n")
         text = add_to_section(text, "security", security)
+        if "operator_identities" not in text:  # a test's own list wins
+            text = add_to_section(text, "security", [self.operator_toml().rstrip("\n")])
         if etcd:
             text = add_to_section(text, "etcd", security)
         os.makedirs(node_root, exist_ok=True)

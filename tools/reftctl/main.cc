@@ -9,6 +9,7 @@ void RegisterStatusCommand(CLI::App& root, CtlContext& ctx);
 void RegisterSnapshotsCommands(CLI::App& root, CtlContext& ctx);
 void RegisterNodesCommands(CLI::App& root, CtlContext& ctx);
 void RegisterRecoveryCommands(CLI::App& root, CtlContext& ctx);  // persist, restore-check, rebuild
+void RegisterJobsCommands(CLI::App& root, CtlContext& ctx);      // jobs list, jobs release
 void RegisterJobPlanCommands(CLI::App& plan, CtlContext& ctx);    // plan attach, plan show
 }  // namespace reft::ctl
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   RegisterSnapshotsCommands(app, ctx);
   RegisterNodesCommands(app, ctx);
   RegisterRecoveryCommands(app, ctx);
+  RegisterJobsCommands(app, ctx);
   auto* plan = app.add_subcommand(
       "plan", "recovery planning: offline (templates ... transfer) and on a daemon's job (attach, show)");
   plan->require_subcommand(1);

@@ -48,6 +48,12 @@ struct ClientOptions {
   /// or gid; docs/security.md "Jobs belong to their owner"). Empty = env REFT_OWNER_GROUP,
   /// else the owner uid alone.
   std::string owner_group;
+  /// How long Connect() retries a hello that reftd refuses with AlreadyExists because this
+  /// rank is still joined (another live session of it on this node, or its join on another
+  /// node): a trainer restarted by its launcher may say hello before its old session's close
+  /// reached reftd. Retried with a backoff from 50 ms doubling to 500 ms; after this long the
+  /// refusal is returned. Other errors are never retried. 0 = not retried.
+  std::chrono::milliseconds connect_timeout{10000};
 };
 
 /// \brief kGradient: the flat, all-reduced gradient that protection "aor" replays optimizer
@@ -161,6 +167,19 @@ REFT_CLIENT_API std::pair<MemoryLocation, int> LocateMemory(const void* ptr);
 /// \brief The memory kinds this libreft registers: host and emulated always, CUDA and HIP when
 /// their backends were compiled in.
 REFT_CLIENT_API std::vector<MemoryLocation> BuiltMemoryLocations();
+
+/// \brief The plan document of `job` from the reftd behind `socket_path` (empty: env
+/// REFT_SOCKET, else "/run/reft/reftd.sock"): the JSON `reftctl plan show --job J -o json`
+/// prints, without its "schema" member (docs/planner.md "The online path"). Asked on the local
+/// socket without joining the job, so a launcher may ask before it knows its rank, and without
+/// operator rights: reftd answers only a caller who owns the job (docs/security.md "Jobs
+/// belong to their owner"). NotFound when the job has no committed step (or no owner: the
+/// same answer as for a job that does not exist), PermissionDenied when another uid owns it
+/// (the message names nothing of the job) or this uid may not use the socket, Unavailable
+/// when reftd cannot be reached, Timeout when it does not answer within `timeout`.
+REFT_CLIENT_API Result<std::string> QueryPlan(
+    const std::string& socket_path, const std::string& job,
+    std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
 /// \brief Optional description of this rank's pipeline for HAS (daemon/has): lets reftd start
 /// from the 1F1B simulator's bubble estimate before it has measured one iteration.

@@ -46,7 +46,7 @@ enum { REFT_MEMORY_HOST = 0, REFT_MEMORY_EMULATED = 1, REFT_MEMORY_CUDA = 2, REF
 
 typedef struct reft_client reft_client;
 
-/* Connection options, version 1. Call reft_options_init() first, then set fields. */
+/* Connection options, version 2. Call reft_options_init() first, then set fields. */
 typedef struct reft_options {
   uint32_t struct_size;     /* sizeof(reft_options) as compiled by the caller */
   const char* socket_path;  /* NULL: env REFT_SOCKET, else /run/reft/reftd.sock */
@@ -55,6 +55,10 @@ typedef struct reft_options {
   int32_t layout_dp, layout_tp, layout_pp, layout_zero;
   const char* protection;   /* NULL = "none" */
   int32_t reply_timeout_ms; /* 0 = default (60 s) */
+  /* v2: how long reft_connect retries a refusal because this rank is still joined (another
+   * live session of it, e.g. the trainer's previous process whose close reftd has not seen
+   * yet): REFT_ALREADY_EXISTS only after this long. 0 = default (10 s), < 0 = not retried. */
+  int32_t connect_timeout_ms;
 } reft_options;
 
 typedef struct reft_buffer_options {
@@ -185,6 +189,17 @@ REFT_C_API int reft_probe_restore(reft_client* c, int64_t* step, char* saved_lay
 REFT_C_API int reft_last_restore(reft_client* c, reft_restore_report* report);
 /* Closes and frees the handle (NULL is ignored); returns the last snapshot's error, if any. */
 REFT_C_API int reft_close(reft_client* c);
+
+/* The plan document of `job` (JSON, what `reftctl plan show --job J -o json` prints without
+ * "schema"; docs/planner.md "The online path") from the reftd behind socket_path (NULL: env
+ * REFT_SOCKET, else /run/reft/reftd.sock), without joining the job or operator rights: reftd
+ * answers the job's owner only. timeout_ms <= 0 = default (120 s). On REFT_OK *json is a
+ * NUL-terminated string to release with reft_free. REFT_NOT_FOUND: no committed step (or no
+ * such job); REFT_PERMISSION_DENIED: another uid's job; REFT_UNAVAILABLE: reftd not reached. */
+REFT_C_API int reft_query_plan(const char* socket_path, const char* job, int64_t timeout_ms,
+                               char** json);
+/* Frees memory libreft allocated for the caller (reft_query_plan's document); NULL is ignored. */
+REFT_C_API void reft_free(void* p);
 
 /* Message of the last failed call on this thread ("" after a success). */
 REFT_C_API const char* reft_last_error(void);

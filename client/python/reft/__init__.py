@@ -212,10 +212,17 @@ _KINDS = {"replicated": 0, "unique": 1, "gradient": 2}
 
 
 class Client:
-    """A trainer rank's connection to its node's reftd. Also a context manager."""
+    """A trainer rank's connection to its node's reftd. Also a context manager.
+
+    `timeout`: the longest wait for one reply of reftd, in seconds. `connect_timeout`: how long
+    a hello that reftd refuses because this rank is still joined (another live session of it
+    on this node, or its join on another node — usually this trainer's previous process, whose
+    close reftd has not seen yet when a launcher restarts the ranks at once) is retried, in
+    seconds, with a backoff from 50 ms doubling to 500 ms, before reft.AlreadyExistsError is
+    raised; 0 = not retried. No other error is retried."""
 
     def __init__(self, socket=None, job=None, pp=0, tp=0, dp=0, layout=None,
-                 protection="none", timeout=60.0):
+                 protection="none", timeout=60.0, connect_timeout=10.0):
         if socket is None:
             socket = _os.environ.get("REFT_SOCKET", DEFAULT_SOCKET)
         if job is None:
@@ -232,7 +239,8 @@ class Client:
         self.coordinates = Layout(dp=int(dp), tp=int(tp), pp=int(pp), zero=layout.zero)
         self._c = _reft._Client(str(socket), str(job), int(pp), int(tp), int(dp), int(layout.dp),
                                 int(layout.tp), int(layout.pp), int(layout.zero),
-                                str(protection), int(timeout * 1000))
+                                str(protection), int(timeout * 1000),
+                                int(connect_timeout * 1000))
 
     def register(self, name, obj, kind="replicated", layer=None, dtype=None, optimizer=False,
                  gradient=None, shard=None):

@@ -1,19 +1,12 @@
 """reft.plan(socket, job): the planner's view of a running job and its decision, for launchers
 (docs/planner.md "The online path"). It asks the reftd behind `socket` (the trainers' local
-socket; Admin is reached over its ".admin" sibling, like `reftctl --socket`) through reftctl,
-so the answer is exactly `reftctl plan show --job J -o json`."""
+socket) with a plan query of the local channel, which needs neither a hello nor operator
+rights: reftd answers the job's owner only (docs/security.md "Jobs belong to their owner").
+The answer is the document `reftctl plan show --job J -o json` prints (which operators keep
+for every job)."""
 
 import json as _json
 import os as _os
-import shutil as _shutil
-import subprocess as _subprocess
-
-
-def _find_reftctl(reftctl):
-    for candidate in (reftctl, _os.environ.get("REFTCTL"), _shutil.which("reftctl")):
-        if candidate:
-            return candidate
-    return None
 
 
 def plan(socket, job, reftctl=None, timeout=120):
@@ -23,25 +16,22 @@ def plan(socket, job, reftctl=None, timeout=120):
     new layout with every rank's node and the transfer plan, and `publication`: the decision the
     job's coordinator published (state, version, the transfer plan's progress), or None.
 
-    `reftctl`: the reftctl executable (default: $REFTCTL, else reftctl on PATH). Raises
-    reft.InvalidArgumentError (bad job name or job model), reft.NotFoundError (the job has
-    no committed step), reft.UnavailableError (reftd not reachable), reft.Error for any other
-    failure, with reftctl's message."""
-    from . import Error, InvalidArgumentError, NotFoundError, UnavailableError
+    `socket`: None = $REFT_SOCKET, else the default socket. `timeout`: seconds to wait for the
+    answer. `reftctl`: accepted and ignored (reft.plan no longer runs reftctl; kept so that
+    callers written for it keep working). Raises reft.InvalidArgumentError (bad job name or job
+    model), reft.NotFoundError (the job has no committed step, or no job of that name),
+    reft.PermissionDeniedError (another user's job; the message names nothing of it),
+    reft.UnavailableError (reftd not reachable), reft.TimeoutError (no answer in `timeout`),
+    reft.Error for any other failure, with reftd's message."""
+    from . import Error, _reft
 
-    exe = _find_reftctl(reftctl)
-    if exe is None:
-        raise UnavailableError("reft.plan needs reftctl: set REFTCTL or put reftctl on PATH")
-    r = _subprocess.run([exe, "--socket", socket, "-o", "json", "plan", "show", "--job", job],
-                        capture_output=True, text=True, timeout=timeout)
-    message = r.stderr.strip().removeprefix("reftctl: ")
-    if r.returncode == 2:
-        raise InvalidArgumentError(message)
-    if r.returncode == 3:
-        raise UnavailableError(message)
-    if r.returncode != 0:
-        # A job with nothing committed has no model yet (a launcher starts it fresh).
-        raise (NotFoundError if "has no committed step" in message else Error)(message)
-    doc = _json.loads(r.stdout)
+    del reftctl  # see the docstring: kept for compatibility only
+    if socket is None:
+        socket = _os.environ.get("REFT_SOCKET", "")
+    text = _reft.query_plan(str(socket), str(job), max(1, int(timeout * 1000)))
+    try:
+        doc = _json.loads(text)
+    except ValueError as e:
+        raise Error(f"reftd's plan of job '{job}' is not JSON: {e}") from None
     doc.pop("schema", None)
     return doc

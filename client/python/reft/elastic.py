@@ -1,7 +1,7 @@
 """reft.elastic: where this rank runs once the planner has decided how a job goes on after a
 node loss (or grows back onto nodes that came), for a trainer started by torchrun (`--nnodes=MIN:MAX`; docs/planner.md "The online
 path"). The job's coordinator publishes the decision in etcd; every rank reads it from its own
-reftd and, from RANK and WORLD_SIZE, gets its coordinates in the new layout, builds its process
+reftd (reft.plan: on the local socket, as the job's owner; no operator rights needed) and, from RANK and WORLD_SIZE, gets its coordinates in the new layout, builds its process
 groups from them and restores with `restore(reshape=True)`.
 
 Rank order: tensor-parallel fastest, then data-parallel, then pipeline stages (Megatron's):
@@ -165,7 +165,11 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
     so that a rank runs where the decision placed it (and finds the layers a transfer plan
     moved there) even when the launcher numbers ranks in another order, as torchrun does
     (rendezvous order). Placement.rank is then the rank in the new layout, which may differ
-    from $RANK: build the process groups from every rank's Placement (e.g. all_gather)."""
+    from $RANK: build the process groups from every rank's Placement (e.g. all_gather).
+
+    The plan is read on the local socket (reft.plan): no operator rights are needed, and reftd
+    answers for the caller's own jobs only (reft.PermissionDeniedError for another user's).
+    `reftctl` is accepted and ignored (kept for callers written when this ran reftctl)."""
     from . import UnavailableError
     from ._plan import plan
 
@@ -181,7 +185,7 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
 
     deadline = _time.monotonic() + wait_s
     while True:
-        doc = plan(socket, job, reftctl=reftctl)
+        doc = plan(socket, job)
         pub = doc.get("publication")
         needed = doc["decision"].get("needed")
         final = needed and pub is not None and pub.get("current") and pub["state"] in _FINAL

@@ -118,12 +118,14 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
     js->set_ranks(ranks);
     js->set_newest_committed_step(NewestCommittedStep(store_, job));
     if (recovery_.coordinator) js->set_generation(recovery_.coordinator->Generation(job).generation);
-    if (auto owner = recovery_.owners ? recovery_.owners->Owner(job) : std::nullopt) {
+    auto owner = recovery_.owners ? recovery_.owners->Owner(job)
+                                  : Result<std::optional<local::JobOwner>>(std::nullopt);
+    if (owner.ok() && owner->has_value()) {
       auto* o = js->mutable_owner();
-      o->set_uid(owner->uid);
-      o->set_has_gid(owner->gid.has_value());
-      o->set_gid(owner->gid.value_or(0));
-      o->set_group(owner->group);
+      o->set_uid((*owner)->uid);
+      o->set_has_gid((*owner)->gid.has_value());
+      o->set_gid((*owner)->gid.value_or(0));
+      o->set_group((*owner)->group);
     }
   }
   FillPersistStatus(resp->mutable_persist());
@@ -142,13 +144,10 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
 
 grpc::Status AdminService::CheckJobCall(grpc::ServerContext* ctx, const char* method,
                                         const std::string& job) const {
+  // Operators only; the refusal names nothing of the job (its owner is no stranger's business).
   grpc::Status denied = auth_->CheckAdmin(ctx, method);
-  if (denied.ok() || recovery_.owners == nullptr) return denied;
-  auto owner = recovery_.owners->Owner(job);
-  if (!owner) return denied;
-  recovery_.owners->NoteDenied(job);
-  return grpc::Status(denied.error_code(), denied.error_message() + " (job '" + job +
-                                               "' belongs to " + owner->Describe() + ")");
+  if (!denied.ok() && recovery_.owners != nullptr) recovery_.owners->NoteDenied(job);
+  return denied;
 }
 
 grpc::Status AdminService::ListSnapshots(grpc::ServerContext* ctx,
@@ -438,12 +437,19 @@ grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRe
   if (recovery_.restore == nullptr) {
     return proto::ToGrpc(reft::Status::Unavailable("this daemon has no restore provider"), ctx);
   }
+  // Holders serve a job's bytes only to nodes tied to it: this node is, while it rebuilds.
+  if (recovery_.access != nullptr) {
+    if (auto st = recovery_.access->BeginRebuild(req->job()); !st.ok()) {
+      return proto::ToGrpc(st, ctx);
+    }
+  }
   EventStream<v1::RebuildEvent> events(writer);
   const auto start = std::chrono::steady_clock::now();
   auto rep = recovery_.restore->RebuildLostRanks(req->job(), [&](const recovery::Progress& p) {
     events.Progress(recovery::PhaseName(p.phase), p.bytes_done, p.bytes_total,
                     p.bytes_total > 0 ? "bytes" : "", p.message);
   });
+  if (recovery_.access != nullptr) recovery_.access->EndRebuild(req->job());
   if (!rep.ok()) return proto::ToGrpc(rep.status(), ctx);
   v1::RebuildEvent ev;
   v1::RebuildResponse* r = ev.mutable_result();
@@ -525,6 +531,58 @@ grpc::Status AdminService::ConfirmPlan(grpc::ServerContext* ctx, const v1::Confi
   resp->set_job(req->job());
   resp->set_version(plan->version);
   resp->set_state(plan->state);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest*,
+                                    v1::ListJobsResponse* resp) {
+  if (auto denied = auth_->CheckAdmin(ctx, "Admin/ListJobs"); !denied.ok()) return denied;
+  if (recovery_.records == nullptr) {
+    return proto::ToGrpc(reft::Status::Unavailable("this daemon keeps no job records"), ctx);
+  }
+  auto records = recovery_.records->List();
+  if (!records.ok()) return proto::ToGrpc(records.status(), ctx);
+  for (const auto& r : *records) {
+    auto* j = resp->add_jobs();
+    j->set_job(r.job);
+    if (r.owner) {
+      auto* o = j->mutable_owner();
+      o->set_uid(r.owner->uid);
+      o->set_has_gid(r.owner->gid.has_value());
+      o->set_gid(r.owner->gid.value_or(0));
+      o->set_group(r.owner->group);
+      o->set_claimed_at_ms(r.owner->claimed_at_ms);
+      o->set_claimed_on(r.owner->claimed_on);
+    }
+    j->set_state(r.state);
+    for (const auto& n : r.nodes) j->add_nodes(n);
+    j->set_trainers(static_cast<uint32_t>(std::max(0, r.trainers)));
+    j->set_has_committed_step(r.committed_step.has_value());
+    j->set_committed_step(r.committed_step.value_or(-1));
+    j->set_has_persisted_step(r.persisted_step.has_value());
+    j->set_persisted_step(r.persisted_step.value_or(-1));
+    j->set_last_activity_ms(r.last_activity_ms);
+    j->set_forget_in_ms(r.state == "gone" ? std::max<int64_t>(0, r.forget_in_ms) : -1);
+  }
+  resp->set_now_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count());
+  resp->set_forget_after_s(config_.jobs_forget_after_s);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJobRequest* req,
+                                      v1::ReleaseJobResponse* resp) {
+  if (auto denied = CheckJobCall(ctx, "Admin/ReleaseJob", req->job()); !denied.ok()) return denied;
+  if (auto st = CheckJobName(req->job()); !st.ok()) return proto::ToGrpc(st, ctx);
+  if (recovery_.records == nullptr) {
+    return proto::ToGrpc(reft::Status::Unavailable("this daemon keeps no job records"), ctx);
+  }
+  if (auto st = recovery_.records->Release(req->job(), req->force()); !st.ok()) {
+    return proto::ToGrpc(st, ctx);
+  }
+  resp->set_job(req->job());
+  resp->set_forced(req->force());
   return grpc::Status::OK;
 }
 

@@ -114,7 +114,7 @@ bool ValidHostPort(const std::string& addr) {
 Status ApplyTopLevel(const toml::table& root, DaemonConfig* c) {
   static const std::set<std::string> kSections = {"store",   "local",   "emulated", "admin",
                                                   "peer",    "restore", "persist",  "security",
-                                                  "etcd",    "planner"};
+                                                  "etcd",    "planner", "jobs"};
   for (const auto& [k, node] : root) {
     const std::string key(k.str());
     if (kSections.count(key)) {
@@ -168,6 +168,9 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "local.copy_threads") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 64, &v));
       c->copy_threads = static_cast<int>(v);
+    } else if (key == "local.max_sessions_per_uid") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 65536, &v));
+      c->max_sessions_per_uid = static_cast<uint32_t>(v);
     } else if (key == "local.peer_copy_timeout_ms") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 3600000, &v));
       c->peer_copy_timeout_ms = static_cast<uint32_t>(v);
@@ -235,6 +238,9 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "etcd.lease_ttl_s") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 3600, &v));
       c->etcd_lease_ttl_s = static_cast<uint32_t>(v);
+    } else if (key == "jobs.forget_after_s") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 30 * 86400, &v));
+      c->jobs_forget_after_s = static_cast<uint32_t>(v);
     } else if (key == "etcd.lease_renewals_per_s") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 10000000, &v));
       c->etcd_lease_renewals_per_s = static_cast<uint32_t>(v);
@@ -259,6 +265,8 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       REFT_RETURN_NOT_OK(ReadBool(node, key, &c->security.allow_insecure));
     } else if (key == "security.operator_group") {
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->security.operator_group));
+    } else if (key == "security.operator_identities") {
+      REFT_RETURN_NOT_OK(ReadStringList(node, key, &c->security.operator_identities));
     } else {
       return KeyError(key, "unknown key");
     }
@@ -281,7 +289,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
   }
   REFT_RETURN_NOT_OK(ApplyTopLevel(root, config));
   for (const char* section : {"store", "local", "emulated", "admin", "peer", "security", "restore",
-                              "persist", "etcd", "planner"}) {
+                              "persist", "etcd", "planner", "jobs"}) {
     REFT_RETURN_NOT_OK(ApplySection(root, section, config));
   }
   return Status::OK();
@@ -346,6 +354,15 @@ Status ValidateConfig(const DaemonConfig& c) {
   addresses.push_back(c.listen);
   if (!c.advertise.empty()) addresses.push_back(c.advertise);
   REFT_RETURN_NOT_OK(security::ValidateSecurity(c.security, addresses));
+  // This node's own certificate names its node id: listed as an operator, the node's key
+  // would open Admin on every node of the cluster.
+  const auto& operators = c.security.operator_identities;
+  if (std::find(operators.begin(), operators.end(), c.node_id) != operators.end()) {
+    return KeyError("security.operator_identities",
+                    "lists this node's id '" + c.node_id + "': node certificates name their "
+                    "node, so every node could make Admin calls; give operators names of "
+                    "their own");
+  }
   if (!c.security.token_file.empty()) {
     REFT_RETURN_NOT_OK(security::ReadTokenFile(c.security.token_file).status());
   }

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include <grpcpp/grpcpp.h>
@@ -19,6 +21,7 @@
 #include "transfer_wiring.h"
 #include "reft/app/notify.h"
 #include "reft/coord/etcd_control_plane.h"
+#include "reft/coord/etcd_job_owners.h"
 #include "reft/fault_guard.h"
 #include "reft/memory_file_system.h"
 #include "reft/kernels/emulated.h"
@@ -27,10 +30,12 @@
 #include "reft/observability/metrics.h"
 #include "reft/peer/peer_node.h"
 #include "reft/peer/rank_id.h"
+#include "reft/protect/slot_meta.h"
 #include "reft/recovery/persister.h"
 #include "reft/recovery/published_copier.h"
 #include "reft/app/job_model.h"
 #include "reft/app/job_planner.h"
+#include "reft/app/local_job_records.h"
 #include "reft/app/plan_profiles.h"
 #include "reft/app/step_cadence.h"
 #include "reft/recovery/reft_load.h"
@@ -48,7 +53,9 @@ struct Daemon::Impl {
   Status CreateSecurity();
   Status CreatePeer();
   void CreateRecovery();
+  Status OpenJobOwners();
   Status StartLocalChannel();
+  Status StartJobRecords();
   Status StartGrpc();
 
   DaemonConfig config;
@@ -65,8 +72,15 @@ struct Daemon::Impl {
   std::unique_ptr<recovery::PublishedCopier> copier;
   std::unique_ptr<recovery::TierAccess> tier;           // persistent tier, opened lazily
   std::unique_ptr<recovery::Persister> persister;       // before peer and tier go
-  std::unique_ptr<local::JobOwners> owners;              // read by local_server and admin
+  // The node's own record of job owners (the registry without etcd; imported into etcd with
+  // it), and the registry the local channel and Admin ask: this one, or etcd's.
+  std::unique_ptr<local::JobOwners> local_owners;
+  local::JobOwnership* owners = nullptr;
   std::unique_ptr<local::LocalServer> local_server;
+  // The job records `reftctl jobs` shows and releases: etcd's (the peer's), else this node's own
+  // (its owners, sessions, slots and tier), whose sweeper forgets the owners of gone jobs.
+  std::unique_ptr<LocalJobRecords> local_records;
+  peer::JobRecords* records = nullptr;
   std::string token;                                     // shared token ("" = none)
   std::unique_ptr<security::OperatorSocket> admin_socket;  // reftctl --socket
   std::unique_ptr<security::Authorizer> auth;            // every Admin and Peer call
@@ -194,6 +208,7 @@ local::LocalServerOptions MakeLocalOptions(const DaemonConfig& c) {
   o.daemon_version = REFT_VERSION;
   o.shard_chunk = c.shard_alignment;
   o.peer_copy_timeout_ms = static_cast<int>(c.peer_copy_timeout_ms);
+  o.max_sessions_per_uid = c.max_sessions_per_uid;
   o.stream_ring_bytes =
       local::StreamRingBytes(c.restore_piece_bytes, static_cast<int>(c.restore_concurrency));
   return o;
@@ -226,6 +241,7 @@ Status Daemon::Start() {
   REFT_RETURN_NOT_OK(impl_->CreatePeer());
   impl_->CreateRecovery();
   REFT_RETURN_NOT_OK(impl_->StartLocalChannel());
+  REFT_RETURN_NOT_OK(impl_->StartJobRecords());
   REFT_RETURN_NOT_OK(impl_->StartGrpc());
   impl_->persister->Start();  // serves Peer.PersistStep; every-K schedule when configured
   impl_->planner->Start();    // after the membership: it plans on its changes
@@ -265,7 +281,9 @@ void Daemon::Impl::ReadOnScrape() {
   const recovery::StagedLayers* staged_layers = staged.get();
   const security::Authorizer* authorizer = auth.get();
   const peer::BulkListener* bulk = peer->bulk();
-  metrics->SetRefreshHook([s, staged_layers, authorizer, bulk](observability::Metrics& m) {
+  const auto* etcd_jobs = dynamic_cast<const coord::EtcdJobCoordinator*>(peer->coordinator());
+  metrics->SetRefreshHook([s, staged_layers, authorizer, bulk, etcd_jobs](observability::Metrics& m) {
+    if (etcd_jobs != nullptr) m.SetJobsFollowed(static_cast<double>(etcd_jobs->followed_jobs()));
     m.SetStagedBytes(static_cast<double>(staged_layers->bytes()));
     auto usage = s->Usage();
     m.SetMemoryUsed(static_cast<double>(usage.used));
@@ -296,7 +314,8 @@ Status Daemon::Impl::CreateSecurity() {
   REFT_RETURN_NOT_OK(PrepareSocketPath(AdminSocketPath(config)));
   REFT_ASSIGN_OR_RETURN(admin_socket,
                         security::OperatorSocket::Listen(AdminSocketPath(config), policy));
-  auth = std::make_unique<security::Authorizer>(token, o.tls(), admin_socket.get());
+  auth = std::make_unique<security::Authorizer>(token, o.tls(), admin_socket.get(),
+                                                o.operator_identities);
   if (!o.tls() && token.empty()) {
     spdlog::warn("no TLS and no token: any process that reaches {} can call Peer and Admin "
                  "(a loopback development setup; docs/security.md)", config.listen);
@@ -312,6 +331,7 @@ Status Daemon::Impl::CreateSecurity() {
 Status Daemon::Impl::CreatePeer() {
   const DaemonConfig& c = config;
   peer::PeerOptions po;
+  po.job_free_regions = {protect::kRegionMeta};  // no training state (docs/security.md)
   po.node_id = c.node_id;
   po.advertise_address = c.advertise.empty() ? c.listen : c.advertise;
   po.seeds = c.peers;
@@ -347,6 +367,7 @@ Status Daemon::Impl::CreatePeer() {
     REFT_ASSIGN_OR_RETURN(eo.etcd.credentials, MakeEtcdCredentials(c));
     eo.lease.floor = std::chrono::seconds(c.etcd_lease_ttl_s);
     eo.lease.renewals_per_s = c.etcd_lease_renewals_per_s;
+    eo.records.forget_after = std::chrono::seconds(c.jobs_forget_after_s);
     REFT_ASSIGN_OR_RETURN(control_plane, coord::MakeEtcdControlPlane(eo));
   } else if (!c.peers.empty()) {
     spdlog::warn("no etcd configured: the {} peer(s) agree by gossip, which has no consensus "
@@ -456,7 +477,8 @@ void Daemon::Impl::CreateRecovery() {
   pso.node_id = c.node_id;
   pso.every_steps = c.persist_every_steps;
   persister = std::make_unique<recovery::Persister>(store.get(), peer.get(), tier.get(), pso);
-  persister->SetObserver([m](const recovery::NodePersist& n) {
+  peer::JobRecords* etcd_records = peer->records();  // null without etcd: no key to write
+  persister->SetObserver([m, etcd_records](const recovery::NodePersist& n) {
     if (!n.status.ok()) {
       spdlog::error("persist of job {} step {} failed: {} (in-memory snapshots are unaffected)",
                     n.job, n.step, n.status.ToString());
@@ -464,6 +486,13 @@ void Daemon::Impl::CreateRecovery() {
     } else if (n.skipped) {
       spdlog::debug("persist of job {} step {} skipped: {}", n.job, n.step, n.skipped_reason);
     } else {
+      // The tier holds a step of the job now: its owner record stays (docs/security.md).
+      if (etcd_records != nullptr) {
+        if (auto st = etcd_records->NotePersisted(n.job, n.step); !st.ok()) {
+          spdlog::warn("job {}: the persisted step {} was not noted in etcd: {}", n.job, n.step,
+                       st.ToString());
+        }
+      }
       spdlog::info("persisted {} rank(s) of job {} step {}: {} in {:.2f}s", n.ranks.size(), n.job,
                    n.step, FormatBytes(n.bytes), n.seconds);
       m->ObservePersist(n.seconds, n.bytes);
@@ -472,19 +501,75 @@ void Daemon::Impl::CreateRecovery() {
   });
 }
 
-Status Daemon::Impl::StartLocalChannel() {
-  // Job owners are recorded next to the slots they own, so a restarted reftd that adopts the
-  // slots enforces the same owners (docs/security.md "Jobs belong to their owner").
-  REFT_ASSIGN_OR_RETURN(owners, local::JobOwners::Open(config.shm_dir + "/job-owners"));
+// Job owners (docs/security.md "Jobs belong to their owner"). On etcd the owner of a job is
+// the cluster's record; owners an older reftd kept next to the slots are imported into it
+// (once: the file is renamed afterwards). Without etcd the node's journal next to the slots is
+// the record, so a restarted reftd that adopts the slots enforces the same owners.
+Status Daemon::Impl::OpenJobOwners() {
+  const std::string path = config.shm_dir + "/job-owners";
   observability::Metrics* m = metrics.get();
-  owners->SetDeniedObserver([m](const std::string&) { m->IncJobAccessDenied(); });
+  auto count = [m](const std::string&) { m->IncJobAccessDenied(); };
+  auto* cluster = dynamic_cast<coord::EtcdJobOwners*>(peer->owners());
+  if (cluster == nullptr) {
+    REFT_ASSIGN_OR_RETURN(local_owners, local::JobOwners::Open(path));
+    local_owners->SetDeniedObserver(count);
+    owners = local_owners.get();
+    if (!config.peers.empty()) {
+      spdlog::warn("gossip control plane: job owners, rank joins and holders' per-job checks "
+                   "are this node's alone (docs/security.md \"Under gossip\"); use etcd on a "
+                   "shared cluster");
+    }
+    return Status::OK();
+  }
+  cluster->SetDeniedObserver(count);
+  owners = cluster;
+  REFT_ASSIGN_OR_RETURN(auto legacy, local::JobOwners::Open(path));
+  auto recorded = legacy->All();
+  if (recorded.ok() && !recorded->empty()) {
+    auto imported = cluster->Import(*recorded);
+    if (!imported.ok()) {
+      // Nobody can claim a job while etcd is unreachable either; the next start imports them.
+      spdlog::warn("this node's job owners ({}) were not imported into etcd: {}; reftd imports "
+                   "them at its next start", path, imported.status().ToString());
+      return Status::OK();
+    }
+    if (std::rename(path.c_str(), (path + ".imported").c_str()) != 0) {
+      spdlog::warn("cannot rename {} after importing it: {}", path, std::strerror(errno));
+    }
+  }
+  return Status::OK();
+}
+
+Status Daemon::Impl::StartLocalChannel() {
+  REFT_RETURN_NOT_OK(OpenJobOwners());
+  // Known only now (CreateRecovery ran first), and before any restore or persist: manifests
+  // record the owner, a tier restore checks it (docs/security.md "Jobs belong to their owner").
+  restore->SetJobOwnership(owners);
+  persister->SetJobOwnership(owners);
   local::LocalServerOptions options = MakeLocalOptions(config);
-  options.job_owners = owners.get();
+  options.job_owners = owners;
+  options.node_id = config.node_id;
   REFT_ASSIGN_OR_RETURN(local_server,
                         local::LocalServer::Create(options, store.get(),
                                                    coordinator.get(),
-                                                   local::ClusterHooks{copier.get(), restore.get()}));
+                                                   local::ClusterHooks{copier.get(), restore.get(),
+                                                                       planner.get()}));
   return local_server->Start();  // refuses a socket a live reftd serves
+}
+
+// Job records (docs/operations.md "Job records"): on etcd the cluster's, swept by the node
+// holding the sweeper key; without etcd (one node, gossip) this node's own, swept here.
+Status Daemon::Impl::StartJobRecords() {
+  records = peer->records();
+  if (records != nullptr || local_owners == nullptr) return Status::OK();
+  LocalJobRecordsOptions o;
+  o.forget_after = std::chrono::seconds(config.jobs_forget_after_s);
+  o.node_id = config.node_id;
+  const local::LocalServer* server = local_server.get();
+  local_records = std::make_unique<LocalJobRecords>(
+      local_owners.get(), store.get(), [server] { return server->Sessions(); }, tier.get(), o);
+  records = local_records.get();
+  return local_records->Start();
 }
 
 Status Daemon::Impl::StartGrpc() {
@@ -495,7 +580,8 @@ Status Daemon::Impl::StartGrpc() {
       config, store.get(), [server] { return ListSessions(server); }, auth.get(),
       &peer->membership(),
       AdminRecovery{restore.get(), persister.get(), tier.get(), peer->coordinator(),
-                    owners.get(), cadence.get(), profiles.get(), planner.get()});
+                    owners, peer->access(), records, cadence.get(), profiles.get(),
+                    planner.get()});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
@@ -518,6 +604,7 @@ Status Daemon::Impl::StartGrpc() {
 
 void Daemon::Shutdown() {
   if (impl_->metrics) impl_->metrics->SetRefreshHook({});  // reads what goes down below
+  if (impl_->local_records) impl_->local_records->Stop();  // reads the sessions and the store
   // Trainers first: their in-flight copies finish or are aborted before the store goes away.
   if (impl_->local_server) {
     impl_->local_server->Stop();

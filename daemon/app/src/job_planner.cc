@@ -302,6 +302,11 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
   return state == "done" ? kNever : Clock::now() + options_.retry;
 }
 
+Result<std::string> JobPlanner::PlanJson(const std::string& job) {
+  REFT_ASSIGN_OR_RETURN(json doc, Show(job));
+  return doc.dump();
+}
+
 Result<json> JobPlanner::Show(const std::string& job) {
   auto model = model_(job);
   std::optional<peer::PublishedPlan> published;

@@ -11,8 +11,9 @@ MeteredCommitCoordinator::MeteredCommitCoordinator(
       cadence_(cadence),
       on_committed_(std::move(on_committed)) {}
 
-Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
-  return inner_->Join(rank, layout);
+Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
+                                      const local::Joiner& who) {
+  return inner_->Join(rank, layout, who);
 }
 
 void MeteredCommitCoordinator::Leave(const store::RankKey& rank) { inner_->Leave(rank); }

@@ -29,7 +29,9 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
                            store::SnapshotStore* store, observability::Metrics* metrics,
                            StepCadence* cadence = nullptr, CommittedListener on_committed = nullptr);
 
-  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
+  using local::CommitCoordinator::Join;
+  Status Join(const store::RankKey& rank, const JobLayout& layout,
+              const local::Joiner& who) override;
   void Leave(const store::RankKey& rank) override;
   Status Complete(const store::RankKey& rank, int64_t step, int64_t epoch) override;
   int64_t RestoreEpoch(const std::string& job) override { return inner_->RestoreEpoch(job); }

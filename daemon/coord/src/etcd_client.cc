@@ -147,6 +147,12 @@ Txn& Txn::IfModRevision(const std::string& key, Compare op, int64_t revision) {
   return *this;
 }
 
+Txn& Txn::IfPrefixModRevision(const std::string& prefix, Compare op, int64_t revision) {
+  IfModRevision(prefix, op, revision);
+  request_->mutable_compare(request_->compare_size() - 1)->set_range_end(PrefixEnd(prefix));
+  return *this;
+}
+
 Txn& Txn::IfCreateRevision(const std::string& key, Compare op, int64_t revision) {
   auto* c = request_->add_compare();
   c->set_key(key);

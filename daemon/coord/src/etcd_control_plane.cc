@@ -1,5 +1,7 @@
 #include "reft/coord/etcd_control_plane.h"
 
+#include "reft/coord/etcd_job_access.h"
+#include "reft/coord/etcd_job_owners.h"
 #include "reft/coord/etcd_node_directory.h"
 
 namespace reft::coord {
@@ -18,6 +20,11 @@ peer::ControlPlaneFactory MakeEtcdControlPlane(std::shared_ptr<EtcdClient> etcd,
         auto jobs = std::make_unique<EtcdJobCoordinator>(store, etcd, nodes.get(),
                                                          options.coordinator, peers);
         peer::ControlPlane cp;
+        EtcdJobCoordinator* coordinator = jobs.get();
+        cp.owners = std::make_unique<EtcdJobOwners>(
+            etcd, [coordinator](const std::string& job) { return coordinator->KnownOwner(job); });
+        cp.access = std::make_unique<EtcdJobAccess>(etcd, nodes.get());
+        cp.records = std::make_unique<EtcdJobRecords>(etcd, nodes.get(), options.records);
         cp.nodes = std::move(nodes);
         cp.jobs = std::move(jobs);
         return cp;

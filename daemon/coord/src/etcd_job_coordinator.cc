@@ -81,9 +81,8 @@ void EtcdJobCoordinator::Stop() {
     running_ = false;
     for (auto& [job, st] : jobs_) {
       watches.insert(watches.end(), st.watches.begin(), st.watches.end());
-      if (st.completions_watch) watches.push_back(st.completions_watch);
+      TakeLeaderWatchesLocked(st, &watches);
       st.watches.clear();
-      st.completions_watch = 0;
       st.tracked = false;
     }
   }
@@ -148,6 +147,13 @@ Status EtcdJobCoordinator::Track(const std::string& job) {
   return Refresh(job, true);
 }
 
+bool EtcdJobCoordinator::SeenLocked(JobState& st, const std::string& key, int64_t revision) {
+  int64_t& seen = st.seen[key];
+  if (revision < seen) return false;
+  seen = revision;
+  return true;
+}
+
 Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
   std::lock_guard<std::mutex> io(track_mu_);
   Txn read;
@@ -164,11 +170,19 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
     LoadLocalStateLocked(job, st);
-    ApplyLayoutLocked(job, st, First(r->gets[0]));
-    ApplyGenerationLocked(job, st, First(r->gets[1]));
-    ApplyCommittedLocked(job, st, First(r->gets[2]));
-    ApplyCoordinatorLocked(job, st, First(r->gets[3]));
-    ApplyDecisionLocked(job, st, First(r->gets[4]));
+    // Another thread's read or a watch event may have applied something newer meanwhile (this
+    // read waited for etcd without the lock): only keys nothing newer was seen of are applied.
+    const std::pair<std::string, Apply> read_keys[] = {
+        {keys::Layout(job), &EtcdJobCoordinator::ApplyLayoutLocked},
+        {keys::Generation(job), &EtcdJobCoordinator::ApplyGenerationLocked},
+        {keys::Committed(job), &EtcdJobCoordinator::ApplyCommittedLocked},
+        {keys::Coordinator(job), &EtcdJobCoordinator::ApplyCoordinatorLocked},
+        {keys::Restore(job), &EtcdJobCoordinator::ApplyDecisionLocked}};
+    for (size_t i = 0; i < 5; ++i) {
+      if (SeenLocked(st, read_keys[i].first, r->revision)) {
+        (this->*read_keys[i].second)(job, st, First(r->gets[i]));
+      }
+    }
     st.stale = false;
     watch = start_watches && !st.tracked && running_;
     if (watch) st.tracked = true;
@@ -179,8 +193,6 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
   if (!watch) return Status::OK();
   // Watch each key from the revision just read: nothing between read and watch is missed.
   const int64_t from = r->revision + 1;
-  using Apply = void (EtcdJobCoordinator::*)(const std::string&, JobState&,
-                                             const std::optional<KeyValue>&);
   const std::pair<std::string, Apply> watched[] = {
       {keys::Layout(job), &EtcdJobCoordinator::ApplyLayoutLocked},
       {keys::Generation(job), &EtcdJobCoordinator::ApplyGenerationLocked},
@@ -189,7 +201,7 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
       {keys::Restore(job), &EtcdJobCoordinator::ApplyDecisionLocked}};
   std::vector<int64_t> handles;
   for (const auto& [key, apply] : watched) {
-    auto h = etcd_->Watch(key, false, from, [this, job, apply = apply](const WatchUpdate& u) {
+    auto h = etcd_->Watch(key, false, from, [this, job, key = key, apply = apply](const WatchUpdate& u) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         JobState& st = jobs_[job];
@@ -197,7 +209,7 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
         for (const auto& e : u.events) {
           std::optional<KeyValue> kv;
           if (e.type == WatchEvent::Type::kPut) kv = e.kv;
-          (this->*apply)(job, st, kv);
+          if (SeenLocked(st, key, e.kv.mod_revision)) (this->*apply)(job, st, kv);
         }
         work_ = true;
       }
@@ -220,8 +232,11 @@ void EtcdJobCoordinator::ApplyLayoutLocked(const std::string&, JobState& st,
                                            const std::optional<KeyValue>& kv) {
   if (!kv) {
     st.layout_rev = 0;
+    st.records_deleted = true;  // the worker forgets the job once nothing of it is left here
+    work_ = true;
     return;
   }
+  st.records_deleted = false;
   if (kv->mod_revision < st.layout_rev) return;
   auto l = DecodeLayout(kv->key, kv->value);
   if (!l.ok()) {
@@ -370,11 +385,8 @@ void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState
                  holder.empty() ? "its coordinator key is gone" : "node " + holder + " does");
     st.leader = false;
     st.completions.clear();
-    if (st.completions_watch) {
-      // Cancelling from a watch callback is not allowed: the worker does it.
-      cancel_watches_.push_back(st.completions_watch);
-      st.completions_watch = 0;
-    }
+    // Cancelling from a watch callback is not allowed: the worker does it.
+    TakeLeaderWatchesLocked(st, &cancel_watches_);
   }
   // Campaign decides whether this node may lead (trainers connected, or slots of the job held).
   if (holder.empty()) st.want_lead = true;
@@ -405,80 +417,131 @@ void EtcdJobCoordinator::NotifyGenerations() {
 
 // ---- CommitCoordinator ----
 
-// The layout in etcd: created, kept, or replaced when no trainer of the old one is joined.
+// The owner, the layout and the rank's joined key in etcd, in one transaction:
+// - the owner is checked first (a stranger learns nothing of the job: not its layout, nor where
+//   its ranks run), and claimed create-only with the layout when the job has none;
+// - the layout is created, kept, or replaced when no trainer of the old one is joined;
+// - the rank's joined key is created only if no other node holds it (create-revision compare).
 // Read from etcd at every join, not from this node's cache: watches deliver history
 // asynchronously, and a launcher restarts a job at another scale the moment its trainers exit.
-// Whoever writes the layout writes its rank's joined key in the same transaction, so a layout
-// that was just started elsewhere is never taken for an abandoned one.
-Result<int64_t> EtcdJobCoordinator::RecordLayout(const store::RankKey& rank,
-                                                 const JobLayout& layout) {
+Result<int64_t> EtcdJobCoordinator::RecordJoin(const store::RankKey& rank, const JobLayout& layout,
+                                               const local::Joiner& who) {
   const auto settle = std::chrono::steady_clock::now() + options_.departed_wait;
   // The joined keys (one per rank of the job) are read only when the layout differs: a job
   // of W ranks starting must not read O(W) keys per rank.
   bool with_joined = false;
   for (int attempt = 0; attempt < 3; ++attempt) {
     Txn read;
-    read.ThenGet(keys::Layout(rank.job));
+    read.ThenGet(keys::Owner(rank.job)).ThenGet(keys::Layout(rank.job)).ThenGet(keys::Joined(rank));
     if (with_joined) read.ThenGetPrefix(keys::JoinedPrefix(rank.job));
     auto r = etcd_->Commit(read);
-    if (!r.ok() || r->gets.size() != (with_joined ? 2u : 1u)) {
-      spdlog::warn("job {}: layout not checked in etcd: {}", rank.job,
+    if (!r.ok() || r->gets.size() != (with_joined ? 4u : 3u)) {
+      // The node's JobOwnership admitted the caller against a known owner (it refuses a job
+      // whose owner it cannot read), so the join may go on: the commit path waits for etcd,
+      // snapshots go on locally, and the worker writes the joined key (compared) later.
+      spdlog::warn("job {}: join of {} not checked in etcd: {}", rank.job, rank.ToString(),
                    r.ok() ? "short answer" : r.status().ToString());
-      return 0;  // the commit path waits for etcd; snapshots go on locally
+      return 0;
     }
-    int64_t rev = 0;
-    if (!r->gets[0].kvs.empty()) {
-      const KeyValue& kv = r->gets[0].kvs[0];
-      auto theirs = DecodeLayout(kv.key, kv.value);
+    const KeyValue* owner_kv = r->gets[0].kvs.empty() ? nullptr : &r->gets[0].kvs[0];
+    const KeyValue* layout_kv = r->gets[1].kvs.empty() ? nullptr : &r->gets[1].kvs[0];
+    const KeyValue* joined_kv = r->gets[2].kvs.empty() ? nullptr : &r->gets[2].kvs[0];
+    if (owner_kv != nullptr) {
+      REFT_ASSIGN_OR_RETURN(local::JobOwner owner, DecodeOwner(owner_kv->key, owner_kv->value));
+      if (!local::MayUse(owner, who.caller)) return local::NotYourJob(rank.job, who.caller);
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_[rank.job].owner = owner;
+    }
+    if (joined_kv != nullptr) {
+      auto ref = DecodeNodeRef(joined_kv->key, joined_kv->value);
+      // Our own key (a trainer of this node restarting) is this node's to keep: the local
+      // sessions decide between themselves (HeldRanks).
+      if (ref.ok() && ref->node != nodes_->node_id()) {
+        return Status::AlreadyExists("rank " + rank.ToString() + " is already joined on node '" +
+                                     ref->node + "'; one trainer per rank");
+      }
+    }
+    bool put_layout = true;
+    if (layout_kv != nullptr) {
+      auto theirs = DecodeLayout(layout_kv->key, layout_kv->value);
       if (!theirs.ok()) return theirs.status();
       {
         std::lock_guard<std::mutex> lock(mu_);
-        ApplyLayoutLocked(rank.job, jobs_[rank.job], kv);
+        ApplyLayoutLocked(rank.job, jobs_[rank.job], *layout_kv);
       }
-      if (*theirs == layout) return 0;  // the worker writes the joined key
-      if (!with_joined) {
+      if (*theirs == layout) {
+        put_layout = false;
+      } else if (!with_joined) {
         with_joined = true;  // read the layout again with the ranks still joined to it
         --attempt;
         continue;
+      } else {
+        Status none = CheckNoneJoined(rank, layout, *theirs, r->gets[3].kvs);
+        if (!none.ok()) {
+          // The old layout's trainers may just have exited: their nodes delete their keys
+          // right after. A job that still runs is refused once the wait is over.
+          const auto now = std::chrono::steady_clock::now();
+          if (now >= settle) return none;
+          std::this_thread::sleep_for(
+              std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(20),
+                                                            settle - now));
+          --attempt;  // not a lost compare
+          continue;
+        }
       }
-      Status none = CheckNoneJoined(rank, layout, *theirs, r->gets[1].kvs);
-      if (!none.ok()) {
-        // The old layout's trainers may just have exited: their nodes delete their keys
-        // right after. A job that still runs is refused once the wait is over.
-        const auto now = std::chrono::steady_clock::now();
-        if (now >= settle) return none;
-        std::this_thread::sleep_for(
-            std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(20),
-                                                          settle - now));
-        --attempt;  // not a lost compare
-        continue;
-      }
-      rev = kv.mod_revision;
     }
-    Txn write;
-    write.IfModRevision(keys::Layout(rank.job), Compare::kEqual, rev)
-        .ThenPut(keys::Layout(rank.job), Encode(layout));
+    const bool claim = owner_kv == nullptr;
     const int64_t lease = nodes_->lease();
+    if (!claim && !put_layout && lease == 0) return 0;  // the worker writes the joined key
+    Txn write;
+    write.IfModRevision(keys::Layout(rank.job), Compare::kEqual,
+                        layout_kv ? layout_kv->mod_revision : 0);
+    if (claim) {
+      write.IfCreateRevision(keys::Owner(rank.job), Compare::kEqual, 0)
+          .ThenPut(keys::Owner(rank.job), Encode(who.claim));
+    } else {
+      write.IfModRevision(keys::Owner(rank.job), Compare::kEqual, owner_kv->mod_revision);
+    }
+    if (put_layout) write.ThenPut(keys::Layout(rank.job), Encode(layout));
     if (lease != 0) {
+      if (joined_kv == nullptr) {
+        write.IfCreateRevision(keys::Joined(rank), Compare::kEqual, 0);
+      } else {
+        write.IfModRevision(keys::Joined(rank), Compare::kEqual, joined_kv->mod_revision);
+      }
       write.ThenPut(keys::Joined(rank), Encode(NodeRef{nodes_->node_id(), -1}), lease);
     }
     auto w = etcd_->Commit(write);
     if (!w.ok()) {
-      spdlog::warn("job {}: layout not recorded in etcd yet: {}", rank.job, w.status().ToString());
-      return 0;
+      if (!claim) {
+        spdlog::warn("job {}: join of {} not recorded in etcd yet: {}", rank.job,
+                     rank.ToString(), w.status().ToString());
+        return 0;  // the worker writes the joined key
+      }
+      // A job must never run without its owner recorded: another node would give it away.
+      return Status::Unavailable("job '" + rank.job + "': its owner could not be recorded in " +
+                                 "etcd (" + w.status().message() + "); connect again");
     }
     if (w->succeeded) {
-      KeyValue kv;
-      kv.key = keys::Layout(rank.job);
-      kv.value = Encode(layout);
-      kv.mod_revision = w->revision;
-      std::lock_guard<std::mutex> lock(mu_);
-      ApplyLayoutLocked(rank.job, jobs_[rank.job], kv);
+      if (put_layout) {
+        KeyValue kv;
+        kv.key = keys::Layout(rank.job);
+        kv.value = Encode(layout);
+        kv.mod_revision = w->revision;
+        std::lock_guard<std::mutex> lock(mu_);
+        ApplyLayoutLocked(rank.job, jobs_[rank.job], kv);
+      }
+      if (claim) {
+        spdlog::info("job {}: claimed by {} on this node", rank.job, who.claim.Describe());
+        std::lock_guard<std::mutex> lock(mu_);
+        jobs_[rank.job].owner = who.claim;
+      }
       return lease != 0 ? w->revision : 0;
     }
-    // Someone else wrote the layout between the read and the write: read again.
+    // Someone else claimed the job, wrote the layout or joined the rank between the read and
+    // the write: read again.
   }
-  return Status::Unavailable("job '" + rank.job + "': its layout in etcd kept changing while " +
+  return Status::Unavailable("job '" + rank.job + "': its record in etcd kept changing while " +
                              "rank " + rank.ToString() + " joined; connect again");
 }
 
@@ -506,7 +569,8 @@ Status EtcdJobCoordinator::CheckNoneJoined(const store::RankKey& rank, const Job
                                  layout.ToString());
 }
 
-Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
+Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
+                                const local::Joiner& who) {
   REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   Status tracked = Track(rank.job);
   {
@@ -520,7 +584,7 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
   }
   int64_t joined_rev = 0;  // the revision of this rank's joined key, when the join wrote it
   if (tracked.ok()) {
-    auto recorded = RecordLayout(rank, layout);
+    auto recorded = RecordJoin(rank, layout, who);
     if (!recorded.ok()) return recorded.status();
     joined_rev = *recorded;
   } else {
@@ -534,7 +598,12 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
     st.has_layout = true;
     ++st.connected;
     ++joined_[rank];
-    if (joined_rev != 0) joined_in_etcd_[rank] = joined_rev;
+    int64_t& known = joined_in_etcd_[rank];
+    if (joined_rev != 0) {
+      known = joined_rev;
+    } else if (known < 0) {
+      known = 0;  // joined again after another node held it: the worker claims it anew
+    }
     if (!st.leader) st.want_lead = true;
     work_ = true;
   }
@@ -908,10 +977,14 @@ void EtcdJobCoordinator::Run() {
     if (!running_) return;
     work_ = false;
     wake_at_.reset();
-    std::vector<std::string> jobs;
-    for (auto& [job, st] : jobs_) jobs.push_back(job);
     std::vector<int64_t> cancel;
     cancel.swap(cancel_watches_);
+    std::vector<std::string> jobs;
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      const std::string job = it->first;
+      ++it;  // ForgetIfGoneLocked may erase the job
+      if (!ForgetIfGoneLocked(job, &cancel)) jobs.push_back(job);
+    }
     lock.unlock();
     for (int64_t h : cancel) etcd_->CancelWatch(h);
     for (const auto& job : jobs) {
@@ -930,6 +1003,7 @@ void EtcdJobCoordinator::Run() {
       FlushCompletions(job);
       Campaign(job);
       TryCommit(job);
+      MaybeResign(job);
     }
     SyncJoined();
     lock.lock();
@@ -1127,10 +1201,71 @@ void EtcdJobCoordinator::Campaign(const std::string& job) {
   BecomeLeader(job);
 }
 
+// A coordinator with neither trainers nor slots of the job here gives the key back: a node that
+// holds the job's state campaigns for it (its watch sees the key go), and a job nobody holds
+// anything of is left uncoordinated, so that its records can be forgotten (EtcdJobRecords).
+void EtcdJobCoordinator::MaybeResign(const std::string& job) {
+  int64_t term = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobState& st = jobs_[job];
+    if (!st.leader || st.connected > 0 || !st.pending.empty() || st.coordinator_rev == 0) {
+      return;
+    }
+    term = st.coordinator_rev;
+  }
+  if (!store_->Ranks(job).empty()) return;
+  Txn t;
+  t.IfCreateRevision(keys::Coordinator(job), Compare::kEqual, term)
+      .ThenDelete(keys::Coordinator(job));
+  auto r = etcd_->Commit(t);
+  if (!r.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    RetryLaterLocked();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  JobState& st = jobs_[job];
+  if (!r->succeeded || st.coordinator_rev != term || st.connected > 0) return;
+  st.leader = false;
+  st.completions.clear();
+  TakeLeaderWatchesLocked(st, &cancel_watches_);
+  spdlog::info("job {}: no trainer or slot of the job here; node {} stops coordinating it", job,
+               nodes_->node_id());
+}
+
+void EtcdJobCoordinator::TakeLeaderWatchesLocked(JobState& st, std::vector<int64_t>* out) {
+  for (int64_t* w : {&st.completions_watch, &st.joined_watch}) {
+    if (*w != 0) out->push_back(*w);
+    *w = 0;
+  }
+  st.joined_at.clear();
+}
+
+void EtcdJobCoordinator::OnJoinedEvent(const std::string& job, const WatchUpdate& u) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobState& st = jobs_[job];
+  if (!st.leader) return;
+  // Events may be lost: forget the view; ranks it lacks are read from etcd (ConfirmTied).
+  if (u.reset) st.joined_at.clear();
+  for (const auto& e : u.events) {
+    store::RankKey rank;
+    if (!keys::ParseRankKey(job, "joined", e.kv.key, &rank)) continue;
+    auto ref = e.type == WatchEvent::Type::kPut ? DecodeNodeRef(e.kv.key, e.kv.value)
+                                                : Result<NodeRef>(Status::NotFound("deleted"));
+    if (ref.ok()) {
+      st.joined_at[rank] = ref->node;
+    } else {
+      st.joined_at.erase(rank);
+    }
+  }
+}
+
 void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
   auto locations = etcd_->GetPrefix(keys::LocationsPrefix(job));
   auto completions = etcd_->GetPrefix(keys::CompletionsPrefix(job));
-  if (!locations.ok() || !completions.ok()) {
+  auto joined = etcd_->GetPrefix(keys::JoinedPrefix(job));
+  if (!locations.ok() || !completions.ok() || !joined.ok()) {
     // Leading without a view would commit nothing; give the key back and try again.
     (void)etcd_->Delete(keys::Coordinator(job));
     std::lock_guard<std::mutex> lock(mu_);
@@ -1152,7 +1287,18 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
     }
     // Reports already received stay (a coordinator that re-reads after its completions watch
     // was reset keeps them); the records in etcd are added to them.
+    st.joined_at.clear();
+    for (const auto& kv : joined->kvs) {
+      store::RankKey rank;
+      auto ref = DecodeNodeRef(kv.key, kv.value);
+      if (ref.ok() && keys::ParseRankKey(job, "joined", kv.key, &rank)) {
+        st.joined_at[rank] = ref->node;
+      }
+    }
   }
+  // Which node each rank is joined on, for the completion reports (ReceiveCompletion).
+  auto jw = etcd_->Watch(keys::JoinedPrefix(job), true, joined->revision + 1,
+                         [this, job](const WatchUpdate& u) { OnJoinedEvent(job, u); });
   WatchUpdate initial;
   for (const auto& kv : completions->kvs) initial.events.push_back({WatchEvent::Type::kPut, kv});
   OnCompletionEvent(job, initial);
@@ -1164,6 +1310,7 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (h.ok()) jobs_[job].completions_watch = *h;
+    if (jw.ok()) jobs_[job].joined_watch = *jw;
     spdlog::info("job {}: node {} coordinates the job's commits", job, nodes_->node_id());
     work_ = true;
   }
@@ -1175,11 +1322,52 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
   for (const auto& l : listeners) l(job);
 }
 
+// A node reports only its own ranks: ones joined there, or whose slot is recorded there. The
+// coordinator's view (the joined keys it watches, the locations it commits) answers at once; a
+// rank the view does not tie to the reporting node yet (its joined key's event still on the
+// way) is read from etcd before the report is refused.
+Status EtcdJobCoordinator::NotTied(const peer::StepCompletionReport& report,
+                                   const store::RankKey& rank) {
+  return Status::PermissionDenied("completion report of job '" + report.job + "' step " +
+                                  std::to_string(report.step) + " from node '" + report.node +
+                                  "' names rank " + rank.ToString() +
+                                  ", which is neither joined on that node nor recorded there");
+}
+
+Result<std::set<store::RankKey>> EtcdJobCoordinator::ConfirmTied(
+    const peer::StepCompletionReport& report) {
+  std::vector<store::RankKey> unknown;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(report.job);
+    if (it == jobs_.end()) return std::set<store::RankKey>();  // refused below
+    const JobState& st = it->second;
+    for (const auto& r : report.ranks) {
+      auto j = st.joined_at.find(r);
+      auto l = st.locations.find(r);
+      if ((j == st.joined_at.end() || j->second != report.node) &&
+          (l == st.locations.end() || l->second != report.node)) {
+        unknown.push_back(r);
+      }
+    }
+  }
+  std::set<store::RankKey> confirmed;
+  for (const auto& r : unknown) {
+    if (r.job != report.job) continue;  // refused below
+    REFT_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd_->Get(keys::Joined(r)));
+    if (!kv) continue;
+    auto ref = DecodeNodeRef(kv->key, kv->value);
+    if (ref.ok() && ref->node == report.node) confirmed.insert(r);
+  }
+  return confirmed;
+}
+
 Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& report) {
   if (report.step < 0) {
     return Status::InvalidArgument("completion report of job '" + report.job + "' for step " +
                                    std::to_string(report.step));
   }
+  REFT_ASSIGN_OR_RETURN(const std::set<store::RankKey> confirmed, ConfirmTied(report));
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Never creates a job's state: only a job this node coordinates takes reports.
@@ -1206,6 +1394,15 @@ Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& r
       }
     }
     if (st.committed && report.step <= *st.committed) return Status::OK();  // a late copy
+    for (const auto& r : report.ranks) {
+      auto j = st.joined_at.find(r);
+      auto l = st.locations.find(r);
+      const bool tied = (j != st.joined_at.end() && j->second == report.node) ||
+                        (l != st.locations.end() && l->second == report.node);
+      if (!tied && confirmed.count(r) == 0) {
+        return NotTied(report, r);
+      }
+    }
     if (st.completions.size() >= options_.max_pending_steps &&
         st.completions.count(report.step) == 0) {
       return Status::Busy("job '" + report.job + "' has " +
@@ -1236,8 +1433,7 @@ void EtcdJobCoordinator::OnCompletionEvent(const std::string& job, const WatchUp
       // the completions in etcd; the reports received meanwhile stay.
       st.leader = false;
       st.want_lead = true;
-      cancel_watches_.push_back(st.completions_watch);
-      st.completions_watch = 0;
+      TakeLeaderWatchesLocked(st, &cancel_watches_);
     }
     for (const auto& e : u.events) {
       if (e.type != WatchEvent::Type::kPut) continue;
@@ -1356,7 +1552,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
   t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
       .IfModRevision(keys::Committed(job), Compare::kEqual, committed_rev)
       .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
-      .ThenPut(keys::Committed(job), Encode(CommittedRecord{step, generation}));
+      .ThenPut(keys::Committed(job), Encode(CommittedRecord{step, generation, NowUnixMs()}));
   for (size_t i = first; i < moved.size(); ++i) {
     t.ThenPut(keys::Location(moved[i].first), Encode(NodeRef{moved[i].second, step}));
   }
@@ -1405,14 +1601,33 @@ void EtcdJobCoordinator::SyncJoined() {
     RetryLaterLocked();  // not registered (again) yet
     return;
   }
-  // The node's ranks in as few transactions as etcd allows (one, for a node's ranks).
-  for (size_t first = 0; first < put.size(); first += options_.max_txn_ops) {
-    const size_t last = std::min(put.size(), first + options_.max_txn_ops);
+  // The node's ranks in as few transactions as etcd allows (one, for a node's ranks), each
+  // compared: a key is created, or replaced when it is still the one this node wrote (a lease
+  // move); a rank another node joined meanwhile is never taken over (ClaimJoined sorts a batch
+  // whose compares failed out rank by rank).
+  for (size_t first = 0; first < put.size(); first += options_.max_txn_ops / 2) {
+    const size_t last = std::min(put.size(), first + options_.max_txn_ops / 2);
     Txn t;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = first; i < last; ++i) {
+        auto it = joined_in_etcd_.find(put[i]);
+        const int64_t rev = it == joined_in_etcd_.end() ? 0 : it->second;
+        if (rev == 0) {
+          t.IfCreateRevision(keys::Joined(put[i]), Compare::kEqual, 0);
+        } else {
+          t.IfModRevision(keys::Joined(put[i]), Compare::kEqual, rev);
+        }
+      }
+    }
     for (size_t i = first; i < last; ++i) {
       t.ThenPut(keys::Joined(put[i]), Encode(NodeRef{nodes_->node_id(), -1}), lease);
     }
     auto r = etcd_->Commit(t);
+    if (r.ok() && !r->succeeded) {
+      for (size_t i = first; i < last; ++i) ClaimJoined(put[i], lease);
+      continue;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (!r.ok()) {
       RetryLaterLocked();
@@ -1456,6 +1671,75 @@ void EtcdJobCoordinator::SyncJoined() {
   }
 }
 
+void EtcdJobCoordinator::ClaimJoined(const store::RankKey& rank, int64_t lease) {
+  const std::string key = keys::Joined(rank);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto kv = etcd_->Get(key);
+    if (!kv.ok()) break;
+    int64_t rev = 0;
+    if (kv->has_value()) {
+      auto ref = DecodeNodeRef((*kv)->key, (*kv)->value);
+      if (ref.ok() && ref->node != nodes_->node_id()) {
+        // Taken while this node was away (its lease lapsed): the trainer there is the rank now;
+        // this node's session of it is stale and its completions do not count.
+        spdlog::warn("job {}: rank {} is joined on node '{}' now; this node's trainer of it is "
+                     "stale", rank.job, rank.ToString(), ref->node);
+        std::lock_guard<std::mutex> lock(mu_);
+        joined_in_etcd_[rank] = -1;  // never written by this node again (until it rejoins)
+        return;
+      }
+      rev = (*kv)->mod_revision;
+    }
+    Txn t;
+    if (rev == 0) {
+      t.IfCreateRevision(key, Compare::kEqual, 0);
+    } else {
+      t.IfModRevision(key, Compare::kEqual, rev);
+    }
+    t.ThenPut(key, Encode(NodeRef{nodes_->node_id(), -1}), lease);
+    auto r = etcd_->Commit(t);
+    if (!r.ok()) break;
+    if (r->succeeded) {
+      std::lock_guard<std::mutex> lock(mu_);
+      joined_in_etcd_[rank] = r->revision;
+      return;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  RetryLaterLocked();
+}
+
+bool EtcdJobCoordinator::ForgetIfGoneLocked(const std::string& job, std::vector<int64_t>* cancel) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || !it->second.records_deleted) return false;
+  JobState& st = it->second;
+  if (st.connected > 0 || !st.pending.empty() || st.leader) return false;
+  for (const auto& [rank, n] : joined_) {
+    if (rank.job == job) return false;
+  }
+  if (!store_->Ranks(job).empty()) return false;  // its slots still hold state: keep following it
+  cancel->insert(cancel->end(), st.watches.begin(), st.watches.end());
+  TakeLeaderWatchesLocked(st, cancel);
+  for (auto* m : {&joined_in_etcd_, &declared_in_etcd_}) {
+    for (auto r = m->begin(); r != m->end();) r = r->first.job == job ? m->erase(r) : std::next(r);
+  }
+  jobs_.erase(it);
+  spdlog::debug("job {}: its records were deleted; this node forgot it", job);
+  return true;
+}
+
+std::optional<local::JobOwner> EtcdJobCoordinator::KnownOwner(const std::string& job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second.owner;
+}
+
+size_t EtcdJobCoordinator::followed_jobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size();
+}
+
 bool EtcdJobCoordinator::LeadsAnyJob() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [job, st] : jobs_) {
@@ -1491,8 +1775,7 @@ void EtcdJobCoordinator::OnReregistered(int64_t) {
       if (st.leader) {
         st.leader = false;
         st.completions.clear();
-        if (st.completions_watch) cancel_watches_.push_back(st.completions_watch);
-        st.completions_watch = 0;
+        TakeLeaderWatchesLocked(st, &cancel_watches_);
       }
       st.want_lead = true;  // Campaign decides whether it may
     }

@@ -21,13 +21,28 @@ std::string NodeIdOf(const std::string& key) {
 std::string KnownPrefix() { return kRoot + "known/"; }
 std::string Known(const std::string& node_id) { return KnownPrefix() + node_id; }
 
-std::string JobPrefix(const std::string& job) { return kRoot + "jobs/" + job + "/"; }
+std::string JobsPrefix() { return kRoot + "jobs/"; }
+std::string JobOf(const std::string& key) {
+  const std::string p = JobsPrefix();
+  if (key.rfind(p, 0) != 0) return "";
+  const size_t end = key.find('/', p.size());
+  return end == std::string::npos ? "" : key.substr(p.size(), end - p.size());
+}
+std::string JobPrefix(const std::string& job) { return JobsPrefix() + job + "/"; }
+std::string Owner(const std::string& job) { return JobPrefix(job) + "owner"; }
 std::string Layout(const std::string& job) { return JobPrefix(job) + "layout"; }
 std::string Generation(const std::string& job) { return JobPrefix(job) + "generation"; }
 std::string Committed(const std::string& job) { return JobPrefix(job) + "committed"; }
 std::string Coordinator(const std::string& job) { return JobPrefix(job) + "coordinator"; }
 std::string Restore(const std::string& job) { return JobPrefix(job) + "restore"; }
 std::string Plan(const std::string& job) { return JobPrefix(job) + "plan"; }
+std::string Persisted(const std::string& job) { return JobPrefix(job) + "persisted"; }
+
+std::string RebuildingPrefix(const std::string& job) { return JobPrefix(job) + "rebuilding/"; }
+std::string Rebuilding(const std::string& job, const std::string& node) {
+  return RebuildingPrefix(job) + node;
+}
+std::string Sweeper() { return kRoot + "sweeper"; }
 
 std::string StepKey(int64_t step) {
   char buf[32];

@@ -1,5 +1,7 @@
 #include "reft/coord/records.h"
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -71,7 +73,9 @@ std::string Encode(const GenerationRecord& r) {
 }
 
 std::string Encode(const CommittedRecord& r) {
-  return json{{"step", r.step}, {"generation", r.generation}}.dump();
+  json j{{"step", r.step}, {"generation", r.generation}};
+  if (r.at_ms != 0) j["at_ms"] = r.at_ms;
+  return j.dump();
 }
 
 std::string Encode(const CompletionRecord& r) {
@@ -81,6 +85,15 @@ std::string Encode(const CompletionRecord& r) {
 }
 
 std::string Encode(const NodeRef& r) { return json{{"node", r.node}, {"step", r.step}}.dump(); }
+
+std::string Encode(const local::JobOwner& r) {
+  json j{{"uid", r.uid},
+         {"claimed_at_ms", r.claimed_at_ms},
+         {"claimed_on", r.claimed_on}};
+  j["gid"] = r.gid ? json(*r.gid) : json(nullptr);
+  j["group"] = r.group.empty() ? json(nullptr) : json(r.group);
+  return j.dump();
+}
 
 std::string Encode(const peer::RestoreDecision& r) {
   return json{{"generation", r.generation}, {"step", r.step},        {"source", r.source},
@@ -140,6 +153,7 @@ Result<CommittedRecord> DecodeCommitted(const std::string& key, const std::strin
   CommittedRecord r;
   REFT_ASSIGN_OR_RETURN(r.step, Field<int64_t>(j, key, "step"));
   r.generation = FieldOr<uint64_t>(j, "generation", 0);
+  r.at_ms = FieldOr<int64_t>(j, "at_ms", 0);
   return r;
 }
 
@@ -170,6 +184,40 @@ Result<NodeRef> DecodeNodeRef(const std::string& key, const std::string& value) 
   REFT_ASSIGN_OR_RETURN(r.node, Field<std::string>(j, key, "node"));
   r.step = FieldOr<int64_t>(j, "step", -1);
   return r;
+}
+
+std::string Encode(const PersistedRecord& r) {
+  return json{{"step", r.step}, {"at_ms", r.at_ms}}.dump();
+}
+
+Result<PersistedRecord> DecodePersisted(const std::string& key, const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  PersistedRecord r;
+  REFT_ASSIGN_OR_RETURN(r.step, Field<int64_t>(j, key, "step"));
+  r.at_ms = FieldOr<int64_t>(j, "at_ms", 0);
+  return r;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Result<local::JobOwner> DecodeOwner(const std::string& key, const std::string& value) {
+  REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
+  local::JobOwner o;
+  REFT_ASSIGN_OR_RETURN(o.uid, Field<uint32_t>(j, key, "uid"));
+  auto gid = j.find("gid");
+  if (gid != j.end() && !gid->is_null()) {
+    uint32_t g = 0;
+    if (!Convert(*gid, &g)) return Status::Corrupted("etcd key " + key + ": field 'gid' has the wrong type");
+    o.gid = g;
+  }
+  o.group = FieldOr<std::string>(j, "group", "");
+  o.claimed_at_ms = FieldOr<int64_t>(j, "claimed_at_ms", 0);
+  o.claimed_on = FieldOr<std::string>(j, "claimed_on", "");
+  return o;
 }
 
 std::string Encode(const local::ReplicatedBuffers& r) {

@@ -28,6 +28,7 @@ struct LocalServer::Impl {
   ServerCounters counters;
   std::unique_ptr<JobOwners> own_owners;  // when the options name none
   StreamRings rings;
+  HeldRanks held;
   SessionContext ctx;
 
   UniqueFd listen_fd, epoll_fd, wake_fd;
@@ -43,10 +44,17 @@ struct LocalServer::Impl {
   std::map<int, std::shared_ptr<Session>> by_fd REFT_GUARDED_BY(mu);  // sessions still in epoll
   // Sessions until their hang-up was processed.
   std::map<uint64_t, std::shared_ptr<Session>> alive REFT_GUARDED_BY(mu);
+  // The uid of each session in `alive` and how many each uid holds (max_sessions_per_uid).
+  std::map<uint64_t, uid_t> uid_of REFT_GUARDED_BY(mu);
+  std::map<uid_t, uint32_t> sessions_of_uid REFT_GUARDED_BY(mu);
   uint64_t next_id REFT_GUARDED_BY(mu) = 1;
   std::atomic<bool> loop_exit{false};
 
   bool PeerAllowed(const PeerCredentials& c) const;
+  /// Busy when the server, or the connecting uid, holds as many sessions as it may.
+  Status RoomForSessionLocked(uid_t uid) const REFT_REQUIRES(mu);
+  void AddSessionLocked(const std::shared_ptr<Session>& s, uid_t uid) REFT_REQUIRES(mu);
+  void ForgetSessionLocked(uint64_t id) REFT_REQUIRES(mu);
   void Accept() REFT_EXCLUDES(mu);
   void OnReadable(const std::shared_ptr<Session>& s) REFT_EXCLUDES(mu);
   void HangUp(const std::shared_ptr<Session>& s) REFT_EXCLUDES(mu);  // loop thread
@@ -64,6 +72,35 @@ bool LocalServer::Impl::PeerAllowed(const PeerCredentials& c) const {
   }
   return std::find(options.allowed_gids.begin(), options.allowed_gids.end(), c.gid) !=
          options.allowed_gids.end();
+}
+
+Status LocalServer::Impl::RoomForSessionLocked(uid_t uid) const {
+  if (alive.size() >= options.max_sessions) {
+    return Status::Busy("reftd serves at most " + std::to_string(options.max_sessions) +
+                        " clients");
+  }
+  auto it = sessions_of_uid.find(uid);
+  if (it != sessions_of_uid.end() && it->second >= options.max_sessions_per_uid) {
+    return Status::Busy("uid " + std::to_string(uid) + " already has " +
+                        std::to_string(it->second) + " clients on this reftd, the most one uid "
+                        "may have (local.max_sessions_per_uid = " +
+                        std::to_string(options.max_sessions_per_uid) + ")");
+  }
+  return Status::OK();
+}
+
+void LocalServer::Impl::AddSessionLocked(const std::shared_ptr<Session>& s, uid_t uid) {
+  alive[s->id()] = s;
+  uid_of[s->id()] = uid;
+  sessions_of_uid[uid]++;
+}
+
+void LocalServer::Impl::ForgetSessionLocked(uint64_t id) {
+  alive.erase(id);
+  auto it = uid_of.find(id);
+  if (it == uid_of.end()) return;
+  if (--sessions_of_uid[it->second] == 0) sessions_of_uid.erase(it->second);
+  uid_of.erase(it);
 }
 
 void LocalServer::Impl::Schedule(const std::shared_ptr<Session>& s) {
@@ -91,10 +128,7 @@ void LocalServer::Impl::Accept() {
                                         " is not allowed to use this reftd socket");
     } else {
       MutexLock lock(mu);
-      if (alive.size() >= options.max_sessions) {
-        refuse = Status::Busy("reftd serves at most " + std::to_string(options.max_sessions) +
-                              " clients");
-      }
+      refuse = RoomForSessionLocked(cred.uid);
     }
     if (!refuse.ok()) {
       counters.rejected_peers++;
@@ -114,7 +148,7 @@ void LocalServer::Impl::Accept() {
       MutexLock lock(mu);
       s = std::make_shared<Session>(next_id++, std::move(fd), cred, ctx);
       by_fd[raw] = s;
-      alive[s->id()] = s;
+      AddSessionLocked(s, cred.uid);
       // A strand may wait for another session of this node (a peer copy between ring
       // neighbours waits for the neighbour's publication, which its own strand makes): with
       // fewer workers than sessions they could all wait for strands that never get a worker.
@@ -209,7 +243,7 @@ void LocalServer::Impl::WorkerMain() {
     }
     if (s->Drain()) {
       MutexLock lock(mu);
-      alive.erase(s->id());
+      ForgetSessionLocked(s->id());
     }
   }
 }
@@ -254,13 +288,14 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOption
   Impl& d = *server->impl_;
   d.store = store;
   d.coordinator = coordinator;
-  JobOwners* owners = options.job_owners;
+  JobOwnership* owners = options.job_owners;
   if (owners == nullptr) {  // ownership is always enforced; without a record it lasts a run
     REFT_ASSIGN_OR_RETURN(d.own_owners, JobOwners::Open(""));
     owners = d.own_owners.get();
   }
   d.ctx = SessionContext{&d.options, store,        coordinator, hooks.copier, hooks.restorer,
-                         &d.counters, owners, &d.rings};
+                         &d.counters, owners, &d.rings,        &d.held};
+  d.ctx.plans = hooks.plans;
   return server;
 }
 

@@ -3,15 +3,41 @@
 
 #include "session.h"
 
+#include <cstring>
 #include <optional>
 #include <string>
 
+#include "reft/mapped_memfd.h"
 #include "restore_stream.h"
 
 namespace reft::local {
 
 using local_proto::Frame;
 using local_proto::MessageType;
+
+namespace {
+
+// The plan reply for `json`: inline when it fits a frame, else in a memfd (`file`) sealed
+// against writes and resizing, so the client reads exactly the bytes written here.
+Result<local_proto::PlanReply> PlanReplyOf(const std::string& json, UniqueFd* file) {
+  local_proto::PlanReply reply;
+  if (json.size() <= local_proto::PlanReply::kMaxInline) {
+    reply.json = json;
+    return reply;
+  }
+  if (json.size() > local_proto::PlanReply::kMaxFileBytes) {
+    return Status::Internal("the plan document of " + std::to_string(json.size()) +
+                            " bytes exceeds the local channel's limit of " +
+                            std::to_string(local_proto::PlanReply::kMaxFileBytes));
+  }
+  REFT_ASSIGN_OR_RETURN(MappedMemfd m, MappedMemfd::Create("reft-plan", json.size()));
+  std::memcpy(m.data(), json.data(), json.size());
+  *file = m.Release();
+  reply.file_bytes = json.size();
+  return reply;
+}
+
+}  // namespace
 
 Session::Session(uint64_t id, UniqueFd sock, PeerCredentials cred, const SessionContext& ctx)
     : id_(id),
@@ -112,6 +138,7 @@ void Session::Handle(Frame& f) {
     case MessageType::kRestore: st = HandleRestore(f); break;
     case MessageType::kRestoreDone: st = HandleRestoreDone(f); break;
     case MessageType::kHasAttach: st = HandleHasAttach(f); break;
+    case MessageType::kPlanQuery: st = HandlePlanQuery(f); break;
     default:
       st = Status::Protocol(std::string("unexpected message '") +
                             local_proto::MessageTypeName(f.header.type) + "' from a client");
@@ -133,9 +160,19 @@ Status Session::HandleHello(const Frame& f) {
   REFT_ASSIGN_OR_RETURN(protect::Scheme scheme, protect::CheckHello(h));
   const store::RankKey rank(h.job, h.coord);
   // Before anything of the job is touched: a session of another uid's job never joins it, so
-  // it can neither write, restore nor (by hanging up) unpublish the owner's slots.
-  REFT_RETURN_NOT_OK(ctx_.owners->Admit(h.job, cred_, h.owner_group));
-  REFT_RETURN_NOT_OK(ctx_.coordinator->Join(rank, h.layout));
+  // it can neither write, restore nor (by hanging up) unpublish the owner's slots. With etcd
+  // the claim of a new job is made by Join, with the layout; the owner is checked there again.
+  REFT_ASSIGN_OR_RETURN(JobOwner claim, MakeClaim(cred_, h.owner_group, options_.node_id));
+  REFT_RETURN_NOT_OK(ctx_.owners->Admit(h.job, cred_, claim));
+  REFT_RETURN_NOT_OK(ctx_.held->Hold(rank, id_, cred_.pid));
+  Status joined = ctx_.coordinator->Join(rank, h.layout, Joiner{cred_, claim});
+  if (!joined.ok()) {
+    ctx_.held->Release(rank, id_);
+    // Join checks the owner again in the transaction that claims the job: a claim made on
+    // another node between Admit and Join is refused there.
+    if (joined.code() == StatusCode::kPermissionDenied) ctx_.owners->NoteDenied(h.job);
+    return joined;
+  }
   joined_ = true;
   rank_ = rank;
   layout_ = h.layout;
@@ -310,13 +347,33 @@ Status Session::HandleHasAttach(Frame& f) {
   return Reply(MessageType::kAck, f.header.request_id, {});
 }
 
+Status Session::HandlePlanQuery(const Frame& f) {
+  if (!f.fds.empty()) return Status::Protocol("plan_query must not carry fds");
+  local_proto::PlanQuery q;
+  REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &q));
+  REFT_RETURN_NOT_OK(CheckJobId(q.job));
+  // The owner before anything else: a caller who does not own the job learns nothing of it,
+  // not even whether it has a committed step or a planner to ask.
+  REFT_RETURN_NOT_OK(ctx_.owners->Check(q.job, cred_));
+  if (ctx_.plans == nullptr) return Status::Unavailable("this daemon has no planner");
+  REFT_ASSIGN_OR_RETURN(std::string json, ctx_.plans->PlanJson(q.job));
+  UniqueFd file;
+  REFT_ASSIGN_OR_RETURN(local_proto::PlanReply reply, PlanReplyOf(json, &file));
+  std::vector<int> fds;
+  if (file.valid()) fds.push_back(file.get());
+  return Reply(MessageType::kPlanReply, f.header.request_id, local_proto::Encode(reply), fds);
+}
+
 void Session::Cleanup() {
   // The client is gone (exit, crash, SIGKILL): whatever it was writing is undefined.
   writer_.Close();
   if (joined_) ctx_.store->Unpublish(rank_);  // a redo of the step may write other bytes
   // Device mappings are closed only now that the last copy has finished (the strand).
   buffers_.Clear();
-  if (joined_) ctx_.coordinator->Leave(rank_);
+  if (joined_) {
+    ctx_.coordinator->Leave(rank_);
+    ctx_.held->Release(rank_, id_);
+  }
   {
     MutexLock lock(send_mu_);
     sock_.reset();

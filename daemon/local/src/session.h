@@ -21,6 +21,7 @@
 #include "reft/mutex.h"
 #include "reft/peer_credentials.h"
 #include "reft/store/snapshot_store.h"
+#include "held_ranks.h"
 #include "restore_deliverer.h"
 #include "session_buffers.h"
 #include "session_info.h"
@@ -43,8 +44,10 @@ struct SessionContext {
   PeerCopier* copier = nullptr;
   RestoreProvider* restorer = nullptr;
   ServerCounters* counters = nullptr;
-  JobOwners* owners = nullptr;
+  JobOwnership* owners = nullptr;
   StreamRings* rings = nullptr;
+  HeldRanks* held = nullptr;
+  PlanSource* plans = nullptr;  ///< null: plan queries are Unavailable
 };
 
 class Session {
@@ -79,6 +82,9 @@ class Session {
   Status HandleRestore(const local_proto::Frame& f);
   Status HandleRestoreDone(const local_proto::Frame& f);
   Status HandleHasAttach(local_proto::Frame& f);
+  /// A plan query: needs no hello (a launcher asks before it knows its rank), answers only the
+  /// job's owner.
+  Status HandlePlanQuery(const local_proto::Frame& f);
   Status Reply(local_proto::MessageType type, uint32_t request_id,
                const std::vector<uint8_t>& payload, const std::vector<int>& fds = {})
       REFT_EXCLUDES(send_mu_);

@@ -41,7 +41,9 @@ SingleNodeCommitCoordinator::JobState& SingleNodeCommitCoordinator::StateLocked(
   return st;
 }
 
-Status SingleNodeCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout) {
+// The owner was checked (and claimed) by the node's JobOwners before the join.
+Status SingleNodeCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
+                                         const Joiner&) {
   REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   MutexLock lock(mu_);
   JobState& st = StateLocked(rank.job);

@@ -197,6 +197,12 @@ Metrics::Metrics()
                            .Help("FetchRegion transfers this node served on a bulk connection")
                            .Register(r)
                            .Add({});
+  jobs_followed_ = &BuildGauge()
+                       .Name("reft_jobs_followed")
+                       .Help("Jobs this node keeps control-plane state and watches for (bounded "
+                             "by the jobs in use here, not by the names ever seen)")
+                       .Register(r)
+                       .Add({});
   staged_ = &BuildGauge()
                  .Name("reft_plan_staged_bytes")
                  .Help("Bytes of layers a transfer plan staged on this node for reshaped restores")
@@ -306,6 +312,8 @@ void Metrics::IncChecksumFailures(uint64_t n) {
 void Metrics::IncJobAccessDenied() { job_access_denied_->Increment(); }
 
 void Metrics::SetStagedBytes(double bytes) { staged_->Set(bytes); }
+
+void Metrics::SetJobsFollowed(double jobs) { jobs_followed_->Set(jobs); }
 
 void Metrics::AddStagedBytes(uint64_t bytes) { staged_total_->Increment(static_cast<double>(bytes)); }
 

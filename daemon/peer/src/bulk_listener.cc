@@ -144,6 +144,10 @@ BulkListener::~BulkListener() {
 }
 
 Result<BulkListener::Ticket> BulkListener::Expect(const std::string& peer_ip) {
+  // A ticket bound to no address would be good from anywhere (docs/security.md).
+  if (peer_ip.empty()) {
+    return Status::InvalidArgument("a bulk ticket needs the caller's IP address");
+  }
   for (;;) {
     // Drawn outside the lock: getrandom may block until the kernel's pool is ready.
     Ticket t{};
@@ -250,7 +254,7 @@ bool BulkListener::ReadTicket(Pending* p) {
     MutexLock lock(mu_);
     auto it = expected_.find(p->received);
     if (it != expected_.end() && !it->second.connection.valid() &&
-        (it->second.peer_ip.empty() || it->second.peer_ip == p->peer_ip)) {
+        it->second.peer_ip == p->peer_ip) {
       it->second.connection = std::move(p->fd);
       served_.fetch_add(1);
       arrived_.notify_all();

@@ -112,8 +112,8 @@ void DistributedCommitCoordinator::TryCommitLocked(const std::string& job, JobSt
   cv_.notify_all();
 }
 
-Status DistributedCommitCoordinator::Join(const store::RankKey& rank,
-                                          const JobLayout& layout) {
+Status DistributedCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
+                                          const local::Joiner&) {
   REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   std::lock_guard<std::mutex> lock(mu_);
   JobState& st = StateLocked(rank.job);

@@ -22,6 +22,9 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
     if (!cp.nodes || !cp.jobs) return Status::Internal("control plane factory returned nothing");
     n->nodes_ = std::move(cp.nodes);
     n->jobs_ = std::move(cp.jobs);
+    n->owners_ = std::move(cp.owners);
+    n->access_ = std::move(cp.access);
+    n->records_ = std::move(cp.records);
   } else {
     auto swim = std::make_unique<Membership>(options, n->client_.get());
     auto commit = std::make_unique<DistributedCommitCoordinator>(
@@ -37,6 +40,7 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
   }
   n->service_ = std::make_unique<PeerService>(options, store, n->nodes_.get(), n->jobs_.get(),
                                               gossip, security.authorizer, n->bulk_.get());
+  n->service_->SetJobAccess(n->access_.get());
   return n;
 }
 
@@ -48,8 +52,9 @@ namespace {
 class ForwardingCoordinator final : public local::CommitCoordinator {
  public:
   explicit ForwardingCoordinator(local::CommitCoordinator* inner) : inner_(inner) {}
-  Status Join(const store::RankKey& r, const JobLayout& l) override {
-    return inner_->Join(r, l);
+  using local::CommitCoordinator::Join;
+  Status Join(const store::RankKey& r, const JobLayout& l, const local::Joiner& who) override {
+    return inner_->Join(r, l, who);
   }
   void Leave(const store::RankKey& r) override { inner_->Leave(r); }
   Status Complete(const store::RankKey& r, int64_t step, int64_t epoch) override {
@@ -85,10 +90,12 @@ Status PeerNode::Start(const std::string& advertise_address) {
     return Status::InvalidArgument("peer.advertise_address must not be empty");
   }
   REFT_RETURN_NOT_OK(nodes_->Start());
-  return jobs_->Start();
+  REFT_RETURN_NOT_OK(jobs_->Start());
+  return records_ ? records_->Start() : Status::OK();
 }
 
 void PeerNode::Stop() {
+  if (records_) records_->Stop();
   if (jobs_) jobs_->Stop();
   if (nodes_) nodes_->Stop();
 }

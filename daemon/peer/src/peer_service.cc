@@ -46,6 +46,16 @@ size_t EncodeChunkHeader(uint64_t offset, uint64_t length, uint64_t checksum, ui
 
 void ReleaseSlot(void* holder) { delete static_cast<std::shared_ptr<store::SlotRef>*>(holder); }
 
+// How long a bulk send may take: the caller's deadline when it set one, else the deadline this
+// node's own fetches run under (PeerOptions::fetch_deadline). A call without a deadline must not
+// hold a handler thread, a slot and a connection for as long as its caller stops reading.
+std::chrono::system_clock::time_point BulkDeadline(const grpc::ServerContext& ctx,
+                                                   std::chrono::milliseconds fetch_deadline) {
+  // gRPC reads "no deadline" as the largest time point.
+  if (ctx.deadline() != std::chrono::system_clock::time_point::max()) return ctx.deadline();
+  return std::chrono::system_clock::now() + fetch_deadline;
+}
+
 }  // namespace
 
 PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
@@ -94,6 +104,13 @@ Status PeerService::Admit(const v1::Caller& caller, bool serves_snapshots) {
                             "' was declared dead and its snapshots are stale; use another source");
   }
   return Status::OK();
+}
+
+Status PeerService::MayServe(const v1::Caller& caller, const std::string& job) {
+  if (access_ == nullptr) return Status::OK();
+  Status s = access_->MayServe(caller.node_id(), job);
+  if (!s.ok()) refused_jobs_++;
+  return s;
 }
 
 grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest* req,
@@ -255,6 +272,7 @@ grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::Persis
     return denied;
   }
   Status s = Admit(req->caller(), false);
+  if (s.ok()) s = MayServe(req->caller(), req->job());
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   std::shared_ptr<PersistHandler> handler;
   {
@@ -284,6 +302,7 @@ grpc::Status PeerService::StageLayers(grpc::ServerContext* ctx, const v1::StageL
     return denied;
   }
   Status s = Admit(req->caller(), false);
+  if (s.ok()) s = MayServe(req->caller(), req->job());
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   std::shared_ptr<StageHandler> handler;
   {
@@ -317,9 +336,14 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
   if (auto denied = Authorize(ctx, "Peer/FetchRegion", req.caller()); !denied.ok()) {
     return denied;
   }
-  Status s = Admit(req.caller(), true);
-  if (!s.ok()) return proto::ToGrpc(s, ctx);
   store::RankKey rank = FromRankId(req.rank());
+  Status s = Admit(req.caller(), true);
+  // Before a ticket or a byte goes out; regions without training state to every member.
+  const auto& free = options_.job_free_regions;
+  if (s.ok() && std::find(free.begin(), free.end(), req.region()) == free.end()) {
+    s = MayServe(req.caller(), rank.job);
+  }
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
   const std::string what = rank.ToString() + " step " + std::to_string(req.step()) +
                            " region '" + req.region() + "'";
   // published_only: a writing slot's region its owner published for peer copies (the chunk
@@ -355,7 +379,12 @@ grpc::Status PeerService::FetchRegionRaw(grpc::ServerContext* ctx, const grpc::B
   auto sealed = ReadSealedChecksums(*slot, *idx);
   if (!sealed.ok()) return proto::ToGrpc(sealed.status(), ctx);
   WireChunks chunks{slot.get(), *idx, &*sealed, begin, begin + length, req.max_chunk_bytes(), what};
-  if (req.bulk() && bulk_ != nullptr) return proto::ToGrpc(SendBulk(ctx, writer, chunks), ctx);
+  // A caller whose IP address cannot be read (a Unix socket, a peer string gRPC wrote in a form
+  // PeerIpOf does not know) gets no ticket: one bound to no address could be presented from
+  // anywhere. Its bytes stay on this authenticated stream.
+  if (req.bulk() && bulk_ != nullptr && !PeerIpOf(ctx->peer()).empty()) {
+    return proto::ToGrpc(SendBulk(ctx, writer, chunks), ctx);
+  }
 
   uint8_t* base = slot->region_data(*idx);
   Status sent = ForEachWireChunk(chunks, [&](uint64_t pos, uint64_t n, uint64_t checksum) {
@@ -414,8 +443,7 @@ Status PeerService::ForEachWireChunk(const WireChunks& c, const WireChunkSink& s
 Status PeerService::SendBulk(grpc::ServerContext* ctx,
                              grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer,
                              const WireChunks& chunks) {
-  const auto deadline = std::min(ctx->deadline(), std::chrono::system_clock::now() +
-                                                      std::chrono::hours(24));
+  const auto deadline = BulkDeadline(*ctx, options_.fetch_deadline);
   const auto steady_deadline =
       std::chrono::steady_clock::now() + (deadline - std::chrono::system_clock::now());
   REFT_ASSIGN_OR_RETURN(const auto ticket, bulk_->Expect(PeerIpOf(ctx->peer())));

@@ -43,8 +43,25 @@ std::vector<std::string> CertificateNames(const grpc::AuthContext& auth) {
   return names;
 }
 
-Authorizer::Authorizer(std::string token, bool mutual_tls, const OperatorSocket* local)
-    : token_(std::move(token)), mutual_tls_(mutual_tls), local_(local) {}
+std::vector<std::string> OperatorCertificateNames(const grpc::AuthContext& auth) {
+  std::vector<std::string> names;
+  if (!auth.IsPeerAuthenticated()) return names;
+  for (const char* property : {GRPC_PEER_URI_PROPERTY_NAME, GRPC_PEER_DNS_PROPERTY_NAME}) {
+    for (const auto& v : auth.FindPropertyValues(property)) names.emplace_back(v.data(), v.size());
+  }
+  if (!names.empty()) return names;
+  for (const auto& v : auth.FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+    names.emplace_back(v.data(), v.size());
+  }
+  return names;
+}
+
+Authorizer::Authorizer(std::string token, bool mutual_tls, const OperatorSocket* local,
+                       std::vector<std::string> operator_identities)
+    : token_(std::move(token)),
+      mutual_tls_(mutual_tls),
+      local_(local),
+      operator_identities_(std::move(operator_identities)) {}
 
 grpc::Status Authorizer::Refuse(grpc::ServerContext* context, const char* method,
                                 grpc::StatusCode code, const std::string& why) const {
@@ -87,7 +104,30 @@ grpc::Status Authorizer::CheckAdmin(grpc::ServerContext* context, const char* me
                   "the admin socket is for operators: " + local->Describe() + " is not " + who +
                       " (security.operator_group)");
   }
-  return CheckToken(context, method);
+  if (auto denied = CheckToken(context, method); !denied.ok()) return denied;
+  return mutual_tls_ ? CheckOperatorCertificate(context, method) : grpc::Status::OK;
+}
+
+// The handshake proved the certificate chains to the CA, which signs the nodes' certificates
+// too: a node's key must not open Admin (drop, persist, rebuild) on every other node.
+grpc::Status Authorizer::CheckOperatorCertificate(grpc::ServerContext* context,
+                                                  const char* method) const {
+  auto auth = context->auth_context();
+  const auto names = auth ? OperatorCertificateNames(*auth) : std::vector<std::string>{};
+  if (names.empty()) {
+    return Refuse(context, method, grpc::StatusCode::UNAUTHENTICATED,
+                  "no verified client certificate (mutual TLS)");
+  }
+  for (const auto& name : names) {
+    if (std::find(operator_identities_.begin(), operator_identities_.end(), name) !=
+        operator_identities_.end()) {
+      return grpc::Status::OK;
+    }
+  }
+  return Refuse(context, method, grpc::StatusCode::PERMISSION_DENIED,
+                "Admin over TCP is for operators: the client certificate presents " + Join(names) +
+                    " (URI or DNS subject alternative names, else common name), which "
+                    "security.operator_identities does not list");
 }
 
 grpc::Status Authorizer::CheckPeer(grpc::ServerContext* context, const char* method,

@@ -1,6 +1,8 @@
 #include "reft/security/grpc_auth.h"
 
+#include <arpa/inet.h>
 #include <grp.h>
+#include <netinet/in.h>
 
 #include <fstream>
 #include <sstream>
@@ -22,18 +24,66 @@ Result<std::string> ReadPem(const std::string& path, const char* key) {
   return ss.str();
 }
 
+// Under mutual TLS every certificate the CA signed gets past the handshake, the nodes' too:
+// Admin over TCP is for the certificates named here, and there must be some (an empty list
+// would leave reftctl --addr refused on every node without saying why at start).
+Status ValidateOperatorIdentities(const SecurityOptions& o) {
+  for (const auto& id : o.operator_identities) {
+    if (id.empty()) {
+      return Status::InvalidArgument("security.operator_identities: an empty name matches no "
+                                     "certificate");
+    }
+  }
+  if (!o.tls() || !o.operator_identities.empty()) return Status::OK();
+  return Status::InvalidArgument(
+      "security.operator_identities: mutual TLS is on and no client certificate is named an "
+      "operator, so Admin over TCP (reftctl --addr) would be refused to everyone; list the "
+      "operator certificates' names (URI or DNS subject alternative name, else common name), "
+      "e.g. [\"reft-operator\"] for the one tools/reft-certs.sh makes");
+}
+
+// Why a name that looks like loopback is not: it is never resolved.
+std::string NotResolved(const std::string& address) {
+  const std::string host = HostOfAddress(address);
+  in6_addr any{};
+  if (::inet_pton(AF_INET, host.c_str(), &any) == 1 ||
+      ::inet_pton(AF_INET6, host.c_str(), &any) == 1) {
+    return "";
+  }
+  return " (only IP literals in 127.0.0.0/8, ::1 and 'localhost' are; a host name is not "
+         "resolved to find out)";
+}
+
 }  // namespace
+
+std::string HostOfAddress(const std::string& address) {
+  std::string a = address;
+  for (const char* scheme : {"ipv4:", "ipv6:"}) {
+    if (a.rfind(scheme, 0) == 0) a = a.substr(5);
+  }
+  if (!a.empty() && a.front() == '[') {
+    const auto close = a.find(']');
+    if (close == std::string::npos || (close + 1 < a.size() && a[close + 1] != ':')) return "";
+    return a.substr(1, close - 1);
+  }
+  // One colon: host:port. More: a bare IPv6 literal ("::1"), which has no port without brackets.
+  const auto colon = a.find(':');
+  if (colon != std::string::npos && a.find(':', colon + 1) == std::string::npos) {
+    return a.substr(0, colon);
+  }
+  return a;
+}
 
 bool IsLoopbackAddress(const std::string& address) {
   if (address.rfind("unix:", 0) == 0) return true;
-  std::string host = address;
-  if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(']') == std::string::npos) {
-    host = host.substr(0, colon);
-  } else if (host.front() == '[') {
-    host = host.substr(1, host.find(']') - 1);
-  }
-  if (host.rfind("ipv4:", 0) == 0) host = host.substr(5);
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  const std::string host = HostOfAddress(address);
+  if (host == "localhost") return true;
+  // Literals only, parsed strictly (inet_pton takes exactly four decimal parts): a name that
+  // merely starts with "127." resolves wherever its owner wants.
+  in_addr v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 Status ValidateSecurity(const SecurityOptions& o, const std::vector<std::string>& addresses) {
@@ -45,19 +95,21 @@ Status ValidateSecurity(const SecurityOptions& o, const std::vector<std::string>
   if (!o.operator_group.empty()) {
     REFT_RETURN_NOT_OK(LookupGroup(o.operator_group, "security.operator_group").status());
   }
+  REFT_RETURN_NOT_OK(ValidateOperatorIdentities(o));
   if (o.tls() || o.allow_insecure) return Status::OK();
   for (const auto& a : addresses) {
     if (IsLoopbackAddress(a)) continue;
     if (!o.token_file.empty()) {
       return Status::InvalidArgument(
-          "security: '" + a + "' is not a loopback address and there is no TLS: the token would "
-          "travel in clear text, so anyone on the network could read it and replay it; "
-          "configure mutual TLS (security.tls_cert/tls_key/tls_ca), or set "
-          "security.allow_insecure = true");
+          "security: '" + a + "' is not a loopback address" + NotResolved(a) +
+          " and there is no TLS: the token would travel in clear text, so anyone on the "
+          "network could read it and replay it; configure mutual TLS "
+          "(security.tls_cert/tls_key/tls_ca), or set security.allow_insecure = true");
     }
     return Status::InvalidArgument(
-        "security: '" + a + "' is not a loopback address; configure [security] tls_cert/"
-        "tls_key/tls_ca or token_file, or set security.allow_insecure = true");
+        "security: '" + a + "' is not a loopback address" + NotResolved(a) +
+        "; configure [security] tls_cert/tls_key/tls_ca or token_file, or set "
+        "security.allow_insecure = true");
   }
   return Status::OK();
 }

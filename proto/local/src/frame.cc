@@ -35,6 +35,8 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kSnapshotAbort: return "snapshot_abort";
     case MessageType::kHasAttach: return "has_attach";
     case MessageType::kRestoreStream: return "restore_stream";
+    case MessageType::kPlanQuery: return "plan_query";
+    case MessageType::kPlanReply: return "plan_reply";
   }
   return "unknown";
 }

@@ -474,6 +474,52 @@ Status Decode(const std::vector<uint8_t>& p, const Limits&, ErrorReply* m) {
   return r.Finish("error");
 }
 
+std::vector<uint8_t> Encode(const PlanQuery& m) {
+  Writer w;
+  w.Bytes(m.job);
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, PlanQuery* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(r.Bytes(&m->job, l.max_string_bytes, "job"));
+  return r.Finish("plan_query");
+}
+
+namespace {
+constexpr uint8_t kPlanInline = 0, kPlanFile = 1;
+}  // namespace
+
+std::vector<uint8_t> Encode(const PlanReply& m) {
+  Writer w;
+  if (m.file_bytes > 0) {
+    w.U8(kPlanFile);
+    w.U64(m.file_bytes);
+  } else {
+    w.U8(kPlanInline);
+    w.Bytes(m.json);
+  }
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits&, PlanReply* m) {
+  Reader r = MakeReader(p);
+  uint8_t form = 0;
+  m->json.clear();
+  m->file_bytes = 0;
+  REFT_RETURN_NOT_OK(r.U8(&form, "form"));
+  if (form == kPlanInline) {
+    REFT_RETURN_NOT_OK(r.Bytes(&m->json, PlanReply::kMaxInline, "json"));
+  } else if (form == kPlanFile) {
+    REFT_RETURN_NOT_OK(r.U64(&m->file_bytes, "file_bytes"));
+    if (m->file_bytes == 0 || m->file_bytes > PlanReply::kMaxFileBytes) {
+      return Status::Protocol("plan_reply: a file of " + std::to_string(m->file_bytes) +
+                              " bytes (1.." + std::to_string(PlanReply::kMaxFileBytes) + ")");
+    }
+  } else {
+    return Status::Protocol("plan_reply: unknown form " + std::to_string(form));
+  }
+  return r.Finish("plan_reply");
+}
+
 Status ToStatus(const ErrorReply& e) {
   if (e.code == 0 || e.code > static_cast<uint32_t>(StatusCode::kInternal)) {
     return Status::Protocol("daemon sent unknown error code " + std::to_string(e.code) + ": " +

@@ -11,7 +11,9 @@
 #include "reft/app/job_planner.h"
 #include "reft/app/plan_profiles.h"
 #include "reft/app/step_cadence.h"
-#include "reft/local/job_owners.h"
+#include "reft/local/job_ownership.h"
+#include "reft/peer/job_access.h"
+#include "reft/peer/job_records.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/node_directory.h"
 #include "reft/planner/online.h"
@@ -35,8 +37,12 @@ struct AdminRecovery {
   recovery::Persister* persister = nullptr;
   recovery::TierAccess* tier = nullptr;
   peer::JobCoordinator* coordinator = nullptr;
-  /// Who owns each job (shown by Status; named when a job's Drop or Persist is refused).
-  const local::JobOwners* owners = nullptr;
+  /// Who owns each job (shown by Status and `jobs list`; counts refused calls on a job).
+  local::JobOwnership* owners = nullptr;
+  /// Marks this node as rebuilding a job, so holders serve it (null: gossip, nothing to mark).
+  peer::JobAccess* access = nullptr;
+  /// The job records `reftctl jobs list|release` show and release (etcd's, or this node's).
+  peer::JobRecords* records = nullptr;
   /// The measured step time of each job and the attached profiles (ShowPlan, AttachPlanProfile).
   const StepCadence* cadence = nullptr;
   PlanProfiles* profiles = nullptr;
@@ -76,6 +82,10 @@ class AdminService final : public v1::Admin::Service {
                         v1::ShowPlanResponse* resp) override;
   grpc::Status ConfirmPlan(grpc::ServerContext* ctx, const v1::ConfirmPlanRequest* req,
                            v1::ConfirmPlanResponse* resp) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                        v1::ListJobsResponse* resp) override;
+  grpc::Status ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJobRequest* req,
+                          v1::ReleaseJobResponse* resp) override;
   /// \brief Newest step committed on every local rank of `job`, or -1.
   static int64_t NewestCommittedStep(store::SnapshotStore* store, const std::string& job);
 

@@ -41,6 +41,7 @@ struct DaemonConfig {
   uint64_t max_message_bytes = 64ull << 10;  ///< upper bound of one local-channel frame payload
   int copy_threads = 2;
   uint32_t peer_copy_timeout_ms = 30000;     ///< wait for the ring neighbour's unique buffers
+  uint32_t max_sessions_per_uid = 64;        ///< local sessions one uid may hold at once
 
   // [emulated]
   uint64_t emulated_bandwidth = 0;           ///< bytes/s of the emulated copy engine; 0 = memcpy
@@ -69,6 +70,11 @@ struct DaemonConfig {
   std::string etcd_tls_ca;                   ///< client TLS to etcd: CA, and a client cert + key
   std::string etcd_tls_cert;
   std::string etcd_tls_key;
+
+  // [jobs] job records (docs/operations.md "Job records")
+  /// A job nobody uses any more (no trainer, no slot on a live node, not coordinated, no plan
+  /// waiting, nothing persisted) has its records, owner included, deleted this long after.
+  uint32_t jobs_forget_after_s = 600;
 
   // [restore] REFT-load and node rebuild (recovery::RecoveryOptions)
   int restore_concurrency = 4;               ///< pieces fetched at once

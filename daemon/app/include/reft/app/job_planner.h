@@ -35,6 +35,7 @@
 #include "reft/app/plan_profiles.h"
 #include "reft/app/plan_transfer.h"
 #include "reft/app/planner_mode.h"
+#include "reft/local/plan_source.h"
 #include "reft/mutex.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/node_directory.h"
@@ -57,7 +58,9 @@ struct JobPlannerOptions {
   int transfer_concurrency = 8;
 };
 
-class JobPlanner {
+/// Also the local channel's PlanSource: trainers ask for their own job's plan on the local
+/// socket (the session checks the owner first), operators for any job through Admin/ShowPlan.
+class JobPlanner : public local::PlanSource {
  public:
   using ModelSource =
       std::function<Result<planner::online::JobModelView>(const std::string& job)>;
@@ -65,7 +68,7 @@ class JobPlanner {
   /// `nodes`, `coordinator` and `profiles` (may be null) must outlive the planner.
   JobPlanner(std::string node_id, JobPlannerOptions options, peer::NodeDirectory* nodes,
              peer::JobCoordinator* coordinator, const PlanProfiles* profiles, ModelSource model);
-  ~JobPlanner();
+  ~JobPlanner() override;
   JobPlanner(const JobPlanner&) = delete;
   JobPlanner& operator=(const JobPlanner&) = delete;
 
@@ -85,6 +88,8 @@ class JobPlanner {
   /// generation and committed step), else the decision from this node's view; either way with
   /// `publication` (the published record's state, or null) and `planner_mode`.
   Result<nlohmann::json> Show(const std::string& job);
+  /// \brief Show() as text, for the local channel (local::PlanSource).
+  Result<std::string> PlanJson(const std::string& job) override;
   /// \brief `plan confirm`: marks the published decision "confirmed". `version` (0: any) must
   /// be the one shown (Busy when the decision changed since). NotFound without a published
   /// decision; InvalidArgument when it does not await confirmation.

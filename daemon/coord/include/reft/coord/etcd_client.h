@@ -80,6 +80,9 @@ class Txn {
 
   /// The key's modification revision (0: the key does not exist).
   Txn& IfModRevision(const std::string& key, Compare op, int64_t revision);
+  /// Every key under `prefix` (none: the comparison holds as for one absent key, revision 0):
+  /// e.g. `kLess, R + 1` holds when nothing under the prefix was written after revision R.
+  Txn& IfPrefixModRevision(const std::string& prefix, Compare op, int64_t revision);
   /// The key's creation revision (0: the key does not exist).
   Txn& IfCreateRevision(const std::string& key, Compare op, int64_t revision);
   Txn& IfValue(const std::string& key, Compare op, const std::string& value);

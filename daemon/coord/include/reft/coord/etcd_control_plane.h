@@ -9,6 +9,7 @@
 
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/etcd_job_coordinator.h"
+#include "reft/coord/etcd_job_records.h"
 #include "reft/coord/lease_sizing.h"
 #include "reft/peer/peer_node.h"
 
@@ -21,6 +22,7 @@ struct EtcdControlPlaneOptions {
   /// (lease_sizing.h).
   LeaseSizing lease;
   EtcdCoordinatorOptions coordinator;
+  JobRecordsOptions records;
 };
 
 /// \brief A factory for peer::PeerNode::Create. The client is created at once (InvalidArgument

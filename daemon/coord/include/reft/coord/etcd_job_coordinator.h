@@ -100,7 +100,9 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// Records the layout in etcd (InvalidArgument when the job runs with another layout on
   /// some node) and the rank as joined on this node (a key bound to this node's lease).
   /// Works offline: without etcd the layout and the joined key are written later.
-  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
+  using local::CommitCoordinator::Join;
+  Status Join(const store::RankKey& rank, const JobLayout& layout,
+              const local::Joiner& who) override;
   /// Read the other groups' declarations, check, write ours (with this node's lease), and
   /// read again: of two groups that declare conflicting buffers at once, at least the later
   /// one sees the other. Etcd unreachable: no check (snapshots never wait for etcd).
@@ -148,6 +150,12 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
 
   CompletionTraffic completion_traffic() const;
 
+  /// \brief The owner this node last read or claimed for `job`, while it follows the job.
+  std::optional<local::JobOwner> KnownOwner(const std::string& job) const;
+  /// \brief Jobs this node keeps state (and watches) for: bounded by the jobs in use here,
+  /// not by the names ever seen (a job whose records were deleted is forgotten).
+  size_t followed_jobs() const;
+
  private:
   using Clock = std::chrono::steady_clock;
   /// This node's ranks that completed one step, not committed yet.
@@ -169,6 +177,8 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     bool stale = false;             // a compare failed or a watch lost events: re-read
     std::vector<int64_t> watches;   // etcd watch handles
     bool has_layout = false;
+    bool records_deleted = false;   // its layout key was deleted (the job was forgotten)
+    std::optional<local::JobOwner> owner;  // as last read or claimed here
     JobLayout layout;
     int64_t layout_rev = 0;         // mod revision of the layout key (0: absent)
     GenerationRecord gen;
@@ -194,6 +204,12 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     int64_t completions_watch = 0;
     std::map<int64_t, StepCompletions> completions;  // the leader's view
     std::map<store::RankKey, std::string> locations;
+    // The leader's view of where each rank is joined (a watch on the joined keys).
+    std::map<store::RankKey, std::string> joined_at;
+    int64_t joined_watch = 0;
+    // The newest revision each watched key was read or heard of at (Refresh, watch events): a
+    // read that waited for etcd while an event moved on never takes the key back.
+    std::map<std::string, int64_t> seen;
   };
   struct GenerationEvent {
     std::string job;
@@ -203,6 +219,10 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
 
   /// Reads the job's state from etcd once and watches it; afterwards watches keep it current.
   Status Track(const std::string& job);
+  using Apply = void (EtcdJobCoordinator::*)(const std::string&, JobState&,
+                                             const std::optional<KeyValue>&);
+  /// Whether what is known of `key` at `revision` is new (and notes it as seen).
+  static bool SeenLocked(JobState& st, const std::string& key, int64_t revision);
   /// A linearizable read of layout, generation, committed, coordinator and restore
   /// decision, applied.
   Status Refresh(const std::string& job, bool start_watches);
@@ -229,11 +249,21 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   void CommitLocalLocked(const std::string& job, int64_t step);
   peer::JobGeneration InfoLocked(const JobState& st) const;
   void OnCompletionEvent(const std::string& job, const WatchUpdate& u);
+  void OnJoinedEvent(const std::string& job, const WatchUpdate& u);
+  /// Moves the watches only a leader holds to `out` (to be cancelled off the watch thread).
+  void TakeLeaderWatchesLocked(JobState& st, std::vector<int64_t>* out);
   /// Records one node's completion record of `step` in the leader's view.
   void AddCompletionLocked(JobState& st, int64_t step, const std::string& node,
                            CompletionRecord rec);
   static void RecountLocked(const JobState& st, StepCompletions& sc);
+  /// The ranks of `report` that etcd ties to the reporting node although the leader's view
+  /// does not (yet); NotTied names one that neither does.
+  Result<std::set<store::RankKey>> ConfirmTied(const peer::StepCompletionReport& report);
+  static Status NotTied(const peer::StepCompletionReport& report, const store::RankKey& rank);
   void NotifyGenerations();
+  /// Drops the state and watches of a job whose records were deleted, once nothing of it is
+  /// left on this node (no trainer, no completion to send, no slot); true when it did.
+  bool ForgetIfGoneLocked(const std::string& job, std::vector<int64_t>* cancel);
 
   // Worker: everything that writes to etcd in the background.
   void Run();
@@ -245,12 +275,17 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// Looks the coordinator's address up and starts connecting to it (once per term).
   void ConnectToCoordinator(const std::string& job, const std::string& node, int64_t term);
   void Campaign(const std::string& job);
+  void MaybeResign(const std::string& job);
   void BecomeLeader(const std::string& job);
   void TryCommit(const std::string& job);
   void SyncJoined();
-  /// Checks the rank's layout against etcd's and writes it when it may: the revision of the
-  /// rank's joined key when the write included it, else 0 (the worker writes it).
-  Result<int64_t> RecordLayout(const store::RankKey& rank, const JobLayout& layout);
+  /// Writes `rank`'s joined key unless another node holds it (then marks the rank stale here).
+  void ClaimJoined(const store::RankKey& rank, int64_t lease);
+  /// Checks the caller against the job's owner (claiming the job when it has none), the rank's
+  /// layout against etcd's and that no other node holds the rank, and writes what it may: the
+  /// revision of the rank's joined key when the write included it, else 0 (the worker writes it).
+  Result<int64_t> RecordJoin(const store::RankKey& rank, const JobLayout& layout,
+                             const local::Joiner& who);
   /// InvalidArgument naming the ranks of the `running` layout still joined (on any node).
   Status CheckNoneJoined(const store::RankKey& rank, const JobLayout& layout,
                          const JobLayout& running, const std::vector<KeyValue>& joined);

@@ -6,6 +6,7 @@
 ///
 ///   /reft/v1/nodes/<node>                        {address, epoch}             node's lease
 ///   /reft/v1/known/<node>                        {address, epoch}             (kept: lists dead)
+///   /reft/v1/jobs/<job>/owner                    {uid, gid, group, claimed_at_ms, claimed_on}
 ///   /reft/v1/jobs/<job>/layout                   {dp, tp, pp, zero}
 ///   /reft/v1/jobs/<job>/generation               {generation, base_step, persist_floor, reason}
 ///   /reft/v1/jobs/<job>/committed                {step, generation}
@@ -15,6 +16,9 @@
 ///   /reft/v1/jobs/<job>/coordinator              {node}                       node's lease
 ///   /reft/v1/jobs/<job>/restore                  {generation, step, source, decided_by, detail}
 ///   /reft/v1/jobs/<job>/plan                     {generation, step, basis, planner, state, ..., plan}
+///   /reft/v1/jobs/<job>/persisted                {step, at_ms}
+///   /reft/v1/jobs/<job>/rebuilding/<node>        {node}                       node's lease
+///   /reft/v1/sweeper                             {node}                       node's lease
 
 #include <cstdint>
 #include <string>
@@ -34,7 +38,12 @@ std::string NodeIdOf(const std::string& key);
 std::string KnownPrefix();
 std::string Known(const std::string& node_id);
 
+/// Every job's keys, and the job a key under it belongs to ("" when none).
+std::string JobsPrefix();
+std::string JobOf(const std::string& key);
 std::string JobPrefix(const std::string& job);
+/// Who owns the job across the cluster (local::JobOwner), created once with the layout.
+std::string Owner(const std::string& job);
 std::string Layout(const std::string& job);
 std::string Generation(const std::string& job);
 std::string Committed(const std::string& job);
@@ -42,6 +51,8 @@ std::string Coordinator(const std::string& job);
 std::string Restore(const std::string& job);
 /// The planner's published decision (peer::PublishedPlan).
 std::string Plan(const std::string& job);
+/// The newest step of the job the persistent tier holds (PersistedRecord).
+std::string Persisted(const std::string& job);
 
 std::string StepKey(int64_t step);  ///< 20 digits, steps >= 0
 std::string CompletionsPrefix(const std::string& job);
@@ -57,6 +68,12 @@ std::string GroupLocationsPrefix(const std::string& job, int32_t pp, int32_t tp)
 std::string Location(const store::RankKey& rank);
 std::string JoinedPrefix(const std::string& job);
 std::string Joined(const store::RankKey& rank);
+/// A node regenerating ranks of the job (reftctl rebuild), bound to its lease: holders serve
+/// it the job's bytes meanwhile.
+std::string RebuildingPrefix(const std::string& job);
+std::string Rebuilding(const std::string& job, const std::string& node);
+/// The node that forgets jobs nobody uses any more (JobSweeper), bound to its lease.
+std::string Sweeper();
 /// The replicated buffers a sharding group saves, written by its dp 0 (DeclareReplicated).
 std::string ReplicatedPrefix(const std::string& job);
 std::string Replicated(const store::RankKey& rank);

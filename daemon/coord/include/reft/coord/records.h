@@ -30,6 +30,14 @@ struct GenerationRecord {
 struct CommittedRecord {
   int64_t step = -1;
   uint64_t generation = 0;
+  int64_t at_ms = 0;  ///< unix time of the commit (0: unknown); a job's last activity
+};
+
+/// A step of the job the persistent tier holds (written by the job's persister): the job's
+/// record, owner included, stays while it exists.
+struct PersistedRecord {
+  int64_t step = -1;
+  int64_t at_ms = 0;
 };
 
 /// The ranks of one node that completed one step, in one generation.
@@ -50,6 +58,8 @@ std::string Encode(const GenerationRecord& r);
 std::string Encode(const CommittedRecord& r);
 std::string Encode(const CompletionRecord& r);
 std::string Encode(const NodeRef& r);
+std::string Encode(const local::JobOwner& r);
+std::string Encode(const PersistedRecord& r);
 std::string Encode(const peer::RestoreDecision& r);
 std::string Encode(const local::ReplicatedBuffers& r);
 /// The plan document is stored as a JSON object, not as a string inside one.
@@ -62,6 +72,10 @@ Result<CommittedRecord> DecodeCommitted(const std::string& key, const std::strin
 Result<CompletionRecord> DecodeCompletion(const std::string& job, const std::string& key,
                                           const std::string& value);
 Result<NodeRef> DecodeNodeRef(const std::string& key, const std::string& value);
+Result<local::JobOwner> DecodeOwner(const std::string& key, const std::string& value);
+Result<PersistedRecord> DecodePersisted(const std::string& key, const std::string& value);
+/// Unix time now, in milliseconds (the times records carry).
+int64_t NowUnixMs();
 Result<local::ReplicatedBuffers> DecodeReplicated(const std::string& key, const std::string& value);
 /// `version` is set by the caller (the key's mod revision).
 Result<peer::RestoreDecision> DecodeDecision(const std::string& key, const std::string& value);

@@ -1,15 +1,17 @@
 #pragma once
 /// \file job_owners.h
-/// \brief Which uid owns each job on this node (docs/security.md "Jobs belong to their owner").
+/// \brief The node's own record of job owners, for a reftd without etcd (one node, or the gossip
+/// control plane): docs/security.md "Jobs belong to their owner".
 ///
-/// The uid that opens the first session of a job (its SO_PEERCRED) owns it, optionally
-/// together with a group the hello names (`owner_group`). Every later session of the job must
-/// come from the owner uid or a member of the owner group; anyone else is refused with
-/// PermissionDenied naming the job, the owner and the caller (Admin calls on a job are
-/// operators' only; their refusals name the owner and are counted here too). The record is a small text file next to the slots (shm_dir), so a
-/// restarted reftd enforces the same owners over the slots it adopts. Thread-safe.
-
-#include <sys/types.h>
+/// The problem: the record must survive a reftd restart (the adopted slots keep their owners),
+/// stay cheap when a uid claims thousands of job names (scheduler job ids are predictable), and
+/// forget a job once it is gone, so that nothing grows with names ever seen. So the record is an
+/// append-only journal next to the slots (`<shm_dir>/job-owners`): a claim appends one line, a
+/// forgotten job appends one, and the file is rewritten (atomically, by rename) only when the
+/// lines it holds exceed twice the live owners — O(1) amortised per claim.
+///
+/// On etcd the owner lives in etcd (coord::EtcdJobCoordinator implements JobOwnership); this
+/// journal is then only read at start, to import owners etcd does not have yet.
 
 #include <atomic>
 #include <cstdint>
@@ -19,37 +21,31 @@
 #include <optional>
 #include <string>
 
+#include "reft/local/job_ownership.h"
 #include "reft/mutex.h"
 #include "reft/peer_credentials.h"
 #include "reft/result.h"
 
 namespace reft::local {
 
-struct JobOwner {
-  uint32_t uid = 0;
-  std::optional<uint32_t> gid;  ///< the owner group, whose members share the job
-  std::string group;            ///< its name as the claiming hello gave it ("" = none)
-  /// "uid 1000" or "uid 1000 (group 'team', gid 2000)", for messages.
-  std::string Describe() const;
-};
-
-class JobOwners {
+class JobOwners final : public JobOwnership {
  public:
-  /// \brief `path` is the record file ("" = in memory only, for tests): read when it exists,
-  /// rewritten (atomically, by rename) at every change. A record that cannot be parsed is an
-  /// error naming the file and line: starting without it would hand the jobs to whoever
-  /// comes first.
+  /// \brief `path` is the journal ("" = in memory only, for tests): replayed when it exists. A
+  /// line that cannot be parsed is an error naming the file and line: starting without it would
+  /// hand the jobs to whoever comes first.
   static Result<std::unique_ptr<JobOwners>> Open(std::string path);
 
-  /// \brief A session of `job` by `caller`: claims the job when it has no owner yet (with
-  /// `owner_group` when not empty: a group name or a numeric gid that must exist on this
-  /// node), otherwise checks the caller against the owner. `owner_group` of a later session
-  /// is ignored: the claim decides.
+  /// Claims the job with `claim` when it has no owner, else checks the caller.
   Status Admit(const std::string& job, const PeerCredentials& caller,
-               const std::string& owner_group) REFT_EXCLUDES(mu_);
+               const JobOwner& claim) override REFT_EXCLUDES(mu_);
+  Result<std::optional<JobOwner>> Owner(const std::string& job) override REFT_EXCLUDES(mu_);
+  Result<std::map<std::string, JobOwner>> All() override REFT_EXCLUDES(mu_);
+  void NoteDenied(const std::string& job) override;
 
-  std::optional<JobOwner> Owner(const std::string& job) const REFT_EXCLUDES(mu_);
-  std::map<std::string, JobOwner> All() const REFT_EXCLUDES(mu_);
+  /// \brief Forgets `job`'s owner (the job is gone, or an operator released it): the next
+  /// hello claims it anew. NotFound when it has none.
+  Status Forget(const std::string& job) REFT_EXCLUDES(mu_);
+  size_t size() const REFT_EXCLUDES(mu_);
 
   /// \brief Called with the job at every refusal (the daemon counts them in a metric). Set it
   /// before the owners are shared.
@@ -57,25 +53,23 @@ class JobOwners {
     on_denied_ = std::move(observer);
   }
   uint64_t denied() const { return denied_.load(); }
-  /// \brief Counts a refusal of a call on `job` decided elsewhere (an Admin call on the job by
-  /// someone who is not an operator), like the refusals of Admit().
-  void NoteDenied(const std::string& job) const;
 
  private:
   explicit JobOwners(std::string path) : path_(std::move(path)) {}
   Status Load() REFT_EXCLUDES(mu_);
-  Status SaveLocked() const REFT_REQUIRES(mu_);
-  Status Refuse(const std::string& job, const JobOwner& owner,
-                const PeerCredentials& caller) const;
+  /// Appends one journal line (and compacts when the journal has grown past twice the owners).
+  Status AppendLocked(const std::string& line) REFT_REQUIRES(mu_);
+  Status CompactLocked() REFT_REQUIRES(mu_);
 
   const std::string path_;
   mutable Mutex mu_;
   std::map<std::string, JobOwner> owners_ REFT_GUARDED_BY(mu_);
+  size_t journal_lines_ REFT_GUARDED_BY(mu_) = 0;
   std::function<void(const std::string&)> on_denied_;
-  mutable std::atomic<uint64_t> denied_{0};
+  std::atomic<uint64_t> denied_{0};
 };
 
-/// \brief Whether `caller` may use a job owned by `owner`.
-bool MayUse(const JobOwner& owner, const PeerCredentials& caller);
+/// \brief Checks a job id as the record keeps it (not empty, no control characters).
+Status CheckJobId(const std::string& job);
 
 }  // namespace reft::local

@@ -18,6 +18,7 @@
 
 #include "reft/local/commit_coordinator.h"
 #include "reft/local/job_owners.h"
+#include "reft/local/plan_source.h"
 #include "reft/local/recovery_hooks.h"
 #include "reft/local_proto/frame.h"
 #include "reft/result.h"
@@ -36,6 +37,9 @@ struct LocalServerOptions {
   mode_t socket_mode = 0;
   int copy_threads = 2;           ///< workers running session requests (pulls, seals, restores)
   uint32_t max_sessions = 1024;
+  /// Sessions one uid (SO_PEERCRED) may hold at once, so that one user's clients cannot take
+  /// every one of max_sessions from the others (local.max_sessions_per_uid).
+  uint32_t max_sessions_per_uid = 64;
   uint32_t max_protocol_errors = 8;  ///< a client sending more bad frames is disconnected
   int send_timeout_ms = 10000;       ///< a client that does not read its replies is dropped
   /// A streamed restore hands pieces over in a ring of shared memory (local_proto/stream.h);
@@ -60,16 +64,21 @@ struct LocalServerOptions {
   /// whose optimizer is not reft's AdamW kernel (torch's differs in the last ulps) and checks
   /// the replay in production; costs one network copy every this many steps. 0 = never.
   uint32_t aor_resync_steps = 1000;
-  /// Who owns each job (job_owners.h); must outlive the server. Null: the server keeps its own
-  /// in memory (ownership is then enforced but forgotten at exit).
-  JobOwners* job_owners = nullptr;
+  /// Who owns each job (job_ownership.h: the node's JobOwners, or etcd's record); must outlive
+  /// the server. Null: the server keeps its own in memory (ownership is then enforced but
+  /// forgotten at exit).
+  JobOwnership* job_owners = nullptr;
+  /// This node's id, recorded with the claims its trainers make ("" in tests).
+  std::string node_id;
 };
 
-/// \brief The cluster layer's implementations of the local channel's seams (recovery_hooks.h):
-/// daemon/recovery's in reftd; both are required.
+/// \brief The cluster layer's implementations of the local channel's seams (recovery_hooks.h,
+/// plan_source.h): daemon/recovery's and the planner's in reftd. `copier` and `restorer` are
+/// required; without `plans` a plan query is Unavailable ("this daemon has no planner").
 struct ClusterHooks {
   PeerCopier* copier = nullptr;
   RestoreProvider* restorer = nullptr;
+  PlanSource* plans = nullptr;
 };
 
 /// \brief One connected client, as shown by `reftctl status`.
@@ -101,7 +110,7 @@ struct SessionInfo {
 
 struct LocalServerStats {
   uint64_t accepted = 0;
-  uint64_t rejected_peers = 0;   ///< refused by SO_PEERCRED or max_sessions
+  uint64_t rejected_peers = 0;   ///< refused by SO_PEERCRED, max_sessions or its per-uid limit
   uint64_t rejected_frames = 0;  ///< malformed, truncated, oversized or out-of-order frames
   uint64_t closed_sessions = 0;
   uint64_t failed_replies = 0;   ///< replies (mostly error frames) a client did not take

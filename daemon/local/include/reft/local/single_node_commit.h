@@ -23,7 +23,9 @@ namespace reft::local {
 class SingleNodeCommitCoordinator : public CommitCoordinator {
  public:
   explicit SingleNodeCommitCoordinator(store::SnapshotStore* store);
-  Status Join(const store::RankKey& rank, const JobLayout& layout) override REFT_EXCLUDES(mu_);
+  using CommitCoordinator::Join;
+  Status Join(const store::RankKey& rank, const JobLayout& layout, const Joiner& who) override
+      REFT_EXCLUDES(mu_);
   void Leave(const store::RankKey& rank) override REFT_EXCLUDES(mu_);
   /// Single node: no restore decisions of its own, so every epoch is 0 and none is refused.
   Status Complete(const store::RankKey& rank, int64_t step, int64_t epoch) override

@@ -124,6 +124,9 @@ class Metrics {
   /// Bulk connections this node served so far (the counter follows `total`).
   void SetBulkConnections(uint64_t total);
 
+  /// Jobs the control plane keeps state for on this node (job records, docs/security.md).
+  void SetJobsFollowed(double jobs);
+
   // --- planner ---
   /// Bytes of layers a transfer plan staged on this node, held for reshaped restores.
   void SetStagedBytes(double bytes);
@@ -171,6 +174,7 @@ class Metrics {
   std::array<prometheus::Counter*, static_cast<int>(PersistFailure::kCount)> persist_failures_{};
   prometheus::Histogram* gossip_rtt_ = nullptr;
   prometheus::Gauge* staged_ = nullptr;
+  prometheus::Gauge* jobs_followed_ = nullptr;
   prometheus::Counter* staged_total_ = nullptr;
   std::array<prometheus::Counter*, 2> transfer_hosts_{};  // failed, done
 };

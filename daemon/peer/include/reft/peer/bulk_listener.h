@@ -54,9 +54,11 @@ class BulkListener {
   /// The bound port (the one chosen when the address asked for port 0).
   uint16_t port() const { return port_; }
 
-  /// \brief A fresh ticket that one connection from `peer_ip` (as PeerIpOf writes it; "" =
-  /// from any address) may present. Claim() must follow, also on every error path: it is what
-  /// forgets the ticket. An error only when the kernel has no random bytes to give.
+  /// \brief A fresh ticket that one connection from `peer_ip` (as PeerIpOf writes it) may
+  /// present. Claim() must follow, also on every error path: it is what forgets the ticket.
+  /// InvalidArgument for "" (a caller whose address is unknown must not get a ticket good from
+  /// anywhere: its bytes stay on gRPC); otherwise an error only when the kernel has no random
+  /// bytes to give.
   Result<Ticket> Expect(const std::string& peer_ip);
 
   /// \brief The connection that presented `ticket`, waiting until `deadline` or until

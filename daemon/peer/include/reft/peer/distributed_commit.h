@@ -51,7 +51,10 @@ class DistributedCommitCoordinator final : public JobCoordinator {
   Status Start() override;
   void Stop() override;
 
-  Status Join(const store::RankKey& rank, const JobLayout& layout) override;
+  using local::CommitCoordinator::Join;
+  /// The owner was checked by the node's own JobOwners: gossip records no owner.
+  Status Join(const store::RankKey& rank, const JobLayout& layout,
+              const local::Joiner& who) override;
   void Leave(const store::RankKey& rank) override;
   /// Gossip: epochs are this node's own decisions' versions (docs/recovery.md "Restore
   /// epochs"): a trainer of this node restored under an older local decision is refused.

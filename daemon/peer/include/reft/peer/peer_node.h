@@ -16,7 +16,10 @@
 
 #include "reft/peer/bulk_listener.h"
 #include "reft/peer/distributed_commit.h"
+#include "reft/local/job_ownership.h"
+#include "reft/peer/job_access.h"
 #include "reft/peer/job_coordinator.h"
+#include "reft/peer/job_records.h"
 #include "reft/peer/membership.h"
 #include "reft/peer/node_directory.h"
 #include "reft/peer/peer_client.h"
@@ -37,6 +40,12 @@ struct PeerSecurity {
 struct ControlPlane {
   std::unique_ptr<NodeDirectory> nodes;
   std::unique_ptr<JobCoordinator> jobs;
+  /// Who owns each job, cluster-wide (null: the node keeps its own record; gossip).
+  std::unique_ptr<local::JobOwnership> owners;
+  /// Which nodes may fetch a job's bytes (null: every authenticated member; gossip).
+  std::unique_ptr<JobAccess> access;
+  /// The job records operators list and the sweeper that forgets gone jobs (null: gossip).
+  std::unique_ptr<JobRecords> records;
 };
 /// Builds a control plane for a node (its options, store and peer client outlive it).
 using ControlPlaneFactory = std::function<Result<ControlPlane>(
@@ -65,6 +74,12 @@ class PeerNode {
   PeerClient& client() { return *client_; }
   /// The job coordinator to hand to the local channel (owned by this node).
   JobCoordinator* coordinator() { return jobs_.get(); }
+  /// The control plane's record of job owners, or null (gossip: the daemon keeps its own).
+  local::JobOwnership* owners() { return owners_.get(); }
+  /// The control plane's check of which nodes may fetch a job's bytes, or null (gossip).
+  JobAccess* access() { return access_.get(); }
+  /// The control plane's job records (`reftctl jobs`), or null (gossip).
+  JobRecords* records() { return records_.get(); }
   PeerService* service() { return service_.get(); }
   /// The bulk transport's listener (PeerOptions::bulk_listen), or null.
   const BulkListener* bulk() const { return bulk_.get(); }
@@ -98,6 +113,9 @@ class PeerNode {
   std::unique_ptr<PeerClient> client_;
   std::unique_ptr<NodeDirectory> nodes_;
   std::unique_ptr<JobCoordinator> jobs_;
+  std::unique_ptr<local::JobOwnership> owners_;
+  std::unique_ptr<JobAccess> access_;  ///< before service_: outlives it
+  std::unique_ptr<JobRecords> records_;
   Membership* swim_ = nullptr;
   DistributedCommitCoordinator* gossip_commit_ = nullptr;
   std::unique_ptr<BulkListener> bulk_;  ///< before service_: outlives it

@@ -39,6 +39,10 @@ struct PeerOptions {
   std::chrono::milliseconds suspicion_timeout{2000}; ///< suspect -> dead
   std::chrono::milliseconds rpc_deadline{2000};      ///< control RPCs (commit, manifest, hello)
   std::chrono::milliseconds fetch_deadline{120000};  ///< one FetchRegion stream
+  /// Regions a holder serves to every admitted member, whatever its part in the job
+  /// (job_access.h): ones that carry no training state. reftd: the slot meta (buffer names,
+  /// sizes, checksums), which operators' restore-check and plan show read from any node.
+  std::vector<std::string> job_free_regions;
   std::chrono::milliseconds anti_entropy_interval{500};  ///< commit-state exchange period
   /// Gossip: live members (this node included) beyond which newcomers are refused.
   uint32_t max_gossip_nodes = kMaxGossipNodes;

@@ -12,6 +12,7 @@
 /// identity under mutual TLS (docs/security.md). Handlers are thread-safe (gRPC sync server
 /// threads).
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -20,6 +21,7 @@
 #include "reft/mutex.h"
 #include "reft/peer/bulk_listener.h"
 #include "reft/peer/distributed_commit.h"
+#include "reft/peer/job_access.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
 #include "reft/peer/node_directory.h"
@@ -75,6 +77,13 @@ class PeerService final : public v1::Peer::Service {
   using StageHandler = std::function<Result<v1::StageLayersResponse>(const v1::StageLayersRequest&)>;
   void SetStageHandler(StageHandler handler);
 
+  /// Holders serve a job's bytes (FetchRegion, StageLayers, PersistStep) only to the nodes
+  /// `access` ties to the job (job_access.h); null (the default, gossip) = to every admitted
+  /// member. Set before the server serves; `access` outlives the service.
+  void SetJobAccess(JobAccess* access) { access_ = access; }
+  /// Calls refused because the caller has no part in the job.
+  uint64_t refused_jobs() const { return refused_jobs_.load(); }
+
   /// Sets the server-wide limits this service needs (max send/receive message sizes).
   static void ConfigureServerBuilder(const PeerOptions& options, grpc::ServerBuilder* builder);
 
@@ -102,6 +111,8 @@ class PeerService final : public v1::Peer::Service {
                   grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer,
                   const WireChunks& chunks);
   Status Admit(const v1::Caller& caller, bool serves_snapshots);
+  /// JobAccess::MayServe for the caller's node (OK without an access check).
+  Status MayServe(const v1::Caller& caller, const std::string& job);
   grpc::Status NoGossip(const char* method) const;
   /// The Authorizer's verdict on one call (OK without an authorizer).
   grpc::Status Authorize(grpc::ServerContext* ctx, const char* method, const v1::Caller& caller);
@@ -113,6 +124,8 @@ class PeerService final : public v1::Peer::Service {
   Gossip gossip_;
   const security::Authorizer* authorizer_;
   BulkListener* bulk_;
+  JobAccess* access_ = nullptr;
+  std::atomic<uint64_t> refused_jobs_{0};
   Mutex handler_mu_;
   std::shared_ptr<PersistHandler> persist_handler_ REFT_GUARDED_BY(handler_mu_);
   std::shared_ptr<StageHandler> stage_handler_ REFT_GUARDED_BY(handler_mu_);

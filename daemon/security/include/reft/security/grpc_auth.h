@@ -28,17 +28,32 @@ struct SecurityOptions {
   /// Group whose members may use the admin Unix socket besides root and the daemon's own uid
   /// (checked with SO_PEERCRED); "" = nobody else.
   std::string operator_group;
+  /// Under mutual TLS, the client certificates that may make Admin calls over TCP: each entry
+  /// is matched against a certificate's URI and DNS subject alternative names, or its common
+  /// name when it has neither (tools/reft-certs.sh's operator certificate: "reft-operator").
+  /// Required with TLS: the CA signs every node's certificate too, and a node is no operator.
+  std::vector<std::string> operator_identities;
 
   bool tls() const { return !tls_cert.empty(); }
 };
 
-/// \brief True for 127.0.0.0/8, [::1], localhost and unix: targets.
+/// \brief True for unix: targets and for an address whose host is an IPv4 literal in
+/// 127.0.0.0/8, the IPv6 literal ::1 (bracketed or not), or exactly "localhost". Any other name
+/// is not loopback, whatever it would resolve to: nothing is resolved ("127.evil.example.com"
+/// is a name like any other).
 bool IsLoopbackAddress(const std::string& address);
+
+/// \brief The host of "host:port", "[v6]:port", "[v6]", a bare IPv6 literal or a bare host
+/// (a gRPC "ipv4:"/"ipv6:" scheme dropped); "" when brackets do not close or are followed by
+/// anything but ":port".
+std::string HostOfAddress(const std::string& address);
 
 /// \brief Checks the combination: TLS needs cert, key and CA together; without TLS, every
 /// address must be loopback unless allow_insecure: with neither TLS nor a token anyone on the
 /// network could call, and a token without TLS travels in clear text (anyone who sees one call
-/// can replay it). An operator_group must exist. InvalidArgument names the key and says why.
+/// can replay it). An operator_group must exist. Mutual TLS needs operator_identities (else
+/// no certificate, or every one, would be an operator). InvalidArgument names the key and says
+/// why.
 Status ValidateSecurity(const SecurityOptions& options, const std::vector<std::string>& addresses);
 
 /// \brief The token (first line, trailing whitespace removed). IoError / InvalidArgument name

@@ -7,6 +7,8 @@
 /// payload_length u32, reserved u32 (must be 0). Every request gets exactly one reply carrying
 /// the same request_id: the matching *Reply type, or kError. One exception: a kRestore that
 /// asked to stream may get one kRestoreStream frame (same request_id) before its reply.
+/// Every request but kPlanQuery needs a hello first; kPlanQuery may be a connection's only
+/// request (a launcher asks before it knows its rank).
 
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +21,8 @@ constexpr uint32_t kFrameMagic = 0x4C544652;  // "RFTL" little-endian
 /// 2: slots are sharded (SlotReply carries regions, hello reply the shard alignment).
 /// 3: restore replies carry a RestoreReport.
 /// 4: a restore stream hands pieces over in a shared ring, acknowledged (stream.h).
+/// Message types are added without a new version: an older peer answers a type it does not
+/// know with a Protocol error ("unknown message type N") and keeps the connection.
 constexpr uint16_t kProtocolVersion = 4;
 constexpr size_t kFrameHeaderSize = 24;
 
@@ -41,8 +45,10 @@ enum class MessageType : uint16_t {
   kSnapshotAbort = 16,       ///< client gave up a snapshot it began (copy failed)
   kHasAttach = 17,           ///< client shares its HAS hint page (memfd, has_hints.h); reply ack
   kRestoreStream = 18,       ///< daemon -> client before kRestoreReply: placements, data socket, ring
+  kPlanQuery = 19,           ///< a job's plan document (no hello needed); the caller must own the job
+  kPlanReply = 20,           ///< the document inline, or in a sealed memfd that rides with it
 };
-constexpr uint16_t kMaxMessageType = 18;
+constexpr uint16_t kMaxMessageType = 20;
 
 /// \brief "hello", "snapshot_begin", ... or "unknown".
 const char* MessageTypeName(MessageType type);

@@ -213,6 +213,24 @@ struct ErrorReply {
   std::string message;
 };
 
+/// PlanQuery (client -> daemon): the plan document of `job`, which the caller must own. The one
+/// request a connection may send without a hello.
+struct PlanQuery {
+  std::string job;
+};
+/// PlanReply: the job's plan document, the JSON `reftctl plan show --job J -o json` prints
+/// (without its "schema" member). Why two forms: the document grows with the job (its ranks,
+/// layers and transfer plan) past what one frame carries (Limits::max_payload_bytes), so a
+/// large one travels in a memfd sealed against writes and resizing that rides with the frame
+/// (one fd), `file_bytes` long. Payload: u8 form (0 inline, 1 file), then the document as a
+/// length-prefixed string (at most kMaxInline bytes) or u64 file_bytes (1..kMaxFileBytes).
+struct PlanReply {
+  static constexpr uint32_t kMaxInline = 48 * 1024;     ///< larger documents go in the file
+  static constexpr uint64_t kMaxFileBytes = 64ull << 20;
+  std::string json;         ///< the document when inline ("" in the file form)
+  uint64_t file_bytes = 0;  ///< > 0: the document is the first file_bytes of the frame's fd
+};
+
 std::vector<uint8_t> Encode(const Hello& m);
 std::vector<uint8_t> Encode(const HelloReply& m);
 std::vector<uint8_t> Encode(const Register& m);
@@ -225,6 +243,8 @@ std::vector<uint8_t> Encode(const RestoreRequest& m);
 std::vector<uint8_t> Encode(const QueryCommittedReply& m);
 std::vector<uint8_t> Encode(const SnapshotStaged& m);
 std::vector<uint8_t> Encode(const ErrorReply& m);
+std::vector<uint8_t> Encode(const PlanQuery& m);
+std::vector<uint8_t> Encode(const PlanReply& m);
 /// The error reply for a status (messages longer than 4 KiB are cut).
 std::vector<uint8_t> EncodeError(const Status& status);
 
@@ -240,6 +260,8 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreRequest* m)
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, QueryCommittedReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotStaged* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, ErrorReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, PlanQuery* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, PlanReply* m);
 /// The Status an error reply carries (unknown codes become Protocol errors).
 Status ToStatus(const ErrorReply& e);
 

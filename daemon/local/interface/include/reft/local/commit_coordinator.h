@@ -12,7 +12,11 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "reft/job_layout.h"
+#include "reft/local/job_ownership.h"
+#include "reft/peer_credentials.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
 
@@ -63,13 +67,37 @@ inline Status CheckReplicatedAgree(const store::RankKey& a, const ReplicatedBuff
   return Status::OK();
 }
 
+/// \brief Who joins a job: the trainer's credentials (SO_PEERCRED), and the owner it claims
+/// the job as when the job has none yet (MakeClaim).
+struct Joiner {
+  PeerCredentials caller;
+  JobOwner claim;
+  /// reftd's own uid and group: in-process callers and tests.
+  static Joiner Self() {
+    Joiner j;
+    j.caller.uid = static_cast<uint32_t>(::geteuid());
+    j.caller.gid = static_cast<uint32_t>(::getegid());
+    j.claim.uid = j.caller.uid;
+    return j;
+  }
+};
+
 /// \brief Commit decisions for every job on this daemon. Thread-safe.
 class CommitCoordinator {
  public:
   virtual ~CommitCoordinator() = default;
   /// \brief A trainer of `rank` connected with `layout`. InvalidArgument when the rank lies
-  /// outside the layout or the layout differs from the one the job's connected ranks use.
-  virtual Status Join(const store::RankKey& rank, const JobLayout& layout) = 0;
+  /// outside the layout or the layout differs from the one the job's connected ranks use;
+  /// AlreadyExists when another live session holds the rank (on this node, or — with a
+  /// control plane that records joins — on another node). A coordinator that records the
+  /// job's owner with its layout (etcd) claims the job for `who` when it has no owner, and
+  /// refuses (NotYourJob) a caller who may not use it.
+  virtual Status Join(const store::RankKey& rank, const JobLayout& layout,
+                      const Joiner& who) = 0;
+  /// \brief Join as reftd's own uid (in-process callers and tests).
+  Status Join(const store::RankKey& rank, const JobLayout& layout) {
+    return Join(rank, layout, Joiner::Self());
+  }
   /// \brief The trainer of `rank` disconnected (its completions stay counted).
   virtual void Leave(const store::RankKey& rank) = 0;
   /// \brief `rank` sealed `step` (state complete) under restore epoch `epoch` (the session's:
