@@ -4,6 +4,7 @@ can read (the build tree's permissions are left as they are).
 
 The attack tests that need this must run in CI: under CI=true a machine that cannot run them
 (not root, no setpriv) fails them instead of skipping."""
+import atexit
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ def package_copy() -> str:
     import reft  # the build tree's, on PYTHONPATH
     src = os.path.dirname(reft.__file__)
     root = tempfile.mkdtemp(prefix="reft-pkg-")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     shutil.copytree(src, os.path.join(root, "reft"),
                     ignore=shutil.ignore_patterns("__pycache__"))
     for d, dirs, files in os.walk(root):

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -378,6 +379,14 @@ Status Daemon::Impl::CreatePeer() {
   REFT_ASSIGN_OR_RETURN(peer,
                         peer::PeerNode::Create(po, store.get(), std::move(ps), control_plane));
   recovery::StagedLayers* staged_layers = staged.get();
+  if (auto* etcd_jobs = dynamic_cast<coord::EtcdJobCoordinator*>(peer->coordinator())) {
+    // A job forgotten cluster-wide (docs/operations.md "Job records") leaves nothing here.
+    StepCadence* step_cadence = cadence.get();
+    etcd_jobs->SetForgetListener([staged_layers, step_cadence](const std::string& job) {
+      staged_layers->DropBefore(job, std::numeric_limits<int64_t>::max());
+      step_cadence->Forget(job);
+    });
+  }
   coordinator = std::make_unique<MeteredCommitCoordinator>(
       peer->CoordinatorHandle(), store.get(), metrics.get(), cadence.get(),
       [staged_layers](const std::string& job, int64_t step) { staged_layers->DropBefore(job, step); });

@@ -979,14 +979,17 @@ void EtcdJobCoordinator::Run() {
     wake_at_.reset();
     std::vector<int64_t> cancel;
     cancel.swap(cancel_watches_);
-    std::vector<std::string> jobs;
+    std::vector<std::string> jobs, forgotten;
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       const std::string job = it->first;
       ++it;  // ForgetIfGoneLocked may erase the job
-      if (!ForgetIfGoneLocked(job, &cancel)) jobs.push_back(job);
+      (ForgetIfGoneLocked(job, &cancel) ? forgotten : jobs).push_back(job);
     }
     lock.unlock();
     for (int64_t h : cancel) etcd_->CancelWatch(h);
+    if (on_forget_) {
+      for (const auto& job : forgotten) on_forget_(job);
+    }
     for (const auto& job : jobs) {
       bool tracked, stale;
       {

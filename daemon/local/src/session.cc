@@ -296,6 +296,9 @@ Status Session::HandleRestore(const Frame& f) {
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &request));
   if (writer_.writing()) return Status::Busy("cannot restore while a snapshot is being written");
   if (buffers_.empty()) return Status::InvalidArgument("restore with no registered buffer");
+  // A restore reads the whole job's state (and may decide the job's restore for everyone): the
+  // owner is asked again, in case an operator released the job since this session joined.
+  REFT_RETURN_NOT_OK(ctx_.owners->Check(rank_.job, cred_));
   REFT_ASSIGN_OR_RETURN(const protect::SlotMeta* meta, writer_.Meta());
   // The trainer goes back to a committed step: whatever the replicas replayed is ahead of it.
   writer_.ResetAor("the trainer restored");

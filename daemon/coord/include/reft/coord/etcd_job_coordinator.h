@@ -31,6 +31,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -155,6 +156,11 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// \brief Jobs this node keeps state (and watches) for: bounded by the jobs in use here,
   /// not by the names ever seen (a job whose records were deleted is forgotten).
   size_t followed_jobs() const;
+  /// \brief Called (on the worker thread) with each job this node forgot, so that what the
+  /// daemon keeps per job (step cadence, staged layers) goes with it. Set before Start().
+  void SetForgetListener(std::function<void(const std::string& job)> listener) {
+    on_forget_ = std::move(listener);
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -323,6 +329,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::vector<GenerationEvent> pending_events_;
   std::vector<int64_t> cancel_watches_;  // cancelled by the worker (not from a watch callback)
   CompletionTraffic traffic_;
+  std::function<void(const std::string&)> on_forget_;
   std::mutex listeners_mu_;
   std::vector<GenerationListener> listeners_;
   std::vector<LeadershipListener> leadership_listeners_;
