@@ -76,6 +76,12 @@ std::string EncodeManifest(const Manifest& m) {
                       {"layout", {{"pp", m.layout.pp}, {"tp", m.layout.tp}, {"dp", m.layout.dp}}},
                       {"created_unix_ms", m.created_unix_ms},
                       {"files", std::move(files)}};
+  if (m.owner) {  // absent: unknown (an older reftd wrote none)
+    const ManifestOwner& o = *m.owner;
+    j["owner"] = {{"uid", o.uid},
+                  {"gid", o.gid ? nlohmann::json(*o.gid) : nlohmann::json()},
+                  {"group", o.group.empty() ? nlohmann::json() : nlohmann::json(o.group)}};
+  }
   return j.dump(1) + "\n";
 }
 
@@ -99,6 +105,20 @@ Result<Manifest> DecodeManifest(const std::string& text, const std::string& name
     m.layout.tp = Integer<int32_t>(l, "tp");
     m.layout.dp = Integer<int32_t>(l, "dp");
     m.created_unix_ms = Integer<int64_t>(j, "created_unix_ms");
+    // "owner" is optional (manifests of an older reftd have none; null is the same: unknown).
+    if (auto it = j.find("owner"); it != j.end() && !it->is_null()) {
+      const auto& o = *it;
+      if (!o.is_object()) return bad("field 'owner' is not an object: " + o.dump());
+      ManifestOwner owner;
+      owner.uid = Integer<uint32_t>(o, "uid");
+      if (auto g = o.find("gid"); g != o.end() && !g->is_null()) {
+        owner.gid = Integer<uint32_t>(o, "gid");
+      }
+      if (auto g = o.find("group"); g != o.end() && !g->is_null()) {
+        owner.group = g->get<std::string>();
+      }
+      m.owner = std::move(owner);
+    }
     for (const auto& f : j.at("files")) {
       RankFileInfo info;
       info.file = f.at("file").get<std::string>();

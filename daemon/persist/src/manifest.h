@@ -7,7 +7,12 @@
 ///    "files": [{"file": "pp0-tp0-dp1.reft", "pp": 0, "tp": 0, "dp": 1,
 ///               "bytes": 1052672, "payload_bytes": 1048641, "chunk_size": 4194304,
 ///               "chunk_count": 3, "chunk_table_xxh3": "9f86d081884c7d65",
-///               "regions": [{"name": "meta", "size": 65}, ...]}, ...]}
+///               "regions": [{"name": "meta", "size": 65}, ...]}, ...],
+///    "owner": {"uid": 1000, "gid": 2000, "group": "team"}}
+///
+/// `owner` (docs/security.md "Jobs belong to their owner") is the job's owner when the files
+/// were written: `gid` and `group` null when it has no group. Absent or null = unknown (an
+/// older reftd wrote none), read as std::nullopt; the version stays 1, older readers ignore it.
 ///
 /// `chunk_table_xxh3` (16 hex digits: JSON numbers lose precision above 2^53) is the XXH3-64
 /// of the file's chunk table, the value its header's state record carries: it identifies the

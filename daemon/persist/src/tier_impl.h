@@ -24,10 +24,14 @@ class TierImpl final : public PersistentTier {
   const PersistOptions& options() const override { return options_; }
   Result<RankFileInfo> WriteRank(const store::RankKey& rank, int64_t step,
                                  const std::vector<store::ImageRegion>& regions) override;
-  Result<std::string> WriteManifest(const std::string& job, int64_t step, const JobLayout& layout,
-                                    const std::vector<RankFileInfo>& files) override;
-  Result<PersistReport> PersistStep(const std::string& job, int64_t step, const JobLayout& layout,
-                                    const std::vector<RankImage>& ranks) override;
+  Result<std::string> WriteManifest(
+      const std::string& job, int64_t step, const JobLayout& layout,
+      const std::vector<RankFileInfo>& files,
+      const std::optional<ManifestOwner>& owner = std::nullopt) override;
+  Result<PersistReport> PersistStep(
+      const std::string& job, int64_t step, const JobLayout& layout,
+      const std::vector<RankImage>& ranks,
+      const std::optional<ManifestOwner>& owner = std::nullopt) override;
   Result<std::vector<int64_t>> ApplyRetention(const std::string& job,
                                               const JobLayout& layout) override;
   Result<std::vector<std::string>> ListJobs() override;

@@ -88,7 +88,8 @@ std::optional<Manifest> TierImpl::ReadOwnManifestLocked(const std::string& job, 
 
 Result<std::string> TierImpl::WriteManifest(const std::string& job, int64_t step,
                                             const JobLayout& layout,
-                                            const std::vector<RankFileInfo>& files) {
+                                            const std::vector<RankFileInfo>& files,
+                                            const std::optional<ManifestOwner>& owner) {
   REFT_RETURN_NOT_OK(ValidateJob(job));
   REFT_RETURN_NOT_OK(layout.Validate());
   if (step < 0) return Status::InvalidArgument("step " + std::to_string(step) + " must be >= 0");
@@ -103,7 +104,17 @@ Result<std::string> TierImpl::WriteManifest(const std::string& job, int64_t step
   REFT_RETURN_NOT_OK(EnsureStepDir(job, step));
   MutexLock lock(manifest_mu_);
   std::map<store::RankKey, RankFileInfo> merged;
+  std::optional<ManifestOwner> recorded = owner;
   if (auto old = ReadOwnManifestLocked(job, step)) {
+    // One manifest speaks for one owner: files written here for another one are not relabelled
+    // (a restore checks the owner of every manifest of the step, docs/security.md).
+    if (owner && old->owner && *old->owner != *owner) {
+      return Status::AlreadyExists("step " + std::to_string(step) + " of job '" + job +
+                                   "' in the persistent tier holds files this node wrote for "
+                                   "another owner of the job; remove " + StepDir(job, step) +
+                                   " before persisting the step again");
+    }
+    if (!recorded) recorded = old->owner;  // unknown now: keep what the manifest knew
     for (auto& f : old->files) merged[f.rank] = std::move(f);
   }
   for (const auto& f : files) {
@@ -117,6 +128,7 @@ Result<std::string> TierImpl::WriteManifest(const std::string& job, int64_t step
   m.job = job;
   m.step = step;
   m.layout = layout;
+  m.owner = std::move(recorded);
   m.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
@@ -142,7 +154,8 @@ Result<std::string> TierImpl::WriteManifest(const std::string& job, int64_t step
 
 Result<PersistReport> TierImpl::PersistStep(const std::string& job, int64_t step,
                                             const JobLayout& layout,
-                                            const std::vector<RankImage>& ranks) {
+                                            const std::vector<RankImage>& ranks,
+                                            const std::optional<ManifestOwner>& owner) {
   const auto t0 = std::chrono::steady_clock::now();
   REFT_RETURN_NOT_OK(ValidateJob(job));
   REFT_RETURN_NOT_OK(layout.Validate());
@@ -167,7 +180,8 @@ Result<PersistReport> TierImpl::PersistStep(const std::string& job, int64_t step
     report.bytes_written += info.file_bytes;
     report.files.push_back(std::move(info));
   }
-  REFT_ASSIGN_OR_RETURN(report.manifest_path, WriteManifest(job, step, layout, report.files));
+  REFT_ASSIGN_OR_RETURN(report.manifest_path,
+                        WriteManifest(job, step, layout, report.files, owner));
   {
     struct stat st {};
     if (::stat(report.manifest_path.c_str(), &st) == 0) report.bytes_written += st.st_size;

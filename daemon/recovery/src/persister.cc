@@ -7,12 +7,14 @@
 #include <future>
 #include <set>
 
+#include "reft/local/job_ownership.h"
 #include "reft/log.h"
 #include "reft/peer/peer_node.h"
 #include "reft/peer/rank_id.h"
 #include "reft/protect/sharding.h"
 #include "reft/protect/slot_meta.h"
 #include "reft/recovery/snapshot_meta.h"
+#include "reft/recovery/tier_restore.h"
 
 namespace reft::recovery {
 
@@ -274,7 +276,18 @@ void Persister::PersistPinned(const std::vector<std::shared_ptr<store::SlotRef>>
     }
   }
 
-  auto rep = (*tier)->PersistStep(job, step, *layout, images);
+  // The manifest records the job's owner, so a restore never hands the step to another one.
+  std::optional<persist::ManifestOwner> owner;
+  if (owners_ != nullptr) {
+    auto current = owners_->Owner(job);
+    if (!current.ok()) {
+      n->status = current.status().WithContext("reading the owner of job '" + job +
+                                               "' for the manifest of " + StepStr(step));
+      return;
+    }
+    if (current->has_value()) owner = ToManifestOwner(**current);
+  }
+  auto rep = (*tier)->PersistStep(job, step, *layout, images, owner);
   tier_->Report(rep.status());
   if (!rep.ok()) {
     n->status = rep.status();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "reft/local/job_ownership.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/reshape_tier.h"
@@ -68,6 +69,20 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     }
   };
 
+  // A persisted step goes to this job's trainers only when its manifests record the job's
+  // current owner, or none (docs/security.md "Jobs belong to their owner"): a name released
+  // and claimed by another user does not hand it the old owner's steps.
+  auto owner_allows = [&](persist::PersistentTier* t, int64_t step) -> Status {
+    if (owners_ == nullptr) return Status::OK();
+    auto owner = owners_->Owner(job);
+    if (!owner.ok()) {
+      return owner.status().WithContext("reading the owner of " + JobStr(job) +
+                                        " before restoring its persisted step " +
+                                        std::to_string(step));
+    }
+    return CheckPersistedOwner(t, job, step, *owner);
+  };
+
   // Restores `step` from the tier with `detail` (the generation must be `gen` at the end, or
   // the job moved on under us and the caller tries again: nullopt).
   auto from_tier = [&](int64_t step, uint64_t gen,
@@ -80,6 +95,7 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       return Status::Lost(detail +
                           "; but the persistent tier cannot be used: " + tier.status().ToString());
     }
+    REFT_RETURN_NOT_OK(owner_allows(tier->get(), step));  // the probe's answer too
     // A step persisted under another layout: reshaped by name when the trainer asked for it.
     std::optional<JobLayout> saved;
     if (request.reshape || request.probe) {
@@ -179,6 +195,8 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
                           " has no complete step of " + JobStr(job) + " for layout " +
                           layout.ToString() + " at or before step " + std::to_string(*memory_step));
     }
+    // No generation starts from a step the job's trainers may not have.
+    REFT_RETURN_NOT_OK(owner_allows(tier->get(), *p));
     // Steps up to the floor may have (partial) directories written by the abandoned timeline:
     // the new generation never persists them, so no step can mix files of the two.
     int64_t floor = std::max<int64_t>(gen.persist_floor, memory_step.value_or(-1));

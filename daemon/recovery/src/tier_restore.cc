@@ -37,6 +37,26 @@ Status ReadRegionPieces(const persist::PersistedRank& file, const std::string& r
 
 }  // namespace
 
+persist::ManifestOwner ToManifestOwner(const local::JobOwner& owner) {
+  return persist::ManifestOwner{owner.uid, owner.gid, owner.group};
+}
+
+Status CheckPersistedOwner(persist::PersistentTier* tier, const std::string& job, int64_t step,
+                           const std::optional<local::JobOwner>& owner) {
+  if (!owner) return Status::OK();
+  const persist::ManifestOwner current = ToManifestOwner(*owner);
+  REFT_ASSIGN_OR_RETURN(auto manifests, tier->ReadManifests(job, step));
+  for (const auto& m : manifests) {
+    if (m.owner && *m.owner != current) {
+      return Status::PermissionDenied(
+          "step " + std::to_string(step) + " of job '" + job +
+          "' in the persistent tier was written for another owner; it is not restored (reftctl "
+          "jobs release and the tier: docs/security.md)");
+    }
+  }
+  return Status::OK();
+}
+
 Result<local::RestoredState> RestoreFromTier(persist::PersistentTier* tier,
                                              const protect::SlotMeta& meta, int64_t step,
                                              uint64_t piece_bytes, RestoreStats* stats,

@@ -113,19 +113,25 @@ class PersistentTier {
 
   /// \brief Writes (replaces) `manifest.<node_id>.json` of `step` the same durable way. Entries
   /// of an existing manifest of this node for ranks not in `files` are kept (merged), so ranks
-  /// persisted by separate calls end up in one manifest.
-  /// \return the manifest's path. InvalidArgument if a file belongs to another job or step.
-  virtual Result<std::string> WriteManifest(const std::string& job, int64_t step,
-                                            const JobLayout& layout,
-                                            const std::vector<RankFileInfo>& files) = 0;
+  /// persisted by separate calls end up in one manifest. `owner`: the job's owner, recorded in
+  /// the manifest (std::nullopt = unknown: an existing manifest's owner is then kept).
+  /// \return the manifest's path. InvalidArgument if a file belongs to another job or step;
+  /// AlreadyExists when this node's existing manifest of the step records another owner (a
+  /// manifest speaks for one owner: the step must be removed from the tier first).
+  virtual Result<std::string> WriteManifest(
+      const std::string& job, int64_t step, const JobLayout& layout,
+      const std::vector<RankFileInfo>& files,
+      const std::optional<ManifestOwner>& owner = std::nullopt) = 0;
 
   /// \brief The usual entry point: WriteRank for every rank (in order; the first error stops
   /// and is returned, files already written stay: each one is complete and valid), then
   /// WriteManifest, then ApplyRetention (a retention failure is reported in the result, it
   /// does not fail the persist). Every rank must belong to `job` and lie inside `layout`.
-  virtual Result<PersistReport> PersistStep(const std::string& job, int64_t step,
-                                            const JobLayout& layout,
-                                            const std::vector<RankImage>& ranks) = 0;
+  /// `owner`: the job's owner, recorded in the manifest (WriteManifest).
+  virtual Result<PersistReport> PersistStep(
+      const std::string& job, int64_t step, const JobLayout& layout,
+      const std::vector<RankImage>& ranks,
+      const std::optional<ManifestOwner>& owner = std::nullopt) = 0;
 
   /// \brief Keeps the newest `keep` complete steps of `job` (complete for `layout`) and deletes
   /// every older step directory, complete or not, except steps this tier is writing. Nothing

@@ -5,6 +5,7 @@
 /// JobLayout when every rank of the layout has a valid file and no rank outside it has one.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,18 @@ struct StepStatus {
   uint64_t temp_files = 0;             ///< writes in progress (or abandoned) in the step directory
 };
 
+/// \brief The owner of the job a manifest's files were written for (docs/security.md "Jobs
+/// belong to their owner"): the tier's own copy of local::JobOwner, which daemon/recovery
+/// converts (persist does not depend on the local channel). Two owners are the same when uid
+/// and gid are; `group` is the group's name as the claim gave it, for people to read.
+struct ManifestOwner {
+  uint32_t uid = 0;
+  std::optional<uint32_t> gid;
+  std::string group;  ///< "" = none
+  bool operator==(const ManifestOwner& o) const { return uid == o.uid && gid == o.gid; }
+  bool operator!=(const ManifestOwner& o) const { return !(*this == o); }
+};
+
 /// \brief A node's manifest of one step (`manifest.<node_id>.json`).
 struct Manifest {
   std::string path;
@@ -70,6 +83,9 @@ struct Manifest {
   int64_t step = -1;
   JobLayout layout;
   int64_t created_unix_ms = 0;
+  /// The job's owner when the files were written; std::nullopt = unknown (a manifest of an
+  /// older reftd, or a job without an owner record at the time).
+  std::optional<ManifestOwner> owner;
   std::vector<RankFileInfo> files;  ///< `path` and `seconds` are not stored
 };
 

@@ -48,6 +48,9 @@
 namespace reft::peer {
 class PeerNode;
 }  // namespace reft::peer
+namespace reft::local {
+class JobOwnership;
+}  // namespace reft::local
 
 namespace reft::recovery {
 
@@ -134,6 +137,13 @@ class Persister {
   /// Sets the observer (call before Start).
   void SetObserver(Observer observer) { observer_ = std::move(observer); }
 
+  /// \brief The registry of job owners (must outlive the persister; call before Start): every
+  /// manifest this node writes records the job's current owner, which a tier restore checks
+  /// (docs/security.md "Jobs belong to their owner"). A job without an owner is written
+  /// without one; an owner that cannot be read fails this node's persist (an ownerless
+  /// manifest would be restored to anyone). Null (the default): no owner is recorded.
+  void SetJobOwnership(local::JobOwnership* owners) { owners_ = owners; }
+
   /// \brief Newest complete persisted step per job, as this node last saw it after a persist.
   std::map<std::string, int64_t> LastComplete() const;
 
@@ -167,6 +177,7 @@ class Persister {
   TierAccess* tier_;
   PersisterOptions options_;
   Observer observer_;
+  local::JobOwnership* owners_ = nullptr;
 
   Mutex write_mu_;  // one local persist at a time
   mutable Mutex mu_;

@@ -39,6 +39,10 @@
 #include "reft/recovery/staged_layers.h"
 #include "reft/recovery/tier_access.h"
 
+namespace reft::local {
+class JobOwnership;
+}  // namespace reft::local
+
 namespace reft::recovery {
 
 /// \brief Outcome of RebuildLostRanks for one rank.
@@ -152,6 +156,12 @@ class ReftLoad final : public local::RestoreProvider {
   /// use). Without it a step memory cannot rebuild is Lost.
   void SetPersistentTier(TierAccess* tier) { tier_ = tier; }
 
+  /// \brief The registry of job owners (must outlive this object; call before use). A step of
+  /// the persistent tier is then restored only when its manifests record the job's current
+  /// owner, or none (CheckPersistedOwner); otherwise PermissionDenied, and no fallback
+  /// generation is started for it. Without it (null) the owner is unknown: nothing is checked.
+  void SetJobOwnership(local::JobOwnership* owners) { owners_ = owners; }
+
  private:
   /// Restore with the job-wide choice between memory and the persistent tier.
   Result<local::RestoredState> RestoreConsistent(const protect::SlotMeta& meta, RestoreStats* stats,
@@ -208,6 +218,7 @@ class ReftLoad final : public local::RestoreProvider {
   Observer observer_;
   TierAccess* tier_ = nullptr;
   StagedLayers* staged_ = nullptr;
+  local::JobOwnership* owners_ = nullptr;
 };
 
 }  // namespace reft::recovery

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "reft/local/job_ownership.h"
 #include "reft/local/recovery_hooks.h"
 #include "reft/persist/persistent_tier.h"
 #include "reft/protect/slot_meta.h"
@@ -29,6 +30,22 @@ Result<local::RestoredState> RestoreFromTier(persist::PersistentTier* tier,
                                              const protect::SlotMeta& meta, int64_t step,
                                              uint64_t piece_bytes, RestoreStats* stats,
                                              const ProgressCallback& progress = nullptr);
+
+/// \brief The tier's record of a job owner (persist::ManifestOwner: uid, gid, group name).
+persist::ManifestOwner ToManifestOwner(const local::JobOwner& owner);
+
+/// \brief Whether persisted `step` of `job` may be handed to the trainers of the job's current
+/// owner `owner` (docs/security.md "Jobs belong to their owner"): when the owner is known,
+/// every manifest of the step that records an owner must record the same one (uid and gid).
+/// A manifest without an owner (an older reftd's) is accepted, and so is everything when the
+/// current owner is unknown (std::nullopt). Every restore that reads a persisted step for a
+/// trainer asks this first (ReftLoad, for RestoreFromTier and ReshapeFromTier alike).
+/// \return PermissionDenied "step S of job 'J' in the persistent tier was written for another
+/// owner; it is not restored (reftctl jobs release and the tier: docs/security.md)", naming
+/// nothing of the other owner; ReadManifests' errors (a step without a directory, a manifest
+/// that does not parse: no owner can be checked, so nothing is restored).
+Status CheckPersistedOwner(persist::PersistentTier* tier, const std::string& job, int64_t step,
+                           const std::optional<local::JobOwner>& owner);
 
 /// \brief What the persistent tier holds for one job (restore-check).
 struct PersistentCheck {
