@@ -11,17 +11,6 @@
 namespace reft::ctl {
 namespace {
 
-// "uid 1000" or "uid 1000+team" (the group sharing the job); "-" = no owner recorded.
-std::string OwnerText(const nlohmann::json& owner) {
-  if (owner.is_null()) return "-";
-  std::string s = "uid " + std::to_string(owner["uid"].get<uint32_t>());
-  if (!owner["gid"].is_null()) {
-    const std::string group = owner["group"];
-    s += "+" + (group.empty() ? "gid " + std::to_string(owner["gid"].get<uint32_t>()) : group);
-  }
-  return s;
-}
-
 // "45s", "12m5s", "3h20m", "2d4h".
 std::string FormatDuration(int64_t ms) {
   const int64_t s = std::max<int64_t>(0, ms) / 1000;

@@ -14,17 +14,6 @@ nlohmann::json RankJson(const v1::RankId& r) {
   return {{"job", r.job()}, {"pp", r.pp()}, {"tp", r.tp()}, {"dp", r.dp()}};
 }
 
-// "uid 1000" or "uid 1000+team" (the group sharing the job); "-" = not claimed on this node.
-std::string OwnerText(const nlohmann::json& owner) {
-  if (owner.is_null()) return "-";
-  std::string s = "uid " + std::to_string(owner["uid"].get<uint32_t>());
-  if (!owner["gid"].is_null()) {
-    const std::string group = owner["group"];
-    s += "+" + (group.empty() ? "gid " + std::to_string(owner["gid"].get<uint32_t>()) : group);
-  }
-  return s;
-}
-
 void RunStatus(CtlContext& ctx) {
   auto stub = MakeAdminStub(ctx);
   v1::StatusResponse resp;

@@ -28,4 +28,14 @@ void PrintTable(const std::vector<std::string>& headers,
   for (const auto& row : rows) print_row(row);
 }
 
+std::string OwnerText(const nlohmann::json& owner) {
+  if (owner.is_null()) return "-";
+  std::string s = "uid " + std::to_string(owner["uid"].get<uint32_t>());
+  if (!owner["gid"].is_null()) {
+    const std::string group = owner["group"];
+    s += "+" + (group.empty() ? "gid " + std::to_string(owner["gid"].get<uint32_t>()) : group);
+  }
+  return s;
+}
+
 }  // namespace reft::ctl
