@@ -164,8 +164,8 @@ TEST_CASE("cluster ownership: holders serve a job's bytes only to nodes etcd tie
   REQUIRE(c.co(1)->Join(r1, kTwo, As(kOwnerUid)).ok());
   CHECK(c.nodes[1]->peer->FetchRegion("n0", r0, 1, "params", got.data(), got.size()).ok());
   CHECK(got == bytes);
-  // Its trainer leaves: node 1 has no part in the job any more. A rebuild mark ties it again,
-  // and only while it lasts.
+  // Its trainer leaves: node 1 has no part in the job any more. An operator's command there
+  // (rebuild, persist) ties it again, and only while it runs.
   c.co(1)->Leave(r1);
   auto* access = dynamic_cast<coord::EtcdJobAccess*>(c.nodes[0]->peer->access());
   REQUIRE(access != nullptr);
@@ -174,9 +174,9 @@ TEST_CASE("cluster ownership: holders serve a job's bytes only to nodes etcd tie
     return tied.ok() && tied->count(node) == 1;
   };
   REQUIRE(reft::testing::Eventually([&] { return !tied_to("n1"); }, 10s));
-  REQUIRE(c.nodes[1]->peer->access()->BeginRebuild(kJob).ok());
+  REQUIRE(c.nodes[1]->peer->access()->BeginOperatorCommand(kJob).ok());
   CHECK(tied_to("n1"));
-  c.nodes[1]->peer->access()->EndRebuild(kJob);
+  c.nodes[1]->peer->access()->EndOperatorCommand(kJob);
   CHECK_FALSE(tied_to("n1"));
   CHECK(access->TiedNodes("other-job")->empty());
 }

@@ -383,6 +383,30 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+namespace {
+
+// Holders serve a job's bytes only to nodes tied to it (peer/job_access.h): the node an
+// operator's rebuild or persist runs on is, for as long as the command runs.
+class OperatorCommand {
+ public:
+  OperatorCommand(peer::JobAccess* access, std::string job) : access_(access), job_(std::move(job)) {
+    if (access_ != nullptr) status_ = access_->BeginOperatorCommand(job_);
+  }
+  ~OperatorCommand() {
+    if (access_ != nullptr && status_.ok()) access_->EndOperatorCommand(job_);
+  }
+  OperatorCommand(const OperatorCommand&) = delete;
+  OperatorCommand& operator=(const OperatorCommand&) = delete;
+  const reft::Status& status() const { return status_; }
+
+ private:
+  peer::JobAccess* const access_;
+  const std::string job_;
+  reft::Status status_ = reft::Status::OK();
+};
+
+}  // namespace
+
 grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRequest* req,
                                    grpc::ServerWriter<v1::PersistEvent>* writer) {
   if (auto denied = CheckJobCall(ctx, "Admin/Persist", req->job()); !denied.ok()) return denied;
@@ -395,6 +419,8 @@ grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRe
   if (req->has_step() && req->step() < 0) {
     return proto::ToGrpc(reft::Status::InvalidArgument("step must not be negative"), ctx);
   }
+  OperatorCommand command(recovery_.access, req->job());
+  if (!command.status().ok()) return proto::ToGrpc(command.status(), ctx);
   EventStream<v1::PersistEvent> events(writer);
   auto rep = recovery_.persister->PersistJob(
       req->job(), req->has_step() ? std::optional<int64_t>(req->step()) : std::nullopt,
@@ -437,19 +463,14 @@ grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRe
   if (recovery_.restore == nullptr) {
     return proto::ToGrpc(reft::Status::Unavailable("this daemon has no restore provider"), ctx);
   }
-  // Holders serve a job's bytes only to nodes tied to it: this node is, while it rebuilds.
-  if (recovery_.access != nullptr) {
-    if (auto st = recovery_.access->BeginRebuild(req->job()); !st.ok()) {
-      return proto::ToGrpc(st, ctx);
-    }
-  }
+  OperatorCommand command(recovery_.access, req->job());
+  if (!command.status().ok()) return proto::ToGrpc(command.status(), ctx);
   EventStream<v1::RebuildEvent> events(writer);
   const auto start = std::chrono::steady_clock::now();
   auto rep = recovery_.restore->RebuildLostRanks(req->job(), [&](const recovery::Progress& p) {
     events.Progress(recovery::PhaseName(p.phase), p.bytes_done, p.bytes_total,
                     p.bytes_total > 0 ? "bytes" : "", p.message);
   });
-  if (recovery_.access != nullptr) recovery_.access->EndRebuild(req->job());
   if (!rep.ok()) return proto::ToGrpc(rep.status(), ctx);
   v1::RebuildEvent ev;
   v1::RebuildResponse* r = ev.mutable_result();

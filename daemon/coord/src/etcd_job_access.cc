@@ -30,7 +30,7 @@ void CollectPlanNodes(const nlohmann::json& j, std::set<std::string>* out) {
 Result<std::set<std::string>> EtcdJobAccess::TiedNodes(const std::string& job) {
   Txn read;
   read.ThenGetPrefix(keys::JoinedPrefix(job))
-      .ThenGetPrefix(keys::RebuildingPrefix(job))
+      .ThenGetPrefix(keys::OperatorPrefix(job))
       .ThenGet(keys::Coordinator(job))
       .ThenGetPrefix(keys::LocationsPrefix(job))
       .ThenGet(keys::Plan(job));
@@ -68,8 +68,8 @@ Status EtcdJobAccess::MayServe(const std::string& node, const std::string& job) 
   if (tied->count(node) == 0) {
     return Status::PermissionDenied("node '" + node + "' has no part in job '" + job +
                                     "' (no rank of it joined there, no slot of it recorded "
-                                    "there, not a target of its plan, not rebuilding it, not "
-                                    "its coordinator)");
+                                    "there, not a target of its plan, no operator's command on "
+                                    "it there, not its coordinator)");
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (allowed_.size() >= 4096) {  // bounded: expired answers go first, then all
@@ -82,22 +82,22 @@ Status EtcdJobAccess::MayServe(const std::string& node, const std::string& job) 
   return Status::OK();
 }
 
-Status EtcdJobAccess::BeginRebuild(const std::string& job) {
+Status EtcdJobAccess::BeginOperatorCommand(const std::string& job) {
   const int64_t lease = nodes_->lease();
   if (lease == 0) {
     return Status::Unavailable("this node is not registered in etcd (yet): its peers would not "
                                "serve it the bytes of job '" + job + "'");
   }
-  auto put = etcd_->Put(keys::Rebuilding(job, nodes_->node_id()),
+  auto put = etcd_->Put(keys::Operator(job, nodes_->node_id()),
                         Encode(NodeRef{nodes_->node_id(), -1}), lease);
   if (!put.ok()) return put.status().WithContext("recording the rebuild of job '" + job + "'");
   return Status::OK();
 }
 
-void EtcdJobAccess::EndRebuild(const std::string& job) {
-  auto del = etcd_->Delete(keys::Rebuilding(job, nodes_->node_id()));
+void EtcdJobAccess::EndOperatorCommand(const std::string& job) {
+  auto del = etcd_->Delete(keys::Operator(job, nodes_->node_id()));
   if (!del.ok()) {
-    spdlog::warn("job {}: the rebuild mark of this node stays until its lease ends: {}", job,
+    spdlog::warn("job {}: this node's operator mark stays until its lease ends: {}", job,
                  del.status().ToString());
   }
 }

@@ -106,7 +106,7 @@ Result<std::map<std::string, EtcdJobRecords::Seen>> EtcdJobRecords::ReadAll() {
       }
     } else if (what == "coordinator") {
       in_use.insert(job);
-    } else if (what.rfind("rebuilding/", 0) == 0) {
+    } else if (what.rfind("operator/", 0) == 0) {
       in_use.insert(job);
     } else if (what.rfind("joined/", 0) == 0) {
       auto ref = DecodeNodeRef(kv.key, kv.value);

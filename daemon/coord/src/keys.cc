@@ -38,9 +38,9 @@ std::string Restore(const std::string& job) { return JobPrefix(job) + "restore";
 std::string Plan(const std::string& job) { return JobPrefix(job) + "plan"; }
 std::string Persisted(const std::string& job) { return JobPrefix(job) + "persisted"; }
 
-std::string RebuildingPrefix(const std::string& job) { return JobPrefix(job) + "rebuilding/"; }
-std::string Rebuilding(const std::string& job, const std::string& node) {
-  return RebuildingPrefix(job) + node;
+std::string OperatorPrefix(const std::string& job) { return JobPrefix(job) + "operator/"; }
+std::string Operator(const std::string& job, const std::string& node) {
+  return OperatorPrefix(job) + node;
 }
 std::string Sweeper() { return kRoot + "sweeper"; }
 

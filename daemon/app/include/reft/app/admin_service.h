@@ -39,7 +39,8 @@ struct AdminRecovery {
   peer::JobCoordinator* coordinator = nullptr;
   /// Who owns each job (shown by Status and `jobs list`; counts refused calls on a job).
   local::JobOwnership* owners = nullptr;
-  /// Marks this node as rebuilding a job, so holders serve it (null: gossip, nothing to mark).
+  /// Marks this node as running an operator's rebuild or persist of a job, so holders serve it
+  /// (null: gossip, nothing to mark).
   peer::JobAccess* access = nullptr;
   /// The job records `reftctl jobs list|release` show and release (etcd's, or this node's).
   peer::JobRecords* records = nullptr;

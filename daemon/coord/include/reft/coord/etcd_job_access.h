@@ -2,7 +2,7 @@
 /// \file etcd_job_access.h
 /// \brief peer::JobAccess on etcd: a node may fetch job J's bytes when etcd ties it to J — a
 /// `joined` key of J names it, a slot location of J names it (it holds J's state itself), J's
-/// published plan names it, a `rebuilding` key of J is its, or it holds J's coordinator key. One read transaction per (job, node) answers it; a yes is
+/// published plan names it, an `operator` key of J is its (an operator's rebuild or persist runs there), or it holds J's coordinator key. One read transaction per (job, node) answers it; a yes is
 /// remembered for `positive_ttl` (a restore fetches many regions in a burst), a no is never
 /// remembered (the node may join the job a moment later). Thread-safe.
 
@@ -28,8 +28,8 @@ class EtcdJobAccess final : public peer::JobAccess {
       : etcd_(std::move(etcd)), nodes_(nodes), positive_ttl_(positive_ttl) {}
 
   Status MayServe(const std::string& node, const std::string& job) override;
-  Status BeginRebuild(const std::string& job) override;
-  void EndRebuild(const std::string& job) override;
+  Status BeginOperatorCommand(const std::string& job) override;
+  void EndOperatorCommand(const std::string& job) override;
 
   /// \brief Every node etcd ties to `job` now (the answer MayServe checks against).
   Result<std::set<std::string>> TiedNodes(const std::string& job);

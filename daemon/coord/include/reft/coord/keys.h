@@ -17,7 +17,7 @@
 ///   /reft/v1/jobs/<job>/restore                  {generation, step, source, decided_by, detail}
 ///   /reft/v1/jobs/<job>/plan                     {generation, step, basis, planner, state, ..., plan}
 ///   /reft/v1/jobs/<job>/persisted                {step, at_ms}
-///   /reft/v1/jobs/<job>/rebuilding/<node>        {node}                       node's lease
+///   /reft/v1/jobs/<job>/operator/<node>          {node}                       node's lease
 ///   /reft/v1/sweeper                             {node}                       node's lease
 
 #include <cstdint>
@@ -68,10 +68,10 @@ std::string GroupLocationsPrefix(const std::string& job, int32_t pp, int32_t tp)
 std::string Location(const store::RankKey& rank);
 std::string JoinedPrefix(const std::string& job);
 std::string Joined(const store::RankKey& rank);
-/// A node regenerating ranks of the job (reftctl rebuild), bound to its lease: holders serve
-/// it the job's bytes meanwhile.
-std::string RebuildingPrefix(const std::string& job);
-std::string Rebuilding(const std::string& job, const std::string& node);
+/// A node running an operator's command on the job (reftctl rebuild, persist), bound to its
+/// lease: holders serve it the job's bytes meanwhile.
+std::string OperatorPrefix(const std::string& job);
+std::string Operator(const std::string& job, const std::string& node);
 /// The node that forgets jobs nobody uses any more (JobSweeper), bound to its lease.
 std::string Sweeper();
 /// The replicated buffers a sharding group saves, written by its dp 0 (DeclareReplicated).
