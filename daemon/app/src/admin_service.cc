@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "reft/app/job_model.h"
 #include "reft/kernels/device.h"
 #include "reft/mutex.h"
@@ -386,23 +388,30 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
 namespace {
 
 // Holders serve a job's bytes only to nodes tied to it (peer/job_access.h): the node an
-// operator's rebuild or persist runs on is, for as long as the command runs.
+// operator's rebuild or persist runs on is, for as long as the command runs. A mark that cannot
+// be written (etcd unreachable) does not stop the command: the node may be tied to the job
+// otherwise, and a holder that refuses says why.
 class OperatorCommand {
  public:
-  OperatorCommand(peer::JobAccess* access, std::string job) : access_(access), job_(std::move(job)) {
-    if (access_ != nullptr) status_ = access_->BeginOperatorCommand(job_);
+  OperatorCommand(peer::JobAccess* access, std::string job) : job_(std::move(job)) {
+    if (access == nullptr) return;
+    if (auto st = access->BeginOperatorCommand(job_); !st.ok()) {
+      spdlog::warn("job {}: this node is not marked as running an operator's command ({}); "
+                   "holders serve it only if it is tied to the job otherwise", job_,
+                   st.ToString());
+      return;
+    }
+    access_ = access;
   }
   ~OperatorCommand() {
-    if (access_ != nullptr && status_.ok()) access_->EndOperatorCommand(job_);
+    if (access_ != nullptr) access_->EndOperatorCommand(job_);
   }
   OperatorCommand(const OperatorCommand&) = delete;
   OperatorCommand& operator=(const OperatorCommand&) = delete;
-  const reft::Status& status() const { return status_; }
 
  private:
-  peer::JobAccess* const access_;
+  peer::JobAccess* access_ = nullptr;  ///< set once the mark is written
   const std::string job_;
-  reft::Status status_ = reft::Status::OK();
 };
 
 }  // namespace
@@ -420,7 +429,6 @@ grpc::Status AdminService::Persist(grpc::ServerContext* ctx, const v1::PersistRe
     return proto::ToGrpc(reft::Status::InvalidArgument("step must not be negative"), ctx);
   }
   OperatorCommand command(recovery_.access, req->job());
-  if (!command.status().ok()) return proto::ToGrpc(command.status(), ctx);
   EventStream<v1::PersistEvent> events(writer);
   auto rep = recovery_.persister->PersistJob(
       req->job(), req->has_step() ? std::optional<int64_t>(req->step()) : std::nullopt,
@@ -464,7 +472,6 @@ grpc::Status AdminService::Rebuild(grpc::ServerContext* ctx, const v1::RebuildRe
     return proto::ToGrpc(reft::Status::Unavailable("this daemon has no restore provider"), ctx);
   }
   OperatorCommand command(recovery_.access, req->job());
-  if (!command.status().ok()) return proto::ToGrpc(command.status(), ctx);
   EventStream<v1::RebuildEvent> events(writer);
   const auto start = std::chrono::steady_clock::now();
   auto rep = recovery_.restore->RebuildLostRanks(req->job(), [&](const recovery::Progress& p) {
