@@ -22,6 +22,7 @@
 #include "channel.h"
 #include "device_staging.h"
 #include "optimizer_fields.h"
+#include "reft/aor/adamw.h"
 #include "reft/aor/hyper_codec.h"
 #include "reft/kernels/device.h"
 #include "reft/local_proto/has_hints.h"
@@ -166,6 +167,7 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   std::vector<local_proto::OptimizerHyper> job_optimizer REFT_GUARDED_BY(mu);
   Status last_result REFT_GUARDED_BY(mu);
   std::optional<RestoreReport> last_restore REFT_GUARDED_BY(mu);
+  std::atomic<bool> aor_status_unsupported{false};  // reftd answered kAorStatus as unknown
   bool exit REFT_GUARDED_BY(mu) = false;
   bool closed REFT_GUARDED_BY(mu) = false;
   std::thread worker;
@@ -187,6 +189,8 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   Status FillHostRegions(const local_proto::Frame& begin, const local_proto::SlotReply& slot,
                          const SlotPlan& plan);
   Result<std::shared_ptr<const SlotPlan>> MakePlanLocked() const REFT_REQUIRES(mu);
+  /// kAorStatus (any thread, with or without mu: it only uses the channel).
+  Result<AorReport> QueryAorState();
   Result<std::vector<PendingEvent>> RecordReadyEvents() REFT_REQUIRES(mu);
   void WorkerMain();
   void WaitIdleLocked(MutexLock& lock) REFT_REQUIRES(mu) {
@@ -840,9 +844,65 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
     if (copied.ok()) copied = done;
   }
   if (!copied.ok()) return copied.WithContext("restore of step " + std::to_string(slot.step));
+  if (d.scheme.aor) {
+    // The AOR state is part of the report (last_restore["aor"]); a reftd that does not report
+    // it leaves it empty.
+    auto aor = d.QueryAorState();
+    if (aor.ok()) report.aor = aor->state;
+  }
   report.total = std::chrono::steady_clock::now() - start;
   d.last_restore = report;
   return std::optional<int64_t>(slot.step);
+}
+
+Result<AorReport> Client::Impl::QueryAorState() {
+  if (aor_status_unsupported.load()) {
+    return Status::Unsupported("this reftd does not report the AOR state (an older release)");
+  }
+  auto f = channel->Call(MessageType::kAorStatus, {}, MessageType::kAorStatusReply);
+  if (!f.ok()) {
+    if (f.status().code() != StatusCode::kProtocol) return f.status();
+    // "unknown message type": asked once only (every refused frame counts against the
+    // session's protocol-error budget).
+    aor_status_unsupported = true;
+    return Status::Unsupported("this reftd does not report the AOR state: " + f.status().message());
+  }
+  local_proto::AorStatusReply reply;
+  REFT_RETURN_NOT_OK(local_proto::Decode(f->payload, local_proto::Limits{}, &reply));
+  AorReport r;
+  r.state = reply.state;
+  r.replays = reply.replays;
+  r.copies = reply.copies;
+  r.verified = reply.verified;
+  r.mismatches = reply.mismatches;
+  return r;
+}
+
+Result<AorReport> Client::AorState() {
+  {
+    MutexLock lock(impl_->mu);
+    if (impl_->closed) return Status::Unavailable("client is closed");
+  }
+  return impl_->QueryAorState();
+}
+
+Status ReplayOptimizerStep(void* param, void* exp_avg, void* exp_avg_sq, int state_dtype,
+                           const void* grad, int grad_dtype, uint64_t n,
+                           const OptimizerStep& step) {
+  if (grad_dtype < 0 || grad_dtype > 2) {
+    return Status::InvalidArgument("gradient dtype " + std::to_string(grad_dtype) +
+                                   " (0 fp32, 1 fp16, 2 bf16)");
+  }
+  if (state_dtype != 0 && state_dtype != 2) {
+    return Status::InvalidArgument("state dtype " + std::to_string(state_dtype) +
+                                   " (0 fp32, 2 bf16)");
+  }
+  aor::StepHyper h;
+  client_internal::CopyOptimizerFields(step, &h);
+  h.iteration = h.step;
+  const aor::AdamWState state{param, exp_avg, exp_avg_sq, n,
+                              static_cast<aor::StateDtype>(state_dtype)};
+  return aor::AdamWUpdate(state, h, grad, static_cast<aor::GradDtype>(grad_dtype), n);
 }
 
 std::optional<RestoreReport> Client::LastRestore() const {

@@ -17,6 +17,15 @@ void CopyOptimizerFields(const From& from, To* to) {
   to->grad_scale = from.grad_scale;
   to->skipped = from.skipped != 0;
   to->lerp_first_moment = from.lerp_first_moment != 0;
+  to->fma = from.fma != 0;
+  to->l2_weight_decay = from.l2_weight_decay != 0;
+  // Out-of-range values stay out of range (255), so that validation names them.
+  to->fused_width = static_cast<decltype(to->fused_width)>(
+      from.fused_width > 255u ? 255u : static_cast<unsigned>(from.fused_width));
+  to->not_replayable =
+      static_cast<decltype(to->not_replayable)>(static_cast<unsigned>(from.not_replayable) > 255u
+                                                    ? 255u
+                                                    : static_cast<unsigned>(from.not_replayable));
 }
 
 }  // namespace reft::client_internal

@@ -76,18 +76,23 @@ Result<AorPlan> PlanAor(const AorInput& in) {
   }
   for (const BufferSpec* s : shards) {
     const std::string what = "optimizer shard " + Quote(s->name) + " under protection 'aor'";
-    if (s->dtype != "fp32" && s->dtype != "float32") {
+    // [master | exp_avg | exp_avg_sq], n each: fp32, or bf16 (torch's Adam/AdamW over bf16
+    // parameters keeps bf16 moments).
+    const bool bf16 = s->dtype == "bf16" || s->dtype == "bfloat16";
+    if (s->dtype != "fp32" && s->dtype != "float32" && !bf16) {
       return Status::InvalidArgument(what +
-                                     " must be float32 [master | exp_avg | exp_avg_sq], "
-                                     "it is " +
+                                     " must be float32 or bfloat16 [master | exp_avg | "
+                                     "exp_avg_sq], it is " +
                                      s->dtype);
     }
-    if (s->size == 0 || s->size % 12 != 0) {
-      return Status::InvalidArgument(what + " has " + std::to_string(s->size) +
-                                     " bytes: not 3·n float32 elements "
-                                     "([fp32 master | exp_avg | exp_avg_sq], n each)");
+    const uint64_t state_esize = bf16 ? 2 : 4;
+    const char* state_name = bf16 ? "bfloat16" : "float32";
+    if (s->size == 0 || s->size % (3 * state_esize) != 0) {
+      return Status::InvalidArgument(what + " has " + std::to_string(s->size) + " bytes: not 3·n " +
+                                     state_name +
+                                     " elements ([master | exp_avg | exp_avg_sq], n each)");
     }
-    const uint64_t n = s->size / 12;
+    const uint64_t n = s->size / (3 * state_esize);
     auto named = in.gradient_of.find(s->name);
     std::string gname = named == in.gradient_of.end() ? std::string() : named->second;
     if (gname.empty()) {
@@ -126,6 +131,7 @@ Result<AorPlan> PlanAor(const AorInput& in) {
     b.region = AorRegionName(s->name);
     b.gradient = g.name;
     b.elements = n;
+    b.state_dtype = bf16 ? 2 : 0;
     b.grad_dtype = code;
     b.grad_bytes = n * esize;
     if (elems == full) {
@@ -136,8 +142,8 @@ Result<AorPlan> PlanAor(const AorInput& in) {
       return Status::InvalidArgument(
           "gradient buffer " + Quote(g.name) + " has " + std::to_string(elems) + " " + g.dtype +
           " elements, but optimizer shard " + Quote(s->name) + " covers n = " + std::to_string(n) +
-          " parameters per rank (" + std::to_string(s->size) +
-          " bytes = 3·n float32): the gradient must have dp·n = " + std::to_string(full) +
+          " parameters per rank (" + std::to_string(s->size) + " bytes = 3·n " + state_name +
+          "): the gradient must have dp·n = " + std::to_string(full) +
           " elements (the full all-reduced flat gradient, padded like the ZeRO-1 partition) or "
           "n = " +
           std::to_string(n) + " (rank dp+1's slice only)");

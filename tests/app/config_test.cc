@@ -251,6 +251,31 @@ TEST_CASE("jobs.forget_after_s is read and bounded", "[config]") {
   }
 }
 
+TEST_CASE("local.aor_* keys are read and bounded", "[config]") {
+  reft::testing::TempDir dir;
+  const DaemonConfig d;
+  CHECK(d.aor_threads == 2);
+  CHECK(d.aor_resync_steps == 1000);
+  CHECK(d.aor_probation_steps == 3);
+  CHECK_FALSE(d.aor_device_optimizers);
+  auto c =
+      Parse({"--config", WriteFile(dir,
+                                   "[local]\naor_threads = 4\naor_resync_steps = 0\n"
+                                   "aor_probation_steps = 10\naor_device_optimizers = true\n")});
+  INFO(c.status().message());
+  REQUIRE(c.ok());
+  CHECK(c->aor_threads == 4);
+  CHECK(c->aor_resync_steps == 0);
+  CHECK(c->aor_probation_steps == 10);
+  CHECK(c->aor_device_optimizers);
+  auto bad = Parse({"--config", WriteFile(dir, "[local]\naor_threads = 0\n")});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("local.aor_threads"));
+  bad = Parse({"--config", WriteFile(dir, "[local]\naor_probation_steps = -1\n")});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("local.aor_probation_steps"));
+}
+
 TEST_CASE("local.max_sessions_per_uid is read and bounded", "[config]") {
   reft::testing::TempDir dir;
   CHECK(DaemonConfig{}.max_sessions_per_uid == 64);

@@ -49,7 +49,18 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   skipped.clip_coef = std::numeric_limits<double>::quiet_NaN();
   e = EncodeStepHyper(skipped);
   sink("skipped_nan_clip", Bytes(e.begin(), e.end()));
-  rec[1] = 0x04;  // unknown flag bit
+  StepHyper fused = h;  // torch's fused CPU kernel with FMAs and Adam's L2 decay
+  fused.lerp_first_moment = true;
+  fused.fma = true;
+  fused.l2_weight_decay = true;
+  fused.fused_width = 8;
+  e = EncodeStepHyper(fused);
+  sink("fused_fma_l2", Bytes(e.begin(), e.end()));
+  StepHyper off = h;  // declared not replayable
+  off.not_replayable = NotReplayable::kSqrtNotCorrectlyRounded;
+  e = EncodeStepHyper(off);
+  sink("not_replayable", Bytes(e.begin(), e.end()));
+  rec[1] = 0x10;  // unknown flag bit
   sink("unknown_flag", rec);
 }
 

@@ -61,6 +61,10 @@ allowed_gids = [100]
 max_message_bytes = "1M"
 copy_threads = 2
 peer_copy_timeout_ms = 30000
+aor_threads = 2
+aor_resync_steps = 1000
+aor_probation_steps = 3
+aor_device_optimizers = false
 [emulated]
 bandwidth = "10G"
 [admin]

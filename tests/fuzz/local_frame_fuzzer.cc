@@ -71,6 +71,7 @@ void DecodeAll(const Bytes& payload, const Limits& l) {
   RoundTrip<ErrorReply>(payload, l, "error");
   RoundTrip<PlanQuery>(payload, l, "plan_query");
   RoundTrip<PlanReply>(payload, l, "plan_reply");
+  RoundTrip<AorStatusReply>(payload, l, "aor_status_reply");
 
   // Limits the decoders promise (messages.h: "checks every string/count against Limits").
   Hello h;
@@ -258,6 +259,14 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   PlanReply file_plan;
   file_plan.file_bytes = 200000;
   sink("plan_reply_file", FrameOf(MessageType::kPlanReply, 11 * 8 + 1, Encode(file_plan)));
+  sink("aor_status", FrameOf(MessageType::kAorStatus, 12, Bytes{}));
+  AorStatusReply aor;
+  aor.state = "off: mismatch at step 7";
+  aor.replays = 6;
+  aor.copies = 2;
+  aor.verified = 4;
+  aor.mismatches = 1;
+  sink("aor_status_reply", FrameOf(MessageType::kAorStatusReply, 12, Encode(aor)));
   // Refused: too many fds (5 > 4) on an otherwise valid frame.
   sink("too_many_fds", FrameOf(MessageType::kHello, 5, Encode(hello)));
 }

@@ -18,6 +18,11 @@ inline OptimizerStep ToOptimizerStep(const aor::StepHyper& h) {
   o.clip_coef = h.clip_coef;
   o.grad_scale = h.grad_scale;
   o.skipped = h.skipped;
+  o.lerp_first_moment = h.lerp_first_moment;
+  o.fma = h.fma;
+  o.fused_width = h.fused_width;
+  o.l2_weight_decay = h.l2_weight_decay;
+  o.not_replayable = static_cast<uint8_t>(h.not_replayable);
   return o;
 }
 

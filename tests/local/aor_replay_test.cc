@@ -37,10 +37,11 @@ const char* GradDtypeName(GradMode m) {
   }
 }
 
-local::LocalServerOptions ServerOptions(int dp, uint32_t resync) {
+local::LocalServerOptions ServerOptions(int dp, uint32_t resync, bool device_optimizers = false) {
   local::LocalServerOptions o;
   o.copy_threads = dp + 1;
   o.aor_resync_steps = resync;
+  o.aor_device_optimizers = device_optimizers;  // probation: the default, 3
   o.aor_threads = 2;
   o.peer_copy_timeout_ms = 10000;
   return o;
@@ -126,8 +127,10 @@ struct ZeroJob {
   /// step on its own shard, then the snapshot of the iteration unless `snapshot` is false.
   /// `perturb` (rank, lr factor): that owner uses another learning rate (an optimizer that
   /// is not reft's kernel, as far as the replica can tell).
-  StepInput Iterate(bool snapshot = true, std::pair<int, double> perturb = {-1, 1.0}) {
+  StepInput Iterate(bool snapshot = true, std::pair<int, double> perturb = {-1, 1.0},
+                    aor::NotReplayable declared = aor::NotReplayable::kReplayable) {
     StepInput in = loop.Next();
+    in.hyper.not_replayable = declared;
     const size_t esize = aor::GradDtypeSize(in.dtype);
     // Every rank passes its fence before any rank steps: the gradient all-reduce of a real
     // job is that barrier. (Without it a rank could begin step s+1 while its ring predecessor
@@ -227,7 +230,9 @@ TEST_CASE("AOR: reftd replays every rank's neighbour shard bit-exactly and copie
         INFO("dp" << d << ": last copy: " << s.aor_last_copy);
         CHECK(s.aor_copies == 1);  // the first snapshot of the session
         CHECK(s.aor_replays == iterations - 1);
+        CHECK(s.aor_verified == 3);  // probation: the first three replays were compared
         CHECK(s.aor_mismatches == 0);
+        CHECK(s.aor_state == "on");
         CHECK(s.peer_copies == iterations);  // "peer/rng" is a copy every step
         CHECK(s.aor_last_copy.find("step 1 'opt': first snapshot of this session") !=
               std::string::npos);
@@ -247,7 +252,8 @@ TEST_CASE("AOR: device gradients and optimizer shards are pulled by reftd before
   }
   const uint64_t seed = reft::testing::TestSeed(25);
   INFO("seed " << seed);
-  ServerFixture f(ServerOptions(2, 0));
+  // Device optimizers are replayed only when the operator says so (the next test case).
+  ServerFixture f(ServerOptions(2, 0, /*device_optimizers=*/true));
   const size_t n = 4099;
   // Emulated device memory: reftd D2H-copies "unique/opt" and the neighbour's gradient slice
   // into its staging before replying to snapshot_staged (the fence); the trainer overwrites the
@@ -259,6 +265,36 @@ TEST_CASE("AOR: device gradients and optimizer shards are pulled by reftd before
   for (int d = 0; d < 2; ++d) {
     CHECK(job.Info(d).aor_copies == 1);
     CHECK(job.Info(d).aor_replays == 14);
+  }
+}
+
+TEST_CASE("AOR: an optimizer shard in device memory is copied, not replayed, by default",
+          "[local][aor]") {
+  if (EmulatedBuffer::Create(4096).status().code() == StatusCode::kUnsupported) {
+    WARN("this build has no device backends");
+    return;
+  }
+  const uint64_t seed = reft::testing::TestSeed(26);
+  INFO("seed " << seed);
+  ServerFixture f(ServerOptions(2, 0));
+  const size_t n = 2051;
+  // The emulated device stands in for CUDA/ROCm: the owner's GPU kernels are not what the host
+  // replays, so AOR is off from the registration on and the shard is copied every step.
+  ZeroJob job(f, 2, n, GradMode::kBf16, seed, /*on_device=*/true);
+  for (int d = 0; d < 2; ++d) {
+    CHECK(job.Info(d).aor_state == "off: optimizer on emulated device");
+    auto state = job.ranks[d].client->AorState();
+    REQUIRE(state.ok());
+    CHECK(state->state == "off: optimizer on emulated device");
+  }
+  for (int it = 1; it <= 6; ++it) job.Iterate();
+  job.FenceAndCommit(6);
+  job.CheckReplicas(6);  // copies are the owner's state too
+  for (int d = 0; d < 2; ++d) {
+    const local::SessionInfo s = job.Info(d);
+    CHECK(s.aor_copies == 6);
+    CHECK(s.aor_replays == 0);
+    CHECK_THAT(s.aor_last_copy, Catch::EndsWith("AOR off: optimizer on emulated device"));
   }
 }
 
@@ -282,33 +318,77 @@ TEST_CASE("AOR: a missed snapshot makes the replica stale; a copy resynchronises
   }
 }
 
-TEST_CASE("AOR: periodic resync compares the replay with the owner and bounds drift",
-          "[local][aor]") {
+TEST_CASE("AOR: a replay that differs from the owner turns AOR off for the shard", "[local][aor]") {
   const uint64_t seed = reft::testing::TestSeed(23);
-  INFO("seed " << seed);
+  // Rank 1's owner deviates once (one fp32 ulp-scale change of its lr), as an optimizer whose
+  // rounding is not the declared one would: at step 3, inside rank 0's probation (replays 2..4
+  // compared), or at step 6, found by the resync that compares one replay in 4 (step 8).
+  const int deviation = GENERATE(3, 6);
+  const int found = deviation == 3 ? 3 : 8;
+  INFO("seed " << seed << ", owner deviates at step " << deviation);
   ServerFixture f(ServerOptions(2, 4));
   const size_t n = 1500;
   ZeroJob job(f, 2, n, GradMode::kFp32, seed);
-  // Rank 1's owner deviates once at step 3 (one fp32 ulp-scale change of its lr): rank 0's
-  // replica cannot know, replays drifted values, and the resync at step 6 finds and fixes it.
   for (int it = 1; it <= 13; ++it) {
-    job.Iterate(true,
-                it == 3 ? std::make_pair(1, 1.0 + std::ldexp(1.0, -20)) : std::make_pair(-1, 1.0));
+    job.Iterate(true, it == deviation ? std::make_pair(1, 1.0 + std::ldexp(1.0, -20))
+                                      : std::make_pair(-1, 1.0));
   }
   job.FenceAndCommit(13);
-  job.CheckReplicas(13);  // exact again: copied at 11 from the owner, replayed since
+  job.CheckReplicas(13);  // exact: copied from the owner since the mismatch
   const local::SessionInfo s0 = job.Info(0), s1 = job.Info(1);
   INFO(s0.aor_last_copy);
-  // Copies at 1, 6 and 11 (after 4 replays each), replays at 2..5, 7..10, 12, 13.
-  CHECK(s0.aor_copies == 3);
-  CHECK(s0.aor_replays == 10);
-  CHECK(s0.aor_mismatches == 1);  // found at 6; 11 agreed again
-  CHECK(s0.aor_last_copy.find("step 11 'opt': periodic resync after 4 replays") !=
-        std::string::npos);
-  CHECK(s1.aor_copies == 3);
-  CHECK(s1.aor_mismatches == 0);  // rank 0's owner never deviated
+  const std::string off = "off: mismatch at step " + std::to_string(found);
+  // Copied at 1 and after the mismatch, replayed at 2..found.
+  CHECK(s0.aor_replays == static_cast<uint64_t>(found - 1));
+  CHECK(s0.aor_copies == static_cast<uint64_t>(1 + 13 - found));
+  CHECK(s0.aor_mismatches == 1);
+  CHECK(s0.aor_verified == (deviation == 3 ? 2u : 4u));  // 2, 3; or 2, 3, 4 and 8
+  CHECK(s0.aor_state == off);
+  CHECK(s0.aor_last_copy == "step 13 'opt': AOR " + off);
+  // Rank 1 replays rank 0's owner, which never deviated: probation 2..4, then 8 and 12.
+  CHECK(s1.aor_copies == 1);
+  CHECK(s1.aor_replays == 12);
+  CHECK(s1.aor_verified == 5);
+  CHECK(s1.aor_mismatches == 0);
+  CHECK(s1.aor_state == "on");
   CHECK(s0.aor_replay_seconds > 0);
   CHECK(s0.aor_copy_seconds > 0);
+  // The trainer sees it (AorState), and a restore keeps AOR off and says so.
+  auto state = job.ranks[0].client->AorState();
+  REQUIRE(state.ok());
+  CHECK(state->state == off);
+  CHECK(state->mismatches == 1);
+  auto step = job.ranks[0].client->Restore();
+  REQUIRE(step.ok());
+  CHECK(step->value_or(-1) == 13);
+  auto report = job.ranks[0].client->LastRestore();
+  REQUIRE(report.has_value());
+  CHECK(report->aor == off);
+  CHECK(job.Info(0).aor_state == off);
+}
+
+TEST_CASE("AOR: a trainer that declares its update not replayable is copied", "[local][aor]") {
+  const uint64_t seed = reft::testing::TestSeed(27);
+  INFO("seed " << seed);
+  ServerFixture f(ServerOptions(2, 0));
+  const size_t n = 1024;
+  ZeroJob job(f, 2, n, GradMode::kFp32, seed);
+  // The trainer found its sqrt is not IEEE's from step 3 on (as reft.OptimizerStep.from_torch
+  // says for torch's MKL sqrt): never silently inexact.
+  for (int it = 1; it <= 6; ++it) {
+    job.Iterate(
+        true, {-1, 1.0},
+        it >= 3 ? aor::NotReplayable::kSqrtNotCorrectlyRounded : aor::NotReplayable::kReplayable);
+  }
+  job.FenceAndCommit(6);
+  job.CheckReplicas(6);
+  for (int d = 0; d < 2; ++d) {
+    const local::SessionInfo s = job.Info(d);
+    CHECK(s.aor_replays == 1);  // step 2
+    CHECK(s.aor_copies == 5);
+    CHECK(s.aor_mismatches == 0);
+    CHECK_THAT(s.aor_state, Catch::StartsWith("off: the owner's sqrt is not correctly rounded"));
+  }
 }
 
 TEST_CASE("AOR: a restarted trainer restores its own shard; the gradient is not restored",

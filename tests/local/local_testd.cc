@@ -1,9 +1,11 @@
 // reft_local_testd: store + single-node coordinator + LocalServer, serving until SIGTERM.
 // Used by tests/python to exercise the Python module against real processes.
 //   reft_local_testd SOCKET SHM_DIR
-// REFT_TESTD_AOR_RESYNC_STEPS (optional) sets LocalServerOptions::aor_resync_steps. On SIGUSR1
-// it prints one JSON line per joined session (rank and the AOR / peer-copy counters), then
-// "end", so a test can see what the daemon did.
+// REFT_TESTD_AOR_RESYNC_STEPS, REFT_TESTD_AOR_PROBATION_STEPS and REFT_TESTD_AOR_DEVICE_OPTIMIZERS
+// (optional) set LocalServerOptions::aor_resync_steps, aor_probation_steps and
+// aor_device_optimizers (1 = on). On SIGUSR1 it prints one JSON line per joined session (rank,
+// the AOR / peer-copy counters and the AOR state), then "end", so a test can see what the
+// daemon did.
 // Plan queries (reft.plan) are answered by a stand-in for the planner: a one-rank document on
 // node "testd" with no node lost ("testd": true) for a job with a committed step, NotFound
 // "has no committed step" otherwise.
@@ -14,6 +16,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "node_local_hooks.h"
 #include "reft/local/job_owners.h"
@@ -52,6 +55,16 @@ bool ClaimForeign(reft::local::JobOwners& owners, const char* job) {
   return owners.Admit(job, other, claim).ok();
 }
 
+// `s` for a JSON string: quotes and backslashes escaped, control characters dropped.
+std::string JsonText(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,6 +94,12 @@ int main(int argc, char** argv) {
   if (const char* v = std::getenv("REFT_TESTD_AOR_RESYNC_STEPS"); v != nullptr && *v != '\0') {
     options.aor_resync_steps = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
   }
+  if (const char* v = std::getenv("REFT_TESTD_AOR_PROBATION_STEPS"); v != nullptr && *v != '\0') {
+    options.aor_probation_steps = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+  }
+  if (const char* v = std::getenv("REFT_TESTD_AOR_DEVICE_OPTIMIZERS"); v != nullptr) {
+    options.aor_device_optimizers = std::string(v) == "1";
+  }
   auto owners = reft::local::JobOwners::Open("");
   if (!owners.ok()) return 1;
   options.job_owners = owners->get();
@@ -102,13 +121,17 @@ int main(int argc, char** argv) {
     if (sig != SIGUSR1) break;
     for (const auto& x : (*server)->Sessions()) {
       if (!x.joined) continue;
-      std::printf("{\"job\": \"%s\", \"dp\": %d, \"snapshots\": %llu, \"aor_replays\": %llu, "
-                  "\"aor_copies\": %llu, \"aor_mismatches\": %llu, \"peer_copies\": %llu}\n",
-                  x.rank.job.c_str(), x.rank.dp, static_cast<unsigned long long>(x.snapshots),
-                  static_cast<unsigned long long>(x.aor_replays),
-                  static_cast<unsigned long long>(x.aor_copies),
-                  static_cast<unsigned long long>(x.aor_mismatches),
-                  static_cast<unsigned long long>(x.peer_copies));
+      std::printf(
+          "{\"job\": \"%s\", \"dp\": %d, \"snapshots\": %llu, \"aor_replays\": %llu, "
+          "\"aor_copies\": %llu, \"aor_verified\": %llu, \"aor_mismatches\": %llu, "
+          "\"peer_copies\": %llu, \"aor_state\": \"%s\", \"aor_last_copy\": \"%s\"}\n",
+          x.rank.job.c_str(), x.rank.dp, static_cast<unsigned long long>(x.snapshots),
+          static_cast<unsigned long long>(x.aor_replays),
+          static_cast<unsigned long long>(x.aor_copies),
+          static_cast<unsigned long long>(x.aor_verified),
+          static_cast<unsigned long long>(x.aor_mismatches),
+          static_cast<unsigned long long>(x.peer_copies), JsonText(x.aor_state).c_str(),
+          JsonText(x.aor_last_copy).c_str());
     }
     std::printf("end\n");
     std::fflush(stdout);

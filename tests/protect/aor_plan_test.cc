@@ -12,7 +12,8 @@ using namespace reft::protect;
 namespace {
 
 BufferSpec Opt(const std::string& name, uint64_t n, const std::string& dtype = "float32") {
-  return {name, 12 * n, dtype, BufferKind::kUnique, -1, true};
+  const uint64_t esize = dtype == "float32" || dtype == "fp32" ? 4 : 2;
+  return {name, 3 * esize * n, dtype, BufferKind::kUnique, -1, true};
 }
 
 AorInput Input(int dp, int rank, uint64_t n) {
@@ -82,6 +83,23 @@ TEST_CASE("AOR plan: neighbour slices, 16-bit gradients, several groups", "[prot
   CHECK(p->staging_bytes == 1024 + 80);
 }
 
+TEST_CASE("AOR plan: bf16 optimizer state (torch's Adam over bf16 parameters)", "[protect][aor]") {
+  AorInput in = Input(2, 0, 100);
+  in.buffers[1] = Opt("opt", 100, "bf16");  // 600 bytes: [bf16 master | exp_avg | exp_avg_sq]
+  in.gradients = {{"grad", 2 * 2 * 100, "bf16"}};
+  auto p = PlanAor(in);
+  INFO(p.status().ToString());
+  REQUIRE(p.ok());
+  REQUIRE(p->bindings.size() == 1);
+  CHECK(p->bindings[0].elements == 100);
+  CHECK(p->bindings[0].state_dtype == 2);
+  CHECK(p->bindings[0].grad_offset == 200);  // member 1's slice of 100 bf16 elements
+  in.buffers[1] = Opt("opt", 100, "float32");
+  p = PlanAor(in);
+  REQUIRE(p.ok());
+  CHECK(p->bindings[0].state_dtype == 0);
+}
+
 TEST_CASE("AOR plan: nothing to replay without aor regions", "[protect][aor]") {
   AorInput in = Input(1, 0, 100);  // dp 1: no neighbour
   auto p = PlanAor(in);
@@ -124,10 +142,13 @@ TEST_CASE("AOR plan: clear errors", "[protect][aor]") {
   CHECK_THAT(Error(in), Catch::Contains("buffer 'rng' names gradient 'grad'"));
 
   in = Input(2, 0, 100);
-  in.buffers[1] = Opt("opt", 100, "bf16");
-  CHECK_THAT(Error(in), Catch::Contains("must be float32") && Catch::Contains("it is bf16"));
+  in.buffers[1] = Opt("opt", 100, "float16");
+  CHECK_THAT(Error(in),
+             Catch::Contains("must be float32 or bfloat16") && Catch::Contains("it is float16"));
   in.buffers[1] = {"opt", 1000, "float32", BufferKind::kUnique, -1, true};
   CHECK_THAT(Error(in), Catch::Contains("1000 bytes: not 3·n float32 elements"));
+  in.buffers[1] = {"opt", 1000, "bf16", BufferKind::kUnique, -1, true};
+  CHECK_THAT(Error(in), Catch::Contains("1000 bytes: not 3·n bfloat16 elements"));
 
   in = Input(2, 0, 100);
   in.gradients[0].dtype = "float64";

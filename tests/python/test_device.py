@@ -200,3 +200,45 @@ def test_declared_streams_reach_libreft_once():
         {"shape": (8,), "typestr": "<f4", "data": (4096, False), "version": 3, "stream": 1},
         "x", None)
     assert (legacy.stream, legacy.dtype, legacy.nbytes) == (0, "float32", 32)
+
+
+def test_optimizer_shard_on_the_device_is_copied_not_replayed(daemon):
+    """Protection "aor" with the ZeRO-1 optimizer shard in device memory (the emulated device
+    standing in for CUDA/ROCm): the trainer's GPU kernels are not what the host replays, so
+    reftd has AOR off for it from the registration on ("off: optimizer on emulated device"),
+    copies it every step, and the trainer hears of it once (reft.AorWarning) and in its
+    restore report."""
+    n = 1031
+    ranks = []
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for d in range(2):
+            c = client(daemon, job="aor-device", dp=d, layout=reft.Layout(dp=2, zero=1),
+                       protection="aor")
+            opt = reft.testing.EmulatedDeviceArray(3 * n, "float32")
+            opt.host[:] = _pattern(3 * n, d)
+            grad = np.zeros(2 * n, np.float32)
+            c.register("opt", opt, kind="unique", optimizer=True)
+            c.register("grad", grad, kind="gradient")
+            state = c.aor_state()
+            assert state["state"] == "off: optimizer on emulated device", state
+            ranks.append((c, opt, grad))
+        for step in range(1, 4):
+            for d, (c, opt, grad) in enumerate(ranks):
+                c.fence()
+                opt.host[:] = _pattern(3 * n, 10 * step + d)  # the owner's update, on the device
+                c.snapshot(step, optimizer=reft.OptimizerStep(step=step, lr=1e-3,
+                                                              kernel="lerp+fma"))
+        for c, _, _ in ranks:
+            c.fence()
+        for c, _, _ in ranks:
+            assert c.wait_committed(3, timeout=30)
+        for c, _, _ in ranks:
+            state = c.aor_state()
+            assert (state["copies"], state["replays"]) == (3, 0), state
+            assert c.restore() == 3
+            assert c.last_restore["aor"] == "off: optimizer on emulated device"
+            c.close()
+    aor_warnings = [w for w in seen if issubclass(w.category, reft.AorWarning)]
+    assert len(aor_warnings) == 2, [str(w.message) for w in aor_warnings]  # one per rank
+    assert all("off: optimizer on emulated device" in str(w.message) for w in aor_warnings)

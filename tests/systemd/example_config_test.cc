@@ -46,6 +46,10 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   loaded.max_grpc_message_bytes = 1;
   loaded.shard_alignment = 1;
   loaded.peer_copy_timeout_ms = 1;
+  loaded.aor_threads = 99;
+  loaded.aor_resync_steps = 1;
+  loaded.aor_probation_steps = 99;
+  loaded.aor_device_optimizers = true;
   loaded.advertise = "x";
   loaded.probe_interval_ms = 1;
   loaded.probe_timeout_ms = 1;
@@ -107,6 +111,10 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   CHECK(loaded.max_grpc_message_bytes == d.max_grpc_message_bytes);
   CHECK(loaded.shard_alignment == d.shard_alignment);
   CHECK(loaded.peer_copy_timeout_ms == d.peer_copy_timeout_ms);
+  CHECK(loaded.aor_threads == d.aor_threads);
+  CHECK(loaded.aor_resync_steps == d.aor_resync_steps);
+  CHECK(loaded.aor_probation_steps == d.aor_probation_steps);
+  CHECK(loaded.aor_device_optimizers == d.aor_device_optimizers);
   CHECK(loaded.advertise == d.advertise);
   CHECK(loaded.probe_interval_ms == d.probe_interval_ms);
   CHECK(loaded.probe_timeout_ms == d.probe_timeout_ms);

@@ -134,6 +134,12 @@ typedef struct reft_optimizer_step {
   const char* buffer;   /* NULL: every replayed optimizer shard; else the one it applies to */
   int32_t lerp_first_moment; /* 1: exp_avg.lerp_(grad, 1 - beta1) (torch.optim >= 2.0);
                                 0: exp_avg.mul_(beta1).add_(grad, 1 - beta1) (torch 1.x, libtorch) */
+  /* How the owner's kernels round (docs/protection.md "What is exact"); absent in callers built
+   * against an older header (struct_size), which get the init values 0. */
+  int32_t fma;             /* 1: multiply-adds are fused (torch >= 2.0 on AVX2/AVX-512) */
+  uint32_t fused_width;    /* torch's fused CPU kernel of this vector width; 0 = not */
+  int32_t l2_weight_decay; /* 1: Adam's L2 decay (grad += wd * param), not AdamW's */
+  uint32_t not_replayable; /* not 0: the update cannot be replayed bit for bit (reason code) */
 } reft_optimizer_step;
 
 REFT_C_API void reft_options_init(reft_options* options);

@@ -174,6 +174,17 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "local.peer_copy_timeout_ms") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 3600000, &v));
       c->peer_copy_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "local.aor_threads") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 256, &v));
+      c->aor_threads = static_cast<int>(v);
+    } else if (key == "local.aor_resync_steps") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 1000000000, &v));
+      c->aor_resync_steps = static_cast<uint32_t>(v);
+    } else if (key == "local.aor_probation_steps") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 1000000, &v));
+      c->aor_probation_steps = static_cast<uint32_t>(v);
+    } else if (key == "local.aor_device_optimizers") {
+      REFT_RETURN_NOT_OK(ReadBool(node, key, &c->aor_device_optimizers));
     } else if (key == "restore.concurrency") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 64, &v));
       c->restore_concurrency = static_cast<int>(v);

@@ -209,6 +209,10 @@ local::LocalServerOptions MakeLocalOptions(const DaemonConfig& c) {
   o.daemon_version = REFT_VERSION;
   o.shard_chunk = c.shard_alignment;
   o.peer_copy_timeout_ms = static_cast<int>(c.peer_copy_timeout_ms);
+  o.aor_threads = c.aor_threads;
+  o.aor_resync_steps = c.aor_resync_steps;
+  o.aor_probation_steps = c.aor_probation_steps;
+  o.aor_device_optimizers = c.aor_device_optimizers;
   o.max_sessions_per_uid = c.max_sessions_per_uid;
   o.stream_ring_bytes =
       local::StreamRingBytes(c.restore_piece_bytes, static_cast<int>(c.restore_concurrency));

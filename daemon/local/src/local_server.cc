@@ -182,7 +182,8 @@ void LocalServer::Impl::OnReadable(const std::shared_ptr<Session>& s) {
   }
   const Status& st = frame.status();
   if (st.code() == StatusCode::kProtocol) {
-    if (!s->RejectFrame(st)) HangUp(s);
+    // Named, so that a client of another release can say which reftd refused it.
+    if (!s->RejectFrame(st.WithContext("reftd " + options.daemon_version))) HangUp(s);
     return;
   }
   if (st.code() == StatusCode::kTimeout) return;  // spurious wake-up

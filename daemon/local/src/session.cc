@@ -61,6 +61,12 @@ Session::Session(uint64_t id, UniqueFd sock, PeerCredentials cred, const Session
 Session::~Session() = default;
 
 bool Session::Enqueue(Frame frame) {
+  if (frame.header.type == MessageType::kAorStatus) {
+    // Answered here, on the loop thread, from the session's counters: never behind the work
+    // the session has queued (the replay or copy of the step just fenced runs on its strand).
+    AnswerAorStatus(frame);
+    return false;
+  }
   MutexLock lock(mu_);
   if (hangup_queued_) return false;
   queue_.push_back(std::move(frame));
@@ -76,6 +82,27 @@ bool Session::EnqueueHangup() {
   if (scheduled_) return false;
   scheduled_ = true;
   return true;
+}
+
+void Session::AnswerAorStatus(const Frame& f) {
+  const SessionInfo info = info_.Get();
+  if (!info.joined) {
+    ReplyError(f.header.request_id, Status::Protocol("aor_status before hello"));
+    return;
+  }
+  if (!f.payload.empty() || !f.fds.empty()) {
+    ReplyError(f.header.request_id, Status::Protocol("aor_status takes no payload and no fds"));
+    return;
+  }
+  local_proto::AorStatusReply reply;
+  reply.state = info.aor_state;
+  reply.replays = info.aor_replays;
+  reply.copies = info.aor_copies;
+  reply.verified = info.aor_verified;
+  reply.mismatches = info.aor_mismatches;
+  Status sent =
+      Reply(MessageType::kAorStatusReply, f.header.request_id, local_proto::Encode(reply));
+  if (!sent.ok()) ctx_.counters->failed_replies++;
 }
 
 bool Session::RejectFrame(const Status& error) {
@@ -201,7 +228,7 @@ Status Session::HandleRegister(Frame& f) {
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &r));
   REFT_RETURN_NOT_OK(protect::CheckShardRegistration(r, rank_.coord(), layout_));
   REFT_RETURN_NOT_OK(buffers_.Add(r, f, scheme_, options_.limits.max_buffers));
-  writer_.BuffersChanged();
+  writer_.BuffersChanged(r);
   info_.Update([&](SessionInfo& i) {
     i.buffers = static_cast<uint32_t>(buffers_.size());
     i.buffer_bytes += r.size;

@@ -85,6 +85,8 @@ class Session {
   /// A plan query: needs no hello (a launcher asks before it knows its rank), answers only the
   /// job's owner.
   Status HandlePlanQuery(const local_proto::Frame& f);
+  /// Loop thread (from Enqueue): kAorStatus, answered at once from SessionInfo.
+  void AnswerAorStatus(const local_proto::Frame& f);
   Status Reply(local_proto::MessageType type, uint32_t request_id,
                const std::vector<uint8_t>& payload, const std::vector<int>& fds = {})
       REFT_EXCLUDES(send_mu_);

@@ -22,14 +22,17 @@ void SnapshotWriter::Join(const local_proto::Hello& hello, const protect::Scheme
   scheme_ = scheme;
 }
 
-void SnapshotWriter::BuffersChanged() {
+void SnapshotWriter::BuffersChanged(const local_proto::Register& added) {
   plan_.reset();  // the slot layout depends on every registered buffer
   aor_.clear();
+  NoteAorRegistration(added);
 }
 
 Status SnapshotWriter::EnsurePlan() {
   if (plan_) return Status::OK();
   REFT_ASSIGN_OR_RETURN(plan_, MakePlan());
+  aor_.assign(plan_->slot.aor.bindings.size(), AorState{});
+  PublishAorState();
   return Status::OK();
 }
 

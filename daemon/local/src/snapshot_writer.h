@@ -62,8 +62,10 @@ class SnapshotWriter {
   /// one its restore followed. Begin refuses, and the coordinator does not count, a snapshot
   /// once the job moved to a newer epoch (the trainer must restart and restore).
   void SetEpoch(int64_t epoch) { epoch_ = epoch; }
-  /// \brief A buffer was registered: the plan (and the AOR replicas) start over.
-  void BuffersChanged();
+  /// \brief Buffer `added` was registered: the plan (and the AOR replicas) start over. An
+  /// optimizer shard in device memory has AOR off from here on (unless
+  /// LocalServerOptions::aor_device_optimizers).
+  void BuffersChanged(const local_proto::Register& added);
 
   bool writing() const { return writing_.has_value(); }
   int64_t writing_step() const { return writing_ ? writing_->step : -1; }
@@ -141,7 +143,8 @@ class SnapshotWriter {
   struct AorState {
     std::optional<aor::AorReplica> replica;
     std::shared_ptr<store::SlotRef> slot;
-    uint64_t since_copy = 0;  ///< replays since the last copy from the owner
+    uint64_t since_copy = 0;      ///< replays since the owner's state was last copied or compared
+    uint32_t probation_left = 0;  ///< replays still compared with the owner's copy
     std::string reason;       ///< why there is no replica ("" = the session just started)
   };
   struct HasState;  ///< the client's hint page and HAS's release gate (snapshot_has.cc)
@@ -171,6 +174,18 @@ class SnapshotWriter {
   /// replica (first snapshot, missed step, restore) or a periodic resync is due.
   Status AdvanceAor(size_t i, int64_t step, const std::shared_ptr<store::SlotRef>& slot,
                     const store::RankKey& neighbour);
+  /// Compares binding `i`'s replayed region of `step` with a copy of the neighbour's shard
+  /// (probation, periodic resync); a difference turns AOR off for it (the copy wins).
+  Status VerifyAor(size_t i, int64_t step, uint8_t* region, const store::RankKey& neighbour);
+  /// Fills `region` (binding `i`'s size) with a copy of the neighbour's published shard of
+  /// `step`.
+  Status CopyAor(size_t i, int64_t step, uint8_t* region, const store::RankKey& neighbour);
+  /// Binding `i` is replayed no more in this session: `why` ("off: ...") is kept per buffer.
+  void TurnAorOff(size_t i, const std::string& why);
+  /// The AOR states of the plan's bindings into SessionInfo::aor_state.
+  void PublishAorState();
+  /// A registration of an optimizer shard in device memory that AOR would replay: AOR off.
+  void NoteAorRegistration(const local_proto::Register& r);
 
   // snapshot_device.cc
   /// Page-locks a region of `slot` receiving device bytes, once per mapping (unlocked before
@@ -207,6 +222,9 @@ class SnapshotWriter {
   std::optional<Writing> writing_;
   std::map<int64_t, Status> failed_steps_;  // seal/commit failures reported to wait_committed
   std::vector<AorState> aor_;               // per plan AOR binding; cleared with the plan
+  // Optimizer buffers whose AOR is off for the rest of the session, and why ("off: ..."): kept
+  // across plans and restores (a mismatch, a device optimizer, the trainer's declaration).
+  std::map<std::string, std::string> aor_off_;
   std::unique_ptr<HasState> has_;           // null until the client sends has_attach
   bool unpinned_warned_ = false;            // PinRegion's warning was logged
 };

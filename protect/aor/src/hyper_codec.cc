@@ -33,7 +33,12 @@ double GetF64(const uint8_t* p) {
 
 constexpr uint8_t kFlagSkipped = 0x01;
 constexpr uint8_t kFlagLerpFirstMoment = 0x02;
-constexpr uint8_t kKnownFlags = kFlagSkipped | kFlagLerpFirstMoment;
+constexpr uint8_t kFlagFma = 0x04;
+constexpr uint8_t kFlagL2WeightDecay = 0x08;
+constexpr uint8_t kKnownFlags = kFlagSkipped | kFlagLerpFirstMoment | kFlagFma | kFlagL2WeightDecay;
+constexpr size_t kOffFusedWidth = 2;
+constexpr size_t kOffNotReplayable = 3;
+constexpr size_t kOffReserved = 4;
 constexpr size_t kOffIteration = 8;
 constexpr size_t kOffStep = 16;
 constexpr size_t kOffDoubles = 24;  // lr, beta1, beta2, eps, weight_decay, clip_coef, grad_scale
@@ -43,8 +48,11 @@ constexpr size_t kOffDoubles = 24;  // lr, beta1, beta2, eps, weight_decay, clip
 std::array<uint8_t, kStepHyperWireSize> EncodeStepHyper(const StepHyper& h) {
   std::array<uint8_t, kStepHyperWireSize> out{};
   out[0] = kStepHyperWireVersion;
-  out[1] = static_cast<uint8_t>((h.skipped ? kFlagSkipped : 0) |
-                                (h.lerp_first_moment ? kFlagLerpFirstMoment : 0));
+  out[1] = static_cast<uint8_t>(
+      (h.skipped ? kFlagSkipped : 0) | (h.lerp_first_moment ? kFlagLerpFirstMoment : 0) |
+      (h.fma ? kFlagFma : 0) | (h.l2_weight_decay ? kFlagL2WeightDecay : 0));
+  out[kOffFusedWidth] = h.fused_width;
+  out[kOffNotReplayable] = static_cast<uint8_t>(h.not_replayable);
   PutU64(&out[kOffIteration], h.iteration);
   PutU64(&out[kOffStep], h.step);
   const double d[7] = {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.clip_coef, h.grad_scale};
@@ -68,9 +76,10 @@ Result<StepHyper> DecodeStepHyper(const uint8_t* data, size_t size) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(data[1]));
     return Status::InvalidArgument(std::string("step hyper-parameters: flags ") + hex +
-                                   " has unknown bits (bit 0 = skipped, bit 1 = lerp first moment)");
+                                   " has unknown bits (bit 0 = skipped, bit 1 = lerp first moment, "
+                                   "bit 2 = fma, bit 3 = L2 weight decay)");
   }
-  for (size_t i = 2; i < kOffIteration; ++i) {
+  for (size_t i = kOffReserved; i < kOffIteration; ++i) {
     if (data[i] != 0) {
       return Status::InvalidArgument("step hyper-parameters: reserved byte " + std::to_string(i) +
                                      " is not zero");
@@ -79,6 +88,10 @@ Result<StepHyper> DecodeStepHyper(const uint8_t* data, size_t size) {
   StepHyper h;
   h.skipped = (data[1] & kFlagSkipped) != 0;
   h.lerp_first_moment = (data[1] & kFlagLerpFirstMoment) != 0;
+  h.fma = (data[1] & kFlagFma) != 0;
+  h.l2_weight_decay = (data[1] & kFlagL2WeightDecay) != 0;
+  h.fused_width = data[kOffFusedWidth];
+  h.not_replayable = static_cast<NotReplayable>(data[kOffNotReplayable]);
   h.iteration = GetU64(data + kOffIteration);
   h.step = GetU64(data + kOffStep);
   double* fields[7] = {&h.lr,           &h.beta1,     &h.beta2,     &h.eps,

@@ -20,6 +20,23 @@ const char* GradDtypeName(GradDtype dtype) {
   return "unknown";
 }
 
+std::string NotReplayableText(NotReplayable reason) {
+  switch (reason) {
+    case NotReplayable::kReplayable:
+      return "replayable";
+    case NotReplayable::kSqrtNotCorrectlyRounded:
+      return "the owner's sqrt is not correctly rounded (torch's CPU sqrt through MKL VML on "
+             "this CPU)";
+    case NotReplayable::kNoMatchingForm:
+      return "no replay form matches the owner's optimizer step bit for bit";
+    case NotReplayable::kUnsupportedOptimizer:
+      return "the owner's optimizer or one of its options is not replayed";
+    case NotReplayable::kDeviceOptimizer:
+      return "optimizer on a GPU (staged by the trainer)";
+  }
+  return "unknown reason " + std::to_string(static_cast<unsigned>(reason));
+}
+
 namespace {
 
 /// "step hyper-parameters: lr is NaN (must be ...)" or "... lr = -0.001 (must be ...)", the value
@@ -59,6 +76,20 @@ Status ValidateStepHyper(const StepHyper& h) {
     return Bad("clip_coef", h.clip_coef, "in [0, 1]");
   if (!(std::isfinite(h.grad_scale) && h.grad_scale > 0.0))
     return Bad("grad_scale", h.grad_scale, "finite and > 0");
+  if (h.fused_width > 64) {
+    return Status::InvalidArgument("step hyper-parameters: fused_width = " +
+                                   std::to_string(h.fused_width) + " (must be at most 64)");
+  }
+  if (h.fused_width > 0 && !h.lerp_first_moment) {
+    return Status::InvalidArgument(
+        "step hyper-parameters: fused_width = " + std::to_string(h.fused_width) +
+        " without lerp_first_moment (torch's fused kernel always lerps the first moment)");
+  }
+  if (static_cast<uint8_t>(h.not_replayable) > kMaxNotReplayable) {
+    return Status::InvalidArgument("step hyper-parameters: not_replayable = " +
+                                   std::to_string(static_cast<unsigned>(h.not_replayable)) +
+                                   " (unknown reason)");
+  }
   return Status::OK();
 }
 

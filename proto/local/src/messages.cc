@@ -520,6 +520,22 @@ Status Decode(const std::vector<uint8_t>& p, const Limits&, PlanReply* m) {
   return r.Finish("plan_reply");
 }
 
+std::vector<uint8_t> Encode(const AorStatusReply& m) {
+  Writer w;
+  w.Bytes(m.state.substr(0, AorStatusReply::kMaxText));
+  for (uint64_t v : {m.replays, m.copies, m.verified, m.mismatches}) w.U64(v);
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits&, AorStatusReply* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(r.Bytes(&m->state, AorStatusReply::kMaxText, "state"));
+  REFT_RETURN_NOT_OK(r.U64(&m->replays, "replays"));
+  REFT_RETURN_NOT_OK(r.U64(&m->copies, "copies"));
+  REFT_RETURN_NOT_OK(r.U64(&m->verified, "verified"));
+  REFT_RETURN_NOT_OK(r.U64(&m->mismatches, "mismatches"));
+  return r.Finish("aor_status_reply");
+}
+
 Status ToStatus(const ErrorReply& e) {
   if (e.code == 0 || e.code > static_cast<uint32_t>(StatusCode::kInternal)) {
     return Status::Protocol("daemon sent unknown error code " + std::to_string(e.code) + ": " +

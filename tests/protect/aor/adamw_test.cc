@@ -43,33 +43,49 @@ float Widen(const StepInput& in, size_t i) {
   return 0;
 }
 
-/// adamw.h's table, transcribed independently (this TU is built with -ffp-contract=off too).
+/// a·b + c rounded once (`fused`) or twice: this TU is built with -ffp-contract=off too.
+float MulAdd(bool fused, float a, float b, float c) {
+  return fused ? std::fma(a, b, c) : a * b + c;
+}
+
+/// adamw.h's table, transcribed independently.
 void DocumentedStep(const StepHyper& h, const StepInput& in, std::vector<float>& P,
                     std::vector<float>& M, std::vector<float>& V) {
   if (h.skipped) return;
   const double step = static_cast<double>(h.step);
-  const float decay = static_cast<float>(1.0 - h.lr * h.weight_decay);
+  const float decay = h.l2_weight_decay ? 1.0f : static_cast<float>(1.0 - h.lr * h.weight_decay);
+  const float wd = static_cast<float>(h.weight_decay);
   const float b1 = static_cast<float>(h.beta1), omb1 = static_cast<float>(1.0 - h.beta1);
   const float b2 = static_cast<float>(h.beta2), omb2 = static_cast<float>(1.0 - h.beta2);
   const float neg_step = static_cast<float>(-(h.lr / (1.0 - std::pow(h.beta1, step))));
-  const float bc2 = static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, step)));
+  const double bc2d = 1.0 - std::pow(h.beta2, step);
+  const bool python_pow = h.lerp_first_moment && h.fused_width == 0;
+  const float bc2 = static_cast<float>(python_pow ? std::pow(bc2d, 0.5) : std::sqrt(bc2d));
   const float eps = static_cast<float>(h.eps);
-  for (size_t i = 0; i < P.size(); ++i) {
+  const size_t n = P.size();
+  const size_t tail = h.fused_width > 0 ? n - n % h.fused_width : n;
+  for (size_t i = 0; i < n; ++i) {
     float g = Widen(in, i);
     g = g * static_cast<float>(h.grad_scale);
     g = g * static_cast<float>(h.clip_coef);
+    if (h.l2_weight_decay) g = MulAdd(h.fma, P[i], wd, g);
     float p = P[i] * decay;
     float m = M[i];
     if (!h.lerp_first_moment) {
-      m = m * b1;
-      m = m + omb1 * g;
+      m = MulAdd(h.fma, omb1, g, m * b1);
     } else if (omb1 < 0.5f) {  // ATen's lerp: start + weight * (end - start)
-      m = m + omb1 * (g - m);
-    } else {                   // end - (end - start) * (1 - weight)
+      m = MulAdd(h.fma, omb1, g - m, m);
+    } else if (h.fma) {  // its fused form: end + (weight - 1) * (end - start)
+      m = std::fma(omb1 - 1.0f, g - m, g);
+    } else {  // end - (end - start) * (1 - weight)
       m = g - (g - m) * (1.0f - omb1);
     }
-    float v = V[i] * b2;
-    v = v + (omb2 * g) * g;
+    float v;
+    if (h.fma && i >= tail) {  // the fused kernel's scalar tail
+      v = std::fma(V[i], b2, (omb2 * g) * g);
+    } else {
+      v = MulAdd(h.fma, omb2 * g, g, V[i] * b2);
+    }
     float d = std::sqrt(v) / bc2 + eps;
     P[i] = p + (neg_step * m) / d;
     M[i] = m;
@@ -82,8 +98,15 @@ TEST_CASE("AdamW kernel follows the documented operation order bit for bit", "[a
   // First moment: mul-add (torch 1.x), lerp with a small weight (beta1 0.9, torch.optim >= 2.0)
   // and lerp with a large one (beta1 0.3: ATen's other lerp branch).
   const int form = GENERATE(0, 1, 2);
+  // The owner fuses multiply-adds (torch >= 2 on AVX2/AVX-512), runs torch's fused kernel
+  // (width 8: a tail of n mod 8 = 5 elements), and Adam's L2 decay instead of AdamW's.
+  const bool fma = GENERATE(false, true);
+  const int width = GENERATE(0, 8);
+  const int fused_width = form == 0 ? 0 : width;  // the fused kernel always lerps
+  const bool l2 = GENERATE(false, true);
   const uint64_t seed = reft::testing::TestSeed(5);
-  INFO("mode " << GradModeName(mode) << " form " << form << " seed " << seed);
+  INFO("mode " << GradModeName(mode) << " form " << form << " fma " << fma << " fused_width "
+               << fused_width << " l2 " << l2 << " seed " << seed);
   const size_t n = 4133;
   TrainingLoop loop(mode, n, 200, seed);
   std::vector<float> p, m, v;
@@ -93,6 +116,9 @@ TEST_CASE("AdamW kernel follows the documented operation order bit for bit", "[a
     StepInput in = loop.Next();
     in.hyper.lerp_first_moment = form > 0;
     if (form == 2) in.hyper.beta1 = 0.3;
+    in.hyper.fma = fma;
+    in.hyper.fused_width = static_cast<uint8_t>(fused_width);
+    in.hyper.l2_weight_decay = l2;
     REQUIRE(AdamWUpdate({p.data(), m.data(), v.data(), n}, in.hyper, in.grad.data(), in.dtype, n, 3)
                 .ok());
     DocumentedStep(in.hyper, in, rp, rm, rv);
@@ -100,6 +126,143 @@ TEST_CASE("AdamW kernel follows the documented operation order bit for bit", "[a
   REQUIRE(std::memcmp(p.data(), rp.data(), 4 * n) == 0);
   REQUIRE(std::memcmp(m.data(), rm.data(), 4 * n) == 0);
   REQUIRE(std::memcmp(v.data(), rv.data(), 4 * n) == 0);
+}
+
+/// bf16 state (adamw.h): widened, the documented order in fp32 with a bf16 rounding after every
+/// line (torch's per-op kernels, `fused_width` 0) or only at the stores (its fused kernel).
+void DocumentedStepBf16(const StepHyper& h, const StepInput& in, std::vector<uint16_t>& P,
+                        std::vector<uint16_t>& M, std::vector<uint16_t>& V) {
+  if (h.skipped) return;
+  const bool each_op = h.fused_width == 0;
+  auto R = [each_op](float x) { return each_op ? BFloat16ToFloat(FloatToBFloat16(x)) : x; };
+  auto R16 = [](float x) { return BFloat16ToFloat(FloatToBFloat16(x)); };
+  const double step = static_cast<double>(h.step);
+  const float decay = h.l2_weight_decay ? 1.0f : static_cast<float>(1.0 - h.lr * h.weight_decay);
+  const float wd = static_cast<float>(h.weight_decay);
+  const float b1 = static_cast<float>(h.beta1), omb1 = static_cast<float>(1.0 - h.beta1);
+  const float b2 = static_cast<float>(h.beta2), omb2 = static_cast<float>(1.0 - h.beta2);
+  const float neg_step = static_cast<float>(-(h.lr / (1.0 - std::pow(h.beta1, step))));
+  const double bc2d = 1.0 - std::pow(h.beta2, step);
+  const float bc2 =
+      static_cast<float>(each_op && h.lerp_first_moment ? std::pow(bc2d, 0.5) : std::sqrt(bc2d));
+  const float eps = static_cast<float>(h.eps);
+  const size_t n = P.size();
+  const size_t tail = h.fused_width > 0 ? n - n % h.fused_width : n;
+  for (size_t i = 0; i < n; ++i) {
+    float g =
+        R16(R16(Widen(in, i) * static_cast<float>(h.grad_scale)) * static_cast<float>(h.clip_coef));
+    float p = BFloat16ToFloat(P[i]);
+    if (h.l2_weight_decay) g = R(MulAdd(h.fma, p, wd, g));
+    p = R(p * decay);
+    float m = BFloat16ToFloat(M[i]);
+    if (!h.lerp_first_moment) {
+      m = MulAdd(h.fma, omb1, g, R(m * b1));
+    } else if (omb1 < 0.5f) {
+      m = MulAdd(h.fma, omb1, g - m, m);
+    } else if (h.fma) {
+      m = std::fma(omb1 - 1.0f, g - m, g);
+    } else {
+      m = g - (g - m) * (1.0f - omb1);
+    }
+    m = R(m);
+    const float v0 = BFloat16ToFloat(V[i]);
+    float v = h.fma && i >= tail ? std::fma(v0, b2, (omb2 * g) * g)
+                                 : MulAdd(h.fma, omb2 * g, g, R(v0 * b2));
+    v = R(v);
+    const float d = R(R(R(std::sqrt(v)) / bc2) + eps);
+    P[i] = FloatToBFloat16(R(p + (neg_step * m) / d));
+    M[i] = FloatToBFloat16(m);
+    V[i] = FloatToBFloat16(v);
+  }
+}
+
+TEST_CASE("AdamW kernel on bf16 state follows the documented rounding bit for bit",
+          "[aor][adamw]") {
+  const bool fma = GENERATE(false, true);
+  const int fused_width = GENERATE(0, 16);
+  const bool l2 = GENERATE(false, true);
+  const uint64_t seed = reft::testing::TestSeed(15);
+  INFO("fma " << fma << " fused_width " << fused_width << " l2 " << l2 << " seed " << seed);
+  const size_t n = 4133;
+  TrainingLoop loop(GradMode::kBf16, n, 60, seed);
+  std::vector<float> p0, m0, v0;
+  loop.InitialState(&p0, &m0, &v0);
+  std::vector<uint16_t> p(n), m(n), v(n);
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = FloatToBFloat16(p0[i]);
+    m[i] = FloatToBFloat16(m0[i]);
+    v[i] = FloatToBFloat16(v0[i]);
+  }
+  std::vector<uint16_t> rp = p, rm = m, rv = v;
+  std::vector<uint16_t> ip = p, im = m, iv = v;  // AdamWUpdateInto, slot to slot
+  for (int it = 0; it < 60; ++it) {
+    StepInput in = loop.Next();
+    in.hyper.lerp_first_moment = true;
+    in.hyper.fma = fma;
+    in.hyper.fused_width = static_cast<uint8_t>(fused_width);
+    in.hyper.l2_weight_decay = l2;
+    const AdamWState st{p.data(), m.data(), v.data(), n, StateDtype::kBFloat16};
+    REQUIRE(AdamWUpdate(st, in.hyper, in.grad.data(), in.dtype, n, 3).ok());
+    std::vector<uint16_t> np(n), nm(n), nv(n);
+    const AdamWState from{ip.data(), im.data(), iv.data(), n, StateDtype::kBFloat16};
+    const AdamWState into{np.data(), nm.data(), nv.data(), n, StateDtype::kBFloat16};
+    REQUIRE(AdamWUpdateInto(from, into, in.hyper, in.grad.data(), in.dtype, n, 2).ok());
+    ip.swap(np);
+    im.swap(nm);
+    iv.swap(nv);
+    DocumentedStepBf16(in.hyper, in, rp, rm, rv);
+  }
+  CHECK(p == rp);
+  CHECK(m == rm);
+  CHECK(v == rv);
+  CHECK(ip == rp);
+  CHECK(im == rm);
+  CHECK(iv == rv);
+  const std::vector<uint16_t> start(n, FloatToBFloat16(0.0f));
+  CHECK(m != start);  // the run moved the state
+}
+
+TEST_CASE("AdamW kernel: each form of the owner's kernels rounds differently", "[aor][adamw]") {
+  // The form fields are not decoration: replaying an owner in any other form drifts from it
+  // within a few steps (so a wrong declaration shows at the first comparison).
+  const size_t n = 4133;
+  struct F {
+    bool lerp, fma, l2;
+    uint8_t width;
+  };
+  const F forms[] = {{false, false, false, 0},
+                     {true, false, false, 0},
+                     {true, true, false, 0},
+                     {true, true, false, 8},
+                     {true, true, true, 0}};
+  constexpr size_t kForms = sizeof forms / sizeof forms[0];
+  TrainingLoop loop(GradMode::kFp32, n, 10, reft::testing::TestSeed(13));
+  std::vector<float> p0, m0, v0;
+  loop.InitialState(&p0, &m0, &v0);
+  std::vector<std::vector<float>> st(kForms, std::vector<float>(3 * n));
+  for (auto& s : st) {
+    std::copy(p0.begin(), p0.end(), s.begin());
+    std::copy(m0.begin(), m0.end(), s.begin() + n);
+    std::copy(v0.begin(), v0.end(), s.begin() + 2 * n);
+  }
+  for (int it = 0; it < 10; ++it) {
+    StepInput in = loop.Next();
+    for (size_t k = 0; k < kForms; ++k) {
+      StepHyper h = in.hyper;
+      h.lerp_first_moment = forms[k].lerp;
+      h.fma = forms[k].fma;
+      h.l2_weight_decay = forms[k].l2;
+      h.fused_width = forms[k].width;
+      float* s = st[k].data();
+      REQUIRE(AdamWUpdate({s, s + n, s + 2 * n, n}, h, in.grad.data(), in.dtype, n).ok());
+    }
+  }
+  for (size_t a = 0; a < kForms; ++a) {
+    for (size_t b = a + 1; b < kForms; ++b) {
+      INFO("forms " << a << " and " << b);
+      CHECK(std::memcmp(st[a].data(), st[b].data(), 12 * n) != 0);
+    }
+  }
 }
 
 TEST_CASE("AdamW kernel agrees with a textbook float64 AdamW", "[aor][adamw]") {
@@ -177,7 +340,7 @@ TEST_CASE("AdamW kernel result does not depend on threads or range splits", "[ao
     }
     // Random ranges straight through AdamWStepRange, in a random order.
     if (in.hyper.skipped) continue;
-    const AdamWCoefficients c = ComputeAdamWCoefficients(in.hyper);
+    const AdamWCoefficients c = ComputeAdamWCoefficients(in.hyper, n);
     const AdamWState st{ps[9].data(), ms[9].data(), vs[9].data(), n};
     std::vector<size_t> cuts{0, n};
     for (int i = 0; i < 7; ++i) cuts.push_back(rng() % n);

@@ -47,6 +47,10 @@ void RequireSame(const StepHyper& a, const StepHyper& b) {
   REQUIRE(a.step == b.step);
   REQUIRE(a.skipped == b.skipped);
   REQUIRE(a.lerp_first_moment == b.lerp_first_moment);
+  REQUIRE(a.fma == b.fma);
+  REQUIRE(a.l2_weight_decay == b.l2_weight_decay);
+  REQUIRE(a.fused_width == b.fused_width);
+  REQUIRE(a.not_replayable == b.not_replayable);
   REQUIRE(SameBits(a.lr, b.lr));
   REQUIRE(SameBits(a.beta1, b.beta1));
   REQUIRE(SameBits(a.beta2, b.beta2));
@@ -73,6 +77,35 @@ TEST_CASE("step hyper codec matches the documented layout", "[aor][codec]") {
   RequireSame(*dec, GoldenHyper());
 }
 
+TEST_CASE("step hyper codec: the replay forms' fields", "[aor][codec]") {
+  // python3 -c "import struct; print(struct.pack('<BBBBIQQ7d', 1, 0x0e, 8, 0, 0, ...)[:8].hex())"
+  // (lerp, fma, L2 weight decay, fused kernel of width 8): 010e080000000000, then the golden
+  // record's bytes.
+  StepHyper h = GoldenHyper();
+  h.lerp_first_moment = true;
+  h.fma = true;
+  h.l2_weight_decay = true;
+  h.fused_width = 8;
+  auto enc = EncodeStepHyper(h);
+  const uint8_t head[8] = {0x01, 0x0e, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00};
+  REQUIRE(std::memcmp(enc.data(), head, 8) == 0);
+  REQUIRE(std::memcmp(enc.data() + 8, kGolden + 8, kStepHyperWireSize - 8) == 0);
+  auto dec = DecodeStepHyper(enc.data(), enc.size());
+  REQUIRE(dec.ok());
+  RequireSame(*dec, h);
+  // A trainer that cannot be replayed still sends its step counts.
+  h = GoldenHyper();
+  h.not_replayable = NotReplayable::kSqrtNotCorrectlyRounded;
+  enc = EncodeStepHyper(h);
+  REQUIRE(enc[3] == 1);
+  dec = DecodeStepHyper(enc.data(), enc.size());
+  REQUIRE(dec.ok());
+  RequireSame(*dec, h);
+  REQUIRE(NotReplayableText(dec->not_replayable).find("sqrt is not correctly rounded") !=
+          std::string::npos);
+  REQUIRE(NotReplayableText(static_cast<NotReplayable>(77)) == "unknown reason 77");
+}
+
 TEST_CASE("step hyper codec round trips bit-exactly", "[aor][codec]") {
   const uint64_t seed = testing::TestSeed(7);
   INFO("seed " << seed);
@@ -83,6 +116,10 @@ TEST_CASE("step hyper codec round trips bit-exactly", "[aor][codec]") {
     h.iteration = rng();
     h.skipped = (rng() & 7) == 0;
     h.lerp_first_moment = (rng() & 1) != 0;
+    h.fma = (rng() & 1) != 0;
+    h.l2_weight_decay = (rng() & 1) != 0;
+    h.fused_width = h.lerp_first_moment ? static_cast<uint8_t>(rng() % 65) : 0;
+    h.not_replayable = static_cast<NotReplayable>(rng() % (kMaxNotReplayable + 1));
     h.step = h.skipped ? rng() : rng() | 1;
     h.lr = unit(rng) * 1e-2;
     h.beta1 = unit(rng);
@@ -116,16 +153,26 @@ TEST_CASE("step hyper codec rejects malformed records", "[aor][codec]") {
     RequireRejected(buf.data(), buf.size(), "unsupported version 0");
   }
   SECTION("flags and reserved bytes") {
-    buf[1] = 0x04;
-    RequireRejected(buf.data(), buf.size(), "flags 0x04 has unknown bits");
+    buf[1] = 0x10;
+    RequireRejected(buf.data(), buf.size(), "flags 0x10 has unknown bits");
     buf[1] = 0x81;
     RequireRejected(buf.data(), buf.size(), "flags 0x81");
     buf[1] = 0;
-    for (size_t i = 2; i < 8; ++i) {
+    for (size_t i = 4; i < 8; ++i) {
       buf[i] = 1;
       RequireRejected(buf.data(), buf.size(), "reserved byte " + std::to_string(i));
       buf[i] = 0;
     }
+  }
+  SECTION("form bytes") {
+    buf[2] = 8;  // fused_width without the lerp flag
+    RequireRejected(buf.data(), buf.size(), "fused_width = 8 without lerp_first_moment");
+    buf[1] = 0x02;
+    buf[2] = 65;
+    RequireRejected(buf.data(), buf.size(), "fused_width = 65 (must be at most 64)");
+    buf[2] = 0;
+    buf[3] = kMaxNotReplayable + 1;
+    RequireRejected(buf.data(), buf.size(), "not_replayable = 5 (unknown reason)");
   }
   SECTION("field values name the field") {
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -192,6 +239,11 @@ TEST_CASE("step hyper codec: garbage is rejected or canonical", "[aor][codec]") 
       b[0] = kStepHyperWireVersion;
       b[1] &= 1;
       std::memset(b + 2, 0, 6);
+      if (i % 4 == 1) {  // the form fields, valid ones
+        b[1] |= 0x0e;
+        b[2] = static_cast<uint8_t>(rng() % 65);
+        b[3] = static_cast<uint8_t>(rng() % (kMaxNotReplayable + 1));
+      }
     }
     auto r = DecodeStepHyper(b, sizeof b);
     if (!r.ok()) {

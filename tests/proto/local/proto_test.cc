@@ -171,6 +171,31 @@ TEST_CASE("messages round-trip through the codec") {
   CHECK(ToStatus(e).message() == "bad chunk");
 }
 
+TEST_CASE("AOR status reply round-trips; an old reftd refuses the request type") {
+  Limits l;
+  AorStatusReply a;
+  a.state = "'opt': on; 'opt2': off: mismatch at step 7";
+  a.replays = 11;
+  a.copies = 3;
+  a.verified = 5;
+  a.mismatches = 1;
+  AorStatusReply b;
+  REQUIRE(Decode(Encode(a), l, &b).ok());
+  CHECK(b.state == a.state);
+  CHECK(b.replays == 11);
+  CHECK(b.copies == 3);
+  CHECK(b.verified == 5);
+  CHECK(b.mismatches == 1);
+  auto bytes = Encode(a);
+  bytes.push_back(0);
+  CHECK(Decode(bytes, l, &b).code() == StatusCode::kProtocol);
+  a.state = std::string(AorStatusReply::kMaxText + 10, 'x');  // cut when encoded
+  REQUIRE(Decode(Encode(a), l, &b).ok());
+  CHECK(b.state.size() == AorStatusReply::kMaxText);
+  CHECK(std::string(MessageTypeName(MessageType::kAorStatus)) == "aor_status");
+  CHECK(std::string(MessageTypeName(MessageType::kAorStatusReply)) == "aor_status_reply");
+}
+
 TEST_CASE("truncated and trailing payloads are rejected") {
   Limits l;
   Hello h;

@@ -45,7 +45,8 @@ struct AorBinding {
   std::string buffer;           ///< the optimizer shard (kind unique, optimizer flag)
   std::string region;           ///< "aor/<buffer>": replica of member (dp+1) mod m's shard
   std::string gradient;         ///< the gradient buffer it is replayed from
-  uint64_t elements = 0;        ///< n; the shard is 3·n float32
+  uint64_t elements = 0;        ///< n; the shard is 3·n elements of state_dtype
+  int state_dtype = 0;          ///< aor::StateDtype value: 0 fp32, 2 bf16 (torch's bf16 Adam)
   int grad_dtype = 0;           ///< aor::GradDtype value: 0 fp32, 1 fp16, 2 bf16
   uint64_t grad_offset = 0;     ///< byte offset of member dp+1's slice in the gradient buffer
   uint64_t grad_bytes = 0;      ///< n · element size

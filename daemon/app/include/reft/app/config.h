@@ -42,6 +42,13 @@ struct DaemonConfig {
   int copy_threads = 2;
   uint32_t peer_copy_timeout_ms = 30000;     ///< wait for the ring neighbour's unique buffers
   uint32_t max_sessions_per_uid = 64;        ///< local sessions one uid may hold at once
+  // AOR (docs/protection.md "AOR in reftd"): replay threads per session, the replays after
+  // which one is compared with the owner's copy, the replays every new replica has compared
+  // before it is trusted, and whether device-memory optimizer shards are replayed at all.
+  int aor_threads = 2;
+  uint32_t aor_resync_steps = 1000;  ///< 0 = no periodic comparison after probation
+  uint32_t aor_probation_steps = 3;  ///< 0 = no probation
+  bool aor_device_optimizers = false;
 
   // [emulated]
   uint64_t emulated_bandwidth = 0;           ///< bytes/s of the emulated copy engine; 0 = memcpy

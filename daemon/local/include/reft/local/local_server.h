@@ -58,12 +58,22 @@ struct LocalServerOptions {
   /// AOR (docs/protection.md "AOR in reftd"): host threads one session's replay of an
   /// "aor/<name>" region uses (the copy and the AdamW update run block by block on them).
   int aor_threads = 2;
-  /// AOR resync interval: after this many replayed steps the next "aor/<name>" region is also
-  /// copied from rank dp+1's published shard, compared with the replay (a difference counts in
-  /// SessionInfo::aor_mismatches) and replaced by the copy. Bounds the drift against an owner
-  /// whose optimizer is not reft's AdamW kernel (torch's differs in the last ulps) and checks
-  /// the replay in production; costs one network copy every this many steps. 0 = never.
+  /// AOR resync interval (local.aor_resync_steps): one replay in this many (counted since the
+  /// owner's state was last copied or compared) is also copied from rank dp+1's published
+  /// shard and compared with the replay; 1 = every replay. A difference counts in
+  /// SessionInfo::aor_mismatches and turns AOR off for that shard (copied from then on, "off:
+  /// mismatch at step S"). Checks the replay in production at one network copy every this many
+  /// steps. 0 = never after probation.
   uint32_t aor_resync_steps = 1000;
+  /// AOR probation (local.aor_probation_steps): every replica, once copied in, has its first
+  /// this many replays copied and compared as well, and is trusted only if all match; a
+  /// mismatch turns AOR off for the shard like one at a resync. 0 = none.
+  uint32_t aor_probation_steps = 3;
+  /// Replay optimizer shards registered in device memory (CUDA, ROCm, emulated) too
+  /// (local.aor_device_optimizers). Off by default: the trainer's GPU kernels are not what the
+  /// host replays, and nothing here can check them bit for bit; such shards are copied
+  /// ("off: optimizer on cuda").
+  bool aor_device_optimizers = false;
   /// Who owns each job (job_ownership.h: the node's JobOwners, or etcd's record); must outlive
   /// the server. Null: the server keeps its own in memory (ownership is then enforced but
   /// forgotten at exit).
@@ -98,11 +108,17 @@ struct SessionInfo {
   uint64_t snapshots = 0;     ///< snapshots completed in this session
   uint64_t peer_copies = 0;   ///< "peer/<name>" regions copied from rank dp+1
   /// AOR: "aor/<name>" regions advanced by host replay, and filled by a copy from rank dp+1
-  /// instead (first snapshot of the session, a missed step, a restore, a periodic resync).
+  /// instead (first snapshot of the session, a missed step, a restore, AOR off for the shard).
   uint64_t aor_replays = 0;
   uint64_t aor_copies = 0;
-  /// Periodic resyncs at which the replayed region differed from the owner's copy.
+  /// Replays also compared with the owner's copy (probation and periodic resyncs), and those
+  /// that differed from it (each turns AOR off for its shard).
+  uint64_t aor_verified = 0;
   uint64_t aor_mismatches = 0;
+  /// AOR of the session's replayed shards: "" (none), "probation", "on", "off: <why>" (e.g.
+  /// "off: mismatch at step 7", "off: optimizer on cuda"); with several shards that are not
+  /// all alike, "'opt': on; 'opt2': off: ...".
+  std::string aor_state;
   std::string aor_last_copy;  ///< why the last copy happened, e.g. "missed iterations 7..7"
   double aor_replay_seconds = 0;  ///< total host time of the replays
   double aor_copy_seconds = 0;    ///< total time of the copies (network or local)

@@ -9,39 +9,59 @@
 /// reproduce, so the replica replays the exact AdamW update including gradient unscaling,
 /// global clipping, the LR schedule, weight decay and skipped steps (docs/protection.md "AOR").
 ///
-/// ## Exact operation order (fp32, round-to-nearest-even after every line, no FMA)
+/// ## Exact operation order (fp32, round-to-nearest-even after every line)
 ///
 /// Once per step, from the StepHyper (double arithmetic, each result rounded to fp32 once):
 ///
-///     decay      = float(1 − lr·weight_decay)
+///     decay      = float(1 − lr·weight_decay)       (1 with l2_weight_decay)
+///     wd_f       = float(weight_decay)               (used with l2_weight_decay only)
 ///     beta1_f    = float(beta1)          one_minus_beta1 = float(1 − beta1)
 ///     beta2_f    = float(beta2)          one_minus_beta2 = float(1 − beta2)
 ///     neg_step   = float(−(lr / (1 − beta1^step)))          (std::pow)
-///     bc2_sqrt   = float(sqrt(1 − beta2^step))
+///     bc2_sqrt   = float(sqrt(1 − beta2^step))   pow(1 − beta2^step, 0.5) in the torch >= 2.0
+///                                                per-op form (lerp, not fused: Python's `** 0.5`)
 ///     eps_f      = float(eps)   scale_f = float(grad_scale)   clip_f = float(clip_coef)
 ///
-/// Per element i (g converted exactly from fp32/fp16/bf16):
+/// Per element i (g converted exactly from fp32/fp16/bf16); fma(a, b, c) is a·b + c rounded
+/// once, used only where StepHyper::fma says the owner fuses, written `a·b + c` otherwise:
 ///
-///     g = g · scale_f              unscale (1/loss_scale)
-///     g = g · clip_f               global gradient clipping
-///     p = p · decay                decoupled weight decay
-///     m = m · beta1_f                 lerp_first_moment (torch.optim >= 2.0, ATen's lerp):
-///     m = m + one_minus_beta1 · g      m = m + one_minus_beta1 · (g − m)  when it is < 0.5,
-///                                      m = g − (g − m) · (1 − one_minus_beta1)  otherwise
-///     v = v · beta2_f
-///     v = v + (one_minus_beta2 · g) · g
+///     g = g · scale_f                    unscale (1/loss_scale)
+///     g = g · clip_f                     global gradient clipping
+///     g = fma(p, wd_f, g)                Adam's L2 decay (l2_weight_decay only), p before update
+///     p = p · decay                      decoupled weight decay
+///     first moment, w = one_minus_beta1:
+///       mul-add (torch 1.x):   m = fma(w, g, m · beta1_f)
+///       lerp (torch >= 2.0, ATen's lerp): m = fma(w, g − m, m)         when |w| < 0.5,
+///                                         m = fma(w − 1, g − m, g)     otherwise
+///     second moment:
+///       m2 = fma(one_minus_beta2 · g, g, v · beta2_f)     (addcmul_; the fused kernel's body)
+///       m2 = fma(v, beta2_f, (one_minus_beta2 · g) · g)   (the fused kernel's scalar tail)
+///       v = m2
 ///     d = sqrt(v)
 ///     d = d / bc2_sqrt
 ///     d = d + eps_f
 ///     p = p + (neg_step · m) / d
 ///
-/// This mirrors torch.optim.AdamW's single-tensor CPU path line by line (mul_, add_ with alpha,
-/// addcmul_, sqrt, div, add_(eps), addcdiv_) with the scalars rounded to fp32 the way ATen
-/// rounds a Python scalar for a float tensor. It is not bit-identical to torch: ATen's
-/// vectorised `add(alpha)` uses a fused multiply-add, its scalar tail does not, and the kernel
-/// chosen depends on the CPU. With ATen's portable kernels (ATEN_CPU_CAPABILITY=default on
-/// x86-64) torch and this kernel agree bit for bit; with its AVX2 kernels they differ by a few
-/// ulps (docs/protection.md "AOR" gives the measured difference).
+/// bf16 state (StateDtype::kBFloat16) is widened exactly, computed in fp32 as above and rounded
+/// to bf16 (nearest even): after every line, the way torch's per-op kernels store each op's
+/// bf16 result (the scaled gradient too: the trainer scales the bf16 gradient in torch), or,
+/// with fused_width, only when the three arrays are stored, the way torch's fused kernel keeps
+/// everything in fp32 registers (the parameter update reading the fp32 moments).
+///
+/// This mirrors torch.optim.AdamW / Adam on the CPU: the single-tensor and foreach paths
+/// (mul_, lerp_ or mul_+add_, addcmul_, sqrt, div, add_(eps), addcdiv_; foreach runs the same
+/// per-tensor kernels on the CPU) and, with fused_width, the fused kernel (`fused=True`), whose
+/// vector body and scalar tail round the second moment differently: elements
+/// [n − n mod fused_width, n) of the owner's tensor take the tail line. The scalars are rounded
+/// to fp32 the way ATen rounds a Python scalar for a float tensor. Which of these the owner
+/// runs is its trainer's to say (StepHyper), found by the Python client by running its own
+/// optimizer on a probe (docs/protection.md "What is exact"); torch's per-op sqrt must be
+/// correctly rounded, which ATen's MKL VML sqrt is not on every CPU (then the trainer declares
+/// the update not replayable).
+///
+/// Compilation: adamw.cc is built with -ffp-contract=off, so the compiler fuses nothing on its
+/// own; the fma above are explicit (std::fma, correctly rounded everywhere; on x86-64 a clone of
+/// the loops built for AVX2+FMA runs when the CPU has it: the same results, faster).
 ///
 /// Floating-point environment: bit-identity between owner and replica assumes both run with
 /// the default environment (round to nearest, no flush-to-zero / denormals-are-zero). A process
@@ -56,13 +76,24 @@
 
 namespace reft::aor {
 
-/// \brief Non-owning views of one optimizer shard's fp32 state: master weights, first and
-/// second moments, `size` elements each. The arrays must not overlap.
+/// \brief Element type of the optimizer state. Numeric values follow GradDtype's.
+enum class StateDtype : uint8_t {
+  kFloat32 = 0,
+  kBFloat16 = 2,  ///< torch's Adam/AdamW over bf16 parameters: bf16 moments too
+};
+
+/// \brief Bytes per element of `dtype` (4 or 2).
+size_t StateDtypeSize(StateDtype dtype);
+
+/// \brief Non-owning views of one optimizer shard's state: master weights (the parameters),
+/// first and second moments, `size` elements each of `dtype` (float* or bf16 bit patterns as
+/// uint16_t*). The arrays must not overlap.
 struct AdamWState {
-  float* param = nullptr;
-  float* exp_avg = nullptr;
-  float* exp_avg_sq = nullptr;
+  void* param = nullptr;
+  void* exp_avg = nullptr;
+  void* exp_avg_sq = nullptr;
   size_t size = 0;
+  StateDtype dtype = StateDtype::kFloat32;
 };
 
 /// \brief The fp32 per-step coefficients (see the table above).
@@ -77,11 +108,19 @@ struct AdamWCoefficients {
   float eps = 0.0f;
   float grad_scale = 1.0f;
   float clip_coef = 1.0f;
+  float weight_decay = 0.0f;       ///< wd_f: Adam's L2 decay (l2_weight_decay), else 0
   bool lerp_first_moment = false;  ///< StepHyper::lerp_first_moment
+  bool fma = false;                ///< StepHyper::fma
+  bool l2_weight_decay = false;    ///< StepHyper::l2_weight_decay
+  bool fused = false;              ///< StepHyper::fused_width > 0
+  /// Elements at and after this index take the fused kernel's scalar-tail form of the second
+  /// moment (n − n mod fused_width); SIZE_MAX when the owner does not run the fused kernel.
+  size_t fused_tail_begin = static_cast<size_t>(-1);
 };
 
-/// \brief The coefficients of a valid, non-skipped `hyper` (caller validated it).
-AdamWCoefficients ComputeAdamWCoefficients(const StepHyper& hyper);
+/// \brief The coefficients of a valid, non-skipped `hyper` (caller validated it) for an owner
+/// tensor of `n` elements (the whole state: the fused kernel's tail is at its end).
+AdamWCoefficients ComputeAdamWCoefficients(const StepHyper& hyper, size_t n);
 
 /// \brief The elementwise kernel over elements [begin, end) of `state`; `grad` points at
 /// element 0 of the whole gradient (same indexing as the state). Used by AdamWUpdate; exposed

@@ -8,8 +8,9 @@
 /// | offset | type | field |
 /// |---|---|---|
 /// | 0  | u8  | version (kStepHyperWireVersion = 1) |
-/// | 1  | u8  | flags: bit 0 = skipped, bit 1 = lerp_first_moment; other bits must be 0 |
-/// | 2  | u16 | reserved, 0 |
+/// | 1  | u8  | flags: bit 0 skipped, 1 lerp_first_moment, 2 fma, 3 l2_weight_decay; others 0 |
+/// | 2  | u8  | fused_width (0 = not torch's fused kernel) |
+/// | 3  | u8  | not_replayable (NotReplayable; 0 = replayable) |
 /// | 4  | u32 | reserved, 0 (keeps the doubles 8-byte aligned) |
 /// | 8  | u64 | iteration |
 /// | 16 | u64 | step |
@@ -21,8 +22,13 @@
 /// | 64 | f64 | clip_coef |
 /// | 72 | f64 | grad_scale |
 ///
-/// Python: struct.pack("<BBHIQQ7d", 1, flags, 0, 0, iteration, step, lr, beta1, beta2, eps,
-/// weight_decay, clip_coef, grad_scale).
+/// Python: struct.pack("<BBBBIQQ7d", 1, flags, fused_width, not_replayable, 0, iteration, step,
+/// lr, beta1, beta2, eps, weight_decay, clip_coef, grad_scale).
+///
+/// Compatibility: flag bits 2-3 and bytes 2-3 were reserved (must be 0) in the first form of
+/// version 1, so a record of the torch 1.x or portable-kernel forms (all of them 0) is
+/// byte-identical to it, and an older reftd refuses a record that needs the newer forms with an
+/// InvalidArgument naming the unknown bits instead of replaying it in the wrong form.
 
 #include <array>
 #include <cstddef>
@@ -42,7 +48,7 @@ std::array<uint8_t, kStepHyperWireSize> EncodeStepHyper(const StepHyper& hyper);
 
 /// \brief Parses and validates one record. InvalidArgument naming the problem: wrong size
 /// ("expected 80 bytes, got 79"), unsupported version, unknown flag bits, non-zero reserved
-/// bytes, or a field out of range (ValidateStepHyper).
+/// bytes, an unknown not_replayable code, or a field out of range (ValidateStepHyper).
 Result<StepHyper> DecodeStepHyper(const uint8_t* data, size_t size);
 
 }  // namespace reft::aor

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "reft/status.h"
 
@@ -17,6 +18,27 @@ enum class GradDtype : uint8_t {
   kFloat16 = 1,   ///< IEEE 754 binary16
   kBFloat16 = 2,  ///< the upper 16 bits of a binary32
 };
+
+/// \brief Why a trainer declares its optimizer update not replayable (StepHyper::not_replayable).
+/// Numeric values are part of the wire format (hyper_codec.h); never renumber, only append.
+enum class NotReplayable : uint8_t {
+  kReplayable = 0,
+  /// The owner's sqrt is not correctly rounded (torch's CPU sqrt goes through MKL VML, whose
+  /// result depends on the CPU) while the replay's is IEEE.
+  kSqrtNotCorrectlyRounded = 1,
+  /// The trainer tried every replay form on its optimizer and none matched it bit for bit.
+  kNoMatchingForm = 2,
+  /// An optimizer or an option the replay does not implement (amsgrad, maximize, SGD, ...).
+  kUnsupportedOptimizer = 3,
+  /// The owner's optimizer runs on a GPU (its state is staged by the trainer, so reftd cannot
+  /// see it is device memory): its kernels are not what the host replays.
+  kDeviceOptimizer = 4,
+};
+inline constexpr uint8_t kMaxNotReplayable = 4;
+
+/// \brief What a reason code means, e.g. "the owner's sqrt is not correctly rounded (...)";
+/// "unknown reason N" for a code this build does not know.
+std::string NotReplayableText(NotReplayable reason);
 
 /// \brief Bytes per element of `dtype`.
 size_t GradDtypeSize(GradDtype dtype);
@@ -59,6 +81,24 @@ struct StepHyper {
   /// The two differ in the last bit from the second update on; a replica is bit-identical only
   /// with the owner's form.
   bool lerp_first_moment = false;
+  /// The owner's kernels fuse multiply-adds (one rounding for `a·b + c`): torch >= 2.0's ATen
+  /// CPU kernels built for AVX2 / AVX-512 do in lerp_, addcmul_ and add_(alpha), in vector body
+  /// and tail alike (adamw.h lists where). false: every product is rounded before its sum
+  /// (ATen's portable kernels, ATEN_CPU_CAPABILITY=default; reft's own owners).
+  bool fma = false;
+  /// torch's fused CPU kernel (`torch.optim.AdamW(fused=True)`, `_fused_adamw_`): 0 = not;
+  /// otherwise its vector width in elements. The kernel's scalar tail (the last n mod width
+  /// elements of the owner's tensor, which must be the whole shard) rounds the second moment in
+  /// another order than its vector body. Requires lerp_first_moment. At most 64.
+  uint8_t fused_width = 0;
+  /// Adam's L2 weight decay (`torch.optim.Adam(weight_decay=wd)`: g += wd·param before the
+  /// moments, no decoupled decay) instead of AdamW's decoupled decay (param ·= 1 − lr·wd).
+  bool l2_weight_decay = false;
+  /// Not kReplayable: the owner's update is known not to be reproducible bit for bit (the
+  /// trainer found out, e.g. its sqrt is not correctly rounded). A replica must not be kept:
+  /// reftd copies the state instead (docs/protection.md "What is exact"). The other fields are
+  /// still validated, and the step counts still follow the owner.
+  NotReplayable not_replayable = NotReplayable::kReplayable;
 };
 
 /// \brief Checks the ranges above; InvalidArgument naming the first bad field, e.g.

@@ -231,6 +231,19 @@ struct PlanReply {
   uint64_t file_bytes = 0;  ///< > 0: the document is the first file_bytes of the frame's fd
 };
 
+/// AorStatusReply (kAorStatus has an empty payload): the AOR state of the session's replayed
+/// optimizer shards, as SessionInfo keeps it (docs/protection.md "AOR in reftd").
+struct AorStatusReply {
+  static constexpr uint32_t kMaxText = 4096;  ///< `state` is cut to this
+  /// SessionInfo::aor_state: "" (nothing replayed), "probation", "on", "off: <why>", or one
+  /// of those per shard ("'opt': on; 'opt2': off: mismatch at step 7").
+  std::string state;
+  uint64_t replays = 0;
+  uint64_t copies = 0;
+  uint64_t verified = 0;
+  uint64_t mismatches = 0;
+};
+
 std::vector<uint8_t> Encode(const Hello& m);
 std::vector<uint8_t> Encode(const HelloReply& m);
 std::vector<uint8_t> Encode(const Register& m);
@@ -245,6 +258,7 @@ std::vector<uint8_t> Encode(const SnapshotStaged& m);
 std::vector<uint8_t> Encode(const ErrorReply& m);
 std::vector<uint8_t> Encode(const PlanQuery& m);
 std::vector<uint8_t> Encode(const PlanReply& m);
+std::vector<uint8_t> Encode(const AorStatusReply& m);
 /// The error reply for a status (messages longer than 4 KiB are cut).
 std::vector<uint8_t> EncodeError(const Status& status);
 
@@ -262,6 +276,7 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, SnapshotStaged* m)
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, ErrorReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, PlanQuery* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, PlanReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, AorStatusReply* m);
 /// The Status an error reply carries (unknown codes become Protocol errors).
 Status ToStatus(const ErrorReply& e);
 
