@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Installs every Debian bookworm package reft needs to build, test and run its demo.
 # Idempotent: packages already present are skipped by apt. Run as root (or with sudo).
+#   --torch2   also creates .venv/torch2 (tools/torch2_venv.sh): the current torch from the
+#              package index, for the tests' torch2 leg (tools/test.sh passes it)
 set -euo pipefail
+torch2=0
+for arg in "$@"; do
+  case "$arg" in
+    --torch2) torch2=1 ;;
+    *) echo "usage: tools/setup.sh [--torch2]" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -11,6 +20,7 @@ packages=(
   libisal-dev libxxhash-dev libsystemd-dev systemd
   prometheus-cpp-dev
   pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest python3-jsonschema
+  python3-venv                       # .venv/torch2 and the wheel test's fresh venvs
   python3-torch libopenblas0-pthread # Debian torch runs ~27x slower on reference BLAS
   etcd-server etcd-client            # the control plane (docs/coordination.md); tests start one
   iproute2 procps
@@ -27,4 +37,7 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if ((torch2)); then
+  bash "$(dirname "$0")/torch2_venv.sh"
 fi

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -27,11 +28,41 @@ void Check(const reft::Status& st) {
   if (!st.ok()) throw ReftStatusError{st};
 }
 
+// One optimizer record as reft/__init__.py's _record() builds it: (buffer name, step, lr, beta1,
+// beta2, eps, weight_decay, clip_coef, grad_scale, skipped, lerp_first_moment, fma,
+// fused_width, l2_weight_decay, not_replayable).
+using OptimizerRecord = std::tuple<std::string, uint64_t, double, double, double, double, double,
+                                   double, double, bool, bool, bool, int, bool, int>;
+
+reft::OptimizerStep ToOptimizerStep(const OptimizerRecord& r) {
+  reft::OptimizerStep o;
+  o.step = std::get<1>(r);
+  o.lr = std::get<2>(r);
+  o.beta1 = std::get<3>(r);
+  o.beta2 = std::get<4>(r);
+  o.eps = std::get<5>(r);
+  o.weight_decay = std::get<6>(r);
+  o.clip_coef = std::get<7>(r);
+  o.grad_scale = std::get<8>(r);
+  o.skipped = std::get<9>(r);
+  o.lerp_first_moment = std::get<10>(r);
+  o.fma = std::get<11>(r);
+  o.fused_width = static_cast<uint8_t>(std::clamp(std::get<12>(r), 0, 255));
+  o.l2_weight_decay = std::get<13>(r);
+  o.not_replayable = static_cast<uint8_t>(std::clamp(std::get<14>(r), 0, 255));
+  return o;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_reft, m) {
   m.doc() = "reft native client (use the `reft` package)";
-  static py::object raise_hook;  // reft._raise(code, message), set by __init__.py
+  // The release this extension was built from; reft/__init__.py checks it against _version.py.
+  m.attr("__version__") = REFT_VERSION;
+  // reft._raise(code, message), set by __init__.py. Leaked on purpose: a static py::object
+  // would be released by the C++ exit handlers after the interpreter finalized, without the
+  // GIL (a fatal error at exit).
+  static py::object& raise_hook = *new py::object();
 
   m.def("_set_raise_hook", [](py::object hook) { raise_hook = hook; });
   py::register_exception_translator([](std::exception_ptr p) {
@@ -51,11 +82,31 @@ PYBIND11_MODULE(_reft, m) {
     }
   });
 
+  // reft's AOR replay kernel on host arrays (reft/_aor.py checks which form reproduces the
+  // trainer's optimizer): pointers to n param/exp_avg/exp_avg_sq of state_dtype (0 fp32,
+  // 2 bf16), n gradients of grad_dtype (0 fp32, 1 fp16, 2 bf16), and the record tuple
+  // snapshot_aor takes (its name is ignored).
+  m.def("replay_optimizer_step",
+        [](uintptr_t param, uintptr_t exp_avg, uintptr_t exp_avg_sq, int state_dtype,
+           uintptr_t grad, int grad_dtype, uint64_t n, const OptimizerRecord& r) {
+          const reft::OptimizerStep o = ToOptimizerStep(r);
+          reft::Status st;
+          {
+            py::gil_scoped_release nogil;
+            st = reft::ReplayOptimizerStep(
+                reinterpret_cast<void*>(param), reinterpret_cast<void*>(exp_avg),
+                reinterpret_cast<void*>(exp_avg_sq), state_dtype,
+                reinterpret_cast<const void*>(grad), grad_dtype, n, o);
+          }
+          Check(st);
+        });
+
   // Which backend owns a bare device pointer (`__cuda_array_interface__`): (memory kind, device).
   m.def("locate", [](uintptr_t ptr) {
     auto [memory, device] = reft::LocateMemory(reinterpret_cast<const void*>(ptr));
     return std::make_pair(static_cast<int>(memory), device);
   });
+  m.def("cuda_runtime_and_driver", [] { return reft::CudaRuntimeAndDriver(); });
   m.def("built_memory_kinds", [] {
     std::vector<int> out;
     for (auto k : reft::BuiltMemoryLocations()) out.push_back(static_cast<int>(k));
@@ -193,23 +244,12 @@ PYBIND11_MODULE(_reft, m) {
       // lerp_first_moment).
       .def("snapshot_aor",
            [](reft::Client& c, int64_t step,
-              const std::vector<std::tuple<std::string, uint64_t, double, double, double, double,
-                                           double, double, double, bool, bool>>& records) {
+              const std::vector<OptimizerRecord>& records) {
              std::map<std::string, reft::OptimizerStep> per_buffer;
              reft::OptimizerStep all;
              bool has_all = false;
              for (const auto& r : records) {
-               reft::OptimizerStep o;
-               o.step = std::get<1>(r);
-               o.lr = std::get<2>(r);
-               o.beta1 = std::get<3>(r);
-               o.beta2 = std::get<4>(r);
-               o.eps = std::get<5>(r);
-               o.weight_decay = std::get<6>(r);
-               o.clip_coef = std::get<7>(r);
-               o.grad_scale = std::get<8>(r);
-               o.skipped = std::get<9>(r);
-               o.lerp_first_moment = std::get<10>(r);
+               const reft::OptimizerStep o = ToOptimizerStep(r);
                if (std::get<0>(r).empty()) {
                  all = o;
                  has_all = true;
@@ -314,6 +354,26 @@ PYBIND11_MODULE(_reft, m) {
                  r->from_layout.empty() ? py::object(py::none()) : py::object(py::str(r->from_layout));
              d["filled"] = r->filled;
              d["untouched"] = r->untouched;
+             d["aor"] = r->aor.empty() ? py::object(py::none()) : py::object(py::str(r->aor));
+             return std::move(d);
+           })
+      .def("aor_state",
+           [](reft::Client& c) -> py::object {
+             reft::Result<reft::AorReport> r = reft::AorReport{};
+             {
+               py::gil_scoped_release nogil;
+               r = c.AorState();
+             }
+             if (!r.ok() && r.status().code() == reft::StatusCode::kUnsupported) {
+               return py::none();
+             }
+             Check(r.status());
+             py::dict d;
+             d["state"] = r->state;
+             d["replays"] = r->replays;
+             d["copies"] = r->copies;
+             d["verified"] = r->verified;
+             d["mismatches"] = r->mismatches;
              return std::move(d);
            })
       .def("close",

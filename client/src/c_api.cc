@@ -363,6 +363,6 @@ const char* reft_status_name(int code) {
   return reft::StatusCodeName(static_cast<reft::StatusCode>(code));
 }
 
-const char* reft_version(void) { return "0.1.0"; }
+const char* reft_version(void) { return REFT_VERSION; }
 
 }  // extern "C"

@@ -17,10 +17,7 @@ Result<local_proto::Frame> Channel::Call(MessageType type, const std::vector<uin
     // The daemon may have refused us and hung up (e.g. PermissionDenied at accept): its error
     // frame is still queued on our side and says more than "connection closed".
     auto pending = local_proto::RecvFrame(sock_.get(), limits_, 100);
-    if (pending.ok() && pending->header.type == MessageType::kError) {
-      local_proto::ErrorReply e;
-      if (local_proto::Decode(pending->payload, limits_, &e).ok()) return local_proto::ToStatus(e);
-    }
+    if (pending.ok() && pending->header.type == MessageType::kError) return ErrorOf(*pending);
     return sent;
   }
   for (;;) {
@@ -45,17 +42,24 @@ Result<local_proto::Frame> Channel::Call(MessageType type, const std::vector<uin
       REFT_RETURN_NOT_OK(interim->handle(*frame));
       continue;
     }
-    if (frame->header.type == MessageType::kError) {
-      local_proto::ErrorReply e;
-      REFT_RETURN_NOT_OK(local_proto::Decode(frame->payload, limits_, &e));
-      return local_proto::ToStatus(e);
-    }
+    if (frame->header.type == MessageType::kError) return ErrorOf(*frame);
     if (frame->header.type != expect) {
       return Status::Protocol(std::string("reftd answered ") + local_proto::MessageTypeName(type) +
                               " with " + local_proto::MessageTypeName(frame->header.type));
     }
     return frame;
   }
+}
+
+Status Channel::ErrorOf(const local_proto::Frame& frame) const {
+  local_proto::ErrorReply e;
+  REFT_RETURN_NOT_OK(local_proto::Decode(frame.payload, limits_, &e));
+  if (frame.header.version == local_proto::kProtocolVersion) return local_proto::ToStatus(e);
+  return Status::Protocol(
+      "reftd speaks local protocol " + std::to_string(frame.header.version) +
+      " and this client (reft " + REFT_VERSION + ") speaks " +
+      std::to_string(local_proto::kProtocolVersion) +
+      ": install the reft client of reftd's release (reftd --version); reftd said: " + e.message);
 }
 
 void Channel::Close() {

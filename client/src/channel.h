@@ -34,6 +34,10 @@ class Channel {
   void Close();
 
  private:
+  /// An error reply as its Status; one of another protocol version (a reftd of another release)
+  /// becomes a Protocol error naming both versions.
+  Status ErrorOf(const local_proto::Frame& frame) const;
+
   Mutex mu_;
   UniqueFd sock_ REFT_GUARDED_BY(mu_);
   const int timeout_ms_;

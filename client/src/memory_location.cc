@@ -17,6 +17,11 @@ std::pair<MemoryLocation, int> LocateMemory(const void* ptr) {
   return {MemoryLocation::kHost, 0};
 }
 
+std::pair<int, int> CudaRuntimeAndDriver() {
+  const kernels::CudaVersions v = kernels::GetCudaVersions();
+  return {v.runtime, v.driver};
+}
+
 std::vector<MemoryLocation> BuiltMemoryLocations() {
   std::vector<MemoryLocation> out;
   for (kernels::MemoryKind kind : kernels::BuiltDeviceKinds()) {

@@ -4,7 +4,8 @@ goes on with fewer nodes when one is lost (docs/planner.md "The online path").
 Run one torchrun agent per node (`--nnodes=MIN:MAX`, one process per node here), each pointed at
 its node's reftd:
 
-    REFT_SOCKET=/run/reft/reftd.sock torchrun --nnodes=2:3 --nproc_per_node=1 \\
+    REFT_SOCKET=/run/reft/reftd.sock TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 \\
+        torchrun --nnodes=2:3 --nproc_per_node=1 \\
         --rdzv_backend=c10d --rdzv_endpoint=HOST:29400 --rdzv_id=gpt --max_restarts=3 \\
         examples/torchrun/train_gpt.py --job gpt --steps 200 --record-dir /shared/gpt-digests
 
@@ -23,12 +24,23 @@ the data-parallel ranks, so the data does not depend on how many ranks there are
 Events on stdout, one per line: `restored <step> ok|MISMATCH`, `fresh`, `committed <step>`,
 `done <step>`.
 
+TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (torch >= 2.4; older torch ignores it) gives every round of
+the rendezvous a store of its own for the workers' init_process_group, as torch 1.13 always did.
+Without it the agents share one store with every attempt of the workers, for the agents' whole
+life, and the keys of a process group have the same names in every attempt: a restarted rank can
+read the address a rank of the previous attempt listened on (that process is gone), fail to
+connect, and leave its peer waiting for it until the gloo timeout (30 min) — after a node loss
+the survivors then never get past init_process_group (pytorch/pytorch#135712); and when the lost
+node's agent was the one hosting that store, the survivors keep its address. The trainer refuses
+to start under such an agent (shared_store_hazard).
+
 Note for Debian bookworm's torch 1.13 on Python 3.11: torchrun's default `--redirects 0` /
 `--tee 0` fail there (`'NoneType' object has no attribute 'get'`); pass `--redirects 2 --tee 1`
 (stderr to torchrun's log directory, stdout to the console).
 """
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -94,6 +106,21 @@ def batch(step, dp_rank, dp):
     return mine[:, :-1], mine[:, 1:]
 
 
+def shared_store_hazard():
+    """Why restarted workers could hang in init_process_group under this torchrun, None if they
+    cannot: torch >= 2.4's agent shares the TCPStore of its rendezvous with the workers (env
+    TORCHELASTIC_USE_AGENT_STORE) without a namespace per attempt, so a restart finds the keys of
+    the attempt before it (see the note above)."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    m = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    if m is None or (int(m.group(1)), int(m.group(2))) < (2, 4):
+        return None  # torch < 2.4 shares only a static rendezvous's store, one prefix per attempt
+    return ("torchrun shares its rendezvous store with the workers, and a restarted rank may read "
+            "the address of a rank of the attempt before it and hang in init_process_group: start "
+            "torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (pytorch/pytorch#135712)")
+
+
 def placement(socket, job, wait_s):
     """Where this rank runs: the layout reft says the job goes on with, or — nothing committed
     yet — a fresh data-parallel job over the launcher's world."""
@@ -116,6 +143,9 @@ def main():
     ap.add_argument("--wait-s", type=float, default=120.0, help="how long to wait for reft's decision")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    hazard = shared_store_hazard()
+    if hazard is not None:
+        raise SystemExit(hazard)
 
     place = placement(args.socket, args.job, args.wait_s)
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])

@@ -15,6 +15,14 @@
 #define REFT_GPU_NAME "CUDA"
 
 namespace reft::kernels {
+CudaVersions GetCudaVersions() {
+  CudaVersions v;
+  if (cudaRuntimeGetVersion(&v.runtime) != cudaSuccess) v.runtime = 0;
+  if (cudaDriverGetVersion(&v.driver) != cudaSuccess) v.driver = 0;  // 0 also: no driver
+  (void)cudaGetLastError();
+  return v;
+}
+
 namespace {
 
 using PointerGetAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);

@@ -39,6 +39,10 @@ Result<DeviceBackend*> GetDeviceBackend(MemoryKind kind) {
                              "' is not built into this binary");
 }
 
+#ifndef REFT_HAVE_CUDA
+CudaVersions GetCudaVersions() { return {}; }
+#endif
+
 std::vector<MemoryKind> BuiltDeviceKinds() {
   std::vector<MemoryKind> kinds = {MemoryKind::kHost, MemoryKind::kEmulated};
 #ifdef REFT_HAVE_CUDA

@@ -210,6 +210,72 @@ TEST_CASE("malformed, truncated and oversized frames are rejected and the server
   CHECK(Eventually([&] { return f.server->Sessions().size() == 2; }));
 }
 
+TEST_CASE("a client and a reftd of different protocol versions name both versions") {
+  using namespace reft::local_proto;
+  Limits l;
+  SECTION("reftd refuses a newer client's hello and names its release") {
+    ServerFixture f;
+    auto sock = ConnectSeqpacket(f.socket);
+    REQUIRE(sock.ok());
+    std::vector<uint8_t> frame(kFrameHeaderSize);
+    FrameHeader h;
+    h.version = kProtocolVersion + 1;
+    h.type = MessageType::kHello;
+    EncodeHeader(h, frame.data());
+    REQUIRE(::send(sock->get(), frame.data(), frame.size(), 0) > 0);
+    auto r = RecvFrame(sock->get(), l, 5000);
+    REQUIRE(r.ok());
+    REQUIRE(r->header.type == MessageType::kError);
+    ErrorReply e;
+    REQUIRE(Decode(r->payload, l, &e).ok());
+    CHECK(e.message == "reftd " + local::LocalServerOptions{}.daemon_version +
+                           ": incompatible local protocol version " +
+                           std::to_string(kProtocolVersion + 1) + " (this side speaks " +
+                           std::to_string(kProtocolVersion) + ")");
+  }
+  SECTION("a client reads an older reftd's refusal and names both versions") {
+    // The older reftd: refuses the hello in its own version, as every version's reftd does.
+    reft::testing::TempDir dir("reft-old-daemon");
+    const std::string path = dir.path() + "/old.sock";
+    UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    REQUIRE(::listen(listener.get(), 1) == 0);
+    const uint16_t old_version = kProtocolVersion - 1;
+    std::thread old_daemon([&] {
+      UniqueFd conn(::accept(listener.get(), nullptr, nullptr));
+      (void)RecvFrame(conn.get(), l, 5000);  // not of its version: refused, as below
+      ErrorReply e{static_cast<uint32_t>(StatusCode::kProtocol),
+                   "reftd 0.0.9: incompatible local protocol version " +
+                       std::to_string(kProtocolVersion) + " (this side speaks " +
+                       std::to_string(old_version) + ")"};
+      const std::vector<uint8_t> payload = Encode(e);
+      std::vector<uint8_t> frame(kFrameHeaderSize + payload.size());
+      FrameHeader h;
+      h.version = old_version;
+      h.type = MessageType::kError;
+      h.payload_length = static_cast<uint32_t>(payload.size());
+      EncodeHeader(h, frame.data());
+      std::memcpy(frame.data() + kFrameHeaderSize, payload.data(), payload.size());
+      (void)::send(conn.get(), frame.data(), frame.size(), MSG_NOSIGNAL);
+    });
+    reft::ClientOptions o;
+    o.socket_path = path;
+    o.job = "versions";
+    auto c = reft::Client::Connect(o);
+    old_daemon.join();
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == StatusCode::kProtocol);
+    const std::string& m = c.status().message();
+    INFO(m);
+    CHECK(m.find("reftd speaks local protocol " + std::to_string(old_version)) == 0);
+    CHECK(m.find("speaks " + std::to_string(kProtocolVersion) + ":") != std::string::npos);
+    CHECK(m.find("reftd said: reftd 0.0.9") != std::string::npos);
+  }
+}
+
 TEST_CASE("a peer whose uid is not allowed is refused") {
   if (::geteuid() != 0) {
     WARN("not root: cannot setuid to test a foreign uid");

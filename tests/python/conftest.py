@@ -57,3 +57,9 @@ def op_recorder():
             return func(*args, **(kwargs or {}))
 
     return OpRecorder()
+
+
+def storage_ptr(t):
+    """The address of a tensor's storage (untyped_storage on torch 2, where storage() is
+    deprecated)."""
+    return (t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()).data_ptr()

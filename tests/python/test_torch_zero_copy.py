@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import reft.torch as rt
-from conftest import client, op_recorder
+from conftest import client, op_recorder, storage_ptr
+
 
 
 def _model(seed, batchnorm=False):
@@ -87,7 +88,7 @@ def test_snapshot_copies_no_optimizer_state(daemon, name):
         state = _state_tensors(opt)
         assert state and ckpt.state.readoptions == 0
         for t in state:
-            base = t.storage().data_ptr()
+            base = storage_ptr(t)
             assert base in flats, (t.shape, t.dtype)
             flat = flats[base]
             assert base <= t.data_ptr() < base + flat.numel() * flat.element_size()
@@ -148,7 +149,7 @@ def test_load_state_dict_after_construction_is_adopted_again(daemon):
         ckpt.snapshot(1)
         assert ckpt.state.readoptions > 0
         flats = {t.data_ptr() for t in ckpt.optimizer_buffers.values()}
-        assert all(t.storage().data_ptr() in flats for t in _state_tensors(opt))
+        assert all(storage_ptr(t) in flats for t in _state_tensors(opt))
         ckpt.fence()
 
 

@@ -30,6 +30,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.distributed  # noqa: E402
 
+import reft  # noqa: E402
 from reft_cluster import LocalCluster, free_port  # noqa: E402
 from test_reftctl_json import validate  # noqa: E402
 
@@ -38,6 +39,9 @@ EXAMPLE = os.path.join(HERE, "..", "..", "examples", "torchrun", "train_gpt.py")
 JOB = "gpt"
 STEPS = 40
 LOSE_AFTER = 6  # the node is lost once step LOSE_AFTER is committed
+# The workers import the reft this test imported: the build tree's on the torch 1.13 leg, the
+# venv's installed package on the torch2 leg.
+REFT_PATH = os.path.dirname(os.path.dirname(os.path.abspath(reft.__file__)))
 TEE_PREFIX = re.compile(r"\[default\d+\]:")  # torchrun --tee's mark of a worker's output
 
 CONFIG = """
@@ -63,9 +67,10 @@ class Agent:
 
     def __init__(self, cluster, node, rdzv_port, record_dir, steps=STEPS):
         self.log_dir = os.path.join(node.root, "torchrun")
-        env = dict(os.environ, REFT_SOCKET=node.socket,
-                   PYTHONPATH=os.pathsep.join([os.path.join(cluster.build_dir, "client", "python"),
-                                               os.environ.get("PYTHONPATH", "")]))
+        # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: a store of its own for each round of the workers,
+        # not the agents' one store, shared by every attempt (torch >= 2.4; examples/torchrun).
+        env = dict(os.environ, REFT_SOCKET=node.socket, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
+                   PYTHONPATH=os.pathsep.join([REFT_PATH, os.environ.get("PYTHONPATH", "")]))
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2:3", "--nproc_per_node=1",
                "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{rdzv_port}", f"--rdzv_id={JOB}",
                "--max_restarts=3", "--rdzv_conf=last_call_timeout=1,join_timeout=120",
@@ -113,8 +118,37 @@ class Agent:
         return out
 
     def kill(self):
+        """The agent and its workers, as a node loss takes them: torch >= 2 starts each worker in
+        a session of its own, out of the agent's process group. Stopped first, so that the agent
+        starts no worker between the listing and the kill."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        for pid in [self.proc.pid, *descendants(self.proc.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+
+
+def descendants(root):
+    """Every process below `root`, from /proc's parent links."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def wait_listening(port, agent, timeout=120):

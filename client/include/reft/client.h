@@ -139,7 +139,39 @@ struct OptimizerStep {
   /// than `mul_(beta1).add_(grad, alpha=1 - beta1)` (torch 1.x, libtorch's C++ Adam); the
   /// replay must use the same form to stay bit-identical.
   bool lerp_first_moment = false;
+  /// How the owner's kernels round (aor::StepHyper; docs/protection.md "What is exact"): they
+  /// fuse multiply-adds (torch >= 2.0 on AVX2/AVX-512); torch's fused CPU kernel of this vector
+  /// width (0 = not); Adam's L2 weight decay instead of AdamW's decoupled one. The Python
+  /// client finds them by running its optimizer (reft.OptimizerStep.from_torch).
+  bool fma = false;
+  uint8_t fused_width = 0;
+  bool l2_weight_decay = false;
+  /// Not 0: the owner's update cannot be replayed bit for bit (aor::NotReplayable code): reftd
+  /// copies the shard instead of replaying it ("off: <why>").
+  uint8_t not_replayable = 0;
 };
+
+/// \brief The AOR state of this rank's replay of its ring neighbour's optimizer shards
+/// (Client::AorState; docs/protection.md "AOR in reftd").
+struct AorReport {
+  /// "" (nothing replayed), "probation", "on", "off: <why>" (e.g. "off: mismatch at step 7",
+  /// "off: optimizer on cuda"); with several shards that differ, "'opt': on; 'opt2': off: ...".
+  std::string state;
+  uint64_t replays = 0;     ///< regions advanced by a replay
+  uint64_t copies = 0;      ///< regions copied instead (first snapshot, gaps, AOR off)
+  uint64_t verified = 0;    ///< replays also compared with the owner's copy
+  uint64_t mismatches = 0;  ///< comparisons that differed (each turned AOR off for its shard)
+};
+
+/// \brief Runs reft's AOR replay kernel, the one reftd replays with, on host arrays: `n`
+/// parameters, first and second moments of `state_dtype` (0 fp32, 2 bf16), updated in place
+/// with `n` gradients of `grad_dtype` (0 fp32, 1 fp16, 2 bf16) by `step` (its `step` field is
+/// the optimizer step count after the update). For a trainer that checks which replay form
+/// reproduces its own optimizer. InvalidArgument for invalid hyper-parameters or arguments
+/// (nothing changed).
+REFT_CLIENT_API Status ReplayOptimizerStep(void* param, void* exp_avg, void* exp_avg_sq,
+                                           int state_dtype, const void* grad, int grad_dtype,
+                                           uint64_t n, const OptimizerStep& step);
 
 /// \brief Emulated device memory (a memfd-backed "device", docs/data-paths.md "Save") allocated through
 /// libreft, so that Register(..., MemoryLocation::kEmulated) can export it and the daemon pulls
@@ -167,6 +199,10 @@ REFT_CLIENT_API std::pair<MemoryLocation, int> LocateMemory(const void* ptr);
 /// \brief The memory kinds this libreft registers: host and emulated always, CUDA and HIP when
 /// their backends were compiled in.
 REFT_CLIENT_API std::vector<MemoryLocation> BuiltMemoryLocations();
+/// \brief {CUDA runtime this libreft was built with, installed driver} as cudaRuntimeGetVersion
+/// and cudaDriverGetVersion report them (13000 = 13.0); {0, 0} without the CUDA backend, driver
+/// 0 without a driver. A driver older than the runtime cannot run the CUDA backend.
+REFT_CLIENT_API std::pair<int, int> CudaRuntimeAndDriver();
 
 /// \brief The plan document of `job` from the reftd behind `socket_path` (empty: env
 /// REFT_SOCKET, else "/run/reft/reftd.sock"): the JSON `reftctl plan show --job J -o json`
@@ -214,6 +250,9 @@ struct RestoreReport {
   std::string from_layout;   ///< "dp=4,tp=1,pp=1,zero=1" when reshaped
   std::vector<std::string> filled;     ///< reshaped: buffers restored
   std::vector<std::string> untouched;  ///< reshaped: per-rank buffers the old layout lacks
+  /// AorReport::state when the restore happened, under protection "aor" with optimizer shards
+  /// replayed ("" otherwise, or from a reftd that does not report it).
+  std::string aor;
 };
 
 class REFT_CLIENT_API Client {
@@ -288,6 +327,11 @@ class REFT_CLIENT_API Client {
   Result<std::optional<RestoreProbe>> ProbeRestore();
   /// \brief The report of the last Restore() that reached a decision; nullopt before one.
   std::optional<RestoreReport> LastRestore() const;
+  /// \brief The AOR state of this rank's replay of its ring neighbour's optimizer shards, as
+  /// reftd has it now (answered at once, not after the work of the step just fenced: a change
+  /// from the step just fenced shows one step later). Unsupported from a reftd that does not
+  /// report it (then never asked again).
+  Result<AorReport> AorState();
   /// \brief HAS hints (docs/has.md): the device is idle (pipeline bubble) from BubbleBegin()
   /// until BubbleEnd(). Two atomic stores in a page shared with reftd, no system call; reftd
   /// releases the device pull of the current snapshot into these windows first, alongside

@@ -26,11 +26,17 @@ import warnings as _warnings
 from dataclasses import dataclass as _dataclass
 from typing import Optional as _Optional
 
-from . import _device
+from ._version import __version__, FROM_BUILD_TREE as _FROM_BUILD_TREE
+from . import _install_check
 from . import _reft
 
-__all__ = ["Client", "Layout", "OptimizerStep", "Error", "StagedWarning"]
-__version__ = "0.1.0"
+_install_check.check_extension(__version__, _reft.__version__, _reft.__file__)
+_install_check.check_cuda_driver(*_reft.cuda_runtime_and_driver())
+_install_check.warn_if_shadowing(__version__, _FROM_BUILD_TREE, _os.path.dirname(__file__))
+
+from . import _device  # noqa: E402 - after the release check
+
+__all__ = ["Client", "Layout", "OptimizerStep", "Error", "StagedWarning", "__version__"]
 
 DEFAULT_SOCKET = "/run/reft/reftd.sock"
 
@@ -121,6 +127,12 @@ from . import elastic  # noqa: E402 - reft.elastic.coordinates: a rank's place a
 __all__ += ["plan", "elastic"]
 
 
+from ._aor import AorWarning  # noqa: E402
+from . import _aor  # noqa: E402
+
+__all__ += ["AorWarning"]
+
+
 class StagedWarning(UserWarning):
     """A device buffer reftd cannot pull is staged: this process copies it device->host at
     every snapshot (more trainer work and a pinned host copy of the buffer). Issued once, at
@@ -152,10 +164,18 @@ class OptimizerStep:
     step: optimizer step count after this iteration's update (torch's state['step']), >= 1;
     unchanged on a skipped iteration. clip_coef: min(1, max_norm / (total_norm + 1e-6)), 1 when
     not clipping. grad_scale: 1 / loss_scale under fp16 loss scaling, else 1. skipped: the
-    optimizer step was skipped (fp16 overflow). lerp_first_moment: the owner updates exp_avg
-    with lerp_(grad, 1 - beta1), as torch.optim does since 2.0, rather than
-    mul_(beta1).add_(grad, alpha=1 - beta1) (torch 1.x); None (default) follows the torch this
-    process imported (False without torch). The replay is bit-identical only with the owner's form.
+    optimizer step was skipped (fp16 overflow).
+
+    How the owner's optimizer rounds (docs/protection.md "What is exact"); the replay is
+    bit-identical only in the owner's form. kernel: "torch", "torch-foreach" or "torch-fused"
+    (torch.optim.AdamW with those flags: this process runs it on a probe once and declares the
+    replay form that reproduces it bit for bit, or that none does, and then reftd copies the
+    shard instead of replaying it), or a form itself ("lerp+fma", "fused8+fma", "mul-add", ...,
+    "off:sqrt"). None (default): the form lerp_first_moment names when it is given (the owner
+    exp_avg.lerp_(grad, 1 - beta1) as torch.optim >= 2.0 does, or mul_(beta1).add_(grad, alpha=
+    1 - beta1) as torch 1.x does, with no fused multiply-adds: reft's own kernel), else "torch"
+    when this process imported torch, else reft's kernel ("mul-add"). OptimizerStep.from_torch
+    fills everything from the trainer's torch optimizer, its kernel included.
     """
 
     step: int
@@ -168,6 +188,22 @@ class OptimizerStep:
     grad_scale: float = 1.0
     skipped: bool = False
     lerp_first_moment: _Optional[bool] = None
+    kernel: _Optional[str] = None
+
+    @classmethod
+    def from_torch(cls, optimizer, clip_coef=1.0, grad_scale=1.0, skipped=False, group=0):
+        """This iteration's record for param group `group` of a torch.optim.Adam / AdamW, taken
+        after its step() (or after skipping it): lr, betas, eps, weight_decay and the step count
+        from the optimizer, the kernel probed from its class and flags (foreach, fused)."""
+        g = optimizer.param_groups[group]
+        first = next((p for p in g["params"] if p is not None), None)
+        step = optimizer.state.get(first, {}).get("step", 0) if first is not None else 0
+        step = int(step.item()) if hasattr(step, "item") else int(step)
+        beta1, beta2 = g.get("betas", (0.9, 0.999))
+        return cls(step=step, lr=float(g["lr"]), beta1=float(beta1), beta2=float(beta2),
+                   eps=float(g.get("eps", 1e-8)), weight_decay=float(g.get("weight_decay", 0.0)),
+                   clip_coef=float(clip_coef), grad_scale=float(grad_scale), skipped=bool(skipped),
+                   kernel=str(_aor.form_of_optimizer(optimizer, group)))
 
 
 _STEP_FIELDS = frozenset(OptimizerStep.__dataclass_fields__)
@@ -189,23 +225,31 @@ def _optimizer_step(value, where):
                                % (where, type(value).__name__))
 
 
-def _torch_lerps_first_moment():
-    """torch.optim's Adam/AdamW update exp_avg with lerp_ since torch 2.0."""
-    torch = _sys.modules.get("torch")
-    version = getattr(torch, "__version__", "") if torch is not None else ""
-    try:
-        return int(version.split(".")[0]) >= 2
-    except ValueError:
-        return False
+def _replay_form(o):
+    """The replay form OptimizerStep `o` declares (see its `kernel`)."""
+    if o.kernel is not None:
+        try:
+            form = _aor.form_of_kernel(o.kernel)
+        except ValueError as e:
+            raise InvalidArgumentError("OptimizerStep.kernel: %s" % (e,)) from None
+        if (o.lerp_first_moment is not None and not form.not_replayable
+                and form.lerp != bool(o.lerp_first_moment)):
+            raise InvalidArgumentError(
+                "OptimizerStep: lerp_first_moment=%s contradicts kernel %r (%s)"
+                % (o.lerp_first_moment, o.kernel, form))
+        return form
+    if o.lerp_first_moment is not None:  # the owner named its form itself
+        return _aor.Form(lerp=bool(o.lerp_first_moment))
+    if "torch" in _sys.modules:
+        return _aor.form_of_kernel("torch")
+    return _aor.Form()  # reft's own kernel
 
 
 def _record(name, o):
-    lerp = o.lerp_first_moment
-    if lerp is None:
-        lerp = _torch_lerps_first_moment()
+    form = _replay_form(o)
     return (name, int(o.step), float(o.lr), float(o.beta1), float(o.beta2), float(o.eps),
             float(o.weight_decay), float(o.clip_coef), float(o.grad_scale), bool(o.skipped),
-            bool(lerp))
+            form.lerp, form.fma, form.fused_width, form.l2, form.not_replayable)
 
 
 _KINDS = {"replicated": 0, "unique": 1, "gradient": 2}
@@ -235,6 +279,8 @@ class Client:
         self._buffers = []  # keeps registered objects alive while the daemon may copy them
         self._streams = _device.StreamTracker()
         self._torch_stager = None  # CUDA/ROCm tensors staged by torch (libreft lacks the backend)
+        # Protection "aor": fence() looks at reftd's AOR state now and then (aor_state()).
+        self._aor_watch = _aor.StateWatch() if "aor" in str(protection).split("+") else None
         self.layout = layout
         self.coordinates = Layout(dp=int(dp), tp=int(tp), pp=int(pp), zero=layout.zero)
         self._c = _reft._Client(str(socket), str(job), int(pp), int(tp), int(dp), int(layout.dp),
@@ -252,7 +298,8 @@ class Client:
         for a torch tensor) is staged by this process instead, with one reft.StagedWarning.
         kind: "replicated", "unique", or "gradient" (the flat all-reduced gradient that
         protection "aor" replays optimizer shards from: read at every snapshot, never stored).
-        optimizer=True marks a ZeRO-1 optimizer shard [fp32 master | exp_avg | exp_avg_sq];
+        optimizer=True marks a ZeRO-1 optimizer shard [master | exp_avg | exp_avg_sq] (float32,
+        or bfloat16 for an optimizer over bf16 parameters);
         gradient= names its gradient buffer when several are registered.
         shard=(offset, total) (kind "unique"): this rank holds bytes [offset, offset+len) of a
         global buffer of `total` bytes named `name` (a ZeRO optimizer partition, an FSDP flat
@@ -374,8 +421,31 @@ class Client:
         self._c.snapshot_aor(int(step), records)
 
     def fence(self):
-        """Waits until the last snapshot no longer needs the buffers; raises its error."""
+        """Waits until the last snapshot no longer needs the buffers; raises its error.
+        Under protection "aor" it also looks at reftd's AOR state now and then (aor_state())."""
         self._c.fence()
+        if self._aor_watch is not None and self._aor_watch.due():
+            try:
+                self._aor_state(stacklevel=4)
+            except Error:
+                pass  # the fence succeeded; a reftd that cannot answer now is asked again later
+
+    def aor_state(self):
+        """reftd's AOR state of this rank's replay of its ring neighbour's optimizer shards
+        (protection "aor"; docs/protection.md "AOR in reftd"): a dict with `state` ("" when
+        nothing is replayed, "probation", "on", "off: <why>" such as "off: mismatch at step 7"
+        or "off: optimizer on cuda", or one of those per shard, "'opt': on; 'opt2': off: ..."),
+        and the counters `replays`, `copies`, `verified` (replays compared with the owner's
+        copy) and `mismatches`. None from a reftd that does not report it. reftd answers at
+        once: what the step just fenced changes shows one fence later. A state with AOR off
+        issues one reft.AorWarning (fence() looks too: the first 8 times, then every 16th)."""
+        return self._aor_state(stacklevel=4)
+
+    def _aor_state(self, stacklevel):
+        r = self._c.aor_state()
+        if r is not None and self._aor_watch is not None:
+            self._aor_watch.saw(r["state"], stacklevel)
+        return r
 
     def bubble_begin(self):
         """HAS hint: the device is idle (a pipeline bubble) from now until bubble_end().
@@ -453,7 +523,9 @@ class Client:
         (why it waited, whose decision it followed), `daemon_s` (the restore inside reftd),
         `total_s` (restore() as seen here), `detail` (where each part came from), and for a
         reshape `reshaped` (True when the step was saved under another layout), `from_layout`
-        (that layout, else None), `filled` and `untouched` (buffer names)."""
+        (that layout, else None), `filled` and `untouched` (buffer names); under protection
+        "aor", `aor`: reftd's AOR state at the restore (aor_state()'s `state`, e.g. "on" or
+        "off: mismatch at step 7"; None when nothing is replayed)."""
         return self._c.last_restore()
 
     @property

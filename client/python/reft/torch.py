@@ -31,7 +31,11 @@ optimizer, *tensors) hashes a training state, to check a restore bit for bit.
 import hashlib
 import torch as _torch
 
-from ._bubbles import PipelineBubbles
+from ._torch_version import require_supported as _require_supported
+
+_require_supported(_torch.__version__)
+
+from ._bubbles import PipelineBubbles  # noqa: E402 - after the torch check
 from ._optim_state import FlatOptimizerState
 from ._zero import PLACEMENT, ZeroState
 

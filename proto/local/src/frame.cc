@@ -37,6 +37,8 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kRestoreStream: return "restore_stream";
     case MessageType::kPlanQuery: return "plan_query";
     case MessageType::kPlanReply: return "plan_reply";
+    case MessageType::kAorStatus: return "aor_status";
+    case MessageType::kAorStatusReply: return "aor_status_reply";
   }
   return "unknown";
 }
@@ -72,7 +74,9 @@ Result<FrameHeader> DecodeHeader(const uint8_t* data, size_t size, size_t payloa
   REFT_RETURN_NOT_OK(r.U32(&h.payload_length, "payload_length"));
   REFT_RETURN_NOT_OK(r.U32(&reserved, "reserved"));
   if (h.magic != kFrameMagic) return Status::Protocol("bad frame magic: not a reft local frame");
-  if (h.version != kProtocolVersion) {
+  // An error of another version is read (its layout is frozen): it says why the peer refused.
+  const bool error_reply = type == static_cast<uint16_t>(MessageType::kError);
+  if (h.version != kProtocolVersion && !error_reply) {
     return Status::Protocol("incompatible local protocol version " + std::to_string(h.version) +
                             " (this side speaks " + std::to_string(kProtocolVersion) + ")");
   }

@@ -174,4 +174,13 @@ Result<DeviceBackend*> GetDeviceBackend(MemoryKind kind);
 /// \brief Kinds built into this binary.
 std::vector<MemoryKind> BuiltDeviceKinds();
 
+/// \brief CUDA versions as cudaRuntimeGetVersion/cudaDriverGetVersion report them (e.g. 13000):
+/// the runtime this binary was built with and the installed driver's (0: no driver). Both 0 when
+/// the CUDA backend is not built in.
+struct CudaVersions {
+  int runtime = 0;
+  int driver = 0;
+};
+CudaVersions GetCudaVersions();
+
 }  // namespace reft::kernels

@@ -23,6 +23,10 @@ constexpr uint32_t kFrameMagic = 0x4C544652;  // "RFTL" little-endian
 /// 4: a restore stream hands pieces over in a shared ring, acknowledged (stream.h).
 /// Message types are added without a new version: an older peer answers a type it does not
 /// know with a Protocol error ("unknown message type N") and keeps the connection.
+/// Frozen in every version, so that two sides of different versions can always tell each other
+/// why they cannot talk: this header and the kError reply (ErrorReply). A side accepts a kError
+/// frame of any version (FrameHeader::version says which) and refuses every other frame of a
+/// version it does not speak.
 constexpr uint16_t kProtocolVersion = 4;
 constexpr size_t kFrameHeaderSize = 24;
 
@@ -47,8 +51,12 @@ enum class MessageType : uint16_t {
   kRestoreStream = 18,       ///< daemon -> client before kRestoreReply: placements, data socket, ring
   kPlanQuery = 19,           ///< a job's plan document (no hello needed); the caller must own the job
   kPlanReply = 20,           ///< the document inline, or in a sealed memfd that rides with it
+  /// The session's AOR state (AorStatusReply), answered at once by reftd's loop thread, not
+  /// after the session's queued work; an older reftd answers "unknown message type".
+  kAorStatus = 21,
+  kAorStatusReply = 22,
 };
-constexpr uint16_t kMaxMessageType = 20;
+constexpr uint16_t kMaxMessageType = 22;
 
 /// \brief "hello", "snapshot_begin", ... or "unknown".
 const char* MessageTypeName(MessageType type);
@@ -75,8 +83,8 @@ struct FrameHeader {
 
 /// \brief Writes the 24 header bytes to `out`.
 void EncodeHeader(const FrameHeader& header, uint8_t* out);
-/// \brief Parses and validates a header: magic, version, known type, zero flags/reserved, and
-/// payload_length == `payload_bytes_present` <= limits.max_payload_bytes.
+/// \brief Parses and validates a header: magic, version (any for kError), known type, zero
+/// flags/reserved, and payload_length == `payload_bytes_present` <= limits.max_payload_bytes.
 Result<FrameHeader> DecodeHeader(const uint8_t* data, size_t size, size_t payload_bytes_present,
                                  const Limits& limits);
 
