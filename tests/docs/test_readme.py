@@ -115,6 +115,16 @@ def _text_files(root):
             yield path, data.decode("utf-8", errors="replace")
 
 
+def test_the_quickstart_block_is_the_example_file():
+    """README's complete trainer is examples/torch/quickstart.py, which system:quickstart runs:
+    the two cannot drift apart."""
+    example = (REPO / "examples" / "torch" / "quickstart.py").read_text()
+    blocks = [b.code for b in readme_blocks.parse(README.read_text())]
+    assert any(code.strip("\n") == example.strip("\n") for code in blocks), (
+        "no README block is the text of examples/torch/quickstart.py: copy the file into the "
+        "README's quickstart block")
+
+
 def test_no_page_says_pip_install_reft():
     found = []
     for name in PIP_CHECKED:

@@ -36,6 +36,7 @@ from ._torch_version import require_supported as _require_supported
 _require_supported(_torch.__version__)
 
 from ._bubbles import PipelineBubbles  # noqa: E402 - after the torch check
+from ._torch_extras import DEFAULT_RNG, records as _extra_records
 from ._optim_state import FlatOptimizerState
 from ._zero import PLACEMENT, ZeroState
 
@@ -75,6 +76,14 @@ def _local_optimizer(optimizer):
     return optimizer, None
 
 
+def _unwrapped(model):
+    """The module a DistributedDataParallel / DataParallel wrapper trains: buffers are named
+    alike whether the trainer passes the wrapper or its module."""
+    wrappers = tuple(w for w in (getattr(_torch.nn.parallel, "DistributedDataParallel", None),
+                                 getattr(_torch.nn, "DataParallel", None)) if w is not None)
+    return model.module if isinstance(model, wrappers) else model
+
+
 def _largest_across(group, sizes):
     """{name: (numel, dtype)} of every rank of `group`, each name at its largest numel."""
     import torch.distributed as dist
@@ -104,11 +113,21 @@ class Checkpointer:
     layer it belongs to (0..L-1, consecutive per pipeline stage) or None; the planner sizes the
     layers it moves after a node loss from it (docs/planner.md "The online path"). Between
     snapshot() and fence() the trainer must not modify the registered memory (docs/client.md
-    "Between snapshot and fence").
+    "Between snapshot and fence"). `model` may be the module or its DistributedDataParallel
+    wrapper: the buffers are named after the module either way.
+
+    rng: the random number generators saved with every step and put back by restore(), so that
+    a resumed run draws what an uninterrupted one would: "torch" (CPU), "device" (every CUDA
+    device's, when CUDA is available), "python" (`random`), "numpy" (`numpy.random`); () saves
+    none. extra: {name: obj} of objects with state_dict()/load_state_dict() saved and restored
+    alike (a sampler's epoch and position). Both are per rank; a step saved without them (or
+    with other ones) restores only with the same rng and extra.
     """
 
-    def __init__(self, client, model, optimizer=None, kind="replicated", layer_of=None):
+    def __init__(self, client, model, optimizer=None, kind="replicated", layer_of=None,
+                 rng=DEFAULT_RNG, extra=None):
         self.client = client
+        model = _unwrapped(model)
         self.model = model
         self.optimizer = optimizer
         self._layer_of = layer_of or (lambda name: None)
@@ -144,6 +163,9 @@ class Checkpointer:
                 for name, flat in self.state.named_buffers():
                     self._register(self._optim + name, flat, "unique", shard=self._zero.shard(name))
                 self._register(self._optim + PLACEMENT, self._zero.digest, "replicated")
+        self._records = _extra_records(rng, extra)
+        for record in self._records:
+            client.register(record.name, record.buffer, kind="unique")
 
     def _register(self, name, tensor, kind, shard=None, layer=None):
         if not tensor.is_contiguous():
@@ -164,6 +186,10 @@ class Checkpointer:
                     shadow.copy_(live)
         if self.state is not None:
             self.state.sync()
+        if self._records:
+            self.client.fence()  # no-op in a loop that fenced: the last copy no longer reads them
+            for record in self._records:
+                record.save()
         self.client.snapshot(step, **kwargs)
 
     def fence(self):
@@ -187,4 +213,6 @@ class Checkpointer:
                 self._zero.check_restored(step)
             if self.state is not None:
                 self.state.restored()
+        for record in self._records:
+            record.load()
         return step
