@@ -4,44 +4,21 @@ torchrun restarts the ranks, they restore the newest step every rank committed (
 optimizer and RNG) and finish with the same state, bit for bit, as the run that never stopped."""
 import os
 import signal
-import subprocess
-import sys
-import threading
 
-import reft
 from reft_cluster import LocalCluster
-from test_torchrun_elastic import TEE_PREFIX, descendants
+from torchrun_process import Torchrun, descendants
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUICKSTART = os.path.join(HERE, "..", "..", "examples", "torch", "quickstart.py")
 STEPS = 1000  # the kill at step 20 lands long before the end (a step takes ~1-3 ms here)
-REFT_PATH = os.path.dirname(os.path.dirname(reft.__file__))  # this leg's reft
 
 
-class Run:
-    """One torchrun of the quickstart; its workers' lines, collected as they come."""
+class Run(Torchrun):
+    """One torchrun of the quickstart (3 ranks on one node)."""
 
     def __init__(self, node, job):
-        env = dict(os.environ, REFT_SOCKET=node.socket, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
-                   PYTHONPATH=os.pathsep.join([REFT_PATH, os.environ.get("PYTHONPATH", "")]))
-        # --redirects/--tee: torch 1.13 on Python 3.11 reads the default "0" as None.
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3",
-             "--max_restarts=1", "--redirects=2", "--tee=1", QUICKSTART, "--job", job,
-             "--steps", str(STEPS)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-            start_new_session=True)
-        self.lines, self.cv, self.ended = [], threading.Condition(), False
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cv:
-                self.lines.append(TEE_PREFIX.sub("", line.rstrip("\n")))
-                self.cv.notify_all()
-        with self.cv:
-            self.ended = True
-            self.cv.notify_all()
+        super().__init__(node.socket, ["--standalone", "--nproc_per_node=3", "--max_restarts=1",
+                                       QUICKSTART, "--job", job, "--steps", str(STEPS)])
 
     def wait_line(self, prefix, timeout=300):
         """Until a worker printed a line starting with `prefix` (an event, never a sleep)."""
@@ -53,6 +30,7 @@ class Run:
     def finish(self, timeout=300):
         assert self.proc.wait(timeout=timeout) == 0, "\n".join(self.lines[-60:])
         with self.cv:
+            self.cv.wait_for(lambda: self.ended, timeout)  # every line read, not only printed
             return sorted(l for l in self.lines if " done " in l), list(self.lines)
 
     def kill_rank(self, rank):

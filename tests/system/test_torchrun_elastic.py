@@ -17,12 +17,8 @@ came reads its state from the two).
 """
 import glob
 import os
-import re
 import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
 
 import pytest
@@ -30,19 +26,15 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.distributed  # noqa: E402
 
-import reft  # noqa: E402
 from reft_cluster import LocalCluster, free_port  # noqa: E402
 from test_reftctl_json import validate  # noqa: E402
+from torchrun_process import Torchrun  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "torchrun", "train_gpt.py")
 JOB = "gpt"
 STEPS = 40
 LOSE_AFTER = 6  # the node is lost once step LOSE_AFTER is committed
-# The workers import the reft this test imported: the build tree's on the torch 1.13 leg, the
-# venv's installed package on the torch2 leg.
-REFT_PATH = os.path.dirname(os.path.dirname(os.path.abspath(reft.__file__)))
-TEE_PREFIX = re.compile(r"\[default\d+\]:")  # torchrun --tee's mark of a worker's output
 
 CONFIG = """
 [etcd]
@@ -62,37 +54,18 @@ pytestmark = pytest.mark.skipif(not torch.distributed.is_available()
                                 reason="torch without gloo")
 
 
-class Agent:
+class Agent(Torchrun):
     """One torchrun agent (and its worker) for `node`; stdout lines collected by a thread."""
 
     def __init__(self, cluster, node, rdzv_port, record_dir, steps=STEPS):
         self.log_dir = os.path.join(node.root, "torchrun")
-        # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: a store of its own for each round of the workers,
-        # not the agents' one store, shared by every attempt (torch >= 2.4; examples/torchrun).
-        env = dict(os.environ, REFT_SOCKET=node.socket, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
-                   PYTHONPATH=os.pathsep.join([REFT_PATH, os.environ.get("PYTHONPATH", "")]))
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2:3", "--nproc_per_node=1",
-               "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{rdzv_port}", f"--rdzv_id={JOB}",
-               "--max_restarts=3", "--rdzv_conf=last_call_timeout=1,join_timeout=120",
-               "--monitor_interval=0.5",
-               # torch 1.13 on Python 3.11: the default "0" is read as None (examples/torchrun).
-               "--redirects=2", "--tee=1", f"--log_dir={self.log_dir}",
-               EXAMPLE, "--job", JOB, "--steps", str(steps), "--record-dir", record_dir,
-               "--step-sleep", "0.05"]
         self.node = node
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env=env, start_new_session=True)
-        self.lines = []
-        self.cv = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cv:
-                # --tee prefixes every piece of the worker's output it reads, and a piece may
-                # end inside a line ("[default0]:committed 10[default0]:\n"): drop them all.
-                self.lines.append(TEE_PREFIX.sub("", line.rstrip("\n")))
-                self.cv.notify_all()
+        super().__init__(node.socket, [
+            "--nnodes=2:3", "--nproc_per_node=1", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint=127.0.0.1:{rdzv_port}", f"--rdzv_id={JOB}", "--max_restarts=3",
+            "--rdzv_conf=last_call_timeout=1,join_timeout=120", "--monitor_interval=0.5",
+            f"--log_dir={self.log_dir}", EXAMPLE, "--job", JOB, "--steps", str(steps),
+            "--record-dir", record_dir, "--step-sleep", "0.05"])
 
     def wait_for(self, predicate, timeout, what, since=0):
         """The first event line `predicate` accepts (an event, never a sleep), from line `since`."""
@@ -116,39 +89,6 @@ class Agent:
             with open(path) as f:
                 out += f"\n--- {path}\n" + f.read()[-3000:]
         return out
-
-    def kill(self):
-        """The agent and its workers, as a node loss takes them: torch >= 2 starts each worker in
-        a session of its own, out of the agent's process group. Stopped first, so that the agent
-        starts no worker between the listing and the kill."""
-        os.killpg(self.proc.pid, signal.SIGSTOP)
-        for pid in [self.proc.pid, *descendants(self.proc.pid)]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-
-def descendants(root):
-    """Every process below `root`, from /proc's parent links."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def wait_listening(port, agent, timeout=120):
