@@ -60,6 +60,7 @@ class Agent(Torchrun):
     def __init__(self, cluster, node, rdzv_port, record_dir, steps=STEPS):
         self.log_dir = os.path.join(node.root, "torchrun")
         self.node = node
+        self.cluster = cluster
         super().__init__(node.socket, [
             "--nnodes=2:3", "--nproc_per_node=1", "--rdzv_backend=c10d",
             f"--rdzv_endpoint=127.0.0.1:{rdzv_port}", f"--rdzv_id={JOB}", "--max_restarts=3",
@@ -79,16 +80,25 @@ class Agent(Torchrun):
                 seen = len(self.lines)
                 left = deadline - time.monotonic()
                 assert left > 0 and self.proc.poll() is None, (
-                    f"{self.node.node_id}: no {what}:\n" + "\n".join(self.lines[-60:]) + self.worker_stderr())
+                    f"{self.node.node_id}: no {what}:" + self.worker_stderr() + "\n--- agent output:\n"
+                    + "\n".join(self.lines[-60:]))
                 self.cv.wait(min(left, 1.0))
 
     def worker_stderr(self):
-        """The tail of every worker attempt's stderr (torchrun's --log_dir)."""
-        out = ""
-        for path in sorted(glob.glob(os.path.join(self.log_dir, "*", "attempt_*", "*", "stderr.log"))):
+        """Why it failed, first (a CI excerpt keeps the head): each worker attempt's last line
+        (its exception) and the planner's log lines of every node; then the tails of every
+        attempt's stderr (torchrun's --log_dir)."""
+        paths = sorted(glob.glob(os.path.join(self.log_dir, "*", "attempt_*", "*", "stderr.log")))
+        tails = {}
+        for path in paths:
             with open(path) as f:
-                out += f"\n--- {path}\n" + f.read()[-3000:]
-        return out
+                tails[path] = f.read()[-3000:]
+        head = "\n--- last line of each attempt:\n" + "\n".join(
+            f"{os.path.relpath(p, self.log_dir)}: {(t.strip().splitlines() or [''])[-1]}" for p, t in tails.items())
+        planners = [f"{n.node_id}: {line}" for n in self.cluster.nodes
+                    for line in n.log().splitlines() if "planner:" in line]
+        head += "\n--- planner log lines:\n" + "\n".join(planners[-20:])
+        return head + "".join(f"\n--- {p}\n{t}" for p, t in tails.items())
 
 
 def wait_listening(port, agent, timeout=120):

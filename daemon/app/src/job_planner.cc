@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "reft/app/plan_finality.h"
 #include "reft/unix_time.h"
 
 namespace reft::app {
@@ -184,7 +185,11 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
     return kNever;
   }
   const json& decision = (*doc)["decision"];
+  const uint64_t generation = coordinator_->Generation(job).generation;
   if (!decision.value("needed", false)) {
+    // The nodes of a loss came back (a restarted reftd that adopted its slots): a decision
+    // nobody acted on yet goes, so that no trainer waits on it (plan_finality.h).
+    if (current && DecidesLossOf(*current, generation, model->step)) return WithdrawLoss(job, *current, *doc);
     // A job that lost nodes before and did not grow back onto a node that came: say why (the
     // score, no plan, no profile), so that a launcher waiting for a growth can be told.
     if (current && !(*doc)["spare_nodes"].empty()) {
@@ -194,7 +199,6 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
     return kNever;
   }
 
-  const uint64_t generation = coordinator_->Generation(job).generation;
   peer::PublishedPlan plan;
   plan.generation = generation;
   plan.step = model->step;
@@ -254,6 +258,42 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   if (plan.state == "decided") return std::min(due, ExecuteTransfer(job, *in_force));
   if (plan.state == "awaiting_confirmation") return std::min(due, retry);
   return due;
+}
+
+JobPlanner::Clock::time_point JobPlanner::WithdrawLoss(const std::string& job,
+                                                       const peer::PublishedPlan& current,
+                                                       const json& doc) {
+  constexpr auto kNever = Clock::time_point::max();
+  // Asked only now (one linearizable read): a trainer that restored under the decision, at its
+  // generation and step, made it final.
+  auto restored = coordinator_->Decision(job);
+  if (!restored.ok()) return Clock::now() + options_.retry;
+  const bool restored_under_it = restored->has_value() && (*restored)->generation == current.generation &&
+                                 (*restored)->step == current.step;
+  if (const std::string final_because = FinalBecause(current, restored_under_it); !final_because.empty()) {
+    spdlog::info("planner: job {} (step {}): {} came back; the decision ({}) stands: {}", job, current.step,
+                 current.basis, current.state, final_because);
+    return kNever;
+  }
+  peer::PublishedPlan plan;
+  plan.generation = current.generation;
+  plan.step = current.step;
+  plan.basis = current.basis;  // the loss it withdraws
+  plan.planner = node_id_;
+  plan.state = kNoLossState;
+  plan.plan_json = doc.dump();
+  plan.decided_at_ms = UnixMs();
+  auto in_force = coordinator_->PublishPlan(job, plan, current.version);
+  if (!in_force.ok()) {
+    spdlog::warn("planner: job {}: withdrawing the loss of {} failed: {}", job, current.basis,
+                 in_force.status().ToString());
+    return Clock::now() + options_.retry;
+  }
+  if (in_force->state != kNoLossState) return Clock::now() + options_.retry;  // a newer one won: look again
+  spdlog::info("planner: job {} (step {}): {} came back before the decision ({}) was acted on; the loss "
+               "is withdrawn and the job goes on as it runs [{}]",
+               job, plan.step, current.basis, current.state, kNoLossState);
+  return kNever;
 }
 
 JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job,

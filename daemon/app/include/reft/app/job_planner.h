@@ -16,6 +16,10 @@
 /// (plan_transfer.h): every receiving node stages its layers before the trainers restart;
 /// the progress is published with the decision and resumed by a coordinator that takes over.
 ///
+/// A loss is withdrawn when its nodes come back before anyone acted on the decision (a reftd
+/// restarted for a configuration change re-registers and adopts its slots): the coordinator
+/// replaces the decision by a `no_loss` publication (plan_finality.h has the rule).
+///
 /// A job that runs below the size it had (it lost nodes) grows back onto nodes that come
 /// (planner::online::Decide, policy "grow"): the coordinator of such a job follows arrivals too.
 ///
@@ -104,6 +108,11 @@ class JobPlanner : public local::PlanSource {
   /// Plans `job` once when this node plans for it; returns when it wants to be planned again
   /// (time_point::max(): at the next membership change).
   Clock::time_point PlanJob(const std::string& job);
+  /// Replaces the loss decision `current` by a `no_loss` publication (with the planner's
+  /// document `doc`, which finds no loss) unless a trainer restored under it; returns when to
+  /// look again.
+  Clock::time_point WithdrawLoss(const std::string& job, const peer::PublishedPlan& current,
+                                 const nlohmann::json& doc);
   /// Runs (or resumes) the transfer plan of the final decision `plan` when it has one that is
   /// not done; returns when to look again.
   Clock::time_point ExecuteTransfer(const std::string& job, const peer::PublishedPlan& plan);

@@ -65,8 +65,9 @@ struct PublishedPlan {
   std::string basis;        ///< what it decides on: the lost nodes, sorted, comma-separated
   std::string planner;      ///< the node that decided
   /// "waiting_for_spare" (a spare may still come; `wait_until_ms`), "awaiting_confirmation"
-  /// (operator-confirmed mode), "decided" (automatic mode), "confirmed", or "undecided" (the
-  /// planner cannot decide: no profile and no measured step time; the document says why).
+  /// (operator-confirmed mode), "decided" (automatic mode), "confirmed", "undecided" (the
+  /// planner cannot decide: no profile and no measured step time; the document says why), or
+  /// "no_loss" (the lost nodes came back before the decision was acted on: withdrawn).
   std::string state;
   int64_t decided_at_ms = 0;  ///< unix time of the publication
   int64_t wait_until_ms = 0;  ///< waiting_for_spare: when the planner stops waiting
