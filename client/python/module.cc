@@ -53,6 +53,20 @@ reft::OptimizerStep ToOptimizerStep(const OptimizerRecord& r) {
   return o;
 }
 
+// reft.Client.restore(progress=...)'s "phase" names.
+const char* PhaseName(reft::RestorePhase phase) {
+  switch (phase) {
+    case reft::RestorePhase::kIdle: return "idle";
+    case reft::RestorePhase::kDeciding: return "deciding";
+    case reft::RestorePhase::kFetching: return "fetching";
+    case reft::RestorePhase::kCopying: return "copying";
+    case reft::RestorePhase::kStaging: return "staging";
+    case reft::RestorePhase::kDone: return "done";
+    case reft::RestorePhase::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_reft, m) {
@@ -322,6 +336,13 @@ PYBIND11_MODULE(_reft, m) {
            py::arg("reshape"), py::arg("remap_layout") = std::string(),
            py::arg("remap") = std::map<std::string,
                                        std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>>())
+      // (phase, bytes_done, bytes_total) of the restore running now: atomic loads, no lock,
+      // so reft/_progress.py's thread polls it while restore() runs without the GIL.
+      .def("restore_progress",
+           [](const reft::Client& c) {
+             const reft::RestoreProgress p = c.RestoreProgressNow();
+             return py::make_tuple(PhaseName(p.phase), p.bytes_done, p.bytes_total);
+           })
       .def("probe_restore",
            [](reft::Client& c) -> py::object {
              reft::Result<std::optional<reft::RestoreProbe>> r =

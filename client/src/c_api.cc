@@ -252,6 +252,17 @@ int reft_wait_committed(reft_client* c, int64_t step, int64_t timeout_ms, int* c
   return Report(reft::Status::OK());
 }
 
+int reft_restore_progress(reft_client* c, int32_t* phase, uint64_t* bytes_done,
+                          uint64_t* bytes_total) {
+  if (c == nullptr) return NullHandle();
+  static_assert(REFT_RESTORE_FAILED == static_cast<int>(reft::RestorePhase::kFailed));
+  const reft::RestoreProgress p = c->impl->RestoreProgressNow();
+  if (phase != nullptr) *phase = static_cast<int32_t>(p.phase);
+  if (bytes_done != nullptr) *bytes_done = p.bytes_done;
+  if (bytes_total != nullptr) *bytes_total = p.bytes_total;
+  return Report(reft::Status::OK());
+}
+
 int reft_restore(reft_client* c, int64_t* step) {
   if (c == nullptr) return NullHandle();
   auto r = c->impl->Restore();

@@ -29,6 +29,7 @@
 #include "reft/local_proto/stream.h"
 #include "reft/protect/codec.h"
 #include "reft/protect/slot_plan.h"
+#include "reftd_socket.h"
 
 namespace reft {
 
@@ -41,7 +42,6 @@ static_assert(static_cast<int>(MemoryLocation::kHip) == static_cast<int>(kernels
 
 namespace {
 
-constexpr const char* kDefaultSocket = "/run/reft/reftd.sock";
 constexpr const char* kClientVersion = "libreft 0.1.0";
 
 /// One mapping of a slot file, kept across snapshots so steady-state copies take no page
@@ -168,6 +168,11 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   Status last_result REFT_GUARDED_BY(mu);
   std::optional<RestoreReport> last_restore REFT_GUARDED_BY(mu);
   std::atomic<bool> aor_status_unsupported{false};  // reftd answered kAorStatus as unknown
+  // RestoreProgressNow(): written by the restoring thread (under mu), read by any thread
+  // without it. ReceiveStream adds each streamed record's size to restore_done.
+  std::atomic<uint8_t> restore_phase{static_cast<uint8_t>(RestorePhase::kIdle)};
+  std::atomic<uint64_t> restore_done{0};
+  std::atomic<uint64_t> restore_total{0};
   bool exit REFT_GUARDED_BY(mu) = false;
   bool closed REFT_GUARDED_BY(mu) = false;
   std::thread worker;
@@ -191,6 +196,11 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   Result<std::shared_ptr<const SlotPlan>> MakePlanLocked() const REFT_REQUIRES(mu);
   /// kAorStatus (any thread, with or without mu: it only uses the channel).
   Result<AorReport> QueryAorState();
+  /// Restore() after its checks and the wait for an idle copy worker.
+  Result<std::optional<int64_t>> RestoreLocked(const RestoreOptions& options) REFT_REQUIRES(mu);
+  void SetRestorePhase(RestorePhase phase) {
+    restore_phase.store(static_cast<uint8_t>(phase), std::memory_order_release);
+  }
   Result<std::vector<PendingEvent>> RecordReadyEvents() REFT_REQUIRES(mu);
   void WorkerMain();
   void WaitIdleLocked(MutexLock& lock) REFT_REQUIRES(mu) {
@@ -207,11 +217,10 @@ uint64_t Client::session_id() const { return impl_->session_id; }
 
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   ClientOptions opts = options;
-  if (opts.socket_path.empty()) {
-    const char* env = std::getenv("REFT_SOCKET");
-    opts.socket_path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
+  opts.socket_path = client::ReftdSocketPath(opts.socket_path);
+  if (opts.reply_timeout_ms <= 0) {
+    return Status::InvalidArgument("the reply timeout must be > 0 (Python: timeout=, in seconds)");
   }
-  if (opts.reply_timeout_ms <= 0) return Status::InvalidArgument("reply_timeout_ms must be > 0");
   local_proto::Hello hello;
   hello.job = opts.job;
   hello.coord = {opts.pp, opts.tp, opts.dp};
@@ -240,9 +249,12 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero()) {
       if (opts.connect_timeout.count() == 0) return c.status();
-      return c.status().WithContext("still refused after " +
-                                    std::to_string(opts.connect_timeout.count()) +
-                                    " ms (connect_timeout)");
+      // In seconds when whole: Python's connect_timeout is in seconds, C++'s a duration.
+      const int64_t ms = opts.connect_timeout.count();
+      return c.status().WithContext(
+          "still refused after " +
+          (ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms") +
+          " (connect_timeout)");
     }
     std::this_thread::sleep_for(
         std::min<std::chrono::steady_clock::duration>(backoff, left));
@@ -253,7 +265,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 Result<std::unique_ptr<Client>> Client::Impl::Join(const ClientOptions& opts,
                                                    const local_proto::Hello& hello,
                                                    const protect::Scheme& spec) {
-  REFT_ASSIGN_OR_RETURN(UniqueFd sock, local_proto::ConnectSeqpacket(opts.socket_path));
+  REFT_ASSIGN_OR_RETURN(UniqueFd sock, client::ConnectReftd(opts.socket_path));
 
   std::unique_ptr<Client> c(new Client());
   c->impl_->options = opts;
@@ -367,17 +379,21 @@ Result<std::string> Client::StagedReason(const std::string& name) const {
 Status Client::SetStream(MemoryLocation memory, int device, void* native_stream) {
   if (memory != MemoryLocation::kCuda && memory != MemoryLocation::kHip &&
       memory != MemoryLocation::kEmulated) {
-    return Status::InvalidArgument("SetStream: memory kind " +
-                                   std::to_string(static_cast<int>(memory)) + " has no streams");
+    return Status::InvalidArgument("a stream for memory kind " +
+                                   std::to_string(static_cast<int>(memory)) +
+                                   ": that memory has no streams");
   }
-  if (device < 0) return Status::InvalidArgument("SetStream: device " + std::to_string(device));
+  if (device < 0) {
+    return Status::InvalidArgument("a stream for device " + std::to_string(device) +
+                                   ": a device ordinal is >= 0");
+  }
   MutexLock lock(impl_->mu);
   impl_->streams[{memory, device}] = native_stream;
   return Status::OK();
 }
 
 Status Client::GateHostCopies(const uint64_t* word, uint64_t value) {
-  if (word == nullptr) return Status::InvalidArgument("GateHostCopies: word is null");
+  if (word == nullptr) return Status::InvalidArgument("the host copies' gate word is null");
   MutexLock lock(impl_->mu);
   impl_->next_gate = {word, value};
   return Status::OK();
@@ -615,7 +631,7 @@ Result<std::vector<local_proto::OptimizerHyper>> Client::Impl::OptimizerRecords(
       return Status::InvalidArgument(
           at + "protection '" + scheme.ToString() + "' replays optimizer shard '" + name +
           "' from each step's optimizer hyper-parameters: pass them with the snapshot "
-          "(Snapshot(step, OptimizerStep))");
+          "(Python: snapshot(step, optimizer=...))");
     }
     aor::StepHyper h;
     h.iteration = static_cast<uint64_t>(step);
@@ -731,11 +747,29 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
   if (d.closed) return Status::Unavailable("client is closed");
   if (d.buffers.empty()) return Status::InvalidArgument("restore with no registered buffer");
   d.WaitIdleLocked(lock);
+  d.restore_done.store(0, std::memory_order_relaxed);
+  d.restore_total.store(0, std::memory_order_relaxed);
+  d.SetRestorePhase(RestorePhase::kDeciding);
+  auto restored = d.RestoreLocked(options);
+  d.SetRestorePhase(restored.ok() ? RestorePhase::kDone : RestorePhase::kFailed);
+  return restored;
+}
+
+RestoreProgress Client::RestoreProgressNow() const {
+  const Impl& d = *impl_;
+  RestoreProgress p;
+  p.phase = static_cast<RestorePhase>(d.restore_phase.load(std::memory_order_acquire));
+  p.bytes_done = d.restore_done.load(std::memory_order_relaxed);
+  p.bytes_total = d.restore_total.load(std::memory_order_relaxed);
+  return p;
+}
+
+Result<std::optional<int64_t>> Client::Impl::RestoreLocked(const RestoreOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   local_proto::RestoreRequest request;
-  request.reshape = options.reshape;
-  request.remap_layout = options.remap_layout;
-  for (const auto& [name, segments] : options.remap) {
+  request.reshape = opts.reshape;
+  request.remap_layout = opts.remap_layout;
+  for (const auto& [name, segments] : opts.remap) {
     local_proto::BufferRemap b{name, {}};
     for (const auto& seg : segments) b.segments.push_back({seg.src, seg.dst, seg.length});
     request.remap.push_back(std::move(b));
@@ -753,22 +787,24 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
     std::vector<local_proto::StreamTarget> targets;
     uint64_t expected = 0;
     for (const auto& pl : placed.staged) {
-      if (pl.buffer_index >= d.buffers.size() || d.buffers[pl.buffer_index].size != pl.size) {
+      if (pl.buffer_index >= buffers.size() || buffers[pl.buffer_index].size != pl.size) {
         return Status::Protocol("the restore stream places an unknown buffer");
       }
-      targets.push_back({pl.file_offset, pl.size, d.buffers[pl.buffer_index].host_data()});
+      targets.push_back({pl.file_offset, pl.size, buffers[pl.buffer_index].host_data()});
       expected += pl.size;
     }
+    restore_total.store(expected, std::memory_order_relaxed);
+    SetRestorePhase(RestorePhase::kFetching);
     REFT_ASSIGN_OR_RETURN(uint64_t got,
                           local_proto::ReceiveStream(sf.fds[0].get(), sf.fds[1].get(), targets,
-                                                     d.options.reply_timeout_ms));
+                                                     options.reply_timeout_ms, &restore_done));
     streamed_bytes = got;
     stream_expected = expected;
     return Status::OK();
   }};
   REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
-                        d.channel->Call(MessageType::kRestore, local_proto::Encode(request),
-                                        MessageType::kRestoreReply, {}, &stream));
+                        channel->Call(MessageType::kRestore, local_proto::Encode(request),
+                                      MessageType::kRestoreReply, {}, &stream));
   local_proto::RestoreReply reply;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));
   const local_proto::SlotReply& slot = reply.slot;
@@ -792,7 +828,7 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
           "changed to nothing to restore; restore again");
     }
     report.total = std::chrono::steady_clock::now() - start;
-    d.last_restore = report;
+    last_restore = report;
     return std::optional<int64_t>();
   }
   Status copied;
@@ -804,11 +840,12 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
                                 std::to_string(*streamed_bytes) + " of " +
                                 std::to_string(*stream_expected) + " bytes");
     }
-    for (size_t i = 0; i < d.buffers.size() && copied.ok(); ++i) {
-      const RegisteredBuffer& b = d.buffers[i];
+    for (size_t i = 0; i < buffers.size() && copied.ok(); ++i) {
+      const RegisteredBuffer& b = buffers[i];
       if (!b.staging) continue;
-      auto st = d.streams.find({b.memory, b.device});
-      copied = b.staging->Push(st == d.streams.end() ? nullptr : st->second)
+      SetRestorePhase(RestorePhase::kStaging);
+      auto st = streams.find({b.memory, b.device});
+      copied = b.staging->Push(st == streams.end() ? nullptr : st->second)
                    .WithContext("restoring staged buffer '" + b.name + "'");
     }
   } else if (!slot.staged.empty()) {
@@ -823,16 +860,25 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
         copied = Status::FromErrno(errno, "mapping the restored slot");
       } else {
         const auto* base = static_cast<const uint8_t*>(p);
+        uint64_t total = 0, done = 0;
+        for (const auto& pl : slot.staged) total += pl.size;
+        restore_total.store(total, std::memory_order_relaxed);
+        SetRestorePhase(RestorePhase::kCopying);
+        // Bytes a stream delivered before it was abandoned stay counted: progress never goes
+        // back.
+        const uint64_t streamed = restore_done.load(std::memory_order_relaxed);
         for (const auto& pl : slot.staged) {
-          if (pl.buffer_index >= d.buffers.size() || d.buffers[pl.buffer_index].size != pl.size) {
+          if (pl.buffer_index >= buffers.size() || buffers[pl.buffer_index].size != pl.size) {
             copied = Status::Protocol("restore reply places an unknown buffer");
             break;
           }
-          const RegisteredBuffer& b = d.buffers[pl.buffer_index];
+          const RegisteredBuffer& b = buffers[pl.buffer_index];
           std::memcpy(b.host_data(), base + pl.file_offset, pl.size);
+          done += pl.size;
+          restore_done.store(std::max(streamed, done), std::memory_order_relaxed);
           if (b.staging) {
-            auto stream = d.streams.find({b.memory, b.device});
-            copied = b.staging->Push(stream == d.streams.end() ? nullptr : stream->second)
+            auto stream = streams.find({b.memory, b.device});
+            copied = b.staging->Push(stream == streams.end() ? nullptr : stream->second)
                          .WithContext("restoring staged buffer '" + b.name + "'");
             if (!copied.ok()) break;
           }
@@ -840,18 +886,18 @@ Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
         ::munmap(p, slot.file_size);
       }
     }
-    Status done = d.channel->Call(MessageType::kRestoreDone, {}, MessageType::kAck).status();
+    Status done = channel->Call(MessageType::kRestoreDone, {}, MessageType::kAck).status();
     if (copied.ok()) copied = done;
   }
   if (!copied.ok()) return copied.WithContext("restore of step " + std::to_string(slot.step));
-  if (d.scheme.aor) {
+  if (scheme.aor) {
     // The AOR state is part of the report (last_restore["aor"]); a reftd that does not report
     // it leaves it empty.
-    auto aor = d.QueryAorState();
+    auto aor = QueryAorState();
     if (aor.ok()) report.aor = aor->state;
   }
   report.total = std::chrono::steady_clock::now() - start;
-  d.last_restore = report;
+  last_restore = report;
   return std::optional<int64_t>(slot.step);
 }
 
@@ -939,10 +985,11 @@ Status Client::EnableHas(const HasPipelineHint& hint) {
   if (hint.stages > 0) {
     if (hint.stage < 0 || hint.stage >= hint.stages || hint.micro_batches < 1 ||
         hint.forward_seconds < 0 || hint.backward_seconds < 0) {
-      return Status::InvalidArgument("HasPipelineHint: stage " + std::to_string(hint.stage) +
+      return Status::InvalidArgument("pipeline hint: stage " + std::to_string(hint.stage) +
                                      " of " + std::to_string(hint.stages) + ", micro_batches " +
                                      std::to_string(hint.micro_batches) +
-                                     " and non-negative times required");
+                                     ": needs 0 <= stage < stages, micro_batches >= 1 and "
+                                     "non-negative times (Python: enable_has(...))");
     }
     const int64_t v[5] = {hint.stages, hint.stage, hint.micro_batches,
                           static_cast<int64_t>(hint.forward_seconds * 1e9),
@@ -1008,7 +1055,10 @@ Status Client::BubbleEnd() {
 
 Result<HasCounters> Client::has_counters() const {
   auto* page = impl_->has_page.load(std::memory_order_acquire);
-  if (page == nullptr) return Status::NotFound("HAS hints are not enabled (call EnableHas() or BubbleBegin() first)");
+  if (page == nullptr) {
+    return Status::NotFound(
+        "HAS hints are not enabled: enable them first (Python: enable_has() or bubble_begin())");
+  }
   HasCounters c;
   c.bubble_bytes = page->released_bytes[1].load();
   c.compute_bytes = page->released_bytes[2].load() + page->released_bytes[3].load();

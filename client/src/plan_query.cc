@@ -12,17 +12,12 @@
 
 #include "channel.h"
 #include "reft/client.h"
+#include "reftd_socket.h"
 
 namespace reft {
 namespace {
 
 using local_proto::MessageType;
-
-std::string SocketOrDefault(const std::string& socket_path) {
-  if (!socket_path.empty()) return socket_path;
-  const char* env = std::getenv("REFT_SOCKET");
-  return (env != nullptr && *env != '\0') ? env : "/run/reft/reftd.sock";
-}
 
 // The document of a reply in the file form: the first `size` bytes of the memfd reftd sent.
 Result<std::string> ReadPlanFile(const local_proto::Frame& frame, uint64_t size) {
@@ -55,8 +50,8 @@ Result<std::string> QueryPlan(const std::string& socket_path, const std::string&
                               std::chrono::milliseconds timeout) {
   if (job.empty()) return Status::InvalidArgument("job must not be empty");
   if (timeout.count() <= 0) return Status::InvalidArgument("timeout must be > 0");
-  const std::string path = SocketOrDefault(socket_path);
-  REFT_ASSIGN_OR_RETURN(UniqueFd sock, local_proto::ConnectSeqpacket(path));
+  const std::string path = client::ReftdSocketPath(socket_path);
+  REFT_ASSIGN_OR_RETURN(UniqueFd sock, client::ConnectReftd(path));
   client::Channel channel(std::move(sock), static_cast<int>(std::min<int64_t>(
                                                timeout.count(), INT32_MAX)));
   local_proto::PlanQuery query;

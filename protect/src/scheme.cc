@@ -4,6 +4,7 @@
 
 #include "reft/protect/scheme.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace reft::protect {
@@ -87,6 +88,29 @@ std::string Scheme::ToString() const {
   if (rs > 0) add("rs" + std::to_string(rs));
   if (aor) add("aor");
   return out.empty() ? "none" : out;
+}
+
+Status Scheme::CheckFits(int dp) const {
+  std::string why;
+  int needs = 1;
+  auto need = [&](const std::string& part, int members) {
+    if (dp >= members) return;
+    why += (why.empty() ? "" : ", ") + part + " needs dp >= " + std::to_string(members);
+    needs = std::max(needs, members);
+  };
+  if (arc > 0) need("arc" + std::to_string(arc), arc + 1);
+  if (aec) need("aec", 2);
+  if (rs > 0) need("rs" + std::to_string(rs), rs + 1);
+  if (why.empty()) return Status::OK();
+  Scheme fits = *this;  // the strongest scheme of the same kinds this dp can hold
+  fits.arc = std::min(arc, std::max(dp - 1, 0));
+  fits.rs = std::min(rs, std::max(dp - 1, 0));
+  fits.aec = aec && dp >= 2;
+  return Status::InvalidArgument(
+      "protection '" + ToString() + "' does not fit a layout with dp=" + std::to_string(dp) +
+      ": " + why + " (a rank's state is protected by the other members of its data-parallel "
+      "group); use protection='" + fits.ToString() + "' or a layout with dp >= " +
+      std::to_string(needs));
 }
 
 }  // namespace reft::protect

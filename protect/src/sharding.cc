@@ -76,15 +76,7 @@ Result<SgGeometry> BuildGeometry(int m, const std::vector<BufferSpec>& buffers, 
     return Status::InvalidArgument("sharding group size must be >= 1, got " + std::to_string(m));
   if (chunk == 0) return Status::InvalidArgument("chunk must be > 0");
   REFT_RETURN_NOT_OK(ValidateBuffers(buffers));
-  if (scheme.arc > 0 && scheme.arc > m - 1) {
-    return Status::InvalidArgument("arc" + std::to_string(scheme.arc) + " needs dp >= " +
-                                   std::to_string(scheme.arc + 1) + ", dp is " + std::to_string(m));
-  }
-  if (scheme.rs > 0 && scheme.rs > m - 1) {
-    return Status::InvalidArgument("rs" + std::to_string(scheme.rs) + " needs dp >= " +
-                                   std::to_string(scheme.rs + 1) + ", dp is " + std::to_string(m));
-  }
-  if (scheme.aec && m < 2) return Status::InvalidArgument("aec needs dp >= 2, dp is 1");
+  REFT_RETURN_NOT_OK(scheme.CheckFits(m));  // refused at hello already; a guard for other callers
   SgGeometry g;
   g.m = m;
   g.chunk = chunk;

@@ -80,6 +80,8 @@ Result<Scheme> CheckHello(const local_proto::Hello& hello) {
   REFT_RETURN_NOT_OK(CheckJobId(hello.job));
   REFT_RETURN_NOT_OK(hello.layout.CheckRank(hello.coord));
   REFT_ASSIGN_OR_RETURN(Scheme scheme, Scheme::Parse(hello.protection));
+  // At connect, not at the first snapshot: a scheme the layout cannot hold never joins.
+  REFT_RETURN_NOT_OK(scheme.CheckFits(hello.layout.dp));
   REFT_RETURN_NOT_OK(CheckAorLayout(hello.layout, scheme));
   return scheme;
 }

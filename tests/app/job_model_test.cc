@@ -79,6 +79,9 @@ TEST_CASE("job model: layers, stages and bytes from the committed step's buffers
   add(0, Spec("l0.w", 4000, 0, BufferKind::kReplicated));
   add(0, Spec("l0.b", 10, 0, BufferKind::kReplicated));
   add(0, Spec("optim.l0", 501, 0, BufferKind::kUnique, 1001));  // sharded: the global size counts
+  auto adam = Spec("adam.l0", 300, 0, BufferKind::kReplicated);  // a plain optimizer's state
+  adam.optimizer = true;
+  add(0, adam);
   add(1, Spec("l1.w", 8000, 1, BufferKind::kReplicated));
   add(1, Spec("l1.rng", 16, 1, BufferKind::kUnique));            // one per dp rank
   add(0, Spec("tied", 64, 1, BufferKind::kReplicated));          // saved by stages 0 and 1
@@ -99,7 +102,7 @@ TEST_CASE("job model: layers, stages and bytes from the committed step's buffers
   REQUIRE(m.layers.size() == 2);
   CHECK(m.layers[0].stage == 0);
   CHECK(m.layers[0].param_bytes == 4010);
-  CHECK(m.layers[0].optimizer_bytes == 1001);
+  CHECK(m.layers[0].optimizer_bytes == 1001 + 300);
   CHECK(m.layers[1].stage == 1);  // "tied", saved by both stages, does not move the layer
   CHECK(m.layers[1].param_bytes == 8000 + 64);
   CHECK(m.layers[1].optimizer_bytes == 32);

@@ -15,19 +15,25 @@ marker, or with a malformed one, fails the test: new blocks cannot go untested b
 
 Shell runs with `bash -euo pipefail`, Python with $REFT_README_PYTHON (default: this
 interpreter), from the repository root so that `pip install .` works, with HOME and TMPDIR in a
-fresh temporary directory per block. PYTHONPATH is removed, so the build tree is not importable,
+fresh temporary directory per block (TMPDIR a short one under /tmp: a unix socket's path
+there must fit in 107 bytes). PYTHONPATH is removed, so the build tree is not importable,
 unless $REFT_README_PYTHONPATH gives one for the blocks. A block that needs a venv or a daemon
 sets it up itself, as a reader would (e.g. `python3 -m venv /tmp/x && /tmp/x/bin/pip install
-".[torch]"`). Test ids name the fence's line: readme-L53-python. $REFT_README checks another
-file instead of the repository's README.md (e.g. a marked-up copy).
+".[torch]"`). Test ids name the page and the fence's line: readme-L53-python. $REFT_README
+checks another file instead of the repository's README.md (a marked-up copy, or another page
+with marked blocks: docs:operations runs docs/operations.md's). A block that leaves a local
+cluster running (`tools/localcluster.sh up` in its $TMPDIR without `down`) fails, and the
+cluster is stopped.
 """
 
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -35,7 +41,9 @@ import readme_blocks
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 README = pathlib.Path(os.environ.get("REFT_README", REPO / "README.md"))
+PAGE = README.stem.lower()  # test ids: readme-L53-python, operations-L20-sh
 OUTPUT_TAIL = 4000
+LOCAL_CLUSTER = "reft-localcluster"  # tools/localcluster.sh's directory under $TMPDIR
 
 # "pip install reft" fetches an unrelated project from the package index. Allowed: a path
 # (".[torch]", ./dist/reft-….whl), another distribution (reft-checkpoint…).
@@ -53,17 +61,27 @@ def _blocks():
             marks = [pytest.mark.skip(reason=block.reason)]
         elif block.action == "xfail":
             marks = [pytest.mark.xfail(strict=True, reason=block.reason)]
-        params.append(pytest.param(block, marks=marks, id=block.id))
+        params.append(pytest.param(block, marks=marks,
+                                   id=f"{PAGE}-{block.id.split('-', 1)[1]}"))
     return params
 
 
-def _environment(tmp_path):
+@pytest.fixture
+def short_tmp():
+    """A fresh directory with a short path (pytest's tmp_path is too long for the sockets of
+    a local cluster under it)."""
+    path = tempfile.mkdtemp(prefix="readme-", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _environment(tmp_path, tmpdir):
     env = dict(os.environ)
     # pip's cache stays the user's: a fresh HOME must not download torch's ~4 GB again.
     env.setdefault("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip"))
-    for name in ("HOME", "TMPDIR"):
-        env[name] = str(tmp_path / name.lower())
-        os.makedirs(env[name])
+    env["HOME"] = str(tmp_path / "home")
+    os.makedirs(env["HOME"])
+    env["TMPDIR"] = tmpdir
     env.pop("PYTHONPATH", None)
     if os.environ.get("REFT_README_PYTHONPATH"):
         env["PYTHONPATH"] = os.environ["REFT_README_PYTHONPATH"]
@@ -96,15 +114,32 @@ def _run(command, env, timeout_s):
 
 
 @pytest.mark.parametrize("block", _blocks())
-def test_readme_block(block, tmp_path):
+def test_readme_block(block, tmp_path, short_tmp):
     where = f"{README}:{block.line}"
     if block.error:
         pytest.fail(f"{where}: {block.error}", pytrace=False)
-    status, output = _run(_command(block, tmp_path), _environment(tmp_path), block.timeout_s)
+    env = _environment(tmp_path, short_tmp)
+    status, output = _run(_command(block, tmp_path), env, block.timeout_s)
+    left = _stop_local_cluster(env)
+    if status == 0 and left:
+        pytest.fail(f"{where}: the block left a local cluster running (stopped now):\n{left}",
+                    pytrace=False)
     if status != 0:
         what = f"timed out after {block.timeout_s} s" if status is None else f"exited {status}"
         pytest.fail(f"{where}: {block.language} block {what}; output:\n"
                     f"{output[-OUTPUT_TAIL:]}", pytrace=False)
+
+
+def _stop_local_cluster(env):
+    """Stops a cluster `tools/localcluster.sh up` left in the block's $TMPDIR (its daemons run
+    in sessions of their own: the block's process group does not hold them); returns what
+    `down` said, or "" when there was none."""
+    where = os.path.join(env["TMPDIR"], LOCAL_CLUSTER)
+    if not os.path.exists(os.path.join(where, "cluster.json")):
+        return ""
+    r = subprocess.run(["bash", str(REPO / "tools" / "localcluster.sh"), "down", "--dir", where],
+                       env=env, capture_output=True, text=True, timeout=120)
+    return r.stdout + r.stderr or "(down said nothing)"
 
 
 def _text_files(root):

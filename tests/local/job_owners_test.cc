@@ -51,7 +51,9 @@ TEST_CASE("the first uid of a job owns it, others are refused and counted", "[lo
   auto st = Hello(*owners, "a", Uid(1001));
   CHECK(st.code() == StatusCode::kPermissionDenied);
   // Nothing of the job: not even who owns it.
-  CHECK(st.message() == "job 'a' belongs to another user; uid 1001 may not use it");
+  CHECK(st.message() == "job 'a' belongs to another user; uid 1001 may not use it: use another "
+                        "job name, or have an operator release the job once its trainers are "
+                        "gone (reftctl jobs release --job a)");
   owners->NoteDenied("a");  // an Admin refusal, decided by the authorizer
   CHECK_FALSE(OwnerOf(*owners, "b").has_value());
   CHECK(owners->denied() == 2);

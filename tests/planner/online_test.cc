@@ -211,6 +211,9 @@ TEST_CASE("online: bad profiles and models are refused with the field named") {
   auto swapped = m;
   std::swap(swapped.layers[1].stage, swapped.layers[4].stage);
   CHECK(online::Decide(swapped, nullptr, Live(4, {})).status().message().find("consecutive") != std::string::npos);
+  auto none = m;  // no buffer names a layer: the error says how to name them
+  none.layers.clear();
+  CHECK(online::Decide(none, nullptr, Live(4, {})).status().message().find("layer_of=") != std::string::npos);
 }
 
 TEST_CASE("online: the positional assignment (the baseline) moves at least what Kuhn-Munkres moves") {

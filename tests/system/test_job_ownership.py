@@ -85,7 +85,9 @@ def assert_refused(result, job, caller_uid):
     assert not result["ok"], result
     assert result["error"] == "PermissionDeniedError", result
     msg = result["message"]
-    assert msg == f"job '{job}' belongs to another user; uid {caller_uid} may not use it", msg
+    assert msg == (f"job '{job}' belongs to another user; uid {caller_uid} may not use it: use "
+                   f"another job name, or have an operator release the job once its trainers "
+                   f"are gone (reftctl jobs release --job {job})"), msg
 
 
 def test_other_uid_cannot_use_a_job_and_ownership_survives_a_restart(package):

@@ -102,6 +102,25 @@ class GptRank:
         return digest
 
 
+def planner_layers(pp_size):
+    """Per model layer (stage, parameter bytes, optimizer bytes) as the default Checkpointer
+    registers them (docs/client.md "Layers"): the embeddings, each block, the final norm with
+    the head; AdamW's state of a parameter is exp_avg and exp_avg_sq (its size each) and a
+    float32 step."""
+    import gpt_trainer
+    out = []
+    for pp in range(pp_size):
+        stage = gpt_trainer.Stage(pp, pp_size)
+        groups = ([[stage.tok, stage.pos]] if stage.first else []) + [[b] for b in stage.blocks]
+        groups += [[stage.ln_f, stage.head]] if stage.last else []
+        for modules in groups:
+            params = [p for m in modules for p in m.parameters()]
+            tensors = params + [b for m in modules for b in m.buffers()]
+            out.append((pp, sum(t.numel() * t.element_size() for t in tensors),
+                        sum(2 * p.numel() * p.element_size() + 4 for p in params)))
+    return out
+
+
 def launch(cluster, nodes, job, pp_size, dp_size):
     """Rank (pp, dp) on nodes[pp * dp_size + dp]: each sharding group spans dp_size nodes."""
     port = free_port()
@@ -127,6 +146,19 @@ def test_resumed_training_is_bit_identical(pp_size, dp_size, lost):
         want_final = {(r.pp, r.dp): r.final() for r in reference}
         for losses in want_losses:
             assert sorted(losses) == list(range(STEPS))
+        # The planner's job model has every layer, its optimizer state included, without the
+        # trainer naming any (the stages numbered their layers one after the other). Under
+        # pp = 2 both stages name their blocks "blocks.0", "blocks.1": one name saved by two
+        # stages is a tied weight to the job model, counted once, in stage 0's layer; so the
+        # parameter bytes are compared with pp = 1 only (the optimizer state's names carry
+        # their stage).
+        doc = nodes[0].ctl("plan", "show", "--job", "reference", json_output=True)
+        got = [(l["layer"], l["stage"], l["param_bytes"], l["optimizer_bytes"])
+               for l in doc["model"]["layers"]]
+        want = [(i,) + layer for i, layer in enumerate(planner_layers(pp_size))]
+        if pp_size > 1:
+            got, want = ([(l, st, o) for l, st, _, o in x] for x in (got, want))
+        assert got == want
         # Data parallel replicas see different data: their losses differ, their states do not.
         assert len({want_final[(p, d)] for p in range(pp_size) for d in range(dp_size)}) \
             == pp_size

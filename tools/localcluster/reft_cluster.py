@@ -109,8 +109,12 @@ class Node:
         os.makedirs(self.root, exist_ok=True)
         os.makedirs(self.persist_dir, exist_ok=True)
         log = open(self.log_path, "ab")
+        # detach: a session of its own, so that it outlives the process that started it and the
+        # terminal's hangup (tools/localcluster.sh up).
+        detach = self.cluster.detach
         self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT,
-                                     env=self.cluster.env)
+                                     env=self.cluster.env, start_new_session=detach,
+                                     stdin=subprocess.DEVNULL if detach else None)
         log.close()
         if wait:
             self.wait_ready(timeout)
@@ -203,20 +207,28 @@ class LocalCluster:
     def __init__(self, nodes: int = 1, build_dir: Optional[str] = None,
                  log_level: str = "info", extra_args: Optional[List[str]] = None,
                  keep: bool = False, config: Optional[str] = None, etcd: int = 1,
-                 etcd_host: str = "127.0.0.1", tls: bool = False, metrics: bool = False):
+                 etcd_host: str = "127.0.0.1", tls: bool = False, metrics: bool = False,
+                 root: Optional[str] = None, detach: bool = False):
         """`config`: TOML text every daemon reads with --config (flags still override it).
         `etcd`: members of the etcd cluster the daemons coordinate through (0: gossip);
         `etcd_host`: the address they listen on (a bridge address when daemons run in network
         namespaces). `tls`: mutual TLS between the daemons and for ctl() (certificates per node
         id). `metrics`: every daemon serves Prometheus metrics on a port of its own
-        (Node.metrics())."""
+        (Node.metrics()). `root`: the directory for the daemons' sockets, logs and persist dir
+        (created; default a fresh temporary one); `detach`: the daemons run in sessions of
+        their own and outlive this process (tools/localcluster/cluster_cli.py)."""
         self.build_dir = build_dir or find_build_dir()
         self.reftd = os.path.join(self.build_dir, "daemon", "app", "reftd")
         self.reftctl = os.path.join(self.build_dir, "tools", "reftctl", "reftctl")
         for b in (self.reftd, self.reftctl):
             if not os.access(b, os.X_OK):
                 raise FileNotFoundError(f"{b} not built (set REFT_BUILD_DIR)")
-        self.root = tempfile.mkdtemp(prefix="reft-cluster-")
+        if root is not None:
+            os.makedirs(root, exist_ok=True)
+            self.root = os.path.abspath(root)
+        else:
+            self.root = tempfile.mkdtemp(prefix="reft-cluster-")
+        self.detach = detach
         # Segments go to tmpfs like in production; a private subdirectory per cluster.
         shm_base = "/dev/shm" if os.path.isdir("/dev/shm") else self.root
         self.shm_root = tempfile.mkdtemp(prefix="reft-cluster-", dir=shm_base)

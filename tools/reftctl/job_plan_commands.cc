@@ -9,6 +9,7 @@
 #include "command.h"
 #include "reft/planner/profile.h"
 #include "table.h"
+#include "time_text.h"
 
 namespace reft::ctl {
 namespace {
@@ -60,13 +61,32 @@ void PrintPublication(const nlohmann::json& d) {
                      (Str(p["basis"]).rfind('+', 0) == 0 ? ", nodes that came " + Str(p["basis"]).substr(1)
                                                          : ", lost " + Str(p["basis"])) +
                      ")";
-  if (!p["wait_until_ms"].is_null()) {
-    line += (p["state"] == "waiting_for_spare" ? ", waits for a spare until unix ms "
-                                               : ", waited for a spare until unix ms ") +
-            Str(p["wait_until_ms"]);
+  // Times as local time and distance from now (the JSON keeps the unix ms).
+  const int64_t now = NowUnixMs();
+  std::string when;
+  if (p["decided_at_ms"].is_number() && p["decided_at_ms"].get<int64_t>() > 0) {
+    when = "at " + FormatUnixMs(p["decided_at_ms"].get<int64_t>(), now);
   }
-  if (!p["current"].get<bool>()) line += "; not current (older step or generation): the decision below is this node's view";
+  if (!p["wait_until_ms"].is_null()) {
+    when += std::string(when.empty() ? "" : "; ") +
+            (p["state"] == "waiting_for_spare" ? "waits for a spare until " : "waited for a spare until ") +
+            FormatUnixMs(p["wait_until_ms"].get<int64_t>(), now);
+  }
+  if (!when.empty()) line += "\n  " + when;
+  if (!p["current"].get<bool>()) line += "\n  not current (older step or generation): the decision below is this node's view";
   std::printf("%s\n", line.c_str());
+}
+
+// "; started <time>, finished <time>" of a transfer's execution, as far as it got.
+std::string TransferTimes(const nlohmann::json& t) {
+  const int64_t now = NowUnixMs();
+  std::string out;
+  for (const char* key : {"started_at_ms", "finished_at_ms"}) {
+    if (!t.contains(key) || !t[key].is_number()) continue;
+    out += std::string(out.empty() ? "; " : ", ") + (key[0] == 's' ? "started " : "finished ") +
+           FormatUnixMs(t[key].get<int64_t>(), now);
+  }
+  return out;
 }
 
 void PrintPlan(const nlohmann::json& d) {
@@ -132,7 +152,7 @@ void PrintPlan(const nlohmann::json& d) {
     if (executing) {
       const auto& t = pub["transfer"];
       state = Str(t["state"]) + " (attempt " + Str(t["attempts"]) + "; " + Str(t["bytes_staged"]) + " bytes staged, " +
-              Str(t["bytes_fetched"]) + " read, " + Str(t["bytes_from_peers"]) + " from peers)";
+              Str(t["bytes_fetched"]) + " read, " + Str(t["bytes_from_peers"]) + " from peers" + TransferTimes(t) + ")";
     }
     std::printf("\ntransfer plan, %s bytes moved between stages: %s\n", Str(dec["transfer"]["total_bytes"]).c_str(),
                 state.c_str());

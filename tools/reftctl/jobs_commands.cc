@@ -7,18 +7,10 @@
 #include "admin_client.h"
 #include "command.h"
 #include "table.h"
+#include "time_text.h"
 
 namespace reft::ctl {
 namespace {
-
-// "45s", "12m5s", "3h20m", "2d4h".
-std::string FormatDuration(int64_t ms) {
-  const int64_t s = std::max<int64_t>(0, ms) / 1000;
-  if (s < 60) return std::to_string(s) + "s";
-  if (s < 3600) return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
-  if (s < 86400) return std::to_string(s / 3600) + "h" + std::to_string(s % 3600 / 60) + "m";
-  return std::to_string(s / 86400) + "d" + std::to_string(s % 86400 / 3600) + "h";
-}
 
 std::string StepText(const nlohmann::json& step) {
   return step.is_null() ? "-" : std::to_string(step.get<int64_t>());

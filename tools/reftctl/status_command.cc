@@ -1,4 +1,5 @@
-// reftctl status: health, memory used and limit, newest committed step per job, sessions, peers.
+// reftctl status: health, memory used and limit, newest committed step and coordinator per job,
+// sessions, peers, and the control plane (etcd's members: healthy, leader).
 #include <cstdio>
 #include <map>
 
@@ -12,6 +13,51 @@ namespace {
 
 nlohmann::json RankJson(const v1::RankId& r) {
   return {{"job", r.job()}, {"pp", r.pp()}, {"tp", r.tp()}, {"dp", r.dp()}};
+}
+
+nlohmann::json OrNull(const std::string& s) {
+  return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+}
+
+nlohmann::json ControlPlaneJson(const v1::ControlPlaneStatus& cp) {
+  nlohmann::json endpoints = nlohmann::json::array();
+  for (const auto& e : cp.endpoints()) {
+    endpoints.push_back({{"address", e.address()},
+                         {"healthy", e.healthy()},
+                         {"leader", e.leader()},
+                         {"error", OrNull(e.error())}});
+  }
+  // A daemon that predates the field reports no kind.
+  return {{"kind", cp.kind().empty() ? "unknown" : cp.kind()},
+          {"endpoints", endpoints},
+          {"error", OrNull(cp.error())}};
+}
+
+// "etcd 10.0.0.1:2379 (leader), 10.0.0.2:2379 (DOWN: connection refused)"; "gossip between
+// the peers"; "none (one node)"; then the control plane's own error, if any.
+void PrintControlPlane(const nlohmann::json& cp) {
+  const std::string kind = cp["kind"];
+  std::string line = kind;
+  if (kind == "gossip") line += " between the peers (no consensus)";
+  if (kind == "none") line += " (one node, no peers)";
+  std::string members;
+  bool any_healthy = false;
+  for (const auto& e : cp["endpoints"]) {
+    any_healthy |= e["healthy"].get<bool>();
+    std::string m = e["address"].get<std::string>() + " (";
+    if (e["healthy"].get<bool>()) {
+      m += e["leader"].get<bool>() ? "leader" : "follower";
+    } else {
+      m += "DOWN" + (e["error"].is_null() ? "" : ": " + e["error"].get<std::string>());
+    }
+    members += (members.empty() ? " " : ", ") + m + ")";
+  }
+  line += members;
+  if (!cp["error"].is_null()) {
+    line += std::string("\n          ") + (any_healthy ? "DEGRADED: " : "UNREACHABLE: ") +
+            cp["error"].get<std::string>();
+  }
+  std::printf("control   %s\n", line.c_str());
 }
 
 void RunStatus(CtlContext& ctx) {
@@ -48,8 +94,10 @@ void RunStatus(CtlContext& ctx) {
                            {"ranks", j.ranks()},
                            {"newest_committed_step", j.newest_committed_step()},
                            {"generation", j.generation()},
-                           {"owner", owner}});
+                           {"owner", owner},
+                           {"coordinator", OrNull(j.coordinator())}});
   }
+  doc["control_plane"] = ControlPlaneJson(resp.control_plane());
   const auto& p = resp.persist();
   nlohmann::json persisted = nlohmann::json::array();
   for (const auto& pj : p.jobs()) {
@@ -81,6 +129,7 @@ void RunStatus(CtlContext& ctx) {
     std::string peers;
     for (const auto& p : d["peers"]) peers += (peers.empty() ? "" : ",") + p.get<std::string>();
     std::printf("peers     %s\n", peers.empty() ? "(none)" : peers.c_str());
+    PrintControlPlane(d["control_plane"]);
     const auto& p = d["persist"];
     if (!p["enabled"].get<bool>()) {
       std::printf("persist   not configured\n\n");
@@ -102,9 +151,12 @@ void RunStatus(CtlContext& ctx) {
       const int64_t ps = it == persisted.end() ? -1 : it->second;
       rows.push_back({j["job"], std::to_string(j["ranks"].get<int>()),
                       step < 0 ? "-" : std::to_string(step), ps < 0 ? "-" : std::to_string(ps),
-                      std::to_string(j["generation"].get<uint64_t>()), OwnerText(j["owner"])});
+                      std::to_string(j["generation"].get<uint64_t>()),
+                      j["coordinator"].is_null() ? "-" : j["coordinator"].get<std::string>(),
+                      OwnerText(j["owner"])});
     }
-    PrintTable({"JOB", "RANKS", "COMMITTED", "PERSISTED", "GENERATION", "OWNER"}, rows);
+    PrintTable({"JOB", "RANKS", "COMMITTED", "PERSISTED", "GENERATION", "COORDINATOR", "OWNER"},
+               rows);
     if (!d["sessions"].empty()) {
       std::printf("\n");
       rows.clear();
@@ -123,7 +175,8 @@ void RunStatus(CtlContext& ctx) {
 }  // namespace
 
 void RegisterStatusCommand(CLI::App& root, CtlContext& ctx) {
-  auto* cmd = root.add_subcommand("status", "health, memory, committed steps, sessions, peers");
+  auto* cmd = root.add_subcommand(
+      "status", "health, memory, committed steps, sessions, peers, control plane");
   cmd->callback([&ctx] { RunStatus(ctx); });
 }
 

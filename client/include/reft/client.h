@@ -255,6 +255,27 @@ struct RestoreReport {
   std::string aor;
 };
 
+/// \brief Where a Restore() stands (Client::RestoreProgressNow), in the order a restore goes.
+enum class RestorePhase : uint8_t {
+  kIdle = 0,      ///< no restore started on this client yet
+  kDeciding = 1,  ///< reftd takes the job-wide decision and locates the step (no bytes yet)
+  kFetching = 2,  ///< reftd streams the verified bytes; they land in the buffers as they come
+  kCopying = 3,   ///< reftd abandoned the stream (it decoded a lost part): copying its memfd
+  kStaging = 4,   ///< pushing staged device buffers back to their devices
+  kDone = 5,      ///< the last restore returned successfully (also with nothing to restore)
+  kFailed = 6,    ///< the last restore returned an error
+};
+
+/// \brief Progress of the running (or last) Restore(): the bytes it delivers into this
+/// process's buffers (host memory and staged device buffers; device memory that reftd writes
+/// itself is not counted). `bytes_total` is 0 until reftd has placed the state (kDeciding);
+/// at kDone `bytes_done == bytes_total`.
+struct RestoreProgress {
+  RestorePhase phase = RestorePhase::kIdle;
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+};
+
 class REFT_CLIENT_API Client {
  public:
   /// \brief Connects and joins the job. Unavailable when reftd does not answer, InvalidArgument
@@ -327,6 +348,10 @@ class REFT_CLIENT_API Client {
   Result<std::optional<RestoreProbe>> ProbeRestore();
   /// \brief The report of the last Restore() that reached a decision; nullopt before one.
   std::optional<RestoreReport> LastRestore() const;
+  /// \brief Progress of the Restore() running now (or of the last one): three atomic loads,
+  /// no lock, so another thread may poll it while Restore() runs. The restore itself only
+  /// adds each streamed record's size to a counter.
+  RestoreProgress RestoreProgressNow() const;
   /// \brief The AOR state of this rank's replay of its ring neighbour's optimizer shards, as
   /// reftd has it now (answered at once, not after the work of the step just fenced: a change
   /// from the step just fenced shows one step later). Unsupported from a reftd that does not

@@ -191,6 +191,22 @@ REFT_C_API int reft_restore_ex(reft_client* c, const reft_restore_options* optio
  * saved under, "dp=4,tp=1,pp=1,zero=1". */
 REFT_C_API int reft_probe_restore(reft_client* c, int64_t* step, char* saved_layout,
                                   size_t saved_layout_size);
+/* Where a restore stands (reft_restore_progress), in the order a restore goes. */
+enum {
+  REFT_RESTORE_IDLE = 0,     /* no restore started on this handle yet */
+  REFT_RESTORE_DECIDING = 1, /* reftd takes the job-wide decision and locates the step */
+  REFT_RESTORE_FETCHING = 2, /* verified bytes stream from reftd into the buffers */
+  REFT_RESTORE_COPYING = 3,  /* reftd abandoned the stream (it decoded): copying its memfd */
+  REFT_RESTORE_STAGING = 4,  /* pushing staged device buffers back to their devices */
+  REFT_RESTORE_DONE = 5,     /* the last restore succeeded (also with nothing to restore) */
+  REFT_RESTORE_FAILED = 6    /* the last restore failed */
+};
+/* Progress of the restore running on `c` (or of its last one); lock-free, so another thread may
+ * poll it while reft_restore runs on this handle. *phase = REFT_RESTORE_*, *bytes_done and
+ * *bytes_total = the bytes it delivers into this process's buffers (total 0 until reftd placed
+ * the state; equal at REFT_RESTORE_DONE). Any output pointer may be NULL. */
+REFT_C_API int reft_restore_progress(reft_client* c, int32_t* phase, uint64_t* bytes_done,
+                                     uint64_t* bytes_total);
 /* The report of this handle's last successful restore; REFT_NOT_FOUND before one. */
 REFT_C_API int reft_last_restore(reft_client* c, reft_restore_report* report);
 /* Closes and frees the handle (NULL is ignored); returns the last snapshot's error, if any. */

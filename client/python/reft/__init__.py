@@ -16,8 +16,9 @@
     c.close()
 
 Errors raise reft.Error subclasses, one per status code. The library prints nothing and
-starts one thread (the copy worker); a device buffer that has to be staged is reported by one
-reft.StagedWarning at registration.
+starts one thread (the copy worker), plus one for the length of a restore() whose progress is
+reported (a callback, or the `reft` logger at INFO); a device buffer that has to be staged is
+reported by one reft.StagedWarning at registration.
 """
 
 import os as _os
@@ -35,6 +36,7 @@ _install_check.check_cuda_driver(*_reft.cuda_runtime_and_driver())
 _install_check.warn_if_shadowing(__version__, _FROM_BUILD_TREE, _os.path.dirname(__file__))
 
 from . import _device  # noqa: E402 - after the release check
+from . import _progress  # noqa: E402
 
 __all__ = ["Client", "Layout", "OptimizerStep", "Error", "StagedWarning", "__version__"]
 
@@ -469,7 +471,7 @@ class Client:
         """True once `step` is committed job-wide; False when `timeout` seconds pass."""
         return self._c.wait_committed(int(step), None if timeout is None else float(timeout))
 
-    def restore(self, reshape=False, remap=None):
+    def restore(self, reshape=False, remap=None, progress=None):
         """Fills the registered buffers from the newest committed step; returns it, or None.
         Waits first for the work queued on the devices' current streams (it may still use the
         buffers). A step saved under another layout raises InvalidArgumentError naming both
@@ -483,16 +485,24 @@ class Client:
         ...]}: bytes [src, src+length) of the saved global buffer of that name go to `dst` bytes
         into the registered one, bytes no segment covers become zero. The restore is probed
         first (the job-wide decision, nothing copied) to learn that layout; should a newer step
-        saved under yet another layout be chosen in between, it is probed again."""
-        self._streams.synchronize()
-        if remap is None:
-            step = self._c.restore(bool(reshape))
-        elif not reshape:
+        saved under yet another layout be chosen in between, it is probed again.
+
+        progress: a callable given a dict {"phase", "bytes_done", "bytes_total", "bytes_per_s"}
+        at most once a second while the restore runs, from another thread, and once more when
+        it returns (phase "done", bytes_done == bytes_total: the bytes delivered into this
+        process's buffers). The same reports are logged at INFO on logging.getLogger("reft").
+        A callback that raises is logged there (WARNING) and not called again; the restore
+        goes on unaffected (docs/client.md "Restore progress")."""
+        if remap is not None and not reshape:
             raise InvalidArgumentError("remap needs reshape=True")
-        else:
-            step = self._restore_remapped(remap)
-        if step is not None and self._torch_stager is not None:
-            self._torch_stager.unstage()
+        self._streams.synchronize()
+        with _progress.RestoreWatch(self._c.restore_progress, progress):
+            if remap is None:
+                step = self._c.restore(bool(reshape))
+            else:
+                step = self._restore_remapped(remap)
+            if step is not None and self._torch_stager is not None:
+                self._torch_stager.unstage()
         return step
 
     def _restore_remapped(self, remap, attempts=3):

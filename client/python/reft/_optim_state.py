@@ -10,6 +10,8 @@ directly. A parameter's state becomes views once:
   step 0, which is exactly torch's lazy initialisation, so torch's first step finds them;
 - otherwise (e.g. SGD, whose first step clones the gradient into momentum_buffer) at the
   first snapshot after torch created it (one copy).
+Given each parameter's model layer, the state is laid out layer by layer, so that every flat
+is a sequence of one range per layer, registered with that layer (layer_parts()).
 A byte per parameter ("present") is registered with the state, so a restore knows which
 parameters had state when the snapshot was taken (SGD before its first step has none).
 
@@ -87,19 +89,20 @@ def _names(keys):
     return out
 
 
-def flat_layout(specs):
+def flat_layout(specs, order=None):
     """Where the state tensors of parameters with state `specs` (one list of (key, shape, dtype,
     device) per parameter, in the local optimizer's order) live: ({(dtype, device): numel of its
-    flat}, {(dtype, device): flat name}, per parameter [(key, flat name, offset, numel)])."""
-    sizes, placed = {}, []
-    for spec in specs:
+    flat}, {(dtype, device): flat name}, per parameter [(key, flat name, offset, numel)]).
+    `order`: the parameters' indexes in the order their state is laid out (default: theirs)."""
+    sizes, placed = {}, [None] * len(specs)
+    for i in range(len(specs)) if order is None else order:
         entries = []
-        for key, shape, dtype, device in spec:
+        for key, shape, dtype, device in specs[i]:
             numel = torch.Size(shape).numel()
             offset = sizes.get((dtype, device), 0)
             sizes[(dtype, device)] = offset + numel
             entries.append((key, (dtype, device), offset, numel))
-        placed.append(entries)
+        placed[i] = entries
     sizes = {key: n for key, n in sizes.items() if n > 0}
     names = _names(sizes)
     return sizes, names, [[(k, names.get(where), o, n) for k, where, o, n in entries]
@@ -120,14 +123,26 @@ def spec_of(optimizer, group, p, where="the Checkpointer"):
     return spec
 
 
+def _layer_key(layer):
+    return (0, 0) if layer is None else (1, layer)  # the state of no layer first
+
+
 class FlatOptimizerState:
-    def __init__(self, optimizer, agree=None):
+    def __init__(self, optimizer, agree=None, layer_of=None):
+        """layer_of: a function of a parameter to its model layer (or None); the state is then
+        laid out layer by layer, so that each layer's is one range of every flat (layer_parts).
+        Not with `agree` (a sharded optimizer's parts are the same size on every rank)."""
         self.optimizer = optimizer
         self.readoptions = 0
         self._slots = []  # per parameter: (param, [_Entry])
         params = [(group, p) for group in optimizer.param_groups for p in group["params"]]
         specs = [spec_of(optimizer, group, p) for group, p in params]
-        sizes, names, placed = flat_layout(specs)
+        self.layers = [None if layer_of is None else layer_of(p) for _, p in params]
+        order = None
+        if layer_of is not None:
+            assert agree is None, "per-layer layout of a sharded optimizer's state"
+            order = sorted(range(len(params)), key=lambda i: (_layer_key(self.layers[i]), i))
+        sizes, names, placed = flat_layout(specs, order)
         for (_, p), spec, where in zip(params, specs, placed):
             entries = [_Entry(*s) for s in spec]
             for e, (_, _, offset, _) in zip(entries, where):
@@ -170,6 +185,31 @@ class FlatOptimizerState:
         """(name, tensor) of the buffers to register: "<dtype>/<device type>" flats, then
         "present"."""
         return list(self._buffers)
+
+    def layer_parts(self):
+        """(name, tensor, layer) of the state laid out per layer: every flat cut into one view
+        per layer ("<flat>/layer<N>"; the state of parameters of no layer keeps the flat's name),
+        then "present" (no layer). The views tile their flat: registering them registers it."""
+        ranges = {}  # flat name: {layer: [first, end)}
+        for layer, entries in zip(self.layers, self.placement):
+            for _, name, offset, numel in entries:
+                if numel:
+                    r = ranges.setdefault(name, {}).setdefault(layer, [offset, offset + numel])
+                    r[0], r[1] = min(r[0], offset), max(r[1], offset + numel)
+        out = []
+        for name, flat in self._buffers:
+            if flat is self.present:
+                continue
+            at = 0
+            for layer, (first, end) in sorted(ranges.get(name, {}).items(),
+                                              key=lambda kv: _layer_key(kv[0])):
+                assert first == at, "the state of layer %s is not one range of %s" % (layer, name)
+                out.append((name if layer is None else "%s/layer%d" % (name, layer),
+                            flat[first:end], layer))
+                at = end
+            assert at == flat.numel(), "flat %s is not tiled by its layers' state" % name
+        out.append(("present", self.present, None))
+        return out
 
     def sync(self):
         """Before every snapshot: no tensor work unless the state changed hands. Adopts state

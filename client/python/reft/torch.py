@@ -8,8 +8,9 @@
         optimizer.step()
         ckpt.snapshot(step)      # returns at once; copies nothing on this thread
 
-Parameters are registered in place. The optimizer's state becomes views into one flat buffer
-per dtype and device that is registered once (zero copy: see reft._optim_state), so a snapshot
+Parameters are registered in place, each with its model layer (inferred: reft._layers). The
+optimizer's state becomes views into one flat buffer per dtype and device, laid out layer by
+layer and registered once as one view per layer (zero copy: see reft._optim_state), so a snapshot
 gathers nothing and a restore writes the state straight back. CPU, CUDA and ROCm tensors are
 all taken (reftd pulls device memory itself). Persistent module buffers (BatchNorm running
 statistics) change during the forward pass, which runs while the copy is in flight, so they are
@@ -38,6 +39,7 @@ _require_supported(_torch.__version__)
 from ._bubbles import PipelineBubbles  # noqa: E402 - after the torch check
 from ._torch_extras import DEFAULT_RNG, records as _extra_records
 from ._optim_state import FlatOptimizerState
+from . import _layers
 from ._zero import PLACEMENT, ZeroState
 
 __all__ = ["Checkpointer", "PipelineBubbles", "state_digest"]
@@ -108,10 +110,15 @@ class Checkpointer:
     across data parallel ranks) or "unique". Create it after the model is on its device and,
     for optimizers other than Adam, AdamW and SGD, after one optimizer step (their state
     layout is read from the state). With a ZeroRedundancyOptimizer the construction is a
-    collective over its process group (the ranks agree on the buffers' sizes). layer_of: a
-    function of a parameter's or buffer's name (as named_parameters() gives it) to the model
-    layer it belongs to (0..L-1, consecutive per pipeline stage) or None; the planner sizes the
-    layers it moves after a node loss from it (docs/planner.md "The online path"). Between
+    collective over its process group (the ranks agree on the buffers' sizes). Every parameter
+    and persistent buffer is registered with its model layer, and the optimizer state with its
+    parameter's: the planner sizes the layers it moves after a node loss from them
+    (docs/planner.md "The online path"). The layers are inferred from the module tree
+    (reft._layers, docs/client.md "Layers"; `self.layers` is {name: layer}); with pipeline
+    stages (layout pp > 1) that is a collective over the default torch.distributed group.
+    layer_of overrides it: a function of a parameter's or buffer's name (as named_parameters()
+    gives it) to its layer (0..L-1 over the job, consecutive per pipeline stage) or None (no
+    layer); nothing is inferred then. Between
     snapshot() and fence() the trainer must not modify the registered memory (docs/client.md
     "Between snapshot and fence"). `model` may be the module or its DistributedDataParallel
     wrapper: the buffers are named after the module either way.
@@ -130,17 +137,17 @@ class Checkpointer:
         model = _unwrapped(model)
         self.model = model
         self.optimizer = optimizer
-        self._layer_of = layer_of or (lambda name: None)
-        for name, p in model.named_parameters():
-            self._register("param/" + name, p.data, kind, layer=self._layer_of(name))
         persistent = set(model.state_dict(keep_vars=True))
+        # Non-persistent buffers are derived caches, not training state.
+        buffers = [(name, b) for name, b in model.named_buffers() if name in persistent]
+        self.layers = self._layers(client, model, buffers, layer_of)
+        for name, p in model.named_parameters():
+            self._register("param/" + name, p.data, kind, layer=self.layers[name])
         self._shadows = []  # (module buffer, registered copy)
-        for name, b in model.named_buffers():
-            if name not in persistent:
-                continue  # non-persistent buffers are derived caches, not training state
+        for name, b in buffers:
             shadow = b.detach().clone(memory_format=_torch.contiguous_format)
             self._shadows.append((b, shadow))
-            self._register("buffer/" + name, shadow, kind, layer=self._layer_of(name))
+            self._register("buffer/" + name, shadow, kind, layer=self.layers[name])
         self.state = None
         self._zero = None  # ZeroState when the optimizer is a ZeroRedundancyOptimizer
         # The optimizer's flats hold the state of this module's parameters only: one pipeline
@@ -150,15 +157,20 @@ class Checkpointer:
         self._optim = "optim/%s/" % _digest(name for name, _ in model.named_parameters())
         if optimizer is not None:
             local, zero = _local_optimizer(optimizer)
-            agree = None
-            if zero is not None:
+            if zero is None:
+                # Laid out layer by layer: each layer's state is registered with its layer.
+                of_param = {id(p): self.layers[name] for name, p in model.named_parameters()}
+                self.state = FlatOptimizerState(local, layer_of=lambda p: of_param.get(id(p)))
+                for name, part, layer in self.state.layer_parts():
+                    # optimizer=True: the planner counts replicated state as optimizer bytes.
+                    self._register(self._optim + name, part, kind, layer=layer,
+                                   optimizer=kind == "replicated")
+            else:
+                # A rank's flats hold the state of the parameters torch gave it, of any layers,
+                # and are the same size on every rank: they are registered whole, with no layer.
                 self._zero = ZeroState(zero, client, self._optim)
                 agree = lambda sizes: _largest_across(zero.process_group, sizes)  # noqa: E731
-            self.state = FlatOptimizerState(local, agree)
-            if self._zero is None:
-                for name, flat in self.state.named_buffers():
-                    self._register(self._optim + name, flat, kind)
-            else:
+                self.state = FlatOptimizerState(local, agree)
                 self._zero.bind(self.state, self.state.agreed)
                 for name, flat in self.state.named_buffers():
                     self._register(self._optim + name, flat, "unique", shard=self._zero.shard(name))
@@ -167,10 +179,22 @@ class Checkpointer:
         for record in self._records:
             client.register(record.name, record.buffer, kind="unique")
 
-    def _register(self, name, tensor, kind, shard=None, layer=None):
+    @staticmethod
+    def _layers(client, model, buffers, layer_of):
+        """{name: layer or None} of the parameters and `buffers` to register: layer_of's, else
+        inferred from the module tree (reft._layers), numbered after the earlier stages'."""
+        names = [name for name, _ in model.named_parameters()] + [name for name, _ in buffers]
+        if layer_of is not None:
+            return {name: layer_of(name) for name in names}
+        local = _layers.infer(model, names)
+        first = _layers.offset(client, _layers.count(local))
+        return {name: first + layer for name, layer in local.items()}
+
+    def _register(self, name, tensor, kind, shard=None, layer=None, optimizer=False):
         if not tensor.is_contiguous():
             raise ValueError("tensor %s is not contiguous" % name)
-        self.client.register(name, tensor, kind=kind, shard=shard, layer=layer)
+        self.client.register(name, tensor, kind=kind, shard=shard, layer=layer,
+                             optimizer=optimizer)
 
     @property
     def optimizer_buffers(self):
@@ -196,15 +220,16 @@ class Checkpointer:
         """Waits until the last snapshot's copy no longer reads the registered memory."""
         self.client.fence()
 
-    def restore(self, reshape=False):
+    def restore(self, reshape=False, progress=None):
         """Restores the newest committed step into the model and optimizer; returns it or None.
         reshape=True restores a step saved under another layout by the buffers' names, a
-        ZeroRedundancyOptimizer's state by its parameters (see the module docstring)."""
+        ZeroRedundancyOptimizer's state by its parameters (see the module docstring).
+        progress: called with the restore's progress reports (reft.Client.restore)."""
         with _torch.no_grad():
             remap = self._zero.remap if reshape and self._zero is not None else None
             if self._zero is not None and remap is None:
                 self._zero.expected = self._zero.current  # same layout: same placement
-            step = self.client.restore(reshape=reshape, remap=remap)
+            step = self.client.restore(reshape=reshape, remap=remap, progress=progress)
             if step is None:
                 return None
             for live, shadow in self._shadows:

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "reft/app/etcd_credentials.h"
 #include "reft/app/job_model.h"
 #include "reft/kernels/device.h"
 #include "reft/mutex.h"
@@ -19,6 +20,8 @@ namespace {
 
 constexpr uint32_t kProtocolVersion = 1;
 constexpr size_t kMaxJobName = 64;
+// How long Status may spend on etcd: a stopped or partitioned etcd is reported, not waited for.
+constexpr std::chrono::milliseconds kControlPlaneBudget{1500};
 
 reft::Status CheckJobName(const std::string& job) {
   if (job.empty()) return reft::Status::InvalidArgument("job must not be empty");
@@ -85,7 +88,15 @@ AdminService::AdminService(const DaemonConfig& config, store::SnapshotStore* sto
       auth_(auth),
       membership_(membership),
       recovery_(recovery),
-      started_(std::chrono::steady_clock::now()) {}
+      started_(std::chrono::steady_clock::now()) {
+  if (config_.etcd_endpoints.empty()) return;
+  auto credentials = MakeEtcdCredentials(config_);
+  if (!credentials.ok()) {
+    etcd_probe_error_ = "cannot probe etcd: " + credentials.status().ToString();
+    return;
+  }
+  etcd_probe_ = std::make_unique<coord::EtcdProbe>(config_.etcd_endpoints, *credentials);
+}
 
 int64_t AdminService::NewestCommittedStep(store::SnapshotStore* store, const std::string& job) {
   int64_t newest = -1;
@@ -114,14 +125,22 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
   resp->set_slots(usage.slots);
   std::map<std::string, uint32_t> ranks_per_job;
   for (const auto& rank : store_->Ranks()) ranks_per_job[rank.job]++;
+  std::vector<std::string> jobs;
+  for (const auto& [job, ranks] : ranks_per_job) jobs.push_back(job);
+  std::map<std::string, std::string> coordinators;
+  // Owners and members live in etcd too: not asked while it is unreachable (each ask would
+  // wait for it).
+  const bool reachable = FillControlPlane(jobs, resp->mutable_control_plane(), &coordinators);
   for (const auto& [job, ranks] : ranks_per_job) {
     auto* js = resp->add_jobs();
     js->set_job(job);
     js->set_ranks(ranks);
     js->set_newest_committed_step(NewestCommittedStep(store_, job));
     if (recovery_.coordinator) js->set_generation(recovery_.coordinator->Generation(job).generation);
-    auto owner = recovery_.owners ? recovery_.owners->Owner(job)
-                                  : Result<std::optional<local::JobOwner>>(std::nullopt);
+    if (auto c = coordinators.find(job); c != coordinators.end()) js->set_coordinator(c->second);
+    auto owner = recovery_.owners && reachable
+                     ? recovery_.owners->Owner(job)
+                     : Result<std::optional<local::JobOwner>>(std::nullopt);
     if (owner.ok() && owner->has_value()) {
       auto* o = js->mutable_owner();
       o->set_uid((*owner)->uid);
@@ -134,7 +153,9 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
   if (sessions_) {
     for (auto& s : sessions_()) *resp->add_sessions() = std::move(s);
   }
-  for (const auto& m : membership_->LiveMembers()) resp->add_peers(m.address);
+  if (reachable) {
+    for (const auto& m : membership_->LiveMembers()) resp->add_peers(m.address);
+  }
   resp->set_listen(config_.listen);
   resp->set_socket(config_.socket);
   resp->set_shm_dir(config_.shm_dir);
@@ -142,6 +163,37 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
                                std::chrono::steady_clock::now() - started_)
                                .count());
   return grpc::Status::OK;
+}
+
+bool AdminService::FillControlPlane(const std::vector<std::string>& jobs,
+                                    v1::ControlPlaneStatus* out,
+                                    std::map<std::string, std::string>* coordinators) const {
+  if (config_.etcd_endpoints.empty()) {
+    // Gossip among the peers (none of them coordinates a job: every node decides from its own
+    // view), or one node alone.
+    const bool peers = !config_.peers.empty() || !membership_->LiveMembers().empty();
+    out->set_kind(peers ? "gossip" : "none");
+    return true;
+  }
+  out->set_kind("etcd");
+  if (etcd_probe_ == nullptr) {
+    for (const auto& e : config_.etcd_endpoints) out->add_endpoints()->set_address(e);
+    out->set_error(etcd_probe_error_);
+    return false;
+  }
+  coord::EtcdHealth h = etcd_probe_->Probe(jobs, kControlPlaneBudget);
+  bool reachable = false;
+  for (const auto& m : h.members) {
+    auto* e = out->add_endpoints();
+    e->set_address(m.address);
+    e->set_healthy(m.healthy);
+    e->set_leader(m.leader);
+    e->set_error(m.error);
+    reachable |= m.healthy;
+  }
+  out->set_error(h.error);
+  *coordinators = std::move(h.coordinators);
+  return reachable;
 }
 
 grpc::Status AdminService::CheckJobCall(grpc::ServerContext* ctx, const char* method,

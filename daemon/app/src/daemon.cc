@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "reft/app/admin_service.h"
+#include "reft/app/etcd_credentials.h"
 #include "metered_commit_coordinator.h"
 #include "transfer_wiring.h"
 #include "reft/app/notify.h"
@@ -187,16 +188,6 @@ Status PrepareSocketPath(const std::string& path) {
   if (live) return Status::AlreadyExists("another process is serving on " + path);
   if (unlink(path.c_str()) != 0) return Status::FromErrno(errno, "cannot remove stale socket " + path);
   return Status::OK();
-}
-
-// Client credentials towards etcd: mutual TLS when configured, plain text otherwise.
-Result<std::shared_ptr<grpc::ChannelCredentials>> MakeEtcdCredentials(const DaemonConfig& c) {
-  if (c.etcd_tls_ca.empty()) return std::shared_ptr<grpc::ChannelCredentials>();
-  security::SecurityOptions so;
-  so.tls_ca = c.etcd_tls_ca;
-  so.tls_cert = c.etcd_tls_cert;
-  so.tls_key = c.etcd_tls_key;
-  return security::MakeChannelCredentials(so);
 }
 
 local::LocalServerOptions MakeLocalOptions(const DaemonConfig& c) {

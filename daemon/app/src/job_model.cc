@@ -99,7 +99,9 @@ planner::online::JobModelView BuildJobModel(const recovery::StepCatalog& catalog
     l.layer = spec.layer;
     l.stage = fresh ? stage : std::min(l.stage, stage);
     const uint64_t parts = tps.size();
-    if (spec.kind == protect::BufferKind::kReplicated) {
+    if (spec.kind == protect::BufferKind::kReplicated && spec.optimizer) {
+      l.optimizer_bytes += spec.size * parts;  // a plain optimizer's state (reft.torch)
+    } else if (spec.kind == protect::BufferKind::kReplicated) {
       l.param_bytes += spec.size * parts;
     } else if (spec.sharded()) {
       l.optimizer_bytes += spec.shard_total * parts;

@@ -563,10 +563,7 @@ Status EtcdJobCoordinator::CheckNoneJoined(const store::RankKey& rank, const Job
     where.push_back(kv.key.substr(keys::JoinedPrefix(rank.job).size()) + " on " + ref->node);
   }
   if (where.empty()) return Status::OK();
-  return Status::InvalidArgument("job '" + rank.job + "' is running with layout " +
-                                 running.ToString() + " (ranks pp/tp/dp " + Joined(where) +
-                                 "); rank " + rank.ToString() + " connected with " +
-                                 layout.ToString());
+  return local::LayoutConflict(rank, running, layout, "ranks pp/tp/dp " + Joined(where));
 }
 
 Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
@@ -577,9 +574,7 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[rank.job];
     if (st.has_layout && !(st.layout == layout) && st.connected > 0) {
-      return Status::InvalidArgument("job '" + rank.job + "' is running with layout " +
-                                     st.layout.ToString() + "; rank " + rank.ToString() +
-                                     " connected with " + layout.ToString());
+      return local::LayoutConflict(rank, st.layout, layout);
     }
   }
   int64_t joined_rev = 0;  // the revision of this rank's joined key, when the join wrote it

@@ -29,7 +29,8 @@ class HeldRanks {
     if (inserted || it->second.session == session) return Status::OK();
     return Status::AlreadyExists("rank " + rank.ToString() + " is already joined on this node " +
                                  "(pid " + std::to_string(it->second.pid) +
-                                 "); one trainer per rank");
+                                 "); one trainer per rank: stop that process first, or give "
+                                 "this one a rank of its own (pp, tp, dp)");
   }
   /// \brief Releases `rank` if `session` holds it.
   void Release(const store::RankKey& rank, uint64_t session) REFT_EXCLUDES(mu_) {

@@ -125,7 +125,10 @@ void LocalServer::Impl::Accept() {
     if (!PeerAllowed(cred)) {
       refuse = Status::PermissionDenied("uid " + std::to_string(cred.uid) + " gid " +
                                         std::to_string(cred.gid) +
-                                        " is not allowed to use this reftd socket");
+                                        " is not allowed to use this reftd socket: an "
+                                        "operator of the node lets it in with "
+                                        "local.allowed_uids (or its group with "
+                                        "local.allowed_gids) in reftd.toml");
     } else {
       MutexLock lock(mu);
       refuse = RoomForSessionLocked(cred.uid);

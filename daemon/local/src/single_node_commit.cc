@@ -48,9 +48,7 @@ Status SingleNodeCommitCoordinator::Join(const store::RankKey& rank, const JobLa
   MutexLock lock(mu_);
   JobState& st = StateLocked(rank.job);
   if (st.connected > 0 && !(st.layout == layout)) {
-    return Status::InvalidArgument("job '" + rank.job + "' is running with layout " +
-                                   st.layout.ToString() + "; rank " + rank.ToString() +
-                                   " connected with " + layout.ToString());
+    return LayoutConflict(rank, st.layout, layout);
   }
   if (st.connected == 0 && !(st.layout == layout)) {
     // A new layout (the job was reconfigured): completions counted for the old world are void.

@@ -54,8 +54,7 @@ Result<std::vector<aor::StepHyper>> SnapshotWriter::OptimizerHypers(
           at + "protection '" + scheme_.ToString() + "' replays optimizer shard '" +
           bindings[i].buffer +
           "' from each step's optimizer hyper-parameters, and none came "
-          "with this snapshot (C++ Snapshot(step, OptimizerStep), C reft_snapshot_aor, Python "
-          "snapshot(step, optimizer=...))");
+          "with this snapshot: pass them with it (Python: snapshot(step, optimizer=...))");
     }
   }
   return out;

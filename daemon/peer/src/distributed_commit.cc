@@ -119,9 +119,7 @@ Status DistributedCommitCoordinator::Join(const store::RankKey& rank, const JobL
   JobState& st = StateLocked(rank.job);
   if (st.has_layout && !(st.layout == layout)) {
     if (st.connected > 0) {
-      return Status::InvalidArgument("job '" + rank.job + "' is running with layout " +
-                                     st.layout.ToString() + "; rank " + rank.ToString() +
-                                     " connected with " + layout.ToString());
+      return local::LayoutConflict(rank, st.layout, layout);
     }
     st.completed.clear();  // reconfigured job: completions of the old world are void
   }

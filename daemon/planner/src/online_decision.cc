@@ -25,7 +25,12 @@ const json& Member(const json& in, const char* key) {
 // The layers of each pipeline stage; they must split 0..L-1 in stage order (a pipeline).
 Result<std::vector<int>> StageCounts(const JobModelView& m) {
   if (m.layers.empty())
-    return Status::InvalidArgument("job '" + m.job + "': no buffer of the committed step names a layer");
+    return Status::InvalidArgument(
+        "job '" + m.job +
+        "': no buffer of the committed step names a layer, so the planner cannot size what to move: "
+        "create reft.torch.Checkpointer without layer_of= (it infers the layers) or with a layer_of= that "
+        "returns each parameter's layer, or register buffers with a layer (Python: "
+        "Client.register(..., layer=N))");
   std::vector<int> counts(std::max(1, m.pp), 0);
   int last_stage = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {

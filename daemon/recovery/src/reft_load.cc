@@ -187,7 +187,8 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
         "step " + std::to_string(step) + " of job '" + meta.job + "' was saved under layout " +
         saved_layout.ToString() + ", this trainer (" + rank.ToString() + ") declares layout " +
         meta.layout.ToString() +
-        ": restore with reshape=True (RestoreOptions::reshape) to restore it into the new layout");
+        ": restore with reshape enabled to restore it into the new layout (Python: "
+        "restore(reshape=True))");
   }
   if (request.probe) {
     local::RestoredState probed;

@@ -114,7 +114,7 @@ Result<Frame> RecvFrame(int sock, const Limits& limits, int timeout_ms) {
   return frame;
 }
 
-Result<UniqueFd> ConnectSeqpacket(const std::string& path) {
+Result<UniqueFd> ConnectSeqpacket(const std::string& path, int* connect_errno) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) {
     return Status::InvalidArgument("socket path '" + path + "' is longer than " +
@@ -129,8 +129,10 @@ Result<UniqueFd> ConnectSeqpacket(const std::string& path) {
     r = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   } while (r < 0 && errno == EINTR);
   if (r < 0) {
+    const int err = errno;
+    if (connect_errno != nullptr) *connect_errno = err;
     return Status::Unavailable("cannot connect to reftd at '" + path + "': " +
-                               std::strerror(errno) + " (is reftd running with --socket " + path +
+                               std::strerror(err) + " (is reftd running with --socket " + path +
                                "?)");
   }
   return fd;

@@ -167,7 +167,7 @@ Result<uint64_t> ReadStreamAck(int sock, int timeout_ms) {
 }
 
 Result<uint64_t> ReceiveStream(int sock, int ring_fd, std::vector<StreamTarget> targets,
-                               int timeout_ms) {
+                               int timeout_ms, std::atomic<uint64_t>* received_counter) {
   std::sort(targets.begin(), targets.end(), [](const StreamTarget& a, const StreamTarget& b) {
     return a.file_offset < b.file_offset;
   });
@@ -205,6 +205,9 @@ Result<uint64_t> ReceiveStream(int sock, int ring_fd, std::vector<StreamTarget> 
       at += n;
       left -= n;
       received += n;
+    }
+    if (received_counter != nullptr) {
+      received_counter->fetch_add(record->size, std::memory_order_relaxed);
     }
     // reftd closes its end after the last record without waiting for its acknowledgement: an
     // end already closed needs none (a stream cut short shows in the bytes received).

@@ -25,6 +25,11 @@ struct Scheme {
   static Result<Scheme> Parse(const std::string& text);
   /// \brief Canonical text, components in the order arc, aec, rs, aor ("none" when empty).
   std::string ToString() const;
+  /// \brief OK when a sharding group of `dp` members can hold the scheme (arcR and rsR need
+  /// dp >= R+1, aec dp >= 2); else InvalidArgument naming each component that does not fit
+  /// and the fix: the strongest scheme this dp allows, or the dp the scheme needs. Checked at
+  /// hello (CheckHello) and again when a slot's geometry is built.
+  Status CheckFits(int dp) const;
   bool empty() const { return arc == 0 && !aec && rs == 0 && !aor; }
   bool operator==(const Scheme& o) const {
     return arc == o.arc && aec == o.aec && rs == o.rs && aor == o.aor;

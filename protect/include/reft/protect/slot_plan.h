@@ -20,8 +20,9 @@
 namespace reft::protect {
 
 /// \brief What a hello declares, checked: the job id (letters, digits, '-', '_', '.'), the
-/// layout and the rank inside it, the protection, and the ZeRO stage AOR needs. Returns the
-/// parsed protection; InvalidArgument naming the field otherwise.
+/// layout and the rank inside it, the protection and whether the layout's dp can hold it
+/// (Scheme::CheckFits), and the ZeRO stage AOR needs. Returns the parsed protection;
+/// InvalidArgument naming the field (and the fix) otherwise.
 Result<Scheme> CheckHello(const local_proto::Hello& hello);
 
 /// \brief One registration, checked against the session's protection: the name (1 to

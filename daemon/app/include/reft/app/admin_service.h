@@ -4,13 +4,16 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "reft/app/config.h"
 #include "reft/app/job_planner.h"
 #include "reft/app/plan_profiles.h"
 #include "reft/app/step_cadence.h"
+#include "reft/coord/etcd_probe.h"
 #include "reft/local/job_ownership.h"
 #include "reft/peer/job_access.h"
 #include "reft/peer/job_records.h"
@@ -97,6 +100,10 @@ class AdminService final : public v1::Admin::Service {
   const security::Authorizer* auth_;
   const peer::NodeDirectory* membership_;
   void FillPersistStatus(v1::PersistTierStatus* out);
+  /// \brief The control plane as this node reaches it (etcd: probed within a bounded time)
+  /// and who coordinates each of `jobs` (job -> node). False when its store cannot be reached.
+  bool FillControlPlane(const std::vector<std::string>& jobs, v1::ControlPlaneStatus* out,
+                        std::map<std::string, std::string>* coordinators) const;
   /// \brief CheckAdmin for a call on one job: a refusal also names the job's owner and counts
   /// as a refused access to the job.
   grpc::Status CheckJobCall(grpc::ServerContext* ctx, const char* method,
@@ -104,6 +111,9 @@ class AdminService final : public v1::Admin::Service {
 
   AdminRecovery recovery_;
   std::chrono::steady_clock::time_point started_;
+  /// Set when etcd is configured (else null); etcd_probe_error_: why it could not be made.
+  std::unique_ptr<coord::EtcdProbe> etcd_probe_;
+  std::string etcd_probe_error_;
 };
 
 }  // namespace reft::app

@@ -28,7 +28,8 @@ struct RankPlacement {
 };
 
 /// \brief One layer's state as registered: replicated buffers count as parameters, unique
-/// (ZeRO-partitioned) buffers as optimizer state, each global buffer once.
+/// (ZeRO-partitioned) buffers and replicated ones flagged optimizer as optimizer state, each
+/// global buffer once.
 struct LayerBytes {
   int layer = 0;
   int stage = 0;  ///< pipeline stage (pp) that registered it

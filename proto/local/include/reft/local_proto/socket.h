@@ -30,7 +30,8 @@ Status SendFrame(int sock, MessageType type, uint32_t request_id,
 /// `timeout_ms` < 0 waits forever; Timeout when nothing arrived in time.
 Result<Frame> RecvFrame(int sock, const Limits& limits, int timeout_ms = -1);
 
-/// \brief A connected SOCK_SEQPACKET socket to `path` (close-on-exec).
-Result<UniqueFd> ConnectSeqpacket(const std::string& path);
+/// \brief A connected SOCK_SEQPACKET socket to `path` (close-on-exec). When connect() fails
+/// (Unavailable) its errno goes to `connect_errno`, if given, for a caller that explains it.
+Result<UniqueFd> ConnectSeqpacket(const std::string& path, int* connect_errno = nullptr);
 
 }  // namespace reft::local_proto

@@ -19,6 +19,7 @@
 /// placed byte was streamed; placements and a memfd = the stream was abandoned (a source failed
 /// and the state needed decoding) and the memfd holds every byte.
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -69,7 +70,9 @@ struct StreamTarget {
 /// stream, copying each into the targets it covers (a record may span adjacent targets) and
 /// acknowledging it. Returns the bytes received. Protocol for overlapping targets, a record
 /// reaching outside every target or outside the ring, or a stream cut inside a header.
+/// `received` (optional): incremented by each record's bytes once they are copied, for another
+/// thread to watch the restore's progress (one relaxed add per record).
 Result<uint64_t> ReceiveStream(int sock, int ring_fd, std::vector<StreamTarget> targets,
-                               int timeout_ms);
+                               int timeout_ms, std::atomic<uint64_t>* received = nullptr);
 
 }  // namespace reft::local_proto

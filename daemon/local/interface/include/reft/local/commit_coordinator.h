@@ -34,6 +34,18 @@ inline Status StaleEpoch(const store::RankKey& rank, int64_t step, int64_t epoch
       "); restart the trainer so that it restores with the rest of the job");
 }
 
+/// \brief The refusal of a join whose layout differs from the one the job's connected ranks
+/// run with (`holders`: which ranks hold it, where the coordinator knows; may be empty).
+inline Status LayoutConflict(const store::RankKey& rank, const JobLayout& running,
+                             const JobLayout& declared, const std::string& holders = "") {
+  return Status::InvalidArgument(
+      "job '" + rank.job + "' is running with layout " + running.ToString() +
+      (holders.empty() ? "" : " (" + holders + ")") + "; rank " + rank.ToString() +
+      " connected with " + declared.ToString() +
+      ": declare the layout the job runs with, use another job name, or stop every rank of "
+      "the job first (its layout changes only while none is connected)");
+}
+
 /// \brief A replicated buffer as the sharding group that saves it declares it.
 struct ReplicatedBuffer {
   std::string name;

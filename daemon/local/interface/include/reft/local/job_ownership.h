@@ -50,10 +50,12 @@ inline bool MayUse(const JobOwner& owner, const PeerCredentials& caller) {
 }
 
 /// \brief The refusal a caller gets for a job it does not own. It names the job (the caller
-/// gave it) and the caller, nothing else of the job.
+/// gave it), the caller and the fix, nothing else of the job.
 inline Status NotYourJob(const std::string& job, const PeerCredentials& caller) {
-  return Status::PermissionDenied("job '" + job + "' belongs to another user; uid " +
-                                  std::to_string(caller.uid) + " may not use it");
+  return Status::PermissionDenied(
+      "job '" + job + "' belongs to another user; uid " + std::to_string(caller.uid) +
+      " may not use it: use another job name, or have an operator release the job once its "
+      "trainers are gone (reftctl jobs release --job " + job + ")");
 }
 
 /// \brief The registry of job owners one reftd consults. Thread-safe.
