@@ -17,7 +17,8 @@ the larger job, bit for bit (checked against the digest recorded at that step), 
 goes on from the next step.
 
 The model: token and position embeddings, BLOCKS pre-norm transformer blocks, a final LayerNorm
-and the LM head; each of them is one layer for the planner (reft.torch layer_of). Every step
+and the LM head; reft.torch infers the planner's layers from the module tree (the embeddings,
+each block, the final norm with the head: docs/client.md "Layers"). Every step
 takes a global batch of GLOBAL_BATCH sequences drawn from the step number, split evenly over
 the data-parallel ranks, so the data does not depend on how many ranks there are.
 
@@ -73,16 +74,6 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x, src_mask=self.causal[:tokens.shape[1], :tokens.shape[1]])
         return self.head(self.norm(x))
-
-
-def layer_of(name):
-    """Planner layers: the embeddings, each block, the final norm with the head."""
-    parts = name.split(".")
-    if parts[0] in ("embed", "position"):
-        return 0
-    if parts[0] == "blocks":
-        return 1 + int(parts[1])
-    return 1 + BLOCKS
 
 
 def build():
@@ -165,7 +156,7 @@ def main():
     client = reft.Client(socket=args.socket, job=args.job, pp=0, tp=0, dp=dp_rank,
                          layout=reft.Layout(dp=dp, tp=1, pp=1, zero=0),
                          protection=args.protection if dp > 1 else "none")
-    ckpt = reft.torch.Checkpointer(client, model, optimizer, layer_of=layer_of)
+    ckpt = reft.torch.Checkpointer(client, model, optimizer)
 
     restored = ckpt.restore(reshape=True)  # the layout may be another than the one that saved
     if restored is None:

@@ -10,8 +10,10 @@
 
 #include "etcd_fixture.h"
 #include "peer_fixture.h"
+#include "reft/coord/etcd_client.h"
 #include "reft/coord/etcd_control_plane.h"
 #include "reft/coord/keys.h"
+#include "reft/coord/records.h"
 
 using namespace reft;
 using namespace reft::peer;
@@ -328,7 +330,8 @@ TEST_CASE("etcd coordination: two concurrent fallbacks start exactly one generat
   std::atomic<bool> go{false};
   auto start = [&](int n, int64_t base) {
     while (!go) std::this_thread::yield();
-    return c.co(n)->StartGeneration("job", 0, base, 3, "test " + std::to_string(n));
+    return c.co(n)->StartGeneration(
+        "job", GenerationStart{0, 3, base, 3, "test " + std::to_string(n)});
   };
   auto a = std::async(std::launch::async, start, 1, 1);
   auto b = std::async(std::launch::async, start, 2, 2);
@@ -352,7 +355,7 @@ TEST_CASE("etcd coordination: two concurrent fallbacks start exactly one generat
   CHECK((*d)->step == base);
   CHECK((*d)->source == "tier");
   // A stale caller (still at generation 0) changes nothing.
-  CHECK(c.co(0)->StartGeneration("job", 0, 0, 3, "late").generation == 1);
+  CHECK(c.co(0)->StartGeneration("job", GenerationStart{0, 3, 0, 3, "late"}).generation == 1);
   CHECK(c.co(0)->Generation("job").base_step == base);
   // The job goes on in generation 1: steps after the base commit again.
   for (size_t i = 0; i < 4; ++i) c.Complete(i, base + 1);
@@ -429,8 +432,10 @@ TEST_CASE("etcd coordination: a published plan is replaced only by CAS and only 
   EtcdCluster etcd(1);
   Cluster c(etcd);
   c.JoinAll();
+  const int leader = Leader(c);
+  const int other_node = (leader + 1) % 3;
   c.CommitAll(3);
-  auto none = c.co(1)->PublishedPlanOf("job");
+  auto none = c.co(other_node)->PublishedPlanOf("job");
   REQUIRE(none.ok());
   CHECK_FALSE(none->has_value());
 
@@ -438,53 +443,127 @@ TEST_CASE("etcd coordination: a published plan is replaced only by CAS and only 
   plan.generation = 0;
   plan.step = 3;
   plan.basis = "n3";
-  plan.planner = "n0";
-  plan.state = "decided";
+  plan.planner = "n" + std::to_string(leader);
+  plan.state = "awaiting_confirmation";
   plan.plan_json = R"({"decision":{"policy":"reconfigure"}})";
-  auto first = c.co(0)->PublishPlan("job", plan, 0);
+  auto first = c.co(leader)->PublishPlan("job", plan, 0, PlanPublisher::kCoordinator);
   REQUIRE(first.ok());
   CHECK(first->version > 0);
-  // A second planner that did not see the first publication loses and is told what stands.
-  PublishedPlan other = plan;
-  other.planner = "n1";
-  other.state = "awaiting_confirmation";
-  auto lost = c.co(1)->PublishPlan("job", other, 0);
+  // Only the job's coordinator publishes as the planner.
+  auto not_coordinator = c.co(other_node)->PublishPlan("job", plan, first->version, PlanPublisher::kCoordinator);
+  CHECK(not_coordinator.status().code() == StatusCode::kBusy);
+  CHECK_THAT(not_coordinator.status().message(), Catch::Contains("does not coordinate job 'job'"));
+  // An operator confirming through another node who did not see the publication loses and is
+  // told what stands.
+  PublishedPlan confirmed = plan;
+  confirmed.state = "confirmed";
+  auto lost = c.co(other_node)->PublishPlan("job", confirmed, 0, PlanPublisher::kOperator);
   REQUIRE(lost.ok());
-  CHECK(lost->planner == "n0");
+  CHECK(lost->state == "awaiting_confirmation");
   CHECK(lost->version == first->version);
   auto read = c.co(2)->PublishedPlanOf("job");
   REQUIRE(read.ok());
   REQUIRE(read->has_value());
-  CHECK((*read)->planner == "n0");
-  CHECK((*read)->state == "decided");
+  CHECK((*read)->planner == plan.planner);
   CHECK((*read)->plan_json == R"({"decision":{"policy":"reconfigure"}})");
-  // With the version it read, it replaces it.
-  auto second = c.co(1)->PublishPlan("job", other, first->version);
+  // With the version shown, it replaces it.
+  auto second = c.co(other_node)->PublishPlan("job", confirmed, first->version, PlanPublisher::kOperator);
   REQUIRE(second.ok());
-  CHECK(second->planner == "n1");
+  CHECK(second->state == "confirmed");
   CHECK(second->version > first->version);
 
   // The job falls back to the tier: generation 1. A plan decided in generation 0 (by a planner
   // that decided before it learnt of the fallback) is not published, even with the right
   // version; the transaction compares the generation key too, for a planner whose view lags.
-  REQUIRE(c.co(2)->StartGeneration("job", 0, 2, 2, "test").generation == 1);
+  REQUIRE(c.co(2)->StartGeneration("job", GenerationStart{0, 3, 2, 2, "test"}).generation == 1);
   for (int n = 0; n < 3; ++n) {
     REQUIRE(reft::testing::Eventually([&] { return c.co(n)->Generation("job").generation == 1; }, 5s));
   }
-  auto stale = c.co(0)->PublishPlan("job", plan, second->version);
+  auto stale = c.co(leader)->PublishPlan("job", plan, second->version, PlanPublisher::kCoordinator);
   CHECK(stale.status().code() == StatusCode::kBusy);
   CHECK_THAT(stale.status().message(), Catch::Contains("generation 1"));
-  auto kept = c.co(0)->PublishedPlanOf("job");
+  auto kept = c.co(leader)->PublishedPlanOf("job");
   REQUIRE(kept.ok());
   CHECK((*kept)->version == second->version);
   // In the new generation a plan is published again.
   PublishedPlan fresh = plan;
   fresh.generation = 1;
   fresh.step = 2;
-  auto now = c.co(0)->PublishPlan("job", fresh, second->version);
+  auto now = c.co(leader)->PublishPlan("job", fresh, second->version, PlanPublisher::kCoordinator);
   REQUIRE(now.ok());
   CHECK(now->generation == 1);
-  CHECK(now->planner == "n0");
+  CHECK(now->planner == plan.planner);
+}
+
+// A fall-back decided on committed step 3 (memory could not rebuild it) while reftd sealed the
+// killed trainers' last snapshots: step 4 commits during the tier scan. Starting the new
+// generation then would overwrite that commit and put the persist floor below it; it must
+// start nothing, and the restore decides again on step 4.
+TEST_CASE("etcd coordination: a step committed during a fall-back's tier scan voids the fall-back",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  c.CommitAll(3);
+  const std::optional<int64_t> seen = c.co(1)->Generation("job").newest_committed;
+  REQUIRE(seen == 3);
+  c.CommitAll(4);  // lands while the fall-back scans the tier
+  const JobGeneration g = c.co(1)->StartGeneration("job", GenerationStart{0, seen, 2, 3, "memory lost"});
+  CHECK(g.generation == 0);
+  CHECK(g.newest_committed == 4);
+  for (int n = 0; n < 3; ++n) {
+    CHECK(c.co(n)->Generation("job").generation == 0);
+    CHECK(c.co(n)->NewestCommitted("job") == 4);
+  }
+  auto d = c.co(0)->Decision("job");
+  REQUIRE(d.ok());
+  CHECK_FALSE(d->has_value());  // no tier decision was recorded
+  // Decided again on what it now sees, the fall-back starts its generation.
+  CHECK(c.co(1)->StartGeneration("job", GenerationStart{0, 4, 2, 4, "memory lost"}).generation == 1);
+}
+
+// A planner whose term as the job's coordinator ended while it planned (its lease lapsed, and
+// another node took the key) must not publish: its decision would stand beside — or over — the
+// next coordinator's. Published right after the key moves, before this node's watch tells it,
+// the transaction's compare of the coordinator key refuses it; later, its own view does.
+TEST_CASE("etcd coordination: a deposed coordinator publishes no plan", "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  const int leader = Leader(c);
+  c.CommitAll(1);
+  PublishedPlan plan;
+  plan.generation = 0;
+  plan.step = 1;
+  plan.basis = "n9";
+  plan.planner = "n" + std::to_string(leader);
+  plan.state = "waiting_for_spare";
+  plan.plan_json = R"({"decision":{"policy":"reconfigure"}})";
+  auto first = c.co(leader)->PublishPlan("job", plan, 0, PlanPublisher::kCoordinator);
+  REQUIRE(first.ok());
+
+  // Another term: the key is deleted and taken by another holder (a new create revision).
+  coord::EtcdOptions eo;
+  eo.endpoints = etcd.endpoints();
+  auto client = coord::EtcdClient::Create(eo);
+  REQUIRE(client.ok());
+  const std::string key = coord::keys::Coordinator("job");
+  REQUIRE((*client)->Delete(key).ok());
+  REQUIRE((*client)->Put(key, coord::Encode(coord::NodeRef{"n7", -1})).ok());
+
+  PublishedPlan decided = plan;
+  decided.state = "decided";
+  auto deposed = c.co(leader)->PublishPlan("job", decided, first->version, PlanPublisher::kCoordinator);
+  CHECK(deposed.status().code() == StatusCode::kBusy);
+  REQUIRE(reft::testing::Eventually([&] { return !c.co(leader)->LeadsJob("job"); }, 5s));
+  auto again = c.co(leader)->PublishPlan("job", decided, first->version, PlanPublisher::kCoordinator);
+  CHECK(again.status().code() == StatusCode::kBusy);
+  CHECK_THAT(again.status().message(), Catch::Contains("does not coordinate job 'job'"));
+  auto kept = c.co(leader)->PublishedPlanOf("job");
+  REQUIRE(kept.ok());
+  REQUIRE(kept->has_value());
+  CHECK((*kept)->state == "waiting_for_spare");
+  CHECK((*kept)->version == first->version);
 }
 
 // The race a restart of the whole job runs into: the dead trainers' last snapshots are still

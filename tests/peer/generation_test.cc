@@ -119,11 +119,13 @@ TEST_CASE("StartGeneration is compare-and-set and SyncNow spreads it to every me
     REQUIRE(a.peer->coordinator()->WaitCommitted("job", step, 3s));
     REQUIRE(b.peer->coordinator()->WaitCommitted("job", step, 3s));
   }
-  auto g = a.peer->coordinator()->StartGeneration("job", 0, 1, 3, "memory lost");
+  auto g = a.peer->coordinator()->StartGeneration(
+      "job", reft::peer::GenerationStart{0, 3, 1, 3, "memory lost"});
   CHECK(g.generation == 1);
   CHECK(g.base_step == 1);
   // A second restore of the same failure (it also saw generation 0) changes nothing.
-  auto again = a.peer->coordinator()->StartGeneration("job", 0, 2, 3, "other");
+  auto again = a.peer->coordinator()->StartGeneration(
+      "job", reft::peer::GenerationStart{0, 3, 2, 3, "other"});
   CHECK(again.generation == 1);
   CHECK(again.base_step == 1);
   REQUIRE(a.peer->coordinator()->SyncNow("job", 1s).ok());
@@ -155,7 +157,8 @@ TEST_CASE("the generation survives a daemon restart next to the slots", "[peer]"
     n.peer->coordinator()->SetStateDir(state_dir);
     REQUIRE(n.peer->coordinator()->Join(kRank, kOne).ok());
     CompleteStep(n, 4);
-    auto g = n.peer->coordinator()->StartGeneration("job", 0, 2, 4, "lost SG pp0-tp0");
+    auto g = n.peer->coordinator()->StartGeneration(
+        "job", reft::peer::GenerationStart{0, 4, 2, 4, "lost SG pp0-tp0"});
     REQUIRE(g.generation == 1);
     CompleteStep(n, 3);  // generation 1 commits step 3
   }

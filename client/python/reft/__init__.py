@@ -300,8 +300,10 @@ class Client:
         for a torch tensor) is staged by this process instead, with one reft.StagedWarning.
         kind: "replicated", "unique", or "gradient" (the flat all-reduced gradient that
         protection "aor" replays optimizer shards from: read at every snapshot, never stored).
-        optimizer=True marks a ZeRO-1 optimizer shard [master | exp_avg | exp_avg_sq] (float32,
-        or bfloat16 for an optimizer over bf16 parameters);
+        optimizer=True marks optimizer state: on a "unique" buffer a ZeRO-1 optimizer shard
+        [master | exp_avg | exp_avg_sq] (float32, or bfloat16 for an optimizer over bf16
+        parameters; protection "aor" replays it); on a "replicated" one a plain optimizer's state,
+        counted as optimizer bytes of its layer by the planner;
         gradient= names its gradient buffer when several are registered.
         shard=(offset, total) (kind "unique"): this rank holds bytes [offset, offset+len) of a
         global buffer of `total` bytes named `name` (a ZeRO optimizer partition, an FSDP flat

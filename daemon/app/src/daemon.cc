@@ -382,6 +382,12 @@ Status Daemon::Impl::CreatePeer() {
       step_cadence->Forget(job);
     });
   }
+  // Staged layers belong to the generation they were staged in: a fall-back to the tier
+  // leaves none behind (staged_layers.h).
+  peer->coordinator()->AddGenerationListener(
+      [staged_layers](const std::string& job, const peer::JobGeneration& generation, int) {
+        staged_layers->DropOtherGenerations(job, generation.generation);
+      });
   coordinator = std::make_unique<MeteredCommitCoordinator>(
       peer->CoordinatorHandle(), store.get(), metrics.get(), cadence.get(),
       [staged_layers](const std::string& job, int64_t step) { staged_layers->DropBefore(job, step); });

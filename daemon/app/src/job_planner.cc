@@ -244,7 +244,8 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   if (same_decision && current->state == plan.state) return due;
 
   plan.decided_at_ms = UnixMs();
-  auto in_force = coordinator_->PublishPlan(job, plan, current ? current->version : 0);
+  auto in_force = coordinator_->PublishPlan(job, plan, current ? current->version : 0,
+                                             peer::PlanPublisher::kCoordinator);
   if (!in_force.ok()) {
     spdlog::warn("planner: job {}: publishing the decision failed: {}", job, in_force.status().ToString());
     return retry;
@@ -283,7 +284,7 @@ JobPlanner::Clock::time_point JobPlanner::WithdrawLoss(const std::string& job,
   plan.state = kNoLossState;
   plan.plan_json = doc.dump();
   plan.decided_at_ms = UnixMs();
-  auto in_force = coordinator_->PublishPlan(job, plan, current.version);
+  auto in_force = coordinator_->PublishPlan(job, plan, current.version, peer::PlanPublisher::kCoordinator);
   if (!in_force.ok()) {
     spdlog::warn("planner: job {}: withdrawing the loss of {} failed: {}", job, current.basis,
                  in_force.status().ToString());
@@ -320,7 +321,7 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
     }
     peer::PublishedPlan next = record;
     next.transfer_json = p.dump();
-    auto in_force = coordinator_->PublishPlan(job, next, record.version);
+    auto in_force = coordinator_->PublishPlan(job, next, record.version, peer::PlanPublisher::kCoordinator);
     if (!in_force.ok() || in_force->transfer_json != next.transfer_json) {
       spdlog::warn("planner: job {}: the transfer plan of decision version {} stops: {}", job,
                    published.version,
@@ -409,7 +410,8 @@ Result<peer::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t 
   const int64_t shown = plan.version;
   plan.state = "confirmed";
   plan.decided_at_ms = UnixMs();
-  REFT_ASSIGN_OR_RETURN(peer::PublishedPlan in_force, coordinator_->PublishPlan(job, plan, shown));
+  REFT_ASSIGN_OR_RETURN(peer::PublishedPlan in_force,
+                        coordinator_->PublishPlan(job, plan, shown, peer::PlanPublisher::kOperator));
   if (in_force.state != "confirmed" || in_force.decided_at_ms != plan.decided_at_ms) {
     return Status::Busy("the published decision of job '" + job + "' changed while confirming: show it again");
   }

@@ -731,28 +731,33 @@ peer::JobGeneration EtcdJobCoordinator::Generation(const std::string& job) {
   return InfoLocked(jobs_[job]);
 }
 
-peer::JobGeneration EtcdJobCoordinator::StartGeneration(const std::string& job, uint64_t from,
-                                                        int64_t base_step,
-                                                        int64_t persist_floor,
-                                                        const std::string& reason) {
+peer::JobGeneration EtcdJobCoordinator::StartGeneration(const std::string& job,
+                                                        const peer::GenerationStart& start) {
   (void)Refresh(job, false);
-  int64_t gen_rev;
+  int64_t gen_rev, committed_rev;
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
-    if (st.gen.generation != from) return InfoLocked(st);
+    // A step committed after the fall-back was decided (the killed trainers' last snapshots
+    // sealed while the tier was scanned) voids it: memory holds a newer step than it saw.
+    if (st.gen.generation != start.from || st.committed != start.seen_committed) return InfoLocked(st);
     gen_rev = st.gen_rev;
+    committed_rev = st.committed_rev;
   }
-  GenerationRecord next{from + 1, base_step, persist_floor, reason};
-  peer::RestoreDecision decision{from + 1, base_step, "tier", nodes_->node_id(), reason, 0};
+  const uint64_t next_generation = start.from + 1;
+  GenerationRecord next{next_generation, start.base_step, start.persist_floor, start.reason};
+  peer::RestoreDecision decision{next_generation, start.base_step, "tier", nodes_->node_id(), start.reason, 0};
+  // Both keys compared: a commit between the read above and this transaction fails it too, so
+  // the new timeline never overwrites a commit, nor computes its persist floor from an older one.
   Txn t;
   t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+      .IfModRevision(keys::Committed(job), Compare::kEqual, committed_rev)
       .ThenPut(keys::Generation(job), Encode(next))
-      .ThenPut(keys::Committed(job), Encode(CommittedRecord{base_step, from + 1}))
+      .ThenPut(keys::Committed(job), Encode(CommittedRecord{start.base_step, next_generation}))
       .ThenDeleteRange(keys::CompletionsPrefix(job), PrefixEnd(keys::CompletionsPrefix(job)))
       .ThenPut(keys::Restore(job), Encode(decision));
   auto r = etcd_->Commit(t);
-  if (!r.ok()) spdlog::warn("job {}: starting generation {} failed: {}", job, from + 1, r.status().ToString());
+  if (!r.ok()) spdlog::warn("job {}: starting generation {} failed: {}", job, next_generation, r.status().ToString());
   (void)Refresh(job, false);  // applies whichever generation won (and rolls this node back)
   std::lock_guard<std::mutex> lock(mu_);
   return InfoLocked(jobs_[job]);
@@ -899,8 +904,11 @@ Result<std::optional<peer::PublishedPlan>> EtcdJobCoordinator::PublishedPlanOf(c
 
 Result<peer::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& job,
                                                             const peer::PublishedPlan& plan,
-                                                            int64_t expected_version) {
+                                                            int64_t expected_version,
+                                                            peer::PlanPublisher publisher) {
+  const bool as_coordinator = publisher == peer::PlanPublisher::kCoordinator;
   int64_t gen_rev;
+  int64_t term = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = jobs_[job];
@@ -908,15 +916,22 @@ Result<peer::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& j
       return Status::Busy("job '" + job + "' is in generation " + std::to_string(st.gen.generation) +
                           ", not " + std::to_string(plan.generation) + " the plan was decided in");
     }
+    if (as_coordinator && (!st.leader || st.coordinator_rev == 0)) {
+      return Status::Busy("node " + nodes_->node_id() + " does not coordinate job '" + job +
+                          "' (any more): its plan is not published");
+    }
     gen_rev = st.gen_rev;
+    term = st.coordinator_rev;
   }
   // A plan stands only in the generation it was decided in: a planner that missed a fallback
-  // (partitioned, or its watch behind) cannot publish over the newer generation.
+  // (partitioned, or its watch behind) cannot publish over the newer generation. And only the
+  // coordinator's term it was decided in: a deposed planner (its lease lapsed while it
+  // planned) cannot publish over, or beside, the next coordinator's decision.
   Txn t;
   t.IfModRevision(keys::Plan(job), Compare::kEqual, expected_version)
-      .IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
-      .ThenPut(keys::Plan(job), Encode(plan))
-      .ElseGet(keys::Plan(job));
+      .IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev);
+  if (as_coordinator) t.IfCreateRevision(keys::Coordinator(job), Compare::kEqual, term);
+  t.ThenPut(keys::Plan(job), Encode(plan)).ElseGet(keys::Plan(job));
   REFT_ASSIGN_OR_RETURN(TxnResult r, etcd_->Commit(t));
   if (r.succeeded) {
     peer::PublishedPlan p = plan;
@@ -926,8 +941,8 @@ Result<peer::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& j
   if (KeyUnchanged(r, expected_version)) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[job].stale = true;
-    return Status::Busy("the generation of job '" + job + "' moved (or its published decision was "
-                        "removed) while planning");
+    return Status::Busy("the generation or the coordinator of job '" + job + "' moved (or its "
+                        "published decision was removed) while planning");
   }
   const KeyValue& kv = r.gets[0].kvs[0];
   REFT_ASSIGN_OR_RETURN(peer::PublishedPlan p, DecodePlan(kv.key, kv.value));

@@ -389,19 +389,19 @@ bool DistributedCommitCoordinator::KnownLocked(const std::string& job) {
   return !rec.ok() || rec->has_value();
 }
 
-JobGeneration DistributedCommitCoordinator::StartGeneration(const std::string& job, uint64_t from,
-                                                            int64_t base_step,
-                                                            int64_t persist_floor,
-                                                            const std::string& reason) {
+JobGeneration DistributedCommitCoordinator::StartGeneration(const std::string& job,
+                                                            const GenerationStart& start) {
   JobGeneration out;
   {
     std::lock_guard<std::mutex> lock(mu_);
     JobState& st = StateLocked(job);
-    if (st.generation == from) {
-      AdoptGenerationLocked(job, st, from + 1, base_step, persist_floor, reason);
+    // This node's view only (no consensus): a step it committed since the fall-back was decided
+    // voids the fall-back here.
+    if (st.generation == start.from && st.newest_committed == start.seen_committed) {
+      AdoptGenerationLocked(job, st, start.from + 1, start.base_step, start.persist_floor, start.reason);
       RestoreDecision& d = decisions_[job];
       const int64_t version = d.version + 1;
-      d = RestoreDecision{from + 1, base_step, "tier", membership_->node_id(), reason, version};
+      d = RestoreDecision{start.from + 1, start.base_step, "tier", membership_->node_id(), start.reason, version};
     }
     out = InfoLocked(st);
   }

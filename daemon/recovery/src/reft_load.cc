@@ -307,8 +307,9 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
                                             std::string* detail) {
     // Layers a transfer plan staged here first; the rest from wherever the step holds it.
     uint64_t staged = 0;
+    const uint64_t generation = peer_->coordinator()->Generation(meta.job).generation;
     const std::vector<RangeRequest> rest =
-        staged_ != nullptr ? staged_->Serve(meta.job, step, requests, &staged) : requests;
+        staged_ != nullptr ? staged_->Serve(meta.job, generation, step, requests, &staged) : requests;
     stats->bytes_staged += staged;
     stats->bytes_local += staged;
     const uint64_t peer_before = stats->bytes_peer;

@@ -204,8 +204,8 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
     const std::string why =
         memory_step ? "memory cannot rebuild step " + std::to_string(*memory_step) + ": " + reason
                     : reason;
-    const peer::JobGeneration next =
-        coordinator->StartGeneration(job, gen.generation, *p, floor, why);
+    const peer::JobGeneration next = coordinator->StartGeneration(
+        job, peer::GenerationStart{gen.generation, memory_step, *p, floor, why});
     if (next.generation != gen.generation + 1 || next.base_step != p) {
       return std::optional<local::RestoredState>();  // another restore started it: follow it
     }

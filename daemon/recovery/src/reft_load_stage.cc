@@ -99,11 +99,15 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
     return Status::Busy("the transfer plan is for step " + std::to_string(step) + " of job '" + job +
                         "'; its newest committed step is " + std::to_string(newest));
   }
+  // The generation the step was committed in, read with it (ChooseStep synced): bytes staged
+  // in another generation are another state, whatever their step.
+  const uint64_t generation = peer_->coordinator()->Generation(job).generation;
   staged_->DropBefore(job, step);
+  staged_->DropOtherGenerations(job, generation);
   const std::set<int> hosted(layers.begin(), layers.end());
   std::vector<int> wanted;
   for (int layer : hosted) {
-    if (auto bytes = staged_->Staged(job, step, layer)) {
+    if (auto bytes = staged_->Staged(job, generation, step, layer)) {
       rep.layers.push_back({layer, *bytes, true});
     } else {
       wanted.push_back(layer);
@@ -158,7 +162,7 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
   stats->detail = detail;
   for (Staging& s : staging) {
     rep.layers.push_back({s.layer, s.plan.bytes, false});
-    staged_->Put(job, step, s.layer, std::move(s.memory), std::move(s.plan.buffers));
+    staged_->Put(job, generation, step, s.layer, std::move(s.memory), std::move(s.plan.buffers));
   }
   std::sort(rep.layers.begin(), rep.layers.end(),
             [](const StageReport::Layer& a, const StageReport::Layer& b) { return a.layer < b.layer; });

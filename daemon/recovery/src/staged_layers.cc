@@ -9,24 +9,26 @@
 
 namespace reft::recovery {
 
-std::optional<uint64_t> StagedLayers::Staged(const std::string& job, int64_t step, int layer) const {
+std::optional<uint64_t> StagedLayers::Staged(const std::string& job, uint64_t generation, int64_t step,
+                                             int layer) const {
   MutexLock lock(mu_);
-  auto it = layers_.find(Key{job, step, layer});
+  auto it = layers_.find(Key{job, step, generation, layer});
   if (it == layers_.end()) return std::nullopt;
   uint64_t bytes = 0;
   for (const StagedBuffer& b : it->second->buffers) bytes += b.end - b.begin;
   return bytes;
 }
 
-void StagedLayers::Put(const std::string& job, int64_t step, int layer, MappedMemfd memory,
-                       std::vector<StagedBuffer> buffers) {
+void StagedLayers::Put(const std::string& job, uint64_t generation, int64_t step, int layer,
+                       MappedMemfd memory, std::vector<StagedBuffer> buffers) {
   DropBefore(job, step);
+  DropOtherGenerations(job, generation);
   auto entry = std::make_shared<Layer>();
   const uint64_t size = memory.size();
   entry->memory = std::move(memory);
   entry->buffers = std::move(buffers);
   MutexLock lock(mu_);
-  auto [it, inserted] = layers_.emplace(Key{job, step, layer}, entry);
+  auto [it, inserted] = layers_.emplace(Key{job, step, generation, layer}, entry);
   if (inserted) {
     bytes_ += size;
   } else {  // staged again (a retried move): the newer copy replaces the older
@@ -35,14 +37,16 @@ void StagedLayers::Put(const std::string& job, int64_t step, int layer, MappedMe
   }
 }
 
-std::vector<RangeRequest> StagedLayers::Serve(const std::string& job, int64_t step,
+std::vector<RangeRequest> StagedLayers::Serve(const std::string& job, uint64_t generation, int64_t step,
                                               const std::vector<RangeRequest>& requests,
                                               uint64_t* served) const {
   std::vector<std::shared_ptr<const Layer>> staged;
   {
     MutexLock lock(mu_);
-    for (auto it = layers_.lower_bound(Key{job, step, INT32_MIN});
-         it != layers_.end() && std::get<0>(it->first) == job && std::get<1>(it->first) == step; ++it) {
+    for (auto it = layers_.lower_bound(Key{job, step, generation, INT32_MIN});
+         it != layers_.end() && std::get<0>(it->first) == job && std::get<1>(it->first) == step &&
+         std::get<2>(it->first) == generation;
+         ++it) {
       staged.push_back(it->second);
     }
   }
@@ -90,8 +94,21 @@ std::vector<RangeRequest> StagedLayers::Serve(const std::string& job, int64_t st
 
 void StagedLayers::DropBefore(const std::string& job, int64_t step) {
   MutexLock lock(mu_);
-  for (auto it = layers_.lower_bound(Key{job, INT64_MIN, INT32_MIN});
+  for (auto it = layers_.lower_bound(Key{job, INT64_MIN, 0, INT32_MIN});
        it != layers_.end() && std::get<0>(it->first) == job && std::get<1>(it->first) < step;) {
+    bytes_ -= it->second->memory.size();
+    it = layers_.erase(it);
+  }
+}
+
+void StagedLayers::DropOtherGenerations(const std::string& job, uint64_t generation) {
+  MutexLock lock(mu_);
+  for (auto it = layers_.lower_bound(Key{job, INT64_MIN, 0, INT32_MIN});
+       it != layers_.end() && std::get<0>(it->first) == job;) {
+    if (std::get<2>(it->first) == generation) {
+      ++it;
+      continue;
+    }
     bytes_ -= it->second->memory.size();
     it = layers_.erase(it);
   }

@@ -5,7 +5,7 @@
 /// (peer::JobCoordinator::LeadsJob; elected among the nodes with trainers or slots of the job)
 /// — reads the job's model, decides how the job goes on (planner::online::Decide) and
 /// publishes the decision (peer::JobCoordinator::PublishPlan, a compare-and-swap fenced by the
-/// job generation). Without a spare it first waits `spare_wait` for one. In operator-confirmed
+/// job generation and by this node's term as the job's coordinator). Without a spare it first waits `spare_wait` for one. In operator-confirmed
 /// mode the decision then waits for `reftctl plan confirm`. Every node answers `plan show`
 /// with the published decision.
 ///

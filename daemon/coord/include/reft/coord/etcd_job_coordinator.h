@@ -123,8 +123,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::optional<JobLayout> Layout(const std::string& job) override;
   std::vector<std::string> Jobs() override;
   peer::JobGeneration Generation(const std::string& job) override;
-  peer::JobGeneration StartGeneration(const std::string& job, uint64_t from, int64_t base_step,
-                                      int64_t persist_floor, const std::string& reason) override;
+  peer::JobGeneration StartGeneration(const std::string& job, const peer::GenerationStart& start) override;
   void AddGenerationListener(GenerationListener listener) override;
   void AddLeadershipListener(LeadershipListener listener) override;
   void SetStateDir(std::string dir) override;
@@ -145,9 +144,11 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   Status ReceiveCompletion(const peer::StepCompletionReport& report) override;
   Result<std::optional<peer::PublishedPlan>> PublishedPlanOf(const std::string& job) override;
   /// Compares the plan key's revision and the generation key's (Busy when the generation
-  /// moved: a plan of an older generation never replaces anything).
+  /// moved: a plan of an older generation never replaces anything); as the coordinator, the
+  /// coordinator key's create revision too (Busy when this node's term ended).
   Result<peer::PublishedPlan> PublishPlan(const std::string& job, const peer::PublishedPlan& plan,
-                                          int64_t expected_version) override;
+                                          int64_t expected_version,
+                                          peer::PlanPublisher publisher) override;
 
   CompletionTraffic completion_traffic() const;
 

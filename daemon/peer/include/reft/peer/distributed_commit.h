@@ -86,8 +86,7 @@ class DistributedCommitCoordinator final : public JobCoordinator {
   /// base_step, local slots newer than base_step dropped), records it under the state dir and
   /// pushes it to the members. Returns the job's generation afterwards (the new one, or the
   /// one another restore or peer started first).
-  JobGeneration StartGeneration(const std::string& job, uint64_t from, int64_t base_step,
-                                int64_t persist_floor, const std::string& reason) override;
+  JobGeneration StartGeneration(const std::string& job, const GenerationStart& start) override;
 
   /// Listeners run without the coordinator's lock held.
   void AddGenerationListener(GenerationListener listener) override;

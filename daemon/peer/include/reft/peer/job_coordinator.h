@@ -35,6 +35,15 @@ struct JobGeneration {
   std::optional<int64_t> newest_committed;
 };
 
+/// \brief A fall-back to the persistent tier, as the restore that decided it saw the job.
+struct GenerationStart {
+  uint64_t from = 0;                     ///< the generation it ends
+  std::optional<int64_t> seen_committed; ///< the newest committed step it was decided on
+  int64_t base_step = -1;                ///< the persisted step the new generation restarts from
+  int64_t persist_floor = -1;            ///< steps <= this are never persisted in the new one
+  std::string reason;                    ///< why memory could not rebuild the step
+};
+
 /// \brief How the ranks of a job restore, decided once per (generation, committed step) and
 /// followed by every rank, so that no two ranks restore different steps or sources.
 struct RestoreDecision {
@@ -78,6 +87,11 @@ struct PublishedPlan {
   int64_t version = 0;        ///< opaque compare-and-swap token (0: none)
 };
 
+/// \brief Who publishes a job's plan: its coordinator (the planner; fenced by its term) or an
+/// operator approving the published decision through any node (`reftctl plan confirm`;
+/// fenced by the version the operator was shown).
+enum class PlanPublisher { kCoordinator, kOperator };
+
 /// \brief What the control plane knows about one node's liveness.
 enum class NodeLiveness {
   kAlive,    ///< registered and not declared dead: its answers must be waited for
@@ -103,12 +117,13 @@ class JobCoordinator : public local::CommitCoordinator {
   /// \brief The job's generation and newest committed step as last synchronised.
   virtual JobGeneration Generation(const std::string& job) = 0;
 
-  /// \brief Starts generation `from`+1 of `job` restarting from persisted step `base_step`,
-  /// if the job is still at generation `from` (compare-and-swap: concurrent restores of the same
-  /// failure start it once), and records the restore decision {from+1, base_step, "tier"} with
-  /// it. Returns the job's generation afterwards (the new one, or the one that won).
-  virtual JobGeneration StartGeneration(const std::string& job, uint64_t from, int64_t base_step,
-                                        int64_t persist_floor, const std::string& reason) = 0;
+  /// \brief Starts generation `start.from`+1 of `job` restarting from persisted step
+  /// `start.base_step`, if the job is still at generation `start.from` with the newest committed
+  /// step `start.seen_committed` (compare-and-swap: concurrent restores of the same failure start
+  /// it once, and a step committed since the fall-back was decided voids it), and records the
+  /// restore decision {from+1, base_step, "tier"} with it. Returns the job's generation
+  /// afterwards (the new one, or the one in force: the caller then decides again).
+  virtual JobGeneration StartGeneration(const std::string& job, const GenerationStart& start) = 0;
 
   /// Called after this node moved a job to another generation: the new generation and the
   /// number of local slots dropped.
@@ -183,12 +198,15 @@ class JobCoordinator : public local::CommitCoordinator {
     return Status::Unsupported("the control plane of job '" + job + "' publishes no plans");
   }
   /// \brief Publishes `plan` unless another one was published since `expected_version` (0:
-  /// none) or the job left `plan.generation`. Returns the plan in force afterwards: `plan` if
-  /// it won, else the one published first. Busy when the generation moved (the plan is void).
+  /// none) or the job left `plan.generation`; as PlanPublisher::kCoordinator, also unless this
+  /// node's term as the job's coordinator ended (a deposed planner publishes nothing). Returns
+  /// the plan in force afterwards: `plan` if it won, else the one published first. Busy when the
+  /// generation or the coordinator moved (the plan is void).
   virtual Result<PublishedPlan> PublishPlan(const std::string& job, const PublishedPlan& plan,
-                                            int64_t expected_version) {
+                                            int64_t expected_version, PlanPublisher publisher) {
     (void)plan;
     (void)expected_version;
+    (void)publisher;
     return Status::Unsupported("the control plane of job '" + job + "' publishes no plans");
   }
 };

@@ -14,7 +14,9 @@
 ///
 /// The staged bytes are a cache of a committed step, verified when they were fetched: losing
 /// them loses nothing (the restore reads the holders), and they are dropped as soon as the job
-/// commits a newer step. Thread-safe.
+/// commits a newer step or moves to another generation. They belong to the job generation they
+/// were staged in and are served only in it: after a fall-back to the tier, generation g+1's
+/// step X is another state than generation g's step X. Thread-safe.
 
 #include <cstdint>
 #include <map>
@@ -42,25 +44,28 @@ struct StagedBuffer {
 
 class StagedLayers {
  public:
-  /// \brief The bytes of `layer` of step `step` of `job` staged here (its buffers' ranges),
-  /// nullopt when it is not.
-  std::optional<uint64_t> Staged(const std::string& job, int64_t step, int layer) const;
+  /// \brief The bytes of `layer` of step `step` of `job` in `generation` staged here (its
+  /// buffers' ranges), nullopt when it is not.
+  std::optional<uint64_t> Staged(const std::string& job, uint64_t generation, int64_t step, int layer) const;
 
   /// \brief Keeps `memory` (verified bytes of `layer` laid out as `buffers` say) for a reshaped
-  /// restore of `step`. Staged layers of older steps of the job are dropped.
-  void Put(const std::string& job, int64_t step, int layer, MappedMemfd memory,
+  /// restore of `step` in `generation`. Staged layers of older steps of the job, and of other
+  /// generations, are dropped.
+  void Put(const std::string& job, uint64_t generation, int64_t step, int layer, MappedMemfd memory,
            std::vector<StagedBuffer> buffers);
 
-  /// \brief Copies the bytes of the requests that staged layers of (`job`, `step`) cover to
+  /// \brief Copies the bytes of the requests that staged layers of (`job`, `generation`, `step`) cover to
   /// their destinations; returns what is left (whole requests, or the gaps between staged
   /// pieces: bytes the node holds itself, to be assembled) and adds the bytes copied to
   /// `*served`. Requests for per-rank buffers (pp >= 0) are never served from here.
-  std::vector<RangeRequest> Serve(const std::string& job, int64_t step,
+  std::vector<RangeRequest> Serve(const std::string& job, uint64_t generation, int64_t step,
                                   const std::vector<RangeRequest>& requests,
                                   uint64_t* served) const;
 
   /// \brief Drops the job's staged layers of steps before `step` (the job committed `step`).
   void DropBefore(const std::string& job, int64_t step);
+  /// \brief Drops the job's staged layers of every generation but `generation`.
+  void DropOtherGenerations(const std::string& job, uint64_t generation);
 
   /// Bytes staged here, all jobs.
   uint64_t bytes() const;
@@ -70,7 +75,7 @@ class StagedLayers {
     MappedMemfd memory;
     std::vector<StagedBuffer> buffers;
   };
-  using Key = std::tuple<std::string, int64_t, int>;  // job, step, layer
+  using Key = std::tuple<std::string, int64_t, uint64_t, int>;  // job, step, generation, layer
 
   mutable Mutex mu_;
   // shared_ptr: Serve copies from a layer outside the lock while DropBefore may forget it.
