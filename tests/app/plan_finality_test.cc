@@ -6,10 +6,15 @@
 #include "reft/app/plan_finality.h"
 
 using reft::app::FinalBecause;
-using reft::app::LossMayBeWithdrawn;
+using reft::app::DecidesLossOf;
 using reft::peer::PublishedPlan;
 
 namespace {
+
+// The planner's rule: a loss decision of the job as it is now that is not final is withdrawn.
+bool LossMayBeWithdrawn(const PublishedPlan& p, uint64_t generation, int64_t step, bool restored) {
+  return DecidesLossOf(p, generation, step) && FinalBecause(p, restored).empty();
+}
 
 PublishedPlan Waiting() {
   PublishedPlan p;

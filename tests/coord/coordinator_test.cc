@@ -93,6 +93,18 @@ std::vector<int> KillLeader(Cluster& c, int leader) {
   return rest;
 }
 
+// A reconfiguration decided by node `planner` in generation 0 on the loss of `basis`.
+PublishedPlan ReconfigurePlan(int planner, int64_t step, const std::string& basis, const std::string& state) {
+  PublishedPlan plan;
+  plan.generation = 0;
+  plan.step = step;
+  plan.basis = basis;
+  plan.planner = "n" + std::to_string(planner);
+  plan.state = state;
+  plan.plan_json = R"({"decision":{"policy":"reconfigure"}})";
+  return plan;
+}
+
 coord::CompletionTraffic Traffic(Cluster& c, int n) {
   auto* etcd = dynamic_cast<coord::EtcdJobCoordinator*>(c.co(n));
   REQUIRE(etcd != nullptr);
@@ -439,13 +451,7 @@ TEST_CASE("etcd coordination: a published plan is replaced only by CAS and only 
   REQUIRE(none.ok());
   CHECK_FALSE(none->has_value());
 
-  PublishedPlan plan;
-  plan.generation = 0;
-  plan.step = 3;
-  plan.basis = "n3";
-  plan.planner = "n" + std::to_string(leader);
-  plan.state = "awaiting_confirmation";
-  plan.plan_json = R"({"decision":{"policy":"reconfigure"}})";
+  PublishedPlan plan = ReconfigurePlan(leader, 3, "n3", "awaiting_confirmation");
   auto first = c.co(leader)->PublishPlan("job", plan, 0, PlanPublisher::kCoordinator);
   REQUIRE(first.ok());
   CHECK(first->version > 0);
@@ -532,13 +538,7 @@ TEST_CASE("etcd coordination: a deposed coordinator publishes no plan", "[coord]
   c.JoinAll();
   const int leader = Leader(c);
   c.CommitAll(1);
-  PublishedPlan plan;
-  plan.generation = 0;
-  plan.step = 1;
-  plan.basis = "n9";
-  plan.planner = "n" + std::to_string(leader);
-  plan.state = "waiting_for_spare";
-  plan.plan_json = R"({"decision":{"policy":"reconfigure"}})";
+  PublishedPlan plan = ReconfigurePlan(leader, 1, "n9", "waiting_for_spare");
   auto first = c.co(leader)->PublishPlan("job", plan, 0, PlanPublisher::kCoordinator);
   REQUIRE(first.ok());
 

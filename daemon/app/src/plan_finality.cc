@@ -38,10 +38,4 @@ bool DecidesLossOf(const peer::PublishedPlan& published, uint64_t generation, in
          published.step == committed_step;
 }
 
-bool LossMayBeWithdrawn(const peer::PublishedPlan& published, uint64_t generation,
-                        int64_t committed_step, bool restored_under_it) {
-  return DecidesLossOf(published, generation, committed_step) &&
-         FinalBecause(published, restored_under_it).empty();
-}
-
 }  // namespace reft::app

@@ -27,12 +27,8 @@ inline constexpr const char* kNoLossState = "no_loss";
 std::string FinalBecause(const peer::PublishedPlan& published, bool restored_under_it);
 
 /// \brief Whether `published` decides on a loss (not a growth, not a withdrawal) of the job's
-/// current `generation` and `committed_step`: the publication a loss that ends would leave.
+/// current `generation` and `committed_step`: the publication a loss that ends would leave. The
+/// planner withdraws it, once no node of the job is lost, unless it is final (FinalBecause).
 bool DecidesLossOf(const peer::PublishedPlan& published, uint64_t generation, int64_t committed_step);
-
-/// \brief Whether the planner, seeing no node of the job lost any more, replaces `published`
-/// by a `no_loss` publication: it decides on a loss of the job as it is now and is not final.
-bool LossMayBeWithdrawn(const peer::PublishedPlan& published, uint64_t generation,
-                        int64_t committed_step, bool restored_under_it);
 
 }  // namespace reft::app
