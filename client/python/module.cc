@@ -355,6 +355,24 @@ PYBIND11_MODULE(_reft, m) {
              if (!*r) return py::none();
              return py::make_tuple((*r)->step, (*r)->saved_layout);
            })
+      .def("read_saved",
+           // ranges: [(name, pp, tp, begin, end, dst address)]; the caller keeps dst alive.
+           [](reft::Client& c, int64_t step, const py::list& ranges) {
+             std::vector<reft::SavedRange> rs;
+             rs.reserve(ranges.size());
+             for (const auto& item : ranges) {
+               auto t = item.cast<py::tuple>();
+               rs.push_back({t[0].cast<std::string>(), t[1].cast<int>(), t[2].cast<int>(),
+                             t[3].cast<uint64_t>(), t[4].cast<uint64_t>(),
+                             reinterpret_cast<void*>(t[5].cast<uintptr_t>())});
+             }
+             reft::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = c.ReadSaved(step, rs);
+             }
+             Check(st);
+           })
       .def("last_restore",
            [](const reft::Client& c) -> py::object {
              auto r = c.LastRestore();

@@ -727,7 +727,6 @@ Result<std::optional<RestoreProbe>> Client::ProbeRestore() {
   Impl& d = *impl_;
   MutexLock lock(d.mu);
   if (d.closed) return Status::Unavailable("client is closed");
-  if (d.buffers.empty()) return Status::InvalidArgument("restore probe with no registered buffer");
   d.WaitIdleLocked(lock);
   local_proto::RestoreRequest request;
   request.reshape = true;
@@ -739,6 +738,80 @@ Result<std::optional<RestoreProbe>> Client::ProbeRestore() {
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));
   if (reply.slot.step < 0) return std::optional<RestoreProbe>();
   return std::optional<RestoreProbe>(RestoreProbe{reply.slot.step, reply.report.from_layout});
+}
+
+namespace {
+
+RestoreReport ReportOf(const local_proto::RestoreReply& reply) {
+  RestoreReport report;
+  report.step = reply.slot.step;
+  report.source = reply.report.source;
+  report.agreement = std::chrono::nanoseconds(reply.report.agreement_ns);
+  report.agreement_reason = reply.report.agreement;
+  report.daemon = std::chrono::nanoseconds(reply.report.daemon_ns);
+  report.detail = reply.report.detail;
+  report.reshaped = reply.report.reshaped;
+  report.from_layout = reply.report.from_layout;
+  report.filled = reply.report.filled;
+  report.untouched = reply.report.untouched;
+  return report;
+}
+
+}  // namespace
+
+Status Client::ReadSaved(int64_t step, const std::vector<SavedRange>& ranges) {
+  Impl& d = *impl_;
+  MutexLock lock(d.mu);
+  if (d.closed) return Status::Unavailable("client is closed");
+  d.WaitIdleLocked(lock);
+  // Requests stay well under the frame limit (64 KiB) and the daemon's count limit.
+  constexpr size_t kMaxReads = 512;
+  constexpr size_t kMaxRequestBytes = 48 << 10;
+  size_t next = 0;
+  while (next < ranges.size()) {
+    local_proto::RestoreRequest request;
+    request.reshape = true;
+    request.read_step = step;
+    size_t bytes = 0;
+    const size_t first = next;
+    while (next < ranges.size() && request.reads.size() < kMaxReads &&
+           bytes + ranges[next].name.size() + 32 <= kMaxRequestBytes) {
+      const SavedRange& r = ranges[next++];
+      if (r.end < r.begin || (r.dst == nullptr && r.end > r.begin)) {
+        return Status::InvalidArgument("read of saved buffer '" + r.name +
+                                       "': the range ends before it begins or has no memory");
+      }
+      request.reads.push_back({r.name, r.pp, r.tp, r.begin, r.end});
+      bytes += r.name.size() + 32;
+    }
+    REFT_ASSIGN_OR_RETURN(local_proto::Frame f,
+                          d.channel->Call(MessageType::kRestore, local_proto::Encode(request),
+                                          MessageType::kRestoreReply));
+    local_proto::RestoreReply reply;
+    REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));
+    if (reply.slot.step < 0) {
+      return Status::NotFound("job '" + d.options.job + "' has no committed step to read");
+    }
+    d.last_restore = ReportOf(reply);  // where the bytes came from (memory, tier), as a restore
+    uint64_t total = 0;
+    for (size_t i = first; i < next; ++i) total += ranges[i].end - ranges[i].begin;
+    if (reply.slot.file_size != total || (total > 0 && f.fds.size() != 1)) {
+      return Status::Protocol("reftd answered a read of " + std::to_string(total) + " bytes with " +
+                              std::to_string(reply.slot.file_size));
+    }
+    if (total == 0) continue;
+    void* p = ::mmap(nullptr, total, PROT_READ, MAP_SHARED | MAP_POPULATE, f.fds[0].get(), 0);
+    if (p == MAP_FAILED) return Status::FromErrno(errno, "mapping the read ranges");
+    const auto* base = static_cast<const uint8_t*>(p);
+    for (size_t i = first; i < next; ++i) {
+      const uint64_t n = ranges[i].end - ranges[i].begin;
+      if (n > 0) std::memcpy(ranges[i].dst, base, n);
+      base += n;
+    }
+    ::munmap(p, total);
+    REFT_RETURN_NOT_OK(d.channel->Call(MessageType::kRestoreDone, {}, MessageType::kAck).status());
+  }
+  return Status::OK();
 }
 
 Result<std::optional<int64_t>> Client::Restore(const RestoreOptions& options) {
@@ -808,17 +881,7 @@ Result<std::optional<int64_t>> Client::Impl::RestoreLocked(const RestoreOptions&
   local_proto::RestoreReply reply;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, local_proto::Limits{}, &reply));
   const local_proto::SlotReply& slot = reply.slot;
-  RestoreReport report;
-  report.step = slot.step;
-  report.source = reply.report.source;
-  report.agreement = std::chrono::nanoseconds(reply.report.agreement_ns);
-  report.agreement_reason = reply.report.agreement;
-  report.daemon = std::chrono::nanoseconds(reply.report.daemon_ns);
-  report.detail = reply.report.detail;
-  report.reshaped = reply.report.reshaped;
-  report.from_layout = reply.report.from_layout;
-  report.filled = reply.report.filled;
-  report.untouched = reply.report.untouched;
+  RestoreReport report = ReportOf(reply);
   if (slot.step < 0) {
     if (streamed_bytes) {
       // A first attempt streamed a step, then the job's decision became "nothing to restore"

@@ -109,6 +109,17 @@ struct RestoreOptions {
   std::map<std::string, std::vector<Segment>> remap;
 };
 
+/// \brief Bytes [begin, end) of the saved buffer `name` of sharding group (pp, tp), into `dst`
+/// (Client::ReadSaved). A replicated buffer, or a sharded one's global range.
+struct SavedRange {
+  std::string name;
+  int pp = 0;
+  int tp = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  void* dst = nullptr;
+};
+
 /// \brief What a restore would restore (Client::ProbeRestore).
 struct RestoreProbe {
   int64_t step = -1;
@@ -346,6 +357,15 @@ class REFT_CLIENT_API Client {
   /// and the layout that step was saved under, restoring nothing (nullopt: nothing committed).
   /// A trainer whose state placement depends on the layout computes RestoreOptions::remap from it.
   Result<std::optional<RestoreProbe>> ProbeRestore();
+  /// \brief Reads ranges of saved buffers of committed step `step` into caller memory, from
+  /// wherever the job holds them (this node, peers, the redundancy, else the persistent tier),
+  /// nothing into the registered buffers, which need not exist: for a reader that finds its
+  /// state in the step's own records (PyTorch DCP's metadata). Each call takes the job-wide
+  /// restore decision as Restore() does; `step` must be the one it chose (ProbeRestore()), else
+  /// Busy (a newer decision: probe and read the records again). NotFound for a name or group
+  /// the step lacks; InvalidArgument for a per-rank buffer (unique without a shard) or a range
+  /// outside the saved buffer. Many ranges are sent in several requests.
+  Status ReadSaved(int64_t step, const std::vector<SavedRange>& ranges);
   /// \brief The report of the last Restore() that reached a decision; nullopt before one.
   std::optional<RestoreReport> LastRestore() const;
   /// \brief Progress of the Restore() running now (or of the last one): three atomic loads,

@@ -284,6 +284,7 @@ class Client:
         # Protection "aor": fence() looks at reftd's AOR state now and then (aor_state()).
         self._aor_watch = _aor.StateWatch() if "aor" in str(protection).split("+") else None
         self.layout = layout
+        self.job = str(job)
         self.coordinates = Layout(dp=int(dp), tp=int(tp), pp=int(pp), zero=layout.zero)
         self._c = _reft._Client(str(socket), str(job), int(pp), int(tp), int(dp), int(layout.dp),
                                 int(layout.tp), int(layout.pp), int(layout.zero),

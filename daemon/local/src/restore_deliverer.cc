@@ -28,7 +28,9 @@ Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreReq
   bool any_device = false;
   for (const auto& b : buffers) any_device |= Stored(b) && b.backend != nullptr;
   // Device buffers are filled here from the state: they need it in reftd's memory.
-  wanted.sink = stream != nullptr && !any_device && !request.probe ? stream : nullptr;
+  wanted.sink = stream != nullptr && !any_device && !request.probe && request.reads.empty()
+                    ? stream
+                    : nullptr;
   REFT_ASSIGN_OR_RETURN(RestoredState restored, restorer_->Restore(meta, wanted));
   *epoch = restored.epoch;
   local_proto::RestoreReport& report = restore_reply->report;
@@ -45,6 +47,12 @@ Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreReq
   local_proto::SlotReply* reply = &restore_reply->slot;
   reply->step = restored.step;
   if (request.probe || restored.streamed) return Status::OK();  // nothing (more) to deliver
+  if (!request.reads.empty()) {  // the ranges, one after another: one placement
+    reply->staged = {{0, 0, restored.size}};
+    reply->file_size = restored.size;
+    if (restored.size > 0) *fd = std::move(restored.fd);
+    return Status::OK();
+  }
   // Buffers a reshape left untouched keep the trainer's bytes: nothing is delivered for them.
   auto untouched = [&](const SessionBuffers::Buffer& b) {
     return std::find(restored.untouched.begin(), restored.untouched.end(), b.reg.name) !=

@@ -322,11 +322,23 @@ Status Session::HandleRestore(const Frame& f) {
   local_proto::RestoreRequest request;
   REFT_RETURN_NOT_OK(local_proto::Decode(f.payload, options_.limits, &request));
   if (writer_.writing()) return Status::Busy("cannot restore while a snapshot is being written");
-  if (buffers_.empty()) return Status::InvalidArgument("restore with no registered buffer");
+  const bool read = !request.reads.empty();
+  if (buffers_.empty() && !read && !request.probe) {
+    return Status::InvalidArgument("restore with no registered buffer");
+  }
+  if (read && (!request.reshape || request.probe || !request.remap.empty())) {
+    return Status::InvalidArgument("a read is a reshaped restore without probe or remap");
+  }
   // A restore reads the whole job's state (and may decide the job's restore for everyone): the
   // owner is asked again, in case an operator released the job since this session joined.
   REFT_RETURN_NOT_OK(ctx_.owners->Check(rank_.job, cred_));
-  REFT_ASSIGN_OR_RETURN(const protect::SlotMeta* meta, writer_.Meta());
+  // A reader may come before any registration (it loads first, then saves): the rank as its
+  // hello declared it, without buffers.
+  protect::SlotMeta bare{rank_.job, rank_.coord(), layout_, scheme_, options_.shard_chunk, {}};
+  const protect::SlotMeta* meta = &bare;
+  if (!buffers_.empty()) {
+    REFT_ASSIGN_OR_RETURN(meta, writer_.Meta());
+  }
   // The trainer goes back to a committed step: whatever the replicas replayed is ahead of it.
   writer_.ResetAor("the trainer restored");
   local_proto::RestoreReply reply;
@@ -345,6 +357,8 @@ Status Session::HandleRestore(const Frame& f) {
     if (!added) return Status::InvalidArgument("remap names buffer '" + b.name + "' twice");
     for (const auto& s : b.segments) at->second.push_back({s.src, s.dst, s.length});
   }
+  wanted.read_step = request.read_step;
+  for (const auto& r : request.reads) wanted.reads.push_back({r.name, r.pp, r.tp, r.begin, r.end});
   // A client that can take a stream gets the bytes written into its buffers as they are
   // verified (local_proto/stream.h), when the restore allows it.
   std::optional<RestoreStream> stream;

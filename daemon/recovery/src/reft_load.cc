@@ -203,7 +203,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
     return probed;
   }
   if (!(saved_layout == meta.layout) || (request.reshape && !diff.empty()) ||
-      !request.remap.empty()) {
+      !request.remap.empty() || !request.reads.empty()) {
     stats->locate = Clock::now() - start;
     return ReshapeImpl(meta, step, view, request, stats, progress, deadline);
   }

@@ -116,7 +116,8 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
       stats->detail = probed.detail;
       return std::optional<local::RestoredState>(std::move(probed));
     }
-    if (!request.remap.empty() && !saved) saved = layout;  // scattered ranges: by name
+    // Scattered ranges and reads: by name.
+    if ((!request.remap.empty() || !request.reads.empty()) && !saved) saved = layout;
     auto r = saved ? ReshapeFromTier(tier->get(), meta, step, *saved, request, stats)
                    : RestoreFromTier(tier->get(), meta, step, options_.piece_bytes, stats,
                                      progress);

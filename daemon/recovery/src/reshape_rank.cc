@@ -95,6 +95,7 @@ Result<std::vector<RangeRequest>> RemapRanges(const BufferSpec& want, const Save
 Result<local::RestoredState> ReshapeRank(const protect::SlotMeta& meta, const StepCatalog& catalog,
                                          const RangeAssembler& assemble,
                                          const local::RestoreRequest& request) {
+  if (!request.reads.empty()) return ReadSavedRanges(catalog, assemble, request);
   REFT_ASSIGN_OR_RETURN(protect::SgGeometry g, meta.Geometry());
   StateLayout state = ComputeStateLayout(meta, g);
   const std::string what = "rank " + meta.coord.ToString() + " of layout " +

@@ -254,14 +254,16 @@ std::vector<uint8_t> Encode(const RestoreReply& m) {
 }
 
 namespace {
-constexpr uint8_t kRestoreReshape = 1, kRestoreProbe = 2, kRestoreRemap = 4, kRestoreStream = 8;
+constexpr uint8_t kRestoreReshape = 1, kRestoreProbe = 2, kRestoreRemap = 4, kRestoreStream = 8,
+                  kRestoreReads = 16;
 }  // namespace
 
 std::vector<uint8_t> Encode(const RestoreRequest& m) {
   Writer w;
   const bool remap = !m.remap.empty();
   const uint8_t flags = (m.reshape ? kRestoreReshape : 0) | (m.probe ? kRestoreProbe : 0) |
-                        (remap ? kRestoreRemap : 0) | (m.stream ? kRestoreStream : 0);
+                        (remap ? kRestoreRemap : 0) | (m.stream ? kRestoreStream : 0) |
+                        (m.reads.empty() ? 0 : kRestoreReads);
   if (flags == 0) return w.Take();  // the default request stays empty (older daemons accept it)
   w.U8(flags);
   if (remap) {
@@ -277,6 +279,17 @@ std::vector<uint8_t> Encode(const RestoreRequest& m) {
       }
     }
   }
+  if (!m.reads.empty()) {
+    w.I64(m.read_step);
+    w.U32(static_cast<uint32_t>(m.reads.size()));
+    for (const auto& r : m.reads) {
+      w.Bytes(r.name);
+      w.I32(r.pp);
+      w.I32(r.tp);
+      w.U64(r.begin);
+      w.U64(r.end);
+    }
+  }
   return w.Take();
 }
 
@@ -286,7 +299,8 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreRequest* m)
   if (r.left() > 0) {
     uint8_t flags = 0;
     REFT_RETURN_NOT_OK(r.U8(&flags, "flags"));
-    if (flags & ~(kRestoreReshape | kRestoreProbe | kRestoreRemap | kRestoreStream)) {
+    if (flags &
+        ~(kRestoreReshape | kRestoreProbe | kRestoreRemap | kRestoreStream | kRestoreReads)) {
       return Status::Protocol("restore: unknown flags " + std::to_string(flags));
     }
     m->reshape = flags & kRestoreReshape;
@@ -308,6 +322,21 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreRequest* m)
           REFT_RETURN_NOT_OK(r.U64(&s.dst, "remap.dst"));
           REFT_RETURN_NOT_OK(r.U64(&s.length, "remap.length"));
         }
+      }
+    }
+    if (flags & kRestoreReads) {
+      REFT_RETURN_NOT_OK(r.I64(&m->read_step, "read_step"));
+      uint32_t n = 0;
+      REFT_RETURN_NOT_OK(r.Count(&n, l.max_buffers, 28, "reads"));
+      if (n == 0) return Status::Protocol("restore: an empty reads trailer is encoded");
+      m->reads.resize(n);
+      for (auto& x : m->reads) {
+        REFT_RETURN_NOT_OK(r.Bytes(&x.name, l.max_name_bytes, "reads.name"));
+        REFT_RETURN_NOT_OK(r.I32(&x.pp, "reads.pp"));
+        REFT_RETURN_NOT_OK(r.I32(&x.tp, "reads.tp"));
+        REFT_RETURN_NOT_OK(r.U64(&x.begin, "reads.begin"));
+        REFT_RETURN_NOT_OK(r.U64(&x.end, "reads.end"));
+        if (x.end < x.begin) return Status::Protocol("restore: a read range ends before it begins");
       }
     }
   }

@@ -129,7 +129,7 @@ TEST_CASE("messages round-trip through the codec") {
   REQUIRE(Decode(Encode(req), l, &req2).ok());
   CHECK(req2.reshape);
   CHECK(!req2.probe);
-  CHECK(!Decode(std::vector<uint8_t>{16}, l, &req2).ok());  // an unknown flag (8 = stream)
+  CHECK(!Decode(std::vector<uint8_t>{32}, l, &req2).ok());  // an unknown flag (16 = reads)
   CHECK(!Decode(std::vector<uint8_t>{1, 0}, l, &req2).ok());
   RestoreRequest probe;
   probe.reshape = probe.probe = true;
@@ -159,6 +159,28 @@ TEST_CASE("messages round-trip through the codec") {
   CHECK(Decode(bytes, l, &req2).code() == StatusCode::kProtocol);
   std::vector<uint8_t> empty_trailer = {4, 0, 0, 0, 0, 0, 0, 0, 0};  // layout "", 0 buffers
   CHECK(Decode(empty_trailer, l, &req2).code() == StatusCode::kProtocol);
+
+  // Reads: the step they were located in, then each range by name and group, after the remap.
+  RestoreRequest read;
+  read.reshape = true;
+  read.read_step = 41;
+  read.reads = {{"dcp/head", 0, 3, 0, 256}, {"dcp/state.1", 2, 0, 4096, 1 << 20}};
+  REQUIRE(Decode(Encode(read), l, &req2).ok());
+  CHECK((req2.reshape && !req2.probe && req2.remap.empty() && req2.read_step == 41));
+  REQUIRE(req2.reads.size() == 2);
+  CHECK((req2.reads[0].name == "dcp/head" && req2.reads[0].tp == 3 && req2.reads[0].end == 256));
+  CHECK((req2.reads[1].pp == 2 && req2.reads[1].begin == 4096 && req2.reads[1].end == 1 << 20));
+  read.remap = req.remap;
+  read.remap_layout = req.remap_layout;
+  REQUIRE(Decode(Encode(read), l, &req2).ok());
+  CHECK((req2.remap.size() == 2 && req2.reads.size() == 2));
+  read.remap.clear();
+  read.reads[0].end = 0;
+  read.reads[0].begin = 8;  // a range that ends before it begins
+  CHECK(Decode(Encode(read), l, &req2).code() == StatusCode::kProtocol);
+  auto cut = Encode(read);
+  cut.pop_back();
+  CHECK(Decode(cut, l, &req2).code() == StatusCode::kProtocol);
 
   // A restore reply is not a slot reply with a trailer: each decoder refuses the other.
   CHECK(!Decode(Encode(rr), l, &s2).ok());

@@ -139,6 +139,14 @@ Result<local::RestoredState> ReshapeRank(const protect::SlotMeta& meta, const St
                                          const RangeAssembler& assemble,
                                          const local::RestoreRequest& request = {});
 
+/// \brief The ranges `request.reads` names (RestoreRequest::reads) from the saved step, one
+/// after another in the state's memfd, the bytes from `assemble`. Busy when the catalog's step
+/// is not `request.read_step`; NotFound for a name or group the step lacks; InvalidArgument for
+/// a per-rank buffer (unique without a shard) or a range outside the saved buffer.
+Result<local::RestoredState> ReadSavedRanges(const StepCatalog& catalog,
+                                             const RangeAssembler& assemble,
+                                             const local::RestoreRequest& request);
+
 /// \brief The range requests that fill registered buffer `want` (its bytes at `dst`) from the
 /// `segments` of saved buffer `saved`: sorted by destination, adjacent ones merged. Invalid-
 /// Argument naming the segment when one leaves either buffer or two overlap in `want`, or when

@@ -163,10 +163,20 @@ struct BufferRemap {
   std::string name;
   std::vector<RemapSegment> segments;  ///< empty = the buffer is zero-filled
 };
+/// Bytes [begin, end) of the saved buffer `name` of sharding group (pp, tp) (a replicated
+/// buffer, or the global range of a sharded one) (RestoreRequest::reads).
+struct SavedRange {
+  std::string name;
+  int32_t pp = 0;
+  int32_t tp = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
 /// Restore (client -> daemon). Empty payload = {reshape: false}, what older clients send;
 /// otherwise one flags byte (bit 0 reshape, bit 1 probe, bit 2 a remap trailer follows: the
 /// layout it was computed for, u32 buffer count, per buffer its name, u32 segment count and
-/// the segments as three u64 each; bit 3 stream).
+/// the segments as three u64 each; bit 3 stream; bit 4 a reads trailer follows the remap
+/// one: i64 read_step, u32 count, per range its name, i32 pp, i32 tp, u64 begin, u64 end).
 struct RestoreRequest {
   bool reshape = false;  ///< restore a step saved under another layout by global names
   /// Take the job-wide decision and report the step and the layout it was saved under
@@ -182,6 +192,12 @@ struct RestoreRequest {
   /// The client can take a streamed restore (kRestoreStream, stream.h): verified bytes written
   /// into its buffers as they arrive instead of a memfd it copies out of afterwards.
   bool stream = false;
+  /// A read (reshape set, no remap, no probe): the job-wide decision as for a restore, then
+  /// these ranges of step `read_step` instead of the registered buffers, laid out one after
+  /// another in the reply's memfd (one placement, index 0, covering them all). Busy when the
+  /// decision chose another step (the reader located its ranges in `read_step`'s metadata).
+  int64_t read_step = -1;
+  std::vector<SavedRange> reads;
 };
 /// RestoreReply: the restored bytes (SlotReply without a gradient trailer) and the report.
 struct RestoreReply {

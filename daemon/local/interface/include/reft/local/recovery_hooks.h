@@ -119,6 +119,19 @@ struct RestoreRequest {
   /// Deliver by streaming where the state needs no assembly in reftd's memory (see
   /// RestoreSink); nullptr, or a restore that needs it (decoding, reshape), gives a memfd.
   RestoreSink* sink = nullptr;
+  /// A read: the decision as for a restore (reshape set), then these byte ranges of saved
+  /// buffers of step `read_step` instead of the registered buffers (a reader that locates state
+  /// in a step's own records, e.g. PyTorch DCP's metadata), one after another in the memfd
+  /// (RestoredState::size is their sum). Busy when the decision chose another step.
+  struct Read {
+    std::string name;
+    int pp = 0;
+    int tp = 0;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+  };
+  int64_t read_step = -1;
+  std::vector<Read> reads;
 };
 
 class RestoreProvider {

@@ -32,15 +32,15 @@ optimizer, *tensors) hashes a training state, to check a restore bit for bit.
 import hashlib
 import torch as _torch
 
-from ._torch_version import require_supported as _require_supported
+from .._torch_version import require_supported as _require_supported
 
 _require_supported(_torch.__version__)
 
-from ._bubbles import PipelineBubbles  # noqa: E402 - after the torch check
-from ._torch_extras import DEFAULT_RNG, records as _extra_records
-from ._optim_state import FlatOptimizerState
-from . import _layers
-from ._zero import PLACEMENT, ZeroState
+from .._bubbles import PipelineBubbles  # noqa: E402 - after the torch check
+from .._torch_extras import DEFAULT_RNG, records as _extra_records
+from .._optim_state import FlatOptimizerState
+from .. import _layers
+from .._zero import PLACEMENT, ZeroState
 
 __all__ = ["Checkpointer", "PipelineBubbles", "state_digest"]
 
@@ -71,7 +71,7 @@ def _local_optimizer(optimizer):
         ZeroRedundancyOptimizer = ()
     if isinstance(optimizer, ZeroRedundancyOptimizer):
         if not hasattr(optimizer, "optim"):
-            from . import UnsupportedError
+            from .. import UnsupportedError
             raise UnsupportedError("ZeroRedundancyOptimizer(overlap_with_ddp=True) builds its "
                                    "local optimizer during training; reft.torch needs it first")
         return optimizer.optim, optimizer

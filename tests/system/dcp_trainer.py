@@ -1,0 +1,161 @@
+"""One rank of a DCP job on the CPU (gloo): a small llama-like model under FSDP2 (fully_shard)
+and, with --tp > 1, tensor parallel, saved each step with dcp.save or dcp.async_save into reft
+(reft.torch.dcp), and loaded back with dcp.load, possibly under another mesh.
+
+Run under torchrun-like environment variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or
+by tests/system/test_dcp.py's launcher. Prints one JSON line per event:
+  {"event": "loaded", "step": S | null, "digest": ...}  after dcp.load (null: nothing committed)
+  {"event": "saved", "step": S, "digest": ...}          after each committed save
+The digest is of the full (gathered) model and optimizer state, so runs under different meshes
+compare bit for bit.
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict, \
+    StateDictOptions
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, \
+    parallelize_module
+
+import reft
+import reft.torch.dcp as reft_dcp
+
+
+class Block(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(dim)
+        self.up = torch.nn.Linear(dim, 4 * dim, bias=False)
+        self.down = torch.nn.Linear(4 * dim, dim, bias=False)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(self.norm(x))))
+
+
+class Model(torch.nn.Module):
+    def __init__(self, dim=64, layers=3, vocab=128):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.layers = torch.nn.ModuleList(Block(dim) for _ in range(layers))
+        self.out = torch.nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        return self.out(x)
+
+
+def build(args):
+    dims, names = [], []
+    for name, size in (("dp_replicate", args.replicate), ("dp_shard", args.shard),
+                       ("tp", args.tp)):
+        if size > 1 or name == "dp_shard":
+            dims.append(size)
+            names.append(name)
+    mesh = init_device_mesh("cpu", tuple(dims), mesh_dim_names=tuple(names))
+    torch.manual_seed(0)  # every rank builds the same model; FSDP shards it
+    model = Model()
+    if args.tp > 1:
+        for block in model.layers:
+            parallelize_module(block, mesh["tp"], {"up": ColwiseParallel(),
+                                                   "down": RowwiseParallel()})
+    dp_mesh = mesh["dp_replicate", "dp_shard"] if args.replicate > 1 else mesh["dp_shard"]
+    for block in model.layers:
+        fully_shard(block, mesh=dp_mesh)
+    fully_shard(model, mesh=dp_mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    return mesh, model, opt
+
+
+def digest(model, opt):
+    """SHA-256 of the full state: gathered to every rank, so any mesh gives the same value."""
+    full = StateDictOptions(full_state_dict=True, cpu_offload=False)
+    msd, osd = get_state_dict(model, opt, options=full)
+    h = hashlib.sha256()
+    for name, t in sorted(msd.items()):
+        h.update(name.encode())
+        h.update(t.detach().contiguous().float().numpy().tobytes())
+    for fqn, st in sorted(osd["state"].items()):
+        for k in sorted(st):
+            v = st[k]
+            h.update(("%s/%s" % (fqn, k)).encode())
+            h.update(v.detach().contiguous().float().numpy().tobytes()
+                     if torch.is_tensor(v) else repr(v).encode())
+    return h.hexdigest()
+
+
+def train_step(model, opt, step, world):
+    g = torch.Generator().manual_seed(1000 + step)
+    tokens = torch.randint(0, 128, (4, 16), generator=g)  # same batch on every rank
+    loss = model(tokens).float().logsumexp(-1).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def say(**event):
+    if dist.get_rank() == 0:
+        print(json.dumps(event), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--socket", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--protection", default="none")
+    p.add_argument("--replicate", type=int, default=1)
+    p.add_argument("--shard", type=int, default=1)
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--load", action="store_true")
+    p.add_argument("--async-save", action="store_true")
+    args = p.parse_args()
+    dist.init_process_group("gloo")
+    mesh, model, opt = build(args)
+    client = reft_dcp.client_for(mesh, args.socket, args.job, args.protection)
+    start = 0
+    if args.load:
+        msd, osd = get_state_dict(model, opt)
+        state = {"model": msd, "optim": osd, "step": 0}
+        try:
+            dcp.load(state, storage_reader=reft_dcp.Reader(client))
+        except reft.NotFoundError:
+            state["step"] = None  # nothing committed yet: a fresh start
+        set_state_dict(model, opt, model_state_dict=state["model"],
+                       optim_state_dict=state["optim"])
+        reader_step = state.get("step")
+        source = client.last_restore["source"] if client.last_restore else None
+        say(event="loaded", step=reader_step, source=source, digest=digest(model, opt))
+        start = 0 if reader_step is None else reader_step
+    writer = reft_dcp.Writer(client)
+    pending = None
+    for step in range(start + 1, start + 1 + args.steps):
+        train_step(model, opt, step, dist.get_world_size())
+        msd, osd = get_state_dict(model, opt)
+        state = {"model": msd, "optim": osd, "step": step}
+        if pending is not None:
+            pending.result()
+        if args.async_save:
+            pending = dcp.async_save(state, storage_writer=writer, checkpoint_id=step)
+        else:
+            dcp.save(state, storage_writer=writer, checkpoint_id=step)
+        if not args.async_save:
+            say(event="saved", step=step, digest=digest(model, opt))
+    if pending is not None:
+        pending.result()
+        say(event="saved", step=start + args.steps, digest=digest(model, opt))
+    client.close()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
