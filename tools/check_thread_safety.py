@@ -6,7 +6,9 @@ the data, REFT_REQUIRES on the functions that expect the lock held. GCC ignores 
 this check runs clang in syntax-only mode over every translation unit of the product that
 compile_commands.json lists (the build's own flags, include paths and definitions) with only
 `-Wthread-safety` enabled, as an error. It fails on the first access to guarded state without
-its lock, a `...Locked` call without the lock, a lock not released, and the like.
+its lock, a `...Locked` call without the lock, a lock not released, and the like. A lock of a
+type the analysis does not know (a plain std::mutex) is invisible to it: check_concurrency_types.py
+refuses those.
 
 Usage: check_thread_safety.py --build BUILD_DIR [--clang clang++-14] [--jobs N]
        check_thread_safety.py --self-test [--clang clang++-14]

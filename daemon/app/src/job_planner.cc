@@ -87,7 +87,7 @@ void JobPlanner::Start() {
   // decision (it may grow back onto it: FollowArrivals).
   nodes_->AddDepartureListener([w = wakeup_](const std::string&) { w->Notify(); });
   coordinator_->AddLeadershipListener([w = wakeup_](const std::string&) { w->Notify(); });
-  thread_ = std::thread([this] { Run(); });
+  thread_ = reft::Thread("reft-planner", [this] { Run(); });
 }
 
 void JobPlanner::Stop() {

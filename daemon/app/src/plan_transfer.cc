@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "reft/mutex.h"
+#include "reft/thread.h"
 #include "reft/unix_time.h"
 
 namespace reft::app {
@@ -108,13 +109,13 @@ json RunTransfer(json progress, const std::string& job, int64_t step, const Stag
   size_t next = 0;
   size_t running = 0;
   size_t applied = 0;
-  std::vector<std::thread> threads;
+  std::vector<reft::Thread> threads;
   const size_t width = static_cast<size_t>(std::max(1, concurrency));
   while (applied < next || (in_force && next < work.size())) {
     while (in_force && next < work.size() && running < width) {
       const auto& [node, layers] = work[next++];
       ++running;
-      threads.emplace_back([&, node = node, layers = layers] {
+      threads.emplace_back("reft-plan-stage", [&, node = node, layers = layers] {
         NodeResult r{node, stage(node, job, step, layers)};
         MutexLock lock(mu);
         results.push_back(std::move(r));

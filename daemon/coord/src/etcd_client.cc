@@ -37,7 +37,7 @@ struct EtcdClient::WatchState {
 struct EtcdClient::WatchStream {
   grpc::ClientContext ctx;
   std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> rw;
-  std::mutex write_mu;
+  reft::Mutex write_mu;
   // Creates written and not yet answered, in the order written (watch_mu_): etcd answers
   // "created" in that order, which is how an answer's watch id is matched to its watch.
   std::deque<std::shared_ptr<WatchState>> pending;
@@ -252,21 +252,21 @@ EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
     e->lease = pb::Lease::NewStub(e->channel);
     endpoints_.push_back(std::move(e));
   }
-  keepalive_thread_ = std::thread([this] { KeepAliveLoop(); });
-  lease_lost_thread_ = std::thread([this] { LeaseLostLoop(); });
-  watch_thread_ = std::thread([this] { WatchLoop(); });
+  keepalive_thread_ = reft::Thread("reft-etcd-alive", [this] { KeepAliveLoop(); });
+  lease_lost_thread_ = reft::Thread("reft-etcd-lost", [this] { LeaseLostLoop(); });
+  watch_thread_ = reft::Thread("reft-etcd-watch", [this] { WatchLoop(); });
 }
 
 EtcdClient::~EtcdClient() {
   {
     // Under the lock: a loop between its predicate check and its wait must not miss the wake.
-    std::lock_guard<std::mutex> lock(lease_mu_);
+    reft::MutexLock lock(lease_mu_);
     stopping_ = true;
   }
   lease_cv_.notify_all();
   lost_cv_.notify_all();
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    reft::MutexLock lock(watch_mu_);
     if (stream_) stream_->ctx.TryCancel();
   }
   watch_cv_.notify_all();
@@ -277,7 +277,7 @@ EtcdClient::~EtcdClient() {
 
 void EtcdClient::Count(uint64_t sent_msgs, uint64_t sent_bytes, uint64_t recv_msgs,
                        uint64_t recv_bytes) {
-  std::lock_guard<std::mutex> lock(traffic_mu_);
+  reft::MutexLock lock(traffic_mu_);
   traffic_.requests += sent_msgs;
   traffic_.bytes_sent += sent_bytes;
   traffic_.responses += recv_msgs;
@@ -285,7 +285,7 @@ void EtcdClient::Count(uint64_t sent_msgs, uint64_t sent_bytes, uint64_t recv_ms
 }
 
 EtcdTraffic EtcdClient::traffic() const {
-  std::lock_guard<std::mutex> lock(traffic_mu_);
+  reft::MutexLock lock(traffic_mu_);
   return traffic_;
 }
 
@@ -312,7 +312,7 @@ Status EtcdClient::Unary(const char* what, Call&& call) {
   }
   if (Retriable(last)) reachable_ = false;
   {
-    std::lock_guard<std::mutex> lock(traffic_mu_);
+    reft::MutexLock lock(traffic_mu_);
     ++traffic_.failed_calls;
   }
   std::string all;
@@ -422,7 +422,7 @@ Result<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl, LeaseLostCallba
   Count(1, req.ByteSizeLong(), 1, resp.ByteSizeLong());
   if (!resp.error().empty()) return Status::Unavailable("etcd lease grant: " + resp.error());
   {
-    std::lock_guard<std::mutex> lock(lease_mu_);
+    reft::MutexLock lock(lease_mu_);
     leases_[resp.id()] = {std::chrono::seconds(std::max<int64_t>(resp.ttl(), 1)),
                           std::move(on_lost)};
     lease_added_ = true;  // its TTL may be shorter than the period the loop waits now
@@ -432,7 +432,7 @@ Result<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl, LeaseLostCallba
 }
 
 void EtcdClient::ForgetLease(int64_t lease) {
-  std::lock_guard<std::mutex> lock(lease_mu_);
+  reft::MutexLock lock(lease_mu_);
   ForgetLeaseLocked(lease);
 }
 
@@ -446,7 +446,7 @@ void EtcdClient::ForgetLeaseLocked(int64_t lease) {
 
 Status EtcdClient::RevokeLease(int64_t lease) {
   {
-    std::lock_guard<std::mutex> lock(lease_mu_);
+    reft::MutexLock lock(lease_mu_);
     ForgetLeaseLocked(lease);
   }
   pb::LeaseRevokeRequest req;
@@ -493,7 +493,7 @@ bool EtcdClient::RenewOnStream(Endpoint& e, const int64_t* ids, size_t n,
   stream->WritesDone();
   (void)stream->Finish();
   Count(sent, sent_bytes, received, received_bytes);
-  std::lock_guard<std::mutex> lock(traffic_mu_);
+  reft::MutexLock lock(traffic_mu_);
   traffic_.keepalive_messages += sent + received;
   traffic_.keepalive_bytes += sent_bytes + received_bytes;
   return ok;
@@ -519,8 +519,9 @@ bool EtcdClient::RenewLeases(Endpoint& e, const std::vector<int64_t>& ids,
     const size_t n = std::min(kLeasesPerStream, ids.size() - first);
     parts[k].ok = RenewOnStream(e, ids.data() + first, n, &parts[k].gone, &parts[k].answered);
   };
-  std::vector<std::thread> helpers;
-  for (size_t k = 1; k < streams; ++k) helpers.emplace_back(renew, k);
+  std::vector<reft::Thread> helpers;
+  for (size_t k = 1; k < streams; ++k)
+    helpers.emplace_back("reft-etcd-renew", [&renew, k] { renew(k); });
   if (streams > 0) renew(0);
   for (auto& t : helpers) t.join();
   bool ok = true;
@@ -534,10 +535,11 @@ bool EtcdClient::RenewLeases(Endpoint& e, const std::vector<int64_t>& ids,
 }
 
 void EtcdClient::KeepAliveLoop() {
-  std::unique_lock<std::mutex> lock(lease_mu_);
+  reft::MutexLock lock(lease_mu_);
   while (!stopping_) {
     if (leases_.empty()) {
-      lease_cv_.wait(lock, [&] { return stopping_ || !leases_.empty(); });
+      lock.Wait(lease_cv_,
+                [&]() REFT_REQUIRES(lease_mu_) { return stopping_ || !leases_.empty(); });
       continue;
     }
     // Renew every lease a third of the shortest TTL: two renewals may be lost before expiry.
@@ -556,7 +558,7 @@ void EtcdClient::KeepAliveLoop() {
     // etcd can take a second, and waiting a full period after it would stretch the time
     // between two renewals of the same lease towards its TTL.
     const auto round_start = std::chrono::steady_clock::now();
-    lock.unlock();
+    lock.Unlock();
 
     std::vector<int64_t> lost;
     bool renewed = false;
@@ -574,7 +576,7 @@ void EtcdClient::KeepAliveLoop() {
     }
 
     reachable_ = renewed;
-    lock.lock();
+    lock.Lock();
     if (renewed) {
       renew_from_ = 0;
     } else if (answered > 0) {
@@ -596,20 +598,21 @@ void EtcdClient::KeepAliveLoop() {
     if (queued) lost_cv_.notify_one();
     // A failed round is retried sooner: a lease must not expire because one member is down.
     const auto wait = renewed ? period : std::min(period, std::chrono::milliseconds(200));
-    lease_cv_.wait_until(lock, round_start + wait, [&] { return stopping_ || lease_added_; });
+    lock.WaitUntil(lease_cv_, round_start + wait,
+                   [&]() REFT_REQUIRES(lease_mu_) { return stopping_ || lease_added_; });
   }
 }
 
 void EtcdClient::LeaseLostLoop() {
-  std::unique_lock<std::mutex> lock(lease_mu_);
+  reft::MutexLock lock(lease_mu_);
   for (;;) {
-    lost_cv_.wait(lock, [&] { return stopping_ || !lost_.empty(); });
+    lock.Wait(lost_cv_, [&]() REFT_REQUIRES(lease_mu_) { return stopping_ || !lost_.empty(); });
     if (stopping_) return;
     auto [id, callback] = std::move(lost_.front());
     lost_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     callback(id);
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -627,7 +630,7 @@ Result<int64_t> EtcdClient::Watch(const std::string& key, bool prefix, int64_t s
   int64_t handle;
   std::shared_ptr<WatchStream> live;
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    reft::MutexLock lock(watch_mu_);
     handle = next_watch_handle_++;
     watches_[handle] = w;
     // A stream that is live now did not include this watch when it was built: create it there.
@@ -643,7 +646,7 @@ void EtcdClient::CancelWatch(int64_t handle) {
   std::shared_ptr<WatchStream> live;
   int64_t server_id = -1;
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    reft::MutexLock lock(watch_mu_);
     auto it = watches_.find(handle);
     if (it == watches_.end()) return;
     it->second->cancelled = true;
@@ -654,7 +657,7 @@ void EtcdClient::CancelWatch(int64_t handle) {
   // Not created yet: the watch thread cancels it when etcd answers the create.
   if (live && server_id >= 0) (void)SendCancel(*live, server_id);
   if (std::this_thread::get_id() != watch_thread_.get_id()) {
-    std::lock_guard<std::mutex> wait_for_callback(callback_mu_);
+    reft::MutexLock wait_for_callback(callback_mu_);
   }
 }
 
@@ -666,9 +669,9 @@ bool EtcdClient::SendCreate(WatchStream& s, const std::shared_ptr<WatchState>& w
   c->set_start_revision(w->next_revision);
   if (w->events == WatchEvents::kPutsOnly) c->add_filters(pb::WatchCreateRequest::NODELETE);
   if (w->events == WatchEvents::kDeletesOnly) c->add_filters(pb::WatchCreateRequest::NOPUT);
-  std::lock_guard<std::mutex> write(s.write_mu);
+  reft::MutexLock write(s.write_mu);
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    reft::MutexLock lock(watch_mu_);
     if (w->cancelled) return true;
     s.pending.push_back(w);
   }
@@ -680,7 +683,7 @@ bool EtcdClient::SendCreate(WatchStream& s, const std::shared_ptr<WatchState>& w
 bool EtcdClient::SendCancel(WatchStream& s, int64_t server_id) {
   pb::WatchRequest req;
   req.mutable_cancel_request()->set_watch_id(server_id);
-  std::lock_guard<std::mutex> write(s.write_mu);
+  reft::MutexLock write(s.write_mu);
   if (!s.rw->Write(req)) return false;
   Count(1, req.ByteSizeLong(), 0, 0);
   return true;
@@ -690,8 +693,9 @@ void EtcdClient::WatchLoop() {
   size_t endpoint = current_.load();
   while (!stopping_) {
     {
-      std::unique_lock<std::mutex> lock(watch_mu_);
-      watch_cv_.wait(lock, [&] { return stopping_ || !watches_.empty(); });
+      reft::MutexLock lock(watch_mu_);
+      lock.Wait(watch_cv_,
+                [&]() REFT_REQUIRES(watch_mu_) { return stopping_ || !watches_.empty(); });
       if (stopping_) return;
     }
     auto s = std::make_shared<WatchStream>();
@@ -703,7 +707,7 @@ void EtcdClient::WatchLoop() {
     {
       // Every watch registered from here on creates itself on this stream (Watch); every one
       // registered before is created below.
-      std::lock_guard<std::mutex> lock(watch_mu_);
+      reft::MutexLock lock(watch_mu_);
       if (!stopping_) {
         stream_ = s;
         for (auto& [h, w] : watches_) {
@@ -714,7 +718,7 @@ void EtcdClient::WatchLoop() {
     }
     if (!stopping_) ServeWatchStream(*s, active);
     {
-      std::lock_guard<std::mutex> lock(watch_mu_);
+      reft::MutexLock lock(watch_mu_);
       stream_.reset();
     }
     s->ctx.TryCancel();
@@ -722,8 +726,8 @@ void EtcdClient::WatchLoop() {
     if (stopping_) return;
     // The stream broke: the next member, after a short pause so a dead cluster is not spun on.
     ++endpoint;
-    std::unique_lock<std::mutex> lock(watch_mu_);
-    watch_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_.load(); });
+    reft::MutexLock lock(watch_mu_);
+    lock.WaitFor(watch_cv_, std::chrono::milliseconds(100), [&] { return stopping_.load(); });
   }
 }
 
@@ -740,7 +744,7 @@ void EtcdClient::ServeWatchStream(WatchStream& s,
       std::shared_ptr<WatchState> w;
       bool cancelled = false;
       {
-        std::lock_guard<std::mutex> lock(watch_mu_);
+        reft::MutexLock lock(watch_mu_);
         if (s.pending.empty()) continue;
         w = s.pending.front();
         s.pending.pop_front();
@@ -759,7 +763,7 @@ void EtcdClient::ServeWatchStream(WatchStream& s,
       by_id.erase(it);
       bool cancelled;
       {
-        std::lock_guard<std::mutex> lock(watch_mu_);
+        reft::MutexLock lock(watch_mu_);
         cancelled = w->cancelled;
         w->server_id = -1;
       }
@@ -770,7 +774,7 @@ void EtcdClient::ServeWatchStream(WatchStream& s,
         u.reset = true;
         u.revision = resp.header().revision();
         {
-          std::lock_guard<std::mutex> cb(callback_mu_);
+          reft::MutexLock cb(callback_mu_);
           w->callback(u);
         }
         w->next_revision = 0;
@@ -790,13 +794,13 @@ void EtcdClient::ServeWatchStream(WatchStream& s,
     }
     w->next_revision = resp.events(resp.events_size() - 1).kv().mod_revision() + 1;
     {
-      std::lock_guard<std::mutex> lock(traffic_mu_);
+      reft::MutexLock lock(traffic_mu_);
       traffic_.watch_events += u.events.size();
     }
-    std::lock_guard<std::mutex> cb(callback_mu_);
+    reft::MutexLock cb(callback_mu_);
     bool cancelled;
     {
-      std::lock_guard<std::mutex> lock(watch_mu_);
+      reft::MutexLock lock(watch_mu_);
       cancelled = w->cancelled;
     }
     if (!cancelled) w->callback(u);

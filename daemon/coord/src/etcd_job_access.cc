@@ -56,7 +56,7 @@ Status EtcdJobAccess::MayServe(const std::string& node, const std::string& job) 
   const auto now = Clock::now();
   const auto key = std::make_pair(job, node);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     auto it = allowed_.find(key);
     if (it != allowed_.end() && it->second > now) return Status::OK();
   }
@@ -71,7 +71,7 @@ Status EtcdJobAccess::MayServe(const std::string& node, const std::string& job) 
                                     "there, not a target of its plan, no operator's command on "
                                     "it there, not its coordinator)");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   if (allowed_.size() >= 4096) {  // bounded: expired answers go first, then all
     for (auto it = allowed_.begin(); it != allowed_.end();) {
       it = it->second <= now ? allowed_.erase(it) : std::next(it);

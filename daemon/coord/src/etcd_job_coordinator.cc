@@ -57,11 +57,11 @@ EtcdJobCoordinator::~EtcdJobCoordinator() { Stop(); }
 
 Status EtcdJobCoordinator::Start() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     if (running_) return Status::OK();
     running_ = true;
   }
-  worker_ = std::thread([this] { Run(); });
+  worker_ = reft::Thread("reft-job-coord", [this] { Run(); });
   // Jobs whose slots this node holds (a restarted daemon): follow them from the start, so their
   // commit point and generation are current before a trainer asks.
   std::set<std::string> jobs;
@@ -76,7 +76,7 @@ Status EtcdJobCoordinator::Start() {
 void EtcdJobCoordinator::Stop() {
   std::vector<int64_t> watches;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     if (!running_ && !worker_.joinable()) return;
     running_ = false;
     for (auto& [job, st] : jobs_) {
@@ -93,7 +93,7 @@ void EtcdJobCoordinator::Stop() {
 
 void EtcdJobCoordinator::Wake() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     work_ = true;
   }
   cv_.notify_all();
@@ -141,7 +141,7 @@ void EtcdJobCoordinator::LoadLocalStateLocked(const std::string& job, JobState& 
 
 Status EtcdJobCoordinator::Track(const std::string& job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     if (jobs_[job].tracked) return Status::OK();
   }
   return Refresh(job, true);
@@ -155,7 +155,7 @@ bool EtcdJobCoordinator::SeenLocked(JobState& st, const std::string& key, int64_
 }
 
 Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
-  std::lock_guard<std::mutex> io(track_mu_);
+  reft::MutexLock io(track_mu_);
   Txn read;
   read.ThenGet(keys::Layout(job))
       .ThenGet(keys::Generation(job))
@@ -167,7 +167,7 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
   if (r->gets.size() != 5) return Status::Internal("etcd answered a 5-read txn with fewer reads");
   bool watch = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     LoadLocalStateLocked(job, st);
     // Another thread's read or a watch event may have applied something newer meanwhile (this
@@ -203,7 +203,7 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
   for (const auto& [key, apply] : watched) {
     auto h = etcd_->Watch(key, false, from, [this, job, key = key, apply = apply](const WatchUpdate& u) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        reft::MutexLock lock(mu_);
         JobState& st = jobs_[job];
         if (u.reset) st.stale = true;  // events may be lost: the worker re-reads the job
         for (const auto& e : u.events) {
@@ -222,7 +222,7 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
       spdlog::warn("job {}: cannot watch {}: {}", job, key, h.status().ToString());
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   auto& w = jobs_[job].watches;
   w.insert(w.end(), handles.begin(), handles.end());
   return Status::OK();
@@ -405,11 +405,11 @@ peer::JobGeneration EtcdJobCoordinator::InfoLocked(const JobState& st) const {
 void EtcdJobCoordinator::NotifyGenerations() {
   std::vector<GenerationEvent> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     events.swap(pending_events_);
   }
   if (events.empty()) return;
-  std::lock_guard<std::mutex> lock(listeners_mu_);
+  reft::MutexLock lock(listeners_mu_);
   for (const auto& e : events) {
     for (const auto& l : listeners_) l(e.job, e.generation, e.dropped);
   }
@@ -449,7 +449,7 @@ Result<int64_t> EtcdJobCoordinator::RecordJoin(const store::RankKey& rank, const
     if (owner_kv != nullptr) {
       REFT_ASSIGN_OR_RETURN(local::JobOwner owner, DecodeOwner(owner_kv->key, owner_kv->value));
       if (!local::MayUse(owner, who.caller)) return local::NotYourJob(rank.job, who.caller);
-      std::lock_guard<std::mutex> lock(mu_);
+      reft::MutexLock lock(mu_);
       jobs_[rank.job].owner = owner;
     }
     if (joined_kv != nullptr) {
@@ -466,7 +466,7 @@ Result<int64_t> EtcdJobCoordinator::RecordJoin(const store::RankKey& rank, const
       auto theirs = DecodeLayout(layout_kv->key, layout_kv->value);
       if (!theirs.ok()) return theirs.status();
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        reft::MutexLock lock(mu_);
         ApplyLayoutLocked(rank.job, jobs_[rank.job], *layout_kv);
       }
       if (*theirs == layout) {
@@ -528,12 +528,12 @@ Result<int64_t> EtcdJobCoordinator::RecordJoin(const store::RankKey& rank, const
         kv.key = keys::Layout(rank.job);
         kv.value = Encode(layout);
         kv.mod_revision = w->revision;
-        std::lock_guard<std::mutex> lock(mu_);
+        reft::MutexLock lock(mu_);
         ApplyLayoutLocked(rank.job, jobs_[rank.job], kv);
       }
       if (claim) {
         spdlog::info("job {}: claimed by {} on this node", rank.job, who.claim.Describe());
-        std::lock_guard<std::mutex> lock(mu_);
+        reft::MutexLock lock(mu_);
         jobs_[rank.job].owner = who.claim;
       }
       return lease != 0 ? w->revision : 0;
@@ -552,7 +552,7 @@ Status EtcdJobCoordinator::CheckNoneJoined(const store::RankKey& rank, const Job
   // the layout.
   std::set<std::string> here;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     for (const auto& [r, n] : joined_) here.insert(keys::Joined(r));
   }
   std::vector<std::string> where;
@@ -571,7 +571,7 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
   REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   Status tracked = Track(rank.job);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[rank.job];
     if (st.has_layout && !(st.layout == layout) && st.connected > 0) {
       return local::LayoutConflict(rank, st.layout, layout);
@@ -587,7 +587,7 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
                  rank.job, tracked.ToString());
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[rank.job];
     st.layout = layout;
     st.has_layout = true;
@@ -627,7 +627,7 @@ Status EtcdJobCoordinator::DeclareReplicated(const store::RankKey& rank,
   auto put = etcd_->Put(mine, Encode(buffers), lease);
   if (!put.ok()) return Status::OK();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     declared_in_etcd_[rank] = *put;
     work_ = true;  // withdrawn by the worker if the rank left meanwhile
   }
@@ -638,7 +638,7 @@ Status EtcdJobCoordinator::DeclareReplicated(const store::RankKey& rank,
     Txn withdraw;
     withdraw.IfModRevision(mine, Compare::kEqual, *put).ThenDelete(mine);
     if (etcd_->Commit(withdraw).ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      reft::MutexLock lock(mu_);
       auto it = declared_in_etcd_.find(rank);
       if (it != declared_in_etcd_.end() && it->second == *put) declared_in_etcd_.erase(it);
     }
@@ -648,7 +648,7 @@ Status EtcdJobCoordinator::DeclareReplicated(const store::RankKey& rank,
 
 void EtcdJobCoordinator::Leave(const store::RankKey& rank) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     auto it = jobs_.find(rank.job);
     if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
     auto j = joined_.find(rank);
@@ -660,7 +660,7 @@ void EtcdJobCoordinator::Leave(const store::RankKey& rank) {
 
 Status EtcdJobCoordinator::Complete(const store::RankKey& rank, int64_t step, int64_t epoch) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[rank.job];
     if (epoch != st.decision_rev) return local::StaleEpoch(rank, step, epoch, st.decision_rev);
     if (st.committed && step <= *st.committed) return Status::OK();
@@ -675,21 +675,21 @@ Status EtcdJobCoordinator::Complete(const store::RankKey& rank, int64_t step, in
 
 int64_t EtcdJobCoordinator::RestoreEpoch(const std::string& job) {
   (void)Track(job);
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return jobs_[job].decision_rev;
 }
 
 std::optional<int64_t> EtcdJobCoordinator::NewestCommitted(const std::string& job) {
   (void)Track(job);  // offline: what this node knew
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return jobs_[job].committed;
 }
 
 bool EtcdJobCoordinator::WaitCommitted(const std::string& job, int64_t step,
                                        std::chrono::milliseconds timeout) {
   (void)Track(job);
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] {
+  reft::MutexLock lock(mu_);
+  return lock.WaitFor(cv_, timeout, [&]() REFT_REQUIRES(mu_) {
     auto c = jobs_[job].committed;
     return c && *c >= step;
   });
@@ -701,7 +701,7 @@ Status EtcdJobCoordinator::SyncNow(const std::string& job, std::chrono::millisec
   if (job.empty()) return Status::InvalidArgument("SyncNow: empty job id");
   bool tracked;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     tracked = jobs_[job].tracked;
   }
   return Refresh(job, !tracked);
@@ -709,7 +709,7 @@ Status EtcdJobCoordinator::SyncNow(const std::string& job, std::chrono::millisec
 
 std::optional<JobLayout> EtcdJobCoordinator::Layout(const std::string& job) {
   (void)Track(job);
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   const JobState& st = jobs_[job];
   if (!st.has_layout) return std::nullopt;
   return st.layout;
@@ -718,7 +718,7 @@ std::optional<JobLayout> EtcdJobCoordinator::Layout(const std::string& job) {
 std::vector<std::string> EtcdJobCoordinator::Jobs() {
   std::set<std::string> out;
   for (const auto& r : store_->Ranks()) out.insert(r.job);
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   for (const auto& [job, st] : jobs_) {
     if (st.tracked || st.connected > 0) out.insert(job);
   }
@@ -727,7 +727,7 @@ std::vector<std::string> EtcdJobCoordinator::Jobs() {
 
 peer::JobGeneration EtcdJobCoordinator::Generation(const std::string& job) {
   (void)Track(job);
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return InfoLocked(jobs_[job]);
 }
 
@@ -736,7 +736,7 @@ peer::JobGeneration EtcdJobCoordinator::StartGeneration(const std::string& job,
   (void)Refresh(job, false);
   int64_t gen_rev, committed_rev;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     // A step committed after the fall-back was decided (the killed trainers' last snapshots
     // sealed while the tier was scanned) voids it: memory holds a newer step than it saw.
@@ -759,28 +759,28 @@ peer::JobGeneration EtcdJobCoordinator::StartGeneration(const std::string& job,
   auto r = etcd_->Commit(t);
   if (!r.ok()) spdlog::warn("job {}: starting generation {} failed: {}", job, next_generation, r.status().ToString());
   (void)Refresh(job, false);  // applies whichever generation won (and rolls this node back)
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return InfoLocked(jobs_[job]);
 }
 
 void EtcdJobCoordinator::AddGenerationListener(GenerationListener listener) {
-  std::lock_guard<std::mutex> lock(listeners_mu_);
+  reft::MutexLock lock(listeners_mu_);
   listeners_.push_back(std::move(listener));
 }
 
 void EtcdJobCoordinator::AddLeadershipListener(LeadershipListener listener) {
-  std::lock_guard<std::mutex> lock(listeners_mu_);
+  reft::MutexLock lock(listeners_mu_);
   leadership_listeners_.push_back(std::move(listener));
 }
 
 void EtcdJobCoordinator::SetStateDir(std::string dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   state_dir_ = std::move(dir);
 }
 
 std::vector<store::RankKey> EtcdJobCoordinator::JoinedRanks(
     const std::optional<std::string>& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   std::vector<store::RankKey> out;
   for (const auto& [rank, n] : joined_) {
     if (!job || rank.job == *job) out.push_back(rank);
@@ -789,7 +789,7 @@ std::vector<store::RankKey> EtcdJobCoordinator::JoinedRanks(
 }
 
 bool EtcdJobCoordinator::IsJoined(const store::RankKey& rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return joined_.count(rank) > 0;
 }
 
@@ -822,7 +822,7 @@ std::optional<std::string> EtcdJobCoordinator::JoinedNode(const store::RankKey& 
 }
 
 bool EtcdJobCoordinator::LeadsJob(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   auto it = jobs_.find(job);
   return it != jobs_.end() && it->second.leader;
 }
@@ -834,7 +834,7 @@ Result<std::optional<peer::RestoreDecision>> EtcdJobCoordinator::Decision(const 
   d.version = kv->mod_revision;
   {
     // The restore that follows it hands this epoch to its session: this node must be in it.
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     ApplyDecisionLocked(job, jobs_[job], kv);
   }
   return std::optional<peer::RestoreDecision>(d);
@@ -844,7 +844,7 @@ Result<peer::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
     const std::string& job, const peer::RestoreDecision& decision, int64_t expected_version) {
   int64_t gen_rev, committed_rev;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     const int64_t committed = st.committed.value_or(-1);
     if (st.gen.generation != decision.generation ||
@@ -874,12 +874,12 @@ Result<peer::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
     kv.key = keys::Restore(job);
     kv.value = Encode(decision);
     kv.mod_revision = r.revision;
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     ApplyDecisionLocked(job, jobs_[job], kv);
     return d;
   }
   if (KeyUnchanged(r, expected_version)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     jobs_[job].stale = true;
     return Status::Busy("the generation or commit point of job '" + job +
                         "' moved while deciding its restore");
@@ -889,7 +889,7 @@ Result<peer::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
   d.version = kv.mod_revision;
   // The caller may follow the winner: its epoch must be this node's before a session gets it
   // (applied later by the watch, it would void the session's first completions).
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   ApplyDecisionLocked(job, jobs_[job], kv);
   return d;
 }
@@ -910,7 +910,7 @@ Result<peer::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& j
   int64_t gen_rev;
   int64_t term = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     if (st.gen.generation != plan.generation) {
       return Status::Busy("job '" + job + "' is in generation " + std::to_string(st.gen.generation) +
@@ -939,7 +939,7 @@ Result<peer::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& j
     return p;
   }
   if (KeyUnchanged(r, expected_version)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     jobs_[job].stale = true;
     return Status::Busy("the generation or the coordinator of job '" + job + "' moved (or its "
                         "published decision was removed) while planning");
@@ -953,7 +953,7 @@ Result<peer::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& j
 Status EtcdJobCoordinator::RecordSlot(const store::RankKey& rank, int64_t step) {
   int64_t gen_rev;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     gen_rev = jobs_[rank.job].gen_rev;
   }
   Txn t;
@@ -965,7 +965,7 @@ Status EtcdJobCoordinator::RecordSlot(const store::RankKey& rank, int64_t step) 
                                "' moved to another generation; the slot location of " +
                                rank.ToString() + " was not recorded");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   JobState& st = jobs_[rank.job];
   if (st.leader) st.locations[rank] = nodes_->node_id();
   return Status::OK();
@@ -974,15 +974,15 @@ Status EtcdJobCoordinator::RecordSlot(const store::RankKey& rank, int64_t step) 
 // ---- the worker ----
 
 void EtcdJobCoordinator::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   while (running_) {
     // Idle until there is work or a timed round is due: no periodic wake-up (a node follows its
     // jobs through watches), and no spinning while etcd is unreachable (retries are timed).
-    const auto ready = [&] { return !running_ || work_; };
+    const auto ready = [&]() REFT_REQUIRES(mu_) { return !running_ || work_; };
     if (wake_at_) {
-      cv_.wait_until(lock, *wake_at_, ready);
+      lock.WaitUntil(cv_, *wake_at_, ready);
     } else {
-      cv_.wait(lock, ready);
+      lock.Wait(cv_, ready);
     }
     if (!running_) return;
     work_ = false;
@@ -995,7 +995,7 @@ void EtcdJobCoordinator::Run() {
       ++it;  // ForgetIfGoneLocked may erase the job
       (ForgetIfGoneLocked(job, &cancel) ? forgotten : jobs).push_back(job);
     }
-    lock.unlock();
+    lock.Unlock();
     for (int64_t h : cancel) etcd_->CancelWatch(h);
     if (on_forget_) {
       for (const auto& job : forgotten) on_forget_(job);
@@ -1003,13 +1003,13 @@ void EtcdJobCoordinator::Run() {
     for (const auto& job : jobs) {
       bool tracked, stale;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        reft::MutexLock l(mu_);
         tracked = jobs_[job].tracked;
         stale = jobs_[job].stale;
       }
       const Status read = !tracked ? Track(job) : stale ? Refresh(job, false) : Status::OK();
       if (!read.ok()) {
-        std::lock_guard<std::mutex> l(mu_);
+        reft::MutexLock l(mu_);
         RetryLaterLocked();  // etcd unreachable
         continue;
       }
@@ -1019,7 +1019,7 @@ void EtcdJobCoordinator::Run() {
       MaybeResign(job);
     }
     SyncJoined();
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -1034,7 +1034,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
   std::string coordinator;
   bool direct;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     gen_rev = st.gen_rev;
     epoch = st.decision_rev;
@@ -1071,7 +1071,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
   if (direct) {
     std::string address;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      reft::MutexLock lock(mu_);
       address = jobs_[job].coordinator_address;
     }
     if (address.empty()) ConnectToCoordinator(job, coordinator, term);
@@ -1081,7 +1081,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
       peer::StepCompletionReport report{job,          w.step,     nodes_->node_id(),
                                         w.rec.generation, w.rec.epoch, w.rec.ranks};
       if (ReportToCoordinator(job, coordinator, term, report)) {
-        std::lock_guard<std::mutex> lock(mu_);
+        reft::MutexLock lock(mu_);
         JobState& st = jobs_[job];
         // Counts only while that coordinator's term lasts; a new term re-sends everything.
         auto p = st.pending.find(w.step);
@@ -1097,7 +1097,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
         .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
         .ThenPut(keys::Completion(job, w.step, nodes_->node_id()), Encode(w.rec));
     auto r = etcd_->Commit(t);
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     if (!r.ok()) {
       RetryLaterLocked();
@@ -1121,7 +1121,7 @@ void EtcdJobCoordinator::ConnectToCoordinator(const std::string& job, const std:
   // Every node of the job connects when a coordinator takes over (at job start, spread over
   // the nodes' joins), not all at once at the first step under a report's deadline.
   peers_->Connect(member->address);
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   JobState& st = jobs_[job];
   if (st.coordinator_rev == term) st.coordinator_address = member->address;
 }
@@ -1134,14 +1134,14 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
   // it, so the next round looks it up again.
   std::string address;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     const JobState& st = jobs_[job];
     if (st.coordinator_rev == term) address = st.coordinator_address;
   }
   const Status s = address.empty()
                        ? Status::Unavailable("node '" + node + "' is not registered")
                        : peers_->ReportStepCompletion(address, report, options_.report_timeout);
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   if (s.ok()) {
     ++traffic_.reported;
   } else {
@@ -1179,14 +1179,14 @@ void EtcdJobCoordinator::Campaign(const std::string& job) {
   // only when this node would campaign and has no trainer of the job connected.
   bool connected;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     if (!st.want_lead || st.leader) return;
     connected = st.connected > 0;
   }
   if (!connected && store_->Ranks(job).empty()) return;
   if (lease == 0) {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     RetryLaterLocked();  // not registered (again) yet
     return;
   }
@@ -1196,12 +1196,12 @@ void EtcdJobCoordinator::Campaign(const std::string& job) {
       .ElseGet(keys::Coordinator(job));
   auto r = etcd_->Commit(t);
   if (!r.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     RetryLaterLocked();
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     st.want_lead = false;
     if (!r->succeeded) {
@@ -1220,7 +1220,7 @@ void EtcdJobCoordinator::Campaign(const std::string& job) {
 void EtcdJobCoordinator::MaybeResign(const std::string& job) {
   int64_t term = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     if (!st.leader || st.connected > 0 || !st.pending.empty() || st.coordinator_rev == 0) {
       return;
@@ -1233,11 +1233,11 @@ void EtcdJobCoordinator::MaybeResign(const std::string& job) {
       .ThenDelete(keys::Coordinator(job));
   auto r = etcd_->Commit(t);
   if (!r.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     RetryLaterLocked();
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   JobState& st = jobs_[job];
   if (!r->succeeded || st.coordinator_rev != term || st.connected > 0) return;
   st.leader = false;
@@ -1256,7 +1256,7 @@ void EtcdJobCoordinator::TakeLeaderWatchesLocked(JobState& st, std::vector<int64
 }
 
 void EtcdJobCoordinator::OnJoinedEvent(const std::string& job, const WatchUpdate& u) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   JobState& st = jobs_[job];
   if (!st.leader) return;
   // Events may be lost: forget the view; ranks it lacks are read from etcd (ConfirmTied).
@@ -1281,13 +1281,13 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
   if (!locations.ok() || !completions.ok() || !joined.ok()) {
     // Leading without a view would commit nothing; give the key back and try again.
     (void)etcd_->Delete(keys::Coordinator(job));
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     jobs_[job].want_lead = true;
     RetryLaterLocked();
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     st.leader = true;
     st.locations.clear();
@@ -1321,7 +1321,7 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
                         [this, job](const WatchUpdate& u) { OnCompletionEvent(job, u); },
                         WatchEvents::kPutsOnly);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     if (h.ok()) jobs_[job].completions_watch = *h;
     if (jw.ok()) jobs_[job].joined_watch = *jw;
     spdlog::info("job {}: node {} coordinates the job's commits", job, nodes_->node_id());
@@ -1329,7 +1329,7 @@ void EtcdJobCoordinator::BecomeLeader(const std::string& job) {
   }
   std::vector<LeadershipListener> listeners;
   {
-    std::lock_guard<std::mutex> lock(listeners_mu_);
+    reft::MutexLock lock(listeners_mu_);
     listeners = leadership_listeners_;
   }
   for (const auto& l : listeners) l(job);
@@ -1351,7 +1351,7 @@ Result<std::set<store::RankKey>> EtcdJobCoordinator::ConfirmTied(
     const peer::StepCompletionReport& report) {
   std::vector<store::RankKey> unknown;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     auto it = jobs_.find(report.job);
     if (it == jobs_.end()) return std::set<store::RankKey>();  // refused below
     const JobState& st = it->second;
@@ -1382,7 +1382,7 @@ Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& r
   }
   REFT_ASSIGN_OR_RETURN(const std::set<store::RankKey> confirmed, ConfirmTied(report));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     // Never creates a job's state: only a job this node coordinates takes reports.
     auto it = jobs_.find(report.job);
     if (it == jobs_.end() || !it->second.leader) {
@@ -1432,13 +1432,13 @@ Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& r
 }
 
 CompletionTraffic EtcdJobCoordinator::completion_traffic() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return traffic_;
 }
 
 void EtcdJobCoordinator::OnCompletionEvent(const std::string& job, const WatchUpdate& u) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     if (!st.leader) return;
     if (u.reset) {
@@ -1496,7 +1496,7 @@ void EtcdJobCoordinator::AddCompletionLocked(JobState& st, int64_t step, const s
   }
 }
 
-void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) {
+void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) const {
   sc.covered.clear();
   sc.recount = false;
   for (const auto& [node, rec] : sc.by_node) {
@@ -1513,7 +1513,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
   int64_t gen_rev, committed_rev, epoch;
   std::vector<std::pair<store::RankKey, std::string>> moved;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     if (!st.leader || !st.has_layout) return;
     generation = st.gen.generation;
@@ -1551,7 +1551,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
     }
     auto r = etcd_->Commit(batch);
     if (!r.ok() || !r->succeeded) {
-      std::lock_guard<std::mutex> lock(mu_);
+      reft::MutexLock lock(mu_);
       if (r.ok()) {
         jobs_[job].stale = true;  // the generation moved: re-read, then decide again
         work_ = true;
@@ -1571,7 +1571,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
   }
   t.ThenDeleteRange(keys::CompletionsPrefix(job), keys::CompletionsEnd(job, step));
   auto r = etcd_->Commit(t);
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   JobState& st = jobs_[job];
   if (!r.ok()) {
     RetryLaterLocked();
@@ -1600,7 +1600,7 @@ void EtcdJobCoordinator::SyncJoined() {
   std::vector<store::RankKey> put;
   std::vector<std::pair<store::RankKey, int64_t>> del;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     for (const auto& [rank, n] : joined_) {
       auto it = joined_in_etcd_.find(rank);
       if (it == joined_in_etcd_.end() || it->second == 0) put.push_back(rank);
@@ -1610,7 +1610,7 @@ void EtcdJobCoordinator::SyncJoined() {
     }
   }
   if (lease == 0 && !put.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     RetryLaterLocked();  // not registered (again) yet
     return;
   }
@@ -1622,7 +1622,7 @@ void EtcdJobCoordinator::SyncJoined() {
     const size_t last = std::min(put.size(), first + options_.max_txn_ops / 2);
     Txn t;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      reft::MutexLock lock(mu_);
       for (size_t i = first; i < last; ++i) {
         auto it = joined_in_etcd_.find(put[i]);
         const int64_t rev = it == joined_in_etcd_.end() ? 0 : it->second;
@@ -1641,7 +1641,7 @@ void EtcdJobCoordinator::SyncJoined() {
       for (size_t i = first; i < last; ++i) ClaimJoined(put[i], lease);
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     if (!r.ok()) {
       RetryLaterLocked();
       break;
@@ -1650,7 +1650,7 @@ void EtcdJobCoordinator::SyncJoined() {
   }
   std::vector<std::pair<store::RankKey, int64_t>> withdraw;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     for (const auto& [rank, rev] : declared_in_etcd_) {
       if (joined_.count(rank) == 0) withdraw.emplace_back(rank, rev);
     }
@@ -1659,7 +1659,7 @@ void EtcdJobCoordinator::SyncJoined() {
     Txn t;  // only the declaration this node wrote: a rejoined rank's newer one stays
     t.IfModRevision(keys::Replicated(rank), Compare::kEqual, rev).ThenDelete(keys::Replicated(rank));
     const bool ok = etcd_->Commit(t).ok();
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     auto it = declared_in_etcd_.find(rank);
     if (!ok) {
       RetryLaterLocked();
@@ -1674,7 +1674,7 @@ void EtcdJobCoordinator::SyncJoined() {
       t.IfModRevision(keys::Joined(rank), Compare::kEqual, rev).ThenDelete(keys::Joined(rank));
       ok = etcd_->Commit(t).ok();  // a failed compare: the key is a newer join's
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     auto it = joined_in_etcd_.find(rank);
     if (!ok) {
       RetryLaterLocked();
@@ -1697,7 +1697,7 @@ void EtcdJobCoordinator::ClaimJoined(const store::RankKey& rank, int64_t lease) 
         // this node's session of it is stale and its completions do not count.
         spdlog::warn("job {}: rank {} is joined on node '{}' now; this node's trainer of it is "
                      "stale", rank.job, rank.ToString(), ref->node);
-        std::lock_guard<std::mutex> lock(mu_);
+        reft::MutexLock lock(mu_);
         joined_in_etcd_[rank] = -1;  // never written by this node again (until it rejoins)
         return;
       }
@@ -1713,12 +1713,12 @@ void EtcdJobCoordinator::ClaimJoined(const store::RankKey& rank, int64_t lease) 
     auto r = etcd_->Commit(t);
     if (!r.ok()) break;
     if (r->succeeded) {
-      std::lock_guard<std::mutex> lock(mu_);
+      reft::MutexLock lock(mu_);
       joined_in_etcd_[rank] = r->revision;
       return;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   RetryLaterLocked();
 }
 
@@ -1742,19 +1742,19 @@ bool EtcdJobCoordinator::ForgetIfGoneLocked(const std::string& job, std::vector<
 }
 
 std::optional<local::JobOwner> EtcdJobCoordinator::KnownOwner(const std::string& job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return std::nullopt;
   return it->second.owner;
 }
 
 size_t EtcdJobCoordinator::followed_jobs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return jobs_.size();
 }
 
 bool EtcdJobCoordinator::LeadsAnyJob() {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   for (const auto& [job, st] : jobs_) {
     if (st.leader) return true;
   }
@@ -1773,7 +1773,7 @@ void EtcdJobCoordinator::RebindLeasedKeysLocked() {
 void EtcdJobCoordinator::OnLeaseMoved(int64_t) {
   // The old lease lapses a TTL from now, well after the worker moved the joined keys.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     RebindLeasedKeysLocked();
   }
   cv_.notify_all();
@@ -1782,7 +1782,7 @@ void EtcdJobCoordinator::OnLeaseMoved(int64_t) {
 void EtcdJobCoordinator::OnReregistered(int64_t) {
   // Everything bound to the old lease is gone: joined keys and the coordinator keys.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     RebindLeasedKeysLocked();
     for (auto& [job, st] : jobs_) {
       if (st.leader) {

@@ -10,6 +10,7 @@
 
 #include "reft/coord/keys.h"
 #include "reft/coord/records.h"
+#include "reft/thread.h"
 
 namespace reft::coord {
 
@@ -31,7 +32,10 @@ peer::MemberInfo ToMember(const std::string& id, const NodeRecord& r, bool self)
 
 EtcdNodeDirectory::EtcdNodeDirectory(peer::PeerOptions options, std::shared_ptr<EtcdClient> etcd,
                                      LeaseSizing lease)
-    : options_(std::move(options)), etcd_(std::move(etcd)), sizing_(lease),
+    : node_id_(options.node_id),
+      etcd_(std::move(etcd)),
+      sizing_(lease),
+      options_(std::move(options)),
       lease_ttl_(lease.floor) {
   if (options_.epoch == 0) options_.epoch = peer::NewEpoch();
 }
@@ -39,7 +43,7 @@ EtcdNodeDirectory::EtcdNodeDirectory(peer::PeerOptions options, std::shared_ptr<
 EtcdNodeDirectory::~EtcdNodeDirectory() { Stop(); }
 
 void EtcdNodeDirectory::SetAdvertiseAddress(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   options_.advertise_address = address;
 }
 
@@ -55,46 +59,47 @@ Result<int64_t> EtcdNodeDirectory::Register(std::chrono::seconds ttl) {
   REFT_ASSIGN_OR_RETURN(lease, etcd_->GrantLease(ttl, [this](int64_t l) { OnLeaseLost(l); }));
   NodeRecord rec;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     rec.address = options_.advertise_address;
     rec.epoch = options_.epoch;  // a new one after the lease expired (OnLeaseLost)
   }
   // The leased key says "alive"; the known record (no lease) keeps the node listed as dead
   // once the lease expires.
-  Status put = etcd_->Commit(Txn()
-                                 .ThenPut(keys::Node(options_.node_id), Encode(rec), lease)
-                                 .ThenPut(keys::Known(options_.node_id), Encode(rec)))
+  Status put = etcd_
+                   ->Commit(Txn()
+                                .ThenPut(keys::Node(node_id_), Encode(rec), lease)
+                                .ThenPut(keys::Known(node_id_), Encode(rec)))
                    .status();
   if (!put.ok()) {
     (void)etcd_->RevokeLease(lease);  // best effort: it expires by itself otherwise
-    return put.WithContext("registering node '" + options_.node_id + "' in etcd");
+    return put.WithContext("registering node '" + node_id_ + "' in etcd");
   }
   return lease;
 }
 
 Status EtcdNodeDirectory::Start() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     stopped_ = false;
   }
   {
-    std::lock_guard<std::mutex> reg(register_mu_);
+    reft::MutexLock reg(register_mu_);
     const std::chrono::seconds ttl = SizedTtl(false);
     int64_t lease;
     REFT_ASSIGN_OR_RETURN(lease, Register(ttl));
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     lease_ = lease;
     lease_ttl_ = ttl;
   }
   if (sizing_.renewals_per_s > 0 && !sizing_thread_.joinable()) {
-    sizing_thread_ = std::thread([this] { SizeLeaseLoop(); });
+    sizing_thread_ = reft::Thread("reft-etcd-lease", [this] { SizeLeaseLoop(); });
   }
   return Status::OK();
 }
 
 void EtcdNodeDirectory::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
   }
@@ -105,21 +110,21 @@ void EtcdNodeDirectory::Stop() {
   {
     // A lost lease's re-registration in progress sees stopped_ and gives up; it must be over
     // before this directory may go away (it runs on the etcd client's thread).
-    std::unique_lock<std::mutex> lock(mu_);
-    sizing_cv_.wait(lock, [&] { return lease_lost_running_ == 0; });
+    reft::MutexLock lock(mu_);
+    lock.Wait(sizing_cv_, [&]() REFT_REQUIRES(mu_) { return lease_lost_running_ == 0; });
   }
   int64_t lease;
   {
     // After a move in progress (SizeLease called by another thread than the sizing one).
-    std::lock_guard<std::mutex> reg(register_mu_);
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock reg(register_mu_);
+    reft::MutexLock lock(mu_);
     lease = lease_;
     lease_ = 0;
   }
   if (lease != 0) (void)etcd_->RevokeLease(lease);  // expires by itself if etcd is unreachable
   int64_t watches[2];
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     watches[0] = std::exchange(departures_.handle, 0);
     watches[1] = std::exchange(arrivals_.handle, 0);
   }
@@ -131,7 +136,7 @@ void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
   std::vector<Listener> listeners;
   std::vector<std::function<void(int64_t)>> rereg;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     if (stopped_ || lost != lease_) return;
     lease_ = 0;
     listeners = listeners_;
@@ -141,7 +146,7 @@ void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
     EtcdNodeDirectory* d;
     ~Done() {
       {
-        std::lock_guard<std::mutex> lock(d->mu_);
+        reft::MutexLock lock(d->mu_);
         --d->lease_lost_running_;
       }
       d->sizing_cv_.notify_all();
@@ -154,28 +159,30 @@ void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
   uint64_t new_epoch = peer::NewEpoch();
   std::chrono::seconds old_ttl;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     new_epoch = std::max(new_epoch, options_.epoch + 1);
     options_.epoch = new_epoch;
     old_ttl = lease_ttl_;
   }
-  spdlog::warn("node {}: its etcd lease expired (paused or cut off from etcd for longer than "
-               "the lease TTL of {} s): declared dead by the others; registering again under "
-               "epoch {}", options_.node_id, old_ttl.count(), new_epoch);
+  spdlog::warn(
+      "node {}: its etcd lease expired (paused or cut off from etcd for longer than "
+      "the lease TTL of {} s): declared dead by the others; registering again under "
+      "epoch {}",
+      node_id_, old_ttl.count(), new_epoch);
   int64_t lease = 0;
   {
-    std::lock_guard<std::mutex> reg(register_mu_);
+    reft::MutexLock reg(register_mu_);
     for (auto backoff = std::chrono::milliseconds(100);;
          backoff = std::min(backoff * 2, std::chrono::milliseconds(2000))) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        reft::MutexLock lock(mu_);
         if (stopped_) return;
       }
       const std::chrono::seconds ttl = SizedTtl(false);  // its key is gone with the lease
       auto registered = Register(ttl);
       if (registered.ok()) {
         lease = *registered;
-        std::lock_guard<std::mutex> lock(mu_);
+        reft::MutexLock lock(mu_);
         lease_ = lease;
         lease_ttl_ = ttl;
         rereg = reregister_listeners_;
@@ -184,19 +191,19 @@ void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
       std::this_thread::sleep_for(backoff);
     }
   }
-  peer::MemberInfo self = ToMember(options_.node_id, {SelfCaller().address(), epoch()}, true);
+  peer::MemberInfo self = ToMember(node_id_, {SelfCaller().address(), epoch()}, true);
   for (const auto& l : listeners) l(self, peer::MemberState::kDead);
   for (const auto& l : rereg) l(lease);
 }
 
 bool EtcdNodeDirectory::SizeLease() {
-  std::lock_guard<std::mutex> reg(register_mu_);
+  reft::MutexLock reg(register_mu_);
   const std::chrono::seconds wanted = SizedTtl(true);
   int64_t old;
   std::chrono::seconds current;
   std::vector<LeaseMoveListener> owners;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     if (stopped_ || lease_ == 0) return false;  // stopping, or registering again
     old = lease_;
     current = lease_ttl_;
@@ -210,7 +217,7 @@ bool EtcdNodeDirectory::SizeLease() {
   if (!moved.ok()) return false;  // next time
   bool taken = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     // Not when stopped, or when the old lease was lost meanwhile (its re-registration waits
     // for this move, and registers again after it): then the new lease is not this node's.
     if (!stopped_ && lease_ == old) {
@@ -228,41 +235,43 @@ bool EtcdNodeDirectory::SizeLease() {
   }
   // Not revoked: what the owners have not put under the new lease yet stays until it lapses.
   etcd_->ForgetLease(old);
-  spdlog::info("node {}: lease TTL {} s -> {} s for the nodes registered now (renewal budget "
-               "{}/s)", options_.node_id, current.count(), wanted.count(), sizing_.renewals_per_s);
+  spdlog::info(
+      "node {}: lease TTL {} s -> {} s for the nodes registered now (renewal budget "
+      "{}/s)",
+      node_id_, current.count(), wanted.count(), sizing_.renewals_per_s);
   return true;
 }
 
 void EtcdNodeDirectory::SizeLeaseLoop() {
-  std::mt19937_64 rng(std::hash<std::string>{}(options_.node_id) ^ options_.epoch);
+  reft::MutexLock lock(mu_);  // also for the epoch: OnLeaseLost changes it
+  std::mt19937_64 rng(std::hash<std::string>{}(node_id_) ^ options_.epoch);
   std::uniform_real_distribution<double> jitter(0.5, 1.5);
-  std::unique_lock<std::mutex> lock(mu_);
   while (!stopped_) {
     // Jittered: nodes started together must not all count (and move) at the same moment.
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
         sizing_.check_every * jitter(rng));
-    if (sizing_cv_.wait_for(lock, wait, [&] { return stopped_; })) break;
-    lock.unlock();
+    if (lock.WaitFor(sizing_cv_, wait, [&]() REFT_REQUIRES(mu_) { return stopped_; })) break;
+    lock.Unlock();
     (void)SizeLease();
-    lock.lock();
+    lock.Lock();
   }
 }
 
 std::chrono::seconds EtcdNodeDirectory::lease_ttl() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return lease_ttl_;
 }
 
 void EtcdNodeDirectory::AddLeaseMoveListener(LeaseMoveListener listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   move_listeners_.push_back(std::move(listener));
 }
 
 v1::Caller EtcdNodeDirectory::SelfCaller() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   v1::Caller c;
   c.set_protocol_version(peer::kProtocolVersion);
-  c.set_node_id(options_.node_id);
+  c.set_node_id(node_id_);
   c.set_epoch(options_.epoch);
   c.set_address(options_.advertise_address);
   return c;
@@ -277,12 +286,13 @@ std::vector<peer::MemberInfo> EtcdNodeDirectory::Registered() const {
       const std::string id = keys::NodeIdOf(kv.key);
       auto rec = DecodeNode(kv.key, kv.value);
       if (id.empty() || !rec.ok()) continue;
-      const bool self = id == options_.node_id;
+      const bool self = id == node_id_;
       self_listed |= self;
       out.push_back(ToMember(id, *rec, self));
     }
   }
-  if (!self_listed) out.insert(out.begin(), ToMember(options_.node_id, {SelfCaller().address(), epoch()}, true));
+  if (!self_listed)
+    out.insert(out.begin(), ToMember(node_id_, {SelfCaller().address(), epoch()}, true));
   return out;
 }
 
@@ -312,12 +322,12 @@ std::vector<peer::MemberInfo> EtcdNodeDirectory::LiveMembers() const {
 }
 
 std::optional<peer::MemberInfo> EtcdNodeDirectory::Find(const std::string& node_id) const {
-  if (node_id == options_.node_id) {
+  if (node_id == node_id_) {
     return ToMember(node_id, {SelfCaller().address(), epoch()}, true);
   }
   const auto now = std::chrono::steady_clock::now();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     auto it = cache_.find(node_id);
     if (it != cache_.end() && now - it->second.at < kCacheTtl) return it->second.info;
   }
@@ -327,7 +337,7 @@ std::optional<peer::MemberInfo> EtcdNodeDirectory::Find(const std::string& node_
     // kept for another TTL: otherwise every peer call into a node cut off from etcd waits for
     // an etcd timeout first (AdmitCaller looks its caller up), and a few callers at once
     // occupy its server long enough to stall its neighbours' copies.
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     auto it = cache_.find(node_id);
     if (it == cache_.end()) return std::nullopt;
     it->second.at = now;
@@ -343,17 +353,17 @@ std::optional<peer::MemberInfo> EtcdNodeDirectory::Find(const std::string& node_
     dead.state = peer::MemberState::kDead;
     info = dead;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   cache_[node_id] = {info, now};
   return info;
 }
 
 peer::NodeLiveness EtcdNodeDirectory::Liveness(const std::string& node_id) const {
-  if (node_id == options_.node_id) return peer::NodeLiveness::kAlive;
+  if (node_id == node_id_) return peer::NodeLiveness::kAlive;
   auto kv = etcd_->Get(keys::Node(node_id));
   if (!kv.ok()) return peer::NodeLiveness::kUnknown;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     cache_.erase(node_id);
   }
   return kv->has_value() ? peer::NodeLiveness::kAlive : peer::NodeLiveness::kDead;
@@ -364,7 +374,7 @@ std::vector<peer::NodeStatus> EtcdNodeDirectory::Lookup(
   std::vector<peer::NodeStatus> out(node_ids.size());
   auto all = etcd_->GetPrefix(keys::NodesPrefix());
   if (!all.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     for (size_t i = 0; i < node_ids.size(); ++i) {
       auto it = cache_.find(node_ids[i]);
       if (it != cache_.end()) out[i].info = it->second.info;
@@ -377,10 +387,10 @@ std::vector<peer::NodeStatus> EtcdNodeDirectory::Lookup(
     if (rec.ok()) registered[keys::NodeIdOf(kv.key)] = *rec;
   }
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   for (size_t i = 0; i < node_ids.size(); ++i) {
     const std::string& id = node_ids[i];
-    if (id == options_.node_id) {
+    if (id == node_id_) {
       out[i] = {peer::NodeLiveness::kAlive,
                 ToMember(id, {options_.advertise_address, options_.epoch}, true)};
       continue;
@@ -400,7 +410,7 @@ std::vector<peer::NodeStatus> EtcdNodeDirectory::Lookup(
 }
 
 void EtcdNodeDirectory::AddListener(Listener listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   listeners_.push_back(std::move(listener));
 }
 
@@ -417,7 +427,7 @@ void EtcdNodeDirectory::AddArrivalListener(ArrivalListener listener) {
 void EtcdNodeDirectory::FollowRegistrations(RegistrationWatch* w, WatchEvent::Type type,
                                             std::function<void(const std::string&)> listener) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     w->listeners.push_back(std::move(listener));
     if (w->handle != 0) return;
   }
@@ -430,7 +440,7 @@ void EtcdNodeDirectory::FollowRegistrations(RegistrationWatch* w, WatchEvent::Ty
     if (u.reset) nodes.push_back("");  // history compacted: changes may be missed
     for (const auto& ev : u.events) {
       const std::string id = keys::NodeIdOf(ev.kv.key);
-      if (ev.type != type || id.empty() || id == options_.node_id) continue;
+      if (ev.type != type || id.empty() || id == node_id_) continue;
       if (ev.type == WatchEvent::Type::kPut) {
         std::string& last = (*seen)[id];
         if (last == ev.kv.value) continue;
@@ -440,7 +450,7 @@ void EtcdNodeDirectory::FollowRegistrations(RegistrationWatch* w, WatchEvent::Ty
     }
     std::vector<std::function<void(const std::string&)>> listeners;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      reft::MutexLock lock(mu_);
       listeners = w->listeners;
     }
     for (const auto& id : nodes)
@@ -449,7 +459,7 @@ void EtcdNodeDirectory::FollowRegistrations(RegistrationWatch* w, WatchEvent::Ty
   const bool deletes = type == WatchEvent::Type::kDelete;
   const int64_t h = WatchRegistrations(deletes ? WatchEvents::kDeletesOnly : WatchEvents::kPutsOnly, notify,
                                        deletes ? "departures" : "arrivals");
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   w->handle = h;
 }
 
@@ -457,28 +467,28 @@ int64_t EtcdNodeDirectory::WatchRegistrations(WatchEvents events, std::function<
                                               const char* what) {
   // From the store's revision now (one key read for it), so that every change after this call
   // returns is heard; 0 (from whenever the watch starts) when etcd does not answer.
-  auto now = etcd_->GetPrefix(keys::Node(options_.node_id), 1);
+  auto now = etcd_->GetPrefix(keys::Node(node_id_), 1);
   const int64_t from = now.ok() ? now->revision + 1 : 0;
   auto h = etcd_->Watch(keys::NodesPrefix(), true, from, std::move(notify), events);
   if (!h.ok()) {
-    spdlog::warn("node {}: cannot watch {} in etcd: {}", options_.node_id, what, h.status().ToString());
+    spdlog::warn("node {}: cannot watch {} in etcd: {}", node_id_, what, h.status().ToString());
     return 0;
   }
   return *h;
 }
 
 void EtcdNodeDirectory::AddReregisterListener(std::function<void(int64_t)> listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   reregister_listeners_.push_back(std::move(listener));
 }
 
 int64_t EtcdNodeDirectory::lease() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return lease_;
 }
 
 Status EtcdNodeDirectory::AdmitCaller(const v1::Caller& c) {
-  REFT_RETURN_NOT_OK(peer::CheckCallerProtocol(c, options_.node_id));
+  REFT_RETURN_NOT_OK(peer::CheckCallerProtocol(c, node_id_));
   // Fencing: a caller older than the epoch it registered since was declared dead and came
   // back; what it says under the old identity is not believed.
   auto known = Find(c.node_id());

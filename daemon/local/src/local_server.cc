@@ -1,7 +1,6 @@
 #include "reft/local/local_server.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -17,6 +16,7 @@
 #include <thread>
 
 #include "reft/mutex.h"
+#include "reft/thread.h"
 #include "session.h"
 
 namespace reft::local {
@@ -32,13 +32,13 @@ struct LocalServer::Impl {
   SessionContext ctx;
 
   UniqueFd listen_fd, epoll_fd, wake_fd;
-  std::thread loop;
+  reft::Thread loop;
   bool started = false;
   bool stopped = false;
 
   mutable Mutex mu;  // sessions + work queue
   std::condition_variable work_cv;
-  std::vector<std::thread> workers REFT_GUARDED_BY(mu);
+  std::vector<reft::Thread> workers REFT_GUARDED_BY(mu);
   std::deque<std::shared_ptr<Session>> work REFT_GUARDED_BY(mu);
   bool workers_exit REFT_GUARDED_BY(mu) = false;
   std::map<int, std::shared_ptr<Session>> by_fd REFT_GUARDED_BY(mu);  // sessions still in epoll
@@ -194,7 +194,6 @@ void LocalServer::Impl::OnReadable(const std::shared_ptr<Session>& s) {
 }
 
 void LocalServer::Impl::LoopMain() {
-  pthread_setname_np(pthread_self(), "reft-local");
   epoll_event events[64];
   while (!loop_exit.load()) {
     int n = ::epoll_wait(epoll_fd.get(), events, 64, -1);
@@ -254,11 +253,7 @@ void LocalServer::Impl::WorkerMain() {
 
 void LocalServer::Impl::StartWorkerLocked() {
   const size_t i = workers.size();
-  workers.emplace_back([this, i] {
-    std::string name = "reft-copy-" + std::to_string(i);
-    pthread_setname_np(pthread_self(), name.c_str());
-    WorkerMain();
-  });
+  workers.emplace_back("reft-copy-" + std::to_string(i), [this] { WorkerMain(); });
 }
 
 Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOptions& options,
@@ -357,7 +352,7 @@ Status LocalServer::Start() {
     MutexLock lock(d.mu);
     for (int i = 0; i < d.options.copy_threads; ++i) d.StartWorkerLocked();
   }
-  d.loop = std::thread([&d] { d.LoopMain(); });
+  d.loop = reft::Thread("reft-local", [&d] { d.LoopMain(); });
   return Status::OK();
 }
 
@@ -377,7 +372,7 @@ void LocalServer::Stop() {
     for (auto& [fd, s] : d.by_fd) open.push_back(s);
   }
   for (auto& s : open) d.HangUp(s);
-  std::vector<std::thread> workers;
+  std::vector<reft::Thread> workers;
   {
     MutexLock lock(d.mu);
     d.workers_exit = true;

@@ -133,7 +133,7 @@ Result<std::unique_ptr<BulkListener>> BulkListener::Listen(const std::string& ad
 
 BulkListener::BulkListener(UniqueFd listener, UniqueFd wake, uint16_t port)
     : listener_(std::move(listener)), wake_(std::move(wake)), port_(port) {
-  thread_ = std::thread([this] { AcceptLoop(); });
+  thread_ = reft::Thread("reft-bulk", [this] { AcceptLoop(); });
 }
 
 BulkListener::~BulkListener() {

@@ -38,16 +38,16 @@ DistributedCommitCoordinator::DistributedCommitCoordinator(store::SnapshotStore*
 DistributedCommitCoordinator::~DistributedCommitCoordinator() { Stop(); }
 
 Status DistributedCommitCoordinator::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   if (running_) return Status::OK();
   running_ = true;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = reft::Thread("reft-commit-xch", [this] { Run(); });
   return Status::OK();
 }
 
 void DistributedCommitCoordinator::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     running_ = false;
   }
   cv_.notify_all();
@@ -115,7 +115,7 @@ void DistributedCommitCoordinator::TryCommitLocked(const std::string& job, JobSt
 Status DistributedCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
                                           const local::Joiner&) {
   REFT_RETURN_NOT_OK(layout.CheckRank(rank));
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   JobState& st = StateLocked(rank.job);
   if (st.has_layout && !(st.layout == layout)) {
     if (st.connected > 0) {
@@ -131,7 +131,7 @@ Status DistributedCommitCoordinator::Join(const store::RankKey& rank, const JobL
 }
 
 void DistributedCommitCoordinator::Leave(const store::RankKey& rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   auto it = jobs_.find(rank.job);
   if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
   auto j = joined_.find(rank);
@@ -140,7 +140,7 @@ void DistributedCommitCoordinator::Leave(const store::RankKey& rank) {
 
 std::vector<store::RankKey> DistributedCommitCoordinator::JoinedRanks(
     const std::optional<std::string>& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   std::vector<store::RankKey> out;
   for (const auto& [rank, n] : joined_) {
     if (!job || rank.job == *job) out.push_back(rank);
@@ -149,7 +149,7 @@ std::vector<store::RankKey> DistributedCommitCoordinator::JoinedRanks(
 }
 
 bool DistributedCommitCoordinator::IsJoined(const store::RankKey& rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return joined_.count(rank) > 0;
 }
 
@@ -158,14 +158,14 @@ Status DistributedCommitCoordinator::SyncNow(const std::string& job,
   if (job.empty()) return Status::InvalidArgument("SyncNow: empty job id");
   v1::ExchangeCommitStateRequest req;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     *req.add_jobs() = ExportLocked(job, StateLocked(job));
   }
   // One call per live member at once; each ends at its own deadline, so this returns within
   // about `timeout` even when a member hangs (its future is then an error, not a wait).
   std::vector<std::pair<std::string, std::future<Status>>> calls;
   for (const auto& m : membership_->LiveMembers()) {
-    calls.emplace_back(m.node_id, std::async(std::launch::async, [this, m, req, timeout]() {
+    calls.emplace_back(m.node_id, reft::Async("reft-sync-state", [this, m, req, timeout]() {
                          auto r = client_->ExchangeCommitState(m.address, req, timeout);
                          if (!r.ok()) return r.status();
                          for (const auto& j : r->jobs())
@@ -190,7 +190,7 @@ Status DistributedCommitCoordinator::SyncNow(const std::string& job,
 Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_t step,
                                               int64_t epoch) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     const int64_t current = CurrentEpoch(decisions_, rank.job);
     if (epoch != current) return local::StaleEpoch(rank, step, epoch, current);
     JobState& st = StateLocked(rank.job);
@@ -204,19 +204,19 @@ Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_
 }
 
 int64_t DistributedCommitCoordinator::RestoreEpoch(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return CurrentEpoch(decisions_, job);
 }
 
 std::optional<int64_t> DistributedCommitCoordinator::NewestCommitted(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return StateLocked(job).newest_committed;
 }
 
 bool DistributedCommitCoordinator::WaitCommitted(const std::string& job, int64_t step,
                                                  std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] {
+  reft::MutexLock lock(mu_);
+  return lock.WaitFor(cv_, timeout, [&]() REFT_REQUIRES(mu_) {
     auto n = StateLocked(job).newest_committed;
     return n && *n >= step;
   });
@@ -256,7 +256,7 @@ Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::J
   if (in.job().empty()) return Status::InvalidArgument("JobCommitState.job is empty");
   v1::JobCommitState out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = StateLocked(in.job());
     // Generations: a lower one is stale (answered with ours, so the sender rolls back); a higher
     // one replaces ours. Two restores that started the same generation from different bases
@@ -360,7 +360,7 @@ JobGeneration DistributedCommitCoordinator::InfoLocked(const JobState& st) const
 }
 
 std::optional<JobLayout> DistributedCommitCoordinator::Layout(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   if (!KnownLocked(job)) return std::nullopt;
   const JobState& st = StateLocked(job);
   if (!st.has_layout) return std::nullopt;
@@ -368,14 +368,14 @@ std::optional<JobLayout> DistributedCommitCoordinator::Layout(const std::string&
 }
 
 std::vector<std::string> DistributedCommitCoordinator::Jobs() {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   std::vector<std::string> out;
   for (const auto& [job, st] : jobs_) out.push_back(job);
   return out;
 }
 
 JobGeneration DistributedCommitCoordinator::Generation(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   if (!KnownLocked(job)) return JobGeneration{};
   return InfoLocked(StateLocked(job));
 }
@@ -393,7 +393,7 @@ JobGeneration DistributedCommitCoordinator::StartGeneration(const std::string& j
                                                             const GenerationStart& start) {
   JobGeneration out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     JobState& st = StateLocked(job);
     // This node's view only (no consensus): a step it committed since the fall-back was decided
     // voids the fall-back here.
@@ -411,23 +411,23 @@ JobGeneration DistributedCommitCoordinator::StartGeneration(const std::string& j
 }
 
 void DistributedCommitCoordinator::AddGenerationListener(GenerationListener listener) {
-  std::lock_guard<std::mutex> lock(listeners_mu_);
+  reft::MutexLock lock(listeners_mu_);
   listeners_.push_back(std::move(listener));
 }
 
 void DistributedCommitCoordinator::SetStateDir(std::string dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   state_dir_ = std::move(dir);
 }
 
 void DistributedCommitCoordinator::NotifyGenerations() {
   std::vector<GenerationEvent> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     events.swap(pending_events_);
   }
   if (events.empty()) return;
-  std::lock_guard<std::mutex> lock(listeners_mu_);
+  reft::MutexLock lock(listeners_mu_);
   for (const auto& e : events) {
     for (const auto& l : listeners_) l(e.job, e.generation, e.dropped);
   }
@@ -448,7 +448,7 @@ bool DistributedCommitCoordinator::LeadsJob(const std::string&) {
 
 Result<std::optional<RestoreDecision>> DistributedCommitCoordinator::Decision(
     const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   auto it = decisions_.find(job);
   if (it == decisions_.end()) return std::optional<RestoreDecision>();
   return std::optional<RestoreDecision>(it->second);
@@ -456,7 +456,7 @@ Result<std::optional<RestoreDecision>> DistributedCommitCoordinator::Decision(
 
 Result<RestoreDecision> DistributedCommitCoordinator::ProposeDecision(
     const std::string& job, const RestoreDecision& decision, int64_t expected_version) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   RestoreDecision& cur = decisions_[job];
   if (cur.version != expected_version) return cur;
   const int64_t next = cur.version + 1;
@@ -466,7 +466,7 @@ Result<RestoreDecision> DistributedCommitCoordinator::ProposeDecision(
 }
 
 std::vector<v1::JobCommitState> DistributedCommitCoordinator::AllStates() {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   std::vector<v1::JobCommitState> out;
   for (const auto& [job, st] : jobs_) out.push_back(ExportLocked(job, st));
   return out;
@@ -478,7 +478,7 @@ void DistributedCommitCoordinator::PushAll(const std::vector<v1::JobCommitState>
   for (const auto& j : jobs) *req.add_jobs() = j;
   std::vector<std::future<void>> calls;
   for (const auto& m : membership_->LiveMembers()) {
-    calls.push_back(std::async(std::launch::async, [this, m, req]() {
+    calls.push_back(reft::Async("reft-push-state", [this, m, req]() {
       auto r = client_->ExchangeCommitState(m.address, req);
       if (!r.ok()) return;  // the next round retries
       for (const auto& j : r->jobs()) WarnIfRefused(MergeRemote(j).status(), j.job(), m.node_id);
@@ -492,8 +492,9 @@ void DistributedCommitCoordinator::Run() {
   while (true) {
     std::vector<v1::JobCommitState> push;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, next_full, [&] { return !running_ || !dirty_.empty(); });
+      reft::MutexLock lock(mu_);
+      lock.WaitUntil(cv_, next_full,
+                     [&]() REFT_REQUIRES(mu_) { return !running_ || !dirty_.empty(); });
       if (!running_) return;
       bool full = std::chrono::steady_clock::now() >= next_full;
       if (full) {

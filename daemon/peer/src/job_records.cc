@@ -1,7 +1,5 @@
 #include "reft/peer/job_records.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 
 namespace reft::peer {
@@ -21,10 +19,7 @@ Status JobRecords::Start() {
   MutexLock lock(mu_);
   if (running_) return Status::OK();
   running_ = true;
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "reft-sweeper");
-    Run();
-  });
+  thread_ = reft::Thread("reft-sweeper", [this] { Run(); });
   return Status::OK();
 }
 

@@ -52,22 +52,21 @@ Membership::Membership(PeerOptions options, PeerClient* client)
 Membership::~Membership() { Stop(); }
 
 void Membership::SetAdvertiseAddress(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   self_.address = address;
-  options_.advertise_address = address;
 }
 
 Status Membership::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   if (running_) return Status::OK();
   running_ = true;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = reft::Thread("reft-membership", [this] { Run(); });
   return Status::OK();
 }
 
 void Membership::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     running_ = false;
   }
   cv_.notify_all();
@@ -75,7 +74,7 @@ void Membership::Stop() {
 }
 
 v1::Caller Membership::SelfCaller() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   v1::Caller c;
   c.set_protocol_version(kProtocolVersion);
   c.set_node_id(self_.node_id);
@@ -85,19 +84,19 @@ v1::Caller Membership::SelfCaller() const {
 }
 
 uint64_t Membership::epoch() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return self_.epoch;
 }
 
 std::vector<MemberInfo> Membership::Members() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   std::vector<MemberInfo> out{self_};
   for (const auto& [id, e] : members_) out.push_back(e.info);
   return out;
 }
 
 std::vector<MemberInfo> Membership::LiveMembers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   std::vector<MemberInfo> out;
   for (const auto& [id, e] : members_) {
     if (e.info.state != MemberState::kDead) out.push_back(e.info);
@@ -106,7 +105,7 @@ std::vector<MemberInfo> Membership::LiveMembers() const {
 }
 
 std::optional<MemberInfo> Membership::Find(const std::string& node_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   if (node_id == self_.node_id) return self_;
   auto it = members_.find(node_id);
   if (it == members_.end()) return std::nullopt;
@@ -114,17 +113,17 @@ std::optional<MemberInfo> Membership::Find(const std::string& node_id) const {
 }
 
 bool Membership::IsFenced() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   return fenced_;
 }
 
 void Membership::ClearFence() {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   fenced_ = false;
 }
 
 void Membership::AddListener(Listener listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   listeners_.push_back(std::move(listener));
 }
 
@@ -132,7 +131,7 @@ void Membership::Notify(const std::vector<Event>& events) {
   if (events.empty()) return;
   std::vector<Listener> ls;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     ls = listeners_;
   }
   for (const auto& [m, prev] : events) {
@@ -146,7 +145,7 @@ Status Membership::AdmitCaller(const v1::Caller& c) {
   std::vector<Event> events;
   Status result;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     if (c.node_id() == self_.node_id) {
       if (c.epoch() != self_.epoch) {
         result = Status::Protocol(std::string(kFencedPrefix) + " node id '" + c.node_id() +
@@ -247,7 +246,7 @@ bool Membership::RoomForOneMoreLocked() const {
 void Membership::Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate>& updates) {
   std::vector<Event> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     for (const auto& u : updates) MergeOneLocked(FromUpdate(u), &events);
   }
   Notify(events);
@@ -262,7 +261,7 @@ void Membership::ChangedLocked(Entry* e) const {
 }
 
 void Membership::FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   // Always this node: its incarnation is how it refutes a suspicion. Then every fact still
   // being disseminated; the table is bounded (max_gossip_nodes), so no per-message cap.
   ToUpdate(self_, out->Add());
@@ -274,7 +273,7 @@ void Membership::FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate
 }
 
 void Membership::FillFullTable(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  reft::MutexLock lock(mu_);
   ToUpdate(self_, out->Add());
   for (const auto& [id, e] : members_) ToUpdate(e.info, out->Add());
 }
@@ -282,7 +281,7 @@ void Membership::FillFullTable(google::protobuf::RepeatedPtrField<v1::MemberUpda
 void Membership::OnFenced(const std::string& message) {
   std::vector<Event> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     // A peer refused our epoch. Unless we already moved to a newer epoch, fence and rejoin.
     if (fenced_ && message.find(std::to_string(self_.epoch)) == std::string::npos) return;
     fenced_ = true;
@@ -293,8 +292,8 @@ void Membership::OnFenced(const std::string& message) {
   Notify(events);
 }
 
-void Membership::MarkSuspect(const std::string& node_id, uint64_t epoch, uint64_t incarnation,
-                             std::vector<Event>* events) {
+void Membership::MarkSuspectLocked(const std::string& node_id, uint64_t epoch, uint64_t incarnation,
+                                   std::vector<Event>* events) {
   MemberInfo u;
   u.node_id = node_id;
   u.epoch = epoch;
@@ -324,7 +323,7 @@ void Membership::ExpireSuspectsLocked(std::vector<Event>* events) {
 void Membership::ContactSeeds() {
   std::set<std::string> known;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     known.insert(self_.address);
     for (const auto& [id, e] : members_) known.insert(e.info.address);
   }
@@ -345,7 +344,7 @@ void Membership::ContactSeeds() {
 bool Membership::ProbeIndirect(const MemberInfo& target) {
   std::vector<MemberInfo> helpers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     for (const auto& [id, e] : members_) {
       if (id != target.node_id && e.info.state == MemberState::kAlive) helpers.push_back(e.info);
     }
@@ -359,8 +358,9 @@ bool Membership::ProbeIndirect(const MemberInfo& target) {
     req.set_target_node_id(target.node_id);
     req.set_timeout_ms(static_cast<uint32_t>(options_.probe_timeout.count()));
     FillUpdates(req.mutable_updates());
-    acks.push_back(std::async(std::launch::async, [this, h, req]() {
-      auto r = client_->PingReq(h.address, req, 2 * options_.probe_timeout + options_.probe_timeout);
+    acks.push_back(reft::Async("reft-ping-req", [this, h, req]() {
+      auto r =
+          client_->PingReq(h.address, req, 2 * options_.probe_timeout + options_.probe_timeout);
       if (!r.ok()) return false;
       Merge(r->updates());
       return r->target_acked();
@@ -374,7 +374,7 @@ bool Membership::ProbeIndirect(const MemberInfo& target) {
 void Membership::ProbeOnce(bool full_table) {
   std::optional<MemberInfo> target;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     // Round-robin over a shuffled order (SWIM §4.3): bounded time to the first probe of a
     // failed member, unlike uniform random picks.
     for (size_t tries = 0; tries < probe_order_.size() && !target; ++tries) {
@@ -404,11 +404,11 @@ void Membership::ProbeOnce(bool full_table) {
   if (ProbeIndirect(*target)) return;
   std::vector<Event> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     auto it = members_.find(target->node_id);
     if (it != members_.end() && it->second.info.epoch == target->epoch &&
         it->second.info.state == MemberState::kAlive) {
-      MarkSuspect(target->node_id, target->epoch, it->second.info.incarnation, &events);
+      MarkSuspectLocked(target->node_id, target->epoch, it->second.info.incarnation, &events);
     }
   }
   Notify(events);
@@ -417,7 +417,7 @@ void Membership::ProbeOnce(bool full_table) {
 void Membership::ReconnectDead() {
   std::optional<MemberInfo> target;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     std::vector<const MemberInfo*> dead;
     for (const auto& [id, e] : members_) {
       if (e.info.state == MemberState::kDead) dead.push_back(&e.info);
@@ -439,10 +439,10 @@ void Membership::Run() {
   auto next = std::chrono::steady_clock::now();
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      reft::MutexLock lock(mu_);
       next += options_.probe_interval;
       if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now();
-      cv_.wait_until(lock, next, [&] { return !running_; });
+      lock.WaitUntil(cv_, next, [&]() REFT_REQUIRES(mu_) { return !running_; });
       if (!running_) return;
     }
     ContactSeeds();
@@ -450,7 +450,7 @@ void Membership::Run() {
     if (++period % reconnect_every == 0) ReconnectDead();
     std::vector<Event> events;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      reft::MutexLock lock(mu_);
       ExpireSuspectsLocked(&events);
     }
     Notify(events);

@@ -19,6 +19,7 @@
 #include "reft/peer/rank_id.h"
 #include "reft/proto/grpc_status.h"
 #include "reft/security/grpc_auth.h"
+#include "reft/thread.h"
 
 namespace reft::peer {
 
@@ -341,7 +342,7 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
       Mutex mu;
       std::condition_variable finished;
       bool done = false;
-      std::thread guard([&] {
+      reft::Thread guard("reft-verdict", [&] {
         MutexLock lock(mu);
         if (!lock.WaitFor(finished, kVerdictGrace, [&]() REFT_REQUIRES(mu) { return done; })) {
           ctx.TryCancel();

@@ -11,6 +11,7 @@
 #include "reft/peer/peer_node.h"
 #include "reft/peer/rank_id.h"
 #include "reft/peer/sealed_checksums.h"
+#include "reft/thread.h"
 
 namespace reft::recovery {
 
@@ -107,9 +108,9 @@ Result<ClusterView> Locator::Collect(const std::string& job,
   std::vector<Result<v1::GetManifestResponse>> answers(ask.size(),
                                                        Status::Unavailable("not asked"));
   std::atomic<size_t> next{0};
-  std::vector<std::thread> askers;
+  std::vector<reft::Thread> askers;
   for (size_t t = 0; t < std::min(ask.size(), kManifestFanout); ++t) {
-    askers.emplace_back([&] {
+    askers.emplace_back("reft-manifest", [&] {
       for (size_t i = next++; i < ask.size(); i = next++) {
         answers[i] = peer_->client().GetManifest(ask[i].address, job, timeout);
       }

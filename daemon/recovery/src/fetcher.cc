@@ -7,6 +7,8 @@
 #include <atomic>
 #include <thread>
 
+#include "reft/thread.h"
+
 namespace reft::recovery {
 
 namespace {
@@ -116,8 +118,10 @@ Status Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::ti
   }
   const size_t workers =
       std::min<size_t>(std::max(1, options_.concurrency), std::max<size_t>(1, run.pieces.size()));
-  std::vector<std::thread> threads;
-  for (size_t w = 1; w < workers; ++w) threads.emplace_back([this, &run] { Work(&run); });
+  std::vector<reft::Thread> threads;
+  for (size_t w = 1; w < workers; ++w) {
+    threads.emplace_back("reft-fetch", [this, &run] { Work(&run); });
+  }
   Work(&run);
   for (auto& t : threads) t.join();
   MutexLock lock(mu_);

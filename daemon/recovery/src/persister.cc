@@ -141,7 +141,7 @@ void Persister::Start() {
   MutexLock lock(mu_);
   if (running_ || options_.every_steps <= 0) return;
   running_ = true;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = reft::Thread("reft-persister", [this] { Run(); });
 }
 
 void Persister::Stop() {
@@ -381,8 +381,8 @@ Result<JobPersistReport> Persister::PersistStepOnNodes(const std::string& job, i
   }
   std::vector<std::pair<std::string, std::future<NodePersist>>> calls;
   for (const auto& m : members) {
-    calls.emplace_back(m.node_id, std::async(std::launch::async, [this, m, &job, &rep, finished,
-                                                                  wait_commit] {
+    calls.emplace_back(m.node_id,
+                       reft::Async("reft-persist-rq", [this, m, &job, &rep, finished, wait_commit] {
                          NodePersist n;
                          auto r = peer_->client().PersistStep(m.address, job, rep.step,
                                                               options_.peer_timeout, wait_commit);

@@ -101,7 +101,7 @@ OperatorSocket::~OperatorSocket() {
 }
 
 void OperatorSocket::Serve(grpc::Server* server) {
-  thread_ = std::thread([this, server] { AcceptLoop(server); });
+  thread_ = reft::Thread("reft-operator", [this, server] { AcceptLoop(server); });
 }
 
 void OperatorSocket::Stop() {

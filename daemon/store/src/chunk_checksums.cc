@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "reft/checksum.h"
+#include "reft/thread.h"
 
 namespace reft::store::internal {
 
@@ -35,8 +36,8 @@ void ChecksumChunks(const std::vector<ChunkRef>& chunks, uint64_t* out, int thre
       out[i] = Checksum64(chunks[i].data, chunks[i].size);
     }
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < n; ++t) pool.emplace_back(work);
+  std::vector<reft::Thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back("reft-checksum", work);
   work();
   for (auto& t : pool) t.join();
 }

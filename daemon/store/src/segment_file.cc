@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
-#include <algorithm>
+
+#include "reft/thread.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux >= 5.14
@@ -30,8 +32,8 @@ int PopulateRange(uint8_t* data, uint64_t size, int threads) {
     uint64_t b = pages * t / n * page, e = t + 1 == n ? size : pages * (t + 1) / n * page;
     if (e > b && madvise(data + b, e - b, MADV_POPULATE_WRITE) != 0) errs[t] = errno;
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < n; ++t) pool.emplace_back(part, t);
+  std::vector<reft::Thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back("reft-populate", [&part, t] { part(t); });
   part(0);
   for (auto& th : pool) th.join();
   for (int e : errs) {

@@ -45,6 +45,7 @@
 #include "reft/peer/node_directory.h"
 #include "reft/planner/online.h"
 #include "reft/result.h"
+#include "reft/thread.h"
 
 namespace reft::app {
 
@@ -140,7 +141,7 @@ class JobPlanner : public local::PlanSource {
     }
   };
   const std::shared_ptr<Wakeup> wakeup_ = std::make_shared<Wakeup>();
-  std::thread thread_;
+  reft::Thread thread_;
 };
 
 }  // namespace reft::app

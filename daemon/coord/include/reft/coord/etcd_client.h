@@ -20,11 +20,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -32,7 +31,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/mutex.h"
 #include "reft/result.h"
+#include "reft/thread.h"
 
 namespace etcdserverpb {
 class TxnRequest;
@@ -208,7 +209,7 @@ class EtcdClient {
   template <typename Call>
   Status Unary(const char* what, Call&& call);
   void KeepAliveLoop();
-  void ForgetLeaseLocked(int64_t lease);
+  void ForgetLeaseLocked(int64_t lease) REFT_REQUIRES(lease_mu_);
   /// Runs the callbacks of lost leases, one at a time, in the order they were lost.
   void LeaseLostLoop();
   /// One keep-alive round for `ids` on one member: false when the stream failed; the leases
@@ -234,30 +235,34 @@ class EtcdClient {
   std::atomic<bool> reachable_{true};
 
   // Leases kept alive: id -> (ttl, callback).
-  std::mutex lease_mu_;
+  reft::Mutex lease_mu_;
   std::condition_variable lease_cv_;
-  std::map<int64_t, std::pair<std::chrono::seconds, LeaseLostCallback>> leases_;
-  int64_t renew_from_ = 0;  // the next round starts at this lease (one a failed round missed)
-  bool lease_added_ = false;  // a lease was granted since the current round was planned
-  std::thread keepalive_thread_;
-  // Lost leases whose callbacks have not run yet (guarded by lease_mu_).
-  std::deque<std::pair<int64_t, LeaseLostCallback>> lost_;
+  std::map<int64_t, std::pair<std::chrono::seconds, LeaseLostCallback>> leases_
+      REFT_GUARDED_BY(lease_mu_);
+  // The next round starts at this lease (one a failed round missed).
+  int64_t renew_from_ REFT_GUARDED_BY(lease_mu_) = 0;
+  // A lease was granted since the current round was planned.
+  bool lease_added_ REFT_GUARDED_BY(lease_mu_) = false;
+  reft::Thread keepalive_thread_;
+  // Lost leases whose callbacks have not run yet.
+  std::deque<std::pair<int64_t, LeaseLostCallback>> lost_ REFT_GUARDED_BY(lease_mu_);
   std::condition_variable lost_cv_;
-  std::thread lease_lost_thread_;
+  reft::Thread lease_lost_thread_;
 
   // Watches: handle -> state. The watch thread builds the stream (again after a failure);
   // Watch and CancelWatch write their requests on the live one directly.
   // Lock order: callback_mu_, then a stream's write mutex, then watch_mu_.
-  std::mutex watch_mu_;
+  reft::Mutex watch_mu_;
   std::condition_variable watch_cv_;
-  std::map<int64_t, std::shared_ptr<WatchState>> watches_;
-  int64_t next_watch_handle_ = 1;
-  std::shared_ptr<WatchStream> stream_;  // the live stream; nullptr while there is none
-  std::mutex callback_mu_;               // held by the watch thread while a callback runs
-  std::thread watch_thread_;
+  std::map<int64_t, std::shared_ptr<WatchState>> watches_ REFT_GUARDED_BY(watch_mu_);
+  int64_t next_watch_handle_ REFT_GUARDED_BY(watch_mu_) = 1;
+  // The live stream; nullptr while there is none.
+  std::shared_ptr<WatchStream> stream_ REFT_GUARDED_BY(watch_mu_);
+  reft::Mutex callback_mu_;  // held by the watch thread while a callback runs
+  reft::Thread watch_thread_;
 
-  mutable std::mutex traffic_mu_;
-  EtcdTraffic traffic_;
+  mutable reft::Mutex traffic_mu_;
+  EtcdTraffic traffic_ REFT_GUARDED_BY(traffic_mu_);
 };
 
 }  // namespace reft::coord

@@ -9,13 +9,13 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/etcd_node_directory.h"
+#include "reft/mutex.h"
 #include "reft/peer/job_access.h"
 
 namespace reft::coord {
@@ -39,8 +39,9 @@ class EtcdJobAccess final : public peer::JobAccess {
   std::shared_ptr<EtcdClient> etcd_;
   EtcdNodeDirectory* nodes_;
   const std::chrono::milliseconds positive_ttl_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, Clock::time_point> allowed_;  // until when
+  reft::Mutex mu_;
+  std::map<std::pair<std::string, std::string>, Clock::time_point> allowed_  // until when
+      REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::coord

@@ -33,19 +33,19 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/etcd_node_directory.h"
 #include "reft/coord/records.h"
+#include "reft/mutex.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/peer_client.h"
 #include "reft/store/snapshot_store.h"
+#include "reft/thread.h"
 
 namespace reft::coord {
 
@@ -229,40 +229,42 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   using Apply = void (EtcdJobCoordinator::*)(const std::string&, JobState&,
                                              const std::optional<KeyValue>&);
   /// Whether what is known of `key` at `revision` is new (and notes it as seen).
-  static bool SeenLocked(JobState& st, const std::string& key, int64_t revision);
+  bool SeenLocked(JobState& st, const std::string& key, int64_t revision) REFT_REQUIRES(mu_);
   /// A linearizable read of layout, generation, committed, coordinator and restore
   /// decision, applied.
   Status Refresh(const std::string& job, bool start_watches);
   // Apply one key's value (std::nullopt: deleted) to the job's state; ignore stale revisions.
-  void ApplyLayoutLocked(const std::string& job, JobState& st, const std::optional<KeyValue>& kv);
+  void ApplyLayoutLocked(const std::string& job, JobState& st, const std::optional<KeyValue>& kv)
+      REFT_REQUIRES(mu_);
   void ApplyGenerationLocked(const std::string& job, JobState& st,
-                             const std::optional<KeyValue>& kv);
-  void ApplyCommittedLocked(const std::string& job, JobState& st,
-                            const std::optional<KeyValue>& kv);
+                             const std::optional<KeyValue>& kv) REFT_REQUIRES(mu_);
+  void ApplyCommittedLocked(const std::string& job, JobState& st, const std::optional<KeyValue>& kv)
+      REFT_REQUIRES(mu_);
   void ApplyCoordinatorLocked(const std::string& job, JobState& st,
-                              const std::optional<KeyValue>& kv);
-  void ApplyDecisionLocked(const std::string& job, JobState& st,
-                           const std::optional<KeyValue>& kv);
-  void AdoptGenerationLocked(const std::string& job, JobState& st, const GenerationRecord& rec);
+                              const std::optional<KeyValue>& kv) REFT_REQUIRES(mu_);
+  void ApplyDecisionLocked(const std::string& job, JobState& st, const std::optional<KeyValue>& kv)
+      REFT_REQUIRES(mu_);
+  void AdoptGenerationLocked(const std::string& job, JobState& st, const GenerationRecord& rec)
+      REFT_REQUIRES(mu_);
   /// Writes the job's generation and restore epoch to the state dir (a restarted daemon must
   /// know which epoch its sealed, unreported slots were completed in).
-  void SaveStateLocked(const std::string& job, const JobState& st);
+  void SaveStateLocked(const std::string& job, const JobState& st) REFT_REQUIRES(mu_);
   /// Drops this node's slots of `job` newer than `step` (writing ones too; locally committed
   /// ones only when `committed_too`: a new generation abandons them, while a new restore epoch
   /// keeps whatever this node committed); returns how many slots.
   int DropSlotsAfter(const std::string& job, int64_t step, bool committed_too,
                      const char* whose);
-  void LoadLocalStateLocked(const std::string& job, JobState& st);
-  void CommitLocalLocked(const std::string& job, int64_t step);
-  peer::JobGeneration InfoLocked(const JobState& st) const;
+  void LoadLocalStateLocked(const std::string& job, JobState& st) REFT_REQUIRES(mu_);
+  void CommitLocalLocked(const std::string& job, int64_t step) REFT_REQUIRES(mu_);
+  peer::JobGeneration InfoLocked(const JobState& st) const REFT_REQUIRES(mu_);
   void OnCompletionEvent(const std::string& job, const WatchUpdate& u);
   void OnJoinedEvent(const std::string& job, const WatchUpdate& u);
   /// Moves the watches only a leader holds to `out` (to be cancelled off the watch thread).
-  void TakeLeaderWatchesLocked(JobState& st, std::vector<int64_t>* out);
+  void TakeLeaderWatchesLocked(JobState& st, std::vector<int64_t>* out) REFT_REQUIRES(mu_);
   /// Records one node's completion record of `step` in the leader's view.
   void AddCompletionLocked(JobState& st, int64_t step, const std::string& node,
-                           CompletionRecord rec);
-  static void RecountLocked(const JobState& st, StepCompletions& sc);
+                           CompletionRecord rec) REFT_REQUIRES(mu_);
+  void RecountLocked(const JobState& st, StepCompletions& sc) const REFT_REQUIRES(mu_);
   /// The ranks of `report` that etcd ties to the reporting node although the leader's view
   /// does not (yet); NotTied names one that neither does.
   Result<std::set<store::RankKey>> ConfirmTied(const peer::StepCompletionReport& report);
@@ -270,7 +272,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   void NotifyGenerations();
   /// Drops the state and watches of a job whose records were deleted, once nothing of it is
   /// left on this node (no trainer, no completion to send, no slot); true when it did.
-  bool ForgetIfGoneLocked(const std::string& job, std::vector<int64_t>* cancel);
+  bool ForgetIfGoneLocked(const std::string& job, std::vector<int64_t>* cancel) REFT_REQUIRES(mu_);
 
   // Worker: everything that writes to etcd in the background.
   void Run();
@@ -302,12 +304,12 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   bool LeadsAnyJob();
   /// What this node bound to its lease is put under the current one (by the worker, or at
   /// the next snapshot): after a move or a re-registration.
-  void RebindLeasedKeysLocked();
+  void RebindLeasedKeysLocked() REFT_REQUIRES(mu_);
   void Wake();
   /// The worker runs again at `t` at the latest (a retry, a linger running out).
-  void WakeAtLocked(Clock::time_point t);
+  void WakeAtLocked(Clock::time_point t) REFT_REQUIRES(mu_);
   /// etcd could not be reached: the worker tries again after retry_interval.
-  void RetryLaterLocked();
+  void RetryLaterLocked() REFT_REQUIRES(mu_);
 
   store::SnapshotStore* store_;
   std::shared_ptr<EtcdClient> etcd_;
@@ -315,25 +317,29 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   EtcdCoordinatorOptions options_;
   peer::PeerClient* peers_;
 
-  std::mutex track_mu_;  // serialises Track/Refresh I/O (never held with mu_ while waiting on it)
-  mutable std::mutex mu_;
+  reft::Mutex track_mu_;  // serialises Track/Refresh I/O (never held with mu_ while waiting on it)
+  mutable reft::Mutex mu_;
   std::condition_variable cv_;  // commits (waiters) and work (the worker)
-  std::map<std::string, JobState> jobs_;
-  std::map<store::RankKey, int> joined_;         // rank -> sessions on this node
-  std::map<store::RankKey, int64_t> declared_in_etcd_;  // rank -> revision of its replicated key
-  std::map<store::RankKey, int64_t> joined_in_etcd_;  // rank -> revision of its joined key (0: none)
-  std::string state_dir_;
-  bool work_ = false;
-  std::optional<Clock::time_point> wake_at_;  // the worker's next timed round, if any
-  bool running_ = false;
-  std::thread worker_;
-  std::vector<GenerationEvent> pending_events_;
-  std::vector<int64_t> cancel_watches_;  // cancelled by the worker (not from a watch callback)
-  CompletionTraffic traffic_;
+  std::map<std::string, JobState> jobs_ REFT_GUARDED_BY(mu_);
+  std::map<store::RankKey, int> joined_ REFT_GUARDED_BY(mu_);  // rank -> sessions on this node
+  // rank -> revision of its replicated key
+  std::map<store::RankKey, int64_t> declared_in_etcd_ REFT_GUARDED_BY(mu_);
+  // rank -> revision of its joined key (0: none)
+  std::map<store::RankKey, int64_t> joined_in_etcd_ REFT_GUARDED_BY(mu_);
+  std::string state_dir_ REFT_GUARDED_BY(mu_);
+  bool work_ REFT_GUARDED_BY(mu_) = false;
+  // The worker's next timed round, if any.
+  std::optional<Clock::time_point> wake_at_ REFT_GUARDED_BY(mu_);
+  bool running_ REFT_GUARDED_BY(mu_) = false;
+  reft::Thread worker_;
+  std::vector<GenerationEvent> pending_events_ REFT_GUARDED_BY(mu_);
+  // Cancelled by the worker (not from a watch callback).
+  std::vector<int64_t> cancel_watches_ REFT_GUARDED_BY(mu_);
+  CompletionTraffic traffic_ REFT_GUARDED_BY(mu_);
   std::function<void(const std::string&)> on_forget_;
-  std::mutex listeners_mu_;
-  std::vector<GenerationListener> listeners_;
-  std::vector<LeadershipListener> leadership_listeners_;
+  reft::Mutex listeners_mu_;
+  std::vector<GenerationListener> listeners_ REFT_GUARDED_BY(listeners_mu_);
+  std::vector<LeadershipListener> leadership_listeners_ REFT_GUARDED_BY(listeners_mu_);
 };
 
 }  // namespace reft::coord

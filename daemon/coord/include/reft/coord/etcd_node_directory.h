@@ -20,13 +20,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/lease_sizing.h"
+#include "reft/mutex.h"
 #include "reft/peer/node_directory.h"
 #include "reft/peer/peer_options.h"
+#include "reft/thread.h"
 
 namespace reft::coord {
 
@@ -46,10 +46,10 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   v1::Caller SelfCaller() const override;
   /// Changes when the node registers again after its lease expired (a new identity).
   uint64_t epoch() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    reft::MutexLock lock(mu_);
     return options_.epoch;
   }
-  const std::string& node_id() const override { return options_.node_id; }
+  const std::string& node_id() const override { return node_id_; }
 
   /// Every registered node (kAlive), and every node that registered once and whose lease has
   /// expired since (kDead): two range reads.
@@ -123,29 +123,30 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   int64_t WatchRegistrations(WatchEvents events, std::function<void(const WatchUpdate&)> notify,
                              const char* what);
 
-  peer::PeerOptions options_;
+  const std::string node_id_;  // options_.node_id, which never changes (read without mu_)
   std::shared_ptr<EtcdClient> etcd_;
   const LeaseSizing sizing_;
   // Held through a registration or a move: a lease lost while the node moves to another one
   // waits for the move to finish (and the other way round).
-  std::mutex register_mu_;
-  mutable std::mutex mu_;
-  std::chrono::seconds lease_ttl_;
-  int64_t lease_ = 0;
-  bool stopped_ = false;
+  reft::Mutex register_mu_;
+  mutable reft::Mutex mu_;
+  peer::PeerOptions options_ REFT_GUARDED_BY(mu_);  // the epoch and address change
+  std::chrono::seconds lease_ttl_ REFT_GUARDED_BY(mu_);
+  int64_t lease_ REFT_GUARDED_BY(mu_) = 0;
+  bool stopped_ REFT_GUARDED_BY(mu_) = false;
   std::condition_variable sizing_cv_;  // also: a lost lease's callback returned
-  int lease_lost_running_ = 0;         // OnLeaseLost calls in progress
-  std::thread sizing_thread_;
-  std::vector<LeaseMoveListener> move_listeners_;
-  std::vector<Listener> listeners_;
-  std::vector<std::function<void(int64_t)>> reregister_listeners_;
-  RegistrationWatch departures_;  // deletions
-  RegistrationWatch arrivals_;    // puts
+  int lease_lost_running_ REFT_GUARDED_BY(mu_) = 0;  // OnLeaseLost calls in progress
+  reft::Thread sizing_thread_;
+  std::vector<LeaseMoveListener> move_listeners_ REFT_GUARDED_BY(mu_);
+  std::vector<Listener> listeners_ REFT_GUARDED_BY(mu_);
+  std::vector<std::function<void(int64_t)>> reregister_listeners_ REFT_GUARDED_BY(mu_);
+  RegistrationWatch departures_ REFT_GUARDED_BY(mu_);  // deletions
+  RegistrationWatch arrivals_ REFT_GUARDED_BY(mu_);    // puts
   struct Cached {
     std::optional<peer::MemberInfo> info;
     std::chrono::steady_clock::time_point at;
   };
-  mutable std::map<std::string, Cached> cache_;
+  mutable std::map<std::string, Cached> cache_ REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::coord

@@ -32,6 +32,7 @@
 #include "reft/log_limiter.h"
 #include "reft/mutex.h"
 #include "reft/result.h"
+#include "reft/thread.h"
 #include "reft/unique_fd.h"
 
 namespace reft::peer {
@@ -107,7 +108,7 @@ class BulkListener {
   std::condition_variable arrived_;
   std::map<Ticket, Expected> expected_ REFT_GUARDED_BY(mu_);
   LogLimiter log_limiter_;  ///< ten refusals logged at once, then one a second
-  std::thread thread_;
+  reft::Thread thread_;
 };
 
 /// \brief The IP address of a gRPC peer string ("ipv4:10.0.0.2:5000", "ipv6:[::1]:5000",

@@ -27,18 +27,18 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "reft/local/commit_coordinator.h"
+#include "reft/mutex.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/peer/membership.h"
 #include "reft/peer/peer_client.h"
 #include "reft/store/snapshot_store.h"
+#include "reft/thread.h"
 #include "reft/v1/peer.pb.h"
 
 namespace reft::peer {
@@ -139,15 +139,18 @@ class DistributedCommitCoordinator final : public JobCoordinator {
     JobGeneration generation;
     int dropped = 0;
   };
-  JobState& StateLocked(const std::string& job);
-  bool KnownLocked(const std::string& job);  ///< has a state, slots here, or a generation record
+  JobState& StateLocked(const std::string& job) REFT_REQUIRES(mu_);
+  /// Has a state, slots here, or a generation record.
+  bool KnownLocked(const std::string& job) REFT_REQUIRES(mu_);
   /// Replaces the job's state by generation `gen` (rollback to `base`, slots > base dropped).
   void AdoptGenerationLocked(const std::string& job, JobState& st, uint64_t gen, int64_t base,
-                             int64_t floor, const std::string& reason);
-  JobGeneration InfoLocked(const JobState& st) const;
+                             int64_t floor, const std::string& reason) REFT_REQUIRES(mu_);
+  JobGeneration InfoLocked(const JobState& st) const REFT_REQUIRES(mu_);
   void NotifyGenerations();
-  void TryCommitLocked(const std::string& job, JobState& st, std::optional<int64_t> known);
-  v1::JobCommitState ExportLocked(const std::string& job, const JobState& st) const;
+  void TryCommitLocked(const std::string& job, JobState& st, std::optional<int64_t> known)
+      REFT_REQUIRES(mu_);
+  v1::JobCommitState ExportLocked(const std::string& job, const JobState& st) const
+      REFT_REQUIRES(mu_);
   void Run();
   void PushAll(const std::vector<v1::JobCommitState>& jobs);
 
@@ -155,18 +158,20 @@ class DistributedCommitCoordinator final : public JobCoordinator {
   Membership* membership_;
   PeerClient* client_;
   std::chrono::milliseconds interval_;
-  std::mutex mu_;
+  reft::Mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, JobState> jobs_;
-  std::map<store::RankKey, int> joined_;  // rank -> connected sessions (Join - Leave)
-  std::set<std::string> dirty_;
-  std::string state_dir_;
-  std::vector<GenerationEvent> pending_events_;  // delivered by NotifyGenerations()
-  std::vector<GenerationListener> listeners_;
-  std::map<std::string, RestoreDecision> decisions_;  // this node's own (guarded by mu_)
-  std::mutex listeners_mu_;                       // listeners_ (never held with mu_)
-  bool running_ = false;
-  std::thread thread_;
+  std::map<std::string, JobState> jobs_ REFT_GUARDED_BY(mu_);
+  // rank -> connected sessions (Join - Leave)
+  std::map<store::RankKey, int> joined_ REFT_GUARDED_BY(mu_);
+  std::set<std::string> dirty_ REFT_GUARDED_BY(mu_);
+  std::string state_dir_ REFT_GUARDED_BY(mu_);
+  // Delivered by NotifyGenerations().
+  std::vector<GenerationEvent> pending_events_ REFT_GUARDED_BY(mu_);
+  std::map<std::string, RestoreDecision> decisions_ REFT_GUARDED_BY(mu_);  // this node's own
+  reft::Mutex listeners_mu_;                                               // never held with mu_
+  std::vector<GenerationListener> listeners_ REFT_GUARDED_BY(listeners_mu_);
+  bool running_ REFT_GUARDED_BY(mu_) = false;
+  reft::Thread thread_;
 };
 
 }  // namespace reft::peer

@@ -22,6 +22,7 @@
 #include "reft/local/job_ownership.h"
 #include "reft/mutex.h"
 #include "reft/result.h"
+#include "reft/thread.h"
 
 namespace reft::peer {
 
@@ -71,7 +72,7 @@ class JobRecords {
   Mutex mu_;
   std::condition_variable cv_;
   bool running_ REFT_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  reft::Thread thread_;
 };
 
 /// \brief Why `record`'s job may not be released without --force (InvalidArgument naming the

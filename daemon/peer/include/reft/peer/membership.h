@@ -29,16 +29,16 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "reft/mutex.h"
 #include "reft/peer/node_directory.h"
 #include "reft/peer/peer_client.h"
 #include "reft/peer/peer_options.h"
+#include "reft/thread.h"
 #include "reft/v1/peer.pb.h"
 
 namespace reft::peer {
@@ -109,31 +109,31 @@ class Membership final : public NodeDirectory {
   /// was declared dead; it rejoins with a new epoch and the cluster converges.
   void ReconnectDead();
   bool ProbeIndirect(const MemberInfo& target);
-  void MarkSuspect(const std::string& node_id, uint64_t epoch, uint64_t incarnation,
-                   std::vector<Event>* events);
-  void ExpireSuspectsLocked(std::vector<Event>* events);
-  void MergeOneLocked(const MemberInfo& update, std::vector<Event>* events);
+  void MarkSuspectLocked(const std::string& node_id, uint64_t epoch, uint64_t incarnation,
+                         std::vector<Event>* events) REFT_REQUIRES(mu_);
+  void ExpireSuspectsLocked(std::vector<Event>* events) REFT_REQUIRES(mu_);
+  void MergeOneLocked(const MemberInfo& update, std::vector<Event>* events) REFT_REQUIRES(mu_);
   /// Records that `e` changed: it is disseminated afresh.
-  void ChangedLocked(Entry* e) const;
+  void ChangedLocked(Entry* e) const REFT_REQUIRES(mu_);
   /// Fewer live members (this node included) than max_gossip_nodes.
-  bool RoomForOneMoreLocked() const;
+  bool RoomForOneMoreLocked() const REFT_REQUIRES(mu_);
   void OnFenced(const std::string& message);
   void Notify(const std::vector<Event>& events);
 
-  PeerOptions options_;
+  const PeerOptions options_;  // as given (self_.address is the advertised address now)
   PeerClient* client_;
-  mutable std::mutex mu_;
+  mutable reft::Mutex mu_;
   std::condition_variable cv_;
-  bool running_ = false;
-  bool fenced_ = false;
-  MemberInfo self_;
-  std::map<std::string, Entry> members_;  // by node id, self excluded
-  std::vector<std::string> probe_order_;
-  size_t probe_next_ = 0;
-  size_t dead_next_ = 0;      // ReconnectDead's round robin
-  std::mt19937_64 rng_;
-  std::vector<Listener> listeners_;
-  std::thread thread_;
+  bool running_ REFT_GUARDED_BY(mu_) = false;
+  bool fenced_ REFT_GUARDED_BY(mu_) = false;
+  MemberInfo self_ REFT_GUARDED_BY(mu_);
+  std::map<std::string, Entry> members_ REFT_GUARDED_BY(mu_);  // by node id, self excluded
+  std::vector<std::string> probe_order_ REFT_GUARDED_BY(mu_);
+  size_t probe_next_ REFT_GUARDED_BY(mu_) = 0;
+  size_t dead_next_ REFT_GUARDED_BY(mu_) = 0;  // ReconnectDead's round robin
+  std::mt19937_64 rng_ REFT_GUARDED_BY(mu_);
+  std::vector<Listener> listeners_ REFT_GUARDED_BY(mu_);
+  reft::Thread thread_;
 };
 
 }  // namespace reft::peer

@@ -43,6 +43,7 @@
 #include "reft/recovery/tier_access.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
+#include "reft/thread.h"
 #include "reft/v1/peer.pb.h"
 
 namespace reft::peer {
@@ -183,7 +184,7 @@ class Persister {
   mutable Mutex mu_;
   std::condition_variable cv_;
   bool running_ REFT_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // started by Start(), joined by Stop()
+  reft::Thread thread_;  // started by Start(), joined by Stop()
   std::map<std::string, Schedule> schedule_ REFT_GUARDED_BY(mu_);
   std::map<std::string, int64_t> last_complete_ REFT_GUARDED_BY(mu_);
 };

@@ -25,6 +25,7 @@
 
 #include "reft/mutex.h"
 #include "reft/result.h"
+#include "reft/thread.h"
 
 namespace reft::security {
 
@@ -82,7 +83,7 @@ class OperatorSocket {
   const OperatorPolicy policy_;
   int listen_fd_;
   int wake_fd_;  ///< eventfd that ends the accept loop
-  std::thread thread_;
+  reft::Thread thread_;
   std::atomic<bool> stopped_{false};
   mutable Mutex mu_;
   /// By fd number; a reused number is overwritten at accept.
