@@ -70,6 +70,30 @@ def test_a_checkpoint_loads_under_another_tensor_parallel_mesh():
                            "loaded")
             assert (loaded["step"], loaded["digest"]) == (2, want["digest"]), (mesh, loaded)
             assert loaded["source"] == "memory", loaded
+        refusals(c.nodes[0], "tp")
+
+
+def refusals(node, job):
+    """Bad input to the writer and reader, as a rank of `job` (committed step 2) meets it."""
+    import pickle
+    import reft.torch.dcp as reft_dcp
+    client = reft.Client(socket=node.socket, job=job, layout=reft.Layout(tp=2), tp=1)
+    try:
+        writer = reft_dcp.Writer(client)
+        for bad in ("/ckpt/step-100", "step-3", -1, 1.5):
+            assert not reft_dcp.Writer.validate_checkpoint_id(bad)
+            with pytest.raises(reft.InvalidArgumentError, match="its step"):
+                writer.reset(bad)
+        assert reft_dcp.Writer.validate_checkpoint_id("100")
+        assert reft_dcp.Reader.validate_checkpoint_id(None)
+        with pytest.raises(reft.UnsupportedError, match="thread mode"):
+            pickle.dumps(writer)  # DCP's process mode would carry it to a child process
+        reader = reft_dcp.Reader(client)
+        reader.reset(1)
+        with pytest.raises(reft.NotFoundError, match="newest step committed job-wide is 2"):
+            reader.read_metadata()
+    finally:
+        client.close()
 
 
 def test_hsdp_job_loses_a_node_and_resumes_on_fewer_ranks_from_memory():

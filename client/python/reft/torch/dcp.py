@@ -174,6 +174,14 @@ class Writer(StorageWriter):
         self._committing = None
         self._saving = None  # the step between planning and writing (one save at a time)
 
+    def __getstate__(self):
+        # DCP's process mode pickles the writer into a child process; the child cannot use this
+        # rank's session (reftd admits one per rank), and a second session would be refused.
+        raise reft.UnsupportedError(
+            "reft.torch.dcp.Writer holds this rank's session with reftd and cannot move to "
+            "another process: use dcp.async_save in thread mode (the default), not "
+            "AsyncCheckpointerType.PROCESS")
+
     # -- DCP's StorageWriter -------------------------------------------------------------
     def reset(self, checkpoint_id=None):
         self.step = None if checkpoint_id is None else _step_of(checkpoint_id, for_load=False)
