@@ -3,7 +3,8 @@ and real gloo ranks: FSDP2 (fully_shard), HSDP and tensor parallel state saved w
 dcp.async_save, loaded with dcp.load under another mesh, and after a node is lost for good.
 
 Every run prints the digest of the full (gathered) model and optimizer state: a load is correct
-when its digest is the saved step's, whatever the mesh (dcp_trainer.py).
+when its digest is the saved step's, whatever the mesh. The ranks run the example trainer,
+examples/torch/dcp_llama.py, as a user would.
 """
 import json
 import os
@@ -22,6 +23,7 @@ import reft  # noqa: E402
 from reft_cluster import LocalCluster  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "..", "examples", "torch", "dcp_llama.py")
 # The ranks import the reft this test imported (the venv's installed package on the torch2 leg).
 REFT_PATH = os.path.dirname(os.path.dirname(os.path.abspath(reft.__file__)))
 CONFIG = """
@@ -31,7 +33,7 @@ lease_ttl_s = 2
 
 
 def run_ranks(nodes, job, placement, *args, timeout=300):
-    """One gloo rank per entry of `placement` (its node), dcp_trainer.py `args`; rank 0's
+    """One gloo rank per entry of `placement` (its node), the example's `args`; rank 0's
     events. Fails with every failed rank's error output."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -42,7 +44,7 @@ def run_ranks(nodes, job, placement, *args, timeout=300):
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    PYTHONPATH=os.pathsep.join([REFT_PATH, os.environ.get("PYTHONPATH", "")]))
         procs.append(subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "dcp_trainer.py"), "--socket",
+            [sys.executable, EXAMPLE, "--socket",
              nodes[node].socket, "--job", job, *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     outs = [p.communicate(timeout=timeout) + (p.returncode,) for p in procs]

@@ -1,13 +1,18 @@
-"""One rank of a DCP job on the CPU (gloo): a small llama-like model under FSDP2 (fully_shard)
-and, with --tp > 1, tensor parallel, saved each step with dcp.save or dcp.async_save into reft
-(reft.torch.dcp), and loaded back with dcp.load, possibly under another mesh.
+"""A TorchTitan-style trainer that checkpoints through PyTorch Distributed Checkpoint into reft:
+a small llama-like model (attention + SwiGLU blocks, RMSNorm) under FSDP2 (`fully_shard`),
+optionally HSDP (--replicate) and tensor parallel (--tp), saved every step with `dcp.save` or
+`dcp.async_save` (--async-save) and, with --load, resumed with `dcp.load` under whatever mesh it
+is started with now: fewer ranks after a node is lost, another tp (docs/dcp.md).
 
-Run under torchrun-like environment variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or
-by tests/system/test_dcp.py's launcher. Prints one JSON line per event:
-  {"event": "loaded", "step": S | null, "digest": ...}  after dcp.load (null: nothing committed)
-  {"event": "saved", "step": S, "digest": ...}          after each committed save
+    torchrun --nproc-per-node 4 examples/torch/dcp_llama.py --socket /run/reft/reftd.sock \
+        --job run-1 --shard 2 --tp 2 --steps 100 --async-save --load
+
+CPU and gloo here (the tests and CI); on GPUs build the mesh on "cuda" and use nccl. Prints one
+JSON line per event on rank 0:
+  {"event": "loaded", "step": S | null, "source": "memory" | "tier" | null, "digest": ...}
+  {"event": "saved", "step": S, "digest": ...}     after each committed save (async: the last)
 The digest is of the full (gathered) model and optimizer state, so runs under different meshes
-compare bit for bit.
+compare bit for bit (tests/system/test_dcp.py).
 """
 import argparse
 import hashlib
@@ -29,29 +34,68 @@ import reft
 import reft.torch.dcp as reft_dcp
 
 
-class Block(torch.nn.Module):
-    def __init__(self, dim):
+class Attention(torch.nn.Module):
+    def __init__(self, dim, heads):
         super().__init__()
-        self.norm = torch.nn.LayerNorm(dim)
-        self.up = torch.nn.Linear(dim, 4 * dim, bias=False)
-        self.down = torch.nn.Linear(4 * dim, dim, bias=False)
+        self.head_dim = dim // heads
+        self.wq = torch.nn.Linear(dim, dim, bias=False)
+        self.wk = torch.nn.Linear(dim, dim, bias=False)
+        self.wv = torch.nn.Linear(dim, dim, bias=False)
+        self.wo = torch.nn.Linear(dim, dim, bias=False)
 
     def forward(self, x):
-        return x + self.down(torch.relu(self.up(self.norm(x))))
+        b, s, _ = x.shape
+        # -1 heads: under tensor parallel each rank holds its share of them.
+        q, k, v = (w(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+                   for w in (self.wq, self.wk, self.wv))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(out.transpose(1, 2).reshape(b, s, -1))
+
+
+class FeedForward(torch.nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.w1 = torch.nn.Linear(dim, hidden, bias=False)
+        self.w2 = torch.nn.Linear(hidden, dim, bias=False)
+        self.w3 = torch.nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x):
+        return self.w2(torch.nn.functional.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(torch.nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.attention_norm = torch.nn.RMSNorm(dim)
+        self.attention = Attention(dim, heads)
+        self.ffn_norm = torch.nn.RMSNorm(dim)
+        self.feed_forward = FeedForward(dim, 4 * dim)
+
+    def forward(self, x):
+        x = x + self.attention(self.attention_norm(x))
+        return x + self.feed_forward(self.ffn_norm(x))
 
 
 class Model(torch.nn.Module):
-    def __init__(self, dim=64, layers=3, vocab=128):
+    def __init__(self, dim=64, heads=4, layers=3, vocab=128):
         super().__init__()
-        self.embed = torch.nn.Embedding(vocab, dim)
-        self.layers = torch.nn.ModuleList(Block(dim) for _ in range(layers))
-        self.out = torch.nn.Linear(dim, vocab, bias=False)
+        self.tok_embeddings = torch.nn.Embedding(vocab, dim)
+        self.layers = torch.nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.norm = torch.nn.RMSNorm(dim)
+        self.output = torch.nn.Linear(dim, vocab, bias=False)
 
     def forward(self, tokens):
-        x = self.embed(tokens)
+        x = self.tok_embeddings(tokens)
         for layer in self.layers:
             x = layer(x)
-        return self.out(x)
+        return self.output(self.norm(x))
+
+
+# TorchTitan's llama plan: q, k, v and the SwiGLU's w1, w3 split by output, wo and w2 by input.
+TP_PLAN = {"attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(),
+           "attention.wv": ColwiseParallel(), "attention.wo": RowwiseParallel(),
+           "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+           "feed_forward.w2": RowwiseParallel()}
 
 
 def build(args):
@@ -66,8 +110,7 @@ def build(args):
     model = Model()
     if args.tp > 1:
         for block in model.layers:
-            parallelize_module(block, mesh["tp"], {"up": ColwiseParallel(),
-                                                   "down": RowwiseParallel()})
+            parallelize_module(block, mesh["tp"], TP_PLAN)
     dp_mesh = mesh["dp_replicate", "dp_shard"] if args.replicate > 1 else mesh["dp_shard"]
     for block in model.layers:
         fully_shard(block, mesh=dp_mesh)
@@ -93,7 +136,7 @@ def digest(model, opt):
     return h.hexdigest()
 
 
-def train_step(model, opt, step, world):
+def train_step(model, opt, step):
     g = torch.Generator().manual_seed(1000 + step)
     tokens = torch.randint(0, 128, (4, 16), generator=g)  # same batch on every rank
     loss = model(tokens).float().logsumexp(-1).mean()
@@ -139,11 +182,11 @@ def main():
     writer = reft_dcp.Writer(client)
     pending = None
     for step in range(start + 1, start + 1 + args.steps):
-        train_step(model, opt, step, dist.get_world_size())
+        train_step(model, opt, step)
         msd, osd = get_state_dict(model, opt)
         state = {"model": msd, "optim": osd, "step": step}
         if pending is not None:
-            pending.result()
+            pending.result()  # one save at a time: the previous one is committed job-wide
         if args.async_save:
             pending = dcp.async_save(state, storage_writer=writer, checkpoint_id=step)
         else:
