@@ -98,12 +98,13 @@ def refusals(node, job):
         client.close()
 
 
-def test_hsdp_job_loses_a_node_and_resumes_on_fewer_ranks_from_memory():
-    """HSDP (dp_replicate 2 x dp_shard 2) under arc1, saved with dcp.async_save; node1's reftd is
-    killed and its memory wiped; two ranks on node0 (dp_shard 2) load the last step from
-    memory, rebuilt from the replicas' redundancy, bit for bit, and go on saving."""
+def test_fsdp2_tp_job_loses_a_node_and_resumes_on_fewer_ranks_from_memory():
+    """FSDP2 as HSDP (dp_replicate 2) with tensor parallel 2, under arc1, saved every step with
+    dcp.async_save; node1's reftd is killed and its memory wiped; two ranks on node0, now
+    dp_shard 2 without tensor parallel, load the last step from memory (node1's half rebuilt
+    from the redundancy), bit for bit, and go on saving."""
     with LocalCluster(nodes=2, etcd=1, config=CONFIG) as c:
-        saved = run_ranks(c.nodes, "hsdp", [0, 0, 1, 1], "--replicate", "2", "--shard", "2",
+        saved = run_ranks(c.nodes, "hsdp", [0, 0, 1, 1], "--replicate", "2", "--tp", "2",
                           "--protection", "arc1", "--steps", "2", "--async-save")
         want = event(saved, "saved")
         c.nodes[1].kill()
