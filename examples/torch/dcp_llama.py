@@ -136,11 +136,13 @@ def digest(model, opt):
     return h.hexdigest()
 
 
-def train_step(model, opt, step):
+def train_step(model, opt, step, writer):
     g = torch.Generator().manual_seed(1000 + step)
     tokens = torch.randint(0, 128, (4, 16), generator=g)  # same batch on every rank
     loss = model(tokens).float().logsumexp(-1).mean()
     loss.backward()
+    if isinstance(writer, reft_dcp.ZeroCopyWriter):
+        writer.fence()  # the last async_save has copied the parameters and optimizer state
     opt.step()
     opt.zero_grad()
 
@@ -161,6 +163,8 @@ def main():
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--load", action="store_true")
     p.add_argument("--async-save", action="store_true")
+    p.add_argument("--zero-copy", action="store_true",
+                   help="with --async-save: nothing copied on this thread; fence before step()")
     args = p.parse_args()
     dist.init_process_group("gloo")
     mesh, model, opt = build(args)
@@ -179,10 +183,10 @@ def main():
         source = client.last_restore["source"] if client.last_restore else None
         say(event="loaded", step=reader_step, source=source, digest=digest(model, opt))
         start = 0 if reader_step is None else reader_step
-    writer = reft_dcp.Writer(client)
+    writer = reft_dcp.Writer(client, zero_copy=args.zero_copy)
     pending = None
     for step in range(start + 1, start + 1 + args.steps):
-        train_step(model, opt, step)
+        train_step(model, opt, step, writer)
         msd, osd = get_state_dict(model, opt)
         state = {"model": msd, "optim": osd, "step": step}
         if pending is not None:

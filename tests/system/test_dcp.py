@@ -60,23 +60,24 @@ def event(events, name):
 
 
 def test_a_checkpoint_loads_under_another_tensor_parallel_mesh():
-    """(dp_shard 2, tp 2) on 2 nodes saves; the same step loads into (dp_shard 2, tp 1) and into
-    one rank (DCP reshards, reft serves the byte ranges), bit for bit."""
+    """(dp_shard 2, tp 2) on 2 nodes saves with async_save, zero copy (the trainer fences before
+    optimizer.step()); the last step loads into (dp_shard 2, tp 1) and into one rank (DCP
+    reshards, reft serves the byte ranges), bit for bit."""
     with LocalCluster(nodes=2, etcd=1, config=CONFIG) as c:
         saved = run_ranks(c.nodes, "tp", [0, 0, 1, 1], "--shard", "2", "--tp", "2",
-                          "--steps", "2")
+                          "--steps", "3", "--async-save", "--zero-copy")
         want = event(saved, "saved")
-        assert want["step"] == 2
+        assert want["step"] == 3
         for placement, mesh in (([0, 1], ["--shard", "2"]), ([1], ["--shard", "1"])):
             loaded = event(run_ranks(c.nodes, "tp", placement, *mesh, "--steps", "0", "--load"),
                            "loaded")
-            assert (loaded["step"], loaded["digest"]) == (2, want["digest"]), (mesh, loaded)
+            assert (loaded["step"], loaded["digest"]) == (3, want["digest"]), (mesh, loaded)
             assert loaded["source"] == "memory", loaded
         refusals(c.nodes[0], "tp")
 
 
 def refusals(node, job):
-    """Bad input to the writer and reader, as a rank of `job` (committed step 2) meets it."""
+    """Bad input to the writer and reader, as a rank of `job` (committed step 3) meets it."""
     import pickle
     import reft.torch.dcp as reft_dcp
     client = reft.Client(socket=node.socket, job=job, layout=reft.Layout(tp=2), tp=1)
@@ -92,7 +93,7 @@ def refusals(node, job):
             pickle.dumps(writer)  # DCP's process mode would carry it to a child process
         reader = reft_dcp.Reader(client)
         reader.reset(1)
-        with pytest.raises(reft.NotFoundError, match="newest step committed job-wide is 2"):
+        with pytest.raises(reft.NotFoundError, match="newest step committed job-wide is 3"):
             reader.read_metadata()
     finally:
         client.close()

@@ -26,6 +26,7 @@ import dataclasses
 import io
 import pickle
 import struct
+import threading
 
 import torch
 from torch.futures import Future
@@ -37,7 +38,7 @@ from torch.distributed.checkpoint.storage import WriteResult
 
 import reft
 
-__all__ = ["Writer", "Reader", "client_for", "MESH_DIMS"]
+__all__ = ["Writer", "ZeroCopyWriter", "Reader", "client_for", "MESH_DIMS"]
 
 # DeviceMesh dimension names reft understands (TorchTitan's), with their aliases.
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
@@ -155,9 +156,18 @@ def _layout(items):
 
 class Writer(StorageWriter):
     """DCP storage writer into reftd: each save is reft step `checkpoint_id`, complete when it is
-    committed job-wide (finish() waits for that on the coordinator and raises if it is not)."""
+    committed job-wide (finish() waits for that on the coordinator and raises if it is not).
 
-    def __init__(self, client, commit_timeout=None):
+    zero_copy=True: `dcp.async_save` copies nothing on the trainer's thread (this writer is its
+    stager and stages nothing); the state is copied out of the live tensors in the background,
+    so the trainer calls `writer.fence()` before it modifies them (before optimizer.step())."""
+
+    def __new__(cls, client=None, zero_copy=False, **kwargs):
+        if zero_copy and cls is Writer:
+            cls = ZeroCopyWriter
+        return super().__new__(cls)
+
+    def __init__(self, client, zero_copy=False, commit_timeout=None):
         super().__init__()
         self.client = client
         self.commit_timeout = commit_timeout if commit_timeout is not None else 120.0
@@ -241,6 +251,9 @@ class Writer(StorageWriter):
         finally:
             self._saving = None
 
+    def _copied_out(self):
+        """The state dict's tensors are no longer read by this save."""
+
     def _write(self, plan, planner):
         metadata = plan.storage_data
         extras = {}
@@ -259,6 +272,7 @@ class Writer(StorageWriter):
                 src = planner.resolve_data(item).detach()
                 dst = self._state[off:off + n].view(src.dtype).view(src.shape)
                 dst.copy_(src)
+        self._copied_out()
         self._state[md_at:ex_at] = torch.frombuffer(bytearray(metadata), dtype=torch.uint8)
         if extras_blob:
             self._state[ex_at:ex_at + len(extras_blob)] = torch.frombuffer(
@@ -309,6 +323,50 @@ class Writer(StorageWriter):
                             self._tensor_end, md_at, md_len, ex_at, ex_len)
         self._head.zero_()
         self._head[:len(packed)] = torch.frombuffer(bytearray(packed), dtype=torch.uint8)
+
+
+class ZeroCopyWriter(Writer):
+    """Writer(client, zero_copy=True): DCP's stager for `dcp.async_save` that stages nothing.
+    fence() returns once the running save no longer reads the state dict's tensors."""
+
+    _synchronize_after_execute = False  # the trainer fences, just before it needs the tensors
+
+    def __init__(self, client, zero_copy=True, commit_timeout=None):
+        super().__init__(client, zero_copy=True, commit_timeout=commit_timeout)
+        self._out = threading.Event()
+        self._out.set()
+
+    @property
+    def should_synchronize_after_execute(self):
+        return False
+
+    def stage(self, state_dict):
+        self._out.clear()  # the save that starts now reads the live tensors until it copied them
+        return state_dict
+
+    def synchronize_staging(self):
+        self.fence()
+
+    def close(self):
+        pass
+
+    def fence(self, timeout=None):
+        """Waits until the running save has copied the state out of the live tensors. A save that
+        fails before it copies anything (its future says why) ends the wait after `timeout`
+        seconds (default: the client's reply timeout, 60 s) with reft.TimeoutError."""
+        if not self._out.wait(60.0 if timeout is None else timeout):
+            raise reft.TimeoutError(
+                "the DCP save started by dcp.async_save has not copied the state out of the "
+                "tensors; if its future failed, it never will (see the future's exception)")
+
+    def _copied_out(self):
+        self._out.set()
+
+    def write_data(self, plan, planner):
+        try:
+            return super().write_data(plan, planner)
+        finally:
+            self._out.set()  # also when the write failed: it reads the tensors no more
 
 
 class Reader(StorageReader):
