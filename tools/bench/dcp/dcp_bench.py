@@ -135,24 +135,29 @@ def save_lines(common, s, w):
     # Steady state: the first saves into a reft job allocate its slots (two: the step being
     # written and the last committed one); they are reported apart.
     first = {k: [round(max(r if k == "memcpy" else r[0] for r in rep), 4) for rep in s[k][:w]]
-             for k in ("memcpy", "reft", "fs_shm")}
+             for k in ("memcpy", "reft", "reft_zero_copy", "fs_shm")}
     first_done = {k: [round(max(r[1] for r in rep), 4) for rep in s[k][:w]]
-                  for k in ("reft", "fs_shm")}
-    s = dict(s, **{k: s[k][w:] for k in ("memcpy", "reft", "fs_shm")})
+                  for k in ("reft", "reft_zero_copy", "fs_shm")}
+    s = dict(s, **{k: s[k][w:] for k in ("memcpy", "reft", "reft_zero_copy", "fs_shm")})
     memcpy = slowest(s["memcpy"])
     reft_blocked, reft_done = slowest(s["reft"], 0), slowest(s["reft"], 1)
     fs_blocked, fs_done = slowest(s["fs_shm"], 0), slowest(s["fs_shm"], 1)
+    zc_blocked, zc_done = slowest(s["reft_zero_copy"], 0), slowest(s["reft_zero_copy"], 1)
     return [emit(dict(common, bench="dcp_async_save_blocked", memcpy_s=round(memcpy, 4),
                        reft_s=round(reft_blocked, 4), fs_shm_s=round(fs_blocked, 4),
                        reft_over_memcpy=round(reft_blocked / memcpy, 2),
                        reft_over_fs_shm=round(reft_blocked / fs_blocked, 2),
                        fs_shm_over_memcpy=round(fs_blocked / memcpy, 2),
+                       reft_zero_copy_s=round(zc_blocked, 4),
+                       reft_zero_copy_over_memcpy=round(zc_blocked / memcpy, 3),
                        per_rep_slowest={k: [round(max(r[0] if k != "memcpy" else r
                                                       for r in rep), 4) for rep in s[k]]
-                                        for k in ("memcpy", "reft", "fs_shm")},
+                                        for k in ("memcpy", "reft", "reft_zero_copy",
+                                                  "fs_shm")},
                        warmup_slowest=first)),
              emit(dict(common, bench="dcp_async_save_done", reft_committed_s=round(reft_done, 4),
                        fs_shm_written_s=round(fs_done, 4),
+                       reft_zero_copy_committed_s=round(zc_done, 4),
                        fs_disk_written_s=round(slowest(s["fs_disk"], 1), 4),
                        reft_over_fs_shm=round(reft_done / fs_done, 2),
                        reft_over_memcpy=round(reft_done / memcpy, 2),

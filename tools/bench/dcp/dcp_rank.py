@@ -90,7 +90,7 @@ def loopback_bytes():
     return 0
 
 
-def async_save(state, writer, step=None):
+def async_save(state, writer, step=None, fence=None):
     """(seconds blocked in dcp.async_save, seconds until its future is done, loopback bytes
     sent meanwhile as rank 0 sees them: an upper bound of the save's network traffic)."""
     dist.barrier()
@@ -98,6 +98,8 @@ def async_save(state, writer, step=None):
     t0 = time.perf_counter()
     fut = dcp.async_save(state, storage_writer=writer, checkpoint_id=step)
     blocked = time.perf_counter() - t0
+    if fence is not None:
+        fence()  # zero copy: the trainer fences before it modifies the state
     fut.result()  # on rank 0, the coordinator: once every rank's part is written / committed
     done = time.perf_counter() - t0
     return blocked, done, (loopback_bytes() - lo) if dist.get_rank() == 0 else 0
@@ -154,7 +156,9 @@ def save(args, client_for):
     state = make_state(mesh, placements, gshape, fill=True)
     dsts = [torch.ones_like(state["t%d" % i].to_local()) for i in range(TENSORS)]  # faulted in
     writer = reft_dcp.Writer(client_for(mesh))
-    out = {"memcpy": [], "reft": [], "fs_shm": [], "gshape": list(gshape),
+    # Writer(zero_copy=True) on a job of its own: one rank has one session per job.
+    zero_copy = reft_dcp.Writer(client_for(mesh, "-zc"), zero_copy=True)
+    out = {"memcpy": [], "reft": [], "reft_zero_copy": [], "fs_shm": [], "gshape": list(gshape),
            "local_bytes": gather(sum(state["t%d" % i].to_local().numel() * 4
                                      for i in range(TENSORS)))}
     for rep in range(args.reps):
@@ -162,6 +166,8 @@ def save(args, client_for):
         fs_dir = os.path.join(args.shm_dir, "rep%d" % rep)  # a directory per checkpoint
         out["memcpy"].append(gather(timed(lambda: memcpy_state(state, dsts))[0]))
         runs = [("reft", lambda: async_save(state, writer, rep + 1)),
+                ("reft_zero_copy", lambda: async_save(state, zero_copy, rep + 1,
+                                                      fence=zero_copy.fence)),
                 ("fs_shm", lambda: async_save(state, dcp.FileSystemWriter(fs_dir)))]
         for name, fn in (runs if rep % 2 == 0 else runs[::-1]):
             out[name].append(gather(fn()))
@@ -217,8 +223,8 @@ def main():
     args = p.parse_args()
     dist.init_process_group("gloo")
 
-    def client_for(mesh):
-        return reft_dcp.client_for(mesh, args.socket, args.job, args.protection)
+    def client_for(mesh, job_suffix=""):
+        return reft_dcp.client_for(mesh, args.socket, args.job + job_suffix, args.protection)
 
     out = (save if args.mode == "save" else load)(args, client_for)
     if dist.get_rank() == 0:

@@ -408,7 +408,7 @@ class Reader(StorageReader):
         self.step = step
         head = self._head(0, 0)
         blob = self._read([(head["state"], 0, 0, head["md"][0], head["md"][0] + head["md"][1])])
-        self.metadata = pickle.loads(blob[0])
+        self.metadata = pickle.loads(blob[0].numpy().tobytes())
         return self.metadata
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
@@ -422,41 +422,44 @@ class Reader(StorageReader):
 
     def read_data(self, plan, planner):
         storage = self.metadata.storage_data
-        tensors, wanted = [], {}
+        direct, staged, wanted = [], [], {}
         for req in plan.items:
             loc = storage[req.storage_index]
             if req.type == LoadItemType.BYTE_IO:
-                data = self._extra(loc)
-                planner.load_bytes(req, io.BytesIO(data))
+                planner.load_bytes(req, io.BytesIO(self._extra(loc)))
                 continue
             # The saved chunk's rows [first, last) cover the request: read just those bytes.
             md = self.metadata.state_dict_metadata[req.storage_index.fqn]
-            chunk = next(c for c in md.chunks if tuple(c.offsets) == tuple(req.storage_index.offset))
-            row = loc.length // chunk.sizes[0] if len(chunk.sizes) and chunk.sizes[0] else loc.length
-            if len(chunk.sizes):
-                first = req.storage_offsets[0]
-                last = first + req.lengths[0]
-            else:
-                first, last = 0, 1
+            chunk = next(c for c in md.chunks
+                         if tuple(c.offsets) == tuple(req.storage_index.offset))
+            sizes = list(chunk.sizes)
+            row = loc.length // sizes[0] if sizes and sizes[0] else loc.length
+            first, last = (req.storage_offsets[0], req.storage_offsets[0] + req.lengths[0]) \
+                if sizes else (0, 1)
             key = (loc.pp, loc.tp, loc.offset + first * row, loc.offset + last * row)
-            wanted.setdefault(key, None)
-            tensors.append((req, md, chunk, first, last, key))
+            target = planner.resolve_tensor(req).detach()
+            whole_rows = list(req.lengths[1:]) == sizes[1:] and not any(req.storage_offsets[1:])
+            if (whole_rows and target.device.type == "cpu" and target.is_contiguous()
+                    and target.dtype == md.properties.dtype and target.numel() > 0):
+                direct.append((req, target, key))  # reftd's bytes land in the tensor itself
+            else:
+                wanted.setdefault(key, None)
+                staged.append((req, target, md, sizes, first, last, key))
+        if direct:
+            self._read([(self._head(k[0], k[1])["state"], *k) for _, _, k in direct],
+                       [t for _, t, _ in direct])
+            for req, target, _ in direct:
+                planner.commit_tensor(req, target)
         keys = list(wanted)
-        heads = {(k[0], k[1]): self._head(k[0], k[1])["state"] for k in keys}
-        blobs = self._read([(heads[(k[0], k[1])], k[0], k[1], k[2], k[3]) for k in keys])
-        got = dict(zip(keys, blobs))
-        for req, md, chunk, first, last, key in tensors:
-            shape = list(chunk.sizes)
-            if shape:
-                shape[0] = last - first
-            src = torch.frombuffer(got[key], dtype=md.properties.dtype).view(shape) \
-                if got[key] else torch.empty(shape, dtype=md.properties.dtype)
+        got = dict(zip(keys, self._read([(self._head(k[0], k[1])["state"], *k) for k in keys])))
+        for req, target, md, sizes, first, last, key in staged:
+            shape = sizes[:1] and [last - first] + sizes[1:]
+            src = got[key].view(md.properties.dtype).view(shape)
             offsets = list(req.storage_offsets)
             if offsets:
                 offsets[0] -= first
             for dim, (off, n) in enumerate(zip(offsets, req.lengths)):
                 src = src.narrow(dim, off, n)
-            target = planner.resolve_tensor(req).detach()
             if target.size() != src.size():
                 raise reft.InvalidArgumentError(
                     "%s: the saved chunk gives %s, the state dict wants %s" % (
@@ -468,20 +471,25 @@ class Reader(StorageReader):
         return fut
 
     # -- reads ---------------------------------------------------------------------------
-    def _read(self, ranges):
-        """[(state name, pp, tp, begin, end)] -> [bytearray], from step self.step."""
-        bufs = [bytearray(end - begin) for _, _, _, begin, end in ranges]
-        arrays = [(torch.frombuffer(b, dtype=torch.uint8) if b else None) for b in bufs]
+    def _read(self, ranges, into=None):
+        """[(state name, pp, tp, begin, end)] of step self.step, each into the matching tensor
+        of `into` (contiguous CPU, exactly its size), else into new uint8 tensors (returned)."""
+        if into is None:
+            into = [torch.empty(end - begin, dtype=torch.uint8) for *_, begin, end in ranges]
+        for (*_, begin, end), t in zip(ranges, into):
+            if t.numel() * t.element_size() != end - begin:
+                raise reft.InternalError("a read of %d bytes into a tensor of %d" % (
+                    end - begin, t.numel() * t.element_size()))
         self.client._c.read_saved(self.step, [
-            (name, pp, tp, begin, end, a.data_ptr() if a is not None else 0)
-            for (name, pp, tp, begin, end), a in zip(ranges, arrays)])
-        return bufs
+            (name, pp, tp, begin, end, t.data_ptr() if end > begin else 0)
+            for (name, pp, tp, begin, end), t in zip(ranges, into)])
+        return into
 
     def _head(self, pp, tp):
         if (pp, tp) not in self._heads:
             raw = self._read([(HEAD, pp, tp, 0, _HEAD.size)])[0]
             magic, version, step, name, _, tensor_end, md_at, md_len, ex_at, ex_len = \
-                _HEAD.unpack(bytes(raw))
+                _HEAD.unpack(raw.numpy().tobytes())
             if magic != _MAGIC or step != self.step:
                 raise reft.CorruptedError(
                     "the DCP head of group pp%d-tp%d in step %d is not reft's (magic %r, step %d)"
@@ -495,6 +503,6 @@ class Reader(StorageReader):
         if group not in self._extras:
             head = self._head(*group)
             at, n = head["extras"]
-            self._extras[group] = pickle.loads(self._read([(head["state"], loc.pp, loc.tp, at,
-                                                            at + n)])[0])
+            raw = self._read([(head["state"], loc.pp, loc.tp, at, at + n)])[0]
+            self._extras[group] = pickle.loads(raw.numpy().tobytes())
         return self._extras[group][loc.fqn]
