@@ -263,7 +263,7 @@ class Writer(StorageWriter):
         extras_blob = pickle.dumps(extras, protocol=pickle.HIGHEST_PROTOCOL)
         md_at = self._tensor_end
         ex_at = md_at + len(metadata)
-        self._ensure_state(ex_at + len(extras_blob))
+        self._ensure_state(ex_at + len(extras_blob), len(metadata) + len(extras_blob))
         with torch.no_grad():
             for item in self._items:
                 if item.type == WriteItemType.BYTE_IO:
@@ -302,11 +302,14 @@ class Writer(StorageWriter):
                 % (step, self.commit_timeout))
 
     # -- the buffers ---------------------------------------------------------------------
-    def _ensure_state(self, need):
+    def _ensure_state(self, need, variable):
+        """A registered state buffer of at least `need` bytes, of which `variable` (the metadata
+        and the non-tensor items) may change size from save to save."""
         if self._state is not None and need <= self._state.numel():
             return
-        # Room to grow a little without a new buffer (the non-tensor items change size).
-        size = max(need + need // 8, 1 << 16)
+        # Room for the variable part to grow without a new buffer; no more, since every save
+        # copies the whole buffer into reftd.
+        size = need + max(variable // 4, 1 << 16)
         size = (size + (1 << 16) - 1) >> 16 << 16
         if self._state is not None:
             self._generation += 1
