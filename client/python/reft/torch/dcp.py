@@ -121,6 +121,20 @@ def _tensor_bytes(item):
     return n * torch.empty((), dtype=item.tensor_data.properties.dtype).element_size()
 
 
+def _structure(state_dict):
+    """What a staged copy depends on: the containers, and each tensor's local shape, dtype
+    and placement (a DTensor's local shard)."""
+    leaves, spec = torch.utils._pytree.tree_flatten(state_dict)
+    out = []
+    for v in leaves:
+        if torch.is_tensor(v):
+            local = v.to_local() if hasattr(v, "to_local") else v
+            out.append((tuple(local.shape), local.dtype, tuple(getattr(v, "placements", ()))))
+        else:
+            out.append(type(v))
+    return spec, out
+
+
 @dataclasses.dataclass(frozen=True)
 class Location:
     """Where a saved item lives: sharding group (pp, tp), and either a byte range of its state
@@ -158,9 +172,17 @@ class Writer(StorageWriter):
     """DCP storage writer into reftd: each save is reft step `checkpoint_id`, complete when it is
     committed job-wide (finish() waits for that on the coordinator and raises if it is not).
 
-    zero_copy=True: `dcp.async_save` copies nothing on the trainer's thread (this writer is its
-    stager and stages nothing); the state is copied out of the live tensors in the background,
-    so the trainer calls `writer.fence()` before it modifies them (before optimizer.step())."""
+    The writer is DCP's stager for `dcp.async_save`: by default it copies the state once, on the
+    trainer's thread, into host memory it keeps from save to save (allocated at the first save
+    and again only when the state's tensors change), and the save goes on in the background.
+    One save at a time: staging while the previous save has not written its state yet is
+    reft.BusyError (wait for the previous future first, as DCP asks).
+
+    zero_copy=True: `dcp.async_save` copies nothing on the trainer's thread (the writer stages
+    nothing); the state is copied out of the live tensors in the background, so the trainer
+    calls `writer.fence()` before it modifies them (before optimizer.step())."""
+
+    _synchronize_after_execute = False  # stage() returns only once the state is copied
 
     def __new__(cls, client=None, zero_copy=False, **kwargs):
         if zero_copy and cls is Writer:
@@ -183,6 +205,9 @@ class Writer(StorageWriter):
         self._last_step = None
         self._committing = None
         self._saving = None  # the step between planning and writing (one save at a time)
+        self._staged = False  # stage() ran and that save has not written its state yet
+        self._cache = None    # the staged copy of the state, kept between saves
+        self._cache_shape = None
 
     def __getstate__(self):
         # DCP's process mode pickles the writer into a child process; the child cannot use this
@@ -191,6 +216,32 @@ class Writer(StorageWriter):
             "reft.torch.dcp.Writer holds this rank's session with reftd and cannot move to "
             "another process: use dcp.async_save in thread mode (the default), not "
             "AsyncCheckpointerType.PROCESS")
+
+    # -- DCP's AsyncStager ---------------------------------------------------------------
+    @property
+    def should_synchronize_after_execute(self):
+        return False
+
+    def stage(self, state_dict):
+        """A copy of `state_dict` the trainer may not touch: one copy into kept host memory."""
+        from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+        if self._staged:
+            raise reft.BusyError(
+                "dcp.async_save: the previous save has not written its state into reft yet: "
+                "wait for its future before the next async_save")
+        shape = _structure(state_dict)
+        if self._cache is None or shape != self._cache_shape:
+            self._cache = _create_cpu_state_dict(state_dict)
+            self._cache_shape = shape
+        staged = _copy_state_dict(state_dict, self._cache)
+        self._staged = True
+        return staged
+
+    def synchronize_staging(self):
+        pass  # stage() copied synchronously
+
+    def close(self):
+        self._cache = None
 
     # -- DCP's StorageWriter -------------------------------------------------------------
     def reset(self, checkpoint_id=None):
@@ -207,6 +258,13 @@ class Writer(StorageWriter):
         return None
 
     def prepare_local_plan(self, plan):
+        try:
+            return self._prepare_local_plan(plan)
+        except Exception:
+            self._staged = False  # this save writes nothing: the staged copy is free again
+            raise
+
+    def _prepare_local_plan(self, plan):
         if self.step is None:
             raise reft.InvalidArgumentError(
                 "a save into reft needs checkpoint_id=<step> (an int or its decimal string)")
@@ -250,6 +308,7 @@ class Writer(StorageWriter):
             return self._write(plan, planner)
         finally:
             self._saving = None
+            self._staged = False
 
     def _copied_out(self):
         """The state dict's tensors are no longer read by this save."""
@@ -332,16 +391,10 @@ class ZeroCopyWriter(Writer):
     """Writer(client, zero_copy=True): DCP's stager for `dcp.async_save` that stages nothing.
     fence() returns once the running save no longer reads the state dict's tensors."""
 
-    _synchronize_after_execute = False  # the trainer fences, just before it needs the tensors
-
     def __init__(self, client, zero_copy=True, commit_timeout=None):
         super().__init__(client, zero_copy=True, commit_timeout=commit_timeout)
         self._out = threading.Event()
         self._out.set()
-
-    @property
-    def should_synchronize_after_execute(self):
-        return False
 
     def stage(self, state_dict):
         self._out.clear()  # the save that starts now reads the live tensors until it copied them
@@ -349,9 +402,6 @@ class ZeroCopyWriter(Writer):
 
     def synchronize_staging(self):
         self.fence()
-
-    def close(self):
-        pass
 
     def fence(self, timeout=None):
         """Waits until the running save has copied the state out of the live tensors. A save that
