@@ -91,6 +91,14 @@ def refusals(node, job):
         assert reft_dcp.Reader.validate_checkpoint_id(None)
         with pytest.raises(reft.UnsupportedError, match="thread mode"):
             pickle.dumps(writer)  # DCP's process mode would carry it to a child process
+        # Two async saves at once: the second staging would overwrite what the first one has
+        # not written yet.
+        state = {"w": torch.arange(8.0)}
+        staged = writer.stage(state)
+        assert torch.equal(staged["w"], state["w"]) and staged["w"].data_ptr() != \
+            state["w"].data_ptr()
+        with pytest.raises(reft.BusyError, match="previous save has not written"):
+            writer.stage(state)
         reader = reft_dcp.Reader(client)
         reader.reset(1)
         with pytest.raises(reft.NotFoundError, match="newest step committed job-wide is 3"):
