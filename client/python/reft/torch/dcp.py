@@ -32,7 +32,6 @@ import torch
 from torch.futures import Future
 from torch.distributed.checkpoint import StorageReader, StorageWriter
 from torch.distributed.checkpoint.default_planner import create_default_global_save_plan
-from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import WriteItemType, LoadItemType
 from torch.distributed.checkpoint.storage import WriteResult
 
@@ -283,8 +282,7 @@ class Writer(StorageWriter):
         return dataclasses.replace(plan, storage_data=_RankPlan(c.pp, c.tp, self._offsets))
 
     def prepare_global_plan(self, plans):
-        plans_no_hints, metadata = create_default_global_save_plan(plans, rewrite_index_hints=False)
-        del plans_no_hints
+        _, metadata = create_default_global_save_plan(plans, rewrite_index_hints=False)
         storage = {}
         for plan in plans:
             rank = plan.storage_data
