@@ -1204,11 +1204,21 @@ void EtcdJobCoordinator::Campaign(const std::string& job) {
     reft::MutexLock lock(mu_);
     JobState& st = jobs_[job];
     st.want_lead = false;
-    if (!r->succeeded) {
+    std::optional<KeyValue> key;
+    if (r->succeeded) {
+      key = KeyValue{keys::Coordinator(job), Encode(NodeRef{nodes_->node_id(), -1}), r->revision,
+                     r->revision, 1, lease};
+    } else {
       // Someone leads: possibly this node under an older lease that etcd still holds (it
       // expires, the watch reports the delete, and this node campaigns again), or this node
       // under its current lease after its completions watch was reset: it leads again.
-      if (r->gets.empty() || !HeldBy(First(r->gets[0]), nodes_->node_id(), lease)) return;
+      if (!r->gets.empty()) key = First(r->gets[0]);
+      if (!HeldBy(key, nodes_->node_id(), lease)) return;
+    }
+    // The term starts now, not when the watch reports the key: a plan or commit this node
+    // makes as coordinator before that event is fenced by the term it holds.
+    if (SeenLocked(st, keys::Coordinator(job), key->mod_revision)) {
+      ApplyCoordinatorLocked(job, st, key);
     }
   }
   BecomeLeader(job);
