@@ -184,6 +184,10 @@ def main():
         say(event="loaded", step=reader_step, source=source, digest=digest(model, opt))
         start = 0 if reader_step is None else reader_step
     writer = reft_dcp.Writer(client, zero_copy=args.zero_copy)
+    # async_save plans and finishes in a background thread with collectives of its own: on a
+    # group of their own, or they interleave with FSDP's on the same communicator (TorchTitan
+    # does the same).
+    ckpt_group = dist.new_group(backend="gloo")
     pending = None
     for step in range(start + 1, start + 1 + args.steps):
         train_step(model, opt, step, writer)
@@ -192,9 +196,10 @@ def main():
         if pending is not None:
             pending.result()  # one save at a time: the previous one is committed job-wide
         if args.async_save:
-            pending = dcp.async_save(state, storage_writer=writer, checkpoint_id=step)
+            pending = dcp.async_save(state, storage_writer=writer, checkpoint_id=step,
+                                     process_group=ckpt_group)
         else:
-            dcp.save(state, storage_writer=writer, checkpoint_id=step)
+            dcp.save(state, storage_writer=writer, checkpoint_id=step, process_group=ckpt_group)
         if not args.async_save:
             say(event="saved", step=step, digest=digest(model, opt))
     if pending is not None:

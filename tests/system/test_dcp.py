@@ -59,21 +59,63 @@ def event(events, name):
     return found[-1]
 
 
-def test_a_checkpoint_loads_under_another_tensor_parallel_mesh():
-    """(dp_shard 2, tp 2) on 2 nodes saves with async_save, zero copy (the trainer fences before
-    optimizer.step()); the last step loads into (dp_shard 2, tp 1) and into one rank (DCP
-    reshards, reft serves the byte ranges), bit for bit."""
+def test_fsdp2_tp_checkpoint_loads_under_another_mesh_and_after_a_node_is_lost():
+    """(dp_shard 2, tp 2) on 2 nodes, no replicas: each rank's shard is copied to its ring
+    neighbour on the other node (arc1). Saved with async_save, zero copy (the trainer fences
+    before optimizer.step()); the last step loads into (dp_shard 2, tp 1) and, after node1 is
+    lost for good, into (dp_shard 1, tp 2) on node0 alone (DCP reshards, reft serves the byte
+    ranges, node1's shards from their copies), bit for bit."""
     with LocalCluster(nodes=2, etcd=1, config=CONFIG) as c:
         saved = run_ranks(c.nodes, "tp", [0, 0, 1, 1], "--shard", "2", "--tp", "2",
-                          "--steps", "3", "--async-save", "--zero-copy")
+                          "--protection", "arc1", "--steps", "3", "--async-save", "--zero-copy")
         want = event(saved, "saved")
         assert want["step"] == 3
-        for placement, mesh in (([0, 1], ["--shard", "2"]), ([1], ["--shard", "1"])):
-            loaded = event(run_ranks(c.nodes, "tp", placement, *mesh, "--steps", "0", "--load"),
-                           "loaded")
-            assert (loaded["step"], loaded["digest"]) == (3, want["digest"]), (mesh, loaded)
-            assert loaded["source"] == "memory", loaded
+        loaded = event(run_ranks(c.nodes, "tp", [0, 1], "--shard", "2", "--steps", "0",
+                                 "--load"), "loaded")
+        assert (loaded["step"], loaded["digest"], loaded["source"]) == \
+            (3, want["digest"], "memory"), loaded
         refusals(c.nodes[0], "tp")
+        c.nodes[1].kill()
+        c.nodes[1].wipe_memory()
+        loaded = event(run_ranks(c.nodes, "tp", [0, 0], "--shard", "1", "--tp", "2",
+                                 "--steps", "0", "--load"), "loaded")
+        assert (loaded["step"], loaded["digest"], loaded["source"]) == \
+            (3, want["digest"], "memory"), loaded
+
+
+def test_fsdp2_job_of_four_nodes_resumes_on_three_from_memory():
+    """Pure FSDP (dp_shard 4, one rank per node) under arc1: no rank holds another's bytes, so
+    reftd copies each shard to its ring neighbour's node before the step is sealed. node3 is
+    lost for good; three ranks on the others load the last step (node3's shard from its copy)
+    bit for bit, and go on saving."""
+    with LocalCluster(nodes=4, etcd=1, config=CONFIG) as c:
+        saved = run_ranks(c.nodes, "fsdp", [0, 1, 2, 3], "--shard", "4",
+                          "--protection", "arc1", "--steps", "2", "--async-save")
+        want = event(saved, "saved")
+        c.nodes[3].kill()
+        c.nodes[3].wipe_memory()
+        resumed = run_ranks(c.nodes, "fsdp", [0, 1, 2], "--shard", "3", "--steps", "1", "--load")
+        loaded = event(resumed, "loaded")
+        assert (loaded["step"], loaded["digest"], loaded["source"]) == \
+            (want["step"], want["digest"], "memory"), loaded
+        assert event(resumed, "saved")["step"] == want["step"] + 1
+
+
+def test_fsdp2_ranks_placed_as_torchrun_does_survive_a_node_loss():
+    """Pure FSDP (dp_shard 4) with two ranks per node, consecutive ranks on one node as
+    torchrun places them: client_for orders reft's ring so that every rank's copy is kept on
+    the other node (in mesh order, ranks 2 and 3 would keep each other's), so the job resumes
+    from memory on the node that remains."""
+    with LocalCluster(nodes=2, etcd=1, config=CONFIG) as c:
+        saved = run_ranks(c.nodes, "fsdp2", [0, 0, 1, 1], "--shard", "4",
+                          "--protection", "arc1", "--steps", "1")
+        want = event(saved, "saved")
+        c.nodes[1].kill()
+        c.nodes[1].wipe_memory()
+        loaded = event(run_ranks(c.nodes, "fsdp2", [0, 0], "--shard", "2", "--steps", "0",
+                                 "--load"), "loaded")
+        assert (loaded["step"], loaded["digest"], loaded["source"]) == \
+            (want["step"], want["digest"], "memory"), loaded
 
 
 def refusals(node, job):
@@ -103,6 +145,17 @@ def refusals(node, job):
         reader.reset(1)
         with pytest.raises(reft.NotFoundError, match="newest step committed job-wide is 3"):
             reader.read_metadata()
+        # A state dict that does not match the saved one: DCP's own error, nothing loaded.
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.api import CheckpointException
+        wrong = {"model": {"no.such.weight": torch.zeros(4)}}
+        with pytest.raises(CheckpointException, match="Missing key .*no.such.weight"):
+            dcp.load(wrong, storage_reader=reft_dcp.Reader(client), no_dist=True)
+        assert torch.equal(wrong["model"]["no.such.weight"], torch.zeros(4))
+        shaped = {"model": {"tok_embeddings.weight": torch.zeros(3, 3)}}
+        with pytest.raises(CheckpointException, match="[Ss]ize mismatch"):
+            dcp.load(shaped, storage_reader=reft_dcp.Reader(client), no_dist=True)
+        assert torch.equal(shaped["model"]["tok_embeddings.weight"], torch.zeros(3, 3))
     finally:
         client.close()
 

@@ -7,19 +7,29 @@ the node's memory, protected like any reft step (docs/dcp.md).
     dcp.load(state, storage_reader=reft.torch.dcp.Reader(client))   # the newest committed step
 
 A save is one reft step (checkpoint_id, an int or its decimal string). Every rank lays the
-chunks its state dict holds into one host buffer per rank, "dcp/state" (kind replicated: the
-ranks of a `dp_replicate` group hold the same chunks, so reft protects them as it protects
-data-parallel replicas), behind the step's DCP metadata and the pickled non-tensor items:
+chunks its state dict holds into one host buffer, behind the step's DCP metadata and the
+pickled non-tensor items:
 
     [tensor chunks, in the order of their keys][metadata][non-tensor items]
 
-A small replicated "dcp/head" buffer says where each part is and which state buffer holds them
-(a state that outgrows its buffer gets a new one: "dcp/state.1", ...). The metadata is computed
-once, by the coordinator, while planning (DCP's global plan), and handed to every rank with its
-plan, so each rank's step holds all of it: losing the coordinator's node loses nothing. A load
-reads the head and the metadata of sharding group (pp 0, tp 0), then exactly the byte ranges
-DCP's planner asks for, from whichever node holds them (reft.Client's read of saved ranges),
-so DCP reshards onto any new mesh or world size.
+How reft protects that buffer depends on who else holds its bytes:
+- replicas (a `dp_replicate` group, HSDP: reft's dp) hold the same chunks: the buffer is
+  "dcp/state", kind replicated, protected as data-parallel replicas are (ARC/AEC from the
+  node's own copy, nothing sent at save time);
+- shards (pure FSDP: `dp_shard` is reft's dp) hold other chunks each: the buffer is this rank's
+  equal part of one sharded buffer of the group, "dcp/shard.<size in 64 KiB>", which reftd
+  copies to the ring neighbour's node before the step is sealed (a peer copy over the bulk
+  transport). The parts must be equal, so the coordinator sizes them while planning.
+The coordinator tells which case a save is from the plans (replicas plan the same chunks).
+
+A small "dcp/head" (replicated, or a sharded part of 256 bytes per rank) says where each part
+is, which buffer holds them and where this rank's part starts in it (a state that outgrows its
+buffer gets a new one: "dcp/state.1", ...). The metadata is computed once, by the coordinator,
+while planning (DCP's global plan), and handed to every rank with its plan, so each rank's step
+holds all of it: losing the coordinator's node loses nothing. A load reads the head and the
+metadata of rank (pp 0, tp 0, dp 0), then exactly the byte ranges DCP's planner asks for, from
+whichever node holds them (reft.Client's read of saved ranges; a lost rank's part is read from
+its peer copy), so DCP reshards onto any new mesh or world size.
 """
 
 import dataclasses
@@ -45,18 +55,28 @@ _ALIASES = {"dp": "dp_shard", "fsdp": "dp_shard"}
 
 HEAD = "dcp/head"
 STATE = "dcp/state"
-_HEAD = struct.Struct("<8sQQ32sQQQQQQ")  # magic, version, step, state name, 3 (offset, length)
+SHARD = "dcp/shard"
+# magic, version, step, state name, this rank's part's offset in it, tensors' end, (offset,
+# length) of the metadata and of the non-tensor items within the part
+_HEAD = struct.Struct("<8sQQ32sQQQQQQ")
 _HEAD_BYTES = 256
 _MAGIC = b"reftdcp1"
+_UNIT = 1 << 16  # buffers grow in 64 KiB units
+_BYTES_RESERVE = 1 << 16  # a shard's room for its non-tensor items, at least
 
 
 def client_for(mesh, socket=None, job=None, protection="none", **client_kwargs):
     """This rank's reft.Client for a job whose state DCP saves, placed by its DeviceMesh.
 
     `mesh.mesh_dim_names` may use pp, dp_replicate, dp_shard (or dp, fsdp), cp and tp.
-    dp_replicate is reft's data-parallel axis (its ranks hold the same chunks: the sharding
-    group), pp its pipeline axis, and dp_shard x cp x tp one tensor-parallel axis of reft (each
-    of those ranks holds other chunks). Other keyword arguments go to reft.Client."""
+    pp is reft's pipeline axis. With a dp_replicate dimension (HSDP) it is reft's data-parallel
+    axis (its ranks hold the same chunks: the sharding group), and dp_shard x cp x tp one
+    tensor-parallel axis of reft (each of those ranks holds other chunks). Without one (pure
+    FSDP), dp_shard is reft's data-parallel axis, whose ranks' shards reft copies to their ring
+    neighbours, and cp x tp its tensor-parallel axis; the ring is ordered so that neighbours
+    are on different nodes where the group spans several (a collective over the dp_shard
+    group: every rank of the mesh calls client_for). Other keyword arguments go to
+    reft.Client."""
     names = getattr(mesh, "mesh_dim_names", None)
     if not names:
         raise reft.InvalidArgumentError(
@@ -76,11 +96,44 @@ def client_for(mesh, socket=None, job=None, protection="none", **client_kwargs):
         size[name] = mesh.size(i)
     coord = {n: where.get(n, 0) for n in MESH_DIMS}
     dims = {n: size.get(n, 1) for n in MESH_DIMS}
-    tp = (coord["dp_shard"] * dims["cp"] + coord["cp"]) * dims["tp"] + coord["tp"]
-    layout = reft.Layout(dp=dims["dp_replicate"], tp=dims["dp_shard"] * dims["cp"] * dims["tp"],
-                         pp=dims["pp"])
-    return reft.Client(socket=socket, job=job, pp=coord["pp"], tp=tp, dp=coord["dp_replicate"],
-                       layout=layout, protection=protection, **client_kwargs)
+    dp_axis = "dp_replicate" if dims["dp_replicate"] > 1 else "dp_shard"
+    tp_axes = ("dp_shard", "cp", "tp") if dp_axis == "dp_replicate" else ("cp", "tp")
+    tp, tp_size = 0, 1
+    for axis in tp_axes:  # row-major over the axes reft flattens into its tp
+        tp = tp * dims[axis] + coord[axis]
+        tp_size *= dims[axis]
+    layout = reft.Layout(dp=dims[dp_axis], tp=tp_size, pp=dims["pp"])
+    dp = coord[dp_axis]
+    if dp_axis == "dp_shard" and dims["dp_shard"] > 1:
+        shard_dim = [_ALIASES.get(n, n) for n in names].index("dp_shard")
+        dp = _ring_position(mesh.get_group(shard_dim), socket, coord["dp_shard"])
+    return reft.Client(socket=socket, job=job, pp=coord["pp"], tp=tp, dp=dp, layout=layout,
+                       protection=protection, **client_kwargs)
+
+
+def _node_key(socket):
+    """What tells this rank's node from the others': the host and its reftd's socket."""
+    import os
+    import socket as net
+    path = socket or os.environ.get("REFT_SOCKET", reft.DEFAULT_SOCKET)
+    return net.gethostname(), os.path.realpath(path)
+
+
+def _ring_position(group, socket, rank_in_group):
+    """This rank's place in its dp_shard group's ring, as reft's dp. reftd keeps a copy of
+    each rank's shard with the rank before it in the ring (dp - 1), so that copy protects
+    against a node loss only when the two are on different nodes — which the mesh's own order
+    rarely gives (a launcher puts consecutive ranks on one node). The ring takes the nodes'
+    first ranks in turn, then their second ranks, and so on."""
+    import torch.distributed as dist
+    members = [None] * dist.get_world_size(group)
+    dist.all_gather_object(members, (_node_key(socket), rank_in_group), group=group)
+    by_node = {}
+    for node, r in sorted(members, key=lambda m: m[1]):
+        by_node.setdefault(node, []).append(r)
+    ring = [ranks[i] for i in range(max(map(len, by_node.values())))
+            for ranks in by_node.values() if i < len(ranks)]
+    return ring.index(rank_in_group)
 
 
 def _step_of(checkpoint_id, for_load):
@@ -136,24 +189,71 @@ def _structure(state_dict):
 
 @dataclasses.dataclass(frozen=True)
 class Location:
-    """Where a saved item lives: sharding group (pp, tp), and either a byte range of its state
-    buffer (a tensor chunk) or its non-tensor item `fqn`."""
+    """Where a saved item lives: the rank (pp, tp, dp; dp is 0 where replicas hold it), and
+    either a byte range of that rank's part of its state buffer (a tensor chunk) or its
+    non-tensor item `fqn`."""
 
     pp: int
     tp: int
     offset: int = 0
     length: int = 0
     fqn: str = None
+    dp: int = 0
 
 
 @dataclasses.dataclass
 class _RankPlan:
-    """What a rank tells the coordinator with its local plan: its group, where each of its
-    tensor chunks goes in its state buffer (before deduplication: replicas lay out alike)."""
+    """What a rank tells the coordinator with its local plan: its place, where each of its
+    tensor chunks goes in its part (before deduplication: replicas lay out alike), and what
+    sizing an equal shard for it takes."""
 
     pp: int
     tp: int
     offsets: dict
+    dp: int = 0
+    tensor_end: int = 0
+    shard_size: int = 0     # the size of the shard it holds registered now (0: none)
+    bytes_reserve: int = 0  # the room it asks for its non-tensor items
+
+
+@dataclasses.dataclass
+class _Assignment:
+    """What the coordinator hands each rank with its global plan: the pickled metadata and,
+    for shards, the equal part size its group agreed on (0: replicas)."""
+
+    metadata: bytes
+    shard_size: int = 0
+
+
+def _round_up(n, unit):
+    return (n + unit - 1) // unit * unit
+
+
+def _shard_sizes(ranks, md_len):
+    """{(pp, tp): the equal part size} for groups of shards: the size each already holds while
+    every part fits, else the largest need with room to grow."""
+    groups = {}
+    for r in ranks:
+        groups.setdefault((r.pp, r.tp), []).append(r)
+    out = {}
+    for group, members in groups.items():
+        need = max(_round_up(r.tensor_end + md_len, 64) + r.bytes_reserve for r in members)
+        held = {r.shard_size for r in members}
+        if len(held) == 1 and need <= min(held):
+            out[group] = held.pop()
+        else:
+            out[group] = _round_up(need + max((md_len + _BYTES_RESERVE) // 4, _UNIT), _UNIT)
+    return out
+
+
+def _replicas_alike(ranks):
+    """True when the ranks of each (pp, tp) group plan the same chunks: replicas."""
+    seen = {}
+    for r in ranks:
+        keys = seen.setdefault((r.pp, r.tp), set(r.offsets))
+        if keys != set(r.offsets):
+            return False
+    return True
 
 
 def _layout(items):
@@ -196,9 +296,12 @@ class Writer(StorageWriter):
         self._items = []
         self._offsets = {}
         self._tensor_end = 0
-        self._state = None        # the registered state buffer (uint8 CPU tensor)
+        self._state = None        # this rank's part of the state buffer (uint8 CPU tensor)
         self._state_name = None
-        self._generation = 0
+        self._base = 0            # where that part starts in the buffer
+        self._generation = -1     # of the replicated state buffer: none registered yet
+        self._shards = {}         # the sharded buffers registered: {name: part}
+        self._extras_len = 0      # the non-tensor items' size at the last save
         self._head = torch.zeros(_HEAD_BYTES, dtype=torch.uint8)
         self._head_registered = False
         self._last_step = None
@@ -279,19 +382,24 @@ class Writer(StorageWriter):
         self._items = list(plan.items)
         self._offsets, self._tensor_end = _layout(self._items)
         c = self.client.coordinates
-        return dataclasses.replace(plan, storage_data=_RankPlan(c.pp, c.tp, self._offsets))
+        held = self._state.numel() if self._state_name in self._shards else 0
+        reserve = _round_up(max(_BYTES_RESERVE, 2 * self._extras_len), 64)
+        return dataclasses.replace(plan, storage_data=_RankPlan(
+            c.pp, c.tp, self._offsets, c.dp, self._tensor_end, held, reserve))
 
     def prepare_global_plan(self, plans):
         _, metadata = create_default_global_save_plan(plans, rewrite_index_hints=False)
+        ranks = [p.storage_data for p in plans]
+        shards = not _replicas_alike(ranks)
         storage = {}
-        for plan in plans:
-            rank = plan.storage_data
+        for rank, plan in zip(ranks, plans):
+            dp = rank.dp if shards else 0  # any replica holds it
             for item in plan.items:
                 if item.type == WriteItemType.BYTE_IO:
-                    storage[item.index] = Location(rank.pp, rank.tp, fqn=item.index.fqn)
+                    storage[item.index] = Location(rank.pp, rank.tp, fqn=item.index.fqn, dp=dp)
                 else:
                     off, n = rank.offsets[_key(item.index)]
-                    storage[item.index] = Location(rank.pp, rank.tp, off, n)
+                    storage[item.index] = Location(rank.pp, rank.tp, off, n, dp=dp)
         mappings = {}
         for plan in plans:
             if isinstance(plan.planner_data, dict):
@@ -299,7 +407,9 @@ class Writer(StorageWriter):
         metadata.storage_data = storage
         metadata.planner_data = mappings
         blob = pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL)
-        return [dataclasses.replace(p, storage_data=blob) for p in plans]
+        sizes = _shard_sizes(ranks, len(blob)) if shards else {}
+        return [dataclasses.replace(p, storage_data=_Assignment(blob, sizes.get((r.pp, r.tp), 0)))
+                for r, p in zip(ranks, plans)]
 
     def write_data(self, plan, planner):
         try:
@@ -312,15 +422,19 @@ class Writer(StorageWriter):
         """The state dict's tensors are no longer read by this save."""
 
     def _write(self, plan, planner):
-        metadata = plan.storage_data
+        metadata = plan.storage_data.metadata
         extras = {}
         for item in self._items:  # every local item, also those another replica writes
             if item.type == WriteItemType.BYTE_IO:
                 extras[item.index.fqn] = planner.resolve_data(item).getvalue()
         extras_blob = pickle.dumps(extras, protocol=pickle.HIGHEST_PROTOCOL)
+        self._extras_len = len(extras_blob)
         md_at = self._tensor_end
         ex_at = md_at + len(metadata)
-        self._ensure_state(ex_at + len(extras_blob), len(metadata) + len(extras_blob))
+        if plan.storage_data.shard_size:
+            self._ensure_shard(plan.storage_data.shard_size, ex_at + len(extras_blob))
+        else:
+            self._ensure_state(ex_at + len(extras_blob), len(metadata) + len(extras_blob))
         with torch.no_grad():
             for item in self._items:
                 if item.type == WriteItemType.BYTE_IO:
@@ -362,24 +476,58 @@ class Writer(StorageWriter):
     def _ensure_state(self, need, variable):
         """A registered state buffer of at least `need` bytes, of which `variable` (the metadata
         and the non-tensor items) may change size from save to save."""
+        if self._state_name in self._shards:
+            raise reft.InvalidArgumentError(
+                "the ranks of job %r saved as shards and now as replicas: a writer keeps the "
+                "parallelism it started with" % (self.client.job,))
         if self._state is not None and need <= self._state.numel():
             return
         # Room for the variable part to grow without a new buffer; no more, since every save
         # copies the whole buffer into reftd.
         size = need + max(variable // 4, 1 << 16)
         size = (size + (1 << 16) - 1) >> 16 << 16
-        if self._state is not None:
-            self._generation += 1
+        self._generation += 1
         name = STATE if self._generation == 0 else "%s.%d" % (STATE, self._generation)
         state = torch.zeros(size, dtype=torch.uint8)
         self.client.register(name, state, kind="replicated")
-        self._state, self._state_name = state, name
-        if not self._head_registered:
+        self._state, self._state_name, self._base = state, name, 0
+        self._register_head(sharded=False)
+
+    def _ensure_shard(self, size, need):
+        """This rank's part of the group's sharded state buffer: `size` bytes, as the
+        coordinator sized every part of the group; `need` bytes of it are used."""
+        if self._generation >= 0:
+            raise reft.InvalidArgumentError(
+                "the ranks of job %r saved as replicas and now as shards: a writer keeps the "
+                "parallelism it started with" % (self.client.job,))
+        if need > size:
+            raise reft.BusyError(
+                "step %d: the non-tensor items of this rank take %d bytes more than the room "
+                "its group agreed on while planning (their size is known only once they are "
+                "written); the next save reserves it: save again" % (self._saving, need - size))
+        c = self.client.coordinates
+        name = "%s.%d" % (SHARD, size // _UNIT)
+        if name not in self._shards:
+            part = torch.zeros(size, dtype=torch.uint8)
+            m = self.client.layout.dp
+            self.client.register(name, part, kind="unique", shard=(c.dp * size, m * size))
+            self._shards[name] = part
+        self._state, self._state_name, self._base = self._shards[name], name, c.dp * size
+        self._register_head(sharded=True)
+
+    def _register_head(self, sharded):
+        if self._head_registered:
+            return
+        if sharded:
+            m = self.client.layout.dp
+            shard = (self.client.coordinates.dp * _HEAD_BYTES, m * _HEAD_BYTES)
+            self.client.register(HEAD, self._head, kind="unique", shard=shard)
+        else:
             self.client.register(HEAD, self._head, kind="replicated")
-            self._head_registered = True
+        self._head_registered = True
 
     def _write_head(self, md_at, md_len, ex_at, ex_len):
-        packed = _HEAD.pack(_MAGIC, 1, self._saving, self._state_name.encode(), 0,
+        packed = _HEAD.pack(_MAGIC, 1, self._saving, self._state_name.encode(), self._base,
                             self._tensor_end, md_at, md_len, ex_at, ex_len)
         self._head.zero_()
         self._head[:len(packed)] = torch.frombuffer(bytearray(packed), dtype=torch.uint8)
@@ -457,8 +605,9 @@ class Reader(StorageReader):
                 "job-wide is %d (load with checkpoint_id=None or %d)" % (
                     self.wanted, self.client.job, step, step))
         self.step = step
-        head = self._head(0, 0)
-        blob = self._read([(head["state"], 0, 0, head["md"][0], head["md"][0] + head["md"][1])])
+        head = self._head(0, 0, 0)
+        at, n = head["md"]
+        blob = self._read([(head["state"], 0, 0, head["base"] + at, head["base"] + at + n)])
         self.metadata = pickle.loads(blob[0].numpy().tobytes())
         return self.metadata
 
@@ -487,7 +636,9 @@ class Reader(StorageReader):
             row = loc.length // sizes[0] if sizes and sizes[0] else loc.length
             first, last = (req.storage_offsets[0], req.storage_offsets[0] + req.lengths[0]) \
                 if sizes else (0, 1)
-            key = (loc.pp, loc.tp, loc.offset + first * row, loc.offset + last * row)
+            head = self._head(loc.pp, loc.tp, loc.dp)
+            begin = head["base"] + loc.offset
+            key = (head["state"], loc.pp, loc.tp, begin + first * row, begin + last * row)
             target = planner.resolve_tensor(req).detach()
             whole_rows = list(req.lengths[1:]) == sizes[1:] and not any(req.storage_offsets[1:])
             if (whole_rows and target.device.type == "cpu" and target.is_contiguous()
@@ -497,12 +648,11 @@ class Reader(StorageReader):
                 wanted.setdefault(key, None)
                 staged.append((req, target, md, sizes, first, last, key))
         if direct:
-            self._read([(self._head(k[0], k[1])["state"], *k) for _, _, k in direct],
-                       [t for _, t, _ in direct])
+            self._read([k for _, _, k in direct], [t for _, t, _ in direct])
             for req, target, _ in direct:
                 planner.commit_tensor(req, target)
         keys = list(wanted)
-        got = dict(zip(keys, self._read([(self._head(k[0], k[1])["state"], *k) for k in keys])))
+        got = dict(zip(keys, self._read(keys)))
         for req, target, md, sizes, first, last, key in staged:
             shape = sizes[:1] and [last - first] + sizes[1:]
             src = got[key].view(md.properties.dtype).view(shape)
@@ -536,24 +686,28 @@ class Reader(StorageReader):
             for (name, pp, tp, begin, end), t in zip(ranges, into)])
         return into
 
-    def _head(self, pp, tp):
-        if (pp, tp) not in self._heads:
-            raw = self._read([(HEAD, pp, tp, 0, _HEAD.size)])[0]
-            magic, version, step, name, _, tensor_end, md_at, md_len, ex_at, ex_len = \
+    def _head(self, pp, tp, dp):
+        """Rank (pp, tp, dp)'s head: dp 0 reads a replicated head, any dp a sharded one (its
+        part is the dp-th 256 bytes)."""
+        if (pp, tp, dp) not in self._heads:
+            at = dp * _HEAD_BYTES
+            raw = self._read([(HEAD, pp, tp, at, at + _HEAD.size)])[0]
+            magic, version, step, name, base, tensor_end, md_at, md_len, ex_at, ex_len = \
                 _HEAD.unpack(raw.numpy().tobytes())
             if magic != _MAGIC or step != self.step:
                 raise reft.CorruptedError(
-                    "the DCP head of group pp%d-tp%d in step %d is not reft's (magic %r, step %d)"
-                    % (pp, tp, self.step, magic, step))
-            self._heads[(pp, tp)] = {"state": name.rstrip(b"\0").decode(),
-                                     "md": (md_at, md_len), "extras": (ex_at, ex_len)}
-        return self._heads[(pp, tp)]
+                    "the DCP head of rank pp%d-tp%d-dp%d in step %d is not reft's (magic %r, "
+                    "step %d)" % (pp, tp, dp, self.step, magic, step))
+            self._heads[(pp, tp, dp)] = {"state": name.rstrip(b"\0").decode(), "base": base,
+                                         "md": (md_at, md_len), "extras": (ex_at, ex_len)}
+        return self._heads[(pp, tp, dp)]
 
     def _extra(self, loc):
-        group = (loc.pp, loc.tp)
-        if group not in self._extras:
-            head = self._head(*group)
+        rank = (loc.pp, loc.tp, loc.dp)
+        if rank not in self._extras:
+            head = self._head(*rank)
             at, n = head["extras"]
+            at += head["base"]
             raw = self._read([(head["state"], loc.pp, loc.tp, at, at + n)])[0]
-            self._extras[group] = pickle.loads(raw.numpy().tobytes())
-        return self._extras[group][loc.fqn]
+            self._extras[rank] = pickle.loads(raw.numpy().tobytes())
+        return self._extras[rank][loc.fqn]
