@@ -178,6 +178,7 @@ nlohmann::json RestoreCheckJson(const v1::RestoreCheckResponse& r) {
   return {{"job", r.job()},
           {"step", r.step()},
           {"recoverable", r.recoverable()},
+          {"dcp", r.dcp()},
           {"summary", r.summary()},
           {"restore_source", r.restore_source()},
           {"restore_step", r.restore_step()},

@@ -39,8 +39,11 @@ Result<JobLayout> ParseLayoutArg(const std::string& text) {
 }
 
 nlohmann::json ReshapeCheckJson(const nlohmann::json& check, const JobLayout& to) {
+  // A DCP checkpoint (every buffer under "dcp/", reserved to reft.torch.dcp) is loaded by reads
+  // of saved byte ranges that DCP's planner chooses for the new mesh: any layout may follow.
+  const bool dcp = check.value("dcp", false);
   nlohmann::json out = {{"to_layout", to.ToString()}, {"from_layout", ""}, {"possible", false},
-                        {"reason", ""}, {"sources", nlohmann::json::array()},
+                        {"dcp", dcp}, {"reason", ""}, {"sources", nlohmann::json::array()},
                         {"ranks", nlohmann::json::array()}};
   const auto& groups = check["groups"];
   if (check["step"].get<int64_t>() < 0 || groups.empty()) {
@@ -69,27 +72,40 @@ nlohmann::json ReshapeCheckJson(const nlohmann::json& check, const JobLayout& to
   }
   std::string text = from.ToString();
   out["from_layout"] = text.substr(0, text.find(",zero="));  // the check does not know zero
+  const std::string step = std::to_string(check["step"].get<int64_t>());
   std::string reason;
-  if (to.tp != from.tp) {
+  if (to.tp != from.tp && !dcp) {
     reason = "tp cannot change in a reshape (saved with tp=" + std::to_string(from.tp) + ")";
   } else if (!check["recoverable"].get<bool>()) {
-    reason = "memory cannot rebuild step " + std::to_string(check["step"].get<int64_t>()) +
+    reason = "memory cannot rebuild step " + step +
              " of the saved layout (a reshape reads memory only): " +
              check["summary"].get<std::string>();
   }
   out["possible"] = reason.empty();
-  out["reason"] = reason.empty() ? "every replicated and sharded buffer of step " +
-                                       std::to_string(check["step"].get<int64_t>()) +
-                                       " can be assembled from memory"
-                                 : reason;
+  if (!reason.empty()) {
+    out["reason"] = reason;
+  } else if (dcp) {
+    out["reason"] = std::string("a DCP checkpoint: DCP's planner reshards on load; ") +
+                    "every saved byte range of step " + step + " can be read from memory";
+  } else {
+    out["reason"] =
+        "every replicated and sharded buffer of step " + step + " can be assembled from memory";
+  }
   for (int pp = 0; pp < to.pp; ++pp) {
     for (int tp = 0; tp < to.tp; ++tp) {
       for (int dp = 0; dp < to.dp; ++dp) {
         auto it = per_rank.find({pp, tp, dp});
-        const std::string state =
-            it == per_rank.end() ? "untouched (no such rank in the saved layout)"
-            : it->second == "lost" ? "lost"
-                                   : "from " + it->second;
+        std::string state;
+        if (dcp) {
+          // A DCP job's slots hold its "dcp/" buffers only: each new rank reads the byte
+          // ranges its load plan needs, from whichever saved rank wrote them.
+          state = reason.empty() ? "read by range (no per-rank state besides the dcp/ buffers)"
+                                 : "not readable from memory";
+        } else if (it == per_rank.end()) {
+          state = "untouched (no such rank in the saved layout)";
+        } else {
+          state = it->second == "lost" ? "lost" : "from " + it->second;
+        }
         out["ranks"].push_back(
             {{"rank", {{"pp", pp}, {"tp", tp}, {"dp", dp}}}, {"per_rank_state", state}});
       }
@@ -110,7 +126,8 @@ void PrintReshapeCheck(const nlohmann::json& r) {
     rows.push_back({"pp" + std::to_string(c["pp"].get<int>()) + "-tp" +
                         std::to_string(c["tp"].get<int>()) + "-dp" +
                         std::to_string(c["dp"].get<int>()),
-                    "replicated + sharded: by name from the groups above",
+                    r.value("dcp", false) ? "dcp/: the byte ranges DCP's load plan asks for"
+                                          : "replicated + sharded: by name from the groups above",
                     k["per_rank_state"].get<std::string>()});
   }
   if (!rows.empty()) {

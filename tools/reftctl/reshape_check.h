@@ -18,7 +18,9 @@ namespace reft::ctl {
 Result<JobLayout> ParseLayoutArg(const std::string& text);
 
 /// \brief The "reshape" object of restore-check's JSON for target layout `to`, from the
-/// restore-check document `check` (its groups describe the saved layout).
+/// restore-check document `check` (its groups describe the saved layout). tp must stay as
+/// saved, except for a DCP checkpoint (`check["dcp"]`: every buffer under "dcp/"), whose load
+/// reshards by reading saved byte ranges: any layout is possible when memory rebuilds the step.
 nlohmann::json ReshapeCheckJson(const nlohmann::json& check, const JobLayout& to);
 
 /// \brief The human form: a verdict line and one row per rank of the new layout.

@@ -366,6 +366,7 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
   r->set_step(check->step);
   r->set_recoverable(check->recoverable);
   r->set_summary(check->Summary());
+  r->set_dcp(check->dcp);
   for (const auto& g : check->groups) {
     auto* gi = r->add_groups();
     gi->set_pp(g.pp);

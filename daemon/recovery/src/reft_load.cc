@@ -43,6 +43,15 @@ uint64_t MetaRegionSize(const LocatedMeta& m) {
   return m.region_size == m.encoded_size ? 0 : m.region_size;
 }
 
+// True when the rank registered buffers and all of them are reft.torch.dcp's.
+bool DcpBuffersOnly(const protect::SlotMeta& meta) {
+  if (meta.buffers.empty()) return false;
+  for (const auto& b : meta.buffers) {
+    if (b.name.rfind(kDcpBufferPrefix, 0) != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 ReftLoad::ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOptions options)
@@ -491,6 +500,7 @@ Result<RestoreCheck> ReftLoad::CheckRestoreOn(const std::string& job,
   const JobLayout layout = any.meta.layout;
   std::map<std::pair<int32_t, int32_t>, LocatedMeta> metas;
   out.recoverable = true;
+  out.dcp = DcpBuffersOnly(any.meta);
   const uint64_t groups = static_cast<uint64_t>(layout.pp) * static_cast<uint64_t>(layout.tp);
   for (int pp = 0; pp < layout.pp; ++pp) {
     for (int tp = 0; tp < layout.tp; ++tp) {
@@ -516,7 +526,10 @@ Result<RestoreCheck> ReftLoad::CheckRestoreOn(const std::string& job,
       auto snap = candidates.empty() ? Result<LocatedMeta>(Status::NotFound("no slot"))
                   : any_here         ? Result<LocatedMeta>(any)
                                      : ReadSnapshotMeta(candidates, reader_, deadline);
-      if (snap.ok()) metas.emplace(std::make_pair(pp, tp), *snap);
+      if (snap.ok()) {
+        out.dcp &= DcpBuffersOnly(snap->meta);
+        metas.emplace(std::make_pair(pp, tp), *snap);
+      }
       auto plan =
           snap.ok() ? PlanGroup(view, snap->meta, out.step) : Result<GroupOutcome>(snap.status());
       if (!plan.ok()) {

@@ -12,6 +12,11 @@
 
 namespace reft::recovery {
 
+/// Buffer names under this prefix are reserved to reft.torch.dcp (docs/dcp.md "How it is
+/// stored"): a job whose buffers all carry it is a PyTorch DCP checkpoint, loaded by reads of
+/// saved byte ranges that DCP's planner chooses, so its layout may change in every dimension.
+inline constexpr const char* kDcpBufferPrefix = "dcp/";
+
 /// \brief How one member's shard of the replicated buffers would be obtained.
 struct ShardCheck {
   int dp = 0;
@@ -49,6 +54,9 @@ struct RestoreCheck {
   int64_t step = -1;  ///< newest committed step; -1: nothing committed
   bool recoverable = false;
   std::vector<GroupCheck> groups;        ///< ordered by (pp, tp)
+  /// Every buffer of every slot meta read for the step is named under kDcpBufferPrefix: a DCP
+  /// checkpoint, whose load reshards (tp and pp may change too; `reftctl restore-check --layout`).
+  bool dcp = false;
   std::vector<std::string> unreachable;  ///< members whose manifest could not be read
   /// Nodes of the job that are alive but did not answer within the agreement timeout: what they
   /// hold is unknown, so a step that looks lost without them is "undecided", not lost.
