@@ -32,25 +32,40 @@ lease_ttl_s = 2
 """
 
 
-def run_ranks(nodes, job, placement, *args, timeout=300):
-    """One gloo rank per entry of `placement` (its node), the example's `args`; rank 0's
-    events. Fails with every failed rank's error output."""
+def start_ranks(nodes, job, placement, *args, env=None, wrapper=()):
+    """One gloo rank per entry of `placement` (its node) running the example with `args`
+    (under `wrapper`, a script that runs it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     procs = []
     for rank, node in enumerate(placement):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(len(placement)), LOCAL_RANK="0",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   PYTHONPATH=os.pathsep.join([REFT_PATH, os.environ.get("PYTHONPATH", "")]))
+        rank_env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(len(placement)),
+                        LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                        PYTHONPATH=os.pathsep.join([REFT_PATH, HERE,
+                                                    os.environ.get("PYTHONPATH", "")]),
+                        **(env or {}))
         procs.append(subprocess.Popen(
-            [sys.executable, EXAMPLE, "--socket",
-             nodes[node].socket, "--job", job, *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    outs = [p.communicate(timeout=timeout) + (p.returncode,) for p in procs]
+            [sys.executable, *wrapper, EXAMPLE, "--socket", nodes[node].socket, "--job", job, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=rank_env))
+    return procs
+
+
+def finish_ranks(procs, timeout=300):
+    """[(stdout, stderr, returncode)] of every rank, once all have exited."""
+    return [p.communicate(timeout=timeout) + (p.returncode,) for p in procs]
+
+
+def run_ranks(nodes, job, placement, *args, timeout=300):
+    """Runs the ranks; rank 0's events. Fails with every failed rank's error output."""
+    outs = finish_ranks(start_ranks(nodes, job, placement, *args), timeout)
     failed = [(rank, err[-3000:]) for rank, (_, err, rc) in enumerate(outs) if rc != 0]
     assert not failed, failed
-    return [json.loads(line) for line in outs[0][0].splitlines() if line.startswith("{")]
+    return events_of(outs[0][0])
+
+
+def events_of(stdout):
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
 def event(events, name):
@@ -116,6 +131,40 @@ def test_fsdp2_ranks_placed_as_torchrun_does_survive_a_node_loss():
                                  "--load"), "loaded")
         assert (loaded["step"], loaded["digest"], loaded["source"]) == \
             (want["step"], want["digest"], "memory"), loaded
+
+
+def test_a_node_lost_while_async_save_is_in_flight_leaves_the_last_committed_step():
+    """Pure FSDP on two nodes saves step 1; the next run holds both ranks right before
+    dcp.async_save of step 2, node1's reftd is killed, and the save goes on: it fails (its
+    future raises on every rank) and is never half a checkpoint: the job resumes on node0 from
+    step 1, from memory, bit for bit."""
+    import tempfile
+    import time
+    with LocalCluster(nodes=2, etcd=1, config=CONFIG) as c, \
+            tempfile.TemporaryDirectory() as hold:
+        first = event(run_ranks(c.nodes, "inflight", [0, 1], "--shard", "2",
+                                "--protection", "arc1", "--steps", "1", "--async-save"), "saved")
+        procs = start_ranks(c.nodes, "inflight", [0, 1], "--shard", "2", "--protection", "arc1",
+                            "--steps", "1", "--async-save", "--load",
+                            wrapper=[os.path.join(HERE, "dcp_paused.py")],
+                            env={"REFT_TEST_PAUSE_STEP": "2", "REFT_TEST_PAUSE_DIR": hold})
+        deadline = time.monotonic() + 120
+        while not all(os.path.exists(os.path.join(hold, "paused.%d" % r)) for r in (0, 1)):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), \
+                finish_ranks(procs)
+            time.sleep(0.01)
+        c.nodes[1].kill()
+        open(os.path.join(hold, "go"), "w").close()
+        outs = finish_ranks(procs)
+        # Every rank's future raised, naming the rank whose reftd is gone.
+        assert all(rc != 0 and "CheckpointException" in err and "UnavailableError" in err
+                   for _, err, rc in outs), outs
+        assert "saved" not in [e["event"] for e in events_of(outs[0][0])]
+        c.nodes[1].wipe_memory()
+        loaded = event(run_ranks(c.nodes, "inflight", [0], "--shard", "1", "--steps", "0",
+                                 "--load"), "loaded")
+        assert (loaded["step"], loaded["digest"], loaded["source"]) == \
+            (1, first["digest"], "memory"), loaded
 
 
 def refusals(node, job):
