@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <set>
@@ -143,6 +144,49 @@ struct CompletionWrites {
   std::mutex mu;
   std::set<std::string> nodes;
   int puts = 0;
+};
+
+// Holds a node's worker at EtcdJobCoordinator::kReportBuilt (its completion reports of "job"
+// built, not sent) until Release() — or until the test ends, so that a failed REQUIRE does not
+// leave the worker blocked while the node stops.
+class ReportHold {
+ public:
+  explicit ReportHold(JobCoordinator* co)
+      : co_(dynamic_cast<coord::EtcdJobCoordinator*>(co)), s_(std::make_shared<State>()) {
+    REQUIRE(co_ != nullptr);
+    co_->SetTestHook([s = s_](const std::string& point, const std::string& job) {
+      if (point != coord::EtcdJobCoordinator::kReportBuilt || job != "job") return;
+      std::unique_lock<std::mutex> lock(s->mu);
+      if (s->released) return;
+      s->held = true;
+      s->cv.notify_all();
+      s->cv.wait(lock, [&] { return s->released; });
+    });
+  }
+  ~ReportHold() {
+    Release();
+    co_->SetTestHook(nullptr);
+  }
+  bool WaitHeld(std::chrono::seconds timeout) {
+    std::unique_lock<std::mutex> lock(s_->mu);
+    return s_->cv.wait_for(lock, timeout, [&] { return s_->held; });
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      s_->released = true;
+    }
+    s_->cv.notify_all();
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool held = false, released = false;
+  };
+  coord::EtcdJobCoordinator* co_;
+  std::shared_ptr<State> s_;
 };
 
 }  // namespace
@@ -306,8 +350,17 @@ TEST_CASE("etcd coordination: the coordinator refuses malformed and misdirected 
   const int third = (leader + 2) % 3;
   PeerClient& client = c.nodes[other]->peer->client();
   const int64_t epoch = c.co(other)->RestoreEpoch("job");
+  // Stamped like a node's own reports: with the layout record the ranks joined under.
+  coord::EtcdOptions eo;
+  eo.endpoints = etcd.endpoints();
+  auto etcd_client = coord::EtcdClient::Create(eo);
+  REQUIRE(etcd_client.ok());
+  auto layout = (*etcd_client)->Get(coord::keys::Layout("job"));
+  REQUIRE(layout.ok());
+  REQUIRE(layout->has_value());
+  const int64_t layout_rev = (*layout)->mod_revision;
   auto report = [&](std::vector<store::RankKey> ranks, int64_t step = 1) {
-    return StepCompletionReport{"job", step, "", 0, epoch, std::move(ranks)};
+    return StepCompletionReport{"job", step, "", 0, epoch, std::move(ranks), layout_rev};
   };
   const std::string at_leader = c.nodes[leader]->address;
   // Not the coordinator: refused, the sender writes to etcd instead.
@@ -609,6 +662,89 @@ TEST_CASE("etcd coordination: a restore decision starts an epoch: old completion
   auto d = c.co(1)->Decision("job");
   REQUIRE(d.ok());
   CHECK((*d)->version == epoch);
+}
+
+// The hole a reshape under a partition leaves open: a node cut off right after its trainer's
+// snapshot of step 2 was sealed under the old layout reports it only after the job restarted in
+// another layout — same generation, same restore epoch (no restore decision in between). That
+// completion must never fill a rank of the new layout's step 2: the step would be made of slots
+// of two layouts. The late node's worker is held (EtcdJobCoordinator::kReportBuilt) with its
+// report built, while the job restarts; released once the new layout has completed step 2 on
+// every rank but the one the late report names.
+TEST_CASE("etcd coordination: a completion made under the old layout never counts after a reshape",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  c.JoinAll();
+  const int leader = Leader(c);
+  c.CommitAll(1);
+  // The late node: a node with one rank that does not coordinate (placement 2 is on n1, 3 on n2).
+  const size_t late_index = leader == 1 ? 3 : 2;
+  const int late = c.placement[late_index].first;
+  const store::RankKey old_rank = c.placement[late_index].second;
+  coord::EtcdOptions eo;
+  eo.endpoints = etcd.endpoints();
+  auto client = coord::EtcdClient::Create(eo);
+  REQUIRE(client.ok());
+  auto old_layout = (*client)->Get(coord::keys::Layout("job"));
+  REQUIRE(old_layout.ok());
+  REQUIRE(old_layout->has_value());
+  const int64_t old_layout_rev = (*old_layout)->mod_revision;
+
+  ReportHold hold(c.co(late));
+  c.Complete(late_index, 2);  // sealed under the old layout; its report is built, then held
+  REQUIRE(hold.WaitHeld(10s));
+
+  // Cut off, the late node loses its lease: its joined key goes (deleted here, as the lease's
+  // expiry would). The job restarts with a third replica: the old trainers exit, the new ones
+  // connect. The rank the late report names now runs on the coordinator's node.
+  REQUIRE((*client)->Delete(coord::keys::Joined(old_rank)).ok());
+  for (auto& [n, r] : c.placement) c.co(n)->Leave(r);
+  const JobLayout grown{/*dp=*/3, /*tp=*/2, /*pp=*/1, /*zero=*/0};
+  const store::RankKey late_new{"job", 0, old_rank.tp, 2};
+  REQUIRE(c.co(late)->Join(late_new, grown).ok());
+  std::vector<store::RankKey> at_leader;
+  for (int tp = 0; tp < 2; ++tp) {
+    for (int dp = 0; dp < 3; ++dp) {
+      const store::RankKey r{"job", 0, tp, dp};
+      if (r == late_new) continue;
+      REQUIRE(c.co(leader)->Join(r, grown).ok());
+      at_leader.push_back(r);
+    }
+  }
+  REQUIRE(c.co(leader)->Layout("job") == grown);
+  const int64_t epoch = c.co(leader)->RestoreEpoch("job");
+  REQUIRE(c.co(late)->RestoreEpoch("job") == epoch);  // no restore decision: the same epoch
+  for (const auto& r : at_leader) {
+    if (r == old_rank) continue;  // its trainer in the new layout has not completed step 2 yet
+    WriteSlot(c.nodes[leader]->store.get(), r, 2, RandomBytes(4096, 40 + 3 * r.tp + r.dp));
+    REQUIRE(c.co(leader)->Complete(r, 2, epoch).ok());
+  }
+  WriteSlot(c.nodes[late]->store.get(), late_new, 2, RandomBytes(4096, 60));
+  REQUIRE(c.co(late)->Complete(late_new, 2, epoch).ok());
+
+  // The late report goes now: five of the six ranks completed the new layout's step 2, and it
+  // names the sixth.
+  const coord::CompletionTraffic before = Traffic(c, late);
+  hold.Release();
+  REQUIRE(reft::testing::Eventually([&] {
+    const coord::CompletionTraffic t = Traffic(c, late);
+    return t.reported + t.report_failures > before.reported + before.report_failures;
+  }, 10s));
+  for (int n = 0; n < 3; ++n) CHECK_FALSE(c.co(n)->WaitCommitted("job", 2, 500ms));
+
+  // The coordinator says why it refuses such a report.
+  const StepCompletionReport stale{"job", 3, "", 0, epoch, {old_rank}, old_layout_rev};
+  Status refused = c.nodes[late]->peer->client().ReportStepCompletion(c.nodes[leader]->address, stale);
+  CHECK(refused.code() == StatusCode::kCancelled);
+  CHECK_THAT(refused.message(),
+             Catch::Contains("made under layout revision " + std::to_string(old_layout_rev)) &&
+                 Catch::Contains("never counts"));
+
+  // The rank's own trainer in the new layout completes step 2: it commits.
+  WriteSlot(c.nodes[leader]->store.get(), old_rank, 2, RandomBytes(4096, 70));
+  REQUIRE(c.co(leader)->Complete(old_rank, 2, epoch).ok());
+  for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 2, 15s));
 }
 
 TEST_CASE("etcd coordination: a rank joining with another layout is refused", "[coord]") {

@@ -194,12 +194,17 @@ TEST_CASE("cluster ownership: a completion report counts only ranks of the repor
   const store::RankKey leaders_rank = leader == 0 ? r0 : r1;
   const store::RankKey others_rank = leader == 0 ? r1 : r0;
   const int64_t epoch = c.co(other)->RestoreEpoch(kJob);
+  // Stamped like the node's own reports: with the layout record its ranks joined under.
+  auto layout = Client(etcd)->Get(coord::keys::Layout(kJob));
+  REQUIRE(layout.ok());
+  REQUIRE(layout->has_value());
+  const int64_t layout_rev = (*layout)->mod_revision;
   PeerClient& client = c.nodes[other]->peer->client();
   // The other node claims to have completed the leader's rank (and both): refused, named.
   for (const auto& ranks : std::vector<std::vector<store::RankKey>>{{leaders_rank},
                                                                     {others_rank, leaders_rank}}) {
     Status forged = client.ReportStepCompletion(
-        c.nodes[leader]->address, StepCompletionReport{kJob, 1, "", 0, epoch, ranks});
+        c.nodes[leader]->address, StepCompletionReport{kJob, 1, "", 0, epoch, ranks, layout_rev});
     CHECK(forged.code() == StatusCode::kPermissionDenied);
     CHECK_THAT(forged.message(), Catch::Contains(leaders_rank.ToString()));
   }

@@ -13,18 +13,24 @@ TEST_CASE("etcd records round-trip", "[coord][records]") {
   CommittedRecord c;
   c.step = 41;
   c.generation = 3;
+  c.epoch = 77;
+  c.layout_revision = 12;
   auto back = DecodeCommitted("k", Encode(c));
   REQUIRE(back.ok());
   CHECK(back->step == 41);
   CHECK(back->generation == 3);
+  CHECK(back->epoch == 77);
+  CHECK(back->layout_revision == 12);
 
   CompletionRecord r;
   r.generation = 2;
   r.epoch = 9;
+  r.layout_revision = 31;
   r.ranks = {{"job", 0, 1, 2}};
   auto rb = DecodeCompletion("job", "k", Encode(r));
   REQUIRE(rb.ok());
   CHECK(rb->epoch == 9);
+  CHECK(rb->layout_revision == 31);
   REQUIRE(rb->ranks.size() == 1);
   CHECK(rb->ranks[0].dp == 2);
 }

@@ -136,7 +136,10 @@ void EtcdJobCoordinator::LoadLocalStateLocked(const std::string& job, JobState& 
       st.pending[slot.step].ranks.insert(slot.rank);
     }
   }
-  if (!st.committed) st.committed = newest;
+  if (!st.committed) {
+    st.committed = newest;
+    st.committed_in = TimelineStamp{st.gen.generation, 0, 0, 0};  // until etcd's record is read
+  }
 }
 
 Status EtcdJobCoordinator::Track(const std::string& job) {
@@ -243,8 +246,16 @@ void EtcdJobCoordinator::ApplyLayoutLocked(const std::string&, JobState& st,
     spdlog::error("{}", l.status().ToString());
     return;
   }
-  if (st.has_layout && !(st.layout == *l)) {
-    st.completions.clear();  // a reconfigured job: completions of the old world are void
+  if (kv->mod_revision != st.layout_rev) {
+    // Another layout record (a reshape): completions made under the old one never count toward
+    // the new one's steps, even of the same generation and restore epoch. This node's are
+    // dropped; the coordinator's view keeps every record (each carries its layout revision, and
+    // one of the new layout may have arrived first) and counts again.
+    for (auto it = st.pending.begin(); it != st.pending.end();) {
+      const auto& stamp = it->second.layout_rev;
+      it = stamp && *stamp != kv->mod_revision ? st.pending.erase(it) : std::next(it);
+    }
+    for (auto& [step, sc] : st.completions) sc.recount = true;
   }
   st.layout = *l;
   st.has_layout = true;
@@ -275,6 +286,7 @@ void EtcdJobCoordinator::AdoptGenerationLocked(const std::string& job, JobState&
   st.completions.clear();
   const int64_t base = rec.base_step.value_or(-1);
   st.committed = rec.base_step;
+  st.committed_in = TimelineStamp{rec.generation, 0, 0, 0};
   // Slots newer than the base belong to the abandoned timeline; writing ones too, so that a
   // trainer that did not restart fails its snapshot instead of completing a stale step.
   const int dropped = DropSlotsAfter(job, base, /*committed_too=*/true, "the old generation");
@@ -346,6 +358,7 @@ void EtcdJobCoordinator::ApplyCommittedLocked(const std::string& job, JobState& 
   st.committed_rev = kv->mod_revision;
   if (rec->generation < st.gen.generation) return;  // a stale commit of an abandoned timeline
   st.committed = rec->step;
+  st.committed_in = TimelineStamp{rec->generation, rec->epoch, rec->layout_revision, 0};
   CommitLocalLocked(job, rec->step);
   st.pending.erase(st.pending.begin(), st.pending.upper_bound(rec->step));
   for (auto it = st.completions.begin(); it != st.completions.end() && it->first <= rec->step;) {
@@ -399,6 +412,7 @@ peer::JobGeneration EtcdJobCoordinator::InfoLocked(const JobState& st) const {
   g.persist_floor = st.gen.persist_floor;
   g.reason = st.gen.reason;
   g.newest_committed = st.committed;
+  g.committed_in = st.committed_in;
   return g;
 }
 
@@ -589,6 +603,13 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
   {
     reft::MutexLock lock(mu_);
     JobState& st = jobs_[rank.job];
+    // The layout record the rank joins under (RecordJoin read or wrote it): its completions
+    // count only while the job keeps that record. Unknown when etcd was not reached.
+    if (tracked.ok() && st.has_layout && st.layout == layout && st.layout_rev != 0) {
+      joined_layout_rev_[rank] = st.layout_rev;
+    } else {
+      joined_layout_rev_.erase(rank);
+    }
     st.layout = layout;
     st.has_layout = true;
     ++st.connected;
@@ -652,7 +673,10 @@ void EtcdJobCoordinator::Leave(const store::RankKey& rank) {
     auto it = jobs_.find(rank.job);
     if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
     auto j = joined_.find(rank);
-    if (j != joined_.end() && --j->second <= 0) joined_.erase(j);
+    if (j != joined_.end() && --j->second <= 0) {
+      joined_.erase(j);
+      joined_layout_rev_.erase(rank);  // its session completes nothing more (Complete precedes Leave)
+    }
     work_ = true;  // the worker deletes the joined key
   }
   cv_.notify_all();
@@ -663,10 +687,18 @@ Status EtcdJobCoordinator::Complete(const store::RankKey& rank, int64_t step, in
     reft::MutexLock lock(mu_);
     JobState& st = jobs_[rank.job];
     if (epoch != st.decision_rev) return local::StaleEpoch(rank, step, epoch, st.decision_rev);
+    std::optional<int64_t> layout_rev;
+    if (auto j = joined_layout_rev_.find(rank); j != joined_layout_rev_.end()) {
+      if (j->second != st.layout_rev) return LayoutMoved(rank, step, j->second, st.layout_rev);
+      layout_rev = j->second;
+    } else if (st.layout_rev != 0) {
+      layout_rev = st.layout_rev;
+    }
     if (st.committed && step <= *st.committed) return Status::OK();
     PendingStep& p = st.pending[step];
     if (p.ranks.empty()) p.since = Clock::now();
     p.ranks.insert(rank);
+    if (!p.layout_rev) p.layout_rev = layout_rev;
     work_ = true;
   }
   cv_.notify_all();
@@ -1064,10 +1096,15 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
         WakeAtLocked(p.since + options_.completion_linger);
         continue;
       }
-      writes.push_back(
-          {step, {st.gen.generation, epoch, {p.ranks.begin(), p.ranks.end()}}, p.ranks.size()});
+      // Stamped with the layout record its ranks joined under; pending steps of an older one
+      // were dropped when this node read the newer (ApplyLayoutLocked).
+      writes.push_back({step,
+                        {st.gen.generation, epoch, {p.ranks.begin(), p.ranks.end()},
+                         p.layout_rev.value_or(st.layout_rev)},
+                        p.ranks.size()});
     }
   }
+  if (!writes.empty()) AtTestPoint(kReportBuilt, job);
   if (direct) {
     std::string address;
     {
@@ -1078,8 +1115,9 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
   }
   for (auto& w : writes) {
     if (direct) {
-      peer::StepCompletionReport report{job,          w.step,     nodes_->node_id(),
-                                        w.rec.generation, w.rec.epoch, w.rec.ranks};
+      peer::StepCompletionReport report{job,          w.step,      nodes_->node_id(),
+                                        w.rec.generation, w.rec.epoch, w.rec.ranks,
+                                        w.rec.layout_revision};
       if (ReportToCoordinator(job, coordinator, term, report)) {
         reft::MutexLock lock(mu_);
         JobState& st = jobs_[job];
@@ -1095,6 +1133,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     Txn t;
     t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
         .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
+        .IfModRevision(keys::Layout(job), Compare::kEqual, w.rec.layout_revision)
         .ThenPut(keys::Completion(job, w.step, nodes_->node_id()), Encode(w.rec));
     auto r = etcd_->Commit(t);
     reft::MutexLock lock(mu_);
@@ -1104,7 +1143,9 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
       return;
     }
     if (!r->succeeded) {
-      st.stale = true;  // the generation or the epoch moved: re-read the job, then write again
+      // The generation, the epoch or the layout moved: re-read the job (which drops what belongs
+      // to the old timeline), then write again.
+      st.stale = true;
       work_ = true;
       return;
     }
@@ -1400,6 +1441,23 @@ Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& r
                               "' does not coordinate the commits of job '" + report.job + "'");
     }
     JobState& st = it->second;
+    if (report.layout_revision > st.layout_rev) {
+      // A layout record this node has not read yet (its watch is behind): it re-reads; the
+      // sender writes the report to etcd, whose compare of the layout record decides.
+      st.stale = true;
+      work_ = true;
+      return Status::Unavailable("node '" + nodes_->node_id() + "' has not read layout revision " +
+                                 std::to_string(report.layout_revision) + " of job '" +
+                                 report.job + "' yet");
+    }
+    if (report.layout_revision != st.layout_rev) {
+      return Status::Cancelled(
+          "completion report of job '" + report.job + "' step " + std::to_string(report.step) +
+          " from node '" + report.node + "' was made under layout revision " +
+          std::to_string(report.layout_revision) + "; the job's layout record is revision " +
+          std::to_string(st.layout_rev) + " (" + st.layout.ToString() +
+          ") since it was reshaped: a completion of the old layout never counts toward the new one");
+    }
     if (st.has_layout && report.ranks.size() > static_cast<size_t>(st.layout.world())) {
       return Status::InvalidArgument("completion report of job '" + report.job + "' from node '" +
                                      report.node + "' names " +
@@ -1433,7 +1491,8 @@ Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& r
                           " uncommitted steps with completions; write this one to etcd");
     }
     AddCompletionLocked(st, report.step, report.node,
-                        CompletionRecord{report.generation, report.epoch, report.ranks});
+                        CompletionRecord{report.generation, report.epoch, report.ranks,
+                                         report.layout_revision});
     ++traffic_.received;
     work_ = true;
   }
@@ -1481,12 +1540,15 @@ void EtcdJobCoordinator::AddCompletionLocked(JobState& st, int64_t step, const s
   auto [it, fresh] = sc.by_node.try_emplace(node, std::move(rec));
   CompletionRecord& held = it->second;
   if (!fresh) {
-    // Within one generation and restore epoch completions only accumulate: a node's record may
-    // arrive twice (a report, then its etcd key) and out of order, and adds ranks, never removes
-    // them. A record of a newer generation or epoch replaces an older one; an older one is a
+    // Within one generation, restore epoch and layout completions only accumulate: a node's
+    // record may arrive twice (a report, then its etcd key) and out of order, and adds ranks,
+    // never removes them. A record of a newer timeline replaces an older one; an older one is a
     // late copy and changes nothing.
-    if (std::tie(rec.generation, rec.epoch) < std::tie(held.generation, held.epoch)) return;
-    if (rec.generation == held.generation && rec.epoch == held.epoch) {
+    const auto stamp = [](const CompletionRecord& c) {
+      return std::tie(c.generation, c.epoch, c.layout_revision);
+    };
+    if (stamp(rec) < stamp(held)) return;
+    if (stamp(rec) == stamp(held)) {
       for (const auto& r : rec.ranks) {
         if (std::find(held.ranks.begin(), held.ranks.end(), r) == held.ranks.end()) {
           held.ranks.push_back(r);
@@ -1497,20 +1559,45 @@ void EtcdJobCoordinator::AddCompletionLocked(JobState& st, int64_t step, const s
       sc.recount = true;
     }
   }
-  if (sc.recount || held.generation != st.gen.generation || held.epoch != st.decision_rev ||
-      !st.has_layout) {
-    return;
-  }
+  if (sc.recount || !Counts(st, held)) return;
   for (const auto& r : held.ranks) {
     if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
   }
+}
+
+bool EtcdJobCoordinator::Counts(const JobState& st, const CompletionRecord& rec) {
+  return st.has_layout && rec.generation == st.gen.generation && rec.epoch == st.decision_rev &&
+         rec.layout_revision == st.layout_rev;
+}
+
+Status EtcdJobCoordinator::LayoutMoved(const store::RankKey& rank, int64_t step,
+                                       int64_t joined_under, int64_t current) {
+  return Status::Cancelled("step " + std::to_string(step) + " of " + rank.ToString() +
+                           " is not counted: the job's layout record changed (revision " +
+                           std::to_string(current) + ") since this trainer joined under revision " +
+                           std::to_string(joined_under) +
+                           "; restart the trainer so that it joins the job's layout");
+}
+
+void EtcdJobCoordinator::SetTestHook(TestHook hook) {
+  reft::MutexLock lock(hook_mu_);
+  test_hook_ = std::move(hook);
+}
+
+void EtcdJobCoordinator::AtTestPoint(const char* point, const std::string& job) {
+  TestHook hook;
+  {
+    reft::MutexLock lock(hook_mu_);
+    hook = test_hook_;
+  }
+  if (hook) hook(point, job);
 }
 
 void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) const {
   sc.covered.clear();
   sc.recount = false;
   for (const auto& [node, rec] : sc.by_node) {
-    if (rec.generation != st.gen.generation || rec.epoch != st.decision_rev) continue;
+    if (!Counts(st, rec)) continue;
     for (const auto& r : rec.ranks) {
       if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
     }
@@ -1520,7 +1607,7 @@ void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) 
 void EtcdJobCoordinator::TryCommit(const std::string& job) {
   int64_t step = -1;
   uint64_t generation;
-  int64_t gen_rev, committed_rev, epoch;
+  int64_t gen_rev, committed_rev, epoch, layout_rev;
   std::vector<std::pair<store::RankKey, std::string>> moved;
   {
     reft::MutexLock lock(mu_);
@@ -1528,8 +1615,9 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
     if (!st.leader || !st.has_layout) return;
     generation = st.gen.generation;
     epoch = st.decision_rev;
-    // The newest step whose completions (of this generation and restore epoch) cover every
-    // rank of the layout.
+    layout_rev = st.layout_rev;
+    // The newest step whose completions (of this generation, restore epoch and layout record)
+    // cover every rank of the layout.
     for (auto it = st.completions.rbegin(); it != st.completions.rend(); ++it) {
       if (st.committed && it->first <= *st.committed) break;
       StepCompletions& sc = it->second;
@@ -1537,7 +1625,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
       if (static_cast<int64_t>(sc.covered.size()) < st.layout.world()) continue;
       step = it->first;
       for (const auto& [node, rec] : sc.by_node) {
-        if (rec.generation != generation || rec.epoch != epoch) continue;
+        if (!Counts(st, rec)) continue;
         for (const auto& r : rec.ranks) {
           auto loc = st.locations.find(r);
           if (loc == st.locations.end() || loc->second != node) moved.emplace_back(r, node);
@@ -1555,7 +1643,8 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
   size_t first = 0;
   while (moved.size() - first > room) {
     Txn batch;
-    batch.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev);
+    batch.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+        .IfModRevision(keys::Layout(job), Compare::kEqual, layout_rev);
     for (size_t i = 0; i < options_.max_txn_ops && first < moved.size(); ++i, ++first) {
       batch.ThenPut(keys::Location(moved[first].first), Encode(NodeRef{moved[first].second, step}));
     }
@@ -1563,7 +1652,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
     if (!r.ok() || !r->succeeded) {
       reft::MutexLock lock(mu_);
       if (r.ok()) {
-        jobs_[job].stale = true;  // the generation moved: re-read, then decide again
+        jobs_[job].stale = true;  // the generation or layout moved: re-read, then decide again
         work_ = true;
       } else {
         RetryLaterLocked();
@@ -1572,10 +1661,15 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
     }
   }
   Txn t;
+  // The commit stands only in the timeline its completions were counted in: the generation,
+  // the restore epoch and the layout record (a reshape a partitioned coordinator has not seen
+  // yet fails it), and after the commit point it read.
+  const CommittedRecord committed{step, generation, NowUnixMs(), epoch, layout_rev};
   t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
       .IfModRevision(keys::Committed(job), Compare::kEqual, committed_rev)
       .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
-      .ThenPut(keys::Committed(job), Encode(CommittedRecord{step, generation, NowUnixMs()}));
+      .IfModRevision(keys::Layout(job), Compare::kEqual, layout_rev)
+      .ThenPut(keys::Committed(job), Encode(committed));
   for (size_t i = first; i < moved.size(); ++i) {
     t.ThenPut(keys::Location(moved[i].first), Encode(NodeRef{moved[i].second, step}));
   }
@@ -1588,7 +1682,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
     return;
   }
   if (!r->succeeded) {
-    st.stale = true;  // generation or commit point moved: re-read, then decide again
+    st.stale = true;  // the timeline or the commit point moved: re-read, then decide again
     work_ = true;
     return;
   }
@@ -1596,7 +1690,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
   // The watch delivers the commit too; applying it now saves this node a round trip.
   KeyValue kv;
   kv.key = keys::Committed(job);
-  kv.value = Encode(CommittedRecord{step, generation});
+  kv.value = Encode(committed);
   kv.mod_revision = r->revision;
   ApplyCommittedLocked(job, st, kv);
   cv_.notify_all();
@@ -1743,7 +1837,7 @@ bool EtcdJobCoordinator::ForgetIfGoneLocked(const std::string& job, std::vector<
   if (!store_->Ranks(job).empty()) return false;  // its slots still hold state: keep following it
   cancel->insert(cancel->end(), st.watches.begin(), st.watches.end());
   TakeLeaderWatchesLocked(st, cancel);
-  for (auto* m : {&joined_in_etcd_, &declared_in_etcd_}) {
+  for (auto* m : {&joined_in_etcd_, &declared_in_etcd_, &joined_layout_rev_}) {
     for (auto r = m->begin(); r != m->end();) r = r->first.job == job ? m->erase(r) : std::next(r);
   }
   jobs_.erase(it);

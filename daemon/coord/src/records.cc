@@ -75,13 +75,19 @@ std::string Encode(const GenerationRecord& r) {
 std::string Encode(const CommittedRecord& r) {
   json j{{"step", r.step}, {"generation", r.generation}};
   if (r.at_ms != 0) j["at_ms"] = r.at_ms;
+  if (r.epoch != 0) j["epoch"] = r.epoch;
+  if (r.layout_revision != 0) j["layout_revision"] = r.layout_revision;
   return j.dump();
 }
 
 std::string Encode(const CompletionRecord& r) {
   json ranks = json::array();
   for (const auto& k : r.ranks) ranks.push_back({k.pp, k.tp, k.dp});
-  return json{{"generation", r.generation}, {"epoch", r.epoch}, {"ranks", ranks}}.dump();
+  return json{{"generation", r.generation},
+              {"epoch", r.epoch},
+              {"layout_revision", r.layout_revision},
+              {"ranks", ranks}}
+      .dump();
 }
 
 std::string Encode(const NodeRef& r) { return json{{"node", r.node}, {"step", r.step}}.dump(); }
@@ -154,6 +160,8 @@ Result<CommittedRecord> DecodeCommitted(const std::string& key, const std::strin
   REFT_ASSIGN_OR_RETURN(r.step, Field<int64_t>(j, key, "step"));
   r.generation = FieldOr<uint64_t>(j, "generation", 0);
   r.at_ms = FieldOr<int64_t>(j, "at_ms", 0);
+  r.epoch = FieldOr<int64_t>(j, "epoch", 0);
+  r.layout_revision = FieldOr<int64_t>(j, "layout_revision", 0);
   return r;
 }
 
@@ -163,6 +171,7 @@ Result<CompletionRecord> DecodeCompletion(const std::string& job, const std::str
   CompletionRecord r;
   r.generation = FieldOr<uint64_t>(j, "generation", 0);
   r.epoch = FieldOr<int64_t>(j, "epoch", 0);
+  r.layout_revision = FieldOr<int64_t>(j, "layout_revision", 0);
   auto ranks = j.find("ranks");
   if (ranks == j.end() || !ranks->is_array()) {
     return Status::Corrupted("etcd key " + key + ": field 'ranks' missing");

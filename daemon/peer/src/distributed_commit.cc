@@ -356,6 +356,7 @@ JobGeneration DistributedCommitCoordinator::InfoLocked(const JobState& st) const
   g.persist_floor = st.persist_floor;
   g.reason = st.reason;
   g.newest_committed = st.newest_committed;
+  g.committed_in.generation = st.generation;  // gossip knows no epochs or layout revisions
   return g;
 }
 

@@ -225,6 +225,7 @@ Status PeerClient::ReportStepCompletion(const std::string& address,
   req.set_step(report.step);
   req.set_generation(report.generation);
   req.set_epoch(report.epoch);
+  req.set_layout_revision(report.layout_revision);
   for (const auto& r : report.ranks) ToRankId(r, req.add_ranks());
   v1::ReportStepCompletionResponse resp;
   grpc::ClientContext ctx;

@@ -251,7 +251,7 @@ grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
   // No membership lookup (the coordinator takes a report from every node of the job at every
   // step; looking each caller up in etcd would cost etcd more than the report saves): a report
   // is fenced by what it carries instead: the coordinator counts only the job's current
-  // generation and restore epoch, and its commit compares both in etcd.
+  // generation, restore epoch and layout revision, and its commit compares all three in etcd.
   Status s = CheckCallerProtocol(req->caller(), membership_->node_id());
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   // The node is the caller (authenticated): a node reports only its own ranks' completions.
@@ -261,6 +261,7 @@ grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
   report.node = req->caller().node_id();
   report.generation = req->generation();
   report.epoch = req->epoch();
+  report.layout_revision = req->layout_revision();
   report.ranks.reserve(static_cast<size_t>(req->ranks_size()));
   for (const auto& id : req->ranks()) report.ranks.push_back(FromRankId(id));
   return proto::ToGrpc(coordinator_->ReceiveCompletion(report), ctx);

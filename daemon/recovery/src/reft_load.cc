@@ -314,11 +314,14 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
   Fetcher fetcher(&reader_, options_, stats, progress);
   auto r = ReshapeRank(meta, *catalog, [&](const std::vector<RangeRequest>& requests,
                                             std::string* detail) {
-    // Layers a transfer plan staged here first; the rest from wherever the step holds it.
+    // Layers a transfer plan staged here first, if they were staged for this very commit of
+    // the step (its timeline stamp); the rest from wherever the step holds it.
     uint64_t staged = 0;
-    const uint64_t generation = peer_->coordinator()->Generation(meta.job).generation;
+    const peer::JobGeneration committed = peer_->coordinator()->Generation(meta.job);
+    const bool same_commit = staged_ != nullptr && committed.newest_committed == step;
     const std::vector<RangeRequest> rest =
-        staged_ != nullptr ? staged_->Serve(meta.job, generation, step, requests, &staged) : requests;
+        same_commit ? staged_->Serve(meta.job, committed.committed_in, step, requests, &staged)
+                    : requests;
     stats->bytes_staged += staged;
     stats->bytes_local += staged;
     const uint64_t peer_before = stats->bytes_peer;

@@ -94,20 +94,23 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
   rep.job = job;
   rep.step = step;
   RestoreStats* stats = &rep.stats;
-  REFT_ASSIGN_OR_RETURN(int64_t newest, ChooseStep(job, stats));
-  if (newest != step) {
+  REFT_RETURN_NOT_OK(ChooseStep(job, stats).status());  // synchronises the node's view
+  // The step and the timeline it was committed in, read together: a fall-back between two
+  // reads would stamp generation g's bytes of the step as generation g+1's. Bytes staged for
+  // another commit are another state, whatever their step.
+  const peer::JobGeneration committed = peer_->coordinator()->Generation(job);
+  if (committed.newest_committed != step) {
     return Status::Busy("the transfer plan is for step " + std::to_string(step) + " of job '" + job +
-                        "'; its newest committed step is " + std::to_string(newest));
+                        "'; its newest committed step is " +
+                        std::to_string(committed.newest_committed.value_or(-1)));
   }
-  // The generation the step was committed in, read with it (ChooseStep synced): bytes staged
-  // in another generation are another state, whatever their step.
-  const uint64_t generation = peer_->coordinator()->Generation(job).generation;
+  const coord::TimelineStamp timeline = committed.committed_in;
   staged_->DropBefore(job, step);
-  staged_->DropOtherGenerations(job, generation);
+  staged_->DropOtherTimelines(job, timeline);
   const std::set<int> hosted(layers.begin(), layers.end());
   std::vector<int> wanted;
   for (int layer : hosted) {
-    if (auto bytes = staged_->Staged(job, generation, step, layer)) {
+    if (auto bytes = staged_->Staged(job, timeline, step, layer)) {
       rep.layers.push_back({layer, *bytes, true});
     } else {
       wanted.push_back(layer);
@@ -161,8 +164,12 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
   if (!assembled.ok()) return LostOrUndecided(assembled, view);
   stats->detail = detail;
   for (Staging& s : staging) {
+    if (!staged_->Put(job, timeline, step, s.layer, std::move(s.memory), std::move(s.plan.buffers))) {
+      return Status::Busy("job '" + job + "' moved to another timeline while layer " +
+                          std::to_string(s.layer) + " of step " + std::to_string(step) +
+                          " was staged (" + timeline.ToString() + " is over); nothing kept");
+    }
     rep.layers.push_back({s.layer, s.plan.bytes, false});
-    staged_->Put(job, generation, step, s.layer, std::move(s.memory), std::move(s.plan.buffers));
   }
   std::sort(rep.layers.begin(), rep.layers.end(),
             [](const StageReport::Layer& a, const StageReport::Layer& b) { return a.layer < b.layer; });

@@ -11,7 +11,9 @@
 /// reached or this node is the coordinator, as a key in etcd (`completions/<S>/<node>`,
 /// guarded by the job's generation) that the coordinator watches. Once the reports cover every
 /// rank of the layout it commits S in one transaction that succeeds only if the generation,
-/// the restore epoch and the previous commit point are unchanged; the same transaction records
+/// the restore epoch, the layout and the previous commit point are unchanged (a completion counts
+/// only in the generation, restore epoch and layout revision it was made in: timeline.h); the
+/// same transaction records
 /// the slot locations that changed and deletes the completion keys up to S. Every node watches
 /// `committed` (one event per step) and then commits its local slots of S, which frees the
 /// older ones. So etcd sees O(1) writes per step per job, a node sends O(1) messages and
@@ -39,6 +41,7 @@
 #include <vector>
 
 #include "reft/coord/etcd_client.h"
+#include "reft/coord/timeline.h"
 #include "reft/coord/etcd_node_directory.h"
 #include "reft/coord/records.h"
 #include "reft/mutex.h"
@@ -111,7 +114,8 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
                            const local::ReplicatedBuffers& buffers) override;
   void Leave(const store::RankKey& rank) override;
   /// Cancelled (StaleEpoch) when `epoch` is not the job's current restore epoch: the revision
-  /// of its restore decision key.
+  /// of its restore decision key; Cancelled too when the job's layout record changed since the
+  /// rank joined (a reshape: its completions belong to the old layout).
   Status Complete(const store::RankKey& rank, int64_t step, int64_t epoch) override;
   int64_t RestoreEpoch(const std::string& job) override;
   std::optional<int64_t> NewestCommitted(const std::string& job) override;
@@ -139,8 +143,11 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
                                                 int64_t expected_version) override;
   bool HasConsensus() const override { return true; }
   Status RecordSlot(const store::RankKey& rank, int64_t step) override;
-  /// Protocol when this node does not coordinate the job (now); InvalidArgument naming a rank
-  /// the job's layout does not have; Busy beyond `max_pending_steps` uncommitted steps.
+  /// Protocol when this node does not coordinate the job (now); Cancelled when the report was
+  /// made under another layout revision than the job's (Unavailable when this node has not
+  /// read that revision yet: the sender writes to etcd, whose compare decides); InvalidArgument
+  /// naming a rank the job's layout does not have; Busy beyond `max_pending_steps` uncommitted
+  /// steps.
   Status ReceiveCompletion(const peer::StepCompletionReport& report) override;
   Result<std::optional<peer::PublishedPlan>> PublishedPlanOf(const std::string& job) override;
   /// Compares the plan key's revision and the generation key's (Busy when the generation
@@ -163,11 +170,22 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     on_forget_ = std::move(listener);
   }
 
+  /// \brief Named points where a test stops this node's worker (called with no lock held, on the
+  /// worker thread; the hook blocks as long as the test wants). kReportBuilt: the worker built
+  /// this round's completion reports of `job` and is about to send them (a node cut off right
+  /// there sends them late).
+  static constexpr const char* kReportBuilt = "completion-report-built";
+  using TestHook = std::function<void(const std::string& point, const std::string& job)>;
+  void SetTestHook(TestHook hook);
+
  private:
   using Clock = std::chrono::steady_clock;
   /// This node's ranks that completed one step, not committed yet.
   struct PendingStep {
     std::set<store::RankKey> ranks;
+    /// The layout revision its ranks joined under (nullopt: re-entered at start, or joined
+    /// while etcd was unreachable: the revision the node reads first).
+    std::optional<int64_t> layout_rev;
     Clock::time_point since{};  ///< first completion (epoch: adopted at start, write at once)
     size_t written = 0;         ///< how many of them the coordinator has (or etcd)
   };
@@ -193,6 +211,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     bool gen_loaded = false;        // the local generation record was read
     std::optional<int64_t> committed;
     int64_t committed_rev = 0;
+    coord::TimelineStamp committed_in;  // the timeline `committed` was committed in
     // The restore epoch: mod revision of the job's restore decision key (0: none yet), and the
     // step that decision restored. Every pending completion belongs to this epoch.
     int64_t decision_rev = 0;
@@ -265,6 +284,13 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   void AddCompletionLocked(JobState& st, int64_t step, const std::string& node,
                            CompletionRecord rec) REFT_REQUIRES(mu_);
   void RecountLocked(const JobState& st, StepCompletions& sc) const REFT_REQUIRES(mu_);
+  /// Whether `rec` counts toward the job's commits now: made in its current generation, restore
+  /// epoch and layout revision.
+  static bool Counts(const JobState& st, const CompletionRecord& rec);
+  /// Why a completion of `rank` made under layout revision `joined_under` never counts.
+  static Status LayoutMoved(const store::RankKey& rank, int64_t step, int64_t joined_under,
+                            int64_t current);
+  void AtTestPoint(const char* point, const std::string& job);
   /// The ranks of `report` that etcd ties to the reporting node although the leader's view
   /// does not (yet); NotTied names one that neither does.
   Result<std::set<store::RankKey>> ConfirmTied(const peer::StepCompletionReport& report);
@@ -326,6 +352,8 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::map<store::RankKey, int64_t> declared_in_etcd_ REFT_GUARDED_BY(mu_);
   // rank -> revision of its joined key (0: none)
   std::map<store::RankKey, int64_t> joined_in_etcd_ REFT_GUARDED_BY(mu_);
+  // rank -> revision of the layout record its session joined under (absent: not known)
+  std::map<store::RankKey, int64_t> joined_layout_rev_ REFT_GUARDED_BY(mu_);
   std::string state_dir_ REFT_GUARDED_BY(mu_);
   bool work_ REFT_GUARDED_BY(mu_) = false;
   // The worker's next timed round, if any.
@@ -337,6 +365,8 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::vector<int64_t> cancel_watches_ REFT_GUARDED_BY(mu_);
   CompletionTraffic traffic_ REFT_GUARDED_BY(mu_);
   std::function<void(const std::string&)> on_forget_;
+  reft::Mutex hook_mu_;
+  TestHook test_hook_ REFT_GUARDED_BY(hook_mu_);
   reft::Mutex listeners_mu_;
   std::vector<GenerationListener> listeners_ REFT_GUARDED_BY(listeners_mu_);
   std::vector<LeadershipListener> leadership_listeners_ REFT_GUARDED_BY(listeners_mu_);

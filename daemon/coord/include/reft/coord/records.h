@@ -31,6 +31,10 @@ struct CommittedRecord {
   int64_t step = -1;
   uint64_t generation = 0;
   int64_t at_ms = 0;  ///< unix time of the commit (0: unknown); a job's last activity
+  /// The restore epoch and layout revision the commit compared (0: a generation's base, or a
+  /// record written before they were kept): with `generation`, the timeline of the step.
+  int64_t epoch = 0;
+  int64_t layout_revision = 0;
 };
 
 /// A step of the job the persistent tier holds (written by the job's persister): the job's
@@ -45,6 +49,9 @@ struct CompletionRecord {
   uint64_t generation = 0;
   int64_t epoch = 0;  ///< the restore epoch the ranks completed the step in
   std::vector<store::RankKey> ranks;  ///< job filled in by the decoder
+  /// The revision of the layout record the ranks joined under (0: absent from an older
+  /// daemon's record, which then never counts once the job has a layout record).
+  int64_t layout_revision = 0;
 };
 
 struct NodeRef {

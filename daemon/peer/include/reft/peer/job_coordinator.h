@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "reft/coord/timeline.h"
 #include "reft/local/commit_coordinator.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -33,6 +34,10 @@ struct JobGeneration {
   int64_t persist_floor = -1;           ///< steps <= this are never persisted in the generation
   std::string reason;                   ///< why memory could not rebuild the step
   std::optional<int64_t> newest_committed;
+  /// The timeline `newest_committed` was committed in (etcd: the generation, restore epoch and
+  /// layout revision its commit compared; gossip: the generation only). Two views of "step S"
+  /// are the same state exactly when these are equal: a layer staged for S is kept for it.
+  coord::TimelineStamp committed_in;
 };
 
 /// \brief A fall-back to the persistent tier, as the restore that decided it saw the job.
@@ -63,6 +68,9 @@ struct StepCompletionReport {
   uint64_t generation = 0;  ///< the job generation the ranks completed the step in
   int64_t epoch = 0;        ///< the restore epoch they completed it in
   std::vector<store::RankKey> ranks;
+  /// The revision of the job's layout record the ranks joined under (etcd): a completion made
+  /// in a layout the job has since left never counts toward the new one (0: no layout record).
+  int64_t layout_revision = 0;
 };
 
 /// \brief The planner's decision for a job after a node loss, as published by the node that
