@@ -43,8 +43,8 @@
 
 #include "fuzz_util.h"
 #include "reft/app/admin_service.h"
-#include "reft/app/job_planner.h"
-#include "reft/app/plan_profiles.h"
+#include "reft/replan/job_planner.h"
+#include "reft/replan/plan_profiles.h"
 #include "reft/planner/online.h"
 #include "reft/checksum.h"
 #include "reft/peer/peer_node.h"
@@ -318,7 +318,7 @@ bool Parse(const Bytes& body, Req* req) {
 }
 
 void RunOne(uint8_t selector, const Bytes& body, peer::PeerNode* node, app::AdminService* admin,
-            const app::PlanProfiles* profiles, CommitFacts* facts) {
+            const replan::PlanProfiles* profiles, CommitFacts* facts) {
   peer::PeerService* svc = node->service();
   grpc::ServerContext ctx;
   switch (static_cast<Method>(selector % kMethodCount)) {
@@ -639,13 +639,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   app::DaemonConfig config;
   config.node_id = "fuzz-node";
   security::Authorizer auth("", false);  // no token, no TLS: every call admitted
-  app::PlanProfiles profiles("");        // in memory: every input starts without profiles
-  app::JobPlannerOptions jpo;
-  jpo.mode = app::PlannerMode::kConfirm;
+  replan::PlanProfiles profiles("");  // in memory: every input starts without profiles
+  replan::JobPlannerOptions jpo;
+  jpo.mode = replan::PlannerMode::kConfirm;
   jpo.spare_wait = std::chrono::milliseconds(0);
   // Not started: no thread; ShowPlan decides from this node's view on demand.
-  app::JobPlanner planner("fuzz-node", jpo, &(*node)->membership(), (*node)->coordinator(),
-                          &profiles, FuzzJobModel);
+  replan::JobPlanner planner("fuzz-node", jpo, &(*node)->membership(), (*node)->coordinator(),
+                             &profiles, FuzzJobModel);
   app::AdminRecovery recovery;
   recovery.profiles = &profiles;
   recovery.planner = &planner;

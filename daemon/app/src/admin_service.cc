@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "reft/app/etcd_credentials.h"
-#include "reft/app/job_model.h"
+#include "reft/replan/job_model.h"
 #include "reft/kernels/device.h"
 #include "reft/mutex.h"
 #include "reft/peer/rank_id.h"
@@ -572,7 +572,8 @@ grpc::Status AdminService::AttachPlanProfile(grpc::ServerContext* ctx,
   // The job's layer count, when a committed step tells it: a profile of another model is
   // refused now rather than at the next failure.
   int layers = 0;
-  if (auto model = ReadJobModel(recovery_.restore, recovery_.coordinator, recovery_.cadence, req->job());
+  if (auto model = replan::ReadJobModel(recovery_.restore, recovery_.coordinator,
+                                        recovery_.cadence, req->job());
       model.ok()) {
     layers = static_cast<int>(model->layers.size());
   }

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "reft/app/planner_mode.h"
+#include "reft/replan/planner_mode.h"
 #include "reft/peer/peer_options.h"
 #include "reft/units.h"
 
@@ -213,7 +213,7 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
       c->persist_keep = static_cast<uint32_t>(v);
     } else if (key == "planner.mode") {
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->planner_mode));
-      if (auto mode = ParsePlannerMode(c->planner_mode); !mode.ok()) return mode.status();
+      if (auto mode = replan::ParsePlannerMode(c->planner_mode); !mode.ok()) return mode.status();
     } else if (key == "planner.spare_wait_ms") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 86400000, &v));
       c->planner_spare_wait_ms = static_cast<uint32_t>(v);

@@ -35,11 +35,11 @@
 #include "reft/protect/slot_meta.h"
 #include "reft/recovery/persister.h"
 #include "reft/recovery/published_copier.h"
-#include "reft/app/job_model.h"
-#include "reft/app/job_planner.h"
+#include "reft/replan/job_model.h"
+#include "reft/replan/job_planner.h"
 #include "reft/app/local_job_records.h"
-#include "reft/app/plan_profiles.h"
-#include "reft/app/step_cadence.h"
+#include "reft/replan/plan_profiles.h"
+#include "reft/replan/step_cadence.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/tier_access.h"
 #include "reft/security/authorizer.h"
@@ -64,12 +64,13 @@ struct Daemon::Impl {
   std::unique_ptr<observability::Metrics> metrics;  // outlives every component that records
   std::unique_ptr<store::SnapshotStore> store;
   std::unique_ptr<peer::PeerNode> peer;
-  std::unique_ptr<StepCadence> cadence = std::make_unique<StepCadence>();  // fed by coordinator
+  // Fed by the commit coordinator.
+  std::unique_ptr<replan::StepCadence> cadence = std::make_unique<replan::StepCadence>();
   // Layers a transfer plan staged here; dropped when the job commits a newer step.
   std::unique_ptr<recovery::StagedLayers> staged = std::make_unique<recovery::StagedLayers>();
   std::unique_ptr<local::CommitCoordinator> coordinator;
-  std::unique_ptr<PlanProfiles> profiles;                // `reftctl plan attach`
-  std::unique_ptr<JobPlanner> planner;                   // publishes decisions on node loss
+  std::unique_ptr<replan::PlanProfiles> profiles;        // `reftctl plan attach`
+  std::unique_ptr<replan::JobPlanner> planner;           // publishes decisions on node loss
   std::unique_ptr<recovery::ReftLoad> restore;          // before peer goes (uses it)
   std::unique_ptr<recovery::PublishedCopier> copier;
   std::unique_ptr<recovery::TierAccess> tier;           // persistent tier, opened lazily
@@ -278,7 +279,9 @@ void Daemon::Impl::ReadOnScrape() {
   const security::Authorizer* authorizer = auth.get();
   const peer::BulkListener* bulk = peer->bulk();
   const auto* etcd_jobs = dynamic_cast<const coord::EtcdJobCoordinator*>(peer->coordinator());
-  metrics->SetRefreshHook([s, staged_layers, authorizer, bulk, etcd_jobs](observability::Metrics& m) {
+  const recovery::PublishedCopier* peer_copier = copier.get();
+  metrics->SetRefreshHook([s, staged_layers, authorizer, bulk, etcd_jobs,
+                           peer_copier](observability::Metrics& m) {
     if (etcd_jobs != nullptr) m.SetJobsFollowed(static_cast<double>(etcd_jobs->followed_jobs()));
     m.SetStagedBytes(static_cast<double>(staged_layers->bytes()));
     auto usage = s->Usage();
@@ -290,6 +293,8 @@ void Daemon::Impl::ReadOnScrape() {
       m.SetRefused(observability::RefusedAt::kBulkPort, bulk->refused());
       m.SetBulkConnections(bulk->served());
     }
+    const auto copied = peer_copier->copied();
+    m.SetPeerCopyBytes(copied.local, copied.remote);
   });
 }
 
@@ -376,7 +381,7 @@ Status Daemon::Impl::CreatePeer() {
   recovery::StagedLayers* staged_layers = staged.get();
   if (auto* etcd_jobs = dynamic_cast<coord::EtcdJobCoordinator*>(peer->coordinator())) {
     // A job forgotten cluster-wide (docs/operations.md "Job records") leaves nothing here.
-    StepCadence* step_cadence = cadence.get();
+    replan::StepCadence* step_cadence = cadence.get();
     etcd_jobs->SetForgetListener([staged_layers, step_cadence](const std::string& job) {
       staged_layers->DropBefore(job, std::numeric_limits<int64_t>::max());
       step_cadence->Forget(job);
@@ -463,17 +468,18 @@ void Daemon::Impl::CreateRecovery() {
   if (tier->enabled()) restore->SetPersistentTier(tier.get());
   // The job generation survives a daemon restart next to the slots it describes.
   peer->coordinator()->SetStateDir(c.shm_dir + "/commit-state");
-  profiles = std::make_unique<PlanProfiles>(c.shm_dir + "/plan-profiles");
-  JobPlannerOptions jpo;
-  jpo.mode = ParsePlannerMode(c.planner_mode).ValueOr(PlannerMode::kAutomatic);  // validated
+  profiles = std::make_unique<replan::PlanProfiles>(c.shm_dir + "/plan-profiles");
+  replan::JobPlannerOptions jpo;
+  // Validated with the configuration.
+  jpo.mode = replan::ParsePlannerMode(c.planner_mode).ValueOr(replan::PlannerMode::kAutomatic);
   jpo.spare_wait = std::chrono::milliseconds(c.planner_spare_wait_ms);
   peer::JobCoordinator* job_coordinator = peer->coordinator();
   recovery::ReftLoad* reft_load = restore.get();
-  const StepCadence* step_cadence = cadence.get();
-  planner = std::make_unique<JobPlanner>(
+  const replan::StepCadence* step_cadence = cadence.get();
+  planner = std::make_unique<replan::JobPlanner>(
       c.node_id, jpo, &peer->membership(), job_coordinator, profiles.get(),
       [reft_load, job_coordinator, step_cadence](const std::string& job) {
-        return ReadJobModel(reft_load, job_coordinator, step_cadence, job);
+        return replan::ReadJobModel(reft_load, job_coordinator, step_cadence, job);
       });
   ServeTransferPlans(peer.get(), restore.get(), staged.get(), planner.get(), m,
                      std::chrono::milliseconds(c.restore_timeout_ms));

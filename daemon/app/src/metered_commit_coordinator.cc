@@ -4,7 +4,7 @@ namespace reft::app {
 
 MeteredCommitCoordinator::MeteredCommitCoordinator(
     std::unique_ptr<local::CommitCoordinator> inner, store::SnapshotStore* store,
-    observability::Metrics* metrics, StepCadence* cadence, CommittedListener on_committed)
+    observability::Metrics* metrics, replan::StepCadence* cadence, CommittedListener on_committed)
     : inner_(std::move(inner)),
       store_(store),
       metrics_(metrics),

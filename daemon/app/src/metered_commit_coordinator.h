@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "reft/app/step_cadence.h"
+#include "reft/replan/step_cadence.h"
 #include "reft/local/commit_coordinator.h"
 #include "reft/mutex.h"
 #include "reft/observability/metrics.h"
@@ -27,7 +27,8 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
 
   MeteredCommitCoordinator(std::unique_ptr<local::CommitCoordinator> inner,
                            store::SnapshotStore* store, observability::Metrics* metrics,
-                           StepCadence* cadence = nullptr, CommittedListener on_committed = nullptr);
+                           replan::StepCadence* cadence = nullptr,
+                           CommittedListener on_committed = nullptr);
 
   using local::CommitCoordinator::Join;
   Status Join(const store::RankKey& rank, const JobLayout& layout,
@@ -51,7 +52,7 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
   std::unique_ptr<local::CommitCoordinator> inner_;
   store::SnapshotStore* store_;
   observability::Metrics* metrics_;
-  StepCadence* cadence_;
+  replan::StepCadence* cadence_;
   CommittedListener on_committed_;
   Mutex mu_;
   std::map<std::pair<std::string, int64_t>, Clock::time_point> first_complete_

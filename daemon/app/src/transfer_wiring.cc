@@ -12,8 +12,8 @@ namespace {
 // A request names at most this many layers (a model has far fewer; a bound for a bad caller).
 constexpr int kMaxLayersPerRequest = 1 << 16;
 
-StageOutcome Outcome(const recovery::StageReport& rep) {
-  StageOutcome o;
+replan::StageOutcome Outcome(const recovery::StageReport& rep) {
+  replan::StageOutcome o;
   for (const auto& l : rep.layers) o.bytes_staged += l.bytes;
   o.bytes_fetched = rep.stats.bytes_local + rep.stats.bytes_peer;
   o.bytes_peer = rep.stats.bytes_peer;
@@ -23,7 +23,7 @@ StageOutcome Outcome(const recovery::StageReport& rep) {
 }  // namespace
 
 void ServeTransferPlans(peer::PeerNode* peer, recovery::ReftLoad* restore,
-                        const recovery::StagedLayers* staged, JobPlanner* planner,
+                        const recovery::StagedLayers* staged, replan::JobPlanner* planner,
                         observability::Metrics* metrics, std::chrono::milliseconds timeout) {
   peer->SetStageHandler([restore, staged, metrics](const v1::StageLayersRequest& req)
                             -> Result<v1::StageLayersResponse> {
@@ -34,7 +34,7 @@ void ServeTransferPlans(peer::PeerNode* peer, recovery::ReftLoad* restore,
     std::vector<int> layers(req.layers().begin(), req.layers().end());
     const auto start = std::chrono::steady_clock::now();
     REFT_ASSIGN_OR_RETURN(recovery::StageReport rep, restore->StageLayers(req.job(), req.step(), layers));
-    const StageOutcome o = Outcome(rep);
+    const replan::StageOutcome o = Outcome(rep);
     v1::StageLayersResponse resp;
     for (const auto& l : rep.layers) {
       auto* out = resp.add_layers();
@@ -57,8 +57,8 @@ void ServeTransferPlans(peer::PeerNode* peer, recovery::ReftLoad* restore,
   const std::string self = peer->membership().node_id();
   planner->SetStager([peer, restore, metrics, self, timeout](
                          const std::string& node, const std::string& job, int64_t step,
-                         const std::vector<int>& layers) -> Result<StageOutcome> {
-    auto staged_on = [&]() -> Result<StageOutcome> {
+                         const std::vector<int>& layers) -> Result<replan::StageOutcome> {
+    auto staged_on = [&]() -> Result<replan::StageOutcome> {
       if (node == self) {
         REFT_ASSIGN_OR_RETURN(recovery::StageReport rep, restore->StageLayers(job, step, layers));
         return Outcome(rep);
@@ -69,7 +69,7 @@ void ServeTransferPlans(peer::PeerNode* peer, recovery::ReftLoad* restore,
       }
       REFT_ASSIGN_OR_RETURN(v1::StageLayersResponse resp,
                             peer->client().StageLayers(status[0].info->address, job, step, layers, timeout));
-      StageOutcome o;
+      replan::StageOutcome o;
       for (const auto& l : resp.layers()) o.bytes_staged += l.bytes();
       o.bytes_fetched = resp.bytes_fetched();
       o.bytes_peer = resp.bytes_peer();

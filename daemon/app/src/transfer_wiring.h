@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "reft/app/job_planner.h"
+#include "reft/replan/job_planner.h"
 #include "reft/observability/metrics.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/reft_load.h"
@@ -16,7 +16,7 @@ namespace reft::app {
 /// All pointers must outlive the peer's service and the planner. `timeout` bounds one node's
 /// staging (a restore's bound: it fetches like one).
 void ServeTransferPlans(peer::PeerNode* peer, recovery::ReftLoad* restore,
-                        const recovery::StagedLayers* staged, JobPlanner* planner,
+                        const recovery::StagedLayers* staged, replan::JobPlanner* planner,
                         observability::Metrics* metrics, std::chrono::milliseconds timeout);
 
 }  // namespace reft::app

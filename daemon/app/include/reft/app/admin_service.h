@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "reft/app/config.h"
-#include "reft/app/job_planner.h"
-#include "reft/app/plan_profiles.h"
-#include "reft/app/step_cadence.h"
+#include "reft/replan/job_planner.h"
+#include "reft/replan/plan_profiles.h"
+#include "reft/replan/step_cadence.h"
 #include "reft/coord/etcd_probe.h"
 #include "reft/local/job_ownership.h"
 #include "reft/peer/job_access.h"
@@ -48,10 +48,10 @@ struct AdminRecovery {
   /// The job records `reftctl jobs list|release` show and release (etcd's, or this node's).
   peer::JobRecords* records = nullptr;
   /// The measured step time of each job and the attached profiles (ShowPlan, AttachPlanProfile).
-  const StepCadence* cadence = nullptr;
-  PlanProfiles* profiles = nullptr;
+  const replan::StepCadence* cadence = nullptr;
+  replan::PlanProfiles* profiles = nullptr;
   /// The published decisions (ShowPlan, ConfirmPlan).
-  JobPlanner* planner = nullptr;
+  replan::JobPlanner* planner = nullptr;
 };
 
 /// \brief Handles Admin RPCs. Stateless apart from the references it holds; gRPC may call it

@@ -7,7 +7,7 @@
 
 #include "reft/result.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 enum class PlannerMode {
   kOff,        ///< publish nothing: `plan show` computes the decision on demand
@@ -31,4 +31,4 @@ inline const char* PlannerModeName(PlannerMode mode) {
   return "?";
 }
 
-}  // namespace reft::app
+}  // namespace reft::replan

@@ -1,10 +1,10 @@
 // reftd's job model for the planner: the step cadence and the model built from a step catalog.
 #include <catch2/catch.hpp>
 
-#include "reft/app/job_model.h"
-#include "reft/app/step_cadence.h"
+#include "reft/replan/job_model.h"
+#include "reft/replan/step_cadence.h"
 
-using reft::app::StepCadence;
+using reft::replan::StepCadence;
 using namespace std::chrono_literals;
 
 TEST_CASE("step cadence: the median time per step between snapshots") {
@@ -87,7 +87,7 @@ TEST_CASE("job model: layers, stages and bytes from the committed step's buffers
   add(0, Spec("tied", 64, 1, BufferKind::kReplicated));          // saved by stages 0 and 1
   add(1, Spec("tied", 64, 1, BufferKind::kReplicated));
   add(0, Spec("step_counter", 8, -1, BufferKind::kReplicated));  // no layer: in no layer
-  auto m = reft::app::BuildJobModel(
+  auto m = reft::replan::BuildJobModel(
       cat, [](const reft::store::RankKey& r) { return r.dp == 1 && r.pp == 1 ? std::string() : "n" + r.ToString(); },
       StepCadence::Estimate{42.0, 3});
   CHECK(m.job == "j");
@@ -127,7 +127,7 @@ TEST_CASE("job model: what each rank's slot holds of each layer, shards and copi
   geo.shard_begin = {0, 2048, 4074};
   auto lookup = [](const reft::store::RankKey&) { return std::string("n"); };
   // Unprotected: each member holds its shard and its part; together exactly the layer.
-  auto m = reft::app::BuildJobModel(cat, lookup, std::nullopt);
+  auto m = reft::replan::BuildJobModel(cat, lookup, std::nullopt);
   REQUIRE(m.held.size() == 2);
   CHECK(m.held[0][0] == 10 + 2038 + 501);  // shard 0 = l0.b and the start of l0.w; part 0
   CHECK(m.held[1][0] == 1962 + 500);       // the rest of l0.w; part 1
@@ -137,7 +137,7 @@ TEST_CASE("job model: what each rank's slot holds of each layer, shards and copi
   // ARC(1): member 0 also keeps shard 1, member 1 shard 0, and the ring copies of the parts:
   // both hold every layer whole.
   cat.groups[0].meta.meta.scheme.arc = 1;
-  auto arc = reft::app::BuildJobModel(cat, lookup, std::nullopt);
+  auto arc = reft::replan::BuildJobModel(cat, lookup, std::nullopt);
   CHECK(arc.held[0] == std::vector<uint64_t>{m.layers[0].bytes(), 64});
   CHECK(arc.held[1] == std::vector<uint64_t>{m.layers[0].bytes(), 64});
 }

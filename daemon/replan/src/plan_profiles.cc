@@ -1,4 +1,4 @@
-#include "reft/app/plan_profiles.h"
+#include "reft/replan/plan_profiles.h"
 
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace reft::app {
+namespace reft::replan {
 
 std::string PlanProfiles::Path(const std::string& job) const {
   // Job names come from clients: anything outside [A-Za-z0-9_-] is escaped, so a name never
@@ -61,4 +61,4 @@ nlohmann::json PlanProfiles::Get(const std::string& job) const {
   return doc;
 }
 
-}  // namespace reft::app
+}  // namespace reft::replan

@@ -1,10 +1,10 @@
-#include "reft/app/job_model.h"
+#include "reft/replan/job_model.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
-namespace reft::app {
+namespace reft::replan {
 
 namespace {
 
@@ -141,4 +141,4 @@ Result<planner::online::JobModelView> ReadJobModel(recovery::ReftLoad* restore,
   return BuildJobModel(desc.catalog, node_of, step_time);
 }
 
-}  // namespace reft::app
+}  // namespace reft::replan

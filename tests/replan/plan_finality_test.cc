@@ -3,10 +3,10 @@
 // layer, one a trainer restored under, a growth, or one of an older generation or step stays.
 #include <catch2/catch.hpp>
 
-#include "reft/app/plan_finality.h"
+#include "reft/replan/plan_finality.h"
 
-using reft::app::FinalBecause;
-using reft::app::DecidesLossOf;
+using reft::replan::FinalBecause;
+using reft::replan::DecidesLossOf;
 using reft::peer::PublishedPlan;
 
 namespace {

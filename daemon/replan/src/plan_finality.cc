@@ -1,10 +1,11 @@
-#include "reft/app/plan_finality.h"
+#include "reft/replan/plan_finality.h"
 
 #include <nlohmann/json.hpp>
 
-#include "reft/app/plan_transfer.h"
+#include "reft/replan/plan_transfer.h"
+#include "json_text.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 using nlohmann::json;
 
@@ -16,7 +17,7 @@ bool AnyLayerMoved(const std::string& transfer_json) {
   if (!progress.is_object()) return false;
   if (progress.value("bytes_staged", uint64_t{0}) > 0) return true;
   for (const json& host : progress.value("hosts", json::array())) {
-    if (host.value("state", "") == "done" || host.value("bytes_staged", uint64_t{0}) > 0) return true;
+    if (TextOr(host, "state") == "done" || host.value("bytes_staged", uint64_t{0}) > 0) return true;
   }
   return false;
 }
@@ -38,4 +39,4 @@ bool DecidesLossOf(const peer::PublishedPlan& published, uint64_t generation, in
          published.step == committed_step;
 }
 
-}  // namespace reft::app
+}  // namespace reft::replan

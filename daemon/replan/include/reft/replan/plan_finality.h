@@ -15,7 +15,7 @@
 
 #include "reft/peer/job_coordinator.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 /// The state of a publication that withdrew a loss: the node came back before any decision
 /// for it was acted on, and the job goes on as it runs.
@@ -31,4 +31,4 @@ std::string FinalBecause(const peer::PublishedPlan& published, bool restored_und
 /// planner withdraws it, once no node of the job is lost, unless it is final (FinalBecause).
 bool DecidesLossOf(const peer::PublishedPlan& published, uint64_t generation, int64_t committed_step);
 
-}  // namespace reft::app
+}  // namespace reft::replan

@@ -1,4 +1,4 @@
-#include "reft/app/job_planner.h"
+#include "reft/replan/job_planner.h"
 
 #include <algorithm>
 #include <set>
@@ -6,10 +6,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "reft/app/plan_finality.h"
+#include "reft/replan/plan_finality.h"
 #include "reft/unix_time.h"
+#include "json_text.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 using nlohmann::json;
 
@@ -40,7 +41,7 @@ json PlanDoc(const peer::PublishedPlan& p) {
 int PeakUnits(const json& doc) { return doc.is_object() ? doc.value("peak_units", 0) : 0; }
 
 bool IsGrowth(const json& doc) {
-  return doc.is_object() && doc.contains("decision") && doc["decision"].value("policy", "") == "grow";
+  return doc.is_object() && doc.contains("decision") && TextOr(doc["decision"], "policy") == "grow";
 }
 
 // Whether the published decision `doc` (of committed step `step`) is a growth of the layout the
@@ -194,7 +195,7 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
     // score, no plan, no profile), so that a launcher waiting for a growth can be told.
     if (current && !(*doc)["spare_nodes"].empty()) {
       spdlog::info("planner: job {} (step {}): stays on its nodes — {}", job, model->step,
-                   decision.value("reason", ""));
+                   TextOr(decision, "reason"));
     }
     return kNever;
   }
@@ -202,7 +203,7 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   peer::PublishedPlan plan;
   plan.generation = generation;
   plan.step = model->step;
-  const bool growth = decision.value("policy", "") == "grow";
+  const bool growth = TextOr(decision, "policy") == "grow";
   plan.basis = growth ? "+" + Join(decision["joining_nodes"]) : Join((*doc)["lost_nodes"]);
   plan.planner = node_id_;
   plan.plan_json = doc->dump();
@@ -255,7 +256,7 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   }
   spdlog::info("planner: job {} (step {}, lost {}): {} — {} [{}]", job, plan.step, plan.basis,
                decision["policy"].is_null() ? "no decision" : decision["policy"].get<std::string>(),
-               decision.value("reason", ""), plan.state);
+               TextOr(decision, "reason"), plan.state);
   if (plan.state == "decided") return std::min(due, ExecuteTransfer(job, *in_force));
   if (plan.state == "awaiting_confirmation") return std::min(due, retry);
   return due;
@@ -380,7 +381,7 @@ Result<json> JobPlanner::Show(const std::string& job) {
   doc["publication"] = published ? PublicationJson(*published, current) : json(nullptr);
   if (current && doc["decision"].contains("transfer")) {
     const json& progress = doc["publication"]["transfer"];
-    doc["decision"]["transfer"]["executed"] = progress.is_object() && progress.value("state", "") == "done";
+    doc["decision"]["transfer"]["executed"] = progress.is_object() && TextOr(progress, "state") == "done";
   }
   doc["planner_mode"] = PlannerModeName(options_.mode);
   doc["node"] = node_id_;  // who answered: a launcher places each node's ranks by it
@@ -419,4 +420,4 @@ Result<peer::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t 
   return in_force;
 }
 
-}  // namespace reft::app
+}  // namespace reft::replan

@@ -6,11 +6,11 @@
 #include <map>
 #include <set>
 
-#include "reft/app/plan_transfer.h"
+#include "reft/replan/plan_transfer.h"
 #include "reft/mutex.h"
 
 using namespace reft;
-using namespace reft::app;
+using namespace reft::replan;
 using nlohmann::json;
 
 namespace {

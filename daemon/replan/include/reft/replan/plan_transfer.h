@@ -26,7 +26,7 @@
 
 #include "reft/result.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 /// \brief What staging layers on one node did.
 struct StageOutcome {
@@ -61,4 +61,4 @@ nlohmann::json RunTransfer(nlohmann::json progress, const std::string& job, int6
                            const Stager& stage, int concurrency,
                            const std::function<bool(const nlohmann::json&)>& publish);
 
-}  // namespace reft::app
+}  // namespace reft::replan

@@ -1,9 +1,9 @@
-#include "reft/app/step_cadence.h"
+#include "reft/replan/step_cadence.h"
 
 #include <algorithm>
 #include <vector>
 
-namespace reft::app {
+namespace reft::replan {
 
 void StepCadence::Note(const std::string& job, int64_t step, Clock::time_point at) {
   MutexLock lock(mu_);
@@ -34,4 +34,4 @@ void StepCadence::Forget(const std::string& job) {
   jobs_.erase(job);
 }
 
-}  // namespace reft::app
+}  // namespace reft::replan

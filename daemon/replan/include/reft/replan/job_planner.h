@@ -36,9 +36,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reft/app/plan_profiles.h"
-#include "reft/app/plan_transfer.h"
-#include "reft/app/planner_mode.h"
+#include "reft/replan/plan_profiles.h"
+#include "reft/replan/plan_transfer.h"
+#include "reft/replan/planner_mode.h"
 #include "reft/local/plan_source.h"
 #include "reft/mutex.h"
 #include "reft/peer/job_coordinator.h"
@@ -47,7 +47,7 @@
 #include "reft/result.h"
 #include "reft/thread.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 struct JobPlannerOptions {
   PlannerMode mode = PlannerMode::kAutomatic;
@@ -144,4 +144,4 @@ class JobPlanner : public local::PlanSource {
   reft::Thread thread_;
 };
 
-}  // namespace reft::app
+}  // namespace reft::replan

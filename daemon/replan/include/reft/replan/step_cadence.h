@@ -14,7 +14,7 @@
 
 #include "reft/mutex.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 class StepCadence {
  public:
@@ -46,4 +46,4 @@ class StepCadence {
   std::map<std::string, Job> jobs_ REFT_GUARDED_BY(mu_);
 };
 
-}  // namespace reft::app
+}  // namespace reft::replan

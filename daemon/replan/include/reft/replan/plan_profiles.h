@@ -14,7 +14,7 @@
 #include "reft/mutex.h"
 #include "reft/result.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 class PlanProfiles {
  public:
@@ -33,4 +33,4 @@ class PlanProfiles {
   mutable std::map<std::string, nlohmann::json> cache_ REFT_GUARDED_BY(mu_);
 };
 
-}  // namespace reft::app
+}  // namespace reft::replan

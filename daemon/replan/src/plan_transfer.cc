@@ -1,7 +1,7 @@
 /// \file plan_transfer.cc
 /// \brief RunTransfer: a transfer plan, one stage call per node of the new layout.
 
-#include "reft/app/plan_transfer.h"
+#include "reft/replan/plan_transfer.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -12,8 +12,9 @@
 #include "reft/mutex.h"
 #include "reft/thread.h"
 #include "reft/unix_time.h"
+#include "json_text.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 using nlohmann::json;
 
@@ -70,7 +71,7 @@ json NewTransferProgress(const json& transfer) {
     for (const json& h : transfer["hosts"]) hosts.push_back({{"node", h["node"]}, {"layers", h["layers"]}});
   } else {  // a decision published before hosts were: its moves' receivers
     std::map<std::string, std::set<int>> layers;
-    for (const json& mv : moves) layers[mv.value("to_node", "")].insert(mv.value("layer", -1));
+    for (const json& mv : moves) layers[TextOr(mv, "to_node")].insert(mv.value("layer", -1));
     for (const auto& [node, ls] : layers) hosts.push_back({{"node", node}, {"layers", ls}});
   }
   for (json& h : hosts) h["state"] = "pending";
@@ -81,7 +82,7 @@ json NewTransferProgress(const json& transfer) {
 
 bool TransferWanted(const json& progress, int max_attempts) {
   if (!progress.is_object()) return true;
-  const std::string state = progress.value("state", "");
+  const std::string state = TextOr(progress, "state");
   if (state == "done") return false;
   if (state == "failed") return progress.value("attempts", 0) < max_attempts;
   return true;  // pending, or running when its coordinator stopped midway
@@ -92,8 +93,8 @@ json RunTransfer(json progress, const std::string& job, int64_t step, const Stag
   // The hosts not done yet, each with every layer it will host.
   std::vector<std::pair<std::string, std::vector<int>>> work;
   for (const json& h : progress["hosts"]) {
-    if (h.value("state", "") == "done") continue;
-    work.emplace_back(h.value("node", ""), h.value("layers", std::vector<int>{}));
+    if (TextOr(h, "state") == "done") continue;
+    work.emplace_back(TextOr(h, "node"), h.value("layers", std::vector<int>{}));
   }
   progress["state"] = "running";
   progress["attempts"] = progress.value("attempts", 0) + 1;
@@ -139,11 +140,11 @@ json RunTransfer(json progress, const std::string& job, int64_t step, const Stag
 
   const json& hosts = progress["hosts"];
   const bool all_done = std::all_of(hosts.begin(), hosts.end(),
-                                    [](const json& h) { return h.value("state", "") == "done"; });
+                                    [](const json& h) { return TextOr(h, "state") == "done"; });
   progress["state"] = all_done ? "done" : "failed";
   progress["finished_at_ms"] = UnixMs();
   if (in_force) publish(progress);
   return progress;
 }
 
-}  // namespace reft::app
+}  // namespace reft::replan

@@ -8,14 +8,14 @@
 #include <optional>
 #include <string>
 
-#include "reft/app/step_cadence.h"
+#include "reft/replan/step_cadence.h"
 #include "reft/peer/job_coordinator.h"
 #include "reft/planner/online.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/reshape.h"
 #include "reft/store/snapshot_store.h"
 
-namespace reft::app {
+namespace reft::replan {
 
 /// \brief Where a rank runs, as far as this node knows ("" = unknown).
 using RankNodeLookup = std::function<std::string(const store::RankKey&)>;
@@ -38,4 +38,4 @@ Result<planner::online::JobModelView> ReadJobModel(recovery::ReftLoad* restore,
                                                    peer::JobCoordinator* coordinator,
                                                    const StepCadence* cadence, const std::string& job);
 
-}  // namespace reft::app
+}  // namespace reft::replan

@@ -1,0 +1,353 @@
+// The planner loop's decisions (job_planner.h), through its public interface over fakes of the
+// control plane: who publishes, in which state, when a decision waits or stands, when a loss is
+// withdrawn, and when the transfer plan runs. Each test waits for the publication it expects,
+// or for the planner's next pass over the jobs when it expects none; none waits for a time.
+#include "reft/replan/job_planner.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "control_plane_fakes.h"
+#include "reft/mutex.h"
+#include "reft/unix_time.h"
+
+using namespace reft;
+using namespace reft::replan;
+using nlohmann::json;
+using reft::replan::testing::FakeJobCoordinator;
+using reft::replan::testing::FakeNodeDirectory;
+
+namespace {
+
+constexpr uint64_t kGeneration = 2;
+constexpr int64_t kStep = 7;
+
+// Job "j": dp 2 × pp 2, three layers per stage, rank (d, s) on node n<d*2+s>; this node is n0.
+planner::online::JobModelView Model() {
+  planner::online::JobModelView m;
+  m.job = "j";
+  m.dp = 2;
+  m.pp = 2;
+  m.step = kStep;
+  m.step_ms = 200;
+  m.step_samples = 5;
+  for (int d = 0; d < 2; ++d)
+    for (int s = 0; s < 2; ++s) m.ranks.push_back({s, 0, d, "n" + std::to_string(d * 2 + s)});
+  for (int l = 0; l < 6; ++l)
+    m.layers.push_back({l, l / 3, 1000000u + 1000u * l, 3000000u + 7u * l});
+  return m;
+}
+
+// The cluster of Model(): n1..n3 besides this node, `dead` of them declared dead, and `spares`.
+struct Cluster {
+  FakeNodeDirectory nodes{"n0"};
+  FakeJobCoordinator coordinator;
+  std::atomic<int> model_reads{0};
+
+  explicit Cluster(std::set<std::string> dead, std::vector<std::string> spares = {}) {
+    for (const std::string n : {"n1", "n2", "n3"})
+      nodes.Set(n, dead.count(n) ? peer::MemberState::kDead : peer::MemberState::kAlive);
+    for (const auto& s : spares) nodes.Set(s, peer::MemberState::kAlive);
+    FakeJobCoordinator::Job job;
+    job.nodes = {"n1", "n2", "n3"};
+    job.generation = kGeneration;
+    coordinator.SetJob("j", job);
+  }
+
+  JobPlanner::ModelSource Source(bool step_time_measured = true) {
+    return [this, step_time_measured](const std::string&) -> Result<planner::online::JobModelView> {
+      ++model_reads;
+      planner::online::JobModelView m = Model();
+      if (!step_time_measured) m.step_ms = m.step_samples = 0;
+      return m;
+    };
+  }
+};
+
+JobPlannerOptions Options(PlannerMode mode, std::chrono::milliseconds spare_wait = {}) {
+  JobPlannerOptions o;
+  o.mode = mode;
+  o.spare_wait = spare_wait;
+  o.retry = std::chrono::hours(1);  // every pass of these tests is asked for (Replan)
+  return o;
+}
+
+// Waits until a pass the planner starts after this call has finished: Replan() starts one,
+// and a second Replan() during it starts another once it is done.
+void FinishNextPass(JobPlanner& planner, const FakeJobCoordinator& coordinator) {
+  const int before = coordinator.Passes();
+  planner.Replan();
+  REQUIRE(coordinator.WaitPasses(before));
+  planner.Replan();
+  REQUIRE(coordinator.WaitPasses(before + 1));
+}
+
+// A Stager that records each call (on the transfer's threads: the test checks them after)
+// and stages every layer it is asked for.
+struct RecordingStager {
+  Mutex mu;
+  std::map<std::string, int> calls REFT_GUARDED_BY(mu);  // per receiving node
+  std::set<std::string> asked_for REFT_GUARDED_BY(mu);   // "job@step"
+
+  Stager Get() {
+    return [this](const std::string& node, const std::string& job, int64_t step,
+                  const std::vector<int>& layers) -> Result<StageOutcome> {
+      MutexLock lock(mu);
+      ++calls[node];
+      asked_for.insert(job + "@" + std::to_string(step));
+      return StageOutcome{100u * layers.size(), 100u * layers.size(), 0};
+    };
+  }
+  size_t Nodes() {
+    MutexLock lock(mu);
+    return calls.size();
+  }
+};
+
+bool TransferIs(const peer::PublishedPlan& p, const std::string& state) {
+  const json progress = json::parse(p.transfer_json.empty() ? "null" : p.transfer_json);
+  return progress.is_object() && progress.value("state", "") == state;
+}
+
+}  // namespace
+
+TEST_CASE("planner loop: the coordinator decides a loss, publishes it and runs its transfer plan",
+          "[job_planner]") {
+  Cluster cluster({"n3"});
+  RecordingStager stager;
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+                     nullptr, cluster.Source());
+  planner.SetStager(stager.Get());
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished(
+      "j", [](const peer::PublishedPlan& p) { return TransferIs(p, "done"); }));
+  planner.Stop();
+
+  const peer::PublishedPlan p = *cluster.coordinator.Published("j");
+  CHECK(p.state == "decided");
+  CHECK(p.basis == "n3");
+  CHECK(p.generation == kGeneration);
+  CHECK(p.step == kStep);
+  CHECK(p.planner == "n0");
+  const json doc = json::parse(p.plan_json);
+  CHECK(doc["decision"]["policy"] == "reconfigure");
+  // Every host of the transfer plan staged the decided step once, none of them the lost node.
+  const json progress = json::parse(p.transfer_json);
+  REQUIRE(doc["decision"]["transfer"].contains("hosts"));
+  CHECK(progress["hosts"].size() == doc["decision"]["transfer"]["hosts"].size());
+  CHECK(!progress["hosts"].empty());
+  MutexLock lock(stager.mu);
+  CHECK(stager.calls.size() == progress["hosts"].size());
+  CHECK(stager.asked_for == std::set<std::string>{"j@" + std::to_string(kStep)});
+  for (const json& h : progress["hosts"]) {
+    CHECK(h["state"] == "done");
+    CHECK(h["node"] != "n3");
+    CHECK(stager.calls[h["node"].get<std::string>()] == 1);
+  }
+}
+
+// A job that lost a node after one committed step (no step time yet) and has no profile cannot
+// be decided: the decision's policy is null, which the loop must read as "no policy" — it once
+// ended reftd (nlohmann's value() throws on a null).
+TEST_CASE("planner loop: a loss that cannot be decided yet is published as undecided",
+          "[job_planner]") {
+  Cluster cluster({"n3"});
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+                     nullptr, cluster.Source(/*step_time_measured=*/false));
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const peer::PublishedPlan&) { return true; }));
+  planner.Stop();
+  const peer::PublishedPlan p = *cluster.coordinator.Published("j");
+  CHECK(p.state == "undecided");
+  CHECK(p.basis == "n3");
+  const json doc = json::parse(p.plan_json);
+  CHECK(doc["decision"]["policy"].is_null());
+  CHECK_THAT(doc["decision"]["reason"].get<std::string>(), Catch::Contains("no step time"));
+}
+
+TEST_CASE("planner loop: a node that does not lead the job neither reads its model nor publishes",
+          "[job_planner]") {
+  Cluster cluster({"n3"});
+  FakeJobCoordinator::Job job;
+  job.leads = false;
+  job.nodes = {"n1", "n2", "n3"};
+  job.generation = kGeneration;
+  cluster.coordinator.SetJob("j", job);
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+                     nullptr, cluster.Source());
+  planner.Start();
+  FinishNextPass(planner, cluster.coordinator);
+  planner.Stop();
+  CHECK(cluster.coordinator.Publications().empty());
+  CHECK(cluster.model_reads.load() == 0);
+}
+
+TEST_CASE("planner loop: a job with every node alive and no decision is left alone",
+          "[job_planner]") {
+  Cluster cluster({});
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+                     nullptr, cluster.Source());
+  planner.Start();
+  FinishNextPass(planner, cluster.coordinator);
+  planner.Stop();
+  CHECK(cluster.coordinator.Publications().empty());
+  CHECK(cluster.model_reads.load() == 0);  // no loss and nothing published: nothing to read
+}
+
+TEST_CASE("planner loop: without a spare the decision first waits for one, and says so once",
+          "[job_planner]") {
+  Cluster cluster({"n3"});
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::hours(1)), &cluster.nodes,
+                     &cluster.coordinator, nullptr, cluster.Source());
+  const int64_t before = UnixMs();
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const peer::PublishedPlan&) { return true; }));
+  FinishNextPass(planner, cluster.coordinator);
+  planner.Stop();
+
+  const auto publications = cluster.coordinator.Publications();
+  REQUIRE(publications.size() == 1);  // the second pass found the same decision in force
+  CHECK(publications[0].state == "waiting_for_spare");
+  CHECK(publications[0].wait_until_ms >= before + 3600 * 1000);
+  CHECK(publications[0].wait_until_ms <= UnixMs() + 3600 * 1000);
+}
+
+TEST_CASE("planner loop: a spare that suffices is taken at once, without a wait", "[job_planner]") {
+  Cluster cluster({"n3"}, {"spare"});
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::hours(1)), &cluster.nodes,
+                     &cluster.coordinator, nullptr, cluster.Source());
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const peer::PublishedPlan&) { return true; }));
+  planner.Stop();
+  const peer::PublishedPlan p = *cluster.coordinator.Published("j");
+  CHECK(p.state == "decided");
+  CHECK(p.wait_until_ms == 0);
+  CHECK(json::parse(p.plan_json)["decision"]["policy"] == "restart_on_spare");
+}
+
+TEST_CASE(
+    "planner loop: in confirm mode the transfer runs only once an operator confirmed the shown "
+    "version",
+    "[job_planner]") {
+  Cluster cluster({"n3"});
+  RecordingStager stager;
+  JobPlanner planner("n0", Options(PlannerMode::kConfirm), &cluster.nodes, &cluster.coordinator,
+                     nullptr, cluster.Source());
+  planner.SetStager(stager.Get());
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished(
+      "j", [](const peer::PublishedPlan& p) { return p.state == "awaiting_confirmation"; }));
+  FinishNextPass(planner, cluster.coordinator);
+  CHECK(stager.Nodes() == 0);
+  const peer::PublishedPlan shown = *cluster.coordinator.Published("j");
+
+  auto stale = planner.Confirm("j", shown.version + 100);
+  CHECK(stale.status().code() == StatusCode::kBusy);
+  auto confirmed = planner.Confirm("j", shown.version);
+  REQUIRE(confirmed.ok());
+  CHECK(confirmed->state == "confirmed");
+  auto again = planner.Confirm("j", 0);  // no longer awaiting confirmation
+  CHECK(again.status().code() == StatusCode::kInvalidArgument);
+
+  planner.Replan();
+  REQUIRE(cluster.coordinator.WaitPublished(
+      "j", [](const peer::PublishedPlan& p) { return TransferIs(p, "done"); }));
+  planner.Stop();
+  CHECK(cluster.coordinator.Published("j")->state == "confirmed");
+  CHECK(stager.Nodes() > 0);
+}
+
+TEST_CASE("planner loop: a decision of an older generation cannot be confirmed", "[job_planner]") {
+  Cluster cluster({"n3"});
+  peer::PublishedPlan old;
+  old.generation = kGeneration - 1;
+  old.step = kStep;
+  old.basis = "n3";
+  old.state = "awaiting_confirmation";
+  cluster.coordinator.SetPublished("j", old);
+  JobPlanner planner("n0", Options(PlannerMode::kConfirm), &cluster.nodes, &cluster.coordinator,
+                     nullptr, cluster.Source());
+  CHECK(planner.Confirm("j", 0).status().code() == StatusCode::kInvalidArgument);
+  CHECK(cluster.coordinator.Publications().empty());
+}
+
+namespace {
+
+// A loss of n3 at the job's generation and step that nobody acted on yet.
+peer::PublishedPlan PendingLoss() {
+  peer::PublishedPlan p;
+  p.generation = kGeneration;
+  p.step = kStep;
+  p.basis = "n3";
+  p.planner = "n0";
+  p.state = "waiting_for_spare";
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("planner loop: a loss whose node came back before anyone acted on it is withdrawn",
+          "[job_planner]") {
+  Cluster cluster({});  // n3 is back
+  cluster.coordinator.SetPublished("j", PendingLoss());
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+                     nullptr, cluster.Source());
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished(
+      "j", [](const peer::PublishedPlan& p) { return p.state == "no_loss"; }));
+  planner.Stop();
+  const peer::PublishedPlan p = *cluster.coordinator.Published("j");
+  CHECK(p.basis == "n3");  // the loss it withdraws
+  CHECK(p.step == kStep);
+  CHECK(p.generation == kGeneration);
+}
+
+TEST_CASE("planner loop: a loss a trainer restored under stands when its node comes back",
+          "[job_planner]") {
+  Cluster cluster({});
+  cluster.coordinator.SetPublished("j", PendingLoss());
+  FakeJobCoordinator::Job job;
+  job.nodes = {"n1", "n2", "n3"};
+  job.generation = kGeneration;
+  job.published = cluster.coordinator.Published("j");
+  peer::RestoreDecision restored;  // a trainer restored at the decision's generation and step
+  restored.generation = kGeneration;
+  restored.step = kStep;
+  job.decision = restored;
+  cluster.coordinator.SetJob("j", job);
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+                     nullptr, cluster.Source());
+  planner.Start();
+  FinishNextPass(planner, cluster.coordinator);
+  planner.Stop();
+  CHECK(cluster.model_reads.load() > 0);  // it did look at the job
+  CHECK(cluster.coordinator.Publications().empty());
+  CHECK(cluster.coordinator.Published("j")->state == "waiting_for_spare");
+}
+
+TEST_CASE("planner loop: plan show decides from this node's view until a decision is published",
+          "[job_planner]") {
+  Cluster cluster({"n3"});
+  JobPlanner planner("n0", Options(PlannerMode::kConfirm), &cluster.nodes, &cluster.coordinator,
+                     nullptr, cluster.Source());
+  auto shown = planner.Show("j");
+  REQUIRE(shown.ok());
+  CHECK((*shown)["publication"].is_null());
+  CHECK((*shown)["planner_mode"] == "confirm");
+  CHECK((*shown)["node"] == "n0");
+  CHECK((*shown)["decision"]["needed"] == true);
+  CHECK((*shown)["lost_nodes"] == json({"n3"}));
+
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const peer::PublishedPlan&) { return true; }));
+  planner.Stop();
+  shown = planner.Show("j");
+  REQUIRE(shown.ok());
+  CHECK((*shown)["publication"]["state"] == "awaiting_confirmation");
+  CHECK((*shown)["publication"]["current"] == true);
+  CHECK((*shown)["decision"]["transfer"]["executed"] == false);
+}
