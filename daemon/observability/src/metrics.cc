@@ -197,6 +197,14 @@ Metrics::Metrics()
                            .Help("FetchRegion transfers this node served on a bulk connection")
                            .Register(r)
                            .Add({});
+  auto& peer_copy = BuildCounter()
+                        .Name("reft_peer_copy_bytes_total")
+                        .Help("Bytes of ring neighbours' unique and sharded buffers copied "
+                              "into this node's slots before a seal, read here or pulled from "
+                              "other nodes")
+                        .Register(r);
+  peer_copy_bytes_[0] = &peer_copy.Add({{"source", "local"}});
+  peer_copy_bytes_[1] = &peer_copy.Add({{"source", "remote"}});
   jobs_followed_ = &BuildGauge()
                        .Name("reft_jobs_followed")
                        .Help("Jobs this node keeps control-plane state and watches for (bounded "
@@ -333,6 +341,10 @@ void Metrics::SetRefused(RefusedAt endpoint, uint64_t total) {
   Follow(refused_[static_cast<int>(endpoint)], total);
 }
 void Metrics::SetBulkConnections(uint64_t total) { Follow(bulk_connections_, total); }
+void Metrics::SetPeerCopyBytes(uint64_t local_total, uint64_t remote_total) {
+  Follow(peer_copy_bytes_[0], local_total);
+  Follow(peer_copy_bytes_[1], remote_total);
+}
 void Metrics::SetPeers(PeerState state, double count) {
   peers_[static_cast<int>(state)]->Set(count);
 }

@@ -96,6 +96,7 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
     Status ls = CopyLocal(from, step, region, dst, size);
     // InvalidArgument: a caller's mistake; Lost: the step was superseded and never will be.
     if (ls.ok() || ls.code() == StatusCode::kInvalidArgument || ls.code() == StatusCode::kLost) {
+      if (ls.ok()) copied_local_.fetch_add(size, std::memory_order_relaxed);
       return ls;
     }
     if (ls.code() != StatusCode::kNotFound || peer_->coordinator()->IsJoined(from)) last = ls;
@@ -117,6 +118,7 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
         fo.timeout = std::min(Remaining(deadline), options_.piece_timeout);
         Status st = peer_->client().FetchRegion(*address, from, step, region, dst, size, 0, fo);
         if (st.ok()) {
+          copied_remote_.fetch_add(size, std::memory_order_relaxed);
           MutexLock lock(mu_);
           cache_[from] = node;
           return st;
@@ -140,6 +142,11 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, options_.copy_backoff_max);
   }
+}
+
+PublishedCopier::CopiedBytes PublishedCopier::copied() const {
+  return {copied_local_.load(std::memory_order_relaxed),
+          copied_remote_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace reft::recovery

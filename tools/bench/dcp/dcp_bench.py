@@ -2,18 +2,25 @@
 FileSystemReader and against the machine's limits, measured in the same run on the same bytes
 (BENCHMARKS.md "PyTorch DCP", docs/bench/dcp.md).
 
-Per size (bytes of state per rank), on a fresh LocalCluster of 2 reftd on etcd:
-1. save: 4 gloo ranks, HSDP dp_replicate 2 x dp_shard 2 (ranks 0-1 on node0, 2-3 on node1),
-   protection arc1; each rep times one memcpy of each rank's state, dcp.async_save into reft and
-   dcp.async_save with FileSystemWriter into /dev/shm (dcp_rank.py). Per rep the figure is the
-   slowest rank; the line gives the median over reps.
-2. node1's reftd is SIGKILLed and its memory wiped; once node0 sees it dead, ranks on node0
-   (--load-ranks, default 3) load the newest step with reft's Reader, then the same state saved
+Per size (bytes of state per rank), mesh and protection, on a fresh LocalCluster of --nodes (2)
+reftd on etcd:
+1. save: 4 gloo ranks placed as torchrun would ([0, 0, 1, 1] on 2 nodes, one per node on 4), on
+   the mesh HSDP dp_replicate <nodes> x dp_shard 4/<nodes> (a replica per node) or pure FSDP
+   dp_shard 4 (client_for orders reft's ring so that every rank's shard is copied to a rank on
+   another node); each
+   rep times one memcpy of each rank's state, dcp.async_save into reft and dcp.async_save with
+   FileSystemWriter into /dev/shm (dcp_rank.py). Per rep the figure is the slowest rank; the
+   line gives the median over reps.
+2. node1's reftd is SIGKILLed and its memory wiped; once node0 sees it dead, ranks on the nodes
+   left (--load-ranks, default 3, in turn over them) load the newest step with reft's Reader, then the same state saved
    by FileSystemWriter to --disk-dir, its pages evicted, then warm. The limit: raw loopback TCP of
    each loading rank's bytes (one connection per rank, all at once) + one memcpy of them per
    rank, all at once.
-3. host memory per node: the bytes allocated under each reftd's shm dir after the saves, and
-   reftd's reft_memory_used_bytes.
+3. host memory per node: the bytes allocated under each reftd's shm dir after the saves (per
+   job: the bench saves with two writers, the default and the zero-copy one, each its own job),
+   and reftd's reft_memory_used_bytes; network per save: the bytes each reftd's ring copies
+   pulled from the other node during each measured save (reft_peer_copy_bytes_total, read by
+   rank 0 before and after the save).
 
 Prints one JSON line per measurement, then a human summary on stderr. Every writer and reader
 runs with its defaults.
@@ -71,10 +78,13 @@ def slowest(reps, field=None):
     return statistics.median(max(r if field is None else r[field] for r in rep) for rep in reps)
 
 
-def allocated(path):
+def allocated(path, prefix=""):
+    """Bytes allocated under `path` in files whose name starts with `prefix`."""
     total = 0
     for d, _, names in os.walk(path):
         for n in names:
+            if not n.startswith(prefix):
+                continue
             try:
                 total += os.stat(os.path.join(d, n)).st_blocks * 512
             except FileNotFoundError:
@@ -82,11 +92,21 @@ def allocated(path):
     return total
 
 
-def node_memory(node):
+def node_memory(node, jobs):
     m = node.metrics()
+    # A slot's segment file is named "<job>.pp<P>-tp<T>-dp<D>.s<slot>.seg" (daemon/store).
     return {"node": node.node_id, "shm_allocated_bytes": allocated(node.shm_dir),
+            "shm_allocated_bytes_per_job": {j: allocated(node.shm_dir, j + ".pp") for j in jobs},
             "memory_used_bytes": m.get("reft_memory_used_bytes"),
             "snapshot_bytes_total": m.get("reft_snapshot_bytes_total")}
+
+
+RANKS = 4
+
+
+def mesh_name(mesh, nodes):
+    return ("dp_replicate %d x dp_shard %d" % (nodes, RANKS // nodes) if mesh == "hsdp"
+            else "dp_shard %d" % RANKS)
 
 
 def emit(line):
@@ -94,23 +114,29 @@ def emit(line):
     return line
 
 
-def one_size(size, args, disk_root):
-    """Saves, node loss, loads and the limits for one size; returns its JSON lines."""
+def one_size(size, mesh, protection, args, disk_root):
+    """Saves, node loss, loads and the limits for one size, mesh and protection; returns its
+    JSON lines."""
     job = "dcp"
+    nodes = args.nodes
     disk_dir = tempfile.mkdtemp(prefix="dcp-bench-", dir=disk_root)
     try:
-        with LocalCluster(nodes=2, etcd=1, config=CONFIG, metrics=True) as c:
+        with LocalCluster(nodes=nodes, etcd=1, config=CONFIG, metrics=True) as c:
             shm_dir = tempfile.mkdtemp(prefix="dcp-bench-fs-", dir=c.shm_root)
-            s = run_ranks(c.nodes, [0, 0, 1, 1], [
-                "--mode", "save", "--job", job, "--protection", "arc1", "--size", str(size),
+            placement = [r * nodes // RANKS for r in range(RANKS)]  # consecutive ranks per node
+            s = run_ranks(c.nodes, placement, [
+                "--mode", "save", "--job", job, "--protection", protection, "--size", str(size),
+                "--mesh", mesh, "--nodes", str(nodes),
                 "--reps", str(args.warmup + args.reps), "--shm-dir", shm_dir,
-                "--disk-dir", disk_dir])
+                "--disk-dir", disk_dir,
+                "--metrics-ports", ",".join(str(n.metrics_port) for n in c.nodes)])
             shutil.rmtree(shm_dir)
-            node_mem = [node_memory(n) for n in c.nodes]
+            node_mem = [node_memory(n, (job, job + "-zc")) for n in c.nodes]
             c.nodes[1].kill()
             c.nodes[1].wipe_memory()
             c.nodes[0].wait_member_state("node1", "dead")
-            ld = run_ranks(c.nodes, [0] * args.load_ranks, [
+            left = [i for i in range(nodes) if i != 1]
+            ld = run_ranks(c.nodes, [left[r % len(left)] for r in range(args.load_ranks)], [
                 "--mode", "load", "--job", job, "--gshape", *map(str, s["gshape"]),
                 "--step", str(s["reft_step"]), "--disk-dir", disk_dir])
             phases = last_phases(c.nodes[0])  # reftd's restore phases, the last rank's read
@@ -121,12 +147,14 @@ def one_size(size, args, disk_root):
     fetched = ld["local_bytes"]
     tcp_s = tcp_all(fetched)
     memcpy_s = memcpy_all(len(fetched), (max(fetched) + MIB - 1) // MIB * MIB)
-    common = {"bytes_per_rank": size, "save_ranks": 4, "mesh": "dp_replicate 2 x dp_shard 2",
-              "protection": "arc1", "reps": args.reps, "warmup": args.warmup}
+    common = {"bytes_per_rank": size, "save_ranks": RANKS, "node_count": nodes,
+              "mesh": mesh_name(mesh, nodes),
+              "protection": protection, "reps": args.reps, "warmup": args.warmup}
     lines = save_lines(common, s, args.warmup)
     lines.append(load_line(common, ld, args.load_ranks, phases, tcp_s, memcpy_s))
     lines.append(memory_line(common, node_mem, lines[1]["loopback_bytes_reft"],
-                             args.warmup + args.reps))
+                             args.warmup + args.reps, (job, job + "-zc")))
+    lines.append(network_line(common, s, args.warmup, [n.node_id for n in c.nodes]))
     return lines
 
 
@@ -189,54 +217,109 @@ def load_line(common, ld, load_ranks, phases, tcp_s, memcpy_s):
         reft_over_fs_warm=round(reft_load / warm, 2)))
 
 
-def memory_line(common, node_mem, lo, saves):
-    size = common["bytes_per_rank"]
-    unique = 2 * size  # the global state: 2 dp_shard shards (each held by both replicas)
-    return emit(dict(common, bench="dcp_host_memory", state_bytes_per_node=2 * size,
+def job_state(common):
+    """The job's state: the distinct bytes of its tensors (HSDP: the dp_shard shards of one
+    replica, each held by every replica; FSDP: every rank's shard)."""
+    hsdp = common["mesh"].startswith("dp_replicate")
+    return (RANKS // common["node_count"] if hsdp else RANKS) * common["bytes_per_rank"]
+
+
+def node_state(common):
+    """The state of one node's ranks."""
+    return RANKS // common["node_count"] * common["bytes_per_rank"]
+
+
+def memory_line(common, node_mem, lo, saves, jobs):
+    unique, node_state_bytes = job_state(common), node_state(common)
+    return emit(dict(common, bench="dcp_host_memory", state_bytes_per_node=node_state_bytes,
                            unique_state_bytes=unique, nodes=node_mem,
-                           shm_over_node_state=[round(n["shm_allocated_bytes"] / (2 * size), 2)
+                           shm_over_node_state=[round(n["shm_allocated_bytes"] / node_state_bytes,
+                                                      2)
                                                 for n in node_mem],
+                           # Per job (the bench runs two: the default and the zero-copy writer):
+                           # each job's slots on the node vs the node's ranks' state, and all
+                           # nodes' slots of the job vs the job's state.
+                           shm_per_job_over_node_state={
+                               j: [round(n["shm_allocated_bytes_per_job"][j] / node_state_bytes,
+                                         3)
+                                   for n in node_mem] for j in jobs},
+                           shm_per_job_over_job_state={
+                               j: round(sum(n["shm_allocated_bytes_per_job"][j]
+                                            for n in node_mem) / unique, 3) for j in jobs},
                            # Bytes reftd ingested per save vs the ranks' state on the node.
                            ingest_per_save_over_node_state=[
-                               round(n["snapshot_bytes_total"] / saves / (2 * size), 3)
+                               round(n["snapshot_bytes_total"] / saves / node_state_bytes, 3)
                                for n in node_mem],
                            network_bytes_per_save_upper_bound=lo,
                            network_over_unique_state=round(lo / unique, 4),
-                           network_note="reftd exposes no network byte counter: the bound is "
-                                        "every byte sent on loopback during a reft save (gloo, "
-                                        "etcd, reftd, other processes)"))
+                           network_note="the bound is every byte sent on loopback during a "
+                                        "reft save (gloo, etcd, reftd, other processes); "
+                                        "dcp_network_per_save has reftd's own count"))
+
+
+def network_line(common, s, w, node_ids):
+    """Bytes the ring copies of each measured save read on each node and pulled from other nodes
+    (reft_peer_copy_bytes_total, per save: rank 0's before/after deltas), vs the state."""
+    node_state_bytes, unique = node_state(common), job_state(common)
+    out = dict(common, bench="dcp_network_per_save", state_bytes_per_node=node_state_bytes,
+               unique_state_bytes=unique, saves=len(s["reft"]) - w)
+    for writer in ("reft", "reft_zero_copy"):
+        reps = [rep[0][3] for rep in s[writer][w:]]  # rank 0's [node][local, remote] per save
+        remote = [sum(r[i][1] for r in reps) / len(reps) for i in range(len(node_ids))]
+        local = [sum(r[i][0] for r in reps) / len(reps) for i in range(len(node_ids))]
+        out[writer] = {"remote_bytes_per_save": dict(zip(node_ids, remote)),
+                       "local_bytes_per_save": dict(zip(node_ids, local)),
+                       "remote_per_save_over_node_state": [round(b / node_state_bytes, 4)
+                                                           for b in remote],
+                       "remote_per_save_per_node_over_job_state": [round(b / unique, 4)
+                                                                   for b in remote],
+                       "remote_per_save_over_job_state": round(sum(remote) / unique, 4),
+                       "per_save_remote_total": [sum(n[1] for n in r) for r in reps]}
+    return emit(out)
 
 
 def summary(lines):
     out = []
     for ln in lines:
-        mib = ln["bytes_per_rank"] >> 20
+        mib = "%4d MiB/rank %d nodes %-4s %-4s" % (
+            ln["bytes_per_rank"] >> 20, ln["node_count"],
+            "hsdp" if ln["mesh"].startswith("dp_replicate") else "fsdp", ln["protection"])
         b = ln["bench"]
         if b == "dcp_async_save_blocked":
-            out.append("%4d MiB/rank  blocked in async_save: reft %.3f s = %.2fx memcpy (%.3f s), "
+            out.append("%s  blocked in async_save: reft %.3f s = %.2fx memcpy (%.3f s), "
                        "%.2fx FileSystemWriter/shm (%.3f s)  [targets <= 1.2x, <= 0.5x: %s, %s]" % (
                            mib, ln["reft_s"], ln["reft_over_memcpy"], ln["memcpy_s"],
                            ln["reft_over_fs_shm"], ln["fs_shm_s"],
                            "met" if ln["reft_over_memcpy"] <= 1.2 else "missed",
                            "met" if ln["reft_over_fs_shm"] <= 0.5 else "missed"))
         elif b == "dcp_async_save_done":
-            out.append("%4d MiB/rank  save done: reft committed %.3f s, FileSystemWriter shm "
+            out.append("%s  save done: reft committed %.3f s, FileSystemWriter shm "
                        "%.3f s (%.2fx), disk %.3f s" % (mib, ln["reft_committed_s"],
                                                  ln["fs_shm_written_s"], ln["reft_over_fs_shm"],
                                                  ln["fs_disk_written_s"]))
         elif b == "dcp_load_after_node_loss":
-            out.append("%4d MiB/rank  load 4->%d after node loss: reft %.3f s = %.2fx limit "
+            out.append("%s  load 4->%d after a node loss: reft %.3f s = %.2fx limit "
                        "(tcp %.3f + memcpy %.3f), %.2fx FileSystemReader cold (%.3f s), %.2fx "
                        "warm (%.3f s)" % (mib, ln["load_ranks"], ln["reft_s"],
                                           ln["reft_over_limit"], ln["tcp_s"], ln["memcpy_s"],
                                           ln["reft_over_fs_cold"], ln["fs_disk_cold_s"],
                                           ln["reft_over_fs_warm"], ln["fs_disk_warm_s"]))
         elif b == "dcp_host_memory":
-            out.append("%4d MiB/rank  host memory per node (shm allocated / state on the node): %s"
-                       % (mib, ", ".join("%s %.2fx" % (n["node"], r) for n, r in
-                                         zip(ln["nodes"], ln["shm_over_node_state"])))
-                       + "; loopback bytes during a save <= %.3fx the state"
-                       % ln["network_over_unique_state"])
+            per_job = ln["shm_per_job_over_node_state"]["dcp"]
+            out.append("%s  host memory per node (shm of one job / its ranks' state on the "
+                       "node): %s; all nodes' / the job's state: %.2fx" % (
+                           mib, ", ".join("%s %.2fx" % (n["node"], r) for n, r in
+                                          zip(ln["nodes"], per_job)),
+                           ln["shm_per_job_over_job_state"]["dcp"]))
+        elif b == "dcp_network_per_save":
+            r = ln["reft"]
+            out.append("%s  network per save (peer copies pulled from other nodes): %s; "
+                       "total %.3fx the job's state" % (
+                           mib, ", ".join("%s %.1f MB = %.3fx its state" % (
+                               n, v / 1e6, x) for (n, v), x in zip(
+                                   r["remote_bytes_per_save"].items(),
+                                   r["remote_per_save_over_node_state"])),
+                           r["remote_per_save_over_job_state"]))
     return "\n".join(out)
 
 
@@ -247,13 +330,23 @@ def main():
     ap.add_argument("--warmup", type=int, default=2,
                     help="saves before them (reft allocates its two slots), reported apart")
     ap.add_argument("--load-ranks", type=int, default=3)
+    ap.add_argument("--mesh", choices=("hsdp", "fsdp", "both"), default="both",
+                    help="the save's mesh: HSDP dp_replicate <nodes> x dp_shard 4/<nodes>, "
+                         "pure FSDP dp_shard 4, or both in turn")
+    ap.add_argument("--nodes", type=int, choices=(2, 4), default=2,
+                    help="reftd nodes the 4 saving ranks are spread over (hsdp: a replica each)")
+    ap.add_argument("--protections", default="arc1,aec",
+                    help="protections to run, comma-separated (each mesh, each size)")
     ap.add_argument("--disk-root", default="/var/tmp",
                     help="where FileSystemWriter's on-disk reference goes (not tmpfs)")
     args = ap.parse_args()
     started = time.monotonic()
     lines = []
+    meshes = ("hsdp", "fsdp") if args.mesh == "both" else (args.mesh,)
     for text in args.sizes.split(","):
-        lines += one_size(parse_size(text), args, args.disk_root)
+        for mesh in meshes:
+            for protection in args.protections.split(","):
+                lines += one_size(parse_size(text), mesh, protection, args, args.disk_root)
     print(summary(lines), file=sys.stderr)
     print("(%.0f s)" % (time.monotonic() - started), file=sys.stderr)
     return 0

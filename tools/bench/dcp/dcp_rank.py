@@ -1,11 +1,17 @@
 """One gloo rank of tools/bench/dcp/dcp_bench.py (launched by it, torchrun-like environment).
 
---mode save: HSDP (dp_replicate x dp_shard) DTensors of --size bytes per rank. Each rep, all
-ranks at once (a barrier before each): one single-threaded memcpy (ctypes memmove) of the
-rank's state into an already-faulted buffer; dcp.async_save into reft (reft.torch.dcp.Writer,
-step = rep + 1); dcp.async_save with DCP's FileSystemWriter into --shm-dir. The order of the
-two saves alternates between reps. Then one FileSystemWriter save to --disk-dir (the load's
-reference). Every writer runs with its defaults.
+--mode save: DTensors of --size bytes per rank on the --mesh: hsdp (dp_replicate --nodes x
+dp_shard WORLD_SIZE/nodes: replicated across the nodes, sharded within one; each replica's chunks
+are the same) or fsdp (dp_shard WORLD_SIZE: every rank holds other chunks). Each rep, all ranks
+at once (a barrier before each): one single-threaded memcpy (ctypes memmove) of the rank's
+state into an already-faulted buffer; dcp.async_save into reft
+(reft.torch.dcp.Writer, step = rep + 1, and the zero-copy Writer on a job of its own);
+dcp.async_save with DCP's FileSystemWriter into --shm-dir. The order of the saves alternates
+between reps. Then one FileSystemWriter save to --disk-dir (the load's reference). Every writer
+runs with its defaults; every save gets a gloo group of its own (process_group=), as a trainer
+passes one so DCP's background collectives never share a communicator with the training's.
+With --metrics-ports, rank 0 reads each reftd's reft_peer_copy_bytes_total before and after
+each reft save: the bytes the save's ring copies read on a node and pulled from other nodes.
 
 --mode load: the same global state on a 1-D dp_shard mesh of WORLD_SIZE ranks (DCP reshards):
 dcp.load from reft (the newest committed step), from --disk-dir with its pages evicted first,
@@ -17,9 +23,11 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
+import urllib.request
 
 import torch
 import torch.distributed as dist
@@ -90,19 +98,41 @@ def loopback_bytes():
     return 0
 
 
-def async_save(state, writer, step=None, fence=None):
+def peer_copy_bytes(ports):
+    """[(local, remote)] of reft_peer_copy_bytes_total, one per reftd (its metrics port)."""
+    out = []
+    for port in ports:
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+            text = r.read().decode()
+        got = dict(re.findall(r'^reft_peer_copy_bytes_total\{source="(local|remote)"\} (\S+)$',
+                              text, re.M))
+        out.append((int(float(got["local"])), int(float(got["remote"]))))
+    return out
+
+
+def async_save(state, writer, group, step=None, fence=None, ports=()):
     """(seconds blocked in dcp.async_save, seconds until its future is done, loopback bytes
-    sent meanwhile as rank 0 sees them: an upper bound of the save's network traffic)."""
+    sent meanwhile as rank 0 sees them: an upper bound of the save's network traffic, and on
+    rank 0 with `ports` the [local, remote] peer-copy bytes each reftd counted for the save)."""
+    rank0 = dist.get_rank() == 0
+    before = peer_copy_bytes(ports) if rank0 and ports else None
     dist.barrier()
     lo = loopback_bytes()
     t0 = time.perf_counter()
-    fut = dcp.async_save(state, storage_writer=writer, checkpoint_id=step)
+    fut = dcp.async_save(state, storage_writer=writer, checkpoint_id=step, process_group=group)
     blocked = time.perf_counter() - t0
     if fence is not None:
         fence()  # zero copy: the trainer fences before it modifies the state
-    fut.result()  # on rank 0, the coordinator: once every rank's part is written / committed
+    # On rank 0, the coordinator: once every rank's part is written / committed job-wide (for
+    # reft, after every rank's ring copy: a rank's step is sealed only once its copy is made).
+    fut.result()
     done = time.perf_counter() - t0
-    return blocked, done, (loopback_bytes() - lo) if dist.get_rank() == 0 else 0
+    lo = (loopback_bytes() - lo) if rank0 else 0
+    copies = None
+    if before is not None:
+        copies = [[a - b for a, b in zip(after, was)]
+                  for after, was in zip(peer_copy_bytes(ports), before)]
+    return blocked, done, lo, copies
 
 
 def instrument(reader):
@@ -148,11 +178,22 @@ def evict(root):
     return sum(int(x) for x in res.stdout.split()) if res.returncode == 0 else None
 
 
+def save_mesh(kind, nodes):
+    """(mesh, placements) of the saving job: HSDP (a replica per node) or pure FSDP over every
+    rank."""
+    world = dist.get_world_size()
+    if kind == "hsdp":
+        return (init_device_mesh("cpu", (nodes, world // nodes),
+                                 mesh_dim_names=("dp_replicate", "dp_shard")),
+                [Replicate(), Shard(0)])
+    return init_device_mesh("cpu", (world,), mesh_dim_names=("dp_shard",)), [Shard(0)]
+
+
 def save(args, client_for):
-    mesh = init_device_mesh("cpu", (2, dist.get_world_size() // 2),
-                            mesh_dim_names=("dp_replicate", "dp_shard"))
-    placements = [Replicate(), Shard(0)]
-    gshape = global_shape(args.size, mesh.size(1))
+    mesh, placements = save_mesh(args.mesh, args.nodes)
+    gshape = global_shape(args.size, mesh.size(mesh.ndim - 1))
+    group = dist.new_group(backend="gloo")  # DCP's collectives: a group of their own
+    ports = [int(p) for p in args.metrics_ports.split(",")] if args.metrics_ports else ()
     state = make_state(mesh, placements, gshape, fill=True)
     dsts = [torch.ones_like(state["t%d" % i].to_local()) for i in range(TENSORS)]  # faulted in
     writer = reft_dcp.Writer(client_for(mesh))
@@ -165,16 +206,16 @@ def save(args, client_for):
         state["step"] = rep + 1
         fs_dir = os.path.join(args.shm_dir, "rep%d" % rep)  # a directory per checkpoint
         out["memcpy"].append(gather(timed(lambda: memcpy_state(state, dsts))[0]))
-        runs = [("reft", lambda: async_save(state, writer, rep + 1)),
-                ("reft_zero_copy", lambda: async_save(state, zero_copy, rep + 1,
-                                                      fence=zero_copy.fence)),
-                ("fs_shm", lambda: async_save(state, dcp.FileSystemWriter(fs_dir)))]
+        runs = [("reft", lambda: async_save(state, writer, group, rep + 1, ports=ports)),
+                ("reft_zero_copy", lambda: async_save(state, zero_copy, group, rep + 1,
+                                                      fence=zero_copy.fence, ports=ports)),
+                ("fs_shm", lambda: async_save(state, dcp.FileSystemWriter(fs_dir), group))]
         for name, fn in (runs if rep % 2 == 0 else runs[::-1]):
             out[name].append(gather(fn()))
         dist.barrier()
         if dist.get_rank() == 0:  # the previous checkpoint's retention, outside the timing
             shutil.rmtree(fs_dir)
-    out["fs_disk"] = [gather(async_save(state, dcp.FileSystemWriter(args.disk_dir)))]
+    out["fs_disk"] = [gather(async_save(state, dcp.FileSystemWriter(args.disk_dir), group))]
     out["reft_step"] = args.reps
     return out
 
@@ -214,6 +255,9 @@ def main():
     p.add_argument("--socket", required=True)
     p.add_argument("--job", required=True)
     p.add_argument("--protection", default="none")
+    p.add_argument("--mesh", choices=("hsdp", "fsdp"), default="hsdp", help="the save's mesh")
+    p.add_argument("--nodes", type=int, default=2, help="nodes of the save (hsdp: replicas)")
+    p.add_argument("--metrics-ports", help="each reftd's metrics port, comma-separated (save)")
     p.add_argument("--size", type=int, help="bytes of state per rank (save)")
     p.add_argument("--gshape", type=int, nargs=2, help="global shape of each tensor (load)")
     p.add_argument("--step", type=int, help="the step the load must find")

@@ -124,6 +124,11 @@ class Metrics {
   /// Bulk connections this node served so far (the counter follows `total`).
   void SetBulkConnections(uint64_t total);
 
+  // --- peer copies (ring copies of unique and sharded buffers before a seal) ---
+  /// Bytes this node's peer copies read on this node and pulled from other nodes so far
+  /// (the counters follow the totals).
+  void SetPeerCopyBytes(uint64_t local_total, uint64_t remote_total);
+
   /// Jobs the control plane keeps state for on this node (job records, docs/security.md).
   void SetJobsFollowed(double jobs);
 
@@ -168,6 +173,7 @@ class Metrics {
   prometheus::Counter* repaired_faults_ = nullptr;
   std::array<prometheus::Counter*, static_cast<int>(RefusedAt::kCount)> refused_{};
   prometheus::Counter* bulk_connections_ = nullptr;
+  std::array<prometheus::Counter*, 2> peer_copy_bytes_{};  // local, remote
   std::array<prometheus::Gauge*, static_cast<int>(PeerState::kCount)> peers_{};
   prometheus::Histogram* persist_duration_ = nullptr;
   prometheus::Counter* persist_bytes_ = nullptr;

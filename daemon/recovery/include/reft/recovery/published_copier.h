@@ -10,8 +10,10 @@
 /// chunks are verified by the peer layer. While the region is not published yet (NotFound) it
 /// polls with a doubling backoff (copy_backoff_min..max), re-reading the manifests every
 /// relocate_interval; a dead or hung holder is located again. Gives up at `timeout`.
-/// Thread-safe.
+/// Counts the bytes it copied, from this node and from peers (copied(): the network a save
+/// costs, reftd's reft_peer_copy_bytes_total). Thread-safe.
 
+#include <atomic>
 #include <map>
 #include <string>
 
@@ -34,6 +36,14 @@ class PublishedCopier final : public local::PeerCopier {
                        uint8_t* dst, uint64_t size, std::chrono::milliseconds timeout,
                        const std::function<Status()>& abandon = {}) override;
 
+  /// Bytes of the copies done so far: read on this node (`local`) and pulled from other
+  /// nodes over the peer transport (`remote`). Only completed copies count.
+  struct CopiedBytes {
+    uint64_t local = 0;
+    uint64_t remote = 0;
+  };
+  CopiedBytes copied() const;
+
  private:
   Status CopyLocal(const store::RankKey& from, int64_t step, const std::string& region,
                    uint8_t* dst, uint64_t size);
@@ -47,6 +57,8 @@ class PublishedCopier final : public local::PeerCopier {
   Locator locator_;
   Mutex mu_;
   std::map<store::RankKey, std::string> cache_ REFT_GUARDED_BY(mu_);  // node that served it last
+  std::atomic<uint64_t> copied_local_{0};
+  std::atomic<uint64_t> copied_remote_{0};
 };
 
 }  // namespace reft::recovery
