@@ -70,6 +70,23 @@ reft::recovery::StepCatalog Catalog(int dp, int pp) {
 
 }  // namespace
 
+// A partitioned buffer counts as its flag says: a ZeRO flat is optimizer state, a pure-FSDP
+// DCP save's layer buffers are parameters (dcp/L<n>/param.*) or optimizer state (…/optim.*).
+TEST_CASE("job model: partitioned buffers count as parameters or optimizer state by their flag") {
+  using reft::protect::BufferKind;
+  reft::recovery::StepCatalog cat = Catalog(1, 1);
+  auto params = Spec("dcp/L0/param.1", 200, 0, BufferKind::kUnique, 400);
+  auto state = Spec("dcp/L0/optim.1", 300, 0, BufferKind::kUnique, 600);
+  state.optimizer = true;
+  cat.buffers[params.name].push_back({0, params});
+  cat.buffers[state.name].push_back({0, state});
+  auto m = reft::replan::BuildJobModel(
+      cat, [](const reft::store::RankKey& r) { return "n" + r.ToString(); }, std::nullopt);
+  REQUIRE(m.layers.size() == 1);
+  CHECK(m.layers[0].param_bytes == 400);
+  CHECK(m.layers[0].optimizer_bytes == 600);
+}
+
 TEST_CASE("job model: layers, stages and bytes from the committed step's buffers") {
   using reft::protect::BufferKind;
   reft::recovery::StepCatalog cat = Catalog(2, 2);
@@ -78,7 +95,9 @@ TEST_CASE("job model: layers, stages and bytes from the committed step's buffers
   };
   add(0, Spec("l0.w", 4000, 0, BufferKind::kReplicated));
   add(0, Spec("l0.b", 10, 0, BufferKind::kReplicated));
-  add(0, Spec("optim.l0", 501, 0, BufferKind::kUnique, 1001));  // sharded: the global size counts
+  auto zero = Spec("optim.l0", 501, 0, BufferKind::kUnique, 1001);  // sharded: the global size counts
+  zero.optimizer = true;
+  add(0, zero);
   auto adam = Spec("adam.l0", 300, 0, BufferKind::kReplicated);  // a plain optimizer's state
   adam.optimizer = true;
   add(0, adam);

@@ -98,18 +98,36 @@ def test_fsdp2_tp_checkpoint_loads_under_another_mesh_and_after_a_node_is_lost()
             (3, want["digest"], "memory"), loaded
 
 
-def test_fsdp2_job_of_four_nodes_resumes_on_three_from_memory():
+def test_fsdp2_job_of_four_nodes_resumes_on_three_placed_by_reft_elastic():
     """Pure FSDP (dp_shard 4, one rank per node) under arc1: no rank holds another's bytes, so
     reftd copies each shard to its ring neighbour's node before the step is sealed. node3 is
-    lost for good; three ranks on the others load the last step (node3's shard from its copy)
-    bit for bit, and go on saving."""
-    with LocalCluster(nodes=4, etcd=1, config=CONFIG) as c:
+    lost for good; the planner sees the job's bytes per layer (the writer registers them so)
+    and decides how it goes on, and reft.elastic says where: three ranks on the other nodes,
+    which load the last step (node3's shard from its copy) bit for bit, and go on saving."""
+    config = CONFIG + "\n[planner]\nspare_wait_ms = 0\n"  # no spare will come: decide now
+    with LocalCluster(nodes=4, etcd=1, config=config) as c:
         saved = run_ranks(c.nodes, "fsdp", [0, 1, 2, 3], "--shard", "4",
                           "--protection", "arc1", "--steps", "2", "--async-save")
         want = event(saved, "saved")
         c.nodes[3].kill()
         c.nodes[3].wipe_memory()
-        resumed = run_ranks(c.nodes, "fsdp", [0, 1, 2], "--shard", "3", "--steps", "1", "--load")
+        import reft.elastic
+        placed = {}
+        for n in range(3):  # each node's launcher asks its own reftd for its one rank
+            p = reft.elastic.coordinates(c.nodes[n].socket, "fsdp", by_node=True, local_rank=0,
+                                         world_size=3)
+            assert (p.world_size, p.dp, p.tp, p.pp, p.node) == (3, 3, 1, 1, "node%d" % n), p
+            placed[p.rank] = n
+        plan = reft.plan(c.nodes[0].socket, "fsdp")
+        assert plan["decision"]["policy"] in ("reroute", "reconfigure"), plan["decision"]
+        # Embeddings (with the norm and head) and the three blocks, parameters and optimizer
+        # state counted apart, as for a native job.
+        layers = plan["model"]["layers"]
+        assert len(layers) == 4 and all(
+            0 < l["param_bytes"] < l["optimizer_bytes"]  # AdamW: two moments per parameter
+            for l in layers), layers
+        resumed = run_ranks(c.nodes, "fsdp", [placed[r] for r in range(3)], "--shard", "3",
+                            "--steps", "1", "--load")
         loaded = event(resumed, "loaded")
         assert (loaded["step"], loaded["digest"], loaded["source"]) == \
             (want["step"], want["digest"], "memory"), loaded

@@ -104,7 +104,9 @@ planner::online::JobModelView BuildJobModel(const recovery::StepCatalog& catalog
     } else if (spec.kind == protect::BufferKind::kReplicated) {
       l.param_bytes += spec.size * parts;
     } else if (spec.sharded()) {
-      l.optimizer_bytes += spec.shard_total * parts;
+      // A partitioned buffer: a ZeRO optimizer's flat, or a pure-FSDP DCP save's parameters
+      // or optimizer state of the layer (reft.torch.dcp), as its flag says.
+      (spec.optimizer ? l.optimizer_bytes : l.param_bytes) += spec.shard_total * parts;
     } else {
       l.optimizer_bytes += spec.size * parts * static_cast<uint64_t>(m.dp);
     }

@@ -7,29 +7,29 @@ the node's memory, protected like any reft step (docs/dcp.md).
     dcp.load(state, storage_reader=reft.torch.dcp.Reader(client))   # the newest committed step
 
 A save is one reft step (checkpoint_id, an int or its decimal string). Every rank lays the
-chunks its state dict holds into one host buffer, behind the step's DCP metadata and the
-pickled non-tensor items:
+chunks its state dict holds into host buffers registered with reft, one per model layer and
+kind (parameters, optimizer state: "dcp/L<layer>/param.<size>", ".../optim.<size>", so reft's
+planner sees the job's bytes per layer), and the step's DCP metadata with the pickled
+non-tensor items into one more ("dcp/meta.<size>"); _dcp_layout.py says how.
 
-    [tensor chunks, in the order of their keys][metadata][non-tensor items]
-
-How reft protects that buffer depends on who else holds its bytes:
-- replicas (a `dp_replicate` group, HSDP: reft's dp) hold the same chunks: the buffer is
-  "dcp/state", kind replicated, protected as data-parallel replicas are (ARC/AEC from the
-  node's own copy, nothing sent at save time);
-- shards (pure FSDP: `dp_shard` is reft's dp) hold other chunks each: the buffer is this rank's
-  equal part of one sharded buffer of the group, "dcp/shard.<size in 64 KiB>", which reftd
-  copies to the ring neighbour's node before the step is sealed (a peer copy over the bulk
-  transport). The parts must be equal, so the coordinator sizes them while planning.
+How reft protects them depends on who else holds their bytes:
+- replicas (a `dp_replicate` group, HSDP: reft's dp) hold the same chunks: the buffers are
+  kind replicated, protected as data-parallel replicas are (ARC/AEC from the node's own copy,
+  nothing sent at save time);
+- shards (pure FSDP: `dp_shard` is reft's dp) hold other chunks each: each buffer is this
+  rank's equal part of one sharded buffer of the group, which reftd copies to the ring
+  neighbour's node before the step is sealed (a peer copy over the bulk transport). The parts
+  must be equal, so the coordinator sizes them while planning.
 The coordinator tells which case a save is from the plans (replicas plan the same chunks).
 
-A small "dcp/head" (replicated, or a sharded part of 256 bytes per rank) says where each part
-is, which buffer holds them and where this rank's part starts in it (a state that outgrows its
-buffer gets a new one: "dcp/state.1", ...). The metadata is computed once, by the coordinator,
-while planning (DCP's global plan), and handed to every rank with its plan, so each rank's step
-holds all of it: losing the coordinator's node loses nothing. A load reads the head and the
-metadata of rank (pp 0, tp 0, dp 0), then exactly the byte ranges DCP's planner asks for, from
-whichever node holds them (reft.Client's read of saved ranges; a lost rank's part is read from
-its peer copy), so DCP reshards onto any new mesh or world size.
+A small "dcp/head" (replicated, or a sharded part of 256 bytes per rank) names the metadata
+buffer and where this rank's metadata and items are in it. The metadata is computed once, by
+the coordinator, while planning (DCP's global plan), and handed to every rank with its plan, so
+each rank's step holds all of it: losing the coordinator's node loses nothing. A load reads the
+head and the metadata of rank (pp 0, tp 0, dp 0), then exactly the byte ranges DCP's planner
+asks for (the metadata names each chunk's buffer and range), from whichever node holds them
+(reft.Client's read of saved ranges; a lost rank's part is read from its peer copy), so DCP
+reshards onto any new mesh or world size.
 """
 
 import dataclasses
@@ -46,6 +46,7 @@ from torch.distributed.checkpoint.planner import WriteItemType, LoadItemType
 from torch.distributed.checkpoint.storage import WriteResult
 
 import reft
+from reft.torch import _dcp_layout as layout
 
 __all__ = ["Writer", "ZeroCopyWriter", "Reader", "client_for", "MESH_DIMS"]
 
@@ -54,15 +55,12 @@ MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 _ALIASES = {"dp": "dp_shard", "fsdp": "dp_shard"}
 
 HEAD = "dcp/head"
-STATE = "dcp/state"
-SHARD = "dcp/shard"
-# magic, version, step, state name, this rank's part's offset in it, tensors' end, (offset,
+# magic, version, step, metadata buffer's name, this rank's part's offset in it, 0, (offset,
 # length) of the metadata and of the non-tensor items within the part
 _HEAD = struct.Struct("<8sQQ32sQQQQQQ")
 _HEAD_BYTES = 256
 _MAGIC = b"reftdcp1"
-_UNIT = 1 << 16  # buffers grow in 64 KiB units
-_BYTES_RESERVE = 1 << 16  # a shard's room for its non-tensor items, at least
+_VERSION = 2  # per-layer buffers and a metadata buffer
 
 
 def client_for(mesh, socket=None, job=None, protection="none", **client_kwargs):
@@ -190,8 +188,8 @@ def _structure(state_dict):
 @dataclasses.dataclass(frozen=True)
 class Location:
     """Where a saved item lives: the rank (pp, tp, dp; dp is 0 where replicas hold it), and
-    either a byte range of that rank's part of its state buffer (a tensor chunk) or its
-    non-tensor item `fqn`."""
+    either a byte range of one of its buffers (a tensor chunk: `buffer`, `offset` in it,
+    `length`) or its non-tensor item `fqn`."""
 
     pp: int
     tp: int
@@ -199,72 +197,13 @@ class Location:
     length: int = 0
     fqn: str = None
     dp: int = 0
+    buffer: str = None
 
 
-@dataclasses.dataclass
-class _RankPlan:
-    """What a rank tells the coordinator with its local plan: its place, where each of its
-    tensor chunks goes in its part (before deduplication: replicas lay out alike), and what
-    sizing an equal shard for it takes."""
-
-    pp: int
-    tp: int
-    offsets: dict
-    dp: int = 0
-    tensor_end: int = 0
-    shard_size: int = 0     # the size of the shard it holds registered now (0: none)
-    bytes_reserve: int = 0  # the room it asks for its non-tensor items
-
-
-@dataclasses.dataclass
-class _Assignment:
-    """What the coordinator hands each rank with its global plan: the pickled metadata and,
-    for shards, the equal part size its group agreed on (0: replicas)."""
-
-    metadata: bytes
-    shard_size: int = 0
-
-
-def _round_up(n, unit):
-    return (n + unit - 1) // unit * unit
-
-
-def _shard_sizes(ranks, md_len):
-    """{(pp, tp): the equal part size} for groups of shards: the size each already holds while
-    every part fits, else the largest need with room to grow."""
-    groups = {}
-    for r in ranks:
-        groups.setdefault((r.pp, r.tp), []).append(r)
-    out = {}
-    for group, members in groups.items():
-        need = max(_round_up(r.tensor_end + md_len, 64) + r.bytes_reserve for r in members)
-        held = {r.shard_size for r in members}
-        if len(held) == 1 and need <= min(held):
-            out[group] = held.pop()
-        else:
-            out[group] = _round_up(need + max((md_len + _BYTES_RESERVE) // 4, _UNIT), _UNIT)
-    return out
-
-
-def _replicas_alike(ranks):
-    """True when the ranks of each (pp, tp) group plan the same chunks: replicas."""
-    seen = {}
-    for r in ranks:
-        keys = seen.setdefault((r.pp, r.tp), set(r.offsets))
-        if keys != set(r.offsets):
-            return False
-    return True
-
-
-def _layout(items):
-    """{key: (offset, length)} of a rank's tensor chunks in its state buffer, and their end."""
-    offsets, at = {}, 0
-    for item in sorted((i for i in items if i.type != WriteItemType.BYTE_IO),
-                       key=lambda i: repr(_key(i.index))):
-        n = _tensor_bytes(item)
-        offsets[_key(item.index)] = (at, n)
-        at += (n + 63) // 64 * 64
-    return offsets, at
+def _chunks(items):
+    """[(key, fqn, nbytes)] of a local plan's tensor chunks."""
+    return [(_key(i.index), i.index.fqn, _tensor_bytes(i)) for i in items
+            if i.type != WriteItemType.BYTE_IO]
 
 
 class Writer(StorageWriter):
@@ -294,14 +233,12 @@ class Writer(StorageWriter):
         self.commit_timeout = commit_timeout if commit_timeout is not None else 120.0
         self.step = None
         self._items = []
-        self._offsets = {}
-        self._tensor_end = 0
-        self._state = None        # this rank's part of the state buffer (uint8 CPU tensor)
-        self._state_name = None
-        self._base = 0            # where that part starts in the buffer
-        self._generation = -1     # of the replicated state buffer: none registered yet
-        self._shards = {}         # the sharded buffers registered: {name: part}
+        self._offsets = {}        # {key: (bucket, offset, nbytes)} of this save's chunks
+        self._parts = {}          # the buffers registered: {name: this rank's part}
+        self._held = {}           # {bucket: size} of the tensor buffers the last save used
+        self._meta = None         # the metadata buffer the last save used (a layout.Buffer)
         self._extras_len = 0      # the non-tensor items' size at the last save
+        self._sharded = None      # the job saves as shards (True) or replicas (False)
         self._head = torch.zeros(_HEAD_BYTES, dtype=torch.uint8)
         self._head_registered = False
         self._last_step = None
@@ -380,26 +317,29 @@ class Writer(StorageWriter):
                 "the previous dcp.async_save's future first)" % (self.step, self._saving))
         self._saving = self.step
         self._items = list(plan.items)
-        self._offsets, self._tensor_end = _layout(self._items)
+        self._offsets, ends = layout.local_layout(_chunks(self._items))
         c = self.client.coordinates
-        held = self._state.numel() if self._state_name in self._shards else 0
-        reserve = _round_up(max(_BYTES_RESERVE, 2 * self._extras_len), 64)
-        return dataclasses.replace(plan, storage_data=_RankPlan(
-            c.pp, c.tp, self._offsets, c.dp, self._tensor_end, held, reserve))
+        reserve = layout.round_up(max(layout.BYTES_RESERVE, 2 * self._extras_len), 64)
+        return dataclasses.replace(plan, storage_data=layout.RankPlan(
+            c.pp, c.tp, c.dp, self._offsets, ends, dict(self._held),
+            self._meta.size if self._meta else 0, reserve))
 
     def prepare_global_plan(self, plans):
         _, metadata = create_default_global_save_plan(plans, rewrite_index_hints=False)
         ranks = [p.storage_data for p in plans]
-        shards = not _replicas_alike(ranks)
+        sharded = not layout.replicas_alike(ranks)
+        buffers = layout.tensor_buffers(ranks, sharded)
         storage = {}
-        for rank, plan in zip(ranks, plans):
-            dp = rank.dp if shards else 0  # any replica holds it
+        for rank, plan, mine in zip(ranks, plans, buffers):
+            dp = rank.dp if sharded else 0  # any replica holds it
             for item in plan.items:
                 if item.type == WriteItemType.BYTE_IO:
                     storage[item.index] = Location(rank.pp, rank.tp, fqn=item.index.fqn, dp=dp)
                 else:
-                    off, n = rank.offsets[_key(item.index)]
-                    storage[item.index] = Location(rank.pp, rank.tp, off, n, dp=dp)
+                    bucket, off, n = rank.offsets[_key(item.index)]
+                    b = mine[bucket]
+                    storage[item.index] = Location(rank.pp, rank.tp, b.base + off, n, dp=dp,
+                                                   buffer=b.name)
         mappings = {}
         for plan in plans:
             if isinstance(plan.planner_data, dict):
@@ -407,9 +347,9 @@ class Writer(StorageWriter):
         metadata.storage_data = storage
         metadata.planner_data = mappings
         blob = pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL)
-        sizes = _shard_sizes(ranks, len(blob)) if shards else {}
-        return [dataclasses.replace(p, storage_data=_Assignment(blob, sizes.get((r.pp, r.tp), 0)))
-                for r, p in zip(ranks, plans)]
+        metas = layout.meta_buffers(ranks, len(blob)) if sharded else [None] * len(ranks)
+        return [dataclasses.replace(p, storage_data=layout.Assignment(blob, sharded, b, m))
+                for p, b, m in zip(plans, buffers, metas)]
 
     def write_data(self, plan, planner):
         try:
@@ -422,43 +362,41 @@ class Writer(StorageWriter):
         """The state dict's tensors are no longer read by this save."""
 
     def _write(self, plan, planner):
-        metadata = plan.storage_data.metadata
+        a = plan.storage_data
+        metadata = a.metadata
         extras = {}
         for item in self._items:  # every local item, also those another replica writes
             if item.type == WriteItemType.BYTE_IO:
                 extras[item.index.fqn] = planner.resolve_data(item).getvalue()
         extras_blob = pickle.dumps(extras, protocol=pickle.HIGHEST_PROTOCOL)
         self._extras_len = len(extras_blob)
-        md_at = self._tensor_end
-        ex_at = md_at + len(metadata)
-        if plan.storage_data.shard_size:
-            self._ensure_shard(plan.storage_data.shard_size, ex_at + len(extras_blob))
-        else:
-            self._ensure_state(ex_at + len(extras_blob), len(metadata) + len(extras_blob))
+        meta = self._meta_buffer(a, len(metadata) + len(extras_blob))
+        parts = {bucket: self._part(b, a.sharded) for bucket, b in a.buffers.items()}
+        self._held = {bucket: b.size for bucket, b in a.buffers.items()}
         with torch.no_grad():
             for item in self._items:
                 if item.type == WriteItemType.BYTE_IO:
                     continue
-                off, n = self._offsets[_key(item.index)]
+                bucket, off, n = self._offsets[_key(item.index)]
                 src = planner.resolve_data(item).detach()
-                dst = self._state[off:off + n].view(src.dtype).view(src.shape)
-                dst.copy_(src)
+                parts[bucket][off:off + n].view(src.dtype).view(src.shape).copy_(src)
         self._copied_out()
-        self._state[md_at:ex_at] = torch.frombuffer(bytearray(metadata), dtype=torch.uint8)
+        part = self._part(meta, a.sharded)
+        part[:len(metadata)] = torch.frombuffer(bytearray(metadata), dtype=torch.uint8)
         if extras_blob:
-            self._state[ex_at:ex_at + len(extras_blob)] = torch.frombuffer(
+            part[len(metadata):len(metadata) + len(extras_blob)] = torch.frombuffer(
                 bytearray(extras_blob), dtype=torch.uint8)
-        self._write_head(md_at, len(metadata), ex_at, len(extras_blob))
+        self._write_head(meta, len(metadata), len(extras_blob), a.sharded)
         step = self._saving
         self.client.snapshot(step)
-        self.client.fence()  # the state buffer is this writer's again; the step is in reftd
+        self.client.fence()  # the buffers are this writer's again; the step is in reftd
         self._last_step = self._committing = step
         results = []
         for item in plan.items:
             if item.type == WriteItemType.BYTE_IO:
                 size = len(extras[item.index.fqn])
             else:
-                size = self._offsets[_key(item.index)][1]
+                size = self._offsets[_key(item.index)][2]
             results.append(WriteResult(index=item.index, size_in_bytes=size, storage_data=None))
         fut = Future()
         fut.set_result(results)
@@ -473,47 +411,44 @@ class Writer(StorageWriter):
                 % (step, self.commit_timeout))
 
     # -- the buffers ---------------------------------------------------------------------
-    def _ensure_state(self, need, variable):
-        """A registered state buffer of at least `need` bytes, of which `variable` (the metadata
-        and the non-tensor items) may change size from save to save."""
-        if self._state_name in self._shards:
-            raise reft.InvalidArgumentError(
-                "the ranks of job %r saved as shards and now as replicas: a writer keeps the "
-                "parallelism it started with" % (self.client.job,))
-        if self._state is not None and need <= self._state.numel():
-            return
-        # Room for the variable part to grow without a new buffer; no more, since every save
-        # copies the whole buffer into reftd.
-        size = need + max(variable // 4, 1 << 16)
-        size = (size + (1 << 16) - 1) >> 16 << 16
-        self._generation += 1
-        name = STATE if self._generation == 0 else "%s.%d" % (STATE, self._generation)
-        state = torch.zeros(size, dtype=torch.uint8)
-        self.client.register(name, state, kind="replicated")
-        self._state, self._state_name, self._base = state, name, 0
-        self._register_head(sharded=False)
+    def _meta_buffer(self, a, need):
+        """The buffer of the metadata and the non-tensor items: a shard's as the coordinator
+        sized it for the group, a replica's sized here."""
+        if a.sharded:
+            if need > a.meta.size:
+                raise reft.BusyError(
+                    "step %d: the non-tensor items of this rank take %d bytes more than the "
+                    "room its group agreed on while planning (their size is known only once "
+                    "they are written); the next save reserves it: save again"
+                    % (self._saving, need - a.meta.size))
+            self._meta = a.meta
+        else:
+            size = layout.replica_meta_size(need, self._meta.size if self._meta else 0)
+            self._meta = layout.Buffer(layout.meta_name(size), size)
+        return self._meta
 
-    def _ensure_shard(self, size, need):
-        """This rank's part of the group's sharded state buffer: `size` bytes, as the
-        coordinator sized every part of the group; `need` bytes of it are used."""
-        if self._generation >= 0:
-            raise reft.InvalidArgumentError(
-                "the ranks of job %r saved as replicas and now as shards: a writer keeps the "
-                "parallelism it started with" % (self.client.job,))
-        if need > size:
-            raise reft.BusyError(
-                "step %d: the non-tensor items of this rank take %d bytes more than the room "
-                "its group agreed on while planning (their size is known only once they are "
-                "written); the next save reserves it: save again" % (self._saving, need - size))
-        c = self.client.coordinates
-        name = "%s.%d" % (SHARD, size // _UNIT)
-        if name not in self._shards:
-            part = torch.zeros(size, dtype=torch.uint8)
-            m = self.client.layout.dp
-            self.client.register(name, part, kind="unique", shard=(c.dp * size, m * size))
-            self._shards[name] = part
-        self._state, self._state_name, self._base = self._shards[name], name, c.dp * size
-        self._register_head(sharded=True)
+    def _part(self, b, sharded):
+        """This rank's part of buffer `b`, registered with reft the first time it is used."""
+        if b.name not in self._parts:
+            if self._parts and sharded != self._sharded:
+                raise reft.InvalidArgumentError(
+                    "the ranks of job %r saved as %s and now as %s: a writer keeps the "
+                    "parallelism it started with" % (
+                        self.client.job, *(("replicas", "shards") if sharded
+                                           else ("shards", "replicas"))))
+            part = torch.zeros(b.size, dtype=torch.uint8)
+            layer = b.layer if b.layer >= 0 else None
+            if sharded:
+                m = self.client.layout.dp
+                self.client.register(b.name, part, kind="unique", layer=layer,
+                                     optimizer=b.optimizer, shard=(b.base, m * b.size))
+            else:
+                self.client.register(b.name, part, kind="replicated", layer=layer,
+                                     optimizer=b.optimizer)
+            self._parts[b.name] = part
+            self._sharded = sharded
+            self._register_head(sharded)
+        return self._parts[b.name]
 
     def _register_head(self, sharded):
         if self._head_registered:
@@ -526,9 +461,10 @@ class Writer(StorageWriter):
             self.client.register(HEAD, self._head, kind="replicated")
         self._head_registered = True
 
-    def _write_head(self, md_at, md_len, ex_at, ex_len):
-        packed = _HEAD.pack(_MAGIC, 1, self._saving, self._state_name.encode(), self._base,
-                            self._tensor_end, md_at, md_len, ex_at, ex_len)
+    def _write_head(self, meta, md_len, ex_len, sharded):
+        base = meta.base if sharded else 0
+        packed = _HEAD.pack(_MAGIC, _VERSION, self._saving, meta.name.encode(), base, 0,
+                            0, md_len, md_len, ex_len)
         self._head.zero_()
         self._head[:len(packed)] = torch.frombuffer(bytearray(packed), dtype=torch.uint8)
 
@@ -607,7 +543,7 @@ class Reader(StorageReader):
         self.step = step
         head = self._head(0, 0, 0)
         at, n = head["md"]
-        blob = self._read([(head["state"], 0, 0, head["base"] + at, head["base"] + at + n)])
+        blob = self._read([(head["meta"], 0, 0, head["base"] + at, head["base"] + at + n)])
         self.metadata = pickle.loads(blob[0].numpy().tobytes())
         return self.metadata
 
@@ -636,9 +572,8 @@ class Reader(StorageReader):
             row = loc.length // sizes[0] if sizes and sizes[0] else loc.length
             first, last = (req.storage_offsets[0], req.storage_offsets[0] + req.lengths[0]) \
                 if sizes else (0, 1)
-            head = self._head(loc.pp, loc.tp, loc.dp)
-            begin = head["base"] + loc.offset
-            key = (head["state"], loc.pp, loc.tp, begin + first * row, begin + last * row)
+            key = (loc.buffer, loc.pp, loc.tp, loc.offset + first * row,
+                   loc.offset + last * row)
             target = planner.resolve_tensor(req).detach()
             whole_rows = list(req.lengths[1:]) == sizes[1:] and not any(req.storage_offsets[1:])
             if (whole_rows and target.device.type == "cpu" and target.is_contiguous()
@@ -694,11 +629,16 @@ class Reader(StorageReader):
             raw = self._read([(HEAD, pp, tp, at, at + _HEAD.size)])[0]
             magic, version, step, name, base, tensor_end, md_at, md_len, ex_at, ex_len = \
                 _HEAD.unpack(raw.numpy().tobytes())
+            if magic == _MAGIC and version != _VERSION:
+                raise reft.UnsupportedError(
+                    "step %d of job %r was saved by a reft.torch.dcp of another layout "
+                    "(version %d, this one reads %d): load it with that reft" % (
+                        self.step, self.client.job, version, _VERSION))
             if magic != _MAGIC or step != self.step:
                 raise reft.CorruptedError(
                     "the DCP head of rank pp%d-tp%d-dp%d in step %d is not reft's (magic %r, "
                     "step %d)" % (pp, tp, dp, self.step, magic, step))
-            self._heads[(pp, tp, dp)] = {"state": name.rstrip(b"\0").decode(), "base": base,
+            self._heads[(pp, tp, dp)] = {"meta": name.rstrip(b"\0").decode(), "base": base,
                                          "md": (md_at, md_len), "extras": (ex_at, ex_len)}
         return self._heads[(pp, tp, dp)]
 
@@ -708,6 +648,6 @@ class Reader(StorageReader):
             head = self._head(*rank)
             at, n = head["extras"]
             at += head["base"]
-            raw = self._read([(head["state"], loc.pp, loc.tp, at, at + n)])[0]
+            raw = self._read([(head["meta"], loc.pp, loc.tp, at, at + n)])[0]
             self._extras[rank] = pickle.loads(raw.numpy().tobytes())
         return self._extras[rank][loc.fqn]
