@@ -7,10 +7,10 @@ job with one buffer outside "dcp/" keeps the native rule and is refused naming t
 No torch: plain reft.Client ranks register bytearrays under the DCP names, as the writer does.
 """
 import json
-import threading
 
 import reft
 from reft_cluster import LocalCluster
+from ranks import snapshot_all
 from test_reftctl_json import validate
 
 CONFIG = "[etcd]\nlease_ttl_s = 2\n"
@@ -31,15 +31,7 @@ def save_one_step(nodes, job, names):
                 c.register(name, b)
                 buffers.append(b)
             clients.append(c)
-    # Every rank at once: a step commits when every rank's snapshot is in.
-    threads = [threading.Thread(target=c.snapshot, args=(1,)) for c in clients]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for c in clients:
-        c.fence()
-    assert clients[0].wait_committed(1, timeout=30)
+    snapshot_all(clients, 1)
     for c in clients:
         c.close()
 

@@ -2,10 +2,10 @@
 that copies them, as `remote` when the ring neighbour is on another node and `local` when it is
 on the same one. A job of two ranks (dp=2) registers one sharded unique buffer, each rank its
 equal part, as pure FSDP's DCP shards are (docs/dcp.md "How it is stored")."""
-import threading
 
 import reft
 from reft_cluster import LocalCluster
+from ranks import snapshot_all
 
 PART = 3 * 65536 + 4096  # bytes of each rank's part: several chunks, not a power of two
 STEPS = 2
@@ -15,15 +15,7 @@ def snapshot_steps(clients, parts, steps):
     for step in steps:
         for d, p in enumerate(parts):
             p[:] = bytes([(step * 16 + d) & 0xFF]) * PART
-        # Both ranks at once: a rank's copy waits for its neighbour's part to be published.
-        threads = [threading.Thread(target=c.snapshot, args=(step,)) for c in clients]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for c in clients:
-            c.fence()
-        assert clients[0].wait_committed(step, timeout=60), step
+        snapshot_all(clients, step, timeout=60)
 
 
 def copied(node):

@@ -1,12 +1,12 @@
 """Reads of saved ranges (the restore a DCP reader uses: docs/dcp.md "How it is stored"), with
 real reftd processes on etcd: a restarted rank on the other node reads byte ranges of the job's
 committed step from wherever they are, and every misuse is refused naming what is wrong."""
-import threading
 
 import pytest
 
 import reft
 from reft_cluster import LocalCluster
+from ranks import snapshot_all
 
 SIZE = 3 * 65536 + 100  # several shards of the replicated buffer, not a multiple of any
 
@@ -28,15 +28,7 @@ def test_a_restarted_rank_reads_ranges_of_the_committed_step_and_misuse_is_refus
         for step in (1, 2):
             for b in bufs:
                 b[:] = pattern(step)
-            # Both ranks at once: a step commits when every rank's snapshot is in.
-            threads = [threading.Thread(target=cl.snapshot, args=(step,)) for cl in clients]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            for cl in clients:
-                cl.fence()
-            assert clients[0].wait_committed(step, timeout=30)
+            snapshot_all(clients, step)
         clients[1].close()
 
         # The rank restarts on node1 with nothing registered, as a DCP reader does.
