@@ -84,7 +84,7 @@ class Rank:
             offset, size, valid = part(OPTIM[l] * k, args.dp, args.dp_size)
             o = np.zeros(size, dtype=np.uint8)
             self.client.register(f"optim.layers.{l}", o, kind="unique", layer=l,
-                                 shard=(offset, OPTIM[l] * k))
+                                 optimizer=True, shard=(offset, OPTIM[l] * k))
             self.buffers[f"optim.layers.{l}"] = (o, offset, valid)
         if args.stage_state:  # stage-wide state without a layer (like a flat optimizer state)
             name = stage_state_name(mine)
