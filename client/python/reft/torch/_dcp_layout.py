@@ -117,11 +117,12 @@ def _groups(ranks):
     return groups
 
 
-def _kept_or_new(need, held, unit):
-    """The size every member already holds while it fits, else the need rounded to units."""
+def _kept_or_new(need, held, unit, room=0):
+    """The size every member already holds ({size}: one size, 0 for none) while it fits, else
+    the need plus `room` to grow, rounded to units."""
     if len(held) == 1 and need <= min(held) and min(held) > 0:
         return held.pop()
-    return round_up(max(need, 1), unit)
+    return round_up(max(need, 1) + room, unit)
 
 
 def tensor_buffers(ranks, sharded):
@@ -156,11 +157,9 @@ def meta_buffers(ranks, md_len):
     sizes = {}
     for group, members in _groups(ranks).items():
         need = md_len + max(r.bytes_reserve for r in members)
-        held = {r.meta_held for r in members}
-        if len(held) == 1 and need <= min(held) and min(held) > 0:
-            sizes[group] = held.pop()
-        else:  # room for the metadata to grow without a new buffer
-            sizes[group] = round_up(need + max(md_len // 4, META_UNIT), META_UNIT)
+        # Room for the metadata to grow without a new buffer.
+        sizes[group] = _kept_or_new(need, {r.meta_held for r in members}, META_UNIT,
+                                    room=max(md_len // 4, META_UNIT))
     return [Buffer(meta_name(sizes[(r.pp, r.tp)]), sizes[(r.pp, r.tp)],
                    r.dp * sizes[(r.pp, r.tp)]) for r in ranks]
 
@@ -172,6 +171,4 @@ def meta_name(size):
 def replica_meta_size(need, held):
     """A replica's metadata buffer: the one it holds while it fits, else `need` with room for
     the metadata and items to grow without a new buffer."""
-    if held and need <= held:
-        return held
-    return round_up(need + max(need // 4, META_UNIT), META_UNIT)
+    return _kept_or_new(need, {held}, META_UNIT, room=max(need // 4, META_UNIT))

@@ -386,7 +386,7 @@ class Writer(StorageWriter):
         if extras_blob:
             part[len(metadata):len(metadata) + len(extras_blob)] = torch.frombuffer(
                 bytearray(extras_blob), dtype=torch.uint8)
-        self._write_head(meta, len(metadata), len(extras_blob), a.sharded)
+        self._write_head(meta, len(metadata), len(extras_blob))
         step = self._saving
         self.client.snapshot(step)
         self.client.fence()  # the buffers are this writer's again; the step is in reftd
@@ -461,9 +461,8 @@ class Writer(StorageWriter):
             self.client.register(HEAD, self._head, kind="replicated")
         self._head_registered = True
 
-    def _write_head(self, meta, md_len, ex_len, sharded):
-        base = meta.base if sharded else 0
-        packed = _HEAD.pack(_MAGIC, _VERSION, self._saving, meta.name.encode(), base, 0,
+    def _write_head(self, meta, md_len, ex_len):
+        packed = _HEAD.pack(_MAGIC, _VERSION, self._saving, meta.name.encode(), meta.base, 0,
                             0, md_len, md_len, ex_len)
         self._head.zero_()
         self._head[:len(packed)] = torch.frombuffer(bytearray(packed), dtype=torch.uint8)
@@ -541,10 +540,7 @@ class Reader(StorageReader):
                 "job-wide is %d (load with checkpoint_id=None or %d)" % (
                     self.wanted, self.client.job, step, step))
         self.step = step
-        head = self._head(0, 0, 0)
-        at, n = head["md"]
-        blob = self._read([(head["meta"], 0, 0, head["base"] + at, head["base"] + at + n)])
-        self.metadata = pickle.loads(blob[0].numpy().tobytes())
+        self.metadata = pickle.loads(self._meta_part(0, 0, 0, "md"))
         return self.metadata
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
@@ -645,9 +641,13 @@ class Reader(StorageReader):
     def _extra(self, loc):
         rank = (loc.pp, loc.tp, loc.dp)
         if rank not in self._extras:
-            head = self._head(*rank)
-            at, n = head["extras"]
-            at += head["base"]
-            raw = self._read([(head["meta"], loc.pp, loc.tp, at, at + n)])[0]
-            self._extras[rank] = pickle.loads(raw.numpy().tobytes())
+            self._extras[rank] = pickle.loads(self._meta_part(*rank, "extras"))
         return self._extras[rank][loc.fqn]
+
+    def _meta_part(self, pp, tp, dp, part):
+        """The bytes of rank (pp, tp, dp)'s metadata ("md") or non-tensor items ("extras"),
+        where its head says they are in its part of the metadata buffer."""
+        head = self._head(pp, tp, dp)
+        at, n = head[part]
+        at += head["base"]
+        return self._read([(head["meta"], pp, tp, at, at + n)])[0].numpy().tobytes()
