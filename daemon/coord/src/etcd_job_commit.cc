@@ -1,0 +1,495 @@
+// EtcdJobCoordinator, the commit: completions recorded and reported to the job's coordinator,
+// counted per step under the timeline they were made in, and committed by one compare-and-swap.
+
+#include "reft/coord/etcd_job_coordinator.h"
+
+#include <algorithm>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include <spdlog/spdlog.h>
+
+#include "etcd_results.h"
+#include "reft/coord/keys.h"
+#include "reft/peer/generation_file.h"
+#include "reft/store/job_commit.h"
+
+namespace reft::coord {
+
+Status EtcdJobCoordinator::Complete(const store::RankKey& rank, int64_t step, int64_t epoch) {
+  {
+    reft::MutexLock lock(mu_);
+    JobState& st = jobs_[rank.job];
+    if (epoch != st.decision_rev) return local::StaleEpoch(rank, step, epoch, st.decision_rev);
+    std::optional<int64_t> layout_rev;
+    if (auto j = joined_layout_rev_.find(rank); j != joined_layout_rev_.end()) {
+      if (j->second != st.layout_rev) return LayoutMoved(rank, step, j->second, st.layout_rev);
+      layout_rev = j->second;
+    } else if (st.layout_rev != 0) {
+      layout_rev = st.layout_rev;
+    }
+    if (st.committed && step <= *st.committed) return Status::OK();
+    PendingStep& p = st.pending[step];
+    if (p.ranks.empty()) p.since = Clock::now();
+    p.ranks.insert(rank);
+    if (!p.layout_rev) p.layout_rev = layout_rev;
+    work_ = true;
+  }
+  cv_.notify_all();
+  return Status::OK();
+}
+
+void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
+  struct Write {
+    int64_t step;
+    CompletionRecord rec;
+    size_t n;
+  };
+  std::vector<Write> writes;
+  int64_t gen_rev, epoch, term;
+  std::string coordinator;
+  bool direct;
+  {
+    reft::MutexLock lock(mu_);
+    JobState& st = jobs_[job];
+    gen_rev = st.gen_rev;
+    epoch = st.decision_rev;
+    term = st.coordinator_rev;
+    coordinator = st.coordinator;
+    // The coordinator's own completions go through etcd: they must outlive its node, whose
+    // reports are lost with it while the other nodes' are sent again to its successor. A node
+    // that cannot reach etcd reports nothing (its completions wait, as in etcd, until it can):
+    // it could not learn the commits they would make, and its lease is running out.
+    const auto now = Clock::now();
+    direct = peers_ != nullptr && options_.report_to_coordinator && !coordinator.empty() &&
+             coordinator != nodes_->node_id() && etcd_->reachable() && now >= st.report_retry_at;
+    // One write per step and node: a step is written once every rank of the job connected here
+    // completed it (they complete within moments of each other), or when the linger runs out.
+    std::vector<store::RankKey> connected;
+    for (const auto& [rank, n] : joined_) {
+      if (rank.job == job) connected.push_back(rank);
+    }
+    for (const auto& entry : st.pending) {
+      const int64_t step = entry.first;
+      const PendingStep& p = entry.second;  // a lambda may not capture a structured binding
+      if (st.committed && step <= *st.committed) continue;
+      if (p.written >= p.ranks.size()) continue;
+      const bool all = std::all_of(connected.begin(), connected.end(),
+                                   [&](const store::RankKey& r) { return p.ranks.count(r) > 0; });
+      if (!all && now < p.since + options_.completion_linger) {
+        WakeAtLocked(p.since + options_.completion_linger);
+        continue;
+      }
+      // Stamped with the layout record its ranks joined under; pending steps of an older one
+      // were dropped when this node read the newer (ApplyLayoutLocked).
+      writes.push_back({step,
+                        {st.gen.generation, epoch, {p.ranks.begin(), p.ranks.end()},
+                         p.layout_rev.value_or(st.layout_rev)},
+                        p.ranks.size()});
+    }
+  }
+  if (!writes.empty()) AtTestPoint(kReportBuilt, job);
+  if (direct) {
+    std::string address;
+    {
+      reft::MutexLock lock(mu_);
+      address = jobs_[job].coordinator_address;
+    }
+    if (address.empty()) ConnectToCoordinator(job, coordinator, term);
+  }
+  for (auto& w : writes) {
+    if (direct) {
+      peer::StepCompletionReport report{job,          w.step,      nodes_->node_id(),
+                                        w.rec.generation, w.rec.epoch, w.rec.ranks,
+                                        w.rec.layout_revision};
+      if (ReportToCoordinator(job, coordinator, term, report)) {
+        reft::MutexLock lock(mu_);
+        JobState& st = jobs_[job];
+        // Counts only while that coordinator's term lasts; a new term re-sends everything.
+        auto p = st.pending.find(w.step);
+        if (st.coordinator_rev == term && p != st.pending.end()) {
+          p->second.written = std::max(p->second.written, w.n);
+        }
+        continue;
+      }
+      direct = false;  // this and the remaining steps go through etcd
+    }
+    Txn t;
+    t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+        .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
+        .IfModRevision(keys::Layout(job), Compare::kEqual, w.rec.layout_revision)
+        .ThenPut(keys::Completion(job, w.step, nodes_->node_id()), Encode(w.rec));
+    auto r = etcd_->Commit(t);
+    reft::MutexLock lock(mu_);
+    JobState& st = jobs_[job];
+    if (!r.ok()) {
+      RetryLaterLocked();
+      return;
+    }
+    if (!r->succeeded) {
+      // The generation, the epoch or the layout moved: re-read the job (which drops what belongs
+      // to the old timeline), then write again.
+      st.stale = true;
+      work_ = true;
+      return;
+    }
+    ++traffic_.written;
+    auto p = st.pending.find(w.step);
+    if (p != st.pending.end()) p->second.written = std::max(p->second.written, w.n);
+  }
+}
+
+void EtcdJobCoordinator::ConnectToCoordinator(const std::string& job, const std::string& node,
+                                              int64_t term) {
+  auto member = nodes_->Find(node);
+  if (!member || member->state == peer::MemberState::kDead) return;
+  // Every node of the job connects when a coordinator takes over (at job start, spread over
+  // the nodes' joins), not all at once at the first step under a report's deadline.
+  peers_->Connect(member->address);
+  reft::MutexLock lock(mu_);
+  JobState& st = jobs_[job];
+  if (st.coordinator_rev == term) st.coordinator_address = member->address;
+}
+
+bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::string& node,
+                                             int64_t term,
+                                             const peer::StepCompletionReport& report) {
+  // The address was looked up once for the term (ConnectToCoordinator), not per report: N
+  // nodes reporting every step must not turn into N etcd reads per step. A failure forgets
+  // it, so the next round looks it up again.
+  std::string address;
+  {
+    reft::MutexLock lock(mu_);
+    const JobState& st = jobs_[job];
+    if (st.coordinator_rev == term) address = st.coordinator_address;
+  }
+  const Status s = address.empty()
+                       ? Status::Unavailable("node '" + node + "' is not registered")
+                       : peers_->ReportStepCompletion(address, report, options_.report_timeout);
+  reft::MutexLock lock(mu_);
+  if (s.ok()) {
+    ++traffic_.reported;
+  } else {
+    ++traffic_.report_failures;
+  }
+  JobState& st = jobs_[job];
+  if (st.coordinator_rev != term) return s.ok();  // a new term starts afresh
+  st.coordinator_address = s.ok() ? address : "";
+  if (s.ok()) {
+    st.report_backoff = std::chrono::milliseconds(0);
+    return true;
+  }
+  // A coordinator that just started takes every node's first connection at once, and one that
+  // is cut off from its peers may stay so: back off exponentially, from report_retry up to
+  // report_retry_max, while this term lasts.
+  st.report_backoff = st.report_backoff.count() == 0
+                          ? options_.report_retry
+                          : std::min(2 * st.report_backoff, options_.report_retry_max);
+  if (st.report_backoff == options_.report_retry ||
+      st.report_backoff == options_.report_retry_max) {
+    spdlog::warn("job {}: coordinator {} did not take a completion report ({}); completions go "
+                 "through etcd for {} ms",
+                 job, node, s.ToString(), st.report_backoff.count());
+  }
+  st.report_retry_at = Clock::now() + st.report_backoff;
+  return false;
+}
+
+// A node reports only its own ranks: ones joined there, or whose slot is recorded there. The
+// coordinator's view (the joined keys it watches, the locations it commits) answers at once; a
+// rank the view does not tie to the reporting node yet (its joined key's event still on the
+// way) is read from etcd before the report is refused.
+Status EtcdJobCoordinator::NotTied(const peer::StepCompletionReport& report,
+                                   const store::RankKey& rank) {
+  return Status::PermissionDenied("completion report of job '" + report.job + "' step " +
+                                  std::to_string(report.step) + " from node '" + report.node +
+                                  "' names rank " + rank.ToString() +
+                                  ", which is neither joined on that node nor recorded there");
+}
+
+Result<std::set<store::RankKey>> EtcdJobCoordinator::ConfirmTied(
+    const peer::StepCompletionReport& report) {
+  std::vector<store::RankKey> unknown;
+  {
+    reft::MutexLock lock(mu_);
+    auto it = jobs_.find(report.job);
+    if (it == jobs_.end()) return std::set<store::RankKey>();  // refused below
+    const JobState& st = it->second;
+    for (const auto& r : report.ranks) {
+      auto j = st.joined_at.find(r);
+      auto l = st.locations.find(r);
+      if ((j == st.joined_at.end() || j->second != report.node) &&
+          (l == st.locations.end() || l->second != report.node)) {
+        unknown.push_back(r);
+      }
+    }
+  }
+  std::set<store::RankKey> confirmed;
+  for (const auto& r : unknown) {
+    if (r.job != report.job) continue;  // refused below
+    REFT_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd_->Get(keys::Joined(r)));
+    if (!kv) continue;
+    auto ref = DecodeNodeRef(kv->key, kv->value);
+    if (ref.ok() && ref->node == report.node) confirmed.insert(r);
+  }
+  return confirmed;
+}
+
+Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& report) {
+  if (report.step < 0) {
+    return Status::InvalidArgument("completion report of job '" + report.job + "' for step " +
+                                   std::to_string(report.step));
+  }
+  REFT_ASSIGN_OR_RETURN(const std::set<store::RankKey> confirmed, ConfirmTied(report));
+  {
+    reft::MutexLock lock(mu_);
+    // Never creates a job's state: only a job this node coordinates takes reports.
+    auto it = jobs_.find(report.job);
+    if (it == jobs_.end() || !it->second.leader) {
+      return Status::Protocol("node '" + nodes_->node_id() +
+                              "' does not coordinate the commits of job '" + report.job + "'");
+    }
+    JobState& st = it->second;
+    if (report.layout_revision > st.layout_rev) {
+      // A layout record this node has not read yet (its watch is behind): it re-reads; the
+      // sender writes the report to etcd, whose compare of the layout record decides.
+      st.stale = true;
+      work_ = true;
+      return Status::Unavailable("node '" + nodes_->node_id() + "' has not read layout revision " +
+                                 std::to_string(report.layout_revision) + " of job '" +
+                                 report.job + "' yet");
+    }
+    if (report.layout_revision != st.layout_rev) {
+      return Status::Cancelled(
+          "completion report of job '" + report.job + "' step " + std::to_string(report.step) +
+          " from node '" + report.node + "' was made under layout revision " +
+          std::to_string(report.layout_revision) + "; the job's layout record is revision " +
+          std::to_string(st.layout_rev) + " (" + st.layout.ToString() +
+          ") since it was reshaped: a completion of the old layout never counts toward the new one");
+    }
+    if (st.has_layout && report.ranks.size() > static_cast<size_t>(st.layout.world())) {
+      return Status::InvalidArgument("completion report of job '" + report.job + "' from node '" +
+                                     report.node + "' names " +
+                                     std::to_string(report.ranks.size()) +
+                                     " ranks; the job has " + std::to_string(st.layout.world()));
+    }
+    for (const auto& r : report.ranks) {
+      Status ok = r.job != report.job ? Status::InvalidArgument("a rank of job '" + r.job + "'")
+                  : st.has_layout     ? st.layout.CheckRank(r)
+                                      : Status::OK();
+      if (!ok.ok()) {
+        return Status::InvalidArgument("completion report of job '" + report.job +
+                                       "' from node '" + report.node + "' names rank " +
+                                       r.ToString() + ": " + ok.message());
+      }
+    }
+    if (st.committed && report.step <= *st.committed) return Status::OK();  // a late copy
+    for (const auto& r : report.ranks) {
+      auto j = st.joined_at.find(r);
+      auto l = st.locations.find(r);
+      const bool tied = (j != st.joined_at.end() && j->second == report.node) ||
+                        (l != st.locations.end() && l->second == report.node);
+      if (!tied && confirmed.count(r) == 0) {
+        return NotTied(report, r);
+      }
+    }
+    if (st.completions.size() >= options_.max_pending_steps &&
+        st.completions.count(report.step) == 0) {
+      return Status::Busy("job '" + report.job + "' has " +
+                          std::to_string(st.completions.size()) +
+                          " uncommitted steps with completions; write this one to etcd");
+    }
+    AddCompletionLocked(st, report.step, report.node,
+                        CompletionRecord{report.generation, report.epoch, report.ranks,
+                                         report.layout_revision});
+    ++traffic_.received;
+    work_ = true;
+  }
+  cv_.notify_all();
+  return Status::OK();
+}
+
+CompletionTraffic EtcdJobCoordinator::completion_traffic() const {
+  reft::MutexLock lock(mu_);
+  return traffic_;
+}
+
+void EtcdJobCoordinator::OnCompletionEvent(const std::string& job, const WatchUpdate& u) {
+  {
+    reft::MutexLock lock(mu_);
+    JobState& st = jobs_[job];
+    if (!st.leader) return;
+    if (u.reset) {
+      // Events may have been missed: lead again (this node still holds the key) and re-read
+      // the completions in etcd; the reports received meanwhile stay.
+      st.leader = false;
+      st.want_lead = true;
+      TakeLeaderWatchesLocked(st, &cancel_watches_);
+    }
+    for (const auto& e : u.events) {
+      if (e.type != WatchEvent::Type::kPut) continue;
+      const int64_t step = keys::CompletionStep(job, e.kv.key);
+      if (step < 0) continue;
+      if (st.committed && step <= *st.committed) continue;
+      auto rec = DecodeCompletion(job, e.kv.key, e.kv.value);
+      if (!rec.ok()) {
+        spdlog::error("{}", rec.status().ToString());
+        continue;
+      }
+      AddCompletionLocked(st, step, e.kv.key.substr(e.kv.key.rfind('/') + 1), std::move(*rec));
+    }
+    work_ = true;
+  }
+  cv_.notify_all();
+}
+
+void EtcdJobCoordinator::AddCompletionLocked(JobState& st, int64_t step, const std::string& node,
+                                             CompletionRecord rec) {
+  StepCompletions& sc = st.completions[step];
+  auto [it, fresh] = sc.by_node.try_emplace(node, std::move(rec));
+  CompletionRecord& held = it->second;
+  if (!fresh) {
+    // Within one generation, restore epoch and layout completions only accumulate: a node's
+    // record may arrive twice (a report, then its etcd key) and out of order, and adds ranks,
+    // never removes them. A record of a newer timeline replaces an older one; an older one is a
+    // late copy and changes nothing.
+    const auto stamp = [](const CompletionRecord& c) {
+      return std::tie(c.generation, c.epoch, c.layout_revision);
+    };
+    if (stamp(rec) < stamp(held)) return;
+    if (stamp(rec) == stamp(held)) {
+      for (const auto& r : rec.ranks) {
+        if (std::find(held.ranks.begin(), held.ranks.end(), r) == held.ranks.end()) {
+          held.ranks.push_back(r);
+        }
+      }
+    } else {
+      held = std::move(rec);
+      sc.recount = true;
+    }
+  }
+  if (sc.recount || !Counts(st, held)) return;
+  for (const auto& r : held.ranks) {
+    if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
+  }
+}
+
+bool EtcdJobCoordinator::Counts(const JobState& st, const CompletionRecord& rec) {
+  return st.has_layout && rec.generation == st.gen.generation && rec.epoch == st.decision_rev &&
+         rec.layout_revision == st.layout_rev;
+}
+
+Status EtcdJobCoordinator::LayoutMoved(const store::RankKey& rank, int64_t step,
+                                       int64_t joined_under, int64_t current) {
+  return Status::Cancelled("step " + std::to_string(step) + " of " + rank.ToString() +
+                           " is not counted: the job's layout record changed (revision " +
+                           std::to_string(current) + ") since this trainer joined under revision " +
+                           std::to_string(joined_under) +
+                           "; restart the trainer so that it joins the job's layout");
+}
+
+void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) const {
+  sc.covered.clear();
+  sc.recount = false;
+  for (const auto& [node, rec] : sc.by_node) {
+    if (!Counts(st, rec)) continue;
+    for (const auto& r : rec.ranks) {
+      if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
+    }
+  }
+}
+
+void EtcdJobCoordinator::TryCommit(const std::string& job) {
+  int64_t step = -1;
+  uint64_t generation;
+  int64_t gen_rev, committed_rev, epoch, layout_rev;
+  std::vector<std::pair<store::RankKey, std::string>> moved;
+  {
+    reft::MutexLock lock(mu_);
+    JobState& st = jobs_[job];
+    if (!st.leader || !st.has_layout) return;
+    generation = st.gen.generation;
+    epoch = st.decision_rev;
+    layout_rev = st.layout_rev;
+    // The newest step whose completions (of this generation, restore epoch and layout record)
+    // cover every rank of the layout.
+    for (auto it = st.completions.rbegin(); it != st.completions.rend(); ++it) {
+      if (st.committed && it->first <= *st.committed) break;
+      StepCompletions& sc = it->second;
+      if (sc.recount) RecountLocked(st, sc);
+      if (static_cast<int64_t>(sc.covered.size()) < st.layout.world()) continue;
+      step = it->first;
+      for (const auto& [node, rec] : sc.by_node) {
+        if (!Counts(st, rec)) continue;
+        for (const auto& r : rec.ranks) {
+          auto loc = st.locations.find(r);
+          if (loc == st.locations.end() || loc->second != node) moved.emplace_back(r, node);
+        }
+      }
+      break;
+    }
+    if (step < 0) return;
+    gen_rev = st.gen_rev;
+    committed_rev = st.committed_rev;
+  }
+  // Slot locations that changed (a rank on another node than at the last commit): written
+  // with the commit, or before it in batches when there are many (a whole job moved).
+  const size_t room = options_.max_txn_ops - 2;
+  size_t first = 0;
+  while (moved.size() - first > room) {
+    Txn batch;
+    batch.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+        .IfModRevision(keys::Layout(job), Compare::kEqual, layout_rev);
+    for (size_t i = 0; i < options_.max_txn_ops && first < moved.size(); ++i, ++first) {
+      batch.ThenPut(keys::Location(moved[first].first), Encode(NodeRef{moved[first].second, step}));
+    }
+    auto r = etcd_->Commit(batch);
+    if (!r.ok() || !r->succeeded) {
+      reft::MutexLock lock(mu_);
+      if (r.ok()) {
+        jobs_[job].stale = true;  // the generation or layout moved: re-read, then decide again
+        work_ = true;
+      } else {
+        RetryLaterLocked();
+      }
+      return;
+    }
+  }
+  Txn t;
+  // The commit stands only in the timeline its completions were counted in: the generation,
+  // the restore epoch and the layout record (a reshape a partitioned coordinator has not seen
+  // yet fails it), and after the commit point it read.
+  const CommittedRecord committed{step, generation, NowUnixMs(), epoch, layout_rev};
+  t.IfModRevision(keys::Generation(job), Compare::kEqual, gen_rev)
+      .IfModRevision(keys::Committed(job), Compare::kEqual, committed_rev)
+      .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
+      .IfModRevision(keys::Layout(job), Compare::kEqual, layout_rev)
+      .ThenPut(keys::Committed(job), Encode(committed));
+  for (size_t i = first; i < moved.size(); ++i) {
+    t.ThenPut(keys::Location(moved[i].first), Encode(NodeRef{moved[i].second, step}));
+  }
+  t.ThenDeleteRange(keys::CompletionsPrefix(job), keys::CompletionsEnd(job, step));
+  auto r = etcd_->Commit(t);
+  reft::MutexLock lock(mu_);
+  JobState& st = jobs_[job];
+  if (!r.ok()) {
+    RetryLaterLocked();
+    return;
+  }
+  if (!r->succeeded) {
+    st.stale = true;  // the timeline or the commit point moved: re-read, then decide again
+    work_ = true;
+    return;
+  }
+  for (const auto& [rank, node] : moved) st.locations[rank] = node;
+  // The watch delivers the commit too; applying it now saves this node a round trip.
+  KeyValue kv;
+  kv.key = keys::Committed(job);
+  kv.value = Encode(committed);
+  kv.mod_revision = r->revision;
+  ApplyCommittedLocked(job, st, kv);
+  cv_.notify_all();
+}
+
+}  // namespace reft::coord
