@@ -418,7 +418,7 @@ TEST_CASE("etcd coordination: two concurrent fallbacks start exactly one generat
   REQUIRE(d->has_value());
   CHECK((*d)->generation == 1);
   CHECK((*d)->step == base);
-  CHECK((*d)->source == "tier");
+  CHECK((*d)->source == coord::RestoreSource::kTier);
   // A stale caller (still at generation 0) changes nothing.
   CHECK(c.co(0)->StartGeneration("job", GenerationStart{0, 3, 0, 3, "late"}).generation == 1);
   CHECK(c.co(0)->Generation("job").base_step == base);
@@ -435,7 +435,7 @@ TEST_CASE("etcd coordination: one restore decision wins, every node reads it", "
   std::vector<std::future<Result<RestoreDecision>>> proposals;
   for (int n = 0; n < 3; ++n) {
     proposals.push_back(std::async(std::launch::async, [&, n] {
-      RestoreDecision d{0, 5, n == 0 ? "memory" : "tier", "n" + std::to_string(n), "", 0};
+      RestoreDecision d{0, 5, n == 0 ? coord::RestoreSource::kMemory : coord::RestoreSource::kTier, "n" + std::to_string(n), "", 0};
       return c.co(n)->ProposeDecision("job", d, 0);
     }));
   }
@@ -632,7 +632,7 @@ TEST_CASE("etcd coordination: a restore decision starts an epoch: old completion
   for (size_t i = 0; i < 3; ++i) c.Complete(i, 2);  // the old timeline's step 2, three of four
 
   // The restarted job decides to resume from step 1: a new epoch on every node.
-  auto won = c.co(2)->ProposeDecision("job", RestoreDecision{0, 1, "memory", "n2", "", 0}, 0);
+  auto won = c.co(2)->ProposeDecision("job", RestoreDecision{0, 1, coord::RestoreSource::kMemory, "n2", "", 0}, 0);
   REQUIRE(won.ok());
   const int64_t epoch = won->version;
   CHECK(epoch > old_epoch);
@@ -657,7 +657,7 @@ TEST_CASE("etcd coordination: a restore decision starts an epoch: old completion
   for (int n = 0; n < 3; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 2, 5s));
 
   // A decision made on a commit point that moved meanwhile is refused (the caller re-reads).
-  auto late = c.co(1)->ProposeDecision("job", RestoreDecision{0, 1, "memory", "n1", "", 0}, epoch);
+  auto late = c.co(1)->ProposeDecision("job", RestoreDecision{0, 1, coord::RestoreSource::kMemory, "n1", "", 0}, epoch);
   CHECK(late.status().code() == StatusCode::kBusy);
   auto d = c.co(1)->Decision("job");
   REQUIRE(d.ok());

@@ -71,7 +71,7 @@ Result<peer::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
     JobState& st = jobs_[job];
     const int64_t committed = st.committed.value_or(-1);
     if (st.gen.generation != decision.generation ||
-        (decision.source == "none" ? committed >= 0 : committed != decision.step)) {
+        (decision.source == RestoreSource::kNone ? committed >= 0 : committed != decision.step)) {
       return Status::Busy("job '" + job + "' moved to generation " +
                           std::to_string(st.gen.generation) + ", committed step " +
                           std::to_string(committed) + " while deciding");

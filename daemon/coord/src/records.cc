@@ -102,7 +102,8 @@ std::string Encode(const local::JobOwner& r) {
 }
 
 std::string Encode(const peer::RestoreDecision& r) {
-  return json{{"generation", r.generation}, {"step", r.step},        {"source", r.source},
+  return json{{"generation", r.generation}, {"step", r.step},
+              {"source", RestoreSourceName(r.source)},
               {"decided_by", r.decided_by}, {"detail", r.detail}}
       .dump();
 }
@@ -259,7 +260,10 @@ Result<peer::RestoreDecision> DecodeDecision(const std::string& key, const std::
   peer::RestoreDecision d;
   REFT_ASSIGN_OR_RETURN(d.generation, Field<uint64_t>(j, key, "generation"));
   REFT_ASSIGN_OR_RETURN(d.step, Field<int64_t>(j, key, "step"));
-  REFT_ASSIGN_OR_RETURN(d.source, Field<std::string>(j, key, "source"));
+  REFT_ASSIGN_OR_RETURN(std::string source, Field<std::string>(j, key, "source"));
+  auto parsed = ParseRestoreSource(source);
+  if (!parsed.ok()) return Status::Corrupted("etcd key " + key + ": " + parsed.status().message());
+  d.source = *parsed;
   d.decided_by = FieldOr<std::string>(j, "decided_by", "");
   d.detail = FieldOr<std::string>(j, "detail", "");
   return d;

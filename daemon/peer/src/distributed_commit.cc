@@ -402,7 +402,7 @@ JobGeneration DistributedCommitCoordinator::StartGeneration(const std::string& j
       AdoptGenerationLocked(job, st, start.from + 1, start.base_step, start.persist_floor, start.reason);
       RestoreDecision& d = decisions_[job];
       const int64_t version = d.version + 1;
-      d = RestoreDecision{start.from + 1, start.base_step, "tier", membership_->node_id(), start.reason, version};
+      d = RestoreDecision{start.from + 1, start.base_step, coord::RestoreSource::kTier, membership_->node_id(), start.reason, version};
     }
     out = InfoLocked(st);
   }

@@ -41,6 +41,10 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
   n->service_ = std::make_unique<PeerService>(options, store, n->nodes_.get(), n->jobs_.get(),
                                               gossip, security.authorizer, n->bulk_.get());
   n->service_->SetJobAccess(n->access_.get());
+  // The commit coordinator's RPC: the Peer service carries it, the control plane answers it.
+  coord::CompletionInbox* inbox = n->jobs_.get();
+  n->service_->SetCompletionHandler(
+      [inbox](const StepCompletionReport& report) { return inbox->ReceiveCompletion(report); });
   return n;
 }
 

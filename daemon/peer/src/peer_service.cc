@@ -59,12 +59,12 @@ std::chrono::system_clock::time_point BulkDeadline(const grpc::ServerContext& ct
 }  // namespace
 
 PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
-                         JobCoordinator* jobs, Gossip gossip,
+                         coord::SlotDirectory* slots, Gossip gossip,
                          const security::Authorizer* authorizer, BulkListener* bulk)
     : options_(std::move(options)),
       store_(store),
       membership_(nodes),
-      coordinator_(jobs),
+      slots_(slots),
       gossip_(gossip),
       authorizer_(authorizer),
       bulk_(bulk) {
@@ -210,7 +210,7 @@ grpc::Status PeerService::GetManifest(grpc::ServerContext* ctx, const v1::GetMan
   *resp->mutable_server() = membership_->SelfCaller();
   std::optional<std::string> job;
   if (!req->job().empty()) job = req->job();
-  for (const auto& r : coordinator_->JoinedRanks(job)) {
+  for (const auto& r : slots_->JoinedRanks(job)) {
     ToRankId(r, resp->add_joined());
   }
   for (const auto& info : store_->List(job)) {
@@ -264,7 +264,22 @@ grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
   report.layout_revision = req->layout_revision();
   report.ranks.reserve(static_cast<size_t>(req->ranks_size()));
   for (const auto& id : req->ranks()) report.ranks.push_back(FromRankId(id));
-  return proto::ToGrpc(coordinator_->ReceiveCompletion(report), ctx);
+  std::shared_ptr<CompletionHandler> handler;
+  {
+    MutexLock lock(handler_mu_);
+    handler = completion_handler_;
+  }
+  if (!handler) {
+    return proto::ToGrpc(Status::Unsupported("node '" + membership_->node_id() +
+                                             "' takes no completion reports"),
+                         ctx);
+  }
+  return proto::ToGrpc((*handler)(report), ctx);
+}
+
+void PeerService::SetCompletionHandler(CompletionHandler handler) {
+  MutexLock lock(handler_mu_);
+  completion_handler_ = handler ? std::make_shared<CompletionHandler>(std::move(handler)) : nullptr;
 }
 
 grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::PersistStepRequest* req,

@@ -148,6 +148,31 @@ uint64_t Fetcher::LargestPiece(const std::vector<FetchItem>& items) const {
   return largest;
 }
 
+void Fetcher::CountServedLocked(const Source& src, uint64_t size) {
+  if (stats_ == nullptr) return;
+  (src.slot->local ? stats_->bytes_local : stats_->bytes_peer) += size;
+  if (src.kind != ByteKind::kReplica && src.kind != ByteKind::kParity) {
+    (src.slot->local ? stats_->bytes_own_local : stats_->bytes_own_peer) += size;
+  }
+  switch (src.kind) {
+    case ByteKind::kShard:
+      stats_->bytes_shard += size;
+      break;
+    case ByteKind::kReplica:
+      stats_->bytes_replica += size;
+      break;
+    case ByteKind::kParity:
+      stats_->bytes_parity += size;
+      break;
+    case ByteKind::kUnique:
+      stats_->bytes_unique += size;
+      break;
+    case ByteKind::kOther:
+      stats_->bytes_other += size;
+      break;
+  }
+}
+
 void Fetcher::Work(RunState* run) {
   using Clock = std::chrono::steady_clock;
   std::vector<uint8_t> staging;  // this worker's piece buffer for streamed items
@@ -226,29 +251,7 @@ void Fetcher::Work(RunState* run) {
         ok = true;
         MutexLock lock(mu_);
         item.served.insert(src.Label());
-        if (stats_ != nullptr) {
-          (src.slot->local ? stats_->bytes_local : stats_->bytes_peer) += piece.size;
-          if (src.kind != ByteKind::kReplica && src.kind != ByteKind::kParity) {
-            (src.slot->local ? stats_->bytes_own_local : stats_->bytes_own_peer) += piece.size;
-          }
-          switch (src.kind) {
-            case ByteKind::kShard:
-              stats_->bytes_shard += piece.size;
-              break;
-            case ByteKind::kReplica:
-              stats_->bytes_replica += piece.size;
-              break;
-            case ByteKind::kParity:
-              stats_->bytes_parity += piece.size;
-              break;
-            case ByteKind::kUnique:
-              stats_->bytes_unique += piece.size;
-              break;
-            case ByteKind::kOther:
-              stats_->bytes_other += piece.size;
-              break;
-          }
-        }
+        CountServedLocked(src, piece.size);
         done_ += piece.size;
         if (progress_) progress_(Progress{Phase::kFetch, done_, run->total, item.what});
         break;

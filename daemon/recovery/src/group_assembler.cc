@@ -169,6 +169,99 @@ std::string LostMembersNote(const std::vector<bool>& alive, const std::vector<st
   return dead.empty() ? "" : " [lost members: " + dead + "]";
 }
 
+namespace {
+
+// The state AssembleGroup's rounds change.
+struct RoundState {
+  std::vector<bool>* have;                 // per member: its shard is in the canonical vector
+  std::vector<std::string>* why_dead;      // per member: why it is treated as lost
+  bool* copy_dead;                         // dead members' shards are still taken from copies
+  std::map<protect::RegionRef, std::vector<uint8_t>>* fetched;  // redundancy regions kept
+  GroupOutcome* out;
+};
+
+// Applies one round of fetches: shards held, members found dead, regions kept. False when
+// nothing changed (the group is assembled or decodable as it is).
+bool ApplyRound(std::vector<FetchItem>* items, const std::vector<int>& shard_of,
+                const std::vector<protect::RegionRef>& region_of,
+                std::map<protect::RegionRef, std::vector<uint8_t>>* pending, RoundState* round,
+                RestoreStats* stats) {
+  std::vector<bool>* have = round->have;
+  std::vector<std::string>* why_dead = round->why_dead;
+  bool* copy_dead = round->copy_dead;
+  auto* fetched = round->fetched;
+  GroupOutcome* out = round->out;
+  bool changed = false;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const int d = shard_of[i];
+    if (d >= 0 && !out->alive[d]) {  // a dead member's ARC copy
+      if ((*items)[i].status.ok()) {
+        (*have)[d] = true;
+        out->member_source[d] = "rebuilt from " + Join((*items)[i].served);
+        if (stats != nullptr) stats->bytes_rebuilt += (*items)[i].size;
+      } else {
+        *copy_dead = false;
+        changed = true;
+      }
+      continue;
+    }
+    if (d >= 0) {
+      if ((*items)[i].status.ok()) {
+        (*have)[d] = true;
+        out->member_source[d] = (*items)[i].ServedBy();
+      } else {
+        out->alive[d] = false;
+        (*why_dead)[d] = (*items)[i].status.message();
+        changed = true;
+      }
+      continue;
+    }
+    const auto& ref = region_of[i];
+    if ((*items)[i].status.ok()) {
+      (*fetched)[ref] = std::move((*pending)[ref]);
+    } else if (out->alive[ref.member]) {
+      out->alive[ref.member] = false;
+      (*why_dead)[ref.member] = (*items)[i].status.message();
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+// Decodes the shards of the dead members of `sg` from what the survivors served, in place.
+Status DecodeDead(const protect::SgGeometry& g, const protect::SlotMeta& meta,
+                  const std::string& sg, uint8_t* canonical,
+                  const std::map<protect::RegionRef, std::vector<uint8_t>>& fetched,
+                  const std::vector<bool>& have, GroupOutcome* out, RestoreStats* stats) {
+  const int m = g.m;
+  bool any_dead = false;
+  for (int d = 0; d < m; ++d) any_dead |= !out->alive[d] && !have[d];
+  if (!any_dead) return Status::OK();
+  const auto t0 = Clock::now();
+  std::vector<protect::MemberRegions> regions(static_cast<size_t>(m));
+  std::vector<const protect::MemberRegions*> members(static_cast<size_t>(m), nullptr);
+  for (int d = 0; d < m; ++d) {
+    if (!out->alive[d]) continue;
+    regions[d][protect::kRegionShard] = {canonical + g.shard_begin[d], g.ShardSize(d)};
+    members[d] = &regions[d];
+  }
+  for (const auto& [ref, buf] : fetched) {
+    if (out->alive[ref.member]) regions[ref.member][ref.region] = {buf.data(), buf.size()};
+  }
+  // In place: survivors' shards are read where they lie, dead ones written into their places.
+  Status rebuilt = protect::RebuildShardsInto(g, meta.scheme, members, canonical);
+  if (!rebuilt.ok()) return rebuilt.WithContext(sg);
+  for (int d = 0; d < m; ++d) {
+    if (out->alive[d] || have[d]) continue;
+    out->member_source[d] = DescribeRebuild(g, meta.scheme, out->analysis, d);
+    if (stats != nullptr) stats->bytes_rebuilt += g.ShardSize(d);
+  }
+  if (stats != nullptr) stats->decode += Clock::now() - t0;
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotMeta& meta,
                                    int64_t step, uint8_t* canonical, Fetcher* fetcher,
                                    std::vector<FetchItem>* extra, RestoreStats* stats,
@@ -258,41 +351,8 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
       items.resize(own_items);
       extra_pending = false;
     }
-    bool changed = false;
-    for (size_t i = 0; i < items.size(); ++i) {
-      const int d = shard_of[i];
-      if (d >= 0 && !out.alive[d]) {  // a dead member's ARC copy
-        if (items[i].status.ok()) {
-          have[d] = true;
-          out.member_source[d] = "rebuilt from " + Join(items[i].served);
-          if (stats != nullptr) stats->bytes_rebuilt += items[i].size;
-        } else {
-          copy_dead = false;
-          changed = true;
-        }
-        continue;
-      }
-      if (d >= 0) {
-        if (items[i].status.ok()) {
-          have[d] = true;
-          out.member_source[d] = items[i].ServedBy();
-        } else {
-          out.alive[d] = false;
-          why_dead[d] = items[i].status.message();
-          changed = true;
-        }
-        continue;
-      }
-      const auto& ref = region_of[i];
-      if (items[i].status.ok()) {
-        fetched[ref] = std::move(pending[ref]);
-      } else if (out.alive[ref.member]) {
-        out.alive[ref.member] = false;
-        why_dead[ref.member] = items[i].status.message();
-        changed = true;
-      }
-    }
-    if (!changed) break;
+    RoundState round{&have, &why_dead, &copy_dead, &fetched, &out};
+    if (!ApplyRound(&items, shard_of, region_of, &pending, &round, stats)) break;
   }
   for (int d = 0; d < m; ++d) {
     if (!out.alive[d] && stats != nullptr && why_dead[d] != kNoSlot) {
@@ -302,30 +362,7 @@ Result<GroupOutcome> AssembleGroup(const ClusterView& view, const protect::SlotM
   }
 
   // Decode the shards of the dead members from what the survivors served.
-  bool any_dead = false;
-  for (int d = 0; d < m; ++d) any_dead |= !out.alive[d] && !have[d];
-  if (any_dead) {
-    const auto t0 = Clock::now();
-    std::vector<protect::MemberRegions> regions(static_cast<size_t>(m));
-    std::vector<const protect::MemberRegions*> members(static_cast<size_t>(m), nullptr);
-    for (int d = 0; d < m; ++d) {
-      if (!out.alive[d]) continue;
-      regions[d][protect::kRegionShard] = {canonical + g.shard_begin[d], g.ShardSize(d)};
-      members[d] = &regions[d];
-    }
-    for (const auto& [ref, buf] : fetched) {
-      if (out.alive[ref.member]) regions[ref.member][ref.region] = {buf.data(), buf.size()};
-    }
-    // In place: survivors' shards are read where they lie, dead ones written into their places.
-    Status rebuilt = protect::RebuildShardsInto(g, meta.scheme, members, canonical);
-    if (!rebuilt.ok()) return rebuilt.WithContext(sg);
-    for (int d = 0; d < m; ++d) {
-      if (out.alive[d] || have[d]) continue;
-      out.member_source[d] = DescribeRebuild(g, meta.scheme, out.analysis, d);
-      if (stats != nullptr) stats->bytes_rebuilt += g.ShardSize(d);
-    }
-    if (stats != nullptr) stats->decode += Clock::now() - t0;
-  }
+  REFT_RETURN_NOT_OK(DecodeDead(g, meta, sg, canonical, fetched, have, &out, stats));
   return out;
 }
 

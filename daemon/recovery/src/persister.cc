@@ -55,6 +55,19 @@ Result<JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode* peer,
   return *l;
 }
 
+// The job's other nodes that are not known dead (etcd: where its slots are recorded; gossip:
+// every live member).
+Result<std::vector<peer::MemberInfo>> LiveJobMembers(peer::PeerNode* peer, const std::string& job) {
+  auto nodes = peer->coordinator()->JobNodes(job);
+  if (!nodes.ok()) return nodes.status().WithContext("locating the nodes of job '" + job + "'");
+  std::vector<peer::MemberInfo> members;
+  for (const auto& id : *nodes) {
+    auto m = peer->membership().Find(id);
+    if (m && m->state != peer::MemberState::kDead) members.push_back(*m);
+  }
+  return members;
+}
+
 }  // namespace
 
 PersistFailureKind ClassifyPersistFailure(const Status& status) {
@@ -169,7 +182,16 @@ NodePersist Persister::PersistLocal(const std::string& job, int64_t step, bool f
   // another persist of this node or scanning the tier first would leave it the time to.
   std::vector<std::shared_ptr<store::SlotRef>> pins;
   std::string freed;
-  if (PinStep(job, step, &n, &pins, &freed)) {
+  const bool pinned = PinStep(job, step, &n, &pins, &freed);
+  // Pinned, or nothing to pin: a hold of the job's next commit at `step` need not wait for
+  // this node any longer.
+  if (hold_ != nullptr) {
+    if (Status s = hold_->Pinned(job, step); !s.ok()) {
+      LogWarning("the pin of " + StepStr(step) + " of job '" + job + "' was not reported (the "
+                 "job's next commit waits for it until its hold runs out): " + s.ToString());
+    }
+  }
+  if (pinned) {
     MutexLock lock(write_mu_);
     PersistPinned(pins, freed, force, &n);
   }
@@ -328,10 +350,23 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
   // before the following commit frees them). Only when nothing but freed slots failed: a full
   // tier or an I/O error would fail the next step the same way. An explicit step is the
   // caller's choice and is reported as it went.
+  //
+  // With a commit hold the race is not run at all: the next commit waits until every node
+  // pinned the step (a node that has not learnt the commit yet waits for it as long as the
+  // hold lasts).
   std::chrono::milliseconds wait_commit{0};
+  int64_t held = -1;  // the step the job's next commit is held at (-1: none)
+  if (hold_ != nullptr && options_.commit_hold.count() > 0) {
+    if (auto h = HoldCommit(job, step, &warnings)) {
+      held = newest = *h;
+      wait_commit = options_.commit_hold;
+    }
+  }
   for (int attempt = 1;; ++attempt) {
-    REFT_ASSIGN_OR_RETURN(JobPersistReport rep,
-                          PersistStepOnNodes(job, step ? *step : newest, progress, wait_commit));
+    auto persisted = PersistStepOnNodes(job, step ? *step : newest, progress, wait_commit);
+    if (held >= 0) hold_->Release(job, held);
+    held = -1;
+    REFT_ASSIGN_OR_RETURN(JobPersistReport rep, std::move(persisted));
     std::optional<int64_t> next;  // the step to persist as it commits
     if (!step && attempt < kNewestAttempts && StepFreedUnderPersist(rep.nodes)) {
       auto now = newest_committed();
@@ -348,22 +383,33 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
   }
 }
 
+std::optional<int64_t> Persister::HoldCommit(const std::string& job, std::optional<int64_t> step,
+                                             std::vector<std::string>* warnings) {
+  auto members = LiveJobMembers(peer_, job);
+  if (!members.ok()) {
+    warnings->push_back("the next commit was not held: " + members.status().message());
+    return std::nullopt;
+  }
+  std::vector<std::string> nodes{options_.node_id};
+  for (const auto& m : *members) {
+    if (m.node_id != options_.node_id) nodes.push_back(m.node_id);
+  }
+  auto held = hold_->Hold(job, step, nodes, options_.commit_hold);
+  if (!held.ok()) {
+    warnings->push_back("the next commit was not held (the persist races it): " +
+                        held.status().ToString());
+    return std::nullopt;
+  }
+  return *held;
+}
+
 Result<JobPersistReport> Persister::PersistStepOnNodes(const std::string& job, int64_t step,
                                                        const PersistProgress& progress,
                                                        std::chrono::milliseconds wait_commit) {
   JobPersistReport rep;
   rep.job = job;
   rep.step = step;
-  auto* coordinator = peer_->coordinator();
-
-  // The job's nodes (etcd: where its slots are recorded; gossip: every live member).
-  std::vector<peer::MemberInfo> members;
-  auto nodes = coordinator->JobNodes(job);
-  if (!nodes.ok()) return nodes.status().WithContext("locating the nodes of job '" + job + "'");
-  for (const auto& id : *nodes) {
-    auto m = peer_->membership().Find(id);
-    if (m && m->state != peer::MemberState::kDead) members.push_back(*m);
-  }
+  REFT_ASSIGN_OR_RETURN(std::vector<peer::MemberInfo> members, LiveJobMembers(peer_, job));
   const int total = 1 + static_cast<int>(members.size());
   Mutex progress_mu;
   int done = 0;

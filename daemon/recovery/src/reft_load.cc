@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "reft/coord/restore_source.h"
 #include "reft/mapped_memfd.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/fetcher.h"
@@ -130,27 +131,16 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
                                                    RestoreStats* stats,
                                                    const ProgressCallback& progress,
                                                    const local::RestoreRequest& request,
-                                                   std::optional<Known> known) {
+                                                   Known known) {
   const auto start = Clock::now();
   const auto deadline = start + options_.restore_timeout;
   REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
   const store::RankKey rank = MemberRank(meta, meta.coord.dp);
   if (progress) progress(Progress{Phase::kLocate, 0, 0, "locating step of " + rank.ToString()});
-
-  auto step_or = known ? Result<int64_t>(known->step) : ChooseStep(meta.job, stats);
-  if (!step_or.ok()) {
-    if (step_or.status().code() != StatusCode::kNotFound) return step_or.status();
-    local::RestoredState none;
-    none.step = -1;
-    none.source = "memory";
-    none.detail = "nothing committed for job '" + meta.job + "'";
-    stats->detail = none.detail;
-    stats->locate = Clock::now() - start;
-    return none;
-  }
-  const int64_t step = *step_or;
+  // The step the job decided on: never chosen a second time here.
+  const int64_t step = known.step;
   stats->step = step;
-  std::optional<ClusterView> located = known ? std::move(known->view) : std::nullopt;
+  std::optional<ClusterView> located = std::move(known.view);
   if (!located) {
     REFT_ASSIGN_OR_RETURN(located, Locate(meta.job, deadline, stats, progress));
   }
@@ -175,9 +165,9 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   };
   if (candidates.empty()) return lost_group();
   std::optional<LocatedMeta> checked;  // the group's meta, read by this node's check
-  if (own_group && known) {
-    auto it = known->metas.find({meta.coord.pp, meta.coord.tp});
-    if (it != known->metas.end()) checked = std::move(it->second);
+  if (own_group) {
+    auto it = known.metas.find({meta.coord.pp, meta.coord.tp});
+    if (it != known.metas.end()) checked = std::move(it->second);
   }
   auto snap = checked ? Result<LocatedMeta>(std::move(*checked))
                       : ReadSnapshotMeta(candidates, reader_, deadline);
@@ -202,7 +192,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   if (request.probe) {
     local::RestoredState probed;
     probed.step = step;
-    probed.source = "memory";
+    probed.source = coord::RestoreSourceName(coord::RestoreSource::kMemory);
     probed.reshaped = !(saved_layout == meta.layout);
     probed.from_layout = saved_layout.ToString();
     probed.detail = "probe: step " + std::to_string(step) + " was saved under layout " +
@@ -222,8 +212,21 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
                                    " declares another job layout than its snapshot of step " +
                                    std::to_string(step) + ": " + diff);
   }
-  REFT_ASSIGN_OR_RETURN(protect::SgGeometry g, snapshot.Geometry());
   stats->locate = Clock::now() - start;
+  return AssembleRank(meta, *snap, step, view, request, stats, progress, deadline);
+}
+
+Result<local::RestoredState> ReftLoad::AssembleRank(const protect::SlotMeta& meta,
+                                                    const LocatedMeta& snap, int64_t step,
+                                                    const ClusterView& view,
+                                                    const local::RestoreRequest& request,
+                                                    RestoreStats* stats,
+                                                    const ProgressCallback& progress,
+                                                    Clock::time_point deadline) {
+  const store::RankKey rank = MemberRank(meta, meta.coord.dp);
+  const std::string what = rank.ToString() + " step " + std::to_string(step);
+  const protect::SlotMeta snapshot = snap.meta.ForMember(meta.coord.dp);
+  REFT_ASSIGN_OR_RETURN(protect::SgGeometry g, snapshot.Geometry());
 
   // The state: the SG's canonical replicated vector at 0, then the unique buffers.
   StateLayout state = ComputeStateLayout(snapshot, g);
@@ -236,7 +239,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   if (request.sink != nullptr) {
     REFT_ASSIGN_OR_RETURN(std::optional<local::RestoredState> streamed,
                           StreamImpl(snapshot, g, offsets, state.size, step, view, rebuild,
-                                     MetaRegionSize(*snap), &fetcher, request.sink, stats,
+                                     MetaRegionSize(snap), &fetcher, request.sink, stats,
                                      deadline));
     if (streamed) {
       if (progress) progress(Progress{Phase::kDeliver, state.size, state.size, what});
@@ -272,7 +275,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
 
   if (rebuild) {
     if (progress) progress(Progress{Phase::kRebuild, 0, 0, "regenerating the slot of " + what});
-    AssembledRank ar{snapshot, g, step, mem.data(), unique, MetaRegionSize(*snap)};
+    AssembledRank ar{snapshot, g, step, mem.data(), unique, MetaRegionSize(snap)};
     Status rs = RebuildSlot(store_, view, &fetcher, ar, stats, deadline);
     if (rs.ok()) rs = peer_->coordinator()->RecordSlot(rank, step);
     if (rs.ok()) {
@@ -288,7 +291,7 @@ Result<local::RestoredState> ReftLoad::RestoreImpl(const protect::SlotMeta& meta
   const auto t_deliver = Clock::now();
   local::RestoredState out;
   out.step = step;
-  out.source = "memory";
+  out.source = coord::RestoreSourceName(coord::RestoreSource::kMemory);
   out.size = mem.size();
   out.offsets = std::move(offsets);
   out.fd = mem.Release();
@@ -338,7 +341,7 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
     return s;
   }, request);
   if (!r.ok()) return LostOrUndecided(r.status(), view);
-  r->source = "memory";
+  r->source = coord::RestoreSourceName(coord::RestoreSource::kMemory);
   stats->detail = r->detail;
   if (progress) progress(Progress{Phase::kDeliver, r->size, r->size, r->detail});
   return r;
@@ -510,85 +513,7 @@ Result<RestoreCheck> ReftLoad::CheckRestoreOn(const std::string& job,
       if (progress) {
         progress(Progress{Phase::kLocate, out.groups.size(), groups, "checking " + SgName(pp, tp)});
       }
-      GroupCheck gc;
-      gc.pp = pp;
-      gc.tp = tp;
-      gc.members = layout.dp;
-      gc.scheme = any.meta.scheme.ToString();
-      for (int d = 0; d < layout.dp; ++d) {
-        RankCheck rc;
-        rc.rank = {job, pp, tp, d};
-        for (const SlotEntry* s : view.Find(rc.rank, out.step)) rc.nodes.push_back(s->node);
-        if (!rc.nodes.empty()) gc.alive.push_back(d);
-        gc.ranks.push_back(std::move(rc));
-      }
-      const auto candidates = GroupSlots(view, job, pp, tp, layout.dp, 0, out.step);
-      // The meta read for the layout serves its own group (one read fewer for a single group).
-      const bool any_here = std::find(candidates.begin(), candidates.end(), any.from) !=
-                            candidates.end();
-      auto snap = candidates.empty() ? Result<LocatedMeta>(Status::NotFound("no slot"))
-                  : any_here         ? Result<LocatedMeta>(any)
-                                     : ReadSnapshotMeta(candidates, reader_, deadline);
-      if (snap.ok()) {
-        out.dcp &= DcpBuffersOnly(snap->meta);
-        metas.emplace(std::make_pair(pp, tp), *snap);
-      }
-      auto plan =
-          snap.ok() ? PlanGroup(view, snap->meta, out.step) : Result<GroupOutcome>(snap.status());
-      if (!plan.ok()) {
-        gc.lost = candidates.empty() ? "every member's slot is lost"
-                                     : "no readable snapshot meta: " + plan.status().ToString();
-        for (int d = 0; d < layout.dp; ++d) {
-          gc.shards.push_back({d, "lost", "", "the whole shard"});
-          gc.ranks[d].unique = "lost";
-        }
-        out.recoverable = false;
-        out.groups.push_back(std::move(gc));
-        continue;
-      }
-      gc.scheme = snap->meta.scheme.ToString();
-      const protect::SgGeometry g = *snap->meta.Geometry();
-      const auto& a = plan->analysis;
-      for (int d = 0; d < layout.dp; ++d) {
-        ShardCheck sc;
-        sc.dp = d;
-        std::string lost;
-        for (const auto& l : a.lost) {
-          if (l.shard != d) continue;
-          lost += (lost.empty() ? "" : ", ") +
-                  ("bytes [" + std::to_string(l.begin) + "," + std::to_string(l.end) + ")" +
-                   (l.buffers.empty() ? "" : " (" + l.buffers + ")"));
-        }
-        if (plan->alive[d]) {
-          sc.state = "slot";
-          sc.node = view.Find(MemberRank(snap->meta, d), out.step).front()->node;
-          sc.detail = plan->member_source[d];
-        } else if (!lost.empty()) {
-          sc.state = "lost";
-          sc.detail = lost;
-        } else {
-          sc.state = "rebuilt";
-          sc.detail = plan->member_source[d];
-        }
-        gc.shards.push_back(std::move(sc));
-      }
-      bool unique_lost = false;
-      for (int d = 0; d < layout.dp; ++d) {
-        RankCheck& rc = gc.ranks[d];
-        if (g.unique.empty()) {
-          rc.unique = "none";
-        } else {
-          auto src = UniqueSources(view, snap->meta.ForMember(d), out.step, d, g.unique.front());
-          rc.unique = src.empty() ? "lost" : src.front().Label();
-          unique_lost |= src.empty();
-        }
-        const int next = (d + 1) % layout.dp;
-        const bool neighbour_ok = g.unique.empty() || layout.dp < 2 ||
-                                  !view.Find(MemberRank(snap->meta, next), out.step).empty();
-        rc.rebuildable = rc.nodes.empty() && a.lost.empty() && rc.unique != "lost" && neighbour_ok;
-      }
-      gc.recoverable = a.lost.empty() && !unique_lost;
-      if (!gc.recoverable) gc.lost = a.Describe() + LostMembersNote(plan->alive);
+      GroupCheck gc = CheckGroup(job, out.step, pp, tp, view, any, deadline, &out, &metas);
       out.recoverable &= gc.recoverable;
       out.groups.push_back(std::move(gc));
     }
@@ -599,6 +524,91 @@ Result<RestoreCheck> ReftLoad::CheckRestoreOn(const std::string& job,
     located->metas = std::move(metas);
   }
   return out;
+}
+
+GroupCheck ReftLoad::CheckGroup(const std::string& job, int64_t step, int pp, int tp,
+                                const ClusterView& view, const LocatedMeta& any,
+                                Clock::time_point deadline, RestoreCheck* out,
+                                std::map<std::pair<int32_t, int32_t>, LocatedMeta>* metas) {
+  const JobLayout& layout = any.meta.layout;
+  GroupCheck gc;
+  gc.pp = pp;
+  gc.tp = tp;
+  gc.members = layout.dp;
+  gc.scheme = any.meta.scheme.ToString();
+  for (int d = 0; d < layout.dp; ++d) {
+    RankCheck rc;
+    rc.rank = {job, pp, tp, d};
+    for (const SlotEntry* s : view.Find(rc.rank, step)) rc.nodes.push_back(s->node);
+    if (!rc.nodes.empty()) gc.alive.push_back(d);
+    gc.ranks.push_back(std::move(rc));
+  }
+  const auto candidates = GroupSlots(view, job, pp, tp, layout.dp, 0, step);
+  // The meta read for the layout serves its own group (one read fewer for a single group).
+  const bool any_here = std::find(candidates.begin(), candidates.end(), any.from) !=
+                        candidates.end();
+  auto snap = candidates.empty() ? Result<LocatedMeta>(Status::NotFound("no slot"))
+              : any_here         ? Result<LocatedMeta>(any)
+                                 : ReadSnapshotMeta(candidates, reader_, deadline);
+  if (snap.ok()) {
+    out->dcp &= DcpBuffersOnly(snap->meta);
+    metas->emplace(std::make_pair(pp, tp), *snap);
+  }
+  auto plan =
+      snap.ok() ? PlanGroup(view, snap->meta, step) : Result<GroupOutcome>(snap.status());
+  if (!plan.ok()) {
+    gc.lost = candidates.empty() ? "every member's slot is lost"
+                                 : "no readable snapshot meta: " + plan.status().ToString();
+    for (int d = 0; d < layout.dp; ++d) {
+      gc.shards.push_back({d, "lost", "", "the whole shard"});
+      gc.ranks[d].unique = "lost";
+    }
+    return gc;
+  }
+  gc.scheme = snap->meta.scheme.ToString();
+  const protect::SgGeometry g = *snap->meta.Geometry();
+  const auto& a = plan->analysis;
+  for (int d = 0; d < layout.dp; ++d) {
+    ShardCheck sc;
+    sc.dp = d;
+    std::string lost;
+    for (const auto& l : a.lost) {
+      if (l.shard != d) continue;
+      lost += (lost.empty() ? "" : ", ") +
+              ("bytes [" + std::to_string(l.begin) + "," + std::to_string(l.end) + ")" +
+               (l.buffers.empty() ? "" : " (" + l.buffers + ")"));
+    }
+    if (plan->alive[d]) {
+      sc.state = "slot";
+      sc.node = view.Find(MemberRank(snap->meta, d), step).front()->node;
+      sc.detail = plan->member_source[d];
+    } else if (!lost.empty()) {
+      sc.state = "lost";
+      sc.detail = lost;
+    } else {
+      sc.state = "rebuilt";
+      sc.detail = plan->member_source[d];
+    }
+    gc.shards.push_back(std::move(sc));
+  }
+  bool unique_lost = false;
+  for (int d = 0; d < layout.dp; ++d) {
+    RankCheck& rc = gc.ranks[d];
+    if (g.unique.empty()) {
+      rc.unique = "none";
+    } else {
+      auto src = UniqueSources(view, snap->meta.ForMember(d), step, d, g.unique.front());
+      rc.unique = src.empty() ? "lost" : src.front().Label();
+      unique_lost |= src.empty();
+    }
+    const int next = (d + 1) % layout.dp;
+    const bool neighbour_ok = g.unique.empty() || layout.dp < 2 ||
+                              !view.Find(MemberRank(snap->meta, next), step).empty();
+    rc.rebuildable = rc.nodes.empty() && a.lost.empty() && rc.unique != "lost" && neighbour_ok;
+  }
+  gc.recoverable = a.lost.empty() && !unique_lost;
+  if (!gc.recoverable) gc.lost = a.Describe() + LostMembersNote(plan->alive);
+  return gc;
 }
 
 }  // namespace reft::recovery

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "reft/coord/restore_source.h"
 #include "reft/mutex.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/group_assembler.h"
@@ -22,26 +23,22 @@
 namespace reft::recovery {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-}  // namespace
 
-Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
-    const protect::SlotMeta& snapshot, const protect::SgGeometry& g,
-    const std::map<std::string, uint64_t>& offsets, uint64_t size, int64_t step,
-    const ClusterView& view, bool rebuild, uint64_t meta_region_size, Fetcher* fetcher,
-    local::RestoreSink* sink, RestoreStats* stats, Clock::time_point deadline) {
-  // RestoredState owns an fd (move-only): each return builds its own empty optional.
-  const auto not_streamed = [] { return std::optional<local::RestoredState>(); };
-  if (!sink->Available()) return not_streamed();
-  const store::RankKey rank = MemberRank(snapshot, snapshot.coord.dp);
-  const std::string what = rank.ToString() + " step " + std::to_string(step);
+using Clock = std::chrono::steady_clock;
+
+// The items of a streamed restore of `snapshot`'s rank (labels for the detail line), and the
+// decoder of a lost shard; false when this restore cannot be streamed.
+Result<bool> PlanStream(const ClusterView& view, const protect::SlotMeta& snapshot,
+                        const protect::SgGeometry& g, int64_t step,
+                        const std::map<std::string, uint64_t>& offsets, uint64_t size,
+                        std::vector<FetchItem>* items, std::vector<std::string>* labels,
+                        std::unique_ptr<StreamDecode>* decode) {
+  const std::string what =
+      MemberRank(snapshot, snapshot.coord.dp).ToString() + " step " + std::to_string(step);
   const std::string sg = "SG pp" + std::to_string(snapshot.coord.pp) + "-tp" +
                          std::to_string(snapshot.coord.tp) + " step " + std::to_string(step);
-
   // Shards with a copy to read as they are (own slot or ARC) stream; a lost one is decoded from
   // AEC parity as they pass (StreamDecode), or, when it needs more than that, in a memfd.
-  std::vector<FetchItem> items;
-  std::vector<std::string> labels;  // per item, for the detail line
   std::vector<bool> streamed(static_cast<size_t>(g.m), true);
   for (int d = 0; d < g.m; ++d) {
     if (g.ShardSize(d) == 0) continue;
@@ -54,17 +51,16 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
       streamed[d] = false;
       continue;
     }
-    items.push_back(std::move(it));
-    labels.push_back("dp" + std::to_string(d));
+    items->push_back(std::move(it));
+    labels->push_back("dp" + std::to_string(d));
   }
-  std::unique_ptr<StreamDecode> decode;
   if (std::find(streamed.begin(), streamed.end(), false) != streamed.end()) {
-    REFT_ASSIGN_OR_RETURN(decode,
+    REFT_ASSIGN_OR_RETURN(*decode,
                           StreamDecode::Plan(view, snapshot, g, step, streamed, size, sg));
-    if (!decode) return not_streamed();
-    for (FetchItem& it : decode->TakeParityItems()) {
-      labels.push_back("parity");
-      items.push_back(std::move(it));
+    if (!*decode) return false;
+    for (FetchItem& it : (*decode)->TakeParityItems()) {
+      labels->push_back("parity");
+      items->push_back(std::move(it));
     }
   }
   for (const auto& name : g.unique) {
@@ -73,10 +69,45 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
     it.stream_offset = offsets.at(name);
     it.size = BufferSize(snapshot, name);
     it.sources = UniqueSources(view, snapshot, step, snapshot.coord.dp, name);
-    if (it.size > 0 && it.sources.empty()) return not_streamed();
-    items.push_back(std::move(it));
-    labels.push_back(name);
+    if (it.size > 0 && it.sources.empty()) return false;
+    items->push_back(std::move(it));
+    labels->push_back(name);
   }
+  return true;
+}
+
+// "dp0 <sources>; dp1 <sources>; ...; <what the decoder rebuilt>" for the detail line.
+std::string ServedBy(const std::vector<FetchItem>& items, const std::vector<std::string>& labels,
+                     const StreamDecode* decode) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += (i == 0 ? "" : "; ") + labels[i] + " " + items[i].ServedBy();
+  }
+  if (decode != nullptr) {
+    for (const std::string& label : decode->labels()) out += "; " + label;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
+    const protect::SlotMeta& snapshot, const protect::SgGeometry& g,
+    const std::map<std::string, uint64_t>& offsets, uint64_t size, int64_t step,
+    const ClusterView& view, bool rebuild, uint64_t meta_region_size, Fetcher* fetcher,
+    local::RestoreSink* sink, RestoreStats* stats, Clock::time_point deadline) {
+  // RestoredState owns an fd (move-only): each return builds its own empty optional.
+  const auto not_streamed = [] { return std::optional<local::RestoredState>(); };
+  if (!sink->Available()) return not_streamed();
+  const store::RankKey rank = MemberRank(snapshot, snapshot.coord.dp);
+  const std::string what = rank.ToString() + " step " + std::to_string(step);
+  std::vector<FetchItem> items;
+  std::vector<std::string> labels;  // per item, for the detail line
+  std::unique_ptr<StreamDecode> decode;
+  REFT_ASSIGN_OR_RETURN(const bool streamable,
+                        PlanStream(view, snapshot, g, step, offsets, size, &items, &labels,
+                                   &decode));
+  if (!streamable) return not_streamed();
 
   // A replacement node regenerates the rank's slot from the bytes as they pass.
   std::unique_ptr<SlotRebuild> slot;
@@ -155,13 +186,7 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
     slot.reset();  // aborted: no partial slot stays
   }
 
-  std::string detail = what + " from memory, streamed: ";
-  for (size_t i = 0; i < items.size(); ++i) {
-    detail += (i == 0 ? "" : "; ") + labels[i] + " " + items[i].ServedBy();
-  }
-  if (decode) {
-    for (const std::string& label : decode->labels()) detail += "; " + label;
-  }
+  std::string detail = what + " from memory, streamed: " + ServedBy(items, labels, decode.get());
   // The trainer has every byte now; the slot is sealed and committed while its client reads
   // the rest of the stream and waits for the reply.
   if (slot) {
@@ -177,7 +202,7 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
   detail += "; " + std::to_string(stats->bytes_peer) + " bytes from peers";
   local::RestoredState out;
   out.step = step;
-  out.source = "memory";
+  out.source = coord::RestoreSourceName(coord::RestoreSource::kMemory);
   out.size = size;
   out.offsets = offsets;
   out.streamed = true;

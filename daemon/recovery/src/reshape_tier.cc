@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "reft/coord/restore_source.h"
 #include "reft/recovery/snapshot_meta.h"
 
 namespace reft::recovery {
@@ -134,7 +135,7 @@ Result<local::RestoredState> ReshapeFromTier(persist::PersistentTier* tier,
     return Status::OK();
   };
   REFT_ASSIGN_OR_RETURN(local::RestoredState out, ReshapeRank(meta, catalog, assemble, request));
-  out.source = "tier";
+  out.source = coord::RestoreSourceName(coord::RestoreSource::kTier);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "reft/coord/restore_source.h"
 #include "reft/mapped_memfd.h"
 #include "reft/protect/sharding.h"
 #include "reft/recovery/snapshot_meta.h"
@@ -148,7 +149,7 @@ Result<local::RestoredState> RestoreFromTier(persist::PersistentTier* tier,
   const auto t_deliver = Clock::now();
   local::RestoredState out;
   out.step = step;
-  out.source = "tier";
+  out.source = coord::RestoreSourceName(coord::RestoreSource::kTier);
   out.size = mem.size();
   out.offsets = state.offsets;
   out.fd = mem.Release();

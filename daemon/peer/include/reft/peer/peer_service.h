@@ -45,7 +45,7 @@ class PeerService final : public v1::Peer::Service {
   /// `bulk` (null = none; must outlive the service) serves FetchRegion calls that ask for the
   /// bulk transport.
   PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
-              JobCoordinator* jobs, Gossip gossip,
+              coord::SlotDirectory* slots, Gossip gossip,
               const security::Authorizer* authorizer = nullptr, BulkListener* bulk = nullptr);
 
   grpc::Status Hello(grpc::ServerContext*, const v1::HelloRequest*, v1::HelloResponse*) override;
@@ -76,6 +76,13 @@ class PeerService final : public v1::Peer::Service {
   /// fetched. Without a handler StageLayers answers UNIMPLEMENTED.
   using StageHandler = std::function<Result<v1::StageLayersResponse>(const v1::StageLayersRequest&)>;
   void SetStageHandler(StageHandler handler);
+
+  /// Takes another node's completion report for a job this node coordinates (the control
+  /// plane's coord::CompletionInbox, registered by PeerNode); runs on a gRPC thread. The
+  /// report's node is the authenticated caller. Without a handler ReportStepCompletion answers
+  /// UNSUPPORTED (the sender records its completion in the control plane instead).
+  using CompletionHandler = std::function<Status(const StepCompletionReport&)>;
+  void SetCompletionHandler(CompletionHandler handler);
 
   /// Holders serve a job's bytes (FetchRegion, StageLayers, PersistStep) only to the nodes
   /// `access` ties to the job (job_access.h); null (the default, gossip) = to every admitted
@@ -120,7 +127,7 @@ class PeerService final : public v1::Peer::Service {
   PeerOptions options_;
   store::SnapshotStore* store_;
   NodeDirectory* membership_;
-  JobCoordinator* coordinator_;
+  coord::SlotDirectory* slots_;
   Gossip gossip_;
   const security::Authorizer* authorizer_;
   BulkListener* bulk_;
@@ -129,6 +136,7 @@ class PeerService final : public v1::Peer::Service {
   Mutex handler_mu_;
   std::shared_ptr<PersistHandler> persist_handler_ REFT_GUARDED_BY(handler_mu_);
   std::shared_ptr<StageHandler> stage_handler_ REFT_GUARDED_BY(handler_mu_);
+  std::shared_ptr<CompletionHandler> completion_handler_ REFT_GUARDED_BY(handler_mu_);
 };
 
 }  // namespace reft::peer

@@ -101,6 +101,8 @@ class Fetcher {
   void Work(RunState* run);
   // Pieces of `item` cover whole sealed chunks of its preferred source.
   uint64_t PieceSize(const FetchItem& item) const;
+  /// Adds `size` bytes served by `src` to the stats, by kind and by where they came from.
+  void CountServedLocked(const Source& src, uint64_t size) REFT_REQUIRES(mu_);
   bool IsBad(const std::string& node) const;
   void MarkBad(const std::string& node, const Status& why);
 

@@ -25,6 +25,14 @@
 /// (docs/recovery.md: after a fallback, step directories up to the floor may hold files of
 /// the abandoned timeline), and a node whose ranks of the step are already valid in the tier.
 ///
+/// Persist and commit ordered (docs/persist.md "Persist and commit"): with a commit hold (etcd),
+/// a job-wide persist of the newest step first holds the job's next commit at that step
+/// (coord::CommitHold), so that the commit of S+1 cannot free S before every node pinned its
+/// slots of S; each node reports its pin right after pinning. The hold is bounded
+/// (`commit_hold`): once it runs out the commit goes on and the persist fails on the nodes
+/// that had not pinned. Without one (gossip) a lost race is answered by persisting the next
+/// step as it commits (PersistJob).
+///
 /// Failures (directory missing, full, unwritable; slot freed by a newer commit) are returned,
 /// recorded in TierAccess (health, last error) and passed to the observer (logs, metrics);
 /// they never touch the in-memory snapshots and never stop the daemon. Thread-safe; a node
@@ -39,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "reft/coord/commit_hold.h"
 #include "reft/mutex.h"
 #include "reft/recovery/tier_access.h"
 #include "reft/result.h"
@@ -68,6 +77,9 @@ struct PersisterOptions {
   /// How long a persist of "the newest step" that lost the race with the training's commits
   /// waits for the next step to commit on every node (it is then persisted as it commits).
   std::chrono::milliseconds next_commit_wait{std::chrono::minutes(10)};
+  /// How long a persist holds the job's next commit for every node to pin the step
+  /// (persist.commit_hold_ms; with a commit hold only). 0: no hold.
+  std::chrono::milliseconds commit_hold{5000};
 };
 
 /// \brief One node's part of persisting a step.
@@ -145,6 +157,10 @@ class Persister {
   /// manifest would be restored to anyone). Null (the default): no owner is recorded.
   void SetJobOwnership(local::JobOwnership* owners) { owners_ = owners; }
 
+  /// \brief The commit hold of the control plane (must outlive the persister; call before
+  /// Start; null, the default: persists are not ordered with commits). See the file comment.
+  void SetCommitHold(coord::CommitHold* hold) { hold_ = hold; }
+
   /// \brief Newest complete persisted step per job, as this node last saw it after a persist.
   std::map<std::string, int64_t> LastComplete() const;
 
@@ -171,6 +187,11 @@ class Persister {
                                               std::chrono::milliseconds wait_commit);
   /// This node runs the every-K schedule of `job` (the job's coordinator, so one node does).
   bool IsScheduleLeader(const std::string& job) const;
+  /// Holds the job's next commit at its commit point (`step`: only if it is that one) for
+  /// the job's live nodes; the held step, or std::nullopt (no hold, a warning says why when
+  /// the hold failed).
+  std::optional<int64_t> HoldCommit(const std::string& job, std::optional<int64_t> step,
+                                    std::vector<std::string>* warnings);
   void Run();
 
   store::SnapshotStore* store_;
@@ -179,6 +200,7 @@ class Persister {
   PersisterOptions options_;
   Observer observer_;
   local::JobOwnership* owners_ = nullptr;
+  coord::CommitHold* hold_ = nullptr;
 
   Mutex write_mu_;  // one local persist at a time
   mutable Mutex mu_;

@@ -35,6 +35,7 @@
 #include "reft/recovery/region_reader.h"
 #include "reft/recovery/reshape.h"
 #include "reft/recovery/restore_check.h"
+#include "reft/recovery/restore_decider.h"
 #include "reft/recovery/restore_stats.h"
 #include "reft/recovery/staged_layers.h"
 #include "reft/recovery/tier_access.h"
@@ -163,16 +164,6 @@ class ReftLoad final : public local::RestoreProvider {
   void SetJobOwnership(local::JobOwnership* owners) { owners_ = owners; }
 
  private:
-  /// Restore with the job-wide choice between memory and the persistent tier.
-  Result<local::RestoredState> RestoreConsistent(const protect::SlotMeta& meta, RestoreStats* stats,
-                                                 const ProgressCallback& progress,
-                                                 const local::RestoreRequest& request);
-  /// Sync + newest committed step + located slots.
-  Result<int64_t> ChooseStep(const std::string& job, RestoreStats* stats);
-  /// The job's slots, after waiting (agreement_timeout at most) for holders alive but silent.
-  Result<ClusterView> Locate(const std::string& job, std::chrono::steady_clock::time_point deadline,
-                             RestoreStats* stats, const ProgressCallback& progress);
-  static Status LostOrUndecided(const Status& lost, const ClusterView& view);
   /// What a restore already knows when it reaches RestoreImpl: the step the job decided on
   /// (no second sync to choose it) and, when the decision was checked on this node, the view
   /// the check located and the snapshot metas it read per sharding group (no second manifest
@@ -182,15 +173,71 @@ class ReftLoad final : public local::RestoreProvider {
     std::optional<ClusterView> view;  ///< `metas` point into its slots
     std::map<std::pair<int32_t, int32_t>, LocatedMeta> metas;  ///< by (pp, tp)
   };
+  // The job-wide decision (restore_decider.h; the types are in src/restore_call.h):
+  // snapshot → decide → propose → follow.
+  struct RestoreCall;  ///< one restore's arguments and what it learnt so far
+  struct LocatedStep;  ///< a decided step, the one way into the restore units
+  struct Followed;     ///< what following a step came to
+  struct Attempt;      ///< what one attempt came to
+  /// The driver: attempts until a state, a job-wide error, or too many moves of the job.
+  Result<local::RestoredState> RestoreConsistent(const protect::SlotMeta& meta, RestoreStats* stats,
+                                                 const ProgressCallback& progress,
+                                                 const local::RestoreRequest& request);
+  /// One attempt over one snapshot: decide, gather what the rule asks for, propose, follow.
+  Result<Attempt> RunAttempt(RestoreCall& call, AgreementSnapshot snapshot);
+  /// The snapshot: sync, then the generation, commit point and recorded decision, read once.
+  Result<AgreementSnapshot> ReadAgreement(RestoreCall& call);
+  /// What memory can rebuild of the snapshot's committed step (the job-wide check).
+  Result<MemoryVerdict> CheckMemory(RestoreCall& call, const AgreementSnapshot& snapshot);
+  /// What the tier offers a fall-back from the snapshot's committed step.
+  TierVerdict ScanTier(RestoreCall& call, const AgreementSnapshot& snapshot);
+  /// Records `decision` (compare-and-swap); nullopt when the job moved or another rank won.
+  Result<std::optional<LocatedStep>> Propose(RestoreCall& call, const peer::RestoreDecision& decision,
+                                             int64_t expected_version);
+  /// Starts generation g+1 from the persisted step; nullopt when another restore started it.
+  std::optional<LocatedStep> StartFallBack(RestoreCall& call, const peer::GenerationStart& start);
+  /// Memory holds nothing and the tier cannot be read: no restore (a warning says why).
+  local::RestoredState StartFresh(RestoreCall& call, const RestoreVerdict& verdict);
+  /// The restore units, one per source.
+  Result<Followed> Follow(RestoreCall& call, LocatedStep step);
+  Result<Followed> FollowMemory(RestoreCall& call, LocatedStep step);
+  Result<Followed> FollowTier(RestoreCall& call, LocatedStep step);
+  /// `step` from the tier (plain, reshaped or probed); nullopt when the generation left
+  /// `generation` meanwhile.
+  Result<std::optional<local::RestoredState>> ReadTierStep(RestoreCall& call, int64_t step,
+                                                           uint64_t generation,
+                                                           const std::string& detail);
+  /// Whether persisted `step` of `job` may go to the job's current owner.
+  Status OwnerAllows(persist::PersistentTier* tier, const std::string& job, int64_t step);
+  /// Sync + newest committed step + located slots.
+  Result<int64_t> ChooseStep(const std::string& job, RestoreStats* stats);
+  /// The job's slots, after waiting (agreement_timeout at most) for holders alive but silent.
+  Result<ClusterView> Locate(const std::string& job, std::chrono::steady_clock::time_point deadline,
+                             RestoreStats* stats, const ProgressCallback& progress);
+  static Status LostOrUndecided(const Status& lost, const ClusterView& view);
   /// CheckRestore of `committed` when the caller has just synced the job (else of the step a
   /// sync chooses), handing out what it located and read (`located`: step, view and metas,
   /// when the check got that far).
   Result<RestoreCheck> CheckRestoreOn(const std::string& job, const ProgressCallback& progress,
                                       std::optional<int64_t> committed, Known* located);
+  /// One sharding group of the check (CheckRestoreOn).
+  GroupCheck CheckGroup(const std::string& job, int64_t step, int pp, int tp,
+                        const ClusterView& view, const LocatedMeta& any,
+                        std::chrono::steady_clock::time_point deadline, RestoreCheck* out,
+                        std::map<std::pair<int32_t, int32_t>, LocatedMeta>* metas);
+  /// The rank's state at the decided step `known.step`, from memory (located afresh unless
+  /// `known` carries the view this node's check located).
   Result<local::RestoredState> RestoreImpl(const protect::SlotMeta& meta, RestoreStats* stats,
                                            const ProgressCallback& progress,
-                                           const local::RestoreRequest& request,
-                                           std::optional<Known> known = std::nullopt);
+                                           const local::RestoreRequest& request, Known known);
+  /// RestoreImpl's assembly of the rank's state from `view` once its group's meta `snap` was
+  /// read and matches the trainer's declaration: streamed, or into a memfd.
+  Result<local::RestoredState> AssembleRank(const protect::SlotMeta& meta,
+                                            const LocatedMeta& snap, int64_t step,
+                                            const ClusterView& view,
+                                            const local::RestoreRequest& request,
+                                            RestoreStats* stats, const ProgressCallback& progress,
+                                            std::chrono::steady_clock::time_point deadline);
   /// The state of `snapshot`'s rank at `step` through `sink` (RestoreRequest::sink) while
   /// fetching, the replacement's slot captured on the way. nullopt: this restore cannot be
   /// streamed (a shard has no copy to read; a slot with parity to regenerate) or a source
