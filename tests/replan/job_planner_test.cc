@@ -336,18 +336,31 @@ TEST_CASE("planner loop: plan show decides from this node's view until a decisio
                      nullptr, cluster.Source());
   auto shown = planner.Show("j");
   REQUIRE(shown.ok());
-  CHECK((*shown)["publication"].is_null());
-  CHECK((*shown)["planner_mode"] == "confirm");
-  CHECK((*shown)["node"] == "n0");
-  CHECK((*shown)["decision"]["needed"] == true);
-  CHECK((*shown)["lost_nodes"] == json({"n3"}));
+  CHECK(!shown->publication);
+  CHECK(shown->mode == PlannerMode::kConfirm);
+  CHECK(shown->node == "n0");
+  CHECK(shown->plan.decision.needed);
+  CHECK(shown->plan.lost_nodes == std::vector<std::string>{"n3"});
+  json text = json::parse(*planner.PlanJson("j"));  // the edge: what reft.plan and Admin get
+  CHECK(text["publication"].is_null());
+  CHECK(text["planner_mode"] == "confirm");
+  CHECK(text["node"] == "n0");
 
   planner.Start();
   REQUIRE(cluster.coordinator.WaitPublished("j", [](const peer::PublishedPlan&) { return true; }));
   planner.Stop();
   shown = planner.Show("j");
   REQUIRE(shown.ok());
-  CHECK((*shown)["publication"]["state"] == "awaiting_confirmation");
-  CHECK((*shown)["publication"]["current"] == true);
-  CHECK((*shown)["decision"]["transfer"]["executed"] == false);
+  REQUIRE(shown->publication);
+  CHECK(shown->publication->state == "awaiting_confirmation");
+  CHECK(shown->current);
+  REQUIRE(shown->plan.decision.transfer);
+  CHECK(!shown->plan.decision.transfer->executed);
+  // Shown as published: the document is the published one, byte for byte.
+  text = json::parse(*planner.PlanJson("j"));
+  CHECK(text["publication"]["state"] == "awaiting_confirmation");
+  CHECK(text["publication"]["current"] == true);
+  CHECK(text["decision"]["transfer"]["executed"] == false);
+  for (const char* key : {"publication", "planner_mode", "node"}) text.erase(key);
+  CHECK(text.dump() == cluster.coordinator.Published("j")->plan_json);
 }

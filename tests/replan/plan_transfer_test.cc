@@ -15,13 +15,13 @@ using nlohmann::json;
 
 namespace {
 
-json Transfer() {
-  return {{"moves",
-           {{{"layer", 0}, {"from_node", "n0"}, {"to_node", "n2"}, {"bytes", 100}},
-            {{"layer", 1}, {"from_node", "n0"}, {"to_node", "n2"}, {"bytes", 200}},
-            {{"layer", 5}, {"from_node", "n1"}, {"to_node", "n3"}, {"bytes", 300}}}},
-          {"total_bytes", 600},
-          {"executed", false}};
+// A decision's transfer plan without `hosts` (one published before decisions carried them):
+// its moves' receivers host.
+TransferPlan Transfer() {
+  TransferPlan t;
+  t.moves = {{0, "n0", "n2", 100}, {1, "n0", "n2", 200}, {5, "n1", "n3", 300}};
+  t.total_bytes = 600;
+  return t;
 }
 
 }  // namespace

@@ -597,7 +597,7 @@ grpc::Status AdminService::ShowPlan(grpc::ServerContext* ctx, const v1::ShowPlan
   auto out = recovery_.planner->Show(req->job());
   if (!out.ok()) return proto::ToGrpc(out.status(), ctx);
   resp->set_job(req->job());
-  resp->set_plan_json(out->dump());
+  resp->set_plan_json(replan::ToJson(*out).dump());  // the Admin edge of the typed decision
   return grpc::Status::OK;
 }
 

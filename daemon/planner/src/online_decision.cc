@@ -224,7 +224,7 @@ json GrowthDecision(const ModelProfile& model, const odyssey::Layout& cur,
   const double transition = odyssey::CopyTransition(costs, *transfer);
   const double grow = odyssey::Score(so.micro_batches, plan->step_time, transition, costs.expected_interval_ms);
   json candidates = json::array(
-      {{{"policy", "stay"}, {"feasible", true}, {"step_ms", cur.plan.step_time}, {"transition_ms", 0}, {"score", stay}},
+      {{{"policy", "stay"}, {"feasible", true}, {"step_ms", cur.plan.step_time}, {"transition_ms", 0.0}, {"score", stay}},
        {{"policy", "grow"}, {"feasible", true}, {"step_ms", plan->step_time}, {"transition_ms", transition},
         {"score", grow}}});
   std::string onto;

@@ -16,53 +16,39 @@ using nlohmann::json;
 
 namespace {
 
-std::string Join(const json& names) {
+std::string Join(const std::vector<std::string>& names) {
   std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ",") + n.get<std::string>();
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
   return out;
 }
 
-json PublicationJson(const peer::PublishedPlan& p, bool current) {
-  json j = {{"state", p.state},         {"generation", p.generation}, {"step", p.step},
-            {"basis", p.basis},         {"planner", p.planner},       {"decided_at_ms", p.decided_at_ms},
-            {"version", p.version},     {"current", current}};
-  j["wait_until_ms"] = p.wait_until_ms > 0 ? json(p.wait_until_ms) : json(nullptr);
-  j["transfer"] = StoredProgress(p.transfer_json);
-  return j;
-}
-
-// The published decision's document (a JSON null when it is not an object).
-json PlanDoc(const peer::PublishedPlan& p) {
-  json doc = json::parse(p.plan_json, nullptr, false);
-  return doc.is_object() ? doc : json(nullptr);
+// planner::online::Decide (daemon/planner, a layer below) returns its document as JSON: it is
+// read into the typed document here, once, and the loop works on that.
+Result<PlanDocument> DecideDocument(const planner::online::JobModelView& model, const json& profile,
+                                    const planner::online::Membership& membership) {
+  REFT_ASSIGN_OR_RETURN(json doc, planner::online::Decide(model, profile, membership));
+  return PlanDocumentFromJson(doc);
 }
 
 // The most pipeline positions the job ran with, as a published decision `doc` recorded (0: none).
-int PeakUnits(const json& doc) { return doc.is_object() ? doc.value("peak_units", 0) : 0; }
-
-bool IsGrowth(const json& doc) {
-  return doc.is_object() && doc.contains("decision") && TextOr(doc["decision"], "policy") == "grow";
-}
+int PeakUnits(const std::optional<PlanDocument>& doc) { return doc ? doc->peak_units.value_or(0) : 0; }
 
 // Whether the published decision `doc` (of committed step `step`) is a growth of the layout the
 // job still runs in `model`: decided at that step or before, on the same ranks and nodes.
-bool IsGrowthOf(const json& doc, int64_t step, const planner::online::JobModelView& model) {
-  if (!IsGrowth(doc) || step > model.step) return false;
-  const json& layout = doc["layout"];
-  if (layout.value("dp", 0) != model.dp || layout.value("tp", 0) != model.tp || layout.value("pp", 0) != model.pp)
-    return false;
+bool IsGrowthOf(const std::optional<PlanDocument>& doc, int64_t step, const planner::online::JobModelView& model) {
+  if (!doc || !doc->Grows() || step > model.step) return false;
+  if (doc->dp != model.dp || doc->tp != model.tp || doc->pp != model.pp) return false;
   std::set<std::tuple<int, int, int, std::string>> decided, running;
-  for (const auto& r : doc["ranks"])
-    decided.emplace(r.value("pp", 0), r.value("tp", 0), r.value("dp", 0), r["node"].is_string() ? r["node"] : "");
+  for (const RankState& r : doc->ranks) decided.emplace(r.pp, r.tp, r.dp, r.node.value_or(""));
   for (const auto& r : model.ranks) running.emplace(r.pp, r.tp, r.dp, r.node);
   return decided == running;
 }
 
 // Whether every node the growth `doc` grows onto is among `live`.
-bool JoiningNodesLive(const json& doc, const std::vector<std::string>& live) {
+bool JoiningNodesLive(const PlanDocument& doc, const std::vector<std::string>& live) {
   const std::set<std::string> alive(live.begin(), live.end());
-  for (const auto& n : doc["decision"].value("joining_nodes", json::array()))
-    if (!n.is_string() || !alive.count(n.get<std::string>())) return false;
+  for (const auto& n : doc.decision.joining_nodes.value_or(std::vector<std::string>{}))
+    if (!alive.count(n)) return false;
   return true;
 }
 
@@ -175,96 +161,115 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
     spdlog::debug("planner: job {}: no model ({})", job, model.status().ToString());
     return retry;
   }
-  const json current_doc = current ? PlanDoc(*current) : json(nullptr);
-  model->peak_units = PeakUnits(current_doc);
-  const auto membership = CurrentMembership();
+  return DecideJob(job, current, std::move(*model));
+}
+
+JobPlanner::Clock::time_point JobPlanner::DecideJob(const std::string& job,
+                                                    const std::optional<peer::PublishedPlan>& current,
+                                                    planner::online::JobModelView model) {
+  constexpr auto kNever = Clock::time_point::max();
+  const auto retry = Clock::now() + options_.retry;
+  const std::optional<PlanDocument> current_doc = current ? DocumentOf(*current) : std::nullopt;
+  model.peak_units = PeakUnits(current_doc);
   const json profile = profiles_ != nullptr ? profiles_->Get(job) : json(nullptr);
-  auto doc = planner::online::Decide(*model, profile, membership);
+  auto doc = DecideDocument(model, profile, CurrentMembership());
   if (!doc.ok()) {
     // A job whose buffers name no layers, for one: `plan show` says the same to whoever asks.
     spdlog::info("planner: job {}: no decision: {}", job, doc.status().message());
     return kNever;
   }
-  const json& decision = (*doc)["decision"];
+  const PolicyDecision& decision = doc->decision;
   const uint64_t generation = coordinator_->Generation(job).generation;
-  if (!decision.value("needed", false)) {
+  if (!decision.needed) {
     // The nodes of a loss came back (a restarted reftd that adopted its slots): a decision
     // nobody acted on yet goes, so that no trainer waits on it (plan_finality.h).
-    if (current && DecidesLossOf(*current, generation, model->step)) return WithdrawLoss(job, *current, *doc);
+    if (current && DecidesLossOf(*current, generation, model.step)) return WithdrawLoss(job, *current, *doc);
     // A job that lost nodes before and did not grow back onto a node that came: say why (the
     // score, no plan, no profile), so that a launcher waiting for a growth can be told.
-    if (current && !(*doc)["spare_nodes"].empty()) {
-      spdlog::info("planner: job {} (step {}): stays on its nodes — {}", job, model->step,
-                   TextOr(decision, "reason"));
+    if (current && !doc->spare_nodes.empty()) {
+      spdlog::info("planner: job {} (step {}): stays on its nodes — {}", job, model.step, decision.reason);
     }
     return kNever;
   }
 
-  peer::PublishedPlan plan;
+  PlanDecision plan;
   plan.generation = generation;
-  plan.step = model->step;
-  const bool growth = TextOr(decision, "policy") == "grow";
-  plan.basis = growth ? "+" + Join(decision["joining_nodes"]) : Join((*doc)["lost_nodes"]);
-  plan.planner = node_id_;
-  plan.plan_json = doc->dump();
+  plan.step = model.step;
+  const bool growth = doc->Grows();
+  plan.basis =
+      growth ? "+" + Join(decision.joining_nodes.value_or(std::vector<std::string>{})) : Join(doc->lost_nodes);
+  plan.plan = std::move(*doc);
   // A growth stands while the job runs on in the layout it was decided for (it commits steps
   // until the launcher restarts it onto the nodes that came); a loss stops the job at its step.
   const bool same_loss = current && current->generation == generation && current->basis == plan.basis &&
-                         (current->step == plan.step || (growth && IsGrowthOf(current_doc, current->step, *model)));
+                         (current->step == plan.step || (growth && IsGrowthOf(current_doc, current->step, model)));
   // A decision once made stands for its loss (trainers may be acting on it); a new loss, a
   // new generation or a new committed step is planned anew. Its transfer plan runs (or resumes:
   // this node may have taken over from a coordinator that stopped midway).
-  if (same_loss && (current->state == "decided" || current->state == "confirmed")) {
+  auto current_is = [&current](PlanState state) { return current && current->state == PlanStateName(state); };
+  if (same_loss && (current_is(PlanState::kDecided) || current_is(PlanState::kConfirmed))) {
     return ExecuteTransfer(job, *current);
   }
   // Confirmed on any node: look again until it is (then the transfer runs).
   // (A growth's document changes with the step it is read at, not its layout.)
-  const bool same_decision = same_loss && (current->plan_json == plan.plan_json || growth);
-  if (same_decision && current->state == "awaiting_confirmation" && options_.mode == PlannerMode::kConfirm) {
+  const bool same_decision = same_loss && (growth || current->plan_json == ToJson(plan.plan).dump());
+  if (same_decision && current_is(PlanState::kAwaitingConfirmation) && options_.mode == PlannerMode::kConfirm) {
     return retry;
   }
+  const Clock::time_point due = ChooseState(same_loss ? current : std::nullopt, &plan);
+  if (same_decision && current_is(plan.state)) return due;
+  return Publish(job, current, plan, due);
+}
 
-  Clock::time_point due = kNever;
-  const bool spares_suffice = (*doc)["spare_nodes"].size() >= (*doc)["lost_nodes"].size();
-  if (decision["policy"].is_null()) {
-    plan.state = "undecided";
-  } else if (!spares_suffice && options_.spare_wait.count() > 0) {
+JobPlanner::Clock::time_point JobPlanner::ChooseState(const std::optional<peer::PublishedPlan>& same_loss,
+                                                      PlanDecision* plan) const {
+  const PlanDocument& doc = plan->plan;
+  if (!doc.decision.policy) {
+    plan->state = PlanState::kUndecided;
+    return Clock::time_point::max();
+  }
+  const bool spares_suffice = doc.spare_nodes.size() >= doc.lost_nodes.size();
+  if (!spares_suffice && options_.spare_wait.count() > 0) {
     // The wait started with the first publication of this loss, whichever node made it.
-    plan.wait_until_ms = same_loss && current->wait_until_ms > 0 ? current->wait_until_ms
-                                                                 : UnixMs() + options_.spare_wait.count();
-    const int64_t left = plan.wait_until_ms - UnixMs();
+    plan->wait_until_ms = same_loss && same_loss->wait_until_ms > 0 ? same_loss->wait_until_ms
+                                                                    : UnixMs() + options_.spare_wait.count();
+    const int64_t left = plan->wait_until_ms - UnixMs();
     if (left > 0) {
-      plan.state = "waiting_for_spare";
+      plan->state = PlanState::kWaitingForSpare;
       // Nodes that come are not announced: look again each retry interval until the wait ends.
-      due = Clock::now() + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(left), options_.retry);
+      return Clock::now() + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(left), options_.retry);
     }
   }
-  if (plan.state.empty()) {
-    plan.state = options_.mode == PlannerMode::kConfirm ? "awaiting_confirmation" : "decided";
-  }
-  if (same_decision && current->state == plan.state) return due;
+  plan->state = options_.mode == PlannerMode::kConfirm ? PlanState::kAwaitingConfirmation : PlanState::kDecided;
+  return Clock::time_point::max();
+}
 
-  plan.decided_at_ms = UnixMs();
-  auto in_force = coordinator_->PublishPlan(job, plan, current ? current->version : 0,
+JobPlanner::Clock::time_point JobPlanner::Publish(const std::string& job,
+                                                  const std::optional<peer::PublishedPlan>& current,
+                                                  const PlanDecision& plan, Clock::time_point due) {
+  const auto retry = Clock::now() + options_.retry;
+  const peer::PublishedPlan record = ToRecord(plan, node_id_, UnixMs());
+  auto in_force = coordinator_->PublishPlan(job, record, current ? current->version : 0,
                                              peer::PlanPublisher::kCoordinator);
   if (!in_force.ok()) {
     spdlog::warn("planner: job {}: publishing the decision failed: {}", job, in_force.status().ToString());
     return retry;
   }
-  if (in_force->planner != node_id_ || in_force->decided_at_ms != plan.decided_at_ms) {
+  if (in_force->planner != node_id_ || in_force->decided_at_ms != record.decided_at_ms) {
     return std::min(due, retry);  // another node published first: look again
   }
+  const PolicyDecision& decision = plan.plan.decision;
   spdlog::info("planner: job {} (step {}, lost {}): {} — {} [{}]", job, plan.step, plan.basis,
-               decision["policy"].is_null() ? "no decision" : decision["policy"].get<std::string>(),
-               TextOr(decision, "reason"), plan.state);
-  if (plan.state == "decided") return std::min(due, ExecuteTransfer(job, *in_force));
-  if (plan.state == "awaiting_confirmation") return std::min(due, retry);
+               decision.policy ? PlanPolicyName(*decision.policy) : "no decision", decision.reason,
+               record.state);
+  if (plan.state == PlanState::kDecided) return std::min(due, ExecuteTransfer(job, *in_force));
+  if (plan.state == PlanState::kAwaitingConfirmation) return std::min(due, retry);
   return due;
 }
 
 JobPlanner::Clock::time_point JobPlanner::WithdrawLoss(const std::string& job,
                                                        const peer::PublishedPlan& current,
-                                                       const json& doc) {
+                                                       const PlanDocument& doc) {
   constexpr auto kNever = Clock::time_point::max();
   // Asked only now (one linearizable read): a trainer that restored under the decision, at its
   // generation and step, made it final.
@@ -277,24 +282,24 @@ JobPlanner::Clock::time_point JobPlanner::WithdrawLoss(const std::string& job,
                  current.basis, current.state, final_because);
     return kNever;
   }
-  peer::PublishedPlan plan;
-  plan.generation = current.generation;
-  plan.step = current.step;
-  plan.basis = current.basis;  // the loss it withdraws
-  plan.planner = node_id_;
-  plan.state = kNoLossState;
-  plan.plan_json = doc.dump();
-  plan.decided_at_ms = UnixMs();
+  PlanDecision withdrawal;
+  withdrawal.state = PlanState::kNoLoss;
+  withdrawal.generation = current.generation;
+  withdrawal.step = current.step;
+  withdrawal.basis = current.basis;  // the loss it withdraws
+  withdrawal.plan = doc;
+  const peer::PublishedPlan plan = ToRecord(withdrawal, node_id_, UnixMs());
   auto in_force = coordinator_->PublishPlan(job, plan, current.version, peer::PlanPublisher::kCoordinator);
   if (!in_force.ok()) {
     spdlog::warn("planner: job {}: withdrawing the loss of {} failed: {}", job, current.basis,
                  in_force.status().ToString());
     return Clock::now() + options_.retry;
   }
-  if (in_force->state != kNoLossState) return Clock::now() + options_.retry;  // a newer one won: look again
+  // A newer one won: look again.
+  if (in_force->state != PlanStateName(PlanState::kNoLoss)) return Clock::now() + options_.retry;
   spdlog::info("planner: job {} (step {}): {} came back before the decision ({}) was acted on; the loss "
                "is withdrawn and the job goes on as it runs [{}]",
-               job, plan.step, current.basis, current.state, kNoLossState);
+               job, plan.step, current.basis, current.state, plan.state);
   return kNever;
 }
 
@@ -302,13 +307,12 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
                                                           const peer::PublishedPlan& published) {
   constexpr auto kNever = Clock::time_point::max();
   if (!stager_) return kNever;
-  const json doc = json::parse(published.plan_json, nullptr, false);
-  if (!doc.is_object()) return kNever;
-  const json& decision = doc["decision"];
-  if (!decision.contains("transfer")) return kNever;  // no new layout to restart in
+  const std::optional<PlanDocument> doc = DocumentOf(published);
+  if (!doc || !doc->decision.transfer) return kNever;  // no new layout to restart in
+  const TransferPlan& transfer = *doc->decision.transfer;
   json progress = StoredProgress(published.transfer_json);
   if (!TransferWanted(progress, options_.transfer_attempts)) return kNever;
-  if (!progress.is_object() || !progress.contains("hosts")) progress = NewTransferProgress(decision["transfer"]);
+  if (!progress.is_object() || !progress.contains("hosts")) progress = NewTransferProgress(transfer);
 
   // Each publication is a compare-and-swap on the last one: a newer decision (a new loss, a
   // new generation) replaces this one, and its transfer plan is the one that runs.
@@ -333,8 +337,7 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
     return true;
   };
   spdlog::info("planner: job {} (step {}): executing the transfer plan ({} nodes, {} layer moves of {} bytes)", job,
-               published.step, progress["hosts"].size(), progress["moves"].size(),
-               decision["transfer"].value("total_bytes", 0));
+               published.step, progress["hosts"].size(), progress["moves"].size(), transfer.total_bytes);
   const json final_progress =
       RunTransfer(std::move(progress), job, published.step, stager_, options_.transfer_concurrency, publish);
   const std::string state = final_progress["state"];
@@ -345,11 +348,11 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
 }
 
 Result<std::string> JobPlanner::PlanJson(const std::string& job) {
-  REFT_ASSIGN_OR_RETURN(json doc, Show(job));
-  return doc.dump();
+  REFT_ASSIGN_OR_RETURN(PlanShow show, Show(job));
+  return ToJson(show).dump();
 }
 
-Result<json> JobPlanner::Show(const std::string& job) {
+Result<PlanShow> JobPlanner::Show(const std::string& job) {
   auto model = model_(job);
   std::optional<peer::PublishedPlan> published;
   if (auto p = coordinator_->PublishedPlanOf(job); p.ok()) {
@@ -361,31 +364,35 @@ Result<json> JobPlanner::Show(const std::string& job) {
   // A growth stays current while the job runs on in the layout it grows (until the launcher
   // restarts the ranks onto it) and the nodes it grows onto live; any other decision is of its
   // committed step.
-  const json published_doc = published ? PlanDoc(*published) : json(nullptr);
+  const std::optional<PlanDocument> published_doc = published ? DocumentOf(*published) : std::nullopt;
   bool current = published && published->generation == coordinator_->Generation(job).generation;
   if (current && model.ok()) {
-    current = IsGrowth(published_doc) ? IsGrowthOf(published_doc, published->step, *model) &&
-                                            JoiningNodesLive(published_doc, CurrentMembership().live)
-                                      : published->step == model->step;
+    current = published_doc && published_doc->Grows()
+                  ? IsGrowthOf(published_doc, published->step, *model) &&
+                        JoiningNodesLive(*published_doc, CurrentMembership().live)
+                  : published->step == model->step;
   }
   if (model.ok()) model->peak_units = PeakUnits(published_doc);
-  json doc;
+  PlanShow show;
   if (current) {
-    if (published_doc.is_null()) return Status::Corrupted("job '" + job + "': the published decision is not JSON");
-    doc = published_doc;
+    if (!published_doc) {
+      return Status::Corrupted("job '" + job + "': the published decision is not a planner document");
+    }
+    show.plan = *published_doc;
   } else {
     if (!model.ok()) return model.status();
     const json profile = profiles_ != nullptr ? profiles_->Get(job) : json(nullptr);
-    REFT_ASSIGN_OR_RETURN(doc, planner::online::Decide(*model, profile, CurrentMembership()));
+    REFT_ASSIGN_OR_RETURN(show.plan, DecideDocument(*model, profile, CurrentMembership()));
   }
-  doc["publication"] = published ? PublicationJson(*published, current) : json(nullptr);
-  if (current && doc["decision"].contains("transfer")) {
-    const json& progress = doc["publication"]["transfer"];
-    doc["decision"]["transfer"]["executed"] = progress.is_object() && TextOr(progress, "state") == "done";
+  show.publication = published;
+  show.current = current;
+  if (current && show.plan.decision.transfer) {
+    const json progress = StoredProgress(published->transfer_json);
+    show.plan.decision.transfer->executed = progress.is_object() && TextOr(progress, "state") == "done";
   }
-  doc["planner_mode"] = PlannerModeName(options_.mode);
-  doc["node"] = node_id_;  // who answered: a launcher places each node's ranks by it
-  return doc;
+  show.mode = options_.mode;
+  show.node = node_id_;
+  return show;
 }
 
 Result<peer::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t version) {
@@ -399,7 +406,7 @@ Result<peer::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t 
                                    std::to_string(plan.generation) + "; the job is in generation " +
                                    std::to_string(generation) + " (void)");
   }
-  if (plan.state != "awaiting_confirmation") {
+  if (plan.state != PlanStateName(PlanState::kAwaitingConfirmation)) {
     return Status::InvalidArgument("the published decision of job '" + job + "' is " + plan.state +
                                    ", not awaiting confirmation");
   }
@@ -409,11 +416,11 @@ Result<peer::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t 
                         "): show it again");
   }
   const int64_t shown = plan.version;
-  plan.state = "confirmed";
+  plan.state = PlanStateName(PlanState::kConfirmed);
   plan.decided_at_ms = UnixMs();
   REFT_ASSIGN_OR_RETURN(peer::PublishedPlan in_force,
                         coordinator_->PublishPlan(job, plan, shown, peer::PlanPublisher::kOperator));
-  if (in_force.state != "confirmed" || in_force.decided_at_ms != plan.decided_at_ms) {
+  if (in_force.state != plan.state || in_force.decided_at_ms != plan.decided_at_ms) {
     return Status::Busy("the published decision of job '" + job + "' changed while confirming: show it again");
   }
   spdlog::info("planner: job {}: decision of version {} confirmed", job, shown);

@@ -59,19 +59,18 @@ json StoredProgress(const std::string& transfer_json) {
   return p.is_object() ? p : json(nullptr);
 }
 
-json NewTransferProgress(const json& transfer) {
+json NewTransferProgress(const TransferPlan& transfer) {
   json moves = json::array();
-  for (const json& mv : transfer.value("moves", json::array())) {
-    json m = mv;
-    m["state"] = "pending";
-    moves.push_back(std::move(m));
+  for (const LayerMove& mv : transfer.moves) {
+    moves.push_back({{"layer", mv.layer}, {"from_node", mv.from_node}, {"to_node", mv.to_node},
+                     {"bytes", mv.bytes}, {"state", "pending"}});
   }
   json hosts = json::array();
-  if (transfer.contains("hosts")) {
-    for (const json& h : transfer["hosts"]) hosts.push_back({{"node", h["node"]}, {"layers", h["layers"]}});
+  if (!transfer.hosts.empty()) {
+    for (const HostedLayers& h : transfer.hosts) hosts.push_back({{"node", h.node}, {"layers", h.layers}});
   } else {  // a decision published before hosts were: its moves' receivers
     std::map<std::string, std::set<int>> layers;
-    for (const json& mv : moves) layers[TextOr(mv, "to_node")].insert(mv.value("layer", -1));
+    for (const LayerMove& mv : transfer.moves) layers[mv.to_node].insert(mv.layer);
     for (const auto& [node, ls] : layers) hosts.push_back({{"node", node}, {"layers", ls}});
   }
   for (json& h : hosts) h["state"] = "pending";

@@ -36,6 +36,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reft/replan/plan_decision.h"
 #include "reft/replan/plan_profiles.h"
 #include "reft/replan/plan_transfer.h"
 #include "reft/replan/planner_mode.h"
@@ -91,9 +92,10 @@ class JobPlanner : public local::PlanSource {
 
   /// \brief `plan show`: the published decision while it is the job's current one (its
   /// generation and committed step), else the decision from this node's view; either way with
-  /// `publication` (the published record's state, or null) and `planner_mode`.
-  Result<nlohmann::json> Show(const std::string& job);
-  /// \brief Show() as text, for the local channel (local::PlanSource).
+  /// the publication (the published record, or none) and this node's planner mode. Serialised
+  /// by the caller (ToJson, plan_decision.h): Admin/ShowPlan and PlanJson.
+  Result<PlanShow> Show(const std::string& job);
+  /// \brief Show() as JSON text, for the local channel (local::PlanSource).
   Result<std::string> PlanJson(const std::string& job) override;
   /// \brief `plan confirm`: marks the published decision "confirmed". `version` (0: any) must
   /// be the one shown (Busy when the decision changed since). NotFound without a published
@@ -109,11 +111,23 @@ class JobPlanner : public local::PlanSource {
   /// Plans `job` once when this node plans for it; returns when it wants to be planned again
   /// (time_point::max(): at the next membership change).
   Clock::time_point PlanJob(const std::string& job);
+  /// Decides for `job` (led by this node) on its `model` and publishes the decision unless the
+  /// publication `current` already says it; returns when to look again.
+  Clock::time_point DecideJob(const std::string& job, const std::optional<peer::PublishedPlan>& current,
+                              planner::online::JobModelView model);
+  /// Sets the state of `plan` (undecided, waiting for a spare, awaiting confirmation or
+  /// decided) and its spare wait, which a publication of the same loss (`same_loss`) started;
+  /// returns when to look again for the state's sake.
+  Clock::time_point ChooseState(const std::optional<peer::PublishedPlan>& same_loss, PlanDecision* plan) const;
+  /// Publishes `plan` over `current` and runs its transfer when it is decided; returns when to
+  /// look again (no later than `due`).
+  Clock::time_point Publish(const std::string& job, const std::optional<peer::PublishedPlan>& current,
+                            const PlanDecision& plan, Clock::time_point due);
   /// Replaces the loss decision `current` by a `no_loss` publication (with the planner's
   /// document `doc`, which finds no loss) unless a trainer restored under it; returns when to
   /// look again.
   Clock::time_point WithdrawLoss(const std::string& job, const peer::PublishedPlan& current,
-                                 const nlohmann::json& doc);
+                                 const PlanDocument& doc);
   /// Runs (or resumes) the transfer plan of the final decision `plan` when it has one that is
   /// not done; returns when to look again.
   Clock::time_point ExecuteTransfer(const std::string& job, const peer::PublishedPlan& plan);

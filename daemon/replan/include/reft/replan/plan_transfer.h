@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reft/replan/plan_decision.h"
 #include "reft/result.h"
 
 namespace reft::replan {
@@ -45,7 +46,7 @@ nlohmann::json StoredProgress(const std::string& transfer_json);
 
 /// \brief The progress document of a transfer that has not started: every host and move of the
 /// decision's `transfer` pending (a decision without `hosts` stages its moves' receivers).
-nlohmann::json NewTransferProgress(const nlohmann::json& transfer);
+nlohmann::json NewTransferProgress(const TransferPlan& transfer);
 
 /// \brief Whether the progress asks for (another) run: no document yet, or running (a
 /// coordinator stopped midway), or failed fewer than `max_attempts` times.
