@@ -74,7 +74,9 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   loaded.persist_bandwidth = 1;
   loaded.persist_read_bandwidth = 1;
   loaded.persist_keep = 99;
+  loaded.persist_commit_hold_ms = 1;
   loaded.restore_agreement_timeout_ms = 1;
+  loaded.restore_staged_grace_s = 1;
   loaded.etcd_endpoints = {"x"};
   loaded.etcd_lease_ttl_s = 99;
   loaded.jobs_forget_after_s = 99;
@@ -141,7 +143,9 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   CHECK(loaded.persist_bandwidth == d.persist_bandwidth);
   CHECK(loaded.persist_read_bandwidth == d.persist_read_bandwidth);
   CHECK(loaded.persist_keep == d.persist_keep);
+  CHECK(loaded.persist_commit_hold_ms == d.persist_commit_hold_ms);
   CHECK(loaded.restore_agreement_timeout_ms == d.restore_agreement_timeout_ms);
+  CHECK(loaded.restore_staged_grace_s == d.restore_staged_grace_s);
   CHECK(loaded.etcd_endpoints == d.etcd_endpoints);
   CHECK(loaded.etcd_lease_ttl_s == d.etcd_lease_ttl_s);
   CHECK(loaded.jobs_forget_after_s == d.jobs_forget_after_s);

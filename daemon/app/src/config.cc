@@ -199,6 +199,9 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "restore.agreement_timeout_ms") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 86400000, &v));
       c->restore_agreement_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "restore.staged_grace_s") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 1, 604800, &v));
+      c->restore_staged_grace_s = static_cast<uint32_t>(v);
     } else if (key == "restore.rebuild_on_restore") {
       REFT_RETURN_NOT_OK(ReadBool(node, key, &c->rebuild_on_restore));
     } else if (key == "persist.every_steps") {
@@ -211,6 +214,9 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "persist.keep") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 1000000, &v));
       c->persist_keep = static_cast<uint32_t>(v);
+    } else if (key == "persist.commit_hold_ms") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 600000, &v));
+      c->persist_commit_hold_ms = static_cast<uint32_t>(v);
     } else if (key == "planner.mode") {
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->planner_mode));
       if (auto mode = replan::ParsePlannerMode(c->planner_mode); !mode.ok()) return mode.status();

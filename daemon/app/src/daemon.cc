@@ -66,8 +66,9 @@ struct Daemon::Impl {
   std::unique_ptr<peer::PeerNode> peer;
   // Fed by the commit coordinator.
   std::unique_ptr<replan::StepCadence> cadence = std::make_unique<replan::StepCadence>();
-  // Layers a transfer plan staged here; dropped when the job commits a newer step.
-  std::unique_ptr<recovery::StagedLayers> staged = std::make_unique<recovery::StagedLayers>();
+  // Layers a transfer plan staged here; dropped when the job commits a newer step, or after
+  // `restore.staged_grace_s` unused (made with the configuration).
+  std::unique_ptr<recovery::StagedLayers> staged;
   std::unique_ptr<local::CommitCoordinator> coordinator;
   std::unique_ptr<replan::PlanProfiles> profiles;        // `reftctl plan attach`
   std::unique_ptr<replan::JobPlanner> planner;           // publishes decisions on node loss
@@ -94,6 +95,9 @@ struct Daemon::Impl {
 
 Daemon::Daemon(DaemonConfig config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
+  recovery::StagedLayersOptions staged;
+  staged.grace = std::chrono::seconds(impl_->config.restore_staged_grace_s);
+  impl_->staged = std::make_unique<recovery::StagedLayers>(staged);
 }
 
 Daemon::~Daemon() { Shutdown(); }
@@ -282,7 +286,11 @@ void Daemon::Impl::ReadOnScrape() {
   const recovery::PublishedCopier* peer_copier = copier.get();
   metrics->SetRefreshHook([s, staged_layers, authorizer, bulk, etcd_jobs,
                            peer_copier](observability::Metrics& m) {
-    if (etcd_jobs != nullptr) m.SetJobsFollowed(static_cast<double>(etcd_jobs->followed_jobs()));
+    if (etcd_jobs != nullptr) {
+      m.SetJobsFollowed(static_cast<double>(etcd_jobs->followed_jobs()));
+      const auto holds = etcd_jobs->persist_hold().stats();
+      m.SetCommitHolds(holds.held_seconds, holds.timeouts);
+    }
     m.SetStagedBytes(static_cast<double>(staged_layers->bytes()));
     auto usage = s->Usage();
     m.SetMemoryUsed(static_cast<double>(usage.used));
@@ -372,8 +380,11 @@ Status Daemon::Impl::CreatePeer() {
     REFT_ASSIGN_OR_RETURN(control_plane, coord::MakeEtcdControlPlane(eo));
   } else if (!c.peers.empty()) {
     spdlog::warn("no etcd configured: the {} peer(s) agree by gossip, which has no consensus "
-                 "(restores may disagree under a partition or right after a node starts); "
-                 "configure [etcd] endpoints for a multi-node cluster",
+                 "(restores may disagree under a partition or right after a node starts), does "
+                 "not fence completions by the job's layout (a late completion made before a "
+                 "reshape may count after it), does not hold commits for a persist and publishes "
+                 "no plans; configure [etcd] endpoints for a multi-node cluster "
+                 "(docs/coordination.md \"Gossip fallback\")",
                  c.peers.size());
   }
   REFT_ASSIGN_OR_RETURN(peer,
@@ -492,7 +503,13 @@ void Daemon::Impl::CreateRecovery() {
   recovery::PersisterOptions pso;
   pso.node_id = c.node_id;
   pso.every_steps = c.persist_every_steps;
+  pso.commit_hold = std::chrono::milliseconds(c.persist_commit_hold_ms);
   persister = std::make_unique<recovery::Persister>(store.get(), peer.get(), tier.get(), pso);
+  // On etcd a persist holds the next commit until every node pinned its step (gossip: none).
+  auto* etcd_jobs = dynamic_cast<coord::EtcdJobCoordinator*>(peer->coordinator());
+  if (etcd_jobs != nullptr && c.persist_commit_hold_ms > 0) {
+    persister->SetCommitHold(&etcd_jobs->persist_hold());
+  }
   peer::JobRecords* etcd_records = peer->records();  // null without etcd: no key to write
   persister->SetObserver([m, etcd_records](const recovery::NodePersist& n) {
     if (!n.status.ok()) {

@@ -433,6 +433,12 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
     gen_rev = st.gen_rev;
     committed_rev = st.committed_rev;
   }
+  // A persist holds the commit until every node pinned the held step (persist_hold.h).
+  if (auto held = persist_hold_.HeldUntil(job, step); !held.ok() || *held) {
+    reft::MutexLock lock(mu_);
+    held.ok() ? WakeAtLocked(**held) : RetryLaterLocked();
+    return;
+  }
   // Slot locations that changed (a rank on another node than at the last commit): written
   // with the commit, or before it in batches when there are many (a whole job moved).
   const size_t room = options_.max_txn_ops - 2;
@@ -466,6 +472,7 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
       .IfModRevision(keys::Restore(job), Compare::kEqual, epoch)
       .IfModRevision(keys::Layout(job), Compare::kEqual, layout_rev)
       .ThenPut(keys::Committed(job), Encode(committed));
+  persist_hold_.Guard(job, &t);  // a hold written since HeldUntil read it fails the commit
   for (size_t i = first; i < moved.size(); ++i) {
     t.ThenPut(keys::Location(moved[i].first), Encode(NodeRef{moved[i].second, step}));
   }

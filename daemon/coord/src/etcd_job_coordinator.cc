@@ -505,6 +505,7 @@ void EtcdJobCoordinator::Run() {
     if (on_forget_) {
       for (const auto& job : forgotten) on_forget_(job);
     }
+    for (const auto& job : forgotten) persist_hold_.Forget(job);
     for (const auto& job : jobs) {
       bool tracked, stale;
       {

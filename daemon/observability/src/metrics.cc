@@ -211,6 +211,18 @@ Metrics::Metrics()
                              "by the jobs in use here, not by the names ever seen)")
                        .Register(r)
                        .Add({});
+  commit_held_seconds_ = &BuildCounter()
+                             .Name("reft_commit_held_seconds_total")
+                             .Help("Time this node, as a job's commit coordinator, held a "
+                                   "commit for a persist until every node pinned the step")
+                             .Register(r)
+                             .Add({});
+  commit_hold_timeouts_ = &BuildCounter()
+                              .Name("reft_commit_hold_timeouts_total")
+                              .Help("Persist holds that ran out before every node pinned the "
+                                    "step (the commit went on; the persist failed there)")
+                              .Register(r)
+                              .Add({});
   staged_ = &BuildGauge()
                  .Name("reft_plan_staged_bytes")
                  .Help("Bytes of layers a transfer plan staged on this node for reshaped restores")
@@ -337,6 +349,12 @@ void Follow(prometheus::Counter* counter, uint64_t total) {
 }  // namespace
 
 void Metrics::SetRepairedFaults(uint64_t total) { Follow(repaired_faults_, total); }
+void Metrics::SetCommitHolds(double held_seconds_total, uint64_t timeouts_total) {
+  if (held_seconds_total > commit_held_seconds_->Value()) {
+    commit_held_seconds_->Increment(held_seconds_total - commit_held_seconds_->Value());
+  }
+  Follow(commit_hold_timeouts_, timeouts_total);
+}
 void Metrics::SetRefused(RefusedAt endpoint, uint64_t total) {
   Follow(refused_[static_cast<int>(endpoint)], total);
 }

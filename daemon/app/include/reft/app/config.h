@@ -92,12 +92,18 @@ struct DaemonConfig {
   /// How long a restore waits for the holders of the job's slots to answer (alive but silent:
   /// just started, paused, slow) before it gives up on them; never longer than the whole restore.
   uint32_t restore_agreement_timeout_ms = 60000;
+  /// Layers a transfer plan staged here for a job that never commits here again are dropped
+  /// this long after they were last used (recovery::StagedLayersOptions::grace).
+  uint32_t restore_staged_grace_s = 900;
 
   // [persist] persistent tier (persist_dir)
   int64_t persist_every_steps = 0;           ///< persist each K-th committed step; 0 = on demand
   uint64_t persist_bandwidth = 0;            ///< bytes/s of persist writes; 0 = unlimited
   uint64_t persist_read_bandwidth = 0;       ///< bytes/s of restores from the tier; 0 = unlimited
   uint32_t persist_keep = 2;                 ///< complete persisted steps kept per job; 0 = all
+  /// How long a persist holds the job's next commit for every node to pin the step (etcd
+  /// only; docs/persist.md "Persist and commit"); 0 = no hold (the persist races the commit).
+  uint32_t persist_commit_hold_ms = 5000;
 
   // [planner] the planner in the loop (docs/planner.md "The online path")
   std::string planner_mode = "automatic";    ///< off | automatic | confirm

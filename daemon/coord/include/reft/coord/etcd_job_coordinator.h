@@ -43,6 +43,7 @@
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/timeline.h"
 #include "reft/coord/etcd_node_directory.h"
+#include "reft/coord/persist_hold.h"
 #include "reft/coord/records.h"
 #include "reft/mutex.h"
 #include "reft/peer/job_coordinator.h"
@@ -158,6 +159,9 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
                                           peer::PlanPublisher publisher) override;
 
   CompletionTraffic completion_traffic() const;
+  /// \brief Persist holds of the jobs this node coordinates, and this node's own (the persister).
+  PersistHold& persist_hold() { return persist_hold_; }
+  const PersistHold& persist_hold() const { return persist_hold_; }
 
   /// \brief The owner this node last read or claimed for `job`, while it follows the job.
   std::optional<local::JobOwner> KnownOwner(const std::string& job) const;
@@ -370,6 +374,8 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   reft::Mutex listeners_mu_;
   std::vector<GenerationListener> listeners_ REFT_GUARDED_BY(listeners_mu_);
   std::vector<LeadershipListener> leadership_listeners_ REFT_GUARDED_BY(listeners_mu_);
+  // Last: its watches (which wake the worker) end before anything else goes.
+  PersistHold persist_hold_{etcd_, nodes_, [this] { Wake(); }};
 };
 
 }  // namespace reft::coord

@@ -131,6 +131,9 @@ class Metrics {
 
   /// Jobs the control plane keeps state for on this node (job records, docs/security.md).
   void SetJobsFollowed(double jobs);
+  /// Totals of the persist holds this node's job coordinators applied (coord::CommitHoldStats):
+  /// seconds commits waited for the nodes' pins, and holds that ran out.
+  void SetCommitHolds(double held_seconds_total, uint64_t timeouts_total);
 
   // --- planner ---
   /// Bytes of layers a transfer plan staged on this node, held for reshaped restores.
@@ -181,6 +184,8 @@ class Metrics {
   prometheus::Histogram* gossip_rtt_ = nullptr;
   prometheus::Gauge* staged_ = nullptr;
   prometheus::Gauge* jobs_followed_ = nullptr;
+  prometheus::Counter* commit_held_seconds_ = nullptr;
+  prometheus::Counter* commit_hold_timeouts_ = nullptr;
   prometheus::Counter* staged_total_ = nullptr;
   std::array<prometheus::Counter*, 2> transfer_hosts_{};  // failed, done
 };
