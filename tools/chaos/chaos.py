@@ -13,13 +13,16 @@ next fault.
 
 Prints a summary and writes it as JSON: faults by kind, recoveries, bytes verified, anything
 lost (must be 0) and failed checks (must be 0). Exit 0 when both are 0, 1 otherwise, 2 on a
-usage error. Needs a build (REFT_BUILD_DIR or ./build): reftd, reftctl, reft_sample_trainer.
+usage error. The daemons' and etcd's logs at every loss or failed check are copied (the
+cluster's directories go with it) under --logs, or a fresh directory the summary names.
+Needs a build (REFT_BUILD_DIR or ./build): reftd, reftctl, reft_sample_trainer.
 The disk-full fault needs root (it mounts a small tmpfs as the persistent tier); without it
 that fault is reported as unavailable.
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import random
@@ -69,6 +72,7 @@ class Soak:
         self.chaos = ChaosCluster(args.nodes, CONFIG, tls=args.tls, etcd=not args.gossip,
                                   keep=args.keep)
         self.jobs_started = 0
+        self.logs_dir = args.logs  # created at the first loss or failed check
         self.barrier_dir = tempfile.mkdtemp(prefix="reft-chaos-barrier-")
         self.job = self.new_job()
         self.placement = list(self.chaos.nodes)  # rank r runs on placement[r]
@@ -135,6 +139,26 @@ class Soak:
         self.report["unsettled"] += 1
         self.event(kind="settle", verdict="UNSETTLED", newest_committed=seen)
 
+    def keep_logs(self, kind: str) -> str:
+        """Copies every daemon's log (retired nodes' too) and etcd's as they are now into a
+        directory of their own under the logs directory; returns it."""
+        if self.logs_dir is None:
+            self.logs_dir = tempfile.mkdtemp(prefix="reft-chaos-logs-")
+        dest = os.path.join(self.logs_dir, f"{time.time() - self.t0:07.1f}s-{kind}")
+        os.makedirs(dest, exist_ok=True)
+        for log in glob.glob(os.path.join(self.chaos.cluster.root, "*", "reftd.log")):
+            shutil.copy(log, os.path.join(dest, os.path.basename(os.path.dirname(log)) + ".log"))
+        etcd = self.chaos.cluster.etcd
+        for m in (etcd.members if etcd else []):
+            if os.path.exists(m.log_path):
+                shutil.copy(m.log_path, os.path.join(dest, m.name + ".log"))
+        return dest
+
+    def failed_check(self, kind: str) -> str:
+        """Counts a failed check; returns where its logs were kept."""
+        self.report["failed_checks"] += 1
+        return self.keep_logs(kind)
+
     def verify(self, kind):
         """Restarts the job and checks every rank's restore; counts what was lost."""
         self.job.kill()
@@ -148,15 +172,15 @@ class Soak:
             self.event(kind=kind, verdict="FENCED", **result["fenced"])
         if not result["ok"]:
             self.report["lost"] += 1
-            self.event(kind=kind, verdict="LOST", **result,
+            self.event(kind=kind, verdict="LOST", **result, kept_logs=self.keep_logs(kind),
                        logs={n.node_id: n.log()[-3000:] for n in self.chaos.nodes})
         return result
 
     def wait_progress(self, kind, steps=2, timeout=90.0):
         target = self.job.committed() + steps
         if not self.job.wait_committed(target, timeout):
-            self.report["failed_checks"] += 1
             self.event(kind=kind, verdict="STALLED", waiting_for=target,
+                       kept_logs=self.failed_check(kind),
                        trainers={t.rank: t.tail() for t in self.job.trainers})
             return False
         return True
@@ -176,19 +200,18 @@ class Soak:
             try:
                 detail = FAULTS[kind][0](self)
             except FaultCheckFailed as e:
-                self.report["failed_checks"] += 1
-                detail = {"check_failed": str(e)}
+                detail = {"check_failed": str(e), "kept_logs": self.failed_check(kind)}
             except Exception as e:  # noqa: BLE001 - a broken recovery is a finding, not a crash
-                self.report["failed_checks"] += 1
                 detail = {"error": f"{type(e).__name__}: {e}",
-                          "trace": traceback.format_exc()[-1500:]}
+                          "trace": traceback.format_exc()[-1500:],
+                          "kept_logs": self.failed_check(kind)}
             self.report["faults"][kind] = self.report["faults"].get(kind, 0) + 1
             try:
                 result = self.verify(kind)
             except Exception as e:  # noqa: BLE001 - e.g. a daemon that stopped answering
-                self.report["failed_checks"] += 1
                 result = {"ok": False, "step": None, "committed_before": self.job.committed(),
-                          "errors": [f"{type(e).__name__}: {e}"]}
+                          "errors": [f"{type(e).__name__}: {e}"],
+                          "kept_logs": self.failed_check(kind)}
             took = time.time() - started
             if result["ok"]:
                 self.report["recoveries"] += 1
@@ -210,6 +233,10 @@ class Soak:
             k: {"n": len(v), "median": round(statistics.median(v), 2), "max": round(max(v), 2)}
             for k, v in durations.items()}
         self.report["elapsed_s"] = round(time.time() - self.t0, 1)
+        self.report["failure_logs"] = self.logs_dir
+        # Connections into a link proxy that no running daemon had opened: a link drop cannot
+        # cut those (expected 0; the cut node's logs then tell more).
+        self.report["unattributed_connections"] = self.chaos.links.unattributed
 
     def close(self):
         self.job.kill()
@@ -233,6 +260,8 @@ def main() -> int:
                         + ", ".join(FAULTS))
     p.add_argument("--json", help="write the summary here")
     p.add_argument("--keep", action="store_true", help="keep the cluster's directories")
+    p.add_argument("--logs", help="where to copy the logs of a loss or failed check "
+                                  "(default: a fresh directory under the temp dir)")
     args = p.parse_args()
     if args.nodes < 4:
         p.error("--nodes must be at least 4")

@@ -87,7 +87,13 @@ def link_drop(soak) -> dict:
     try:
         for other in soak.live_nodes():
             if other is not node:
-                other.wait_member_state(node.node_id, "dead", timeout=30)
+                try:
+                    other.wait_member_state(node.node_id, "dead", timeout=30)
+                except TimeoutError as e:
+                    # What the proxies carried when the wait gave up: a connection of the cut
+                    # node attributed to another (or to none) is one the cut let through.
+                    raise FaultCheckFailed(f"{e}; proxied connections while {node.node_id}'s "
+                                           f"link was down: {links.connections()}") from e
                 break
     finally:
         links.set_up(node.node_id)
