@@ -9,6 +9,8 @@ each name in backticks. This script fails when
   the folder) of a component that is neither itself nor listed as allowed;
 - a component may include one on the same or a higher layer (an arrow that does not point down);
 - a folder with sources is in no component, or a component in the table does not exist;
+- a daemon component keeps a header in its include/ that no other component includes, directly
+  or through another of its public headers (private headers live beside the sources, in src/);
 - the picture between the `layers:picture` markers is not the one drawn from the table
   (`--write` redraws it).
 
@@ -121,6 +123,33 @@ def source_files(root):
                 yield (rel_dir + "/" + name) if rel_dir != "." else name
 
 
+def unused_public_headers(root, comps, index, includes_of):
+    """Public headers of daemon components that no other component includes, directly or
+    through a public header of the same component that another one includes."""
+    public = set()
+    for rel, names in includes_of.items():
+        owner = owner_of(rel, comps)
+        for name in names:
+            for target in index.get(name, ()):
+                if target != owner:
+                    public.add((target, name))
+    grew = True
+    while grew:
+        grew = False
+        for comp, name in list(public):
+            for inner in includes_of.get(f"{comp}/include/{name}", ()):
+                if comp in index.get(inner, ()) and (comp, inner) not in public:
+                    public.add((comp, inner))
+                    grew = True
+    unused = []
+    for name, owners in sorted(index.items()):
+        for comp in sorted(owners):
+            if comp.startswith("daemon/") and name.endswith(".h") and (comp, name) not in public:
+                unused.append(f"{comp}/include/{name}: no other component includes it; a "
+                              f"private header lives in {comp}/src")
+    return unused
+
+
 def check(root):
     with open(os.path.join(root, DOC), encoding="utf-8") as fh:
         doc_text = fh.read()
@@ -142,6 +171,7 @@ def check(root):
         errors.append(f"{DOC}: the layer picture differs from the table "
                       f"(tools/check_layering.py --write redraws it)")
     index = header_index(root, comps)
+    includes_of = {}
     for rel in source_files(root):
         owner = owner_of(rel, comps)
         if owner is None:
@@ -150,6 +180,7 @@ def check(root):
         allowed = set(comps[owner].allowed) | {owner}
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
             text = fh.read()
+        includes_of[rel] = [m.group(1) for m in INCLUDE.finditer(text)]
         for m in INCLUDE.finditer(text):
             name = m.group(1)
             line = text.count("\n", 0, m.start()) + 1
@@ -170,6 +201,7 @@ def check(root):
                 if t_owner is not None and t_owner not in allowed:
                     errors.append(f"{rel}:{line}: `{owner}` includes \"{name}\" of `{t_owner}`, "
                                   f"which {DOC} does not allow")
+    errors += unused_public_headers(root, comps, index, includes_of)
     return errors, comps, doc_text
 
 
@@ -211,7 +243,26 @@ def self_test():
         if errors:
             print("self-test FAILED: a clean tree was reported:", errors)
             return 1
-        print("self-test passed: an upward include fails the check, a clean tree passes")
+        # A daemon component's public header that only its own sources include.
+        table += "| `daemon/d` | 2 | daemon part | `low` `high` |\n"
+        put(DOC, f"{TABLE_BEGIN}\n{table}{TABLE_END}\n{PICTURE_BEGIN}\n{PICTURE_END}\n")
+        write_picture(tmp)
+        put("daemon/d/include/reft/d/inner.h", "#pragma once\n")
+        put("daemon/d/src/d.cc", '#include "reft/d/inner.h"\n#include "reft/high/api.h"\n')
+        errors, _, _ = check(tmp)
+        if not any("daemon/d/include/reft/d/inner.h" in e for e in errors):
+            print("self-test FAILED: a header only its own component includes was not reported:",
+                  errors)
+            return 1
+        os.remove(os.path.join(tmp, "daemon/d/include/reft/d/inner.h"))
+        put("daemon/d/src/inner.h", "#pragma once\n")
+        put("daemon/d/src/d.cc", '#include "inner.h"\n#include "reft/high/api.h"\n')
+        errors, _, _ = check(tmp)
+        if errors:
+            print("self-test FAILED: a private header in src/ was reported:", errors)
+            return 1
+        print("self-test passed: an upward include and a public header nobody else includes fail "
+              "the check, a clean tree passes")
         return 0
     finally:
         shutil.rmtree(tmp)

@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "reft/app/config.h"
+#include "config.h"
 #include "test_support.h"
 
 using reft::StatusCode;

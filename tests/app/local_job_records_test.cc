@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "reft/app/local_job_records.h"
+#include "local_job_records.h"
 #include "reft/local/job_owners.h"
 #include "reft/recovery/tier_access.h"
 #include "reft/store/snapshot_store.h"

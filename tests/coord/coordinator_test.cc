@@ -13,11 +13,13 @@
 #include "peer_fixture.h"
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/etcd_control_plane.h"
-#include "reft/coord/keys.h"
+#include "keys.h"
 #include "reft/coord/records.h"
+#include "reft/test_point.h"
 
 using namespace reft;
 using namespace reft::peer;
+using namespace reft::coord;
 using namespace reft::peer::test;
 using namespace reft::testing;
 using namespace std::chrono_literals;
@@ -148,46 +150,14 @@ struct CompletionWrites {
 
 // Holds a node's worker at EtcdJobCoordinator::kReportBuilt (its completion reports of "job"
 // built, not sent) until Release() — or until the test ends, so that a failed REQUIRE does not
-// leave the worker blocked while the node stops.
-class ReportHold {
- public:
-  explicit ReportHold(JobCoordinator* co)
-      : co_(dynamic_cast<coord::EtcdJobCoordinator*>(co)), s_(std::make_shared<State>()) {
-    REQUIRE(co_ != nullptr);
-    co_->SetTestHook([s = s_](const std::string& point, const std::string& job) {
-      if (point != coord::EtcdJobCoordinator::kReportBuilt || job != "job") return;
-      std::unique_lock<std::mutex> lock(s->mu);
-      if (s->released) return;
-      s->held = true;
-      s->cv.notify_all();
-      s->cv.wait(lock, [&] { return s->released; });
-    });
-  }
-  ~ReportHold() {
-    Release();
-    co_->SetTestHook(nullptr);
-  }
-  bool WaitHeld(std::chrono::seconds timeout) {
-    std::unique_lock<std::mutex> lock(s_->mu);
-    return s_->cv.wait_for(lock, timeout, [&] { return s_->held; });
-  }
-  void Release() {
-    {
-      std::lock_guard<std::mutex> lock(s_->mu);
-      s_->released = true;
-    }
-    s_->cv.notify_all();
-  }
-
- private:
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool held = false, released = false;
-  };
-  coord::EtcdJobCoordinator* co_;
-  std::shared_ptr<State> s_;
-};
+// leave the worker blocked while the node stops. Only this node's worker: the test point is
+// reached by every coordinator of the process.
+std::unique_ptr<reft::test_point::Pause> HoldReports(JobCoordinator* co) {
+  auto* etcd = dynamic_cast<coord::EtcdJobCoordinator*>(co);
+  REQUIRE(etcd != nullptr);
+  return std::make_unique<reft::test_point::Pause>(coord::EtcdJobCoordinator::kReportBuilt, "job",
+                                                   etcd);
+}
 
 }  // namespace
 
@@ -596,13 +566,7 @@ TEST_CASE("etcd coordination: a deposed coordinator publishes no plan", "[coord]
   REQUIRE(first.ok());
 
   // Another term: the key is deleted and taken by another holder (a new create revision).
-  coord::EtcdOptions eo;
-  eo.endpoints = etcd.endpoints();
-  auto client = coord::EtcdClient::Create(eo);
-  REQUIRE(client.ok());
-  const std::string key = coord::keys::Coordinator("job");
-  REQUIRE((*client)->Delete(key).ok());
-  REQUIRE((*client)->Put(key, coord::Encode(coord::NodeRef{"n7", -1})).ok());
+  TakeCoordinatorKey(etcd, "job", "n7");
 
   PublishedPlan decided = plan;
   decided.state = "decided";
@@ -691,9 +655,9 @@ TEST_CASE("etcd coordination: a completion made under the old layout never count
   REQUIRE(old_layout->has_value());
   const int64_t old_layout_rev = (*old_layout)->mod_revision;
 
-  ReportHold hold(c.co(late));
+  auto hold = HoldReports(c.co(late));
   c.Complete(late_index, 2);  // sealed under the old layout; its report is built, then held
-  REQUIRE(hold.WaitHeld(10s));
+  REQUIRE(hold->WaitHeld(10s));
 
   // Cut off, the late node loses its lease: its joined key goes (deleted here, as the lease's
   // expiry would). The job restarts with a third replica: the old trainers exit, the new ones
@@ -726,7 +690,7 @@ TEST_CASE("etcd coordination: a completion made under the old layout never count
   // The late report goes now: five of the six ranks completed the new layout's step 2, and it
   // names the sixth.
   const coord::CompletionTraffic before = Traffic(c, late);
-  hold.Release();
+  hold->Release();
   REQUIRE(reft::testing::Eventually([&] {
     const coord::CompletionTraffic t = Traffic(c, late);
     return t.reported + t.report_failures > before.reported + before.report_failures;

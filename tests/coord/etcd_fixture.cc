@@ -19,8 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "keys.h"
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/etcd_control_plane.h"
+#include "reft/coord/records.h"
 
 namespace reft::testing {
 
@@ -229,6 +231,17 @@ std::string EtcdCluster::Log(int i) const {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+void TakeCoordinatorKey(const EtcdCluster& etcd, const std::string& job, const std::string& holder) {
+  coord::EtcdOptions eo;
+  eo.endpoints = etcd.endpoints();
+  auto client = coord::EtcdClient::Create(eo);
+  if (!client.ok()) throw std::runtime_error(client.status().ToString());
+  const std::string key = coord::keys::Coordinator(job);
+  Status s = (*client)->Delete(key).status();
+  if (s.ok()) s = (*client)->Put(key, coord::Encode(coord::NodeRef{holder, -1})).status();
+  if (!s.ok()) throw std::runtime_error("taking the coordinator key of " + job + ": " + s.ToString());
 }
 
 }  // namespace reft::testing

@@ -72,4 +72,9 @@ peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd);
 /// \brief The same with the leases sized by `lease` (lease_sizing.h).
 peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd, const coord::LeaseSizing& lease);
 
+/// \brief Ends the term of `job`'s coordinator behind its back: deletes the coordinator key and
+/// puts it again for `holder` (a new create revision), as a node that won the next campaign
+/// would. Throws when etcd refuses.
+void TakeCoordinatorKey(const EtcdCluster& etcd, const std::string& job, const std::string& holder);
+
 }  // namespace reft::testing

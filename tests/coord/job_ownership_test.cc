@@ -6,15 +6,16 @@
 
 #include "etcd_fixture.h"
 #include "peer_fixture.h"
-#include "reft/coord/etcd_job_access.h"
+#include "etcd_job_access.h"
 #include "reft/coord/etcd_job_coordinator.h"
 #include "reft/coord/etcd_job_owners.h"
 #include "reft/coord/etcd_job_records.h"
-#include "reft/coord/keys.h"
+#include "keys.h"
 #include "reft/coord/records.h"
 
 using namespace reft;
 using namespace reft::peer;
+using namespace reft::coord;
 using namespace reft::peer::test;
 using namespace reft::testing;
 using namespace std::chrono_literals;

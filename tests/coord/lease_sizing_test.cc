@@ -10,7 +10,7 @@
 #include "peer_fixture.h"
 #include "reft/coord/etcd_control_plane.h"
 #include "reft/coord/etcd_node_directory.h"
-#include "reft/coord/keys.h"
+#include "keys.h"
 #include "reft/coord/lease_sizing.h"
 
 using namespace reft;

@@ -11,6 +11,7 @@
 
 using namespace reft;
 using namespace reft::peer;
+using namespace reft::coord;
 using namespace reft::peer::test;
 using namespace std::chrono_literals;
 

@@ -36,7 +36,7 @@ TEST_CASE("etcd records round-trip", "[coord][records]") {
 }
 
 TEST_CASE("etcd records: a published plan keeps its document as a JSON object", "[coord][records]") {
-  peer::PublishedPlan p;
+  coord::PublishedPlan p;
   p.generation = 2;
   p.step = 17;
   p.basis = "node1,node3";

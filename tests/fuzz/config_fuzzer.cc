@@ -10,7 +10,7 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "reft/app/config.h"
+#include "config.h"
 
 using namespace reft;
 using reft::fuzz::Bytes;

@@ -1,7 +1,7 @@
 // Fuzz target: request handling of the Peer service (node <-> node) and the Admin service
 // (reftctl), proto/reft/v1/{peer,admin}.proto, in-process against real objects: a real
 // SnapshotStore in a temporary directory holding committed, complete, published and corrupted
-// slots, a real PeerNode (Membership, DistributedCommitCoordinator, PeerService) and a real
+// slots, a real PeerNode (Membership, GossipJobCoordinator, PeerService) and a real
 // app::AdminService. No network: unary handlers are called directly with a grpc::ServerContext;
 // the raw FetchRegion handler (not callable directly) is reached through an in-process gRPC
 // channel to a server that hosts a second PeerNode on an identical, read-only store.
@@ -42,7 +42,9 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "fuzz_util.h"
-#include "reft/app/admin_service.h"
+#include "reft/coord/gossip_control_plane.h"
+#include "gossip_job_coordinator.h"
+#include "admin_service.h"
 #include "reft/replan/job_planner.h"
 #include "reft/replan/plan_profiles.h"
 #include "reft/planner/online.h"
@@ -153,7 +155,8 @@ struct Fixture {
     const std::string fetch_dir = root.path() + "/shm-b";
     ::mkdir(fetch_dir.c_str(), 0700);
     fetch_store = OpenSeeded(fetch_dir);
-    auto node = peer::PeerNode::Create(Options("fetch-server"), fetch_store.get());
+    auto node = peer::PeerNode::Create(Options("fetch-server"), fetch_store.get(), {},
+                                       coord::MakeGossipControlPlane());
     FUZZ_CHECK(node.ok(), "PeerNode: %s", node.status().ToString().c_str());
     fetch_node = std::move(*node);
     grpc::ServerBuilder b;
@@ -220,7 +223,7 @@ struct CommitFacts {
   }
 };
 
-void CheckCommits(const CommitFacts& facts, peer::DistributedCommitCoordinator* coordinator) {
+void CheckCommits(const CommitFacts& facts, coord::GossipJobCoordinator* coordinator) {
   for (const auto& st : coordinator->AllStates()) {
     if (!st.has_committed()) continue;
     const int64_t s = st.newest_committed();
@@ -630,7 +633,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Fixture& f = F();
-  auto node = peer::PeerNode::Create(Options("fuzz-node"), f.store.get());
+  auto node = peer::PeerNode::Create(Options("fuzz-node"), f.store.get(), {},
+                                     coord::MakeGossipControlPlane());
   FUZZ_CHECK(node.ok(), "PeerNode: %s", node.status().ToString().c_str());
   // A trainer of run-1 dp0 is connected here (GetManifest's "joined"; the job's layout).
   JobLayout layout;
@@ -666,7 +670,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t len = static_cast<size_t>(in.Le(2));
     RunOne(selector, in.Take(len), node->get(), &admin, &profiles, &facts);
   }
-  CheckCommits(facts, (*node)->gossip_commit());
+  CheckCommits(facts, dynamic_cast<coord::GossipJobCoordinator*>((*node)->coordinator()));
   node->reset();
   f.Restore();
   return 0;

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "reft/local/single_node_commit.h"
+#include "single_node_commit.h"
 #include "test_support.h"
 
 using namespace reft;

@@ -22,7 +22,7 @@
 #include "reft/local/job_owners.h"
 #include "reft/local/local_server.h"
 #include "reft/local/plan_source.h"
-#include "reft/local/single_node_commit.h"
+#include "single_node_commit.h"
 
 namespace {
 

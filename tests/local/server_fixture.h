@@ -5,7 +5,7 @@
 
 #include "node_local_hooks.h"
 #include "reft/local/local_server.h"
-#include "reft/local/single_node_commit.h"
+#include "single_node_commit.h"
 #include "test_support.h"
 
 namespace reft::testing {

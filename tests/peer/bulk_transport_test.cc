@@ -22,6 +22,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "peer_fixture.h"
+#include "reft/coord/gossip_control_plane.h"
 #include "reft/checksum.h"
 #include "reft/peer/bulk_listener.h"
 #include "reft/peer/peer_client.h"
@@ -209,7 +210,7 @@ struct UnixSocketHolder {
   UnixSocketHolder(const std::string& shm_dir, const std::string& socket_dir) {
     store = test::OpenTestStore(shm_dir);
     PeerOptions o = test::FastOptions("holder", {});
-    auto created = PeerNode::Create(o, store.get(), {});
+    auto created = PeerNode::Create(o, store.get(), {}, coord::MakeGossipControlPlane());
     REQUIRE(created.ok());
     node = std::move(*created);
     grpc::ServerBuilder b;

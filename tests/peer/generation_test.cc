@@ -5,9 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include "peer_fixture.h"
+#include "gossip_job_coordinator.h"
 
 using namespace reft;
 using namespace reft::peer;
+using namespace reft::coord;
 using namespace reft::peer::test;
 using namespace std::chrono_literals;
 
@@ -48,7 +50,8 @@ v1::JobCommitState State(uint64_t generation, std::optional<int64_t> base,
 TEST_CASE("a higher generation replaces the commit state and rolls the store back", "[peer]") {
   reft::testing::TempDir d("reft-peer");
   TestNode n("g0", d.path(), {});
-  auto* co = n.peer->gossip_commit();
+  auto* co = dynamic_cast<coord::GossipJobCoordinator*>(n.peer->coordinator());
+  REQUIRE(co != nullptr);
   REQUIRE(co->Join(kRank, kOne).ok());
   CompleteStep(n, 1);
   CompleteStep(n, 2);
@@ -120,12 +123,12 @@ TEST_CASE("StartGeneration is compare-and-set and SyncNow spreads it to every me
     REQUIRE(b.peer->coordinator()->WaitCommitted("job", step, 3s));
   }
   auto g = a.peer->coordinator()->StartGeneration(
-      "job", reft::peer::GenerationStart{0, 3, 1, 3, "memory lost"});
+      "job", reft::coord::GenerationStart{0, 3, 1, 3, "memory lost"});
   CHECK(g.generation == 1);
   CHECK(g.base_step == 1);
   // A second restore of the same failure (it also saw generation 0) changes nothing.
   auto again = a.peer->coordinator()->StartGeneration(
-      "job", reft::peer::GenerationStart{0, 3, 2, 3, "other"});
+      "job", reft::coord::GenerationStart{0, 3, 2, 3, "other"});
   CHECK(again.generation == 1);
   CHECK(again.base_step == 1);
   REQUIRE(a.peer->coordinator()->SyncNow("job", 1s).ok());
@@ -158,7 +161,7 @@ TEST_CASE("the generation survives a daemon restart next to the slots", "[peer]"
     REQUIRE(n.peer->coordinator()->Join(kRank, kOne).ok());
     CompleteStep(n, 4);
     auto g = n.peer->coordinator()->StartGeneration(
-        "job", reft::peer::GenerationStart{0, 4, 2, 4, "lost SG pp0-tp0"});
+        "job", reft::coord::GenerationStart{0, 4, 2, 4, "lost SG pp0-tp0"});
     REQUIRE(g.generation == 1);
     CompleteStep(n, 3);  // generation 1 commits step 3
   }

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "peer_fixture.h"
+#include "swim_membership.h"
 #include "reft/v1/peer.grpc.pb.h"
 
 extern char** environ;
@@ -123,7 +124,7 @@ TEST_CASE("membership converges from one seed, and a dropped link is detected", 
   Cluster c(3);
   REQUIRE(peer::test::Eventually([&] { return c.Converged(2); }, 3s));
   std::atomic<int> dead_events{0};
-  c.nodes[0]->peer->swim()->AddListener([&](const MemberInfo& m, MemberState) {
+  c.nodes[0]->peer->membership().AddListener([&](const MemberInfo& m, MemberState) {
     if (m.node_id == "n2" && m.state == MemberState::kDead) ++dead_events;
   });
   auto t0 = std::chrono::steady_clock::now();
@@ -300,7 +301,7 @@ TEST_CASE("a node declared dead that comes back with its old epoch is fenced", "
                                          std::vector<std::string>{c.nodes[0]->address,
                                                                   c.nodes[1]->address},
                                          old_epoch);
-  REQUIRE(peer::test::Eventually([&] { return back->peer->swim()->IsFenced(); }, 3s));
+  REQUIRE(peer::test::Eventually([&] { return back->peer->membership().IsFenced(); }, 3s));
   CHECK(back->peer->membership().epoch() != old_epoch);
   REQUIRE(peer::test::Eventually([&] { return StateOf(*c.nodes[0], "n2") == MemberState::kAlive &&
                                   StateOf(*c.nodes[1], "n2") == MemberState::kAlive; }, 3s));
@@ -308,7 +309,7 @@ TEST_CASE("a node declared dead that comes back with its old epoch is fenced", "
   auto stale = c.nodes[0]->peer->client().GetManifest(back->address, "");
   CHECK(stale.status().code() == StatusCode::kProtocol);
   CHECK_THAT(stale.status().message(), Catch::Contains("stale"));
-  back->peer->swim()->ClearFence();
+  back->peer->membership().ClearFence();
   CHECK(c.nodes[0]->peer->client().GetManifest(back->address, "").ok());
 }
 
@@ -316,22 +317,22 @@ TEST_CASE("the suspicion timeout grows with log n of the table, never below the 
           "[peer]") {
   using std::chrono::milliseconds;
   const milliseconds base(2000);
-  CHECK(peer::SuspicionTimeout(base, 0) == base);
-  CHECK(peer::SuspicionTimeout(base, 1) == base);
-  CHECK(peer::SuspicionTimeout(base, 10) == base);  // up to 10 members: the configured value
-  CHECK(peer::SuspicionTimeout(base, 16) == milliseconds(2408));  // 2000 · log10(16)
-  CHECK(peer::SuspicionTimeout(base, 100) == milliseconds(4000));
-  CHECK(peer::SuspicionTimeout(base, 4096) == milliseconds(7225));
+  CHECK(coord::SuspicionTimeout(base, 0) == base);
+  CHECK(coord::SuspicionTimeout(base, 1) == base);
+  CHECK(coord::SuspicionTimeout(base, 10) == base);  // up to 10 members: the configured value
+  CHECK(coord::SuspicionTimeout(base, 16) == milliseconds(2408));  // 2000 · log10(16)
+  CHECK(coord::SuspicionTimeout(base, 100) == milliseconds(4000));
+  CHECK(coord::SuspicionTimeout(base, 4096) == milliseconds(7225));
   for (size_t n = 1; n < 5000; n += 7) {
-    CHECK(peer::SuspicionTimeout(base, n + 7) >= peer::SuspicionTimeout(base, n));
+    CHECK(coord::SuspicionTimeout(base, n + 7) >= coord::SuspicionTimeout(base, n));
   }
 }
 
 TEST_CASE("a fact is retransmitted O(log n) times", "[peer]") {
-  CHECK(peer::RetransmitLimit(1) == 4);
-  CHECK(peer::RetransmitLimit(3) == 8);
-  CHECK(peer::RetransmitLimit(16) == 20);
-  CHECK(peer::RetransmitLimit(4096) == 52);
+  CHECK(coord::RetransmitLimit(1) == 4);
+  CHECK(coord::RetransmitLimit(3) == 8);
+  CHECK(coord::RetransmitLimit(16) == 20);
+  CHECK(coord::RetransmitLimit(4096) == 52);
 }
 
 // Deltas, not the table: once every change has been sent its O(log n) times, a ping's answer

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "reft/coord/gossip_control_plane.h"
+
 namespace reft::peer::test {
 
 PeerOptions FastOptions(const std::string& node_id, std::vector<std::string> seeds) {
@@ -58,7 +60,8 @@ TestNode::TestNode(const std::string& id, const std::string& shm_dir,
   o.epoch = epoch;
   o.peer_stream_bandwidth = bandwidth;
   if (tweak) tweak(&o);
-  auto p = PeerNode::Create(o, store.get(), {}, control_plane);
+  auto p = PeerNode::Create(o, store.get(), {},
+                            control_plane ? control_plane : coord::MakeGossipControlPlane());
   if (!p.ok()) throw std::runtime_error(p.status().ToString());
   peer = std::move(*p);
   server = ServeOnLoopback(peer.get(), FastOptions(id, {}), grpc::InsecureServerCredentials(),

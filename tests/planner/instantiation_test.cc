@@ -7,8 +7,8 @@
 #include <random>
 
 #include "reft/planner/api.h"
-#include "reft/planner/oobleck.h"
-#include "reft/planner/ordering.h"
+#include "oobleck.h"
+#include "ordering.h"
 
 using namespace reft::planner;
 using namespace reft::planner::oobleck;

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "reft/planner/odyssey.h"
-#include "reft/planner/policy_sim.h"
+#include "policy_sim.h"
 #include "uniform_model.h"
 
 using namespace reft::planner;

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "reft/planner/odyssey.h"
-#include "reft/planner/oobleck.h"
+#include "oobleck.h"
 
 using namespace reft::planner;
 using namespace reft::planner::oobleck;

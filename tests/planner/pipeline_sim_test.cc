@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "reft/planner/oobleck.h"
+#include "oobleck.h"
 #include "reft/planner/pipeline_sim.h"
 
 using namespace reft::planner;

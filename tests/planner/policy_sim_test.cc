@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "reft/planner/policy_sim.h"
+#include "policy_sim.h"
 #include "uniform_model.h"
 
 using namespace reft::planner;

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "reft/planner/reliability.h"
+#include "reliability.h"
 
 using namespace reft::planner;
 

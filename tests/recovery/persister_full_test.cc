@@ -9,6 +9,7 @@
 
 using namespace reft;
 using namespace reft::recovery;
+using namespace reft::persister;
 using namespace reft::recovery::test;
 using reft::testing::TinyTmpfs;
 

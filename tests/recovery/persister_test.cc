@@ -13,6 +13,7 @@
 
 using namespace reft;
 using namespace reft::recovery;
+using namespace reft::persister;
 using namespace reft::recovery::test;
 using namespace std::chrono_literals;
 

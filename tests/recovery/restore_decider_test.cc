@@ -31,8 +31,8 @@ AgreementSnapshot Base() {
   return s;
 }
 
-peer::RestoreDecision Recorded(uint64_t generation, int64_t step, RestoreSource source) {
-  return peer::RestoreDecision{generation, step, source, "n2", "their detail", 41};
+coord::RestoreDecision Recorded(uint64_t generation, int64_t step, RestoreSource source) {
+  return coord::RestoreDecision{generation, step, source, "n2", "their detail", 41};
 }
 
 MemoryVerdict Memory(MemoryVerdict::Kind kind) { return MemoryVerdict{kind, "step 5: summary"}; }

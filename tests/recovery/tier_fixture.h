@@ -7,7 +7,7 @@
 #include <string>
 
 #include "recovery_fixture.h"
-#include "reft/recovery/persister.h"
+#include "reft/persister/persister.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/tier_access.h"
 
@@ -31,14 +31,14 @@ struct TierNode {
         tier(TierOptions(n.node_id, dir)),
         load(n.store.get(), n.peer.get(), TestOptions()) {
     load.SetPersistentTier(&tier);
-    PersisterOptions po;
+    reft::persister::PersisterOptions po;
     po.node_id = n.node_id;
     po.every_steps = every_steps;
     po.poll_interval = poll;
     po.peer_timeout = std::chrono::seconds(30);
     po.sync_timeout = std::chrono::seconds(1);
     po.next_commit_wait = std::chrono::seconds(3);  // the tests commit well within it
-    persister = std::make_unique<Persister>(n.store.get(), n.peer.get(), &tier, po);
+    persister = std::make_unique<reft::persister::Persister>(n.store.get(), n.peer.get(), &tier, po);
     persister->Start();
   }
   ~TierNode() { persister.reset(); }
@@ -46,7 +46,7 @@ struct TierNode {
   TestNode& node;
   TierAccess tier;
   ReftLoad load;
-  std::unique_ptr<Persister> persister;
+  std::unique_ptr<reft::persister::Persister> persister;
 };
 
 }  // namespace reft::recovery::test

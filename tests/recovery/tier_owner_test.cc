@@ -12,6 +12,7 @@
 
 using namespace reft;
 using namespace reft::recovery;
+using namespace reft::persister;
 using namespace reft::recovery::test;
 
 namespace {

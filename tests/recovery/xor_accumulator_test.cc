@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "reft/mutex.h"
-#include "reft/recovery/xor_accumulator.h"
+#include "xor_accumulator.h"
 
 using reft::Mutex;
 using reft::MutexLock;

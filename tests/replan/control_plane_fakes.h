@@ -1,7 +1,7 @@
 #pragma once
 /// \file control_plane_fakes.h
 /// \brief In-memory fakes of the two seams the planner loop calls (peer::NodeDirectory and
-/// peer::JobCoordinator), so its decisions can be tested without etcd or a second daemon.
+/// coord::JobCoordinator), so its decisions can be tested without etcd or a second daemon.
 /// The coordinator keeps one published plan per job behind the same compare-and-swap contract
 /// as etcd's (a version token; void outside the job's generation) and lets a test wait for a
 /// publication or for the planner's next pass over the jobs, never for a time.
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "reft/mutex.h"
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/job_coordinator.h"
 #include "reft/peer/node_directory.h"
 
 namespace reft::replan::testing {
@@ -90,39 +90,39 @@ class FakeNodeDirectory final : public peer::NodeDirectory {
 
 /// \brief One job's agreement as the planner reads it: whether this node leads it, its other
 /// nodes, its generation, the recorded restore decision and the published plan.
-class FakeJobCoordinator final : public peer::JobCoordinator {
+class FakeJobCoordinator final : public coord::JobCoordinator {
  public:
   struct Job {
     bool leads = true;
     std::vector<std::string> nodes;  ///< JobNodes(): the job's nodes other than this one
     uint64_t generation = 0;
-    std::optional<peer::RestoreDecision> decision;
-    std::optional<peer::PublishedPlan> published;
+    std::optional<coord::RestoreDecision> decision;
+    std::optional<coord::PublishedPlan> published;
   };
 
   void SetJob(const std::string& name, Job job) {
     MutexLock lock(mu_);
     jobs_[name] = std::move(job);
   }
-  void SetPublished(const std::string& name, peer::PublishedPlan plan) {
+  void SetPublished(const std::string& name, coord::PublishedPlan plan) {
     MutexLock lock(mu_);
     plan.version = ++next_version_;
     jobs_[name].published = plan;
   }
 
   /// Every plan published (accepted or not), in order.
-  std::vector<peer::PublishedPlan> Publications() const {
+  std::vector<coord::PublishedPlan> Publications() const {
     MutexLock lock(mu_);
     return publications_;
   }
-  std::optional<peer::PublishedPlan> Published(const std::string& name) const {
+  std::optional<coord::PublishedPlan> Published(const std::string& name) const {
     MutexLock lock(mu_);
     auto it = jobs_.find(name);
     return it == jobs_.end() ? std::nullopt : it->second.published;
   }
   /// Waits until the published plan of `name` satisfies `pred`; false after kEventBound.
   bool WaitPublished(const std::string& name,
-                     const std::function<bool(const peer::PublishedPlan&)>& pred) const {
+                     const std::function<bool(const coord::PublishedPlan&)>& pred) const {
     MutexLock lock(mu_);
     return lock.WaitFor(cv_, kEventBound, [&]() REFT_REQUIRES(mu_) {
       auto it = jobs_.find(name);
@@ -157,25 +157,25 @@ class FakeJobCoordinator final : public peer::JobCoordinator {
     MutexLock lock(mu_);
     return jobs_[name].nodes;
   }
-  peer::JobGeneration Generation(const std::string& name) override {
+  coord::JobGeneration Generation(const std::string& name) override {
     MutexLock lock(mu_);
-    peer::JobGeneration g;
+    coord::JobGeneration g;
     g.generation = jobs_[name].generation;
     return g;
   }
-  Result<std::optional<peer::RestoreDecision>> Decision(const std::string& name) override {
+  Result<std::optional<coord::RestoreDecision>> Decision(const std::string& name) override {
     MutexLock lock(mu_);
     return jobs_[name].decision;
   }
   bool HasConsensus() const override { return true; }
-  Result<std::optional<peer::PublishedPlan>> PublishedPlanOf(const std::string& name) override {
+  Result<std::optional<coord::PublishedPlan>> PublishedPlanOf(const std::string& name) override {
     MutexLock lock(mu_);
     return jobs_[name].published;
   }
   /// etcd's contract: the plan in force unless `expected_version` is the current one; Busy
   /// outside the job's generation.
-  Result<peer::PublishedPlan> PublishPlan(const std::string& name, const peer::PublishedPlan& plan,
-                                          int64_t expected_version, peer::PlanPublisher) override {
+  Result<coord::PublishedPlan> PublishPlan(const std::string& name, const coord::PublishedPlan& plan,
+                                          int64_t expected_version, coord::PlanPublisher) override {
     MutexLock lock(mu_);
     publications_.push_back(plan);
     Job& job = jobs_[name];
@@ -205,8 +205,8 @@ class FakeJobCoordinator final : public peer::JobCoordinator {
   void Stop() override {}
   Status SyncNow(const std::string&, std::chrono::milliseconds) override { return Status::OK(); }
   std::optional<JobLayout> Layout(const std::string&) override { return std::nullopt; }
-  peer::JobGeneration StartGeneration(const std::string& name,
-                                      const peer::GenerationStart&) override {
+  coord::JobGeneration StartGeneration(const std::string& name,
+                                      const coord::GenerationStart&) override {
     return Generation(name);
   }
   void AddGenerationListener(GenerationListener) override {}
@@ -216,7 +216,7 @@ class FakeJobCoordinator final : public peer::JobCoordinator {
   std::optional<std::string> SlotLocation(const store::RankKey&) override { return std::nullopt; }
   std::optional<std::string> JoinedNode(const store::RankKey&) override { return std::nullopt; }
   Status RecordSlot(const store::RankKey&, int64_t) override { return Status::OK(); }
-  Result<peer::RestoreDecision> ProposeDecision(const std::string&, const peer::RestoreDecision& d,
+  Result<coord::RestoreDecision> ProposeDecision(const std::string&, const coord::RestoreDecision& d,
                                                 int64_t) override {
     return d;
   }
@@ -225,7 +225,7 @@ class FakeJobCoordinator final : public peer::JobCoordinator {
   mutable Mutex mu_;
   mutable std::condition_variable cv_;
   std::map<std::string, Job> jobs_ REFT_GUARDED_BY(mu_);
-  std::vector<peer::PublishedPlan> publications_ REFT_GUARDED_BY(mu_);
+  std::vector<coord::PublishedPlan> publications_ REFT_GUARDED_BY(mu_);
   int64_t next_version_ REFT_GUARDED_BY(mu_) = 0;
   int passes_ REFT_GUARDED_BY(mu_) = 0;
 };

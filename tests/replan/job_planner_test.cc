@@ -108,7 +108,7 @@ struct RecordingStager {
   }
 };
 
-bool TransferIs(const peer::PublishedPlan& p, const std::string& state) {
+bool TransferIs(const coord::PublishedPlan& p, const std::string& state) {
   const json progress = json::parse(p.transfer_json.empty() ? "null" : p.transfer_json);
   return progress.is_object() && progress.value("state", "") == state;
 }
@@ -124,10 +124,10 @@ TEST_CASE("planner loop: the coordinator decides a loss, publishes it and runs i
   planner.SetStager(stager.Get());
   planner.Start();
   REQUIRE(cluster.coordinator.WaitPublished(
-      "j", [](const peer::PublishedPlan& p) { return TransferIs(p, "done"); }));
+      "j", [](const coord::PublishedPlan& p) { return TransferIs(p, "done"); }));
   planner.Stop();
 
-  const peer::PublishedPlan p = *cluster.coordinator.Published("j");
+  const coord::PublishedPlan p = *cluster.coordinator.Published("j");
   CHECK(p.state == "decided");
   CHECK(p.basis == "n3");
   CHECK(p.generation == kGeneration);
@@ -159,9 +159,9 @@ TEST_CASE("planner loop: a loss that cannot be decided yet is published as undec
   JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
                      nullptr, cluster.Source(/*step_time_measured=*/false));
   planner.Start();
-  REQUIRE(cluster.coordinator.WaitPublished("j", [](const peer::PublishedPlan&) { return true; }));
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan&) { return true; }));
   planner.Stop();
-  const peer::PublishedPlan p = *cluster.coordinator.Published("j");
+  const coord::PublishedPlan p = *cluster.coordinator.Published("j");
   CHECK(p.state == "undecided");
   CHECK(p.basis == "n3");
   const json doc = json::parse(p.plan_json);
@@ -205,7 +205,7 @@ TEST_CASE("planner loop: without a spare the decision first waits for one, and s
                      &cluster.coordinator, nullptr, cluster.Source());
   const int64_t before = UnixMs();
   planner.Start();
-  REQUIRE(cluster.coordinator.WaitPublished("j", [](const peer::PublishedPlan&) { return true; }));
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan&) { return true; }));
   FinishNextPass(planner, cluster.coordinator);
   planner.Stop();
 
@@ -221,9 +221,9 @@ TEST_CASE("planner loop: a spare that suffices is taken at once, without a wait"
   JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::hours(1)), &cluster.nodes,
                      &cluster.coordinator, nullptr, cluster.Source());
   planner.Start();
-  REQUIRE(cluster.coordinator.WaitPublished("j", [](const peer::PublishedPlan&) { return true; }));
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan&) { return true; }));
   planner.Stop();
-  const peer::PublishedPlan p = *cluster.coordinator.Published("j");
+  const coord::PublishedPlan p = *cluster.coordinator.Published("j");
   CHECK(p.state == "decided");
   CHECK(p.wait_until_ms == 0);
   CHECK(json::parse(p.plan_json)["decision"]["policy"] == "restart_on_spare");
@@ -240,10 +240,10 @@ TEST_CASE(
   planner.SetStager(stager.Get());
   planner.Start();
   REQUIRE(cluster.coordinator.WaitPublished(
-      "j", [](const peer::PublishedPlan& p) { return p.state == "awaiting_confirmation"; }));
+      "j", [](const coord::PublishedPlan& p) { return p.state == "awaiting_confirmation"; }));
   FinishNextPass(planner, cluster.coordinator);
   CHECK(stager.Nodes() == 0);
-  const peer::PublishedPlan shown = *cluster.coordinator.Published("j");
+  const coord::PublishedPlan shown = *cluster.coordinator.Published("j");
 
   auto stale = planner.Confirm("j", shown.version + 100);
   CHECK(stale.status().code() == StatusCode::kBusy);
@@ -255,7 +255,7 @@ TEST_CASE(
 
   planner.Replan();
   REQUIRE(cluster.coordinator.WaitPublished(
-      "j", [](const peer::PublishedPlan& p) { return TransferIs(p, "done"); }));
+      "j", [](const coord::PublishedPlan& p) { return TransferIs(p, "done"); }));
   planner.Stop();
   CHECK(cluster.coordinator.Published("j")->state == "confirmed");
   CHECK(stager.Nodes() > 0);
@@ -263,7 +263,7 @@ TEST_CASE(
 
 TEST_CASE("planner loop: a decision of an older generation cannot be confirmed", "[job_planner]") {
   Cluster cluster({"n3"});
-  peer::PublishedPlan old;
+  coord::PublishedPlan old;
   old.generation = kGeneration - 1;
   old.step = kStep;
   old.basis = "n3";
@@ -278,8 +278,8 @@ TEST_CASE("planner loop: a decision of an older generation cannot be confirmed",
 namespace {
 
 // A loss of n3 at the job's generation and step that nobody acted on yet.
-peer::PublishedPlan PendingLoss() {
-  peer::PublishedPlan p;
+coord::PublishedPlan PendingLoss() {
+  coord::PublishedPlan p;
   p.generation = kGeneration;
   p.step = kStep;
   p.basis = "n3";
@@ -298,9 +298,9 @@ TEST_CASE("planner loop: a loss whose node came back before anyone acted on it i
                      nullptr, cluster.Source());
   planner.Start();
   REQUIRE(cluster.coordinator.WaitPublished(
-      "j", [](const peer::PublishedPlan& p) { return p.state == "no_loss"; }));
+      "j", [](const coord::PublishedPlan& p) { return p.state == "no_loss"; }));
   planner.Stop();
-  const peer::PublishedPlan p = *cluster.coordinator.Published("j");
+  const coord::PublishedPlan p = *cluster.coordinator.Published("j");
   CHECK(p.basis == "n3");  // the loss it withdraws
   CHECK(p.step == kStep);
   CHECK(p.generation == kGeneration);
@@ -314,7 +314,7 @@ TEST_CASE("planner loop: a loss a trainer restored under stands when its node co
   job.nodes = {"n1", "n2", "n3"};
   job.generation = kGeneration;
   job.published = cluster.coordinator.Published("j");
-  peer::RestoreDecision restored;  // a trainer restored at the decision's generation and step
+  coord::RestoreDecision restored;  // a trainer restored at the decision's generation and step
   restored.generation = kGeneration;
   restored.step = kStep;
   job.decision = restored;
@@ -347,7 +347,7 @@ TEST_CASE("planner loop: plan show decides from this node's view until a decisio
   CHECK(text["node"] == "n0");
 
   planner.Start();
-  REQUIRE(cluster.coordinator.WaitPublished("j", [](const peer::PublishedPlan&) { return true; }));
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan&) { return true; }));
   planner.Stop();
   shown = planner.Show("j");
   REQUIRE(shown.ok());

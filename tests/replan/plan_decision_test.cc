@@ -130,7 +130,7 @@ TEST_CASE("plan decision: the record carries the state, the basis, the wait and 
   auto doc = PlanDocumentFromJson(Decide(Model(), Members({"n0", "n1", "n2"}, {"n3"})));
   REQUIRE(doc.ok());
   d.plan = *doc;
-  const peer::PublishedPlan r = ToRecord(d, "n0", 99);
+  const coord::PublishedPlan r = ToRecord(d, "n0", 99);
   CHECK(r.state == "waiting_for_spare");
   CHECK(r.generation == 3);
   CHECK(r.step == 7);
@@ -142,7 +142,7 @@ TEST_CASE("plan decision: the record carries the state, the basis, the wait and 
   REQUIRE(back);
   CHECK(ToJson(*back) == ToJson(*doc));
 
-  peer::PublishedPlan empty = r;
+  coord::PublishedPlan empty = r;
   empty.plan_json = "";
   CHECK(!DocumentOf(empty));
   empty.plan_json = R"({"decision":{"policy":"reconfigure"}})";  // not a whole document
@@ -167,7 +167,7 @@ TEST_CASE("plan decision: plan show adds the publication, the mode and the answe
   CHECK(j["node"] == "n1");
   CHECK(j["decision"] == ToJson(*doc)["decision"]);
 
-  peer::PublishedPlan p;
+  coord::PublishedPlan p;
   p.state = "decided";
   p.generation = 2;
   p.step = 7;

@@ -3,11 +3,11 @@
 // layer, one a trainer restored under, a growth, or one of an older generation or step stays.
 #include <catch2/catch.hpp>
 
-#include "reft/replan/plan_finality.h"
+#include "plan_finality.h"
 
 using reft::replan::FinalBecause;
 using reft::replan::DecidesLossOf;
-using reft::peer::PublishedPlan;
+using reft::coord::PublishedPlan;
 
 namespace {
 

@@ -15,6 +15,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "peer_fixture.h"
+#include "reft/coord/gossip_control_plane.h"
 #include "reft/peer/peer_node.h"
 #include "reft/security/authorizer.h"
 #include "reft/security/grpc_auth.h"
@@ -45,7 +46,8 @@ struct ServedNode {
     peer::PeerOptions o = peer::test::FastOptions(id, std::move(seeds));
     o.rpc_deadline = std::chrono::milliseconds(2000);  // a TLS handshake on a loaded machine
     client.authorizer = auth.get();
-    auto created = peer::PeerNode::Create(o, store.get(), std::move(client));
+    auto created = peer::PeerNode::Create(o, store.get(), std::move(client),
+                                          coord::MakeGossipControlPlane());
     REQUIRE(created.ok());
     node = std::move(*created);
     server = peer::test::ServeOnLoopback(node.get(), o, server_creds, &address);

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "reft/app/config.h"
+#include "config.h"
 #include "test_support.h"
 
 using reft::app::DaemonConfig;

@@ -1,4 +1,4 @@
-#include "reft/app/admin_service.h"
+#include "admin_service.h"
 
 #include <algorithm>
 #include <map>
@@ -6,7 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "reft/app/etcd_credentials.h"
+#include "etcd_credentials.h"
 #include "reft/replan/job_model.h"
 #include "reft/kernels/device.h"
 #include "reft/mutex.h"
@@ -30,10 +30,10 @@ reft::Status CheckJobName(const std::string& job) {
 }
 
 // The job's layout as the commit coordinator knows it (joined here or learned from a peer).
-std::optional<JobLayout> KnownLayout(peer::JobCoordinator* coordinator,
+std::optional<JobLayout> KnownLayout(coord::JobTimeline* timeline,
                                      const std::string& job) {
-  if (coordinator == nullptr) return std::nullopt;
-  return coordinator->Layout(job);
+  if (timeline == nullptr) return std::nullopt;
+  return timeline->Layout(job);
 }
 
 v1::ErrorCode ToErrorCode(StatusCode code) {
@@ -136,7 +136,7 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
     js->set_job(job);
     js->set_ranks(ranks);
     js->set_newest_committed_step(NewestCommittedStep(store_, job));
-    if (recovery_.coordinator) js->set_generation(recovery_.coordinator->Generation(job).generation);
+    if (recovery_.timeline) js->set_generation(recovery_.timeline->Generation(job).generation);
     if (auto c = coordinators.find(job); c != coordinators.end()) js->set_coordinator(c->second);
     auto owner = recovery_.owners && reachable
                      ? recovery_.owners->Owner(job)
@@ -324,11 +324,11 @@ void AdminService::FillPersistStatus(v1::PersistTierStatus* out) {
   if (t.ok()) {
     std::set<std::string> jobs;
     for (const auto& rank : store_->Ranks()) jobs.insert(rank.job);
-    if (recovery_.coordinator) {
-      for (const auto& job : recovery_.coordinator->Jobs()) jobs.insert(job);
+    if (recovery_.timeline) {
+      for (const auto& job : recovery_.timeline->Jobs()) jobs.insert(job);
     }
     for (const auto& job : jobs) {
-      auto layout = KnownLayout(recovery_.coordinator, job);
+      auto layout = KnownLayout(recovery_.timeline, job);
       if (!layout) continue;
       auto newest = (*t)->NewestCompleteStep(job, *layout);
       if (!newest.ok()) {
@@ -393,8 +393,8 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
   }
   for (const auto& u : check->unreachable) r->add_unreachable(u);
   for (const auto& w : check->warnings) r->add_warnings(w);
-  if (recovery_.coordinator) {
-    const auto gen = recovery_.coordinator->Generation(job);
+  if (recovery_.timeline) {
+    const auto gen = recovery_.timeline->Generation(job);
     r->set_generation(gen.generation);
     if (gen.base_step) {
       r->set_has_base(true);
@@ -406,7 +406,7 @@ grpc::Status AdminService::RestoreCheck(grpc::ServerContext* ctx,
   if (recovery_.tier != nullptr) {
     events.Progress("check", 0, 0, "", "reading the persistent tier");
     pc = recovery::CheckPersistent(
-        recovery_.tier, job, KnownLayout(recovery_.coordinator, job),
+        recovery_.tier, job, KnownLayout(recovery_.timeline, job),
         check->step >= 0 ? std::optional<int64_t>(check->step) : std::nullopt);
   }
   auto* p = r->mutable_persistent();
@@ -572,7 +572,7 @@ grpc::Status AdminService::AttachPlanProfile(grpc::ServerContext* ctx,
   // The job's layer count, when a committed step tells it: a profile of another model is
   // refused now rather than at the next failure.
   int layers = 0;
-  if (auto model = replan::ReadJobModel(recovery_.restore, recovery_.coordinator,
+  if (auto model = replan::ReadJobModel(recovery_.restore, recovery_.slots,
                                         recovery_.cadence, req->job());
       model.ok()) {
     layers = static_cast<int>(model->layers.size());

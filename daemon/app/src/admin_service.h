@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "reft/app/config.h"
+#include "config.h"
 #include "reft/replan/job_planner.h"
 #include "reft/replan/plan_profiles.h"
 #include "reft/replan/step_cadence.h"
@@ -17,10 +17,10 @@
 #include "reft/local/job_ownership.h"
 #include "reft/peer/job_access.h"
 #include "reft/peer/job_records.h"
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/roles.h"
 #include "reft/peer/node_directory.h"
 #include "reft/planner/online.h"
-#include "reft/recovery/persister.h"
+#include "reft/persister/persister.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/tier_access.h"
 #include "reft/security/authorizer.h"
@@ -37,9 +37,12 @@ using SessionLister = std::function<std::vector<v1::SessionInfo>()>;
 /// UNIMPLEMENTED then.
 struct AdminRecovery {
   recovery::ReftLoad* restore = nullptr;
-  recovery::Persister* persister = nullptr;
+  persister::Persister* persister = nullptr;
   recovery::TierAccess* tier = nullptr;
-  peer::JobCoordinator* coordinator = nullptr;
+  /// The jobs this node follows, their layouts and generations (Status, restore-check).
+  coord::JobTimeline* timeline = nullptr;
+  /// Where each rank's slot of a step was recorded (the job model of `plan profile`).
+  coord::SlotDirectory* slots = nullptr;
   /// Who owns each job (shown by Status and `jobs list`; counts refused calls on a job).
   local::JobOwnership* owners = nullptr;
   /// Marks this node as running an operator's rebuild or persist of a job, so holders serve it

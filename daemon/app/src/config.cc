@@ -1,4 +1,4 @@
-#include "reft/app/config.h"
+#include "config.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "reft/app/daemon.h"
+#include "daemon.h"
 
 #include <grp.h>
 #include <sys/socket.h>
@@ -17,13 +17,14 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
-#include "reft/app/admin_service.h"
-#include "reft/app/etcd_credentials.h"
+#include "admin_service.h"
+#include "etcd_credentials.h"
 #include "metered_commit_coordinator.h"
 #include "transfer_wiring.h"
-#include "reft/app/notify.h"
+#include "notify.h"
 #include "reft/coord/etcd_control_plane.h"
 #include "reft/coord/etcd_job_owners.h"
+#include "reft/coord/gossip_control_plane.h"
 #include "reft/fault_guard.h"
 #include "reft/memory_file_system.h"
 #include "reft/kernels/emulated.h"
@@ -33,11 +34,11 @@
 #include "reft/peer/peer_node.h"
 #include "reft/peer/rank_id.h"
 #include "reft/protect/slot_meta.h"
-#include "reft/recovery/persister.h"
+#include "reft/persister/persister.h"
 #include "reft/recovery/published_copier.h"
 #include "reft/replan/job_model.h"
 #include "reft/replan/job_planner.h"
-#include "reft/app/local_job_records.h"
+#include "local_job_records.h"
 #include "reft/replan/plan_profiles.h"
 #include "reft/replan/step_cadence.h"
 #include "reft/recovery/reft_load.h"
@@ -75,7 +76,7 @@ struct Daemon::Impl {
   std::unique_ptr<recovery::ReftLoad> restore;          // before peer goes (uses it)
   std::unique_ptr<recovery::PublishedCopier> copier;
   std::unique_ptr<recovery::TierAccess> tier;           // persistent tier, opened lazily
-  std::unique_ptr<recovery::Persister> persister;       // before peer and tier go
+  std::unique_ptr<persister::Persister> persister;       // before peer and tier go
   // The node's own record of job owners (the registry without etcd; imported into etcd with
   // it), and the registry the local channel and Admin ask: this one, or etcd's.
   std::unique_ptr<local::JobOwners> local_owners;
@@ -159,13 +160,13 @@ void RecordRecovery(observability::Metrics* m, const std::string& operation,
   m->AddBytesRecovered(RecoverySource::kPersistent, s.bytes_persistent);
 }
 
-observability::PersistFailure ToMetric(recovery::PersistFailureKind k) {
+observability::PersistFailure ToMetric(persister::PersistFailureKind k) {
   switch (k) {
-    case recovery::PersistFailureKind::kMissingDir: return observability::PersistFailure::kMissingDir;
-    case recovery::PersistFailureKind::kNoSpace: return observability::PersistFailure::kNoSpace;
-    case recovery::PersistFailureKind::kPermission: return observability::PersistFailure::kPermission;
-    case recovery::PersistFailureKind::kIo: return observability::PersistFailure::kIo;
-    case recovery::PersistFailureKind::kOther: break;
+    case persister::PersistFailureKind::kMissingDir: return observability::PersistFailure::kMissingDir;
+    case persister::PersistFailureKind::kNoSpace: return observability::PersistFailure::kNoSpace;
+    case persister::PersistFailureKind::kPermission: return observability::PersistFailure::kPermission;
+    case persister::PersistFailureKind::kIo: return observability::PersistFailure::kIo;
+    case persister::PersistFailureKind::kOther: break;
   }
   return observability::PersistFailure::kOther;
 }
@@ -368,7 +369,7 @@ Status Daemon::Impl::CreatePeer() {
   REFT_ASSIGN_OR_RETURN(ps.credentials, security::MakeChannelCredentials(c.security));
   ps.token = token;
   ps.authorizer = auth.get();
-  peer::ControlPlaneFactory control_plane;
+  peer::ControlPlaneFactory control_plane = coord::MakeGossipControlPlane();
   if (!c.etcd_endpoints.empty()) {
     coord::EtcdControlPlaneOptions eo;
     eo.etcd.endpoints = c.etcd_endpoints;
@@ -401,7 +402,7 @@ Status Daemon::Impl::CreatePeer() {
   // Staged layers belong to the generation they were staged in: a fall-back to the tier
   // leaves none behind (staged_layers.h).
   peer->coordinator()->AddGenerationListener(
-      [staged_layers](const std::string& job, const peer::JobGeneration& generation, int) {
+      [staged_layers](const std::string& job, const coord::JobGeneration& generation, int) {
         staged_layers->DropOtherGenerations(job, generation.generation);
       });
   coordinator = std::make_unique<MeteredCommitCoordinator>(
@@ -484,7 +485,7 @@ void Daemon::Impl::CreateRecovery() {
   // Validated with the configuration.
   jpo.mode = replan::ParsePlannerMode(c.planner_mode).ValueOr(replan::PlannerMode::kAutomatic);
   jpo.spare_wait = std::chrono::milliseconds(c.planner_spare_wait_ms);
-  peer::JobCoordinator* job_coordinator = peer->coordinator();
+  coord::JobCoordinator* job_coordinator = peer->coordinator();
   recovery::ReftLoad* reft_load = restore.get();
   const replan::StepCadence* step_cadence = cadence.get();
   planner = std::make_unique<replan::JobPlanner>(
@@ -495,27 +496,27 @@ void Daemon::Impl::CreateRecovery() {
   ServeTransferPlans(peer.get(), restore.get(), staged.get(), planner.get(), m,
                      std::chrono::milliseconds(c.restore_timeout_ms));
   peer->coordinator()->AddGenerationListener(
-      [](const std::string& job, const peer::JobGeneration& g, int dropped) {
+      [](const std::string& job, const coord::JobGeneration& g, int dropped) {
         spdlog::warn("job {} moved to generation {}: restarts from persisted step {} ({} newer "
                      "slot(s) dropped here): {}",
                      job, g.generation, g.base_step.value_or(-1), dropped, g.reason);
       });
-  recovery::PersisterOptions pso;
+  persister::PersisterOptions pso;
   pso.node_id = c.node_id;
   pso.every_steps = c.persist_every_steps;
   pso.commit_hold = std::chrono::milliseconds(c.persist_commit_hold_ms);
-  persister = std::make_unique<recovery::Persister>(store.get(), peer.get(), tier.get(), pso);
+  persister = std::make_unique<persister::Persister>(store.get(), peer.get(), tier.get(), pso);
   // On etcd a persist holds the next commit until every node pinned its step (gossip: none).
   auto* etcd_jobs = dynamic_cast<coord::EtcdJobCoordinator*>(peer->coordinator());
   if (etcd_jobs != nullptr && c.persist_commit_hold_ms > 0) {
     persister->SetCommitHold(&etcd_jobs->persist_hold());
   }
   peer::JobRecords* etcd_records = peer->records();  // null without etcd: no key to write
-  persister->SetObserver([m, etcd_records](const recovery::NodePersist& n) {
+  persister->SetObserver([m, etcd_records](const persister::NodePersist& n) {
     if (!n.status.ok()) {
       spdlog::error("persist of job {} step {} failed: {} (in-memory snapshots are unaffected)",
                     n.job, n.step, n.status.ToString());
-      m->IncPersistFailures(ToMetric(recovery::ClassifyPersistFailure(n.status)));
+      m->IncPersistFailures(ToMetric(persister::ClassifyPersistFailure(n.status)));
     } else if (n.skipped) {
       spdlog::debug("persist of job {} step {} skipped: {}", n.job, n.step, n.skipped_reason);
     } else {
@@ -612,7 +613,7 @@ Status Daemon::Impl::StartGrpc() {
   admin = std::make_unique<AdminService>(
       config, store.get(), [server] { return ListSessions(server); }, auth.get(),
       &peer->membership(),
-      AdminRecovery{restore.get(), persister.get(), tier.get(), peer->coordinator(),
+      AdminRecovery{restore.get(), persister.get(), tier.get(), peer->coordinator(), peer->coordinator(),
                     owners, peer->access(), records, cadence.get(), profiles.get(),
                     planner.get()});
   grpc::EnableDefaultHealthCheckService(true);

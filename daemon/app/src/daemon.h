@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "reft/app/config.h"
+#include "config.h"
 #include "reft/result.h"
 
 namespace reft::app {

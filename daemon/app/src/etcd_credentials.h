@@ -7,7 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "reft/app/config.h"
+#include "config.h"
 #include "reft/result.h"
 #include "reft/security/grpc_auth.h"
 

@@ -1,4 +1,4 @@
-#include "reft/app/local_job_records.h"
+#include "local_job_records.h"
 
 #include <sys/stat.h>
 

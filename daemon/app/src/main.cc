@@ -10,9 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "logging.h"
-#include "reft/app/config.h"
-#include "reft/app/daemon.h"
-#include "reft/app/notify.h"
+#include "config.h"
+#include "daemon.h"
+#include "notify.h"
 #include "reft/peer/peer_options.h"
 
 namespace {

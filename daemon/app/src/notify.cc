@@ -1,4 +1,4 @@
-#include "reft/app/notify.h"
+#include "notify.h"
 
 #include <systemd/sd-daemon.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 #include "reft/coord/etcd_control_plane.h"
 
-#include "reft/coord/etcd_job_access.h"
+#include "etcd_job_access.h"
 #include "reft/coord/etcd_job_owners.h"
 #include "reft/coord/etcd_node_directory.h"
 

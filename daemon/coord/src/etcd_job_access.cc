@@ -1,9 +1,9 @@
-#include "reft/coord/etcd_job_access.h"
+#include "etcd_job_access.h"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "reft/coord/keys.h"
+#include "keys.h"
 #include "reft/coord/records.h"
 
 namespace reft::coord {

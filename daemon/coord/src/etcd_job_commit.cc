@@ -11,9 +11,10 @@
 #include <spdlog/spdlog.h>
 
 #include "etcd_results.h"
-#include "reft/coord/keys.h"
-#include "reft/peer/generation_file.h"
+#include "keys.h"
+#include "generation_file.h"
 #include "reft/store/job_commit.h"
+#include "reft/test_point.h"
 
 namespace reft::coord {
 
@@ -66,10 +67,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
              coordinator != nodes_->node_id() && etcd_->reachable() && now >= st.report_retry_at;
     // One write per step and node: a step is written once every rank of the job connected here
     // completed it (they complete within moments of each other), or when the linger runs out.
-    std::vector<store::RankKey> connected;
-    for (const auto& [rank, n] : joined_) {
-      if (rank.job == job) connected.push_back(rank);
-    }
+    const std::vector<store::RankKey> connected = joined_.Ranks(job);
     for (const auto& entry : st.pending) {
       const int64_t step = entry.first;
       const PendingStep& p = entry.second;  // a lambda may not capture a structured binding
@@ -89,7 +87,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
                         p.ranks.size()});
     }
   }
-  if (!writes.empty()) AtTestPoint(kReportBuilt, job);
+  if (!writes.empty()) test_point::Reach(kReportBuilt, job, this);
   if (direct) {
     std::string address;
     {
@@ -100,7 +98,7 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
   }
   for (auto& w : writes) {
     if (direct) {
-      peer::StepCompletionReport report{job,          w.step,      nodes_->node_id(),
+      coord::StepCompletionReport report{job,          w.step,      nodes_->node_id(),
                                         w.rec.generation, w.rec.epoch, w.rec.ranks,
                                         w.rec.layout_revision};
       if (ReportToCoordinator(job, coordinator, term, report)) {
@@ -154,7 +152,7 @@ void EtcdJobCoordinator::ConnectToCoordinator(const std::string& job, const std:
 
 bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::string& node,
                                              int64_t term,
-                                             const peer::StepCompletionReport& report) {
+                                             const coord::StepCompletionReport& report) {
   // The address was looked up once for the term (ConnectToCoordinator), not per report: N
   // nodes reporting every step must not turn into N etcd reads per step. A failure forgets
   // it, so the next round looks it up again.
@@ -200,7 +198,7 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
 // coordinator's view (the joined keys it watches, the locations it commits) answers at once; a
 // rank the view does not tie to the reporting node yet (its joined key's event still on the
 // way) is read from etcd before the report is refused.
-Status EtcdJobCoordinator::NotTied(const peer::StepCompletionReport& report,
+Status EtcdJobCoordinator::NotTied(const coord::StepCompletionReport& report,
                                    const store::RankKey& rank) {
   return Status::PermissionDenied("completion report of job '" + report.job + "' step " +
                                   std::to_string(report.step) + " from node '" + report.node +
@@ -209,7 +207,7 @@ Status EtcdJobCoordinator::NotTied(const peer::StepCompletionReport& report,
 }
 
 Result<std::set<store::RankKey>> EtcdJobCoordinator::ConfirmTied(
-    const peer::StepCompletionReport& report) {
+    const coord::StepCompletionReport& report) {
   std::vector<store::RankKey> unknown;
   {
     reft::MutexLock lock(mu_);
@@ -236,7 +234,7 @@ Result<std::set<store::RankKey>> EtcdJobCoordinator::ConfirmTied(
   return confirmed;
 }
 
-Status EtcdJobCoordinator::ReceiveCompletion(const peer::StepCompletionReport& report) {
+Status EtcdJobCoordinator::ReceiveCompletion(const coord::StepCompletionReport& report) {
   if (report.step < 0) {
     return Status::InvalidArgument("completion report of job '" + report.job + "' for step " +
                                    std::to_string(report.step));

@@ -8,9 +8,10 @@
 #include <spdlog/spdlog.h>
 
 #include "etcd_results.h"
-#include "reft/coord/keys.h"
-#include "reft/peer/generation_file.h"
+#include "keys.h"
+#include "generation_file.h"
 #include "reft/store/job_commit.h"
+#include "reft/test_point.h"
 
 namespace reft::coord {
 
@@ -85,7 +86,7 @@ void EtcdJobCoordinator::LoadLocalStateLocked(const std::string& job, JobState& 
   // The generation this node's slots belong to (a daemon restarted after a fallback): without
   // it, a newer generation in etcd could not tell the new timeline's slots from the old ones.
   if (!state_dir_.empty()) {
-    auto rec = peer::internal::LoadGeneration(state_dir_, job);
+    auto rec = coord::internal::LoadGeneration(state_dir_, job);
     if (rec.ok() && rec->has_value()) {
       st.gen.generation = (*rec)->generation;
       if (st.gen.generation > 0) st.gen.base_step = (*rec)->base_step;
@@ -177,6 +178,7 @@ Status EtcdJobCoordinator::Refresh(const std::string& job, bool start_watches) {
   std::vector<int64_t> handles;
   for (const auto& [key, apply] : watched) {
     auto h = etcd_->Watch(key, false, from, [this, job, key = key, apply = apply](const WatchUpdate& u) {
+      test_point::Reach(kKeyEvent, job, this);
       {
         reft::MutexLock lock(mu_);
         JobState& st = jobs_[job];
@@ -263,7 +265,7 @@ void EtcdJobCoordinator::AdoptGenerationLocked(const std::string& job, JobState&
   // trainer that did not restart fails its snapshot instead of completing a stale step.
   const int dropped = DropSlotsAfter(job, base, /*committed_too=*/true, "the old generation");
   SaveStateLocked(job, st);
-  pending_events_.push_back({job, InfoLocked(st), dropped});
+  generation_events_.Queue(job, InfoLocked(st), dropped);
 }
 
 int EtcdJobCoordinator::DropSlotsAfter(const std::string& job, int64_t step, bool committed_too,
@@ -285,7 +287,7 @@ int EtcdJobCoordinator::DropSlotsAfter(const std::string& job, int64_t step, boo
 
 void EtcdJobCoordinator::SaveStateLocked(const std::string& job, const JobState& st) {
   if (state_dir_.empty()) return;
-  Status s = peer::internal::SaveGeneration(
+  Status s = coord::internal::SaveGeneration(
       state_dir_, job,
       {st.gen.generation, st.gen.base_step.value_or(-1), st.gen.persist_floor, st.gen.reason,
        st.decision_rev});
@@ -377,8 +379,8 @@ void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState
   if (holder.empty()) st.want_lead = true;
 }
 
-peer::JobGeneration EtcdJobCoordinator::InfoLocked(const JobState& st) const {
-  peer::JobGeneration g;
+coord::JobGeneration EtcdJobCoordinator::InfoLocked(const JobState& st) const {
+  coord::JobGeneration g;
   g.generation = st.gen.generation;
   g.base_step = st.gen.base_step;
   g.persist_floor = st.gen.persist_floor;
@@ -388,18 +390,7 @@ peer::JobGeneration EtcdJobCoordinator::InfoLocked(const JobState& st) const {
   return g;
 }
 
-void EtcdJobCoordinator::NotifyGenerations() {
-  std::vector<GenerationEvent> events;
-  {
-    reft::MutexLock lock(mu_);
-    events.swap(pending_events_);
-  }
-  if (events.empty()) return;
-  reft::MutexLock lock(listeners_mu_);
-  for (const auto& e : events) {
-    for (const auto& l : listeners_) l(e.job, e.generation, e.dropped);
-  }
-}
+void EtcdJobCoordinator::NotifyGenerations() { generation_events_.Deliver(); }
 
 // ---- CommitCoordinator ----
 
@@ -455,15 +446,14 @@ std::vector<std::string> EtcdJobCoordinator::Jobs() {
   return {out.begin(), out.end()};
 }
 
-peer::JobGeneration EtcdJobCoordinator::Generation(const std::string& job) {
+coord::JobGeneration EtcdJobCoordinator::Generation(const std::string& job) {
   (void)Track(job);
   reft::MutexLock lock(mu_);
   return InfoLocked(jobs_[job]);
 }
 
 void EtcdJobCoordinator::AddGenerationListener(GenerationListener listener) {
-  reft::MutexLock lock(listeners_mu_);
-  listeners_.push_back(std::move(listener));
+  generation_events_.AddListener(std::move(listener));
 }
 
 void EtcdJobCoordinator::AddLeadershipListener(LeadershipListener listener) {
@@ -529,28 +519,12 @@ void EtcdJobCoordinator::Run() {
   }
 }
 
-void EtcdJobCoordinator::SetTestHook(TestHook hook) {
-  reft::MutexLock lock(hook_mu_);
-  test_hook_ = std::move(hook);
-}
-
-void EtcdJobCoordinator::AtTestPoint(const char* point, const std::string& job) {
-  TestHook hook;
-  {
-    reft::MutexLock lock(hook_mu_);
-    hook = test_hook_;
-  }
-  if (hook) hook(point, job);
-}
-
 bool EtcdJobCoordinator::ForgetIfGoneLocked(const std::string& job, std::vector<int64_t>* cancel) {
   auto it = jobs_.find(job);
   if (it == jobs_.end() || !it->second.records_deleted) return false;
   JobState& st = it->second;
   if (st.connected > 0 || !st.pending.empty() || st.leader) return false;
-  for (const auto& [rank, n] : joined_) {
-    if (rank.job == job) return false;
-  }
+  if (joined_.AnyOf(job)) return false;
   if (!store_->Ranks(job).empty()) return false;  // its slots still hold state: keep following it
   cancel->insert(cancel->end(), st.watches.begin(), st.watches.end());
   TakeLeaderWatchesLocked(st, cancel);

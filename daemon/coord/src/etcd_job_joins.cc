@@ -11,8 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include "etcd_results.h"
-#include "reft/coord/keys.h"
-#include "reft/peer/generation_file.h"
+#include "keys.h"
+#include "generation_file.h"
 #include "reft/store/job_commit.h"
 
 namespace reft::coord {
@@ -153,7 +153,7 @@ Status EtcdJobCoordinator::CheckNoneJoined(const store::RankKey& rank, const Job
   std::set<std::string> here;
   {
     reft::MutexLock lock(mu_);
-    for (const auto& [r, n] : joined_) here.insert(keys::Joined(r));
+    for (const auto& r : joined_.Ranks()) here.insert(keys::Joined(r));
   }
   std::vector<std::string> where;
   for (const auto& kv : joined) {
@@ -199,7 +199,7 @@ Status EtcdJobCoordinator::Join(const store::RankKey& rank, const JobLayout& lay
     st.layout = layout;
     st.has_layout = true;
     ++st.connected;
-    ++joined_[rank];
+    joined_.Add(rank);
     int64_t& known = joined_in_etcd_[rank];
     if (joined_rev != 0) {
       known = joined_rev;
@@ -258,9 +258,7 @@ void EtcdJobCoordinator::Leave(const store::RankKey& rank) {
     reft::MutexLock lock(mu_);
     auto it = jobs_.find(rank.job);
     if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
-    auto j = joined_.find(rank);
-    if (j != joined_.end() && --j->second <= 0) {
-      joined_.erase(j);
+    if (joined_.Remove(rank)) {
       joined_layout_rev_.erase(rank);  // its session completes nothing more (Complete precedes Leave)
     }
     work_ = true;  // the worker deletes the joined key
@@ -271,16 +269,12 @@ void EtcdJobCoordinator::Leave(const store::RankKey& rank) {
 std::vector<store::RankKey> EtcdJobCoordinator::JoinedRanks(
     const std::optional<std::string>& job) {
   reft::MutexLock lock(mu_);
-  std::vector<store::RankKey> out;
-  for (const auto& [rank, n] : joined_) {
-    if (!job || rank.job == *job) out.push_back(rank);
-  }
-  return out;
+  return joined_.Ranks(job);
 }
 
 bool EtcdJobCoordinator::IsJoined(const store::RankKey& rank) {
   reft::MutexLock lock(mu_);
-  return joined_.count(rank) > 0;
+  return joined_.Contains(rank);
 }
 
 Result<std::vector<std::string>> EtcdJobCoordinator::JobNodes(const std::string& job) {
@@ -360,12 +354,12 @@ void EtcdJobCoordinator::SyncJoined() {
   std::vector<std::pair<store::RankKey, int64_t>> del;
   {
     reft::MutexLock lock(mu_);
-    for (const auto& [rank, n] : joined_) {
+    for (const auto& rank : joined_.Ranks()) {
       auto it = joined_in_etcd_.find(rank);
       if (it == joined_in_etcd_.end() || it->second == 0) put.push_back(rank);
     }
     for (const auto& [rank, rev] : joined_in_etcd_) {
-      if (joined_.count(rank) == 0) del.emplace_back(rank, rev);
+      if (!joined_.Contains(rank)) del.emplace_back(rank, rev);
     }
   }
   if (lease == 0 && !put.empty()) {
@@ -411,7 +405,7 @@ void EtcdJobCoordinator::SyncJoined() {
   {
     reft::MutexLock lock(mu_);
     for (const auto& [rank, rev] : declared_in_etcd_) {
-      if (joined_.count(rank) == 0) withdraw.emplace_back(rank, rev);
+      if (!joined_.Contains(rank)) withdraw.emplace_back(rank, rev);
     }
   }
   for (const auto& [rank, rev] : withdraw) {
@@ -437,7 +431,7 @@ void EtcdJobCoordinator::SyncJoined() {
     auto it = joined_in_etcd_.find(rank);
     if (!ok) {
       RetryLaterLocked();
-    } else if (it != joined_in_etcd_.end() && it->second == rev && joined_.count(rank) == 0) {
+    } else if (it != joined_in_etcd_.end() && it->second == rev && !joined_.Contains(rank)) {
       joined_in_etcd_.erase(it);
     }
   }

@@ -11,8 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include "etcd_results.h"
-#include "reft/coord/keys.h"
-#include "reft/peer/generation_file.h"
+#include "keys.h"
+#include "generation_file.h"
 #include "reft/store/job_commit.h"
 
 namespace reft::coord {

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "reft/coord/keys.h"
+#include "keys.h"
 #include "reft/coord/records.h"
 
 namespace reft::coord {

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "reft/coord/keys.h"
+#include "keys.h"
 #include "reft/coord/records.h"
 #include "reft/thread.h"
 

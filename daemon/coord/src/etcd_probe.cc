@@ -4,7 +4,7 @@
 
 #include "etcd/rpc.grpc.pb.h"
 #include "reft/coord/etcd_client.h"
-#include "reft/coord/keys.h"
+#include "keys.h"
 #include "reft/coord/records.h"
 
 namespace reft::coord {

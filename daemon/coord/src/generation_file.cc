@@ -1,5 +1,5 @@
 /// \file generation_file.cc
-#include "reft/peer/generation_file.h"
+#include "generation_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <sstream>
 
-namespace reft::peer::internal {
+namespace reft::coord::internal {
 
 namespace {
 
@@ -121,4 +121,4 @@ Result<std::optional<GenerationRecord>> LoadGeneration(const std::string& dir,
   return std::optional<GenerationRecord>(rec);
 }
 
-}  // namespace reft::peer::internal
+}  // namespace reft::coord::internal

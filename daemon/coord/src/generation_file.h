@@ -20,7 +20,7 @@
 
 #include "reft/result.h"
 
-namespace reft::peer::internal {
+namespace reft::coord::internal {
 
 struct GenerationRecord {
   uint64_t generation = 0;
@@ -38,4 +38,4 @@ Status SaveGeneration(const std::string& dir, const std::string& job, const Gene
 Result<std::optional<GenerationRecord>> LoadGeneration(const std::string& dir,
                                                        const std::string& job);
 
-}  // namespace reft::peer::internal
+}  // namespace reft::coord::internal

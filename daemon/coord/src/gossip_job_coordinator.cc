@@ -1,13 +1,16 @@
-#include "reft/peer/distributed_commit.h"
+#include "gossip_job_coordinator.h"
 
 #include <future>
 
-#include "reft/peer/generation_file.h"
+#include "generation_file.h"
 #include "reft/log.h"
 #include "reft/peer/rank_id.h"
 #include "reft/store/job_commit.h"
 
-namespace reft::peer {
+namespace reft::coord {
+
+using peer::FromRankId;
+using peer::ToRankId;
 
 namespace {
 
@@ -29,15 +32,14 @@ void WarnIfRefused(const Status& merged, const std::string& job, const std::stri
 
 }  // namespace
 
-DistributedCommitCoordinator::DistributedCommitCoordinator(store::SnapshotStore* store,
-                                                           Membership* membership,
-                                                           PeerClient* client,
-                                                           std::chrono::milliseconds interval)
+GossipJobCoordinator::GossipJobCoordinator(store::SnapshotStore* store,
+                                           SwimMembership* membership, peer::PeerClient* client,
+                                           std::chrono::milliseconds interval)
     : store_(store), membership_(membership), client_(client), interval_(interval) {}
 
-DistributedCommitCoordinator::~DistributedCommitCoordinator() { Stop(); }
+GossipJobCoordinator::~GossipJobCoordinator() { Stop(); }
 
-Status DistributedCommitCoordinator::Start() {
+Status GossipJobCoordinator::Start() {
   reft::MutexLock lock(mu_);
   if (running_) return Status::OK();
   running_ = true;
@@ -45,7 +47,7 @@ Status DistributedCommitCoordinator::Start() {
   return Status::OK();
 }
 
-void DistributedCommitCoordinator::Stop() {
+void GossipJobCoordinator::Stop() {
   {
     reft::MutexLock lock(mu_);
     running_ = false;
@@ -54,7 +56,7 @@ void DistributedCommitCoordinator::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-DistributedCommitCoordinator::JobState& DistributedCommitCoordinator::StateLocked(
+GossipJobCoordinator::JobState& GossipJobCoordinator::StateLocked(
     const std::string& job) {
   JobState& st = jobs_[job];
   if (st.recovered) return st;
@@ -89,7 +91,7 @@ DistributedCommitCoordinator::JobState& DistributedCommitCoordinator::StateLocke
   return st;
 }
 
-void DistributedCommitCoordinator::TryCommitLocked(const std::string& job, JobState& st,
+void GossipJobCoordinator::TryCommitLocked(const std::string& job, JobState& st,
                                                    std::optional<int64_t> known) {
   // `known`: a step already known committed somewhere (hence complete on every rank).
   std::optional<int64_t> target = known;
@@ -112,7 +114,7 @@ void DistributedCommitCoordinator::TryCommitLocked(const std::string& job, JobSt
   cv_.notify_all();
 }
 
-Status DistributedCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
+Status GossipJobCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
                                           const local::Joiner&) {
   REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   reft::MutexLock lock(mu_);
@@ -126,34 +128,29 @@ Status DistributedCommitCoordinator::Join(const store::RankKey& rank, const JobL
   st.layout = layout;
   st.has_layout = true;
   ++st.connected;
-  ++joined_[rank];
+  joined_.Add(rank);
   return Status::OK();
 }
 
-void DistributedCommitCoordinator::Leave(const store::RankKey& rank) {
+void GossipJobCoordinator::Leave(const store::RankKey& rank) {
   reft::MutexLock lock(mu_);
   auto it = jobs_.find(rank.job);
   if (it != jobs_.end() && it->second.connected > 0) --it->second.connected;
-  auto j = joined_.find(rank);
-  if (j != joined_.end() && --j->second <= 0) joined_.erase(j);
+  joined_.Remove(rank);
 }
 
-std::vector<store::RankKey> DistributedCommitCoordinator::JoinedRanks(
+std::vector<store::RankKey> GossipJobCoordinator::JoinedRanks(
     const std::optional<std::string>& job) {
   reft::MutexLock lock(mu_);
-  std::vector<store::RankKey> out;
-  for (const auto& [rank, n] : joined_) {
-    if (!job || rank.job == *job) out.push_back(rank);
-  }
-  return out;
+  return joined_.Ranks(job);
 }
 
-bool DistributedCommitCoordinator::IsJoined(const store::RankKey& rank) {
+bool GossipJobCoordinator::IsJoined(const store::RankKey& rank) {
   reft::MutexLock lock(mu_);
-  return joined_.count(rank) > 0;
+  return joined_.Contains(rank);
 }
 
-Status DistributedCommitCoordinator::SyncNow(const std::string& job,
+Status GossipJobCoordinator::SyncNow(const std::string& job,
                                              std::chrono::milliseconds timeout) {
   if (job.empty()) return Status::InvalidArgument("SyncNow: empty job id");
   v1::ExchangeCommitStateRequest req;
@@ -187,7 +184,7 @@ Status DistributedCommitCoordinator::SyncNow(const std::string& job,
   return Status::OK();
 }
 
-Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_t step,
+Status GossipJobCoordinator::Complete(const store::RankKey& rank, int64_t step,
                                               int64_t epoch) {
   {
     reft::MutexLock lock(mu_);
@@ -203,17 +200,17 @@ Status DistributedCommitCoordinator::Complete(const store::RankKey& rank, int64_
   return Status::OK();
 }
 
-int64_t DistributedCommitCoordinator::RestoreEpoch(const std::string& job) {
+int64_t GossipJobCoordinator::RestoreEpoch(const std::string& job) {
   reft::MutexLock lock(mu_);
   return CurrentEpoch(decisions_, job);
 }
 
-std::optional<int64_t> DistributedCommitCoordinator::NewestCommitted(const std::string& job) {
+std::optional<int64_t> GossipJobCoordinator::NewestCommitted(const std::string& job) {
   reft::MutexLock lock(mu_);
   return StateLocked(job).newest_committed;
 }
 
-bool DistributedCommitCoordinator::WaitCommitted(const std::string& job, int64_t step,
+bool GossipJobCoordinator::WaitCommitted(const std::string& job, int64_t step,
                                                  std::chrono::milliseconds timeout) {
   reft::MutexLock lock(mu_);
   return lock.WaitFor(cv_, timeout, [&]() REFT_REQUIRES(mu_) {
@@ -222,7 +219,7 @@ bool DistributedCommitCoordinator::WaitCommitted(const std::string& job, int64_t
   });
 }
 
-v1::JobCommitState DistributedCommitCoordinator::ExportLocked(const std::string& job,
+v1::JobCommitState GossipJobCoordinator::ExportLocked(const std::string& job,
                                                               const JobState& st) const {
   v1::JobCommitState out;
   out.set_job(job);
@@ -252,7 +249,7 @@ v1::JobCommitState DistributedCommitCoordinator::ExportLocked(const std::string&
   return out;
 }
 
-Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::JobCommitState& in) {
+Result<v1::JobCommitState> GossipJobCoordinator::MergeRemote(const v1::JobCommitState& in) {
   if (in.job().empty()) return Status::InvalidArgument("JobCommitState.job is empty");
   v1::JobCommitState out;
   {
@@ -308,7 +305,7 @@ Result<v1::JobCommitState> DistributedCommitCoordinator::MergeRemote(const v1::J
   return out;
 }
 
-void DistributedCommitCoordinator::AdoptGenerationLocked(const std::string& job, JobState& st,
+void GossipJobCoordinator::AdoptGenerationLocked(const std::string& job, JobState& st,
                                                          uint64_t gen, int64_t base,
                                                          int64_t floor,
                                                          const std::string& reason) {
@@ -346,10 +343,10 @@ void DistributedCommitCoordinator::AdoptGenerationLocked(const std::string& job,
     }
   }
   dirty_.insert(job);
-  pending_events_.push_back({job, InfoLocked(st), dropped});
+  generation_events_.Queue(job, InfoLocked(st), dropped);
 }
 
-JobGeneration DistributedCommitCoordinator::InfoLocked(const JobState& st) const {
+JobGeneration GossipJobCoordinator::InfoLocked(const JobState& st) const {
   JobGeneration g;
   g.generation = st.generation;
   g.base_step = st.base_step;
@@ -360,7 +357,7 @@ JobGeneration DistributedCommitCoordinator::InfoLocked(const JobState& st) const
   return g;
 }
 
-std::optional<JobLayout> DistributedCommitCoordinator::Layout(const std::string& job) {
+std::optional<JobLayout> GossipJobCoordinator::Layout(const std::string& job) {
   reft::MutexLock lock(mu_);
   if (!KnownLocked(job)) return std::nullopt;
   const JobState& st = StateLocked(job);
@@ -368,20 +365,20 @@ std::optional<JobLayout> DistributedCommitCoordinator::Layout(const std::string&
   return st.layout;
 }
 
-std::vector<std::string> DistributedCommitCoordinator::Jobs() {
+std::vector<std::string> GossipJobCoordinator::Jobs() {
   reft::MutexLock lock(mu_);
   std::vector<std::string> out;
   for (const auto& [job, st] : jobs_) out.push_back(job);
   return out;
 }
 
-JobGeneration DistributedCommitCoordinator::Generation(const std::string& job) {
+JobGeneration GossipJobCoordinator::Generation(const std::string& job) {
   reft::MutexLock lock(mu_);
   if (!KnownLocked(job)) return JobGeneration{};
   return InfoLocked(StateLocked(job));
 }
 
-bool DistributedCommitCoordinator::KnownLocked(const std::string& job) {
+bool GossipJobCoordinator::KnownLocked(const std::string& job) {
   // Admin queries name arbitrary jobs: only jobs seen here (state, slots, or a generation
   // record) get a state, so a typo is not gossiped to every member forever.
   if (jobs_.count(job) > 0 || !store_->Ranks(job).empty()) return true;
@@ -390,7 +387,7 @@ bool DistributedCommitCoordinator::KnownLocked(const std::string& job) {
   return !rec.ok() || rec->has_value();
 }
 
-JobGeneration DistributedCommitCoordinator::StartGeneration(const std::string& job,
+JobGeneration GossipJobCoordinator::StartGeneration(const std::string& job,
                                                             const GenerationStart& start) {
   JobGeneration out;
   {
@@ -411,43 +408,31 @@ JobGeneration DistributedCommitCoordinator::StartGeneration(const std::string& j
   return out;
 }
 
-void DistributedCommitCoordinator::AddGenerationListener(GenerationListener listener) {
-  reft::MutexLock lock(listeners_mu_);
-  listeners_.push_back(std::move(listener));
+void GossipJobCoordinator::AddGenerationListener(GenerationListener listener) {
+  generation_events_.AddListener(std::move(listener));
 }
 
-void DistributedCommitCoordinator::SetStateDir(std::string dir) {
+void GossipJobCoordinator::SetStateDir(std::string dir) {
   reft::MutexLock lock(mu_);
   state_dir_ = std::move(dir);
 }
 
-void DistributedCommitCoordinator::NotifyGenerations() {
-  std::vector<GenerationEvent> events;
-  {
-    reft::MutexLock lock(mu_);
-    events.swap(pending_events_);
-  }
-  if (events.empty()) return;
-  reft::MutexLock lock(listeners_mu_);
-  for (const auto& e : events) {
-    for (const auto& l : listeners_) l(e.job, e.generation, e.dropped);
-  }
-}
+void GossipJobCoordinator::NotifyGenerations() { generation_events_.Deliver(); }
 
-Result<std::vector<std::string>> DistributedCommitCoordinator::JobNodes(const std::string&) {
+Result<std::vector<std::string>> GossipJobCoordinator::JobNodes(const std::string&) {
   std::vector<std::string> out;
   for (const auto& m : membership_->LiveMembers()) out.push_back(m.node_id);
   return out;
 }
 
-bool DistributedCommitCoordinator::LeadsJob(const std::string&) {
+bool GossipJobCoordinator::LeadsJob(const std::string&) {
   for (const auto& m : membership_->LiveMembers()) {
     if (m.node_id < membership_->node_id()) return false;
   }
   return true;
 }
 
-Result<std::optional<RestoreDecision>> DistributedCommitCoordinator::Decision(
+Result<std::optional<RestoreDecision>> GossipJobCoordinator::Decision(
     const std::string& job) {
   reft::MutexLock lock(mu_);
   auto it = decisions_.find(job);
@@ -455,7 +440,7 @@ Result<std::optional<RestoreDecision>> DistributedCommitCoordinator::Decision(
   return std::optional<RestoreDecision>(it->second);
 }
 
-Result<RestoreDecision> DistributedCommitCoordinator::ProposeDecision(
+Result<RestoreDecision> GossipJobCoordinator::ProposeDecision(
     const std::string& job, const RestoreDecision& decision, int64_t expected_version) {
   reft::MutexLock lock(mu_);
   RestoreDecision& cur = decisions_[job];
@@ -466,14 +451,14 @@ Result<RestoreDecision> DistributedCommitCoordinator::ProposeDecision(
   return cur;
 }
 
-std::vector<v1::JobCommitState> DistributedCommitCoordinator::AllStates() {
+std::vector<v1::JobCommitState> GossipJobCoordinator::AllStates() {
   reft::MutexLock lock(mu_);
   std::vector<v1::JobCommitState> out;
   for (const auto& [job, st] : jobs_) out.push_back(ExportLocked(job, st));
   return out;
 }
 
-void DistributedCommitCoordinator::PushAll(const std::vector<v1::JobCommitState>& jobs) {
+void GossipJobCoordinator::PushAll(const std::vector<v1::JobCommitState>& jobs) {
   if (jobs.empty()) return;
   v1::ExchangeCommitStateRequest req;
   for (const auto& j : jobs) *req.add_jobs() = j;
@@ -488,7 +473,7 @@ void DistributedCommitCoordinator::PushAll(const std::vector<v1::JobCommitState>
   for (auto& c : calls) c.get();
 }
 
-void DistributedCommitCoordinator::Run() {
+void GossipJobCoordinator::Run() {
   auto next_full = std::chrono::steady_clock::now() + interval_;
   while (true) {
     std::vector<v1::JobCommitState> push;
@@ -510,4 +495,4 @@ void DistributedCommitCoordinator::Run() {
   }
 }
 
-}  // namespace reft::peer
+}  // namespace reft::coord

@@ -1,6 +1,6 @@
 #pragma once
-/// \file distributed_commit.h
-/// \brief Global commit across reftd nodes (docs/data-paths.md "Commit", docs/peer.md "Global commit": two-phase
+/// \file gossip_job_coordinator.h
+/// \brief The gossip control plane's agreement: global commit across reftd nodes (docs/data-paths.md "Commit", docs/peer.md "Global commit": two-phase
 /// commit): ranks report completion to their local daemon; daemons exchange per-job completion
 /// sets (push on every completion, plus a periodic anti-entropy exchange with every live member
 /// so a lost message never blocks a commit); a step is committed on a node once the union of
@@ -34,20 +34,23 @@
 
 #include "reft/local/commit_coordinator.h"
 #include "reft/mutex.h"
-#include "reft/peer/job_coordinator.h"
-#include "reft/peer/membership.h"
+#include "reft/coord/job_book.h"
+#include "reft/coord/job_coordinator.h"
+#include "swim_membership.h"
+#include "reft/peer/gossip_endpoints.h"
 #include "reft/peer/peer_client.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/thread.h"
 #include "reft/v1/peer.pb.h"
 
-namespace reft::peer {
+namespace reft::coord {
 
-class DistributedCommitCoordinator final : public JobCoordinator {
+/// A development fallback for a few nodes (docs/coordination.md says which guarantees it lacks).
+class GossipJobCoordinator final : public JobCoordinator, public peer::CommitExchangeEndpoint {
  public:
-  DistributedCommitCoordinator(store::SnapshotStore* store, Membership* membership,
-                               PeerClient* client, std::chrono::milliseconds exchange_interval);
-  ~DistributedCommitCoordinator() override;
+  GossipJobCoordinator(store::SnapshotStore* store, SwimMembership* membership,
+                       peer::PeerClient* client, std::chrono::milliseconds exchange_interval);
+  ~GossipJobCoordinator() override;
   Status Start() override;
   void Stop() override;
 
@@ -118,8 +121,8 @@ class DistributedCommitCoordinator final : public JobCoordinator {
   // --- server side (PeerService) ---
   /// Merges a peer's view of a job and returns the merged view. InvalidArgument on a layout
   /// that differs from the known one.
-  Result<v1::JobCommitState> MergeRemote(const v1::JobCommitState& state);
-  std::vector<v1::JobCommitState> AllStates();
+  Result<v1::JobCommitState> MergeRemote(const v1::JobCommitState& state) override;
+  std::vector<v1::JobCommitState> AllStates() override;
 
  private:
   struct JobState {
@@ -133,11 +136,6 @@ class DistributedCommitCoordinator final : public JobCoordinator {
     std::optional<int64_t> base_step;
     int64_t persist_floor = -1;
     std::string reason;
-  };
-  struct GenerationEvent {
-    std::string job;
-    JobGeneration generation;
-    int dropped = 0;
   };
   JobState& StateLocked(const std::string& job) REFT_REQUIRES(mu_);
   /// Has a state, slots here, or a generation record.
@@ -155,23 +153,19 @@ class DistributedCommitCoordinator final : public JobCoordinator {
   void PushAll(const std::vector<v1::JobCommitState>& jobs);
 
   store::SnapshotStore* store_;
-  Membership* membership_;
-  PeerClient* client_;
+  SwimMembership* membership_;
+  peer::PeerClient* client_;
   std::chrono::milliseconds interval_;
   reft::Mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, JobState> jobs_ REFT_GUARDED_BY(mu_);
-  // rank -> connected sessions (Join - Leave)
-  std::map<store::RankKey, int> joined_ REFT_GUARDED_BY(mu_);
+  JoinedSessions joined_ REFT_GUARDED_BY(mu_);
   std::set<std::string> dirty_ REFT_GUARDED_BY(mu_);
   std::string state_dir_ REFT_GUARDED_BY(mu_);
-  // Delivered by NotifyGenerations().
-  std::vector<GenerationEvent> pending_events_ REFT_GUARDED_BY(mu_);
+  GenerationEvents generation_events_;  // delivered by NotifyGenerations()
   std::map<std::string, RestoreDecision> decisions_ REFT_GUARDED_BY(mu_);  // this node's own
-  reft::Mutex listeners_mu_;                                               // never held with mu_
-  std::vector<GenerationListener> listeners_ REFT_GUARDED_BY(listeners_mu_);
   bool running_ REFT_GUARDED_BY(mu_) = false;
   reft::Thread thread_;
 };
 
-}  // namespace reft::peer
+}  // namespace reft::coord

@@ -1,4 +1,4 @@
-#include "reft/coord/keys.h"
+#include "keys.h"
 
 #include <cstdio>
 #include <cstdlib>

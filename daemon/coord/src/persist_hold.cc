@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reft/coord/etcd_node_directory.h"
-#include "reft/coord/keys.h"
+#include "keys.h"
 #include "reft/coord/records.h"
 #include "reft/log.h"
 

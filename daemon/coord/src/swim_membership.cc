@@ -1,13 +1,23 @@
-#include "reft/peer/membership.h"
+#include "swim_membership.h"
 
 #include <algorithm>
 #include <cmath>
 #include <future>
 #include <set>
 
-#include "fencing.h"
+#include "reft/peer/fencing.h"
 
-namespace reft::peer {
+namespace reft::coord {
+
+using peer::CheckCallerProtocol;
+using peer::kFencedPrefix;
+using peer::MemberStateName;
+using peer::NewEpoch;
+using peer::kProtocolVersion;
+using peer::MemberInfo;
+using peer::MemberState;
+using peer::PeerClient;
+using peer::PeerOptions;
 
 namespace {
 
@@ -40,7 +50,7 @@ bool Supersedes(const MemberInfo& a, const MemberInfo& b) {
 
 }  // namespace
 
-Membership::Membership(PeerOptions options, PeerClient* client)
+SwimMembership::SwimMembership(PeerOptions options, PeerClient* client)
     : options_(std::move(options)), client_(client), rng_(std::random_device{}()) {
   self_.node_id = options_.node_id;
   self_.address = options_.advertise_address;
@@ -49,14 +59,14 @@ Membership::Membership(PeerOptions options, PeerClient* client)
   client_->SetFencedHandler([this](const std::string& m) { OnFenced(m); });
 }
 
-Membership::~Membership() { Stop(); }
+SwimMembership::~SwimMembership() { Stop(); }
 
-void Membership::SetAdvertiseAddress(const std::string& address) {
+void SwimMembership::SetAdvertiseAddress(const std::string& address) {
   reft::MutexLock lock(mu_);
   self_.address = address;
 }
 
-Status Membership::Start() {
+Status SwimMembership::Start() {
   reft::MutexLock lock(mu_);
   if (running_) return Status::OK();
   running_ = true;
@@ -64,7 +74,7 @@ Status Membership::Start() {
   return Status::OK();
 }
 
-void Membership::Stop() {
+void SwimMembership::Stop() {
   {
     reft::MutexLock lock(mu_);
     running_ = false;
@@ -73,7 +83,7 @@ void Membership::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-v1::Caller Membership::SelfCaller() const {
+v1::Caller SwimMembership::SelfCaller() const {
   reft::MutexLock lock(mu_);
   v1::Caller c;
   c.set_protocol_version(kProtocolVersion);
@@ -83,19 +93,19 @@ v1::Caller Membership::SelfCaller() const {
   return c;
 }
 
-uint64_t Membership::epoch() const {
+uint64_t SwimMembership::epoch() const {
   reft::MutexLock lock(mu_);
   return self_.epoch;
 }
 
-std::vector<MemberInfo> Membership::Members() const {
+std::vector<MemberInfo> SwimMembership::Members() const {
   reft::MutexLock lock(mu_);
   std::vector<MemberInfo> out{self_};
   for (const auto& [id, e] : members_) out.push_back(e.info);
   return out;
 }
 
-std::vector<MemberInfo> Membership::LiveMembers() const {
+std::vector<MemberInfo> SwimMembership::LiveMembers() const {
   reft::MutexLock lock(mu_);
   std::vector<MemberInfo> out;
   for (const auto& [id, e] : members_) {
@@ -104,7 +114,7 @@ std::vector<MemberInfo> Membership::LiveMembers() const {
   return out;
 }
 
-std::optional<MemberInfo> Membership::Find(const std::string& node_id) const {
+std::optional<MemberInfo> SwimMembership::Find(const std::string& node_id) const {
   reft::MutexLock lock(mu_);
   if (node_id == self_.node_id) return self_;
   auto it = members_.find(node_id);
@@ -112,22 +122,22 @@ std::optional<MemberInfo> Membership::Find(const std::string& node_id) const {
   return it->second.info;
 }
 
-bool Membership::IsFenced() const {
+bool SwimMembership::IsFenced() const {
   reft::MutexLock lock(mu_);
   return fenced_;
 }
 
-void Membership::ClearFence() {
+void SwimMembership::ClearFence() {
   reft::MutexLock lock(mu_);
   fenced_ = false;
 }
 
-void Membership::AddListener(Listener listener) {
+void SwimMembership::AddListener(Listener listener) {
   reft::MutexLock lock(mu_);
   listeners_.push_back(std::move(listener));
 }
 
-void Membership::Notify(const std::vector<Event>& events) {
+void SwimMembership::Notify(const std::vector<Event>& events) {
   if (events.empty()) return;
   std::vector<Listener> ls;
   {
@@ -140,7 +150,7 @@ void Membership::Notify(const std::vector<Event>& events) {
   }
 }
 
-Status Membership::AdmitCaller(const v1::Caller& c) {
+Status SwimMembership::AdmitCaller(const v1::Caller& c) {
   REFT_RETURN_NOT_OK(CheckCallerProtocol(c, options_.node_id));
   std::vector<Event> events;
   Status result;
@@ -191,7 +201,7 @@ Status Membership::AdmitCaller(const v1::Caller& c) {
   return result;
 }
 
-void Membership::MergeOneLocked(const MemberInfo& u, std::vector<Event>* events) {
+void SwimMembership::MergeOneLocked(const MemberInfo& u, std::vector<Event>* events) {
   if (u.node_id.empty()) return;
   if (u.node_id == self_.node_id) {
     if (u.epoch != self_.epoch) return;  // facts about an older (or foreign) incarnation
@@ -237,13 +247,13 @@ void Membership::MergeOneLocked(const MemberInfo& u, std::vector<Event>* events)
   if (state_changed) events->emplace_back(e.info, prev);
 }
 
-bool Membership::RoomForOneMoreLocked() const {
+bool SwimMembership::RoomForOneMoreLocked() const {
   uint32_t live = 1;  // this node
   for (const auto& [id, e] : members_) live += e.info.state != MemberState::kDead;
   return live < options_.max_gossip_nodes;
 }
 
-void Membership::Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate>& updates) {
+void SwimMembership::Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate>& updates) {
   std::vector<Event> events;
   {
     reft::MutexLock lock(mu_);
@@ -256,11 +266,11 @@ uint32_t RetransmitLimit(size_t members) {
   return 4 * static_cast<uint32_t>(std::ceil(std::log2(static_cast<double>(members) + 1)));
 }
 
-void Membership::ChangedLocked(Entry* e) const {
+void SwimMembership::ChangedLocked(Entry* e) const {
   e->sends_left = RetransmitLimit(members_.size() + 1);
 }
 
-void Membership::FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) {
+void SwimMembership::FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) {
   reft::MutexLock lock(mu_);
   // Always this node: its incarnation is how it refutes a suspicion. Then every fact still
   // being disseminated; the table is bounded (max_gossip_nodes), so no per-message cap.
@@ -272,13 +282,22 @@ void Membership::FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate
   }
 }
 
-void Membership::FillFullTable(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const {
+void SwimMembership::FillFullTable(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const {
   reft::MutexLock lock(mu_);
   ToUpdate(self_, out->Add());
   for (const auto& [id, e] : members_) ToUpdate(e.info, out->Add());
 }
 
-void Membership::OnFenced(const std::string& message) {
+bool SwimMembership::PingFor(const std::string& target_address,
+                             std::chrono::milliseconds timeout) {
+  v1::PingRequest ping;
+  FillUpdates(ping.mutable_updates());
+  auto r = client_->Ping(target_address, ping, std::min(timeout, 2 * options_.probe_timeout));
+  if (r.ok()) Merge(r->updates());
+  return r.ok();
+}
+
+void SwimMembership::OnFenced(const std::string& message) {
   std::vector<Event> events;
   {
     reft::MutexLock lock(mu_);
@@ -292,7 +311,7 @@ void Membership::OnFenced(const std::string& message) {
   Notify(events);
 }
 
-void Membership::MarkSuspectLocked(const std::string& node_id, uint64_t epoch, uint64_t incarnation,
+void SwimMembership::MarkSuspectLocked(const std::string& node_id, uint64_t epoch, uint64_t incarnation,
                                    std::vector<Event>* events) {
   MemberInfo u;
   u.node_id = node_id;
@@ -307,7 +326,7 @@ std::chrono::milliseconds SuspicionTimeout(std::chrono::milliseconds base, size_
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(static_cast<double>(base.count()) * scale)));
 }
 
-void Membership::ExpireSuspectsLocked(std::vector<Event>* events) {
+void SwimMembership::ExpireSuspectsLocked(std::vector<Event>* events) {
   auto now = std::chrono::steady_clock::now();
   const auto timeout = SuspicionTimeout(options_.suspicion_timeout, members_.size() + 1);
   for (auto& [id, e] : members_) {
@@ -320,7 +339,7 @@ void Membership::ExpireSuspectsLocked(std::vector<Event>* events) {
   }
 }
 
-void Membership::ContactSeeds() {
+void SwimMembership::ContactSeeds() {
   std::set<std::string> known;
   {
     reft::MutexLock lock(mu_);
@@ -341,7 +360,7 @@ void Membership::ContactSeeds() {
   }
 }
 
-bool Membership::ProbeIndirect(const MemberInfo& target) {
+bool SwimMembership::ProbeIndirect(const MemberInfo& target) {
   std::vector<MemberInfo> helpers;
   {
     reft::MutexLock lock(mu_);
@@ -371,7 +390,7 @@ bool Membership::ProbeIndirect(const MemberInfo& target) {
   return acked;
 }
 
-void Membership::ProbeOnce(bool full_table) {
+void SwimMembership::ProbeOnce(bool full_table) {
   std::optional<MemberInfo> target;
   {
     reft::MutexLock lock(mu_);
@@ -414,7 +433,7 @@ void Membership::ProbeOnce(bool full_table) {
   Notify(events);
 }
 
-void Membership::ReconnectDead() {
+void SwimMembership::ReconnectDead() {
   std::optional<MemberInfo> target;
   {
     reft::MutexLock lock(mu_);
@@ -431,7 +450,7 @@ void Membership::ReconnectDead() {
   if (r.ok()) Merge(r->updates());  // a "fenced:" refusal reaches OnFenced through the client
 }
 
-void Membership::Run() {
+void SwimMembership::Run() {
   // A dead member is pinged about once a second, whatever the probe period.
   const auto reconnect_every = std::max<int64_t>(
       1, std::chrono::milliseconds(1000).count() / std::max<int64_t>(1, options_.probe_interval.count()));
@@ -457,4 +476,4 @@ void Membership::Run() {
   }
 }
 
-}  // namespace reft::peer
+}  // namespace reft::coord

@@ -1,5 +1,5 @@
 #pragma once
-/// \file membership.h
+/// \file swim_membership.h
 /// \brief SWIM-style membership of reftd nodes (docs/peer.md "Membership": OFFLINE is raised by the
 /// survivors on heartbeat timeout, never broadcast by the failed node).
 ///
@@ -35,13 +35,14 @@
 #include <vector>
 
 #include "reft/mutex.h"
+#include "reft/peer/gossip_endpoints.h"
 #include "reft/peer/node_directory.h"
 #include "reft/peer/peer_client.h"
 #include "reft/peer/peer_options.h"
 #include "reft/thread.h"
 #include "reft/v1/peer.pb.h"
 
-namespace reft::peer {
+namespace reft::coord {
 
 /// \brief How long a member of a table of `members` (this node included) stays SUSPECT before
 /// it is declared DEAD: `base` × max(1, log10(members)) (Lifeguard / memberlist). Suspicion
@@ -54,11 +55,15 @@ std::chrono::milliseconds SuspicionTimeout(std::chrono::milliseconds base, size_
 /// broadcast to reach every member with high probability.
 uint32_t RetransmitLimit(size_t members);
 
-class Membership final : public NodeDirectory {
+/// \brief The gossip control plane's node directory: SWIM between the daemons, answering the
+/// Peer service's Hello, Ping and PingReq through peer::SwimEndpoint.
+class SwimMembership final : public peer::NodeDirectory, public peer::SwimEndpoint {
  public:
-  /// `client` must outlive the Membership; Membership installs itself as its fenced handler.
-  Membership(PeerOptions options, PeerClient* client);
-  ~Membership() override;
+  using MemberInfo = peer::MemberInfo;
+  using MemberState = peer::MemberState;
+  /// `client` must outlive the membership, which installs itself as its fenced handler.
+  SwimMembership(peer::PeerOptions options, peer::PeerClient* client);
+  ~SwimMembership() override;
 
   void SetAdvertiseAddress(const std::string& address) override;
   /// Starts the probe thread (contacts the seeds first, in the background).
@@ -81,14 +86,10 @@ class Membership final : public NodeDirectory {
   /// Refuses incompatible protocol versions and fenced callers; records the caller as alive
   /// (a joiner, or a rejoin with a newer epoch).
   Status AdmitCaller(const v1::Caller& caller) override;
-  /// Merges gossip; refutes suspicion of this node; fences this node if it was declared dead.
-  void Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate>& updates);
-  /// This node and the facts still being disseminated (each use counts as one transmission).
-  void FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out);
-  /// This node and every member: for a joiner's Hello and for anti-entropy.
-  void FillFullTable(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const;
-  PeerClient* client() const { return client_; }
-  std::chrono::milliseconds probe_timeout() const { return options_.probe_timeout; }
+  void Merge(const google::protobuf::RepeatedPtrField<v1::MemberUpdate>& updates) override;
+  void FillUpdates(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) override;
+  void FillFullTable(google::protobuf::RepeatedPtrField<v1::MemberUpdate>* out) const override;
+  bool PingFor(const std::string& target_address, std::chrono::milliseconds timeout) override;
 
  private:
   struct Entry {
@@ -120,8 +121,8 @@ class Membership final : public NodeDirectory {
   void OnFenced(const std::string& message);
   void Notify(const std::vector<Event>& events);
 
-  const PeerOptions options_;  // as given (self_.address is the advertised address now)
-  PeerClient* client_;
+  const peer::PeerOptions options_;  // as given (self_.address is the advertised address now)
+  peer::PeerClient* client_;
   mutable reft::Mutex mu_;
   std::condition_variable cv_;
   bool running_ REFT_GUARDED_BY(mu_) = false;
@@ -136,4 +137,4 @@ class Membership final : public NodeDirectory {
   reft::Thread thread_;
 };
 
-}  // namespace reft::peer
+}  // namespace reft::coord

@@ -1,4 +1,4 @@
-#include "reft/local/single_node_commit.h"
+#include "single_node_commit.h"
 
 #include <algorithm>
 #include <string>

@@ -14,7 +14,7 @@
 
 #include "bulk_wire.h"
 #include "region_receiver.h"
-#include "fencing.h"
+#include "reft/peer/fencing.h"
 #include "reft/checksum.h"
 #include "reft/peer/rank_id.h"
 #include "reft/proto/grpc_status.h"
@@ -217,7 +217,7 @@ void PeerClient::Connect(const std::string& address) {
 }
 
 Status PeerClient::ReportStepCompletion(const std::string& address,
-                                        const StepCompletionReport& report,
+                                        const coord::StepCompletionReport& report,
                                         std::chrono::milliseconds timeout) {
   v1::ReportStepCompletionRequest req;
   *req.mutable_caller() = Stamp();

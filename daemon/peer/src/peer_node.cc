@@ -16,35 +16,24 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
   n->client_ = std::make_unique<PeerClient>(
       options, [raw] { return raw->nodes_->SelfCaller(); }, std::move(security.credentials),
       std::move(security.token));
-  PeerService::Gossip gossip;
-  if (control_plane) {
-    REFT_ASSIGN_OR_RETURN(ControlPlane cp, control_plane(options, store, n->client_.get()));
-    if (!cp.nodes || !cp.jobs) return Status::Internal("control plane factory returned nothing");
-    n->nodes_ = std::move(cp.nodes);
-    n->jobs_ = std::move(cp.jobs);
-    n->owners_ = std::move(cp.owners);
-    n->access_ = std::move(cp.access);
-    n->records_ = std::move(cp.records);
-  } else {
-    auto swim = std::make_unique<Membership>(options, n->client_.get());
-    auto commit = std::make_unique<DistributedCommitCoordinator>(
-        store, swim.get(), n->client_.get(), options.anti_entropy_interval);
-    gossip = {swim.get(), commit.get()};
-    n->swim_ = swim.get();
-    n->gossip_commit_ = commit.get();
-    n->nodes_ = std::move(swim);
-    n->jobs_ = std::move(commit);
-  }
+  if (!control_plane) return Status::InvalidArgument("no control plane for the peer node");
+  REFT_ASSIGN_OR_RETURN(ControlPlane cp, control_plane(options, store, n->client_.get()));
+  if (!cp.nodes || !cp.jobs) return Status::Internal("control plane factory returned nothing");
+  n->nodes_ = std::move(cp.nodes);
+  n->jobs_ = std::move(cp.jobs);
+  n->owners_ = std::move(cp.owners);
+  n->access_ = std::move(cp.access);
+  n->records_ = std::move(cp.records);
   if (!options.bulk_listen.empty()) {
     REFT_ASSIGN_OR_RETURN(n->bulk_, BulkListener::Listen(options.bulk_listen));
   }
   n->service_ = std::make_unique<PeerService>(options, store, n->nodes_.get(), n->jobs_.get(),
-                                              gossip, security.authorizer, n->bulk_.get());
+                                              cp.gossip, security.authorizer, n->bulk_.get());
   n->service_->SetJobAccess(n->access_.get());
   // The commit coordinator's RPC: the Peer service carries it, the control plane answers it.
   coord::CompletionInbox* inbox = n->jobs_.get();
   n->service_->SetCompletionHandler(
-      [inbox](const StepCompletionReport& report) { return inbox->ReceiveCompletion(report); });
+      [inbox](const coord::StepCompletionReport& report) { return inbox->ReceiveCompletion(report); });
   return n;
 }
 

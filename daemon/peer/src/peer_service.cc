@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "bulk_wire.h"
-#include "fencing.h"
+#include "reft/peer/fencing.h"
 #include "reft/checksum.h"
 #include "reft/peer/rank_id.h"
 #include "reft/peer/sealed_checksums.h"
@@ -59,7 +59,7 @@ std::chrono::system_clock::time_point BulkDeadline(const grpc::ServerContext& ct
 }  // namespace
 
 PeerService::PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
-                         coord::SlotDirectory* slots, Gossip gossip,
+                         coord::SlotDirectory* slots, GossipEndpoints gossip,
                          const security::Authorizer* authorizer, BulkListener* bulk)
     : options_(std::move(options)),
       store_(store),
@@ -121,7 +121,7 @@ grpc::Status PeerService::Hello(grpc::ServerContext* ctx, const v1::HelloRequest
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   *resp->mutable_server() = membership_->SelfCaller();
-  if (gossip_.membership) gossip_.membership->FillFullTable(resp->mutable_members());
+  if (gossip_.swim) gossip_.swim->FillFullTable(resp->mutable_members());
   return grpc::Status::OK;
 }
 
@@ -138,11 +138,11 @@ grpc::Status PeerService::Ping(grpc::ServerContext* ctx, const v1::PingRequest* 
   if (auto denied = Authorize(ctx, "Peer/Ping", req->caller()); !denied.ok()) {
     return denied;
   }
-  if (!gossip_.membership) return NoGossip("Ping");
+  if (!gossip_.swim) return NoGossip("Ping");
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
-  gossip_.membership->Merge(req->updates());
-  gossip_.membership->FillUpdates(resp->mutable_updates());
+  gossip_.swim->Merge(req->updates());
+  gossip_.swim->FillUpdates(resp->mutable_updates());
   return grpc::Status::OK;
 }
 
@@ -151,18 +151,13 @@ grpc::Status PeerService::PingReq(grpc::ServerContext* ctx, const v1::PingReqReq
   if (auto denied = Authorize(ctx, "Peer/PingReq", req->caller()); !denied.ok()) {
     return denied;
   }
-  Membership* swim = gossip_.membership;
+  SwimEndpoint* swim = gossip_.swim;
   if (!swim) return NoGossip("PingReq");
   Status s = Admit(req->caller(), false);
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   swim->Merge(req->updates());
-  auto timeout =
-      std::min(std::chrono::milliseconds(req->timeout_ms()), 2 * swim->probe_timeout());
-  v1::PingRequest ping;
-  swim->FillUpdates(ping.mutable_updates());
-  auto r = swim->client()->Ping(req->target_address(), ping, timeout);
-  resp->set_target_acked(r.ok());
-  if (r.ok()) swim->Merge(r->updates());
+  resp->set_target_acked(
+      swim->PingFor(req->target_address(), std::chrono::milliseconds(req->timeout_ms())));
   swim->FillUpdates(resp->mutable_updates());
   return grpc::Status::OK;
 }
@@ -238,8 +233,7 @@ grpc::Status PeerService::GetManifest(grpc::ServerContext* ctx, const v1::GetMan
 }
 
 void PeerService::SetPersistHandler(PersistHandler handler) {
-  MutexLock lock(handler_mu_);
-  persist_handler_ = handler ? std::make_shared<PersistHandler>(std::move(handler)) : nullptr;
+  persist_handler_.Set(std::move(handler));
 }
 
 grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
@@ -255,7 +249,7 @@ grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
   Status s = CheckCallerProtocol(req->caller(), membership_->node_id());
   if (!s.ok()) return proto::ToGrpc(s, ctx);
   // The node is the caller (authenticated): a node reports only its own ranks' completions.
-  StepCompletionReport report;
+  coord::StepCompletionReport report;
   report.job = req->job();
   report.step = req->step();
   report.node = req->caller().node_id();
@@ -264,11 +258,7 @@ grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
   report.layout_revision = req->layout_revision();
   report.ranks.reserve(static_cast<size_t>(req->ranks_size()));
   for (const auto& id : req->ranks()) report.ranks.push_back(FromRankId(id));
-  std::shared_ptr<CompletionHandler> handler;
-  {
-    MutexLock lock(handler_mu_);
-    handler = completion_handler_;
-  }
+  const auto handler = completion_handler_.Get();
   if (!handler) {
     return proto::ToGrpc(Status::Unsupported("node '" + membership_->node_id() +
                                              "' takes no completion reports"),
@@ -278,8 +268,7 @@ grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
 }
 
 void PeerService::SetCompletionHandler(CompletionHandler handler) {
-  MutexLock lock(handler_mu_);
-  completion_handler_ = handler ? std::make_shared<CompletionHandler>(std::move(handler)) : nullptr;
+  completion_handler_.Set(std::move(handler));
 }
 
 grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::PersistStepRequest* req,
@@ -290,11 +279,7 @@ grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::Persis
   Status s = Admit(req->caller(), false);
   if (s.ok()) s = MayServe(req->caller(), req->job());
   if (!s.ok()) return proto::ToGrpc(s, ctx);
-  std::shared_ptr<PersistHandler> handler;
-  {
-    MutexLock lock(handler_mu_);
-    handler = persist_handler_;
-  }
+  const auto handler = persist_handler_.Get();
   if (!handler) {
     resp->set_node_id(membership_->node_id());
     resp->set_job(req->job());
@@ -308,8 +293,7 @@ grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::Persis
 }
 
 void PeerService::SetStageHandler(StageHandler handler) {
-  MutexLock lock(handler_mu_);
-  stage_handler_ = handler ? std::make_shared<StageHandler>(std::move(handler)) : nullptr;
+  stage_handler_.Set(std::move(handler));
 }
 
 grpc::Status PeerService::StageLayers(grpc::ServerContext* ctx, const v1::StageLayersRequest* req,
@@ -320,11 +304,7 @@ grpc::Status PeerService::StageLayers(grpc::ServerContext* ctx, const v1::StageL
   Status s = Admit(req->caller(), false);
   if (s.ok()) s = MayServe(req->caller(), req->job());
   if (!s.ok()) return proto::ToGrpc(s, ctx);
-  std::shared_ptr<StageHandler> handler;
-  {
-    MutexLock lock(handler_mu_);
-    handler = stage_handler_;
-  }
+  const auto handler = stage_handler_.Get();
   if (!handler) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "node '" + membership_->node_id() + "' does not stage layers");

@@ -1,7 +1,7 @@
 /// \file persister.cc
 /// \brief Committed steps to the persistent tier: one node's ranks, a whole job, the schedule.
 
-#include "reft/recovery/persister.h"
+#include "reft/persister/persister.h"
 
 #include <algorithm>
 #include <future>
@@ -16,7 +16,10 @@
 #include "reft/recovery/snapshot_meta.h"
 #include "reft/recovery/tier_restore.h"
 
-namespace reft::recovery {
+namespace reft::persister {
+
+using recovery::DecodeMetaRegion;
+using recovery::ToManifestOwner;
 
 namespace {
 
@@ -138,7 +141,7 @@ NodePersist FromProto(const v1::PersistStepResponse& r) {
   return n;
 }
 
-Persister::Persister(store::SnapshotStore* store, peer::PeerNode* peer, TierAccess* tier,
+Persister::Persister(store::SnapshotStore* store, peer::PeerNode* peer, recovery::TierAccess* tier,
                      PersisterOptions options)
     : store_(store), peer_(peer), tier_(tier), options_(std::move(options)) {}
 
@@ -561,4 +564,4 @@ std::map<std::string, int64_t> Persister::LastComplete() const {
   return last_complete_;
 }
 
-}  // namespace reft::recovery
+}  // namespace reft::persister

@@ -9,9 +9,9 @@
 #include "reft/json_integer.h"
 #include "reft/planner/odyssey.h"
 #include "reft/planner/online.h"
-#include "reft/planner/oobleck.h"
+#include "oobleck.h"
 #include "reft/planner/allreduce.h"
-#include "reft/planner/reliability.h"
+#include "reliability.h"
 
 namespace reft::planner {
 

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "reft/planner/odyssey.h"
-#include "reft/planner/ordering.h"
+#include "ordering.h"
 
 namespace reft::planner::odyssey {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "reft/planner/oobleck.h"
+#include "oobleck.h"
 #include "reft/planner/profile.h"
 
 namespace reft::planner::online {

@@ -7,8 +7,8 @@
 #include <map>
 #include <string>
 
-#include "reft/planner/oobleck.h"
-#include "reft/planner/ordering.h"
+#include "oobleck.h"
+#include "ordering.h"
 
 namespace reft::planner::oobleck {
 

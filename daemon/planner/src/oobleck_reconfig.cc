@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "reft/planner/oobleck.h"
+#include "oobleck.h"
 
 namespace reft::planner::oobleck {
 namespace {

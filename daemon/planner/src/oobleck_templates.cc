@@ -10,8 +10,8 @@
 #include <string>
 #include <cstdint>
 
-#include "reft/planner/oobleck.h"
-#include "reft/planner/ordering.h"
+#include "oobleck.h"
+#include "ordering.h"
 
 namespace reft::planner::oobleck {
 

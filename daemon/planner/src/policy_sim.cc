@@ -1,5 +1,5 @@
 // Event-driven policy simulator: one failure trace, three policies, one estimator.
-#include "reft/planner/policy_sim.h"
+#include "policy_sim.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <random>
 
 #include "reft/planner/odyssey.h"
-#include "reft/planner/oobleck.h"
+#include "oobleck.h"
 
 namespace reft::planner {
 

@@ -1,4 +1,4 @@
-#include "reft/planner/reliability.h"
+#include "reliability.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 /// \brief One SG's replicated bytes at one step: fetch what survives, rebuild what does not,
 /// re-analysing whenever a source fails (fixed point).
 
-#include "reft/recovery/group_assembler.h"
+#include "group_assembler.h"
 
 #include <cstring>
 #include <map>

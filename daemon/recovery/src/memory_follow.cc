@@ -9,7 +9,7 @@
 namespace reft::recovery {
 
 Result<ReftLoad::Followed> ReftLoad::FollowMemory(RestoreCall& call, LocatedStep step) {
-  const peer::RestoreDecision& decision = step.decision;
+  const coord::RestoreDecision& decision = step.decision;
   auto r = RestoreImpl(call.meta, call.stats, call.progress, call.request, std::move(step.known));
   // A fallback started elsewhere wins: this state must not be used.
   if (call.Moved(decision.generation)) return Followed{};

@@ -12,9 +12,9 @@
 #include "reft/mapped_memfd.h"
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/fetcher.h"
-#include "reft/recovery/group_assembler.h"
+#include "group_assembler.h"
 #include "reft/recovery/reshape.h"
-#include "reft/recovery/slot_rebuilder.h"
+#include "slot_rebuilder.h"
 #include "reft/recovery/snapshot_meta.h"
 #include "state_layout.h"
 
@@ -320,7 +320,7 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
     // Layers a transfer plan staged here first, if they were staged for this very commit of
     // the step (its timeline stamp); the rest from wherever the step holds it.
     uint64_t staged = 0;
-    const peer::JobGeneration committed = peer_->coordinator()->Generation(meta.job);
+    const coord::JobGeneration committed = peer_->coordinator()->Generation(meta.job);
     const bool same_commit = staged_ != nullptr && committed.newest_committed == step;
     const std::vector<RangeRequest> rest =
         same_commit ? staged_->Serve(meta.job, committed.committed_in, step, requests, &staged)

@@ -7,6 +7,7 @@
 
 #include "reft/peer/peer_node.h"
 #include "reft/recovery/reft_load.h"
+#include "reft/test_point.h"
 
 namespace reft::recovery {
 
@@ -98,7 +99,7 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
   // The step and the timeline it was committed in, read together: a fall-back between two
   // reads would stamp generation g's bytes of the step as generation g+1's. Bytes staged for
   // another commit are another state, whatever their step.
-  const peer::JobGeneration committed = peer_->coordinator()->Generation(job);
+  const coord::JobGeneration committed = peer_->coordinator()->Generation(job);
   if (committed.newest_committed != step) {
     return Status::Busy("the transfer plan is for step " + std::to_string(step) + " of job '" + job +
                         "'; its newest committed step is " +
@@ -163,6 +164,7 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
   Status assembled = AssembleRanges(*catalog, view, &fetcher, requests, stats, deadline, &detail);
   if (!assembled.ok()) return LostOrUndecided(assembled, view);
   stats->detail = detail;
+  test_point::Reach(kLayersFetched, job, this);
   for (Staging& s : staging) {
     if (!staged_->Put(job, timeline, step, s.layer, std::move(s.memory), std::move(s.plan.buffers))) {
       return Status::Busy("job '" + job + "' moved to another timeline while layer " +

@@ -14,9 +14,9 @@
 #include "reft/coord/restore_source.h"
 #include "reft/mutex.h"
 #include "reft/peer/peer_node.h"
-#include "reft/recovery/group_assembler.h"
+#include "group_assembler.h"
 #include "reft/recovery/reft_load.h"
-#include "reft/recovery/slot_rebuilder.h"
+#include "slot_rebuilder.h"
 #include "state_layout.h"
 #include "stream_decode.h"
 

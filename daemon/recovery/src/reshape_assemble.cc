@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "reft/mapped_memfd.h"
-#include "reft/recovery/group_assembler.h"
+#include "group_assembler.h"
 #include "reft/recovery/reshape.h"
 
 namespace reft::recovery {

@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "reft/recovery/group_assembler.h"
+#include "group_assembler.h"
 #include "reft/recovery/reshape.h"
 
 namespace reft::recovery {

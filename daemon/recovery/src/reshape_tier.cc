@@ -2,7 +2,7 @@
 /// \brief Reshape from the persistent tier: a persisted step saved under another layout, read
 /// by global names from its rank files (every chunk verified as it is read).
 
-#include "reft/recovery/reshape_tier.h"
+#include "reshape_tier.h"
 
 #include <algorithm>
 #include <map>

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/job_coordinator.h"
 #include "reft/recovery/reft_load.h"
 
 namespace reft::recovery {
@@ -20,7 +20,7 @@ struct ReftLoad::RestoreCall {
   RestoreStats* stats;
   const ProgressCallback& progress;
   const local::RestoreRequest& request;
-  peer::JobCoordinator* coordinator;
+  coord::JobCoordinator* coordinator;
   std::string self;  ///< this node
   std::chrono::steady_clock::time_point start;
   /// The view the check on this node located, with the generation it was taken in: a decision
@@ -40,7 +40,7 @@ struct ReftLoad::RestoreCall {
   }
 
   /// What RestoreImpl may reuse for `d`: the checked view once (a retry locates afresh).
-  Known KnownFor(const peer::RestoreDecision& d) {
+  Known KnownFor(const coord::RestoreDecision& d) {
     Known k;
     if (checked.view && checked_generation == d.generation && checked.step == d.step) {
       k = std::move(checked);
@@ -59,7 +59,7 @@ struct ReftLoad::RestoreCall {
 /// A decided step as this restore follows it. Every decision — recorded by another rank,
 /// proposed here, or the fall-back started here — reaches the restore units this one way.
 struct ReftLoad::LocatedStep {
-  peer::RestoreDecision decision;  ///< its generation is the fence: the job must still be in it
+  coord::RestoreDecision decision;  ///< its generation is the fence: the job must still be in it
   int64_t epoch = 0;               ///< the restore epoch handed to the trainer
   /// The fall-back was started here because memory cannot rebuild the step: the tier is read
   /// directly (`tier_detail` says why), without looking for the step in memory first.

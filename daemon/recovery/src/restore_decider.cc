@@ -29,7 +29,7 @@ RestoreVerdict Fail(Status error) {
 RestoreVerdict Propose(const AgreementSnapshot& s, int64_t step, RestoreSource source,
                        std::string detail) {
   RestoreVerdict v = Verdict(Kind::kPropose);
-  v.decision = peer::RestoreDecision{s.gen.generation, step, source, s.self, std::move(detail), 0};
+  v.decision = coord::RestoreDecision{s.gen.generation, step, source, s.self, std::move(detail), 0};
   return v;
 }
 
@@ -83,7 +83,7 @@ RestoreVerdict FallBack(const AgreementSnapshot& s, const std::string& reason) {
                   : reason;
   RestoreVerdict v = Verdict(Kind::kFallBack);
   v.fall_back =
-      peer::GenerationStart{s.gen.generation, memory_step, *tier.newest_complete, floor, why};
+      coord::GenerationStart{s.gen.generation, memory_step, *tier.newest_complete, floor, why};
   return v;
 }
 
@@ -122,7 +122,7 @@ RestoreVerdict DecideRestore(const AgreementSnapshot& s) {
   return Propose(s, committed, RestoreSource::kMemory, s.memory->summary);
 }
 
-std::string DescribeDecision(const peer::RestoreDecision& d) {
+std::string DescribeDecision(const coord::RestoreDecision& d) {
   const std::string what =
       d.source == RestoreSource::kNone
           ? std::string("nothing to restore")

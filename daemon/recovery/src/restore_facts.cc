@@ -3,7 +3,7 @@
 /// can rebuild of the committed step, and what the persistent tier offers a fall-back.
 
 #include "reft/recovery/reft_load.h"
-#include "reft/recovery/reshape_tier.h"
+#include "reshape_tier.h"
 #include "restore_call.h"
 
 namespace reft::recovery {

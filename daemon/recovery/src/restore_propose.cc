@@ -5,12 +5,13 @@
 /// restore then follows, or nothing when another rank got there first.
 
 #include "reft/recovery/reft_load.h"
+#include "reft/test_point.h"
 #include "restore_call.h"
 
 namespace reft::recovery {
 
 Result<std::optional<ReftLoad::LocatedStep>> ReftLoad::Propose(
-    RestoreCall& call, const peer::RestoreDecision& decision, int64_t expected_version) {
+    RestoreCall& call, const coord::RestoreDecision& decision, int64_t expected_version) {
   auto won = call.coordinator->ProposeDecision(call.job(), decision, expected_version);
   if (!won.ok() && won.status().code() == StatusCode::kBusy) {
     return std::optional<LocatedStep>();  // the generation or commit point moved: choose again
@@ -28,9 +29,10 @@ Result<std::optional<ReftLoad::LocatedStep>> ReftLoad::Propose(
 }
 
 std::optional<ReftLoad::LocatedStep> ReftLoad::StartFallBack(RestoreCall& call,
-                                                             const peer::GenerationStart& start) {
+                                                             const coord::GenerationStart& start) {
   const std::string& job = call.job();
-  const peer::JobGeneration next = call.coordinator->StartGeneration(job, start);
+  test_point::Reach(kTierScanned, job, this);
+  const coord::JobGeneration next = call.coordinator->StartGeneration(job, start);
   if (next.generation != start.from + 1 || next.base_step != start.base_step) {
     return std::nullopt;  // another restore started it: follow it
   }
@@ -46,7 +48,7 @@ std::optional<ReftLoad::LocatedStep> ReftLoad::StartFallBack(RestoreCall& call,
   // (g+1, P) while it stands, so the one this node applied is the one started here.
   const int64_t epoch = call.coordinator->RestoreEpoch(job);
   LocatedStep located;
-  located.decision = peer::RestoreDecision{next.generation, start.base_step,
+  located.decision = coord::RestoreDecision{next.generation, start.base_step,
                                            coord::RestoreSource::kTier, call.self, start.reason,
                                            epoch};
   located.epoch = epoch;

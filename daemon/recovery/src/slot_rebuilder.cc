@@ -1,14 +1,14 @@
 /// \file slot_rebuilder.cc
 /// \brief Regenerating a lost rank's slot on this node from its assembled state.
 
-#include "reft/recovery/slot_rebuilder.h"
+#include "slot_rebuilder.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "reft/protect/segments.h"
 #include "reft/protect/sharding.h"
-#include "reft/recovery/group_assembler.h"
+#include "group_assembler.h"
 #include "state_layout.h"
 
 namespace reft::recovery {

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "reft/protect/sharding.h"
-#include "reft/recovery/group_assembler.h"
+#include "group_assembler.h"
 
 namespace reft::recovery {
 

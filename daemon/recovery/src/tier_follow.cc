@@ -6,14 +6,14 @@
 #include "reft/coord/restore_source.h"
 #include "reft/local/job_ownership.h"
 #include "reft/recovery/reft_load.h"
-#include "reft/recovery/reshape_tier.h"
+#include "reshape_tier.h"
 #include "reft/recovery/tier_restore.h"
 #include "restore_call.h"
 
 namespace reft::recovery {
 
 Result<ReftLoad::Followed> ReftLoad::FollowTier(RestoreCall& call, LocatedStep step) {
-  const peer::RestoreDecision& decision = step.decision;
+  const coord::RestoreDecision& decision = step.decision;
   if (!step.memory_lost) {
     auto r = RestoreImpl(call.meta, call.stats, call.progress, call.request, std::move(step.known));
     const bool moved = call.Moved(decision.generation);

@@ -1,7 +1,7 @@
 /// \file xor_accumulator.cc
 /// \brief XOR outputs accumulated from a restore's passing pieces.
 
-#include "reft/recovery/xor_accumulator.h"
+#include "xor_accumulator.h"
 
 #include <algorithm>
 

@@ -125,15 +125,15 @@ planner::online::JobModelView BuildJobModel(const recovery::StepCatalog& catalog
 }
 
 Result<planner::online::JobModelView> ReadJobModel(recovery::ReftLoad* restore,
-                                                   peer::JobCoordinator* coordinator,
+                                                   coord::SlotDirectory* slots,
                                                    const StepCadence* cadence, const std::string& job) {
   if (restore == nullptr) return Status::Unavailable("this daemon has no restore provider");
   REFT_ASSIGN_OR_RETURN(auto desc, restore->DescribeNewest(job));
   auto node_of = [&](const store::RankKey& rank) -> std::string {
     if (auto it = desc.view.joined.find(rank); it != desc.view.joined.end() && !it->second.empty())
       return *it->second.begin();
-    if (coordinator != nullptr) {
-      if (auto n = coordinator->SlotLocation(rank)) return *n;
+    if (slots != nullptr) {
+      if (auto n = slots->SlotLocation(rank)) return *n;
     }
     for (const recovery::SlotEntry* slot : desc.view.Find(rank, desc.catalog.step)) return slot->node;
     return "";

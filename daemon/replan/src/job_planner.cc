@@ -6,7 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "reft/replan/plan_finality.h"
+#include "plan_finality.h"
+#include "reft/test_point.h"
 #include "reft/unix_time.h"
 #include "json_text.h"
 
@@ -55,7 +56,7 @@ bool JoiningNodesLive(const PlanDocument& doc, const std::vector<std::string>& l
 }  // namespace
 
 JobPlanner::JobPlanner(std::string node_id, JobPlannerOptions options, peer::NodeDirectory* nodes,
-                       peer::JobCoordinator* coordinator, const PlanProfiles* profiles,
+                       coord::JobCoordinator* coordinator, const PlanProfiles* profiles,
                        ModelSource model)
     : node_id_(std::move(node_id)),
       options_(options),
@@ -143,7 +144,7 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
     if (published.status().code() == StatusCode::kUnsupported) return kNever;  // gossip
     return retry;
   }
-  const std::optional<peer::PublishedPlan>& current = *published;
+  const std::optional<coord::PublishedPlan>& current = *published;
   // Without a loss only a job that lost nodes before (a decision was published) may grow back,
   // onto live nodes outside it (JobNodes may still name a node that ran ranks of the job at an
   // older step: the committed step's model tells).
@@ -165,7 +166,7 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
 }
 
 JobPlanner::Clock::time_point JobPlanner::DecideJob(const std::string& job,
-                                                    const std::optional<peer::PublishedPlan>& current,
+                                                    const std::optional<coord::PublishedPlan>& current,
                                                     planner::online::JobModelView model) {
   constexpr auto kNever = Clock::time_point::max();
   const auto retry = Clock::now() + options_.retry;
@@ -221,7 +222,7 @@ JobPlanner::Clock::time_point JobPlanner::DecideJob(const std::string& job,
   return Publish(job, current, plan, due);
 }
 
-JobPlanner::Clock::time_point JobPlanner::ChooseState(const std::optional<peer::PublishedPlan>& same_loss,
+JobPlanner::Clock::time_point JobPlanner::ChooseState(const std::optional<coord::PublishedPlan>& same_loss,
                                                       PlanDecision* plan) const {
   const PlanDocument& doc = plan->plan;
   if (!doc.decision.policy) {
@@ -245,12 +246,13 @@ JobPlanner::Clock::time_point JobPlanner::ChooseState(const std::optional<peer::
 }
 
 JobPlanner::Clock::time_point JobPlanner::Publish(const std::string& job,
-                                                  const std::optional<peer::PublishedPlan>& current,
+                                                  const std::optional<coord::PublishedPlan>& current,
                                                   const PlanDecision& plan, Clock::time_point due) {
   const auto retry = Clock::now() + options_.retry;
-  const peer::PublishedPlan record = ToRecord(plan, node_id_, UnixMs());
+  const coord::PublishedPlan record = ToRecord(plan, node_id_, UnixMs());
+  test_point::Reach(kPlanDecided, job, this);
   auto in_force = coordinator_->PublishPlan(job, record, current ? current->version : 0,
-                                             peer::PlanPublisher::kCoordinator);
+                                             coord::PlanPublisher::kCoordinator);
   if (!in_force.ok()) {
     spdlog::warn("planner: job {}: publishing the decision failed: {}", job, in_force.status().ToString());
     return retry;
@@ -268,7 +270,7 @@ JobPlanner::Clock::time_point JobPlanner::Publish(const std::string& job,
 }
 
 JobPlanner::Clock::time_point JobPlanner::WithdrawLoss(const std::string& job,
-                                                       const peer::PublishedPlan& current,
+                                                       const coord::PublishedPlan& current,
                                                        const PlanDocument& doc) {
   constexpr auto kNever = Clock::time_point::max();
   // Asked only now (one linearizable read): a trainer that restored under the decision, at its
@@ -288,8 +290,8 @@ JobPlanner::Clock::time_point JobPlanner::WithdrawLoss(const std::string& job,
   withdrawal.step = current.step;
   withdrawal.basis = current.basis;  // the loss it withdraws
   withdrawal.plan = doc;
-  const peer::PublishedPlan plan = ToRecord(withdrawal, node_id_, UnixMs());
-  auto in_force = coordinator_->PublishPlan(job, plan, current.version, peer::PlanPublisher::kCoordinator);
+  const coord::PublishedPlan plan = ToRecord(withdrawal, node_id_, UnixMs());
+  auto in_force = coordinator_->PublishPlan(job, plan, current.version, coord::PlanPublisher::kCoordinator);
   if (!in_force.ok()) {
     spdlog::warn("planner: job {}: withdrawing the loss of {} failed: {}", job, current.basis,
                  in_force.status().ToString());
@@ -304,7 +306,7 @@ JobPlanner::Clock::time_point JobPlanner::WithdrawLoss(const std::string& job,
 }
 
 JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job,
-                                                          const peer::PublishedPlan& published) {
+                                                          const coord::PublishedPlan& published) {
   constexpr auto kNever = Clock::time_point::max();
   if (!stager_) return kNever;
   const std::optional<PlanDocument> doc = DocumentOf(published);
@@ -316,7 +318,7 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
 
   // Each publication is a compare-and-swap on the last one: a newer decision (a new loss, a
   // new generation) replaces this one, and its transfer plan is the one that runs.
-  peer::PublishedPlan record = published;
+  coord::PublishedPlan record = published;
   auto publish = [&](const json& p) {
     {
       // Stopping: start no further node (the next coordinator resumes the hosts not done).
@@ -324,9 +326,9 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
       MutexLock lock(w.mu);
       if (w.stop) return false;
     }
-    peer::PublishedPlan next = record;
+    coord::PublishedPlan next = record;
     next.transfer_json = p.dump();
-    auto in_force = coordinator_->PublishPlan(job, next, record.version, peer::PlanPublisher::kCoordinator);
+    auto in_force = coordinator_->PublishPlan(job, next, record.version, coord::PlanPublisher::kCoordinator);
     if (!in_force.ok() || in_force->transfer_json != next.transfer_json) {
       spdlog::warn("planner: job {}: the transfer plan of decision version {} stops: {}", job,
                    published.version,
@@ -354,7 +356,7 @@ Result<std::string> JobPlanner::PlanJson(const std::string& job) {
 
 Result<PlanShow> JobPlanner::Show(const std::string& job) {
   auto model = model_(job);
-  std::optional<peer::PublishedPlan> published;
+  std::optional<coord::PublishedPlan> published;
   if (auto p = coordinator_->PublishedPlanOf(job); p.ok()) {
     published = *p;
   } else if (p.status().code() != StatusCode::kUnsupported) {
@@ -395,11 +397,11 @@ Result<PlanShow> JobPlanner::Show(const std::string& job) {
   return show;
 }
 
-Result<peer::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t version) {
+Result<coord::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t version) {
   auto p = coordinator_->PublishedPlanOf(job);
   if (!p.ok()) return p.status();
   if (!*p) return Status::NotFound("job '" + job + "' has no published decision to confirm");
-  peer::PublishedPlan plan = **p;
+  coord::PublishedPlan plan = **p;
   const uint64_t generation = coordinator_->Generation(job).generation;
   if (plan.generation != generation) {
     return Status::InvalidArgument("the published decision of job '" + job + "' is of generation " +
@@ -418,8 +420,8 @@ Result<peer::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t 
   const int64_t shown = plan.version;
   plan.state = PlanStateName(PlanState::kConfirmed);
   plan.decided_at_ms = UnixMs();
-  REFT_ASSIGN_OR_RETURN(peer::PublishedPlan in_force,
-                        coordinator_->PublishPlan(job, plan, shown, peer::PlanPublisher::kOperator));
+  REFT_ASSIGN_OR_RETURN(coord::PublishedPlan in_force,
+                        coordinator_->PublishPlan(job, plan, shown, coord::PlanPublisher::kOperator));
   if (in_force.state != plan.state || in_force.decided_at_ms != plan.decided_at_ms) {
     return Status::Busy("the published decision of job '" + job + "' changed while confirming: show it again");
   }

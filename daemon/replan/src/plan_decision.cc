@@ -284,8 +284,8 @@ Result<PlanDocument> PlanDocumentFromJson(const json& doc) {
   }
 }
 
-peer::PublishedPlan ToRecord(const PlanDecision& decision, const std::string& planner, int64_t decided_at_ms) {
-  peer::PublishedPlan record;
+coord::PublishedPlan ToRecord(const PlanDecision& decision, const std::string& planner, int64_t decided_at_ms) {
+  coord::PublishedPlan record;
   record.generation = decision.generation;
   record.step = decision.step;
   record.basis = decision.basis;
@@ -297,7 +297,7 @@ peer::PublishedPlan ToRecord(const PlanDecision& decision, const std::string& pl
   return record;
 }
 
-std::optional<PlanDocument> DocumentOf(const peer::PublishedPlan& record) {
+std::optional<PlanDocument> DocumentOf(const coord::PublishedPlan& record) {
   const json doc = json::parse(record.plan_json, nullptr, false);
   if (!doc.is_object()) return std::nullopt;
   auto typed = PlanDocumentFromJson(doc);
@@ -308,7 +308,7 @@ std::optional<PlanDocument> DocumentOf(const peer::PublishedPlan& record) {
 json ToJson(const PlanShow& show) {
   json j = ToJson(show.plan);
   if (show.publication) {
-    const peer::PublishedPlan& p = *show.publication;
+    const coord::PublishedPlan& p = *show.publication;
     j["publication"] = {{"state", p.state},
                         {"generation", p.generation},
                         {"step", p.step},

@@ -1,4 +1,4 @@
-#include "reft/replan/plan_finality.h"
+#include "plan_finality.h"
 
 #include <nlohmann/json.hpp>
 
@@ -24,14 +24,14 @@ bool AnyLayerMoved(const std::string& transfer_json) {
 
 }  // namespace
 
-std::string FinalBecause(const peer::PublishedPlan& published, bool restored_under_it) {
+std::string FinalBecause(const coord::PublishedPlan& published, bool restored_under_it) {
   if (published.state == "confirmed") return "an operator confirmed it";
   if (restored_under_it) return "a trainer restored under it";
   if (AnyLayerMoved(published.transfer_json)) return "its transfer plan moved layers";
   return "";
 }
 
-bool DecidesLossOf(const peer::PublishedPlan& published, uint64_t generation, int64_t committed_step) {
+bool DecidesLossOf(const coord::PublishedPlan& published, uint64_t generation, int64_t committed_step) {
   // A growth's basis names the nodes that came ("+n3"); it has its own lifetime (it stands
   // while the job runs in the layout it grows).
   const bool of_a_loss = !published.basis.empty() && published.basis[0] != '+';

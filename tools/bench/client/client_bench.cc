@@ -21,7 +21,7 @@
 #include "reft/kernels/emulated.h"
 #include "node_local_hooks.h"
 #include "reft/local/local_server.h"
-#include "reft/local/single_node_commit.h"
+#include "single_node_commit.h"
 #include "reft/units.h"
 #include "bench_util.h"
 

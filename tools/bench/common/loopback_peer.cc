@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "bench_util.h"
+#include "reft/coord/gossip_control_plane.h"
 #include "reft/peer/peer_service.h"
 
 namespace reft::bench {
@@ -14,7 +15,7 @@ LoopbackPeer::LoopbackPeer(store::SnapshotStore* store, bool bulk) {
   // it dead (and fencing it) during the run.
   source.suspicion_timeout = std::chrono::hours(1);
   if (bulk) source.bulk_listen = "127.0.0.1:0";
-  auto node = peer::PeerNode::Create(source, store);
+  auto node = peer::PeerNode::Create(source, store, {}, coord::MakeGossipControlPlane());
   if (!node.ok()) Die("peer node", node.status());
   node_ = std::move(*node);
   grpc::ServerBuilder b;

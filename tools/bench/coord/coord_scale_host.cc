@@ -42,6 +42,7 @@
 #include <spdlog/spdlog.h>
 
 #include "memory_store.h"
+#include "reft/coord/gossip_control_plane.h"
 #include "reft/coord/etcd_control_plane.h"
 #include "reft/coord/etcd_node_directory.h"
 #include "reft/job_layout.h"
@@ -160,7 +161,8 @@ Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility*
   if (a.backend == "etcd") {
     REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get(), {}, etcd));
   } else {
-    REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get()));
+    REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get(), {},
+                                                          coord::MakeGossipControlPlane()));
   }
   if (a.backend == "etcd" && index != 0) {
     // Never dialled: the bench has no data plane, and only the coordinator takes reports.

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "reft/planner/policy_sim.h"
+#include "policy_sim.h"
 
 using namespace reft::planner;
 

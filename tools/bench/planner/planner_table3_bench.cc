@@ -14,7 +14,7 @@
 #include <tuple>
 #include <map>
 
-#include "reft/planner/oobleck.h"
+#include "oobleck.h"
 #include "bench_util.h"
 
 using namespace reft::planner;

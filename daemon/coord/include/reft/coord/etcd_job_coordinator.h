@@ -46,7 +46,8 @@
 #include "reft/coord/persist_hold.h"
 #include "reft/coord/records.h"
 #include "reft/mutex.h"
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/job_book.h"
+#include "reft/coord/job_coordinator.h"
 #include "reft/peer/peer_client.h"
 #include "reft/store/snapshot_store.h"
 #include "reft/thread.h"
@@ -88,7 +89,7 @@ struct CompletionTraffic {
   uint64_t received = 0;         ///< reports taken as the job's coordinator
 };
 
-class EtcdJobCoordinator final : public peer::JobCoordinator {
+class EtcdJobCoordinator final : public coord::JobCoordinator {
  public:
   /// `store`, `nodes` and `peers` must outlive the coordinator. Without `peers` completions
   /// always go through etcd.
@@ -123,12 +124,12 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   bool WaitCommitted(const std::string& job, int64_t step,
                      std::chrono::milliseconds timeout) override;
 
-  // peer::JobCoordinator
+  // coord::JobCoordinator
   Status SyncNow(const std::string& job, std::chrono::milliseconds timeout) override;
   std::optional<JobLayout> Layout(const std::string& job) override;
   std::vector<std::string> Jobs() override;
-  peer::JobGeneration Generation(const std::string& job) override;
-  peer::JobGeneration StartGeneration(const std::string& job, const peer::GenerationStart& start) override;
+  coord::JobGeneration Generation(const std::string& job) override;
+  coord::JobGeneration StartGeneration(const std::string& job, const coord::GenerationStart& start) override;
   void AddGenerationListener(GenerationListener listener) override;
   void AddLeadershipListener(LeadershipListener listener) override;
   void SetStateDir(std::string dir) override;
@@ -138,9 +139,9 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::optional<std::string> SlotLocation(const store::RankKey& rank) override;
   std::optional<std::string> JoinedNode(const store::RankKey& rank) override;
   bool LeadsJob(const std::string& job) override;
-  Result<std::optional<peer::RestoreDecision>> Decision(const std::string& job) override;
-  Result<peer::RestoreDecision> ProposeDecision(const std::string& job,
-                                                const peer::RestoreDecision& decision,
+  Result<std::optional<coord::RestoreDecision>> Decision(const std::string& job) override;
+  Result<coord::RestoreDecision> ProposeDecision(const std::string& job,
+                                                const coord::RestoreDecision& decision,
                                                 int64_t expected_version) override;
   bool HasConsensus() const override { return true; }
   Status RecordSlot(const store::RankKey& rank, int64_t step) override;
@@ -149,14 +150,14 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// read that revision yet: the sender writes to etcd, whose compare decides); InvalidArgument
   /// naming a rank the job's layout does not have; Busy beyond `max_pending_steps` uncommitted
   /// steps.
-  Status ReceiveCompletion(const peer::StepCompletionReport& report) override;
-  Result<std::optional<peer::PublishedPlan>> PublishedPlanOf(const std::string& job) override;
+  Status ReceiveCompletion(const coord::StepCompletionReport& report) override;
+  Result<std::optional<coord::PublishedPlan>> PublishedPlanOf(const std::string& job) override;
   /// Compares the plan key's revision and the generation key's (Busy when the generation
   /// moved: a plan of an older generation never replaces anything); as the coordinator, the
   /// coordinator key's create revision too (Busy when this node's term ended).
-  Result<peer::PublishedPlan> PublishPlan(const std::string& job, const peer::PublishedPlan& plan,
+  Result<coord::PublishedPlan> PublishPlan(const std::string& job, const coord::PublishedPlan& plan,
                                           int64_t expected_version,
-                                          peer::PlanPublisher publisher) override;
+                                          coord::PlanPublisher publisher) override;
 
   CompletionTraffic completion_traffic() const;
   /// \brief Persist holds of the jobs this node coordinates, and this node's own (the persister).
@@ -174,13 +175,15 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     on_forget_ = std::move(listener);
   }
 
-  /// \brief Named points where a test stops this node's worker (called with no lock held, on the
-  /// worker thread; the hook blocks as long as the test wants). kReportBuilt: the worker built
-  /// this round's completion reports of `job` and is about to send them (a node cut off right
-  /// there sends them late).
+  /// \brief Named test point (reft/test_point.h; reached with no lock held, on the worker
+  /// thread, by this coordinator for `job`). kReportBuilt: the worker built this round's
+  /// completion reports of `job` and is about to send them (a node cut off right there sends
+  /// them late).
   static constexpr const char* kReportBuilt = "completion-report-built";
-  using TestHook = std::function<void(const std::string& point, const std::string& job)>;
-  void SetTestHook(TestHook hook);
+  /// kKeyEvent: a watch event of one of `job`'s keys (layout, generation, committed step,
+  /// coordinator, restore decision) arrived and is about to be applied to this node's view (a
+  /// node whose watch is behind acts on its older view meanwhile).
+  static constexpr const char* kKeyEvent = "job-key-event";
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -241,11 +244,6 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
     // read that waited for etcd while an event moved on never takes the key back.
     std::map<std::string, int64_t> seen;
   };
-  struct GenerationEvent {
-    std::string job;
-    peer::JobGeneration generation;
-    int dropped = 0;
-  };
 
   /// Reads the job's state from etcd once and watches it; afterwards watches keep it current.
   Status Track(const std::string& job);
@@ -279,7 +277,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
                      const char* whose);
   void LoadLocalStateLocked(const std::string& job, JobState& st) REFT_REQUIRES(mu_);
   void CommitLocalLocked(const std::string& job, int64_t step) REFT_REQUIRES(mu_);
-  peer::JobGeneration InfoLocked(const JobState& st) const REFT_REQUIRES(mu_);
+  coord::JobGeneration InfoLocked(const JobState& st) const REFT_REQUIRES(mu_);
   void OnCompletionEvent(const std::string& job, const WatchUpdate& u);
   void OnJoinedEvent(const std::string& job, const WatchUpdate& u);
   /// Moves the watches only a leader holds to `out` (to be cancelled off the watch thread).
@@ -294,11 +292,10 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// Why a completion of `rank` made under layout revision `joined_under` never counts.
   static Status LayoutMoved(const store::RankKey& rank, int64_t step, int64_t joined_under,
                             int64_t current);
-  void AtTestPoint(const char* point, const std::string& job);
   /// The ranks of `report` that etcd ties to the reporting node although the leader's view
   /// does not (yet); NotTied names one that neither does.
-  Result<std::set<store::RankKey>> ConfirmTied(const peer::StepCompletionReport& report);
-  static Status NotTied(const peer::StepCompletionReport& report, const store::RankKey& rank);
+  Result<std::set<store::RankKey>> ConfirmTied(const coord::StepCompletionReport& report);
+  static Status NotTied(const coord::StepCompletionReport& report, const store::RankKey& rank);
   void NotifyGenerations();
   /// Drops the state and watches of a job whose records were deleted, once nothing of it is
   /// left on this node (no trainer, no completion to send, no slot); true when it did.
@@ -310,7 +307,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   /// Sends one report to the job's coordinator `node` (term `term`); false when it did not
   /// take it (the caller writes it to etcd).
   bool ReportToCoordinator(const std::string& job, const std::string& node, int64_t term,
-                           const peer::StepCompletionReport& report);
+                           const coord::StepCompletionReport& report);
   /// Looks the coordinator's address up and starts connecting to it (once per term).
   void ConnectToCoordinator(const std::string& job, const std::string& node, int64_t term);
   void Campaign(const std::string& job);
@@ -351,7 +348,7 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   mutable reft::Mutex mu_;
   std::condition_variable cv_;  // commits (waiters) and work (the worker)
   std::map<std::string, JobState> jobs_ REFT_GUARDED_BY(mu_);
-  std::map<store::RankKey, int> joined_ REFT_GUARDED_BY(mu_);  // rank -> sessions on this node
+  JoinedSessions joined_ REFT_GUARDED_BY(mu_);
   // rank -> revision of its replicated key
   std::map<store::RankKey, int64_t> declared_in_etcd_ REFT_GUARDED_BY(mu_);
   // rank -> revision of its joined key (0: none)
@@ -364,15 +361,12 @@ class EtcdJobCoordinator final : public peer::JobCoordinator {
   std::optional<Clock::time_point> wake_at_ REFT_GUARDED_BY(mu_);
   bool running_ REFT_GUARDED_BY(mu_) = false;
   reft::Thread worker_;
-  std::vector<GenerationEvent> pending_events_ REFT_GUARDED_BY(mu_);
+  GenerationEvents generation_events_;
   // Cancelled by the worker (not from a watch callback).
   std::vector<int64_t> cancel_watches_ REFT_GUARDED_BY(mu_);
   CompletionTraffic traffic_ REFT_GUARDED_BY(mu_);
   std::function<void(const std::string&)> on_forget_;
-  reft::Mutex hook_mu_;
-  TestHook test_hook_ REFT_GUARDED_BY(hook_mu_);
   reft::Mutex listeners_mu_;
-  std::vector<GenerationListener> listeners_ REFT_GUARDED_BY(listeners_mu_);
   std::vector<LeadershipListener> leadership_listeners_ REFT_GUARDED_BY(listeners_mu_);
   // Last: its watches (which wake the worker) end before anything else goes.
   PersistHold persist_hold_{etcd_, nodes_, [this] { Wake(); }};

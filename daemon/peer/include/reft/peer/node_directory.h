@@ -12,11 +12,17 @@
 #include <string>
 #include <vector>
 
-#include "reft/peer/job_coordinator.h"
 #include "reft/result.h"
 #include "reft/v1/peer.pb.h"
 
 namespace reft::peer {
+
+/// \brief What the control plane knows about one node's liveness.
+enum class NodeLiveness {
+  kAlive,    ///< registered and not declared dead: its answers must be waited for
+  kDead,     ///< declared dead (lease expired, or SWIM's verdict): its memory is gone
+  kUnknown,  ///< never heard of
+};
 
 enum class MemberState { kAlive = 0, kSuspect = 1, kDead = 2 };
 const char* MemberStateName(MemberState s);  ///< "alive", "suspect", "dead"

@@ -16,7 +16,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "reft/mutex.h"
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/agreement.h"
 #include "reft/peer/peer_options.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -110,7 +110,7 @@ class PeerClient {
   /// (Peer.ReportStepCompletion; `report.node` is ignored: the server takes the caller).
   /// Protocol when that node does not coordinate the job; Unavailable / Timeout on transport
   /// problems. `timeout` 0 = PeerOptions::rpc_deadline.
-  Status ReportStepCompletion(const std::string& address, const StepCompletionReport& report,
+  Status ReportStepCompletion(const std::string& address, const coord::StepCompletionReport& report,
                               std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   /// Starts connecting to `address` in the background (no call, no wait), so that a first call

@@ -2,10 +2,11 @@
 /// \file peer_node.h
 /// \brief The node-to-node layer of reftd in one object: PeerClient pool, the node directory
 /// (who is alive, where), the job coordinator (commit, generations, slot locations, restore
-/// decisions) and the Peer service. The control plane is etcd when the daemon is given one
-/// (a ControlPlaneFactory from daemon/coord), else gossip between the daemons (SWIM
-/// membership and completion-set exchange). The daemon creates it, registers it on its
-/// grpc::ServerBuilder, starts the server, then calls Start().
+/// decisions) and the Peer service. The control plane comes from a ControlPlaneFactory of
+/// daemon/coord: etcd (coord::EtcdControlPlane), or gossip between the daemons
+/// (coord::GossipControlPlane: SWIM membership and completion-set exchange). This component
+/// carries the calls; the control plane answers them. The daemon creates the node, registers
+/// it on its grpc::ServerBuilder, starts the server, then calls Start().
 /// Thread-safe after Start(); Stop() before destroying the server's services.
 
 #include <functional>
@@ -14,13 +15,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "reft/coord/job_coordinator.h"
 #include "reft/peer/bulk_listener.h"
-#include "reft/peer/distributed_commit.h"
+#include "reft/peer/gossip_endpoints.h"
 #include "reft/local/job_ownership.h"
 #include "reft/peer/job_access.h"
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/job_coordinator.h"
 #include "reft/peer/job_records.h"
-#include "reft/peer/membership.h"
 #include "reft/peer/node_directory.h"
 #include "reft/peer/peer_client.h"
 #include "reft/peer/peer_options.h"
@@ -39,13 +40,16 @@ struct PeerSecurity {
 /// \brief Where agreement and liveness come from.
 struct ControlPlane {
   std::unique_ptr<NodeDirectory> nodes;
-  std::unique_ptr<JobCoordinator> jobs;
+  std::unique_ptr<coord::JobCoordinator> jobs;
   /// Who owns each job, cluster-wide (null: the node keeps its own record; gossip).
   std::unique_ptr<local::JobOwnership> owners;
   /// Which nodes may fetch a job's bytes (null: every authenticated member; gossip).
   std::unique_ptr<JobAccess> access;
   /// The job records operators list and the sweeper that forgets gone jobs (null: gossip).
   std::unique_ptr<JobRecords> records;
+  /// The gossip control plane's answers to the Peer calls it talks over (pointing into `nodes`
+  /// and `jobs`; null with etcd).
+  GossipEndpoints gossip;
 };
 /// Builds a control plane for a node (its options, store and peer client outlive it).
 using ControlPlaneFactory = std::function<Result<ControlPlane>(
@@ -53,11 +57,12 @@ using ControlPlaneFactory = std::function<Result<ControlPlane>(
 
 class PeerNode {
  public:
-  /// `store` (and `security.authorizer`) must outlive the node. Without `control_plane` the
-  /// node runs the gossip control plane. Fails InvalidArgument naming a bad option.
-  static Result<std::unique_ptr<PeerNode>> Create(
-      PeerOptions options, store::SnapshotStore* store, PeerSecurity security = {},
-      const ControlPlaneFactory& control_plane = nullptr);
+  /// `store` (and `security.authorizer`) must outlive the node. Fails InvalidArgument naming a
+  /// bad option, or whatever `control_plane` fails with.
+  static Result<std::unique_ptr<PeerNode>> Create(PeerOptions options,
+                                                  store::SnapshotStore* store,
+                                                  PeerSecurity security,
+                                                  const ControlPlaneFactory& control_plane);
   ~PeerNode();
 
   /// Registers the Peer service on `builder`. The server's max send size must be at least
@@ -73,7 +78,7 @@ class PeerNode {
   NodeDirectory& membership() { return *nodes_; }
   PeerClient& client() { return *client_; }
   /// The job coordinator to hand to the local channel (owned by this node).
-  JobCoordinator* coordinator() { return jobs_.get(); }
+  coord::JobCoordinator* coordinator() { return jobs_.get(); }
   /// The control plane's record of job owners, or null (gossip: the daemon keeps its own).
   local::JobOwnership* owners() { return owners_.get(); }
   /// The control plane's check of which nodes may fetch a job's bytes, or null (gossip).
@@ -83,9 +88,6 @@ class PeerNode {
   PeerService* service() { return service_.get(); }
   /// The bulk transport's listener (PeerOptions::bulk_listen), or null.
   const BulkListener* bulk() const { return bulk_.get(); }
-  /// The gossip control plane's parts (nullptr when the node coordinates through etcd).
-  Membership* swim() { return swim_; }
-  DistributedCommitCoordinator* gossip_commit() { return gossip_commit_; }
   /// A non-owning CommitCoordinator that forwards to coordinator(), for wrappers that take
   /// ownership of their inner coordinator (reftd's MeteredCommitCoordinator). Must not outlive
   /// this PeerNode.
@@ -112,12 +114,10 @@ class PeerNode {
   PeerOptions options_;
   std::unique_ptr<PeerClient> client_;
   std::unique_ptr<NodeDirectory> nodes_;
-  std::unique_ptr<JobCoordinator> jobs_;
+  std::unique_ptr<coord::JobCoordinator> jobs_;
   std::unique_ptr<local::JobOwnership> owners_;
   std::unique_ptr<JobAccess> access_;  ///< before service_: outlives it
   std::unique_ptr<JobRecords> records_;
-  Membership* swim_ = nullptr;
-  DistributedCommitCoordinator* gossip_commit_ = nullptr;
   std::unique_ptr<BulkListener> bulk_;  ///< before service_: outlives it
   std::unique_ptr<PeerService> service_;
 };

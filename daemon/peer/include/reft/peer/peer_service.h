@@ -20,10 +20,11 @@
 
 #include "reft/mutex.h"
 #include "reft/peer/bulk_listener.h"
-#include "reft/peer/distributed_commit.h"
+#include "reft/peer/gossip_endpoints.h"
+#include "reft/peer/handler_slot.h"
 #include "reft/peer/job_access.h"
-#include "reft/peer/job_coordinator.h"
-#include "reft/peer/membership.h"
+#include "reft/coord/agreement.h"
+#include "reft/coord/roles.h"
 #include "reft/peer/node_directory.h"
 #include "reft/peer/peer_options.h"
 #include "reft/peer/sealed_checksums.h"
@@ -35,17 +36,11 @@ namespace reft::peer {
 
 class PeerService final : public v1::Peer::Service {
  public:
-  /// The gossip control plane's parts, when this node runs it (both null with etcd: Ping,
-  /// PingReq, ReportComplete and ExchangeCommitState then answer UNIMPLEMENTED).
-  struct Gossip {
-    Membership* membership = nullptr;
-    DistributedCommitCoordinator* commit = nullptr;
-  };
   /// `authorizer` null = every call is admitted (tests and benchmarks in one process).
   /// `bulk` (null = none; must outlive the service) serves FetchRegion calls that ask for the
   /// bulk transport.
   PeerService(PeerOptions options, store::SnapshotStore* store, NodeDirectory* nodes,
-              coord::SlotDirectory* slots, Gossip gossip,
+              coord::SlotDirectory* slots, GossipEndpoints gossip,
               const security::Authorizer* authorizer = nullptr, BulkListener* bulk = nullptr);
 
   grpc::Status Hello(grpc::ServerContext*, const v1::HelloRequest*, v1::HelloResponse*) override;
@@ -65,7 +60,7 @@ class PeerService final : public v1::Peer::Service {
   grpc::Status StageLayers(grpc::ServerContext*, const v1::StageLayersRequest*,
                            v1::StageLayersResponse*) override;
 
-  /// Persists this node's ranks of a step (daemon/recovery's Persister); runs on a gRPC thread
+  /// Persists this node's ranks of a step (daemon/persister's Persister); runs on a gRPC thread
   /// and may block for size / bandwidth seconds. Without a handler PersistStep answers
   /// code UNSUPPORTED ("no persistent tier on node X").
   using PersistHandler = std::function<v1::PersistStepResponse(const v1::PersistStepRequest&)>;
@@ -81,7 +76,7 @@ class PeerService final : public v1::Peer::Service {
   /// plane's coord::CompletionInbox, registered by PeerNode); runs on a gRPC thread. The
   /// report's node is the authenticated caller. Without a handler ReportStepCompletion answers
   /// UNSUPPORTED (the sender records its completion in the control plane instead).
-  using CompletionHandler = std::function<Status(const StepCompletionReport&)>;
+  using CompletionHandler = std::function<Status(const coord::StepCompletionReport&)>;
   void SetCompletionHandler(CompletionHandler handler);
 
   /// Holders serve a job's bytes (FetchRegion, StageLayers, PersistStep) only to the nodes
@@ -128,15 +123,14 @@ class PeerService final : public v1::Peer::Service {
   store::SnapshotStore* store_;
   NodeDirectory* membership_;
   coord::SlotDirectory* slots_;
-  Gossip gossip_;
+  GossipEndpoints gossip_;  ///< the gossip control plane's answers (both null with etcd)
   const security::Authorizer* authorizer_;
   BulkListener* bulk_;
   JobAccess* access_ = nullptr;
   std::atomic<uint64_t> refused_jobs_{0};
-  Mutex handler_mu_;
-  std::shared_ptr<PersistHandler> persist_handler_ REFT_GUARDED_BY(handler_mu_);
-  std::shared_ptr<StageHandler> stage_handler_ REFT_GUARDED_BY(handler_mu_);
-  std::shared_ptr<CompletionHandler> completion_handler_ REFT_GUARDED_BY(handler_mu_);
+  HandlerSlot<PersistHandler> persist_handler_;
+  HandlerSlot<StageHandler> stage_handler_;
+  HandlerSlot<CompletionHandler> completion_handler_;
 };
 
 }  // namespace reft::peer

@@ -62,7 +62,7 @@ namespace reft::local {
 class JobOwnership;
 }  // namespace reft::local
 
-namespace reft::recovery {
+namespace reft::persister {
 
 struct PersisterOptions {
   std::string node_id;  ///< this node (reported per node)
@@ -120,7 +120,7 @@ class Persister {
   using Observer = std::function<void(const NodePersist&)>;
 
   /// `store`, `peer` and `tier` must outlive the persister.
-  Persister(store::SnapshotStore* store, peer::PeerNode* peer, TierAccess* tier,
+  Persister(store::SnapshotStore* store, peer::PeerNode* peer, recovery::TierAccess* tier,
             PersisterOptions options);
   ~Persister();
 
@@ -196,7 +196,7 @@ class Persister {
 
   store::SnapshotStore* store_;
   peer::PeerNode* peer_;
-  TierAccess* tier_;
+  recovery::TierAccess* tier_;
   PersisterOptions options_;
   Observer observer_;
   local::JobOwnership* owners_ = nullptr;
@@ -228,4 +228,4 @@ bool StepFreedUnderPersist(const std::vector<NodePersist>& nodes);
 v1::PersistStepResponse ToProto(const NodePersist& n);
 NodePersist FromProto(const v1::PersistStepResponse& r);
 
-}  // namespace reft::recovery
+}  // namespace reft::persister

@@ -163,6 +163,14 @@ class ReftLoad final : public local::RestoreProvider {
   /// generation is started for it. Without it (null) the owner is unknown: nothing is checked.
   void SetJobOwnership(local::JobOwnership* owners) { owners_ = owners; }
 
+  /// \brief Named test points (reft/test_point.h), reached for the job by this ReftLoad.
+  /// kLayersFetched: StageLayers fetched and verified every layer's bytes and is about to keep
+  /// them (StagedLayers::Put); a fall-back right there must leave nothing kept or served.
+  static constexpr const char* kLayersFetched = "staging-layers-fetched";
+  /// kTierScanned: a restore scanned the tier, decided to fall back to a persisted step and is
+  /// about to start the new generation (StartGeneration); a commit right there voids it.
+  static constexpr const char* kTierScanned = "fall-back-tier-scanned";
+
  private:
   /// What a restore already knows when it reaches RestoreImpl: the step the job decided on
   /// (no second sync to choose it) and, when the decision was checked on this node, the view
@@ -192,10 +200,10 @@ class ReftLoad final : public local::RestoreProvider {
   /// What the tier offers a fall-back from the snapshot's committed step.
   TierVerdict ScanTier(RestoreCall& call, const AgreementSnapshot& snapshot);
   /// Records `decision` (compare-and-swap); nullopt when the job moved or another rank won.
-  Result<std::optional<LocatedStep>> Propose(RestoreCall& call, const peer::RestoreDecision& decision,
+  Result<std::optional<LocatedStep>> Propose(RestoreCall& call, const coord::RestoreDecision& decision,
                                              int64_t expected_version);
   /// Starts generation g+1 from the persisted step; nullopt when another restore started it.
-  std::optional<LocatedStep> StartFallBack(RestoreCall& call, const peer::GenerationStart& start);
+  std::optional<LocatedStep> StartFallBack(RestoreCall& call, const coord::GenerationStart& start);
   /// Memory holds nothing and the tier cannot be read: no restore (a warning says why).
   local::RestoredState StartFresh(RestoreCall& call, const RestoreVerdict& verdict);
   /// The restore units, one per source.

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/job_coordinator.h"
 #include "reft/status.h"
 
 namespace reft::recovery {
@@ -50,8 +50,8 @@ struct AgreementSnapshot {
   std::string job;
   std::string self;            ///< the node deciding
   std::string layout;          ///< the trainer's layout (for messages)
-  peer::JobGeneration gen;     ///< generation, base step, persist floor, newest committed
-  std::optional<peer::RestoreDecision> recorded;  ///< the decision in the control plane
+  coord::JobGeneration gen;     ///< generation, base step, persist floor, newest committed
+  std::optional<coord::RestoreDecision> recorded;  ///< the decision in the control plane
   std::optional<MemoryVerdict> memory;  ///< filled when the rule asked (kCheckMemory)
   std::optional<TierVerdict> tier;      ///< filled when the rule asked (kScanTier)
 };
@@ -69,8 +69,8 @@ struct RestoreVerdict {
     kRetry,        ///< the job moved under the snapshot: take a new one (`error` says why)
   };
   Kind kind = Kind::kRetry;
-  peer::RestoreDecision decision;  ///< kFollow, kPropose
-  peer::GenerationStart fall_back; ///< kFallBack
+  coord::RestoreDecision decision;  ///< kFollow, kPropose
+  coord::GenerationStart fall_back; ///< kFallBack
   Status error;                    ///< kFail, kRetry
   std::string detail;              ///< kStartFresh: why there is no restore
   std::string warning;             ///< kStartFresh: the warning logged with it
@@ -80,6 +80,6 @@ struct RestoreVerdict {
 RestoreVerdict DecideRestore(const AgreementSnapshot& s);
 
 /// "step 7 from memory (generation 0, decided by node 'n1')": for the agreement detail.
-std::string DescribeDecision(const peer::RestoreDecision& d);
+std::string DescribeDecision(const coord::RestoreDecision& d);
 
 }  // namespace reft::recovery

@@ -15,7 +15,7 @@
 /// The staged bytes are a cache of one committed step, verified when they were fetched: losing
 /// them loses nothing (the restore reads the holders). They are keyed by the timeline stamp of
 /// the commit they cache (coord::TimelineStamp: the generation, restore epoch and layout
-/// revision step S was committed in; peer::JobGeneration::committed_in), and served only to a
+/// revision step S was committed in; coord::JobGeneration::committed_in), and served only to a
 /// restore of that same commit: after a fall-back to the tier, generation g+1's step X is
 /// another state than generation g's step X, and a job released and started again under the
 /// same name commits its own step X under another stamp. The trainers' restart that the plan

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "reft/replan/step_cadence.h"
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/roles.h"
 #include "reft/planner/online.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/reshape.h"
@@ -32,10 +32,10 @@ planner::online::JobModelView BuildJobModel(const recovery::StepCatalog& catalog
 
 /// \brief The planner's view of `job` from its newest committed step as this node reads it:
 /// every rank on the node its trainer is connected to now, else where its slot of the step
-/// was recorded (`coordinator`, may be null), else a node holding it. NotFound when the job
+/// was recorded (`slots`, may be null), else a node holding it. NotFound when the job
 /// has no committed step; Unavailable without `restore`.
 Result<planner::online::JobModelView> ReadJobModel(recovery::ReftLoad* restore,
-                                                   peer::JobCoordinator* coordinator,
+                                                   coord::SlotDirectory* slots,
                                                    const StepCadence* cadence, const std::string& job);
 
 }  // namespace reft::replan

@@ -2,9 +2,9 @@
 /// \file job_planner.h
 /// \brief The planner in the loop (docs/planner.md "The online path"). When a node leaves the
 /// cluster, the job's coordinator — the node that holds the job's coordinator key in etcd
-/// (peer::JobCoordinator::LeadsJob; elected among the nodes with trainers or slots of the job)
+/// (coord::JobCoordinator::LeadsJob; elected among the nodes with trainers or slots of the job)
 /// — reads the job's model, decides how the job goes on (planner::online::Decide) and
-/// publishes the decision (peer::JobCoordinator::PublishPlan, a compare-and-swap fenced by the
+/// publishes the decision (coord::JobCoordinator::PublishPlan, a compare-and-swap fenced by the
 /// job generation and by this node's term as the job's coordinator). Without a spare it first waits `spare_wait` for one. In operator-confirmed
 /// mode the decision then waits for `reftctl plan confirm`. Every node answers `plan show`
 /// with the published decision.
@@ -42,7 +42,7 @@
 #include "reft/replan/planner_mode.h"
 #include "reft/local/plan_source.h"
 #include "reft/mutex.h"
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/job_coordinator.h"
 #include "reft/peer/node_directory.h"
 #include "reft/planner/online.h"
 #include "reft/result.h"
@@ -73,7 +73,7 @@ class JobPlanner : public local::PlanSource {
 
   /// `nodes`, `coordinator` and `profiles` (may be null) must outlive the planner.
   JobPlanner(std::string node_id, JobPlannerOptions options, peer::NodeDirectory* nodes,
-             peer::JobCoordinator* coordinator, const PlanProfiles* profiles, ModelSource model);
+             coord::JobCoordinator* coordinator, const PlanProfiles* profiles, ModelSource model);
   ~JobPlanner() override;
   JobPlanner(const JobPlanner&) = delete;
   JobPlanner& operator=(const JobPlanner&) = delete;
@@ -100,7 +100,12 @@ class JobPlanner : public local::PlanSource {
   /// \brief `plan confirm`: marks the published decision "confirmed". `version` (0: any) must
   /// be the one shown (Busy when the decision changed since). NotFound without a published
   /// decision; InvalidArgument when it does not await confirmation.
-  Result<peer::PublishedPlan> Confirm(const std::string& job, int64_t version);
+  Result<coord::PublishedPlan> Confirm(const std::string& job, int64_t version);
+
+  /// \brief Named test point (reft/test_point.h), reached for the job by this planner:
+  /// kPlanDecided: the loop decided the job's plan and is about to publish it (PublishPlan); a
+  /// coordinator term that ends right there must not let the plan stand.
+  static constexpr const char* kPlanDecided = "planner-plan-decided";
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -113,30 +118,30 @@ class JobPlanner : public local::PlanSource {
   Clock::time_point PlanJob(const std::string& job);
   /// Decides for `job` (led by this node) on its `model` and publishes the decision unless the
   /// publication `current` already says it; returns when to look again.
-  Clock::time_point DecideJob(const std::string& job, const std::optional<peer::PublishedPlan>& current,
+  Clock::time_point DecideJob(const std::string& job, const std::optional<coord::PublishedPlan>& current,
                               planner::online::JobModelView model);
   /// Sets the state of `plan` (undecided, waiting for a spare, awaiting confirmation or
   /// decided) and its spare wait, which a publication of the same loss (`same_loss`) started;
   /// returns when to look again for the state's sake.
-  Clock::time_point ChooseState(const std::optional<peer::PublishedPlan>& same_loss, PlanDecision* plan) const;
+  Clock::time_point ChooseState(const std::optional<coord::PublishedPlan>& same_loss, PlanDecision* plan) const;
   /// Publishes `plan` over `current` and runs its transfer when it is decided; returns when to
   /// look again (no later than `due`).
-  Clock::time_point Publish(const std::string& job, const std::optional<peer::PublishedPlan>& current,
+  Clock::time_point Publish(const std::string& job, const std::optional<coord::PublishedPlan>& current,
                             const PlanDecision& plan, Clock::time_point due);
   /// Replaces the loss decision `current` by a `no_loss` publication (with the planner's
   /// document `doc`, which finds no loss) unless a trainer restored under it; returns when to
   /// look again.
-  Clock::time_point WithdrawLoss(const std::string& job, const peer::PublishedPlan& current,
+  Clock::time_point WithdrawLoss(const std::string& job, const coord::PublishedPlan& current,
                                  const PlanDocument& doc);
   /// Runs (or resumes) the transfer plan of the final decision `plan` when it has one that is
   /// not done; returns when to look again.
-  Clock::time_point ExecuteTransfer(const std::string& job, const peer::PublishedPlan& plan);
+  Clock::time_point ExecuteTransfer(const std::string& job, const coord::PublishedPlan& plan);
   void Run();
 
   const std::string node_id_;
   const JobPlannerOptions options_;
   peer::NodeDirectory* const nodes_;
-  peer::JobCoordinator* const coordinator_;
+  coord::JobCoordinator* const coordinator_;
   const PlanProfiles* const profiles_;
   const ModelSource model_;
   Stager stager_;

@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/agreement.h"
 #include "reft/replan/planner_mode.h"
 #include "reft/result.h"
 
@@ -34,7 +34,7 @@ enum class PlanPolicy { kNone, kRestartOnSpare, kReroute, kReconfigure, kRestart
 const char* PlanPolicyName(PlanPolicy policy);
 std::optional<PlanPolicy> ParsePlanPolicy(const std::string& name);
 
-/// The state of a published decision (peer::PublishedPlan::state).
+/// The state of a published decision (coord::PublishedPlan::state).
 enum class PlanState { kWaitingForSpare, kAwaitingConfirmation, kDecided, kConfirmed, kUndecided, kNoLoss };
 const char* PlanStateName(PlanState state);
 std::optional<PlanState> ParsePlanState(const std::string& name);
@@ -166,17 +166,17 @@ struct PlanDecision {
 
 /// \brief The coordinator's record of `decision`, published by `planner` at `decided_at_ms`
 /// (the etcd edge: the document is serialised here).
-peer::PublishedPlan ToRecord(const PlanDecision& decision, const std::string& planner, int64_t decided_at_ms);
+coord::PublishedPlan ToRecord(const PlanDecision& decision, const std::string& planner, int64_t decided_at_ms);
 
 /// \brief The document a published record carries; none when it is unreadable (a record with
 /// no document, or one this version cannot read).
-std::optional<PlanDocument> DocumentOf(const peer::PublishedPlan& record);
+std::optional<PlanDocument> DocumentOf(const coord::PublishedPlan& record);
 
 /// \brief `plan show`: the document (the published one while it is current, else this node's
 /// view), the last publication, and who answered.
 struct PlanShow {
   PlanDocument plan;
-  std::optional<peer::PublishedPlan> publication;  ///< none: nothing published (or gossip)
+  std::optional<coord::PublishedPlan> publication;  ///< none: nothing published (or gossip)
   bool current = false;                            ///< the publication is the job's current decision
   PlannerMode mode = PlannerMode::kAutomatic;      ///< the answering node's planner.mode
   std::string node;                                ///< the answering node

@@ -6,7 +6,7 @@
 /// another stage, and the other members' shards of the layers it keeps — so each new rank's
 /// reshaped restore reads its state on its own node.
 ///
-/// The progress is a JSON document published with the decision (peer::PublishedPlan::
+/// The progress is a JSON document published with the decision (coord::PublishedPlan::
 /// transfer_json), so every node's `plan show` sees it and a coordinator that takes over
 /// resumes it:
 ///   {"state": "running" | "done" | "failed", "attempts": n, "started_at_ms", "finished_at_ms",

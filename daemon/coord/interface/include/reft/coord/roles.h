@@ -7,16 +7,16 @@
 /// interface of two dozen calls handed every consumer all of them — the planner could start a
 /// generation, the persister could publish a plan, and nobody could tell from a constructor what
 /// a component relies on. Each role below is what one kind of consumer uses; a control plane
-/// (etcd: coord::EtcdJobCoordinator; gossip: peer::DistributedCommitCoordinator) implements them
-/// all through peer::JobCoordinator, and a consumer takes only the roles it uses.
+/// (etcd: coord::EtcdJobCoordinator; gossip: coord::GossipJobCoordinator) implements them
+/// all through coord::JobCoordinator, and a consumer takes only the roles it uses.
 ///
 /// | role | used by |
 /// |---|---|
 /// | local::CommitCoordinator (the commit ledger: join, complete, commit point) | the local channel |
-/// | JobTimeline (generation, layout, fall-back) | restores, the persister, the planner |
-/// | SlotDirectory (which nodes hold the job's slots and trainers) | restores, rebuilds, persists, peer copies |
+/// | JobTimeline (generation, layout, fall-back) | restores, the persister, the planner, Admin (status, restore-check) |
+/// | SlotDirectory (which nodes hold the job's slots and trainers) | restores, rebuilds, persists, peer copies, the Peer service (GetManifest), the job model |
 /// | RestoreAgreement (one restore decision per job) | restores |
-/// | PlanBoard (the planner's published decision, who leads the job) | the planner, Admin |
+/// | PlanBoard (the planner's published decision, who leads the job) | the planner |
 /// | CompletionInbox (completion reports to the job's coordinator) | the Peer service |
 ///
 /// Header-only; the records they exchange are in agreement.h.

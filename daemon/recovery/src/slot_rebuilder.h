@@ -22,7 +22,7 @@
 #include "reft/protect/slot_meta.h"
 #include "reft/recovery/cluster_view.h"
 #include "reft/recovery/fetcher.h"
-#include "reft/recovery/xor_accumulator.h"
+#include "xor_accumulator.h"
 #include "reft/store/snapshot_store.h"
 
 namespace reft::recovery {

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "reft/peer/job_coordinator.h"
+#include "reft/coord/agreement.h"
 
 namespace reft::replan {
 
@@ -24,11 +24,11 @@ inline constexpr const char* kNoLossState = "no_loss";
 /// \brief Why `published` is final, or empty when it is not: `reftctl plan confirm` approved
 /// it, a layer moved for it (its transfer plan staged bytes on some node), or a trainer restored
 /// under it (`restored_under_it`: a restore decision is recorded for its generation and step).
-std::string FinalBecause(const peer::PublishedPlan& published, bool restored_under_it);
+std::string FinalBecause(const coord::PublishedPlan& published, bool restored_under_it);
 
 /// \brief Whether `published` decides on a loss (not a growth, not a withdrawal) of the job's
 /// current `generation` and `committed_step`: the publication a loss that ends would leave. The
 /// planner withdraws it, once no node of the job is lost, unless it is final (FinalBecause).
-bool DecidesLossOf(const peer::PublishedPlan& published, uint64_t generation, int64_t committed_step);
+bool DecidesLossOf(const coord::PublishedPlan& published, uint64_t generation, int64_t committed_step);
 
 }  // namespace reft::replan
