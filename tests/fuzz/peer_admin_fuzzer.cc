@@ -648,7 +648,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   jpo.mode = replan::PlannerMode::kConfirm;
   jpo.spare_wait = std::chrono::milliseconds(0);
   // Not started: no thread; ShowPlan decides from this node's view on demand.
-  replan::JobPlanner planner("fuzz-node", jpo, &(*node)->membership(), (*node)->coordinator(),
+  replan::JobPlanner planner("fuzz-node", jpo, &(*node)->membership(),
+                             replan::PlannerAgreement::Of((*node)->coordinator()),
                              &profiles, FuzzJobModel);
   app::AdminRecovery recovery;
   recovery.profiles = &profiles;

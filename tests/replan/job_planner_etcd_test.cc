@@ -111,7 +111,7 @@ TEST_CASE("planner loop over etcd: a coordinator deposed between its decision an
   JobPlannerOptions options;
   options.spare_wait = {};
   options.retry = std::chrono::hours(1);
-  JobPlanner planner(EtcdJob::Name(leader), options, &nodes, deposed, nullptr,
+  JobPlanner planner(EtcdJob::Name(leader), options, &nodes, PlannerAgreement::Of(deposed), nullptr,
                      [&job](const std::string&) -> Result<planner::online::JobModelView> { return job.Model(); });
   test_point::Pause decided(JobPlanner::kPlanDecided, "job", &planner);
   planner.Start();

@@ -119,7 +119,7 @@ TEST_CASE("planner loop: the coordinator decides a loss, publishes it and runs i
           "[job_planner]") {
   Cluster cluster({"n3"});
   RecordingStager stager;
-  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
                      nullptr, cluster.Source());
   planner.SetStager(stager.Get());
   planner.Start();
@@ -156,7 +156,7 @@ TEST_CASE("planner loop: the coordinator decides a loss, publishes it and runs i
 TEST_CASE("planner loop: a loss that cannot be decided yet is published as undecided",
           "[job_planner]") {
   Cluster cluster({"n3"});
-  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
                      nullptr, cluster.Source(/*step_time_measured=*/false));
   planner.Start();
   REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan&) { return true; }));
@@ -177,7 +177,7 @@ TEST_CASE("planner loop: a node that does not lead the job neither reads its mod
   job.nodes = {"n1", "n2", "n3"};
   job.generation = kGeneration;
   cluster.coordinator.SetJob("j", job);
-  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
                      nullptr, cluster.Source());
   planner.Start();
   FinishNextPass(planner, cluster.coordinator);
@@ -189,7 +189,7 @@ TEST_CASE("planner loop: a node that does not lead the job neither reads its mod
 TEST_CASE("planner loop: a job with every node alive and no decision is left alone",
           "[job_planner]") {
   Cluster cluster({});
-  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
                      nullptr, cluster.Source());
   planner.Start();
   FinishNextPass(planner, cluster.coordinator);
@@ -202,7 +202,7 @@ TEST_CASE("planner loop: without a spare the decision first waits for one, and s
           "[job_planner]") {
   Cluster cluster({"n3"});
   JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::hours(1)), &cluster.nodes,
-                     &cluster.coordinator, nullptr, cluster.Source());
+                     PlannerAgreement::Of(&cluster.coordinator), nullptr, cluster.Source());
   const int64_t before = UnixMs();
   planner.Start();
   REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan&) { return true; }));
@@ -219,7 +219,7 @@ TEST_CASE("planner loop: without a spare the decision first waits for one, and s
 TEST_CASE("planner loop: a spare that suffices is taken at once, without a wait", "[job_planner]") {
   Cluster cluster({"n3"}, {"spare"});
   JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::hours(1)), &cluster.nodes,
-                     &cluster.coordinator, nullptr, cluster.Source());
+                     PlannerAgreement::Of(&cluster.coordinator), nullptr, cluster.Source());
   planner.Start();
   REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan&) { return true; }));
   planner.Stop();
@@ -235,7 +235,7 @@ TEST_CASE(
     "[job_planner]") {
   Cluster cluster({"n3"});
   RecordingStager stager;
-  JobPlanner planner("n0", Options(PlannerMode::kConfirm), &cluster.nodes, &cluster.coordinator,
+  JobPlanner planner("n0", Options(PlannerMode::kConfirm), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
                      nullptr, cluster.Source());
   planner.SetStager(stager.Get());
   planner.Start();
@@ -269,7 +269,7 @@ TEST_CASE("planner loop: a decision of an older generation cannot be confirmed",
   old.basis = "n3";
   old.state = "awaiting_confirmation";
   cluster.coordinator.SetPublished("j", old);
-  JobPlanner planner("n0", Options(PlannerMode::kConfirm), &cluster.nodes, &cluster.coordinator,
+  JobPlanner planner("n0", Options(PlannerMode::kConfirm), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
                      nullptr, cluster.Source());
   CHECK(planner.Confirm("j", 0).status().code() == StatusCode::kInvalidArgument);
   CHECK(cluster.coordinator.Publications().empty());
@@ -294,7 +294,7 @@ TEST_CASE("planner loop: a loss whose node came back before anyone acted on it i
           "[job_planner]") {
   Cluster cluster({});  // n3 is back
   cluster.coordinator.SetPublished("j", PendingLoss());
-  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
                      nullptr, cluster.Source());
   planner.Start();
   REQUIRE(cluster.coordinator.WaitPublished(
@@ -319,7 +319,7 @@ TEST_CASE("planner loop: a loss a trainer restored under stands when its node co
   restored.step = kStep;
   job.decision = restored;
   cluster.coordinator.SetJob("j", job);
-  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, &cluster.coordinator,
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
                      nullptr, cluster.Source());
   planner.Start();
   FinishNextPass(planner, cluster.coordinator);
@@ -332,7 +332,7 @@ TEST_CASE("planner loop: a loss a trainer restored under stands when its node co
 TEST_CASE("planner loop: plan show decides from this node's view until a decision is published",
           "[job_planner]") {
   Cluster cluster({"n3"});
-  JobPlanner planner("n0", Options(PlannerMode::kConfirm), &cluster.nodes, &cluster.coordinator,
+  JobPlanner planner("n0", Options(PlannerMode::kConfirm), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
                      nullptr, cluster.Source());
   auto shown = planner.Show("j");
   REQUIRE(shown.ok());

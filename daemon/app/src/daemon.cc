@@ -489,7 +489,8 @@ void Daemon::Impl::CreateRecovery() {
   recovery::ReftLoad* reft_load = restore.get();
   const replan::StepCadence* step_cadence = cadence.get();
   planner = std::make_unique<replan::JobPlanner>(
-      c.node_id, jpo, &peer->membership(), job_coordinator, profiles.get(),
+      c.node_id, jpo, &peer->membership(), replan::PlannerAgreement::Of(job_coordinator),
+      profiles.get(),
       [reft_load, job_coordinator, step_cadence](const std::string& job) {
         return replan::ReadJobModel(reft_load, job_coordinator, step_cadence, job);
       });

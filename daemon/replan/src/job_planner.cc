@@ -56,12 +56,12 @@ bool JoiningNodesLive(const PlanDocument& doc, const std::vector<std::string>& l
 }  // namespace
 
 JobPlanner::JobPlanner(std::string node_id, JobPlannerOptions options, peer::NodeDirectory* nodes,
-                       coord::JobCoordinator* coordinator, const PlanProfiles* profiles,
+                       PlannerAgreement agreement, const PlanProfiles* profiles,
                        ModelSource model)
     : node_id_(std::move(node_id)),
       options_(options),
       nodes_(nodes),
-      coordinator_(coordinator),
+      agreement_(agreement),
       profiles_(profiles),
       model_(std::move(model)) {}
 
@@ -69,12 +69,12 @@ JobPlanner::~JobPlanner() { Stop(); }
 
 void JobPlanner::Start() {
   // Without consensus there is nothing to publish through (plan show decides on demand).
-  if (options_.mode == PlannerMode::kOff || !coordinator_->HasConsensus() || thread_.joinable()) return;
+  if (options_.mode == PlannerMode::kOff || !agreement_.restores->HasConsensus() || thread_.joinable()) return;
   // A node that left (a loss to plan for) and a job this node starts to lead (its previous
   // coordinator left) plan again; so does a node that came, once a job this node leads had a
   // decision (it may grow back onto it: FollowArrivals).
   nodes_->AddDepartureListener([w = wakeup_](const std::string&) { w->Notify(); });
-  coordinator_->AddLeadershipListener([w = wakeup_](const std::string&) { w->Notify(); });
+  agreement_.plans->AddLeadershipListener([w = wakeup_](const std::string&) { w->Notify(); });
   thread_ = reft::Thread("reft-planner", [this] { Run(); });
 }
 
@@ -105,7 +105,7 @@ void JobPlanner::Run() {
       w.changed = false;
     }
     due = Clock::time_point::max();
-    for (const std::string& job : coordinator_->Jobs()) due = std::min(due, PlanJob(job));
+    for (const std::string& job : agreement_.timeline->Jobs()) due = std::min(due, PlanJob(job));
   }
 }
 
@@ -133,13 +133,13 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   // lease; not a rule over each node's view of the membership, which could name two nodes
   // while their views differ). Then, cheaply, whether a node of the job is lost at all before
   // the model (which asks the holders) is read.
-  if (!coordinator_->LeadsJob(job)) return kNever;
-  auto job_nodes = coordinator_->JobNodes(job);
+  if (!agreement_.plans->LeadsJob(job)) return kNever;
+  auto job_nodes = agreement_.slots->JobNodes(job);
   if (!job_nodes.ok()) return retry;
   const std::vector<peer::NodeStatus> status = nodes_->Lookup(*job_nodes);  // one answer, in order
   const bool lost = std::any_of(status.begin(), status.end(),
                                 [](const peer::NodeStatus& n) { return n.liveness != peer::NodeLiveness::kAlive; });
-  auto published = coordinator_->PublishedPlanOf(job);
+  auto published = agreement_.plans->PublishedPlanOf(job);
   if (!published.ok()) {
     if (published.status().code() == StatusCode::kUnsupported) return kNever;  // gossip
     return retry;
@@ -180,7 +180,7 @@ JobPlanner::Clock::time_point JobPlanner::DecideJob(const std::string& job,
     return kNever;
   }
   const PolicyDecision& decision = doc->decision;
-  const uint64_t generation = coordinator_->Generation(job).generation;
+  const uint64_t generation = agreement_.timeline->Generation(job).generation;
   if (!decision.needed) {
     // The nodes of a loss came back (a restarted reftd that adopted its slots): a decision
     // nobody acted on yet goes, so that no trainer waits on it (plan_finality.h).
@@ -251,7 +251,7 @@ JobPlanner::Clock::time_point JobPlanner::Publish(const std::string& job,
   const auto retry = Clock::now() + options_.retry;
   const coord::PublishedPlan record = ToRecord(plan, node_id_, UnixMs());
   test_point::Reach(kPlanDecided, job, this);
-  auto in_force = coordinator_->PublishPlan(job, record, current ? current->version : 0,
+  auto in_force = agreement_.plans->PublishPlan(job, record, current ? current->version : 0,
                                              coord::PlanPublisher::kCoordinator);
   if (!in_force.ok()) {
     spdlog::warn("planner: job {}: publishing the decision failed: {}", job, in_force.status().ToString());
@@ -275,7 +275,7 @@ JobPlanner::Clock::time_point JobPlanner::WithdrawLoss(const std::string& job,
   constexpr auto kNever = Clock::time_point::max();
   // Asked only now (one linearizable read): a trainer that restored under the decision, at its
   // generation and step, made it final.
-  auto restored = coordinator_->Decision(job);
+  auto restored = agreement_.restores->Decision(job);
   if (!restored.ok()) return Clock::now() + options_.retry;
   const bool restored_under_it = restored->has_value() && (*restored)->generation == current.generation &&
                                  (*restored)->step == current.step;
@@ -291,7 +291,7 @@ JobPlanner::Clock::time_point JobPlanner::WithdrawLoss(const std::string& job,
   withdrawal.basis = current.basis;  // the loss it withdraws
   withdrawal.plan = doc;
   const coord::PublishedPlan plan = ToRecord(withdrawal, node_id_, UnixMs());
-  auto in_force = coordinator_->PublishPlan(job, plan, current.version, coord::PlanPublisher::kCoordinator);
+  auto in_force = agreement_.plans->PublishPlan(job, plan, current.version, coord::PlanPublisher::kCoordinator);
   if (!in_force.ok()) {
     spdlog::warn("planner: job {}: withdrawing the loss of {} failed: {}", job, current.basis,
                  in_force.status().ToString());
@@ -328,7 +328,7 @@ JobPlanner::Clock::time_point JobPlanner::ExecuteTransfer(const std::string& job
     }
     coord::PublishedPlan next = record;
     next.transfer_json = p.dump();
-    auto in_force = coordinator_->PublishPlan(job, next, record.version, coord::PlanPublisher::kCoordinator);
+    auto in_force = agreement_.plans->PublishPlan(job, next, record.version, coord::PlanPublisher::kCoordinator);
     if (!in_force.ok() || in_force->transfer_json != next.transfer_json) {
       spdlog::warn("planner: job {}: the transfer plan of decision version {} stops: {}", job,
                    published.version,
@@ -357,7 +357,7 @@ Result<std::string> JobPlanner::PlanJson(const std::string& job) {
 Result<PlanShow> JobPlanner::Show(const std::string& job) {
   auto model = model_(job);
   std::optional<coord::PublishedPlan> published;
-  if (auto p = coordinator_->PublishedPlanOf(job); p.ok()) {
+  if (auto p = agreement_.plans->PublishedPlanOf(job); p.ok()) {
     published = *p;
   } else if (p.status().code() != StatusCode::kUnsupported) {
     spdlog::warn("plan show: job {}: the published decision cannot be read: {}", job, p.status().ToString());
@@ -367,7 +367,7 @@ Result<PlanShow> JobPlanner::Show(const std::string& job) {
   // restarts the ranks onto it) and the nodes it grows onto live; any other decision is of its
   // committed step.
   const std::optional<PlanDocument> published_doc = published ? DocumentOf(*published) : std::nullopt;
-  bool current = published && published->generation == coordinator_->Generation(job).generation;
+  bool current = published && published->generation == agreement_.timeline->Generation(job).generation;
   if (current && model.ok()) {
     current = published_doc && published_doc->Grows()
                   ? IsGrowthOf(published_doc, published->step, *model) &&
@@ -398,11 +398,11 @@ Result<PlanShow> JobPlanner::Show(const std::string& job) {
 }
 
 Result<coord::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t version) {
-  auto p = coordinator_->PublishedPlanOf(job);
+  auto p = agreement_.plans->PublishedPlanOf(job);
   if (!p.ok()) return p.status();
   if (!*p) return Status::NotFound("job '" + job + "' has no published decision to confirm");
   coord::PublishedPlan plan = **p;
-  const uint64_t generation = coordinator_->Generation(job).generation;
+  const uint64_t generation = agreement_.timeline->Generation(job).generation;
   if (plan.generation != generation) {
     return Status::InvalidArgument("the published decision of job '" + job + "' is of generation " +
                                    std::to_string(plan.generation) + "; the job is in generation " +
@@ -421,7 +421,7 @@ Result<coord::PublishedPlan> JobPlanner::Confirm(const std::string& job, int64_t
   plan.state = PlanStateName(PlanState::kConfirmed);
   plan.decided_at_ms = UnixMs();
   REFT_ASSIGN_OR_RETURN(coord::PublishedPlan in_force,
-                        coordinator_->PublishPlan(job, plan, shown, coord::PlanPublisher::kOperator));
+                        agreement_.plans->PublishPlan(job, plan, shown, coord::PlanPublisher::kOperator));
   if (in_force.state != plan.state || in_force.decided_at_ms != plan.decided_at_ms) {
     return Status::Busy("the published decision of job '" + job + "' changed while confirming: show it again");
   }

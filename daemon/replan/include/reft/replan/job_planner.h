@@ -42,7 +42,7 @@
 #include "reft/replan/planner_mode.h"
 #include "reft/local/plan_source.h"
 #include "reft/mutex.h"
-#include "reft/coord/job_coordinator.h"
+#include "reft/coord/roles.h"
 #include "reft/peer/node_directory.h"
 #include "reft/planner/online.h"
 #include "reft/result.h"
@@ -64,6 +64,20 @@ struct JobPlannerOptions {
   int transfer_concurrency = 8;
 };
 
+/// \brief The roles of a job's agreement the planner uses (reft/coord/roles.h): four of them;
+/// it never joins, completes, commits nor starts a generation.
+struct PlannerAgreement {
+  coord::JobTimeline* timeline = nullptr;     ///< the jobs and their generations
+  coord::SlotDirectory* slots = nullptr;      ///< the nodes that hold a job
+  coord::RestoreAgreement* restores = nullptr;  ///< whether a trainer restored under a decision
+  coord::PlanBoard* plans = nullptr;          ///< who leads a job; its published decision
+  /// Every role from one control plane (a coord::JobCoordinator, or a test's fake).
+  template <typename ControlPlane>
+  static PlannerAgreement Of(ControlPlane* c) {
+    return {c, c, c, c};
+  }
+};
+
 /// Also the local channel's PlanSource: trainers ask for their own job's plan on the local
 /// socket (the session checks the owner first), operators for any job through Admin/ShowPlan.
 class JobPlanner : public local::PlanSource {
@@ -71,9 +85,9 @@ class JobPlanner : public local::PlanSource {
   using ModelSource =
       std::function<Result<planner::online::JobModelView>(const std::string& job)>;
 
-  /// `nodes`, `coordinator` and `profiles` (may be null) must outlive the planner.
+  /// `nodes`, the roles of `agreement` and `profiles` (may be null) must outlive the planner.
   JobPlanner(std::string node_id, JobPlannerOptions options, peer::NodeDirectory* nodes,
-             coord::JobCoordinator* coordinator, const PlanProfiles* profiles, ModelSource model);
+             PlannerAgreement agreement, const PlanProfiles* profiles, ModelSource model);
   ~JobPlanner() override;
   JobPlanner(const JobPlanner&) = delete;
   JobPlanner& operator=(const JobPlanner&) = delete;
@@ -141,7 +155,7 @@ class JobPlanner : public local::PlanSource {
   const std::string node_id_;
   const JobPlannerOptions options_;
   peer::NodeDirectory* const nodes_;
-  coord::JobCoordinator* const coordinator_;
+  const PlannerAgreement agreement_;
   const PlanProfiles* const profiles_;
   const ModelSource model_;
   Stager stager_;
