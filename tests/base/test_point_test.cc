@@ -2,6 +2,7 @@
 // arms, and the pause of a real process armed from its environment and released through a FIFO
 // (a child process, test_point_probe.cc).
 #include "reft/test_point.h"
+#include "test_point_pause.h"
 
 #include <fcntl.h>
 #include <poll.h>

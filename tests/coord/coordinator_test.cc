@@ -16,6 +16,7 @@
 #include "keys.h"
 #include "reft/coord/records.h"
 #include "reft/test_point.h"
+#include "test_point_pause.h"
 
 using namespace reft;
 using namespace reft::peer;

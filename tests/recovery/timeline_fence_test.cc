@@ -12,6 +12,7 @@
 #include "reft/mutex.h"
 #include "reft/recovery/staged_layers.h"
 #include "reft/test_point.h"
+#include "test_point_pause.h"
 #include "reft/thread.h"
 #include "tier_fixture.h"
 

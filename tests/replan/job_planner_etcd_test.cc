@@ -17,6 +17,7 @@
 #include "reft/coord/records.h"
 #include "reft/replan/job_planner.h"
 #include "reft/test_point.h"
+#include "test_point_pause.h"
 
 using namespace reft;
 using namespace reft::replan;

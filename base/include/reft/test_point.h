@@ -9,7 +9,8 @@
 ///
 /// Two ways to arm points (docs/architecture.md "Named test points"):
 /// - in-process, by a unit test: `ScopedHook` installs a function called on every arrival
-///   (`Pause` is the usual one: it holds the first matching arrival until the test releases it);
+///   (tests/support's `Pause` is the usual one: it holds the first matching arrival until the
+///   test releases it);
 /// - in a real reftd, from the environment read at the first Reach:
 ///   `REFT_TEST_PAUSE_AT=<point>[,<point>...]` and `REFT_TEST_PAUSE_DIR=<dir>`. On reaching an
 ///   armed point the process creates the FIFO `<dir>/<point>.resume`, writes
@@ -18,8 +19,6 @@
 ///   it anew) and releases the process by opening the FIFO for writing.
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,32 +64,6 @@ class ScopedHook {
 
  private:
   std::shared_ptr<const Hook> previous_;
-};
-
-/// \brief Holds the first arrival at `point` for `job` (by `who`, when given) until Release(),
-/// or until the Pause goes (a failed REQUIRE must not leave the thread blocked); later
-/// arrivals pass. Declare it after the objects whose threads it may hold.
-class Pause {
- public:
-  Pause(std::string point, std::string job, const void* who = nullptr);
-  ~Pause();
-  Pause(const Pause&) = delete;
-  Pause& operator=(const Pause&) = delete;
-
-  /// True once a thread is held at the point (false when none came within `timeout`).
-  bool WaitHeld(std::chrono::milliseconds timeout);
-  /// Lets the held thread (and any later one) go on.
-  void Release();
-
- private:
-  struct State {
-    Mutex mu;
-    std::condition_variable cv;
-    bool held REFT_GUARDED_BY(mu) = false;
-    bool released REFT_GUARDED_BY(mu) = false;
-  };
-  std::shared_ptr<State> state_;
-  std::unique_ptr<ScopedHook> hook_;
 };
 
 }  // namespace reft::test_point
