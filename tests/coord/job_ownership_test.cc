@@ -69,7 +69,7 @@ void NamesNothing(const Status& s) {
 
 }  // namespace
 
-TEST_CASE("cluster ownership: the owner is recorded once in etcd with the layout; a stranger on "
+TEST_CASE("cluster ownership: the owner is recorded once in etcd with the layout, a stranger on "
           "another node can neither join nor learn anything", "[coord][security]") {
   EtcdCluster etcd(1);
   TwoNodes c(etcd);
@@ -218,7 +218,7 @@ TEST_CASE("cluster ownership: a completion report counts only ranks of the repor
   CHECK(c.co(other)->WaitCommitted(kJob, 1, 10s));
 }
 
-TEST_CASE("cluster ownership: a gone job is forgotten everywhere; its name can be claimed again",
+TEST_CASE("cluster ownership: a gone job is forgotten everywhere, its name can be claimed again",
           "[coord][security]") {
   EtcdCluster etcd(1);
   TwoNodes c(etcd);

@@ -32,8 +32,11 @@ constexpr const char* kJob = "zero1-cluster";
 struct LocalDaemon {
   LocalDaemon(peer::test::TestNode& node, const std::string& dir) {
     recovery::RecoveryOptions ro = recovery::test::TestOptions();
-    restore = std::make_unique<recovery::ReftLoad>(node.store.get(), node.peer.get(), ro);
-    copier = std::make_unique<recovery::PublishedCopier>(node.store.get(), node.peer.get(), ro);
+    restore = std::make_unique<recovery::ReftLoad>(
+        node.store.get(), node.peer.get(),
+        recovery::RecoveryAgreement::Of(node.peer->coordinator()), ro);
+    copier = std::make_unique<recovery::PublishedCopier>(node.store.get(), node.peer.get(),
+                                                         node.peer->coordinator(), ro);
     local::LocalServerOptions o;
     o.socket_path = dir + "/reftd.sock";
     o.copy_threads = 3;
@@ -169,6 +172,7 @@ TEST_CASE("AOR across nodes: a lost node's optimizer shard comes back from the r
   // REFT-load says where rank 1's optimizer shard comes from: dp0's AOR replica.
   {
     recovery::ReftLoad load(c.node(r1).store.get(), c.node(r1).peer.get(),
+                            recovery::RecoveryAgreement::Of(c.node(r1).peer->coordinator()),
                             recovery::test::TestOptions());
     auto check = load.CheckRestore(kJob);
     REQUIRE(check.ok());

@@ -298,7 +298,7 @@ TEST_CASE("AOR: an optimizer shard in device memory is copied, not replayed, by 
   }
 }
 
-TEST_CASE("AOR: a missed snapshot makes the replica stale; a copy resynchronises it",
+TEST_CASE("AOR: a missed snapshot makes the replica stale, a copy resynchronises it",
           "[local][aor]") {
   const uint64_t seed = reft::testing::TestSeed(22);
   INFO("seed " << seed);
@@ -391,7 +391,7 @@ TEST_CASE("AOR: a trainer that declares its update not replayable is copied", "[
   }
 }
 
-TEST_CASE("AOR: a restarted trainer restores its own shard; the gradient is not restored",
+TEST_CASE("AOR: a restarted trainer restores its own shard, the gradient is not restored",
           "[local][aor]") {
   const uint64_t seed = reft::testing::TestSeed(24);
   ServerFixture f(ServerOptions(2, 0));

@@ -9,7 +9,7 @@
 
 using namespace reft;
 using reft::JobLayout;
-using reft::local::SingleNodeCommitCoordinator;
+using reft::coord::SingleNodeCommitCoordinator;
 
 namespace {
 

@@ -66,7 +66,7 @@ TEST_CASE("the first uid of a job owns it, others are refused and counted", "[lo
   CHECK(OwnerOf(*owners, "a")->claimed_at_ms > 0);
 }
 
-TEST_CASE("an owner group shares the job with its members; the claimer must be one",
+TEST_CASE("an owner group shares the job with its members, the claimer must be one",
           "[local][owners]") {
   auto owners = JobOwners::Open("").value();
   REQUIRE(Hello(*owners, "g", Uid(1000, 0), "0").ok());  // gid 0 (root) exists everywhere
@@ -113,7 +113,7 @@ TEST_CASE("owners survive a reopen of their journal, an old record is read, a co
   CHECK(broken.status().message().find("line 7") != std::string::npos);
 }
 
-TEST_CASE("a claim costs the same with 10,000 owners recorded; the journal stays bounded",
+TEST_CASE("a claim costs the same with 10,000 owners recorded, the journal stays bounded",
           "[local][owners]") {
   reft::testing::TempDir dir("reft-owners");
   const std::string path = dir.path() + "/job-owners";

@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "store: %s\n", store.status().ToString().c_str());
     return 1;
   }
-  reft::local::SingleNodeCommitCoordinator coordinator(store->get());
+  reft::coord::SingleNodeCommitCoordinator coordinator(store->get());
   reft::testing::NodeLocalPeerCopier copier(store->get());
   reft::testing::NodeLocalRestoreProvider restorer(store->get(), &coordinator);
   reft::local::LocalServerOptions options;

@@ -157,7 +157,7 @@ TEST_CASE("a streamed restore writes every byte into the trainer's buffers") {
   CHECK((*c)->LastRestore()->detail.find("streamed") != std::string::npos);
 }
 
-TEST_CASE("a client that stops reading its restore stream is given up on; reftd keeps serving") {
+TEST_CASE("a client that stops reading its restore stream is given up on, reftd keeps serving") {
   local::LocalServerOptions options;
   options.send_timeout_ms = 300;
   ServerFixture f(options);

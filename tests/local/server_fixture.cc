@@ -16,7 +16,7 @@ ServerFixture::ServerFixture(local::LocalServerOptions options, local::PlanSourc
   auto s = store::SnapshotStore::Open(so);
   REQUIRE(s.ok());
   store = std::move(*s);
-  coordinator = std::make_unique<local::SingleNodeCommitCoordinator>(store.get());
+  coordinator = std::make_unique<coord::SingleNodeCommitCoordinator>(store.get());
   copier = std::make_unique<NodeLocalPeerCopier>(store.get());
   restorer = std::make_unique<NodeLocalRestoreProvider>(store.get(), coordinator.get());
   options.socket_path = socket;

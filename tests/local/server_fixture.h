@@ -18,7 +18,7 @@ struct ServerFixture {
   TempDir dir{"reft-local"};
   std::string socket;
   std::unique_ptr<store::SnapshotStore> store;
-  std::unique_ptr<local::SingleNodeCommitCoordinator> coordinator;
+  std::unique_ptr<coord::SingleNodeCommitCoordinator> coordinator;
   std::unique_ptr<NodeLocalPeerCopier> copier;
   std::unique_ptr<NodeLocalRestoreProvider> restorer;
   std::unique_ptr<local::LocalServer> server;

@@ -33,7 +33,7 @@ TEST_CASE("symmetric plans all-reduce stage by stage in parallel", "[allreduce]"
   CHECK(s.ms == Approx(4 * Ring(4 << 20, 3, 2e6, 0.005)));
 }
 
-TEST_CASE("asymmetric plans need more rounds; sharded stages move less", "[allreduce]") {
+TEST_CASE("asymmetric plans need more rounds, sharded stages move less", "[allreduce]") {
   const auto m = Uniform(6, 1 << 20);
   NetworkSpec net{1e6, 0};
   // Odyssey's Figure 4 shape: [0,1,2][3,4,5] and [0,1][2,3][4,5]: 3 rounds, not 3 layers at once.

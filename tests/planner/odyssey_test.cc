@@ -121,7 +121,7 @@ TEST_CASE("A13: the 9-layer example costs 3 layers against 10 positional", "[ody
   }
 }
 
-TEST_CASE("KM equals brute force on random small cases; bytes and balance", "[odyssey]") {
+TEST_CASE("KM equals brute force on random small cases, bytes and balance", "[odyssey]") {
   std::mt19937_64 rng(5);
   for (int trial = 0; trial < 40; ++trial) {
     const int n = 3 + trial % 4, L = 8;
@@ -204,7 +204,7 @@ TEST_CASE("policy score and choice", "[odyssey]") {
   CHECK(ChooseCandidate(c) == 1);  // failures rare: reconfiguration pays off
 }
 
-TEST_CASE("plan search uses every node; table per failure count", "[odyssey]") {
+TEST_CASE("plan search uses every node, table per failure count", "[odyssey]") {
   auto m = Uniform(16);
   SearchOptions so;
   so.micro_batches = 16;

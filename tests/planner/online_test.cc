@@ -388,7 +388,7 @@ TEST_CASE("online: a pipeline job grows onto its best plan and its nodes keep wh
     }
 }
 
-TEST_CASE("online: a decision keeps f+1 pipelines (Oobleck's guarantee; reft's protection needs them)") {
+TEST_CASE("online: a decision keeps f+1 pipelines (Oobleck's guarantee, reft's protection needs them)") {
   SECTION("a slow all-reduce would favour one pipeline: the plan keeps two") {
     auto m = Job(3, 1, 4);
     json profile = {{"cluster", {{"network_gbps", 0.25}}}};

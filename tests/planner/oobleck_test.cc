@@ -151,7 +151,7 @@ InstantiationModel Instantiation(const ModelProfile& m, const NodeSpec& spec, in
 }
 }  // namespace
 
-TEST_CASE("failures: reinstantiate, borrow, merge; joins", "[oobleck]") {
+TEST_CASE("failures: reinstantiate, borrow, merge, joins", "[oobleck]") {
   auto spec = *SpecifyNodes(13, 2, 2);  // templates 2..9
   const auto model = SyntheticModel(12, 4);
   const auto im = Instantiation(model, spec, 2, 64);

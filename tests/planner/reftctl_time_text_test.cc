@@ -37,7 +37,7 @@ constexpr int64_t kAt = 1764671492000;  // 2025-12-02 10:31:32 UTC
 
 }  // namespace
 
-TEST_CASE("durations: seconds, minutes, hours, days; never negative") {
+TEST_CASE("durations: seconds, minutes, hours, days, never negative") {
   using reft::ctl::FormatDuration;
   CHECK(FormatDuration(0) == "0s");
   CHECK(FormatDuration(45'999) == "45s");

@@ -37,7 +37,8 @@ TEST_CASE("PeerCopier waits for a late Publish on another node", "[recovery]") {
   REQUIRE(c.node(1).peer->coordinator()->Join(next, kLayout).ok());
   const auto bytes = reft::testing::RandomBytes(200003, 9);
   auto slot = BeginSlot(c.node(1).store.get(), next, 4, bytes);
-  PublishedCopier copier(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+  PublishedCopier copier(c.node(0).store.get(), c.node(0).peer.get(), c.node(0).peer->coordinator(),
+                         TestOptions());
 
   std::thread publisher([&] {
     std::this_thread::sleep_for(300ms);
@@ -87,7 +88,8 @@ TEST_CASE("PeerCopier copies from this node when the neighbour's trainer is loca
   REQUIRE(c.node(0).peer->coordinator()->Join(next, kLayout).ok());
   const auto bytes = reft::testing::RandomBytes(77777, 5);
   auto slot = BeginSlot(c.node(0).store.get(), next, 9, bytes);
-  PublishedCopier copier(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+  PublishedCopier copier(c.node(0).store.get(), c.node(0).peer.get(), c.node(0).peer->coordinator(),
+                         TestOptions());
   std::thread publisher([&] {
     std::this_thread::sleep_for(200ms);
     REQUIRE(c.node(0).store->Publish(next, 9, {"unique/rng"}).ok());
@@ -111,7 +113,8 @@ TEST_CASE("PeerCopier stops waiting the moment the copy is abandoned", "[recover
   const store::RankKey next{"job", 0, 0, 2};
   REQUIRE(c.node(0).peer->coordinator()->Join(next, kLayout).ok());
   BeginSlot(c.node(0).store.get(), next, 3, reft::testing::RandomBytes(4096, 6));
-  PublishedCopier copier(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+  PublishedCopier copier(c.node(0).store.get(), c.node(0).peer.get(), c.node(0).peer->coordinator(),
+                         TestOptions());
   std::atomic<bool> stale{false};
   std::thread restore([&] {
     std::this_thread::sleep_for(200ms);

@@ -92,7 +92,7 @@ TEST_CASE("a peer that hangs mid-stream is abandoned at the piece deadline", "[r
       RecoveryOptions o = TestOptions();
       o.piece_bytes = 256 << 10;
       o.piece_timeout = 1000ms;
-      ReftLoad load(a.store.get(), a.peer.get(), o);
+      ReftLoad load(a.store.get(), a.peer.get(), RecoveryAgreement::Of(a.peer->coordinator()), o);
       std::atomic<bool> stopped{false};
       RestoreStats stats;
       auto t0 = std::chrono::steady_clock::now();
@@ -137,7 +137,8 @@ TEST_CASE("a shard corrupted on one node is taken from its ARC copy or rebuilt f
       FlipByteInSegment(c.node(1).store.get(), spec.Key({0, 0, 1}), 4, "rep/shard", 70001);
       for (size_t n : {size_t{0}, size_t{1}}) {  // read remotely, and locally on node 1
         const RankCoord rc{0, 0, static_cast<int>(n)};
-        ReftLoad load(c.node(n).store.get(), c.node(n).peer.get(), TestOptions());
+        ReftLoad load(c.node(n).store.get(), c.node(n).peer.get(),
+                      RecoveryAgreement::Of(c.node(n).peer->coordinator()), TestOptions());
         RestoreStats stats;
         auto st = load.Restore(spec.Meta(rc), &stats);
         INFO("restoring dp" << n << ": " << st.status().ToString() << "; " << stats.detail);
@@ -165,7 +166,8 @@ TEST_CASE("a shard corrupted on one node is taken from its ARC copy or rebuilt f
     auto place = RotatedPlacement(spec, 3);
     c.WriteStep(spec, place, 4);
     FlipByteInSegment(c.node(2).store.get(), spec.Key({0, 0, 2}), 4, "unique/optim.shard", 12);
-    ReftLoad load(c.node(2).store.get(), c.node(2).peer.get(), TestOptions());
+    ReftLoad load(c.node(2).store.get(), c.node(2).peer.get(),
+                  RecoveryAgreement::Of(c.node(2).peer->coordinator()), TestOptions());
     RestoreStats stats;
     auto st = load.Restore(spec.Meta({0, 0, 2}), &stats);
     REQUIRE(st.ok());

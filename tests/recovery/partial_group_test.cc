@@ -26,7 +26,8 @@ struct PartialRead {
 // assembles them.
 PartialRead ReadPart(TestNode& at, const std::string& job, const std::string& name, uint64_t begin,
                      uint64_t end) {
-  ReftLoad load(at.store.get(), at.peer.get(), TestOptions());
+  ReftLoad load(at.store.get(), at.peer.get(), RecoveryAgreement::Of(at.peer->coordinator()),
+                TestOptions());
   auto described = load.DescribeNewest(job);
   REQUIRE(described.ok());
   PartialRead out;
@@ -111,7 +112,8 @@ TEST_CASE("a node lacks of a buffer what no slot of its own holds, and reads the
   const JobSpec spec = MakeJob(/*dp=*/4, /*tp=*/1, /*pp=*/1, "arc1", /*with_unique=*/false);
   c.WriteStep(spec, RotatedPlacement(spec, 4), 1);
   TestNode& at = c.node(0);
-  ReftLoad load(at.store.get(), at.peer.get(), TestOptions());
+  ReftLoad load(at.store.get(), at.peer.get(), RecoveryAgreement::Of(at.peer->coordinator()),
+                TestOptions());
   auto described = load.DescribeNewest(spec.job);
   REQUIRE(described.ok());
   uint64_t size = 0;

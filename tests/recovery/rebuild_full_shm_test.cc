@@ -36,7 +36,8 @@ TEST_CASE("a replacement whose shared memory fills mid-stream still restores its
   c.Converge();
 
   TestNode& n = c.node(replacement);
-  ReftLoad load(n.store.get(), n.peer.get(), TestOptions());
+  ReftLoad load(n.store.get(), n.peer.get(), RecoveryAgreement::Of(n.peer->coordinator()),
+                TestOptions());
   RestoreStats stats;
   CollectingSink sink;
   local::RestoreRequest request;

@@ -1,9 +1,13 @@
 // REFT-load over real nodes: a lost node's ranks restored bit-exactly and their slots
-// regenerated; two failures in one SG; more failures than the protection tolerates; restore-check.
+// regenerated; two failures in one SG; more failures than the protection tolerates; restore-check;
+// the slots located and recorded through the SlotDirectory a ReftLoad is given.
 #include <catch2/catch.hpp>
+
+#include <atomic>
 
 #include "etcd_fixture.h"
 #include "recovery_fixture.h"
+#include "reft/mutex.h"
 #include "reft/recovery/reft_load.h"
 
 using namespace reft;
@@ -19,7 +23,8 @@ void RestoreAll(Cluster& c, const JobSpec& spec, const std::map<std::string, siz
                 int64_t step, RestoreStats* total = nullptr) {
   for (const auto& rc : spec.Ranks()) {
     TestNode& n = c.node(where.at(rc.ToString()));
-    ReftLoad load(n.store.get(), n.peer.get(), TestOptions());
+    ReftLoad load(n.store.get(), n.peer.get(), RecoveryAgreement::Of(n.peer->coordinator()),
+                  TestOptions());
     RestoreStats stats;
     // As the restarted trainer's hello would: over etcd, holders serve a job's bytes only to a
     // node where a rank of it is joined.
@@ -50,7 +55,8 @@ void LostNodeIsRestoredAndRegenerated(const std::string& scheme,
   c.Converge();
   // Before anything moves: the check says what will be rebuilt from what.
   {
-    ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+    ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(),
+                  RecoveryAgreement::Of(c.node(0).peer->coordinator()), TestOptions());
     auto check = load.CheckRestore(spec.job);
     REQUIRE(check.ok());
     INFO(check->Summary());
@@ -110,6 +116,46 @@ void LostNodeIsRestoredAndRegenerated(const std::string& scheme,
   }
 }
 
+// A control plane's SlotDirectory, with what a restore asked it and recorded in it.
+class WatchedSlots final : public coord::SlotDirectory {
+ public:
+  explicit WatchedSlots(coord::SlotDirectory* inner) : inner_(inner) {}
+
+  std::vector<store::RankKey> JoinedRanks(const std::optional<std::string>& job) override {
+    return inner_->JoinedRanks(job);
+  }
+  bool IsJoined(const store::RankKey& rank) override { return inner_->IsJoined(rank); }
+  Result<std::vector<std::string>> JobNodes(const std::string& job) override {
+    job_nodes_asked_.fetch_add(1);
+    return inner_->JobNodes(job);
+  }
+  std::optional<std::string> SlotLocation(const store::RankKey& rank) override {
+    return inner_->SlotLocation(rank);
+  }
+  std::optional<std::string> JoinedNode(const store::RankKey& rank) override {
+    return inner_->JoinedNode(rank);
+  }
+  Status RecordSlot(const store::RankKey& rank, int64_t step) override {
+    {
+      MutexLock lock(mu_);
+      recorded_.emplace_back(rank, step);
+    }
+    return inner_->RecordSlot(rank, step);
+  }
+
+  int job_nodes_asked() const { return job_nodes_asked_.load(); }
+  std::vector<std::pair<store::RankKey, int64_t>> recorded() const {
+    MutexLock lock(mu_);
+    return recorded_;
+  }
+
+ private:
+  coord::SlotDirectory* inner_;
+  std::atomic<int> job_nodes_asked_{0};
+  mutable Mutex mu_;
+  std::vector<std::pair<store::RankKey, int64_t>> recorded_ REFT_GUARDED_BY(mu_);
+};
+
 }  // namespace
 
 TEST_CASE("a lost node's ranks are restored bit-exactly and its slots regenerated", "[recovery]") {
@@ -137,7 +183,8 @@ TEST_CASE("RebuildLostRanks regenerates every lost slot without a trainer", "[re
   c.KillAndWipe(0);
   const size_t r = c.Add("r0");
   c.Converge();
-  ReftLoad load(c.node(r).store.get(), c.node(r).peer.get(), TestOptions());
+  ReftLoad load(c.node(r).store.get(), c.node(r).peer.get(),
+                RecoveryAgreement::Of(c.node(r).peer->coordinator()), TestOptions());
   auto report = load.RebuildLostRanks(spec.job);
   REQUIRE(report.ok());
   CHECK(report->step == 5);
@@ -195,7 +242,8 @@ TEST_CASE("two nodes of one SG lost under arc2 and rs2 are restored", "[recovery
       }
       SECTION("adjacent members with unique buffers: the second one's unique state is lost") {
         TwoMembersLost t(scheme, /*with_unique=*/true, 1, 2);
-        ReftLoad load(t.c.node(t.r).store.get(), t.c.node(t.r).peer.get(), TestOptions());
+        ReftLoad load(t.c.node(t.r).store.get(), t.c.node(t.r).peer.get(),
+                      RecoveryAgreement::Of(t.c.node(t.r).peer->coordinator()), TestOptions());
         // dp1's unique buffers live on in dp0's peer copy, but dp2's had their only copy in
         // dp1's slot. The restore is one job-wide decision: the step cannot be rebuilt for the
         // whole job, so every rank fails alike (never dp1 resuming beside a failed dp2), with
@@ -222,7 +270,8 @@ TEST_CASE("more failures than AEC tolerates: Lost naming exactly what is lost", 
   c.KillAndWipe(1);
   c.KillAndWipe(2);
   c.Converge();
-  ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+  ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(),
+                RecoveryAgreement::Of(c.node(0).peer->coordinator()), TestOptions());
   auto st = load.Restore(spec.Meta({0, 0, 0}));
   REQUIRE_FALSE(st.ok());
   INFO(st.status().ToString());
@@ -260,7 +309,8 @@ TEST_CASE("a trainer declaring another layout than its snapshot is refused by na
   const JobSpec spec = MakeJob(2, 1, 1, "arc1");
   auto place = RotatedPlacement(spec, 2);
   c.WriteStep(spec, place, 1);
-  ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(), TestOptions());
+  ReftLoad load(c.node(0).store.get(), c.node(0).peer.get(),
+                RecoveryAgreement::Of(c.node(0).peer->coordinator()), TestOptions());
   protect::SlotMeta other = spec.Meta({0, 0, 0});
   other.buffers[0].size += 4;
   auto st = load.Restore(other);
@@ -280,4 +330,33 @@ TEST_CASE("a trainer declaring another layout than its snapshot is refused by na
   auto none = load.Restore(fresh.Meta({0, 0, 0}));
   REQUIRE(none.ok());
   CHECK(none->step == -1);
+}
+
+TEST_CASE("a restore locates through the SlotDirectory it is given and records its slot there",
+          "[recovery]") {
+  Cluster c(2);
+  c.Converge();
+  const JobSpec spec = MakeJob(/*dp=*/2, /*tp=*/1, /*pp=*/1, "arc1");
+  auto place = RotatedPlacement(spec, 2);
+  c.WriteStep(spec, place, 1);
+  c.KillAndWipe(1);
+  const size_t r1 = c.Add("r1");
+  c.Converge();
+  RankCoord lost;
+  for (const auto& rc : spec.Ranks()) {
+    if (place.at(rc.ToString()) == 1) lost = rc;
+  }
+  TestNode& n = c.node(r1);
+  WatchedSlots slots(n.peer->coordinator());
+  RecoveryAgreement agreement = RecoveryAgreement::Of(n.peer->coordinator());
+  agreement.slots = &slots;
+  ReftLoad load(n.store.get(), n.peer.get(), agreement, TestOptions());
+  REQUIRE(n.peer->coordinator()->Join(spec.Key(lost), spec.layout).ok());
+  auto st = load.Restore(spec.Meta(lost));
+  n.peer->coordinator()->Leave(spec.Key(lost));
+  REQUIRE(st.ok());
+  CheckRestored(*st, spec, lost, 1);
+  CHECK(slots.job_nodes_asked() > 0);
+  // The replacement regenerated the lost rank's slot, recorded where it was told to.
+  CHECK(slots.recorded() == std::vector<std::pair<store::RankKey, int64_t>>{{spec.Key(lost), 1}});
 }

@@ -109,7 +109,7 @@ TEST_CASE("staged layers serve what they cover and pass on the rest", "[staged]"
   CHECK(rest.size() == 1);
 }
 
-TEST_CASE("staged layers go when the job commits a newer step; staging again replaces", "[staged]") {
+TEST_CASE("staged layers go when the job commits a newer step, staging again replaces", "[staged]") {
   StagedLayers staged(ManualExpiry());
   Stage(&staged, "j", 7, 0);
   Stage(&staged, "j", 7, 0);  // a retried move

@@ -43,7 +43,8 @@ struct LostNode {
 
   Result<local::RestoredState> Restore(const RankCoord& rc, CollectingSink* sink) {
     TestNode& n = c.node(where.at(rc.ToString()));
-    ReftLoad load(n.store.get(), n.peer.get(), TestOptions());
+    ReftLoad load(n.store.get(), n.peer.get(), RecoveryAgreement::Of(n.peer->coordinator()),
+                  TestOptions());
     RestoreStats stats;
     local::RestoreRequest request;
     request.sink = sink;
@@ -76,7 +77,7 @@ TEST_CASE("ARC copies stream: every rank gets its state and the replacement capt
   }
 }
 
-TEST_CASE("a lost AEC shard is decoded as the others stream; the replacement captures its parity",
+TEST_CASE("a lost AEC shard is decoded as the others stream, the replacement captures its parity",
           "[recovery]") {
   LostNode x("aec");
   auto restore = [&](const RankCoord& rc, bool decodes) {

@@ -29,7 +29,8 @@ struct TierNode {
            std::chrono::milliseconds poll = std::chrono::hours(1))
       : node(n),
         tier(TierOptions(n.node_id, dir)),
-        load(n.store.get(), n.peer.get(), TestOptions()) {
+        load(n.store.get(), n.peer.get(), RecoveryAgreement::Of(n.peer->coordinator()),
+             TestOptions()) {
     load.SetPersistentTier(&tier);
     reft::persister::PersisterOptions po;
     po.node_id = n.node_id;
@@ -38,7 +39,9 @@ struct TierNode {
     po.peer_timeout = std::chrono::seconds(30);
     po.sync_timeout = std::chrono::seconds(1);
     po.next_commit_wait = std::chrono::seconds(3);  // the tests commit well within it
-    persister = std::make_unique<reft::persister::Persister>(n.store.get(), n.peer.get(), &tier, po);
+    persister = std::make_unique<reft::persister::Persister>(
+        n.store.get(), n.peer.get(), reft::persister::PersisterAgreement::Of(n.peer->coordinator()),
+        &tier, po);
     persister->Start();
   }
   ~TierNode() { persister.reset(); }

@@ -444,9 +444,11 @@ void Daemon::Impl::CreateRecovery() {
   o.rebuild_on_restore = c.rebuild_on_restore;
   o.agreement_timeout = std::chrono::milliseconds(c.restore_agreement_timeout_ms);
   o.encode_threads = ChecksumThreads(c);
-  restore = std::make_unique<recovery::ReftLoad>(store.get(), peer.get(), o);
+  restore = std::make_unique<recovery::ReftLoad>(
+      store.get(), peer.get(), recovery::RecoveryAgreement::Of(peer->coordinator()), o);
   restore->SetStagedLayers(staged.get());
-  copier = std::make_unique<recovery::PublishedCopier>(store.get(), peer.get(), o);
+  copier =
+      std::make_unique<recovery::PublishedCopier>(store.get(), peer.get(), peer->coordinator(), o);
   observability::Metrics* m = metrics.get();
   restore->SetObserver([m](const std::string& operation, const Status& st,
                            const recovery::RestoreStats& stats) {
@@ -506,7 +508,9 @@ void Daemon::Impl::CreateRecovery() {
   pso.node_id = c.node_id;
   pso.every_steps = c.persist_every_steps;
   pso.commit_hold = std::chrono::milliseconds(c.persist_commit_hold_ms);
-  persister = std::make_unique<persister::Persister>(store.get(), peer.get(), tier.get(), pso);
+  persister = std::make_unique<persister::Persister>(
+      store.get(), peer.get(), persister::PersisterAgreement::Of(peer->coordinator()), tier.get(),
+      pso);
   // On etcd a persist holds the next commit until every node pinned its step (gossip: none).
   auto* etcd_jobs = dynamic_cast<coord::EtcdJobCoordinator*>(peer->coordinator());
   if (etcd_jobs != nullptr && c.persist_commit_hold_ms > 0) {

@@ -18,8 +18,8 @@
 
 namespace reft::coord {
 
-coord::JobGeneration EtcdJobCoordinator::StartGeneration(const std::string& job,
-                                                        const coord::GenerationStart& start) {
+JobGeneration EtcdJobCoordinator::StartGeneration(const std::string& job,
+                                                  const GenerationStart& start) {
   (void)Refresh(job, false);
   int64_t gen_rev, committed_rev;
   {
@@ -33,7 +33,8 @@ coord::JobGeneration EtcdJobCoordinator::StartGeneration(const std::string& job,
   }
   const uint64_t next_generation = start.from + 1;
   GenerationRecord next{next_generation, start.base_step, start.persist_floor, start.reason};
-  coord::RestoreDecision decision{next_generation, start.base_step, RestoreSource::kTier, nodes_->node_id(), start.reason, 0};
+  RestoreDecision decision{next_generation,   start.base_step, RestoreSource::kTier,
+                           nodes_->node_id(), start.reason,    0};
   // Both keys compared: a commit between the read above and this transaction fails it too, so
   // the new timeline never overwrites a commit, nor computes its persist floor from an older one.
   Txn t;
@@ -50,21 +51,22 @@ coord::JobGeneration EtcdJobCoordinator::StartGeneration(const std::string& job,
   return InfoLocked(jobs_[job]);
 }
 
-Result<std::optional<coord::RestoreDecision>> EtcdJobCoordinator::Decision(const std::string& job) {
+Result<std::optional<RestoreDecision>> EtcdJobCoordinator::Decision(const std::string& job) {
   REFT_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd_->Get(keys::Restore(job)));
-  if (!kv) return std::optional<coord::RestoreDecision>();
-  REFT_ASSIGN_OR_RETURN(coord::RestoreDecision d, DecodeDecision(kv->key, kv->value));
+  if (!kv) return std::optional<RestoreDecision>();
+  REFT_ASSIGN_OR_RETURN(RestoreDecision d, DecodeDecision(kv->key, kv->value));
   d.version = kv->mod_revision;
   {
     // The restore that follows it hands this epoch to its session: this node must be in it.
     reft::MutexLock lock(mu_);
     ApplyDecisionLocked(job, jobs_[job], kv);
   }
-  return std::optional<coord::RestoreDecision>(d);
+  return std::optional<RestoreDecision>(d);
 }
 
-Result<coord::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
-    const std::string& job, const coord::RestoreDecision& decision, int64_t expected_version) {
+Result<RestoreDecision> EtcdJobCoordinator::ProposeDecision(const std::string& job,
+                                                            const RestoreDecision& decision,
+                                                            int64_t expected_version) {
   int64_t gen_rev, committed_rev;
   {
     reft::MutexLock lock(mu_);
@@ -91,7 +93,7 @@ Result<coord::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
       .ElseGet(keys::Restore(job));
   REFT_ASSIGN_OR_RETURN(TxnResult r, etcd_->Commit(t));
   if (r.succeeded) {
-    coord::RestoreDecision d = decision;
+    RestoreDecision d = decision;
     d.version = r.revision;
     KeyValue kv;
     kv.key = keys::Restore(job);
@@ -108,7 +110,7 @@ Result<coord::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
                         "' moved while deciding its restore");
   }
   const KeyValue& kv = r.gets[0].kvs[0];
-  REFT_ASSIGN_OR_RETURN(coord::RestoreDecision d, DecodeDecision(kv.key, kv.value));
+  REFT_ASSIGN_OR_RETURN(RestoreDecision d, DecodeDecision(kv.key, kv.value));
   d.version = kv.mod_revision;
   // The caller may follow the winner: its epoch must be this node's before a session gets it
   // (applied later by the watch, it would void the session's first completions).
@@ -117,19 +119,19 @@ Result<coord::RestoreDecision> EtcdJobCoordinator::ProposeDecision(
   return d;
 }
 
-Result<std::optional<coord::PublishedPlan>> EtcdJobCoordinator::PublishedPlanOf(const std::string& job) {
+Result<std::optional<PublishedPlan>> EtcdJobCoordinator::PublishedPlanOf(const std::string& job) {
   REFT_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd_->Get(keys::Plan(job)));
-  if (!kv) return std::optional<coord::PublishedPlan>();
-  REFT_ASSIGN_OR_RETURN(coord::PublishedPlan p, DecodePlan(kv->key, kv->value));
+  if (!kv) return std::optional<PublishedPlan>();
+  REFT_ASSIGN_OR_RETURN(PublishedPlan p, DecodePlan(kv->key, kv->value));
   p.version = kv->mod_revision;
-  return std::optional<coord::PublishedPlan>(std::move(p));
+  return std::optional<PublishedPlan>(std::move(p));
 }
 
-Result<coord::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& job,
-                                                            const coord::PublishedPlan& plan,
-                                                            int64_t expected_version,
-                                                            coord::PlanPublisher publisher) {
-  const bool as_coordinator = publisher == coord::PlanPublisher::kCoordinator;
+Result<PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& job,
+                                                      const PublishedPlan& plan,
+                                                      int64_t expected_version,
+                                                      PlanPublisher publisher) {
+  const bool as_coordinator = publisher == PlanPublisher::kCoordinator;
   int64_t gen_rev;
   int64_t term = 0;
   {
@@ -157,7 +159,7 @@ Result<coord::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& 
   t.ThenPut(keys::Plan(job), Encode(plan)).ElseGet(keys::Plan(job));
   REFT_ASSIGN_OR_RETURN(TxnResult r, etcd_->Commit(t));
   if (r.succeeded) {
-    coord::PublishedPlan p = plan;
+    PublishedPlan p = plan;
     p.version = r.revision;
     return p;
   }
@@ -168,7 +170,7 @@ Result<coord::PublishedPlan> EtcdJobCoordinator::PublishPlan(const std::string& 
                         "published decision was removed) while planning");
   }
   const KeyValue& kv = r.gets[0].kvs[0];
-  REFT_ASSIGN_OR_RETURN(coord::PublishedPlan p, DecodePlan(kv.key, kv.value));
+  REFT_ASSIGN_OR_RETURN(PublishedPlan p, DecodePlan(kv.key, kv.value));
   p.version = kv.mod_revision;
   return p;
 }

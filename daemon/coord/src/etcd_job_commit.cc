@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <set>
 #include <thread>
-#include <tuple>
 
 #include <spdlog/spdlog.h>
 
@@ -98,9 +97,8 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
   }
   for (auto& w : writes) {
     if (direct) {
-      coord::StepCompletionReport report{job,          w.step,      nodes_->node_id(),
-                                        w.rec.generation, w.rec.epoch, w.rec.ranks,
-                                        w.rec.layout_revision};
+      StepCompletionReport report{job,         w.step,      nodes_->node_id(),    w.rec.generation,
+                                  w.rec.epoch, w.rec.ranks, w.rec.layout_revision};
       if (ReportToCoordinator(job, coordinator, term, report)) {
         reft::MutexLock lock(mu_);
         JobState& st = jobs_[job];
@@ -151,8 +149,7 @@ void EtcdJobCoordinator::ConnectToCoordinator(const std::string& job, const std:
 }
 
 bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::string& node,
-                                             int64_t term,
-                                             const coord::StepCompletionReport& report) {
+                                             int64_t term, const StepCompletionReport& report) {
   // The address was looked up once for the term (ConnectToCoordinator), not per report: N
   // nodes reporting every step must not turn into N etcd reads per step. A failure forgets
   // it, so the next round looks it up again.
@@ -198,8 +195,7 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
 // coordinator's view (the joined keys it watches, the locations it commits) answers at once; a
 // rank the view does not tie to the reporting node yet (its joined key's event still on the
 // way) is read from etcd before the report is refused.
-Status EtcdJobCoordinator::NotTied(const coord::StepCompletionReport& report,
-                                   const store::RankKey& rank) {
+Status EtcdJobCoordinator::NotTied(const StepCompletionReport& report, const store::RankKey& rank) {
   return Status::PermissionDenied("completion report of job '" + report.job + "' step " +
                                   std::to_string(report.step) + " from node '" + report.node +
                                   "' names rank " + rank.ToString() +
@@ -207,7 +203,7 @@ Status EtcdJobCoordinator::NotTied(const coord::StepCompletionReport& report,
 }
 
 Result<std::set<store::RankKey>> EtcdJobCoordinator::ConfirmTied(
-    const coord::StepCompletionReport& report) {
+    const StepCompletionReport& report) {
   std::vector<store::RankKey> unknown;
   {
     reft::MutexLock lock(mu_);
@@ -234,7 +230,7 @@ Result<std::set<store::RankKey>> EtcdJobCoordinator::ConfirmTied(
   return confirmed;
 }
 
-Status EtcdJobCoordinator::ReceiveCompletion(const coord::StepCompletionReport& report) {
+Status EtcdJobCoordinator::ReceiveCompletion(const StepCompletionReport& report) {
   if (report.step < 0) {
     return Status::InvalidArgument("completion report of job '" + report.job + "' for step " +
                                    std::to_string(report.step));
@@ -292,15 +288,13 @@ Status EtcdJobCoordinator::ReceiveCompletion(const coord::StepCompletionReport& 
         return NotTied(report, r);
       }
     }
-    if (st.completions.size() >= options_.max_pending_steps &&
-        st.completions.count(report.step) == 0) {
-      return Status::Busy("job '" + report.job + "' has " +
-                          std::to_string(st.completions.size()) +
+    if (!st.completions.HasRoomFor(report.step, options_.max_pending_steps)) {
+      return Status::Busy("job '" + report.job + "' has " + std::to_string(st.completions.steps()) +
                           " uncommitted steps with completions; write this one to etcd");
     }
-    AddCompletionLocked(st, report.step, report.node,
-                        CompletionRecord{report.generation, report.epoch, report.ranks,
-                                         report.layout_revision});
+    st.completions.Add(report.step, report.node,
+                       TimelineStamp{report.generation, report.epoch, report.layout_revision, 0},
+                       report.ranks);
     ++traffic_.received;
     work_ = true;
   }
@@ -335,47 +329,17 @@ void EtcdJobCoordinator::OnCompletionEvent(const std::string& job, const WatchUp
         spdlog::error("{}", rec.status().ToString());
         continue;
       }
-      AddCompletionLocked(st, step, e.kv.key.substr(e.kv.key.rfind('/') + 1), std::move(*rec));
+      st.completions.Add(step, e.kv.key.substr(e.kv.key.rfind('/') + 1),
+                         TimelineStamp{rec->generation, rec->epoch, rec->layout_revision, 0},
+                         rec->ranks);
     }
     work_ = true;
   }
   cv_.notify_all();
 }
 
-void EtcdJobCoordinator::AddCompletionLocked(JobState& st, int64_t step, const std::string& node,
-                                             CompletionRecord rec) {
-  StepCompletions& sc = st.completions[step];
-  auto [it, fresh] = sc.by_node.try_emplace(node, std::move(rec));
-  CompletionRecord& held = it->second;
-  if (!fresh) {
-    // Within one generation, restore epoch and layout completions only accumulate: a node's
-    // record may arrive twice (a report, then its etcd key) and out of order, and adds ranks,
-    // never removes them. A record of a newer timeline replaces an older one; an older one is a
-    // late copy and changes nothing.
-    const auto stamp = [](const CompletionRecord& c) {
-      return std::tie(c.generation, c.epoch, c.layout_revision);
-    };
-    if (stamp(rec) < stamp(held)) return;
-    if (stamp(rec) == stamp(held)) {
-      for (const auto& r : rec.ranks) {
-        if (std::find(held.ranks.begin(), held.ranks.end(), r) == held.ranks.end()) {
-          held.ranks.push_back(r);
-        }
-      }
-    } else {
-      held = std::move(rec);
-      sc.recount = true;
-    }
-  }
-  if (sc.recount || !Counts(st, held)) return;
-  for (const auto& r : held.ranks) {
-    if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
-  }
-}
-
-bool EtcdJobCoordinator::Counts(const JobState& st, const CompletionRecord& rec) {
-  return st.has_layout && rec.generation == st.gen.generation && rec.epoch == st.decision_rev &&
-         rec.layout_revision == st.layout_rev;
+TimelineStamp EtcdJobCoordinator::CountingTimeline(const JobState& st) {
+  return TimelineStamp{st.gen.generation, st.decision_rev, st.layout_rev, 0};
 }
 
 Status EtcdJobCoordinator::LayoutMoved(const store::RankKey& rank, int64_t step,
@@ -385,17 +349,6 @@ Status EtcdJobCoordinator::LayoutMoved(const store::RankKey& rank, int64_t step,
                            std::to_string(current) + ") since this trainer joined under revision " +
                            std::to_string(joined_under) +
                            "; restart the trainer so that it joins the job's layout");
-}
-
-void EtcdJobCoordinator::RecountLocked(const JobState& st, StepCompletions& sc) const {
-  sc.covered.clear();
-  sc.recount = false;
-  for (const auto& [node, rec] : sc.by_node) {
-    if (!Counts(st, rec)) continue;
-    for (const auto& r : rec.ranks) {
-      if (st.layout.CheckRank(r).ok()) sc.covered.insert(r);
-    }
-  }
 }
 
 void EtcdJobCoordinator::TryCommit(const std::string& job) {
@@ -412,22 +365,16 @@ void EtcdJobCoordinator::TryCommit(const std::string& job) {
     layout_rev = st.layout_rev;
     // The newest step whose completions (of this generation, restore epoch and layout record)
     // cover every rank of the layout.
-    for (auto it = st.completions.rbegin(); it != st.completions.rend(); ++it) {
-      if (st.committed && it->first <= *st.committed) break;
-      StepCompletions& sc = it->second;
-      if (sc.recount) RecountLocked(st, sc);
-      if (static_cast<int64_t>(sc.covered.size()) < st.layout.world()) continue;
-      step = it->first;
-      for (const auto& [node, rec] : sc.by_node) {
-        if (!Counts(st, rec)) continue;
-        for (const auto& r : rec.ranks) {
-          auto loc = st.locations.find(r);
-          if (loc == st.locations.end() || loc->second != node) moved.emplace_back(r, node);
-        }
+    const TimelineStamp now = CountingTimeline(st);
+    const std::optional<int64_t> covered = st.completions.NewestCovered(now, &st.layout);
+    if (!covered || (st.committed && *covered <= *st.committed)) return;
+    step = *covered;
+    for (const auto& [node, rec] : st.completions.Counting(step, now)) {
+      for (const auto& r : rec->ranks) {
+        auto loc = st.locations.find(r);
+        if (loc == st.locations.end() || loc->second != node) moved.emplace_back(r, node);
       }
-      break;
     }
-    if (step < 0) return;
     gen_rev = st.gen_rev;
     committed_rev = st.committed_rev;
   }

@@ -86,7 +86,7 @@ void EtcdJobCoordinator::LoadLocalStateLocked(const std::string& job, JobState& 
   // The generation this node's slots belong to (a daemon restarted after a fallback): without
   // it, a newer generation in etcd could not tell the new timeline's slots from the old ones.
   if (!state_dir_.empty()) {
-    auto rec = coord::internal::LoadGeneration(state_dir_, job);
+    auto rec = internal::LoadGeneration(state_dir_, job);
     if (rec.ok() && rec->has_value()) {
       st.gen.generation = (*rec)->generation;
       if (st.gen.generation > 0) st.gen.base_step = (*rec)->base_step;
@@ -224,12 +224,11 @@ void EtcdJobCoordinator::ApplyLayoutLocked(const std::string&, JobState& st,
     // Another layout record (a reshape): completions made under the old one never count toward
     // the new one's steps, even of the same generation and restore epoch. This node's are
     // dropped; the coordinator's view keeps every record (each carries its layout revision, and
-    // one of the new layout may have arrived first) and counts again.
+    // one of the new layout may have arrived first) and counts again under the new revision.
     for (auto it = st.pending.begin(); it != st.pending.end();) {
       const auto& stamp = it->second.layout_rev;
       it = stamp && *stamp != kv->mod_revision ? st.pending.erase(it) : std::next(it);
     }
-    for (auto& [step, sc] : st.completions) sc.recount = true;
   }
   st.layout = *l;
   st.has_layout = true;
@@ -257,7 +256,7 @@ void EtcdJobCoordinator::AdoptGenerationLocked(const std::string& job, JobState&
                                                const GenerationRecord& rec) {
   st.gen = rec;
   st.pending.clear();
-  st.completions.clear();
+  st.completions.Clear();
   const int64_t base = rec.base_step.value_or(-1);
   st.committed = rec.base_step;
   st.committed_in = TimelineStamp{rec.generation, 0, 0, 0};
@@ -287,10 +286,9 @@ int EtcdJobCoordinator::DropSlotsAfter(const std::string& job, int64_t step, boo
 
 void EtcdJobCoordinator::SaveStateLocked(const std::string& job, const JobState& st) {
   if (state_dir_.empty()) return;
-  Status s = coord::internal::SaveGeneration(
-      state_dir_, job,
-      {st.gen.generation, st.gen.base_step.value_or(-1), st.gen.persist_floor, st.gen.reason,
-       st.decision_rev});
+  Status s = internal::SaveGeneration(state_dir_, job,
+                                      {st.gen.generation, st.gen.base_step.value_or(-1),
+                                       st.gen.persist_floor, st.gen.reason, st.decision_rev});
   if (!s.ok()) spdlog::warn("job {}: generation record not saved: {}", job, s.ToString());
 }
 
@@ -310,8 +308,7 @@ void EtcdJobCoordinator::ApplyDecisionLocked(const std::string& job, JobState& s
   // reftd finished copying. None of them may count, or a step of the abandoned timeline could
   // commit after the ranks resumed from the decided one.
   st.decision_rev = kv->mod_revision;
-  st.pending.clear();
-  for (auto& [step, sc] : st.completions) sc.recount = true;
+  st.pending.clear();  // the coordinator's view keeps its records: they count no more
   // Their slots too (newer than both the decided step and the commit point, so never
   // committed): a daemon restarted later would otherwise re-enter them as completions of the
   // new epoch. No session of the new epoch exists on this node yet: sessions take their
@@ -335,9 +332,7 @@ void EtcdJobCoordinator::ApplyCommittedLocked(const std::string& job, JobState& 
   st.committed_in = TimelineStamp{rec->generation, rec->epoch, rec->layout_revision, 0};
   CommitLocalLocked(job, rec->step);
   st.pending.erase(st.pending.begin(), st.pending.upper_bound(rec->step));
-  for (auto it = st.completions.begin(); it != st.completions.end() && it->first <= rec->step;) {
-    it = st.completions.erase(it);
-  }
+  st.completions.DropThrough(rec->step);
 }
 
 void EtcdJobCoordinator::CommitLocalLocked(const std::string& job, int64_t step) {
@@ -371,7 +366,7 @@ void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState
     spdlog::warn("job {}: this node no longer coordinates the job's commits ({})", job,
                  holder.empty() ? "its coordinator key is gone" : "node " + holder + " does");
     st.leader = false;
-    st.completions.clear();
+    st.completions.Clear();
     // Cancelling from a watch callback is not allowed: the worker does it.
     TakeLeaderWatchesLocked(st, &cancel_watches_);
   }
@@ -379,8 +374,8 @@ void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState
   if (holder.empty()) st.want_lead = true;
 }
 
-coord::JobGeneration EtcdJobCoordinator::InfoLocked(const JobState& st) const {
-  coord::JobGeneration g;
+JobGeneration EtcdJobCoordinator::InfoLocked(const JobState& st) const {
+  JobGeneration g;
   g.generation = st.gen.generation;
   g.base_step = st.gen.base_step;
   g.persist_floor = st.gen.persist_floor;
@@ -446,7 +441,7 @@ std::vector<std::string> EtcdJobCoordinator::Jobs() {
   return {out.begin(), out.end()};
 }
 
-coord::JobGeneration EtcdJobCoordinator::Generation(const std::string& job) {
+JobGeneration EtcdJobCoordinator::Generation(const std::string& job) {
   (void)Track(job);
   reft::MutexLock lock(mu_);
   return InfoLocked(jobs_[job]);
@@ -574,7 +569,7 @@ void EtcdJobCoordinator::OnReregistered(int64_t) {
     for (auto& [job, st] : jobs_) {
       if (st.leader) {
         st.leader = false;
-        st.completions.clear();
+        st.completions.Clear();
         TakeLeaderWatchesLocked(st, &cancel_watches_);
       }
       st.want_lead = true;  // Campaign decides whether it may

@@ -104,7 +104,7 @@ void EtcdJobCoordinator::MaybeResign(const std::string& job) {
   JobState& st = jobs_[job];
   if (!r->succeeded || st.coordinator_rev != term || st.connected > 0) return;
   st.leader = false;
-  st.completions.clear();
+  st.completions.Clear();
   TakeLeaderWatchesLocked(st, &cancel_watches_);
   spdlog::info("job {}: no trainer or slot of the job here; node {} stops coordinating it", job,
                nodes_->node_id());

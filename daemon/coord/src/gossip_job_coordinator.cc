@@ -84,7 +84,8 @@ GossipJobCoordinator::JobState& GossipJobCoordinator::StateLocked(
   // before it restarted: they re-enter the sets (peers may have lost them with us).
   for (const auto& slot : store_->List(job)) {
     if (slot.state == store::SlotState::kComplete && (!newest || slot.step > *newest)) {
-      st.completed[slot.step].insert(slot.rank);
+      st.completed.Add(slot.step, PendingCompletions::kMergedSource, CountingTimeline(st),
+                       {slot.rank});
     }
   }
   if (newest) TryCommitLocked(job, st, newest);  // roll a half-finished local commit forward
@@ -96,11 +97,8 @@ void GossipJobCoordinator::TryCommitLocked(const std::string& job, JobState& st,
   // `known`: a step already known committed somewhere (hence complete on every rank).
   std::optional<int64_t> target = known;
   if (st.has_layout) {
-    for (const auto& [step, ranks] : st.completed) {
-      if (static_cast<int64_t>(ranks.size()) >= st.layout.world() && (!target || step > *target)) {
-        target = step;
-      }
-    }
+    auto covered = st.completed.NewestCovered(CountingTimeline(st), &st.layout);
+    if (covered && (!target || *covered > *target)) target = covered;
   }
   if (!target) return;
   // Every local rank holding the step commits it; ranks outside the layout (a reshape) are
@@ -110,7 +108,7 @@ void GossipJobCoordinator::TryCommitLocked(const std::string& job, JobState& st,
     st.newest_committed = target;
     dirty_.insert(job);
   }
-  st.completed.erase(st.completed.begin(), st.completed.upper_bound(*st.newest_committed));
+  st.completed.DropThrough(*st.newest_committed);
   cv_.notify_all();
 }
 
@@ -123,7 +121,7 @@ Status GossipJobCoordinator::Join(const store::RankKey& rank, const JobLayout& l
     if (st.connected > 0) {
       return local::LayoutConflict(rank, st.layout, layout);
     }
-    st.completed.clear();  // reconfigured job: completions of the old world are void
+    st.completed.Clear();  // reconfigured job: completions of the old world are void
   }
   st.layout = layout;
   st.has_layout = true;
@@ -192,7 +190,7 @@ Status GossipJobCoordinator::Complete(const store::RankKey& rank, int64_t step,
     if (epoch != current) return local::StaleEpoch(rank, step, epoch, current);
     JobState& st = StateLocked(rank.job);
     if (st.newest_committed && step <= *st.newest_committed) return Status::OK();
-    st.completed[step].insert(rank);
+    st.completed.Add(step, PendingCompletions::kMergedSource, CountingTimeline(st), {rank});
     dirty_.insert(rank.job);
     TryCommitLocked(rank.job, st, std::nullopt);
   }
@@ -239,7 +237,7 @@ v1::JobCommitState GossipJobCoordinator::ExportLocked(const std::string& job,
   }
   out.set_persist_floor(st.persist_floor);
   out.set_fallback_reason(st.reason);
-  for (const auto& [step, ranks] : st.completed) {
+  for (const auto& [step, ranks] : st.completed.RanksByStep()) {
     auto* sc = out.add_completed();
     sc->set_step(step);
     for (const auto& r : ranks) {
@@ -286,12 +284,16 @@ Result<v1::JobCommitState> GossipJobCoordinator::MergeRemote(const v1::JobCommit
     bool grew = false;
     for (const auto& sc : in.completed()) {
       if (st.newest_committed && sc.step() <= *st.newest_committed) continue;
-      auto& set = st.completed[sc.step()];
+      std::vector<store::RankKey> ranks;
       for (const auto& r : sc.ranks()) {
         store::RankKey k = FromRankId(r);
         if (k.job != in.job()) continue;
         if (st.has_layout && !st.layout.CheckRank(k).ok()) continue;
-        grew = set.insert(k).second || grew;
+        ranks.push_back(std::move(k));
+      }
+      if (st.completed.Add(sc.step(), PendingCompletions::kMergedSource, CountingTimeline(st),
+                           ranks)) {
+        grew = true;
       }
     }
     std::optional<int64_t> known;
@@ -313,7 +315,7 @@ void GossipJobCoordinator::AdoptGenerationLocked(const std::string& job, JobStat
   st.base_step = base >= 0 ? std::optional<int64_t>(base) : std::nullopt;
   st.persist_floor = floor;
   st.reason = reason;
-  st.completed.clear();
+  st.completed.Clear();
   st.newest_committed = st.base_step;
   // Roll the store back: slots newer than the base belong to the abandoned timeline (a step
   // that will be trained again, possibly to other bytes). Dropping writing slots too makes a
@@ -399,7 +401,8 @@ JobGeneration GossipJobCoordinator::StartGeneration(const std::string& job,
       AdoptGenerationLocked(job, st, start.from + 1, start.base_step, start.persist_floor, start.reason);
       RestoreDecision& d = decisions_[job];
       const int64_t version = d.version + 1;
-      d = RestoreDecision{start.from + 1, start.base_step, coord::RestoreSource::kTier, membership_->node_id(), start.reason, version};
+      d = RestoreDecision{start.from + 1,         start.base_step, RestoreSource::kTier,
+                          membership_->node_id(), start.reason,    version};
     }
     out = InfoLocked(st);
   }

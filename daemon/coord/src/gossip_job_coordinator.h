@@ -131,12 +131,18 @@ class GossipJobCoordinator final : public JobCoordinator, public peer::CommitExc
     JobLayout layout;
     int connected = 0;
     std::optional<int64_t> newest_committed;
-    std::map<int64_t, std::set<store::RankKey>> completed;
+    // Completions not committed yet: one set per step whoever made them (kMergedSource), all
+    // of the current generation (a new one clears them).
+    PendingCompletions completed;
     uint64_t generation = 0;
     std::optional<int64_t> base_step;
     int64_t persist_floor = -1;
     std::string reason;
   };
+  /// The timeline completions count in: gossip knows generations, no epochs or layout records.
+  static TimelineStamp CountingTimeline(const JobState& st) {
+    return TimelineStamp{st.generation, 0, 0, 0};
+  }
   JobState& StateLocked(const std::string& job) REFT_REQUIRES(mu_);
   /// Has a state, slots here, or a generation record.
   bool KnownLocked(const std::string& job) REFT_REQUIRES(mu_);

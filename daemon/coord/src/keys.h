@@ -49,7 +49,7 @@ std::string Generation(const std::string& job);
 std::string Committed(const std::string& job);
 std::string Coordinator(const std::string& job);
 std::string Restore(const std::string& job);
-/// The planner's published decision (coord::PublishedPlan).
+/// The planner's published decision (PublishedPlan).
 std::string Plan(const std::string& job);
 /// The newest step of the job the persistent tier holds (PersistedRecord).
 std::string Persisted(const std::string& job);

@@ -101,14 +101,14 @@ std::string Encode(const local::JobOwner& r) {
   return j.dump();
 }
 
-std::string Encode(const coord::RestoreDecision& r) {
+std::string Encode(const RestoreDecision& r) {
   return json{{"generation", r.generation}, {"step", r.step},
               {"source", RestoreSourceName(r.source)},
               {"decided_by", r.decided_by}, {"detail", r.detail}}
       .dump();
 }
 
-std::string Encode(const coord::PublishedPlan& r) {
+std::string Encode(const PublishedPlan& r) {
   json plan = json::parse(r.plan_json, nullptr, false);
   if (plan.is_discarded()) plan = nullptr;
   json transfer = r.transfer_json.empty() ? json(nullptr) : json::parse(r.transfer_json, nullptr, false);
@@ -255,9 +255,9 @@ Result<local::ReplicatedBuffers> DecodeReplicated(const std::string& key,
   return out;
 }
 
-Result<coord::RestoreDecision> DecodeDecision(const std::string& key, const std::string& value) {
+Result<RestoreDecision> DecodeDecision(const std::string& key, const std::string& value) {
   REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
-  coord::RestoreDecision d;
+  RestoreDecision d;
   REFT_ASSIGN_OR_RETURN(d.generation, Field<uint64_t>(j, key, "generation"));
   REFT_ASSIGN_OR_RETURN(d.step, Field<int64_t>(j, key, "step"));
   REFT_ASSIGN_OR_RETURN(std::string source, Field<std::string>(j, key, "source"));
@@ -269,9 +269,9 @@ Result<coord::RestoreDecision> DecodeDecision(const std::string& key, const std:
   return d;
 }
 
-Result<coord::PublishedPlan> DecodePlan(const std::string& key, const std::string& value) {
+Result<PublishedPlan> DecodePlan(const std::string& key, const std::string& value) {
   REFT_ASSIGN_OR_RETURN(json j, Parse(key, value));
-  coord::PublishedPlan p;
+  PublishedPlan p;
   REFT_ASSIGN_OR_RETURN(p.generation, Field<uint64_t>(j, key, "generation"));
   REFT_ASSIGN_OR_RETURN(p.step, Field<int64_t>(j, key, "step"));
   REFT_ASSIGN_OR_RETURN(p.basis, Field<std::string>(j, key, "basis"));

@@ -43,8 +43,8 @@ void Skip(NodePersist* n, std::string why) {
 
 // The job's layout from one of this node's slots of `step` (the slot meta is the truth about
 // what was snapshotted), else from the commit state.
-Result<JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode* peer,
-                                    const std::string& job, int64_t step) {
+Result<JobLayout> LayoutOf(store::SnapshotStore* store, coord::JobTimeline* timeline,
+                           const std::string& job, int64_t step) {
   for (const auto& rank : store->Ranks(job)) {
     auto slot = store->Get(rank, step);
     if (!slot.ok()) continue;
@@ -53,15 +53,17 @@ Result<JobLayout> LayoutOf(store::SnapshotStore* store, peer::PeerNode* peer,
     auto meta = DecodeMetaRegion((*slot)->region_data(*idx), (*slot)->region_size(*idx));
     if (meta.ok()) return meta->layout;
   }
-  auto l = peer->coordinator()->Layout(job);
+  auto l = timeline->Layout(job);
   if (!l) return Status::NotFound("the layout of job '" + job + "' is unknown on this node");
   return *l;
 }
 
 // The job's other nodes that are not known dead (etcd: where its slots are recorded; gossip:
 // every live member).
-Result<std::vector<peer::MemberInfo>> LiveJobMembers(peer::PeerNode* peer, const std::string& job) {
-  auto nodes = peer->coordinator()->JobNodes(job);
+Result<std::vector<peer::MemberInfo>> LiveJobMembers(peer::PeerNode* peer,
+                                                     coord::SlotDirectory* slots,
+                                                     const std::string& job) {
+  auto nodes = slots->JobNodes(job);
   if (!nodes.ok()) return nodes.status().WithContext("locating the nodes of job '" + job + "'");
   std::vector<peer::MemberInfo> members;
   for (const auto& id : *nodes) {
@@ -141,9 +143,14 @@ NodePersist FromProto(const v1::PersistStepResponse& r) {
   return n;
 }
 
-Persister::Persister(store::SnapshotStore* store, peer::PeerNode* peer, recovery::TierAccess* tier,
+Persister::Persister(store::SnapshotStore* store, peer::PeerNode* peer,
+                     PersisterAgreement agreement, recovery::TierAccess* tier,
                      PersisterOptions options)
-    : store_(store), peer_(peer), tier_(tier), options_(std::move(options)) {}
+    : store_(store),
+      peer_(peer),
+      agreement_(agreement),
+      tier_(tier),
+      options_(std::move(options)) {}
 
 Persister::~Persister() { Stop(); }
 
@@ -177,10 +184,10 @@ NodePersist Persister::PersistLocal(const std::string& job, int64_t step, bool f
   n.node = options_.node_id;
   n.job = job;
   n.step = step;
-  // The coordinator commits the step in the store before it wakes the waiters, so the slots
+  // The ledger commits the step in the store before it wakes the waiters, so the slots
   // are pinned a whole training step before the next commit frees them. Not committed in
   // time: PinStep says so.
-  if (wait_commit.count() > 0) (void)peer_->coordinator()->WaitCommitted(job, step, wait_commit);
+  if (wait_commit.count() > 0) (void)agreement_.ledger->WaitCommitted(job, step, wait_commit);
   // Pin the step's slots before anything else: the next commit frees them, and waiting for
   // another persist of this node or scanning the tier first would leave it the time to.
   std::vector<std::shared_ptr<store::SlotRef>> pins;
@@ -211,7 +218,7 @@ bool Persister::PinStep(const std::string& job, int64_t step, NodePersist* n,
   };
   const auto ranks = store_->Ranks(job);
   if (ranks.empty()) return skip("no rank of job '" + job + "' on this node");
-  const auto gen = peer_->coordinator()->Generation(job);
+  const auto gen = agreement_.timeline->Generation(job);
   if (!gen.newest_committed || step > *gen.newest_committed) {
     n->status = Status::InvalidArgument(
         StepStr(step) + " of job '" + job + "' is not committed on node '" + n->node + "'" +
@@ -254,7 +261,7 @@ void Persister::PersistPinned(const std::vector<std::shared_ptr<store::SlotRef>>
                               const std::string& freed, bool force, NodePersist* n) {
   const std::string& job = n->job;
   const int64_t step = n->step;
-  auto layout = LayoutOf(store_, peer_, job, step);
+  auto layout = LayoutOf(store_, agreement_.timeline, job, step);
   if (!layout.ok()) {
     n->status = layout.status();
     return;
@@ -329,13 +336,13 @@ void Persister::PersistPinned(const std::vector<std::shared_ptr<store::SlotRef>>
 
 Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::optional<int64_t> step,
                                                const PersistProgress& progress) {
-  auto* coordinator = peer_->coordinator();
+  coord::JobTimeline* timeline = agreement_.timeline;
   std::vector<std::string> warnings;
   // The newest committed step after a sync with the job's nodes.
   auto newest_committed = [&]() -> Result<int64_t> {
-    Status synced = coordinator->SyncNow(job, options_.sync_timeout);
+    Status synced = timeline->SyncNow(job, options_.sync_timeout);
     if (!synced.ok()) warnings.push_back(synced.message());
-    const auto gen = coordinator->Generation(job);
+    const auto gen = timeline->Generation(job);
     if (!gen.newest_committed) return Status::NotFound("job '" + job + "' has no committed step");
     return *gen.newest_committed;
   };
@@ -388,7 +395,7 @@ Result<JobPersistReport> Persister::PersistJob(const std::string& job, std::opti
 
 std::optional<int64_t> Persister::HoldCommit(const std::string& job, std::optional<int64_t> step,
                                              std::vector<std::string>* warnings) {
-  auto members = LiveJobMembers(peer_, job);
+  auto members = LiveJobMembers(peer_, agreement_.slots, job);
   if (!members.ok()) {
     warnings->push_back("the next commit was not held: " + members.status().message());
     return std::nullopt;
@@ -412,7 +419,8 @@ Result<JobPersistReport> Persister::PersistStepOnNodes(const std::string& job, i
   JobPersistReport rep;
   rep.job = job;
   rep.step = step;
-  REFT_ASSIGN_OR_RETURN(std::vector<peer::MemberInfo> members, LiveJobMembers(peer_, job));
+  REFT_ASSIGN_OR_RETURN(std::vector<peer::MemberInfo> members,
+                        LiveJobMembers(peer_, agreement_.slots, job));
   const int total = 1 + static_cast<int>(members.size());
   Mutex progress_mu;
   int done = 0;
@@ -460,7 +468,7 @@ Result<JobPersistReport> Persister::PersistStepOnNodes(const std::string& job, i
     rep.problems.push_back("persistent tier: " + tier.status().ToString());
     return rep;
   }
-  auto layout = LayoutOf(store_, peer_, job, rep.step);
+  auto layout = LayoutOf(store_, agreement_.timeline, job, rep.step);
   if (!layout.ok()) {
     rep.problems.push_back(layout.status().ToString());
     return rep;
@@ -488,16 +496,16 @@ Result<JobPersistReport> Persister::PersistStepOnNodes(const std::string& job, i
 }
 
 bool Persister::IsScheduleLeader(const std::string& job) const {
-  return peer_->coordinator()->LeadsJob(job);
+  return agreement_.plans->LeadsJob(job);
 }
 
 std::vector<JobPersistReport> Persister::RunScheduleOnce() {
   std::vector<JobPersistReport> out;
   if (options_.every_steps <= 0) return out;
-  auto* coordinator = peer_->coordinator();
-  for (const auto& job : coordinator->Jobs()) {
+  coord::JobTimeline* timeline = agreement_.timeline;
+  for (const auto& job : timeline->Jobs()) {
     if (!IsScheduleLeader(job)) continue;
-    const auto gen = coordinator->Generation(job);
+    const auto gen = timeline->Generation(job);
     if (!gen.newest_committed) continue;
     const int64_t newest = *gen.newest_committed;
     if (newest <= gen.persist_floor) continue;  // nothing this generation may persist yet
@@ -513,7 +521,7 @@ std::vector<JobPersistReport> Persister::RunScheduleOnce() {
       if (!s.initialised) {
         auto tier = tier_->Get(false);
         if (!tier.ok()) continue;  // recorded in the tier's health; retried next pass
-        auto l = coordinator->Layout(job);
+        auto l = timeline->Layout(job);
         if (!l) continue;
         auto complete = (*tier)->NewestCompleteStep(job, *l);
         if (!complete.ok()) {

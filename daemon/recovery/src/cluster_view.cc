@@ -79,7 +79,8 @@ namespace {
 constexpr size_t kManifestFanout = 16;
 }  // namespace
 
-Locator::Locator(store::SnapshotStore* store, peer::PeerNode* peer) : store_(store), peer_(peer) {}
+Locator::Locator(store::SnapshotStore* store, peer::PeerNode* peer, coord::SlotDirectory* slots)
+    : store_(store), peer_(peer), slots_(slots) {}
 
 Result<ClusterView> Locator::Collect(const std::string& job,
                                      std::chrono::milliseconds timeout) const {
@@ -90,7 +91,7 @@ Result<ClusterView> Locator::Collect(const std::string& job,
   // Ask every node of the job at once (etcd: where its slots and trainers are recorded;
   // gossip: every live member); each call ends at its own deadline. A node the control plane
   // reports dead is not asked: its memory is gone.
-  auto nodes = peer_->coordinator()->JobNodes(job);
+  auto nodes = slots_->JobNodes(job);
   if (!nodes.ok()) return nodes.status().WithContext("locating the nodes of job '" + job + "'");
   const std::vector<peer::NodeStatus> status = peer_->membership().Lookup(*nodes);
   std::vector<peer::MemberInfo> ask;
@@ -147,7 +148,7 @@ Result<ClusterView> Locator::Collect(const std::string& job,
     }
     if (readable) view.slots.push_back(std::move(e));
   }
-  for (const auto& r : peer_->coordinator()->JoinedRanks(job)) view.joined[r].insert(view.self);
+  for (const auto& r : slots_->JoinedRanks(job)) view.joined[r].insert(view.self);
   for (auto& t : askers) t.join();
   for (size_t i = 0; i < ask.size(); ++i) {
     const peer::MemberInfo& member = ask[i];

@@ -18,7 +18,7 @@ Result<ReftLoad::Followed> ReftLoad::FollowMemory(RestoreCall& call, LocatedStep
     // The decision must still stand as the bytes are handed over: a fallback started by a
     // rank that could not rebuild the step replaces it (a linearizable read with etcd). A
     // fallback after this point fences this trainer instead (its epoch is then old).
-    auto still = call.coordinator->Decision(call.job());
+    auto still = call.agreement.restores->Decision(call.job());
     if (!still.ok()) {
       return still.status().WithContext("re-reading the restore decision of " +
                                         JobName(call.job()));

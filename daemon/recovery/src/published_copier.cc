@@ -29,8 +29,12 @@ std::chrono::milliseconds Remaining(Clock::time_point deadline) {
 }  // namespace
 
 PublishedCopier::PublishedCopier(store::SnapshotStore* store, peer::PeerNode* peer,
-                                 RecoveryOptions options)
-    : store_(store), peer_(peer), options_(std::move(options)), locator_(store, peer) {}
+                                 coord::SlotDirectory* slots, RecoveryOptions options)
+    : store_(store),
+      peer_(peer),
+      slots_(slots),
+      options_(std::move(options)),
+      locator_(store, peer, slots) {}
 
 Status PublishedCopier::CopyLocal(const store::RankKey& from, int64_t step,
                                   const std::string& region, uint8_t* dst, uint64_t size) {
@@ -56,7 +60,7 @@ std::vector<std::string> PublishedCopier::Locate(const store::RankKey& from, int
     if (std::find(out.begin(), out.end(), node) == out.end()) out.push_back(node);
   };
   // Where its trainer is connected now (etcd records it), then every node of the job.
-  if (auto joined = peer_->coordinator()->JoinedNode(from)) add(*joined);
+  if (auto joined = slots_->JoinedNode(from)) add(*joined);
   auto view = locator_.Collect(from.job, std::min(options_.locate_timeout, timeout));
   if (!view.ok()) return out;
   auto j = view->joined.find(from);
@@ -99,8 +103,8 @@ Status PublishedCopier::CopyPublished(const store::RankKey& from, int64_t step,
       if (ls.ok()) copied_local_.fetch_add(size, std::memory_order_relaxed);
       return ls;
     }
-    if (ls.code() != StatusCode::kNotFound || peer_->coordinator()->IsJoined(from)) last = ls;
-    if (!peer_->coordinator()->IsJoined(from)) {
+    if (ls.code() != StatusCode::kNotFound || slots_->IsJoined(from)) last = ls;
+    if (!slots_->IsJoined(from)) {
       if (Clock::now() >= next_relocate) {
         nodes = Locate(from, step, Remaining(deadline));
         next_relocate = Clock::now() + options_.relocate_interval;

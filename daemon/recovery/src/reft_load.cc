@@ -55,11 +55,13 @@ bool DcpBuffersOnly(const protect::SlotMeta& meta) {
 
 }  // namespace
 
-ReftLoad::ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOptions options)
+ReftLoad::ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryAgreement agreement,
+                   RecoveryOptions options)
     : store_(store),
       peer_(peer),
+      agreement_(agreement),
       options_(std::move(options)),
-      locator_(store, peer),
+      locator_(store, peer, agreement.slots),
       reader_(store, peer) {}
 
 Result<local::RestoredState> ReftLoad::Restore(const protect::SlotMeta& meta,
@@ -120,9 +122,9 @@ Status ReftLoad::LostOrUndecided(const Status& lost, const ClusterView& view) {
 }
 
 Result<int64_t> ReftLoad::ChooseStep(const std::string& job, RestoreStats* stats) {
-  Status sync = peer_->coordinator()->SyncNow(job, options_.sync_timeout);
+  Status sync = agreement_.timeline->SyncNow(job, options_.sync_timeout);
   if (!sync.ok()) stats->warnings.push_back(sync.message());
-  auto newest = peer_->coordinator()->NewestCommitted(job);
+  auto newest = agreement_.ledger->NewestCommitted(job);
   if (!newest) return Status::NotFound("job '" + job + "' has no committed step");
   return *newest;
 }
@@ -277,7 +279,7 @@ Result<local::RestoredState> ReftLoad::AssembleRank(const protect::SlotMeta& met
     if (progress) progress(Progress{Phase::kRebuild, 0, 0, "regenerating the slot of " + what});
     AssembledRank ar{snapshot, g, step, mem.data(), unique, MetaRegionSize(snap)};
     Status rs = RebuildSlot(store_, view, &fetcher, ar, stats, deadline);
-    if (rs.ok()) rs = peer_->coordinator()->RecordSlot(rank, step);
+    if (rs.ok()) rs = agreement_.slots->RecordSlot(rank, step);
     if (rs.ok()) {
       detail += "; slot regenerated on this node";
     } else {
@@ -320,7 +322,7 @@ Result<local::RestoredState> ReftLoad::ReshapeImpl(const protect::SlotMeta& meta
     // Layers a transfer plan staged here first, if they were staged for this very commit of
     // the step (its timeline stamp); the rest from wherever the step holds it.
     uint64_t staged = 0;
-    const coord::JobGeneration committed = peer_->coordinator()->Generation(meta.job);
+    const coord::JobGeneration committed = agreement_.timeline->Generation(meta.job);
     const bool same_commit = staged_ != nullptr && committed.newest_committed == step;
     const std::vector<RangeRequest> rest =
         same_commit ? staged_->Serve(meta.job, committed.committed_in, step, requests, &staged)
@@ -461,7 +463,7 @@ Result<RebuildReport> ReftLoad::RebuildImpl(const std::string& job,
             progress(Progress{Phase::kRebuild, 0, 0, "regenerating " + rr.rank.ToString()});
           }
           rr.status = RebuildSlot(store_, view, &fetcher, ar, stats, deadline);
-          if (rr.status.ok()) rr.status = peer_->coordinator()->RecordSlot(rr.rank, step);
+          if (rr.status.ok()) rr.status = agreement_.slots->RecordSlot(rr.rank, step);
         }
         rep.ranks.push_back(std::move(rr));
       }

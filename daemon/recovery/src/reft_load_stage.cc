@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <set>
 
-#include "reft/peer/peer_node.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/test_point.h"
 
@@ -99,7 +98,7 @@ Result<StageReport> ReftLoad::StageLayers(const std::string& job, int64_t step,
   // The step and the timeline it was committed in, read together: a fall-back between two
   // reads would stamp generation g's bytes of the step as generation g+1's. Bytes staged for
   // another commit are another state, whatever their step.
-  const coord::JobGeneration committed = peer_->coordinator()->Generation(job);
+  const coord::JobGeneration committed = agreement_.timeline->Generation(job);
   if (committed.newest_committed != step) {
     return Status::Busy("the transfer plan is for step " + std::to_string(step) + " of job '" + job +
                         "'; its newest committed step is " +

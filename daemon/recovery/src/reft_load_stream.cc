@@ -13,7 +13,6 @@
 
 #include "reft/coord/restore_source.h"
 #include "reft/mutex.h"
-#include "reft/peer/peer_node.h"
 #include "group_assembler.h"
 #include "reft/recovery/reft_load.h"
 #include "slot_rebuilder.h"
@@ -191,7 +190,7 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
   // the rest of the stream and waits for the reply.
   if (slot) {
     Status rs = slot->Finish(stats);
-    if (rs.ok()) rs = peer_->coordinator()->RecordSlot(rank, step);
+    if (rs.ok()) rs = agreement_.slots->RecordSlot(rank, step);
     if (rs.ok()) {
       detail += "; slot regenerated on this node";
     } else {

@@ -9,18 +9,19 @@
 #include <optional>
 #include <string>
 
-#include "reft/coord/job_coordinator.h"
+#include "reft/coord/agreement.h"
+#include "reft/recovery/recovery_agreement.h"
 #include "reft/recovery/reft_load.h"
 
 namespace reft::recovery {
 
-/// One restore: its arguments, the coordinator, and the view its own check located.
+/// One restore: its arguments, the roles it agrees through, and the view its own check located.
 struct ReftLoad::RestoreCall {
   const protect::SlotMeta& meta;
   RestoreStats* stats;
   const ProgressCallback& progress;
   const local::RestoreRequest& request;
-  coord::JobCoordinator* coordinator;
+  RecoveryAgreement agreement;
   std::string self;  ///< this node
   std::chrono::steady_clock::time_point start;
   /// The view the check on this node located, with the generation it was taken in: a decision
@@ -34,7 +35,7 @@ struct ReftLoad::RestoreCall {
   void Agreed(const std::string& how) {
     stats->agreement += std::chrono::steady_clock::now() - start;
     stats->agreement_detail += (stats->agreement_detail.empty() ? "" : "; ") + how;
-    if (!coordinator->HasConsensus()) {
+    if (!agreement.restores->HasConsensus()) {
       stats->agreement_detail += " [no consensus store: this node's own decision]";
     }
   }
@@ -52,7 +53,7 @@ struct ReftLoad::RestoreCall {
 
   /// Whether the job left `generation` (a fall-back started elsewhere).
   bool Moved(uint64_t generation) const {
-    return coordinator->Generation(meta.job).generation != generation;
+    return agreement.timeline->Generation(meta.job).generation != generation;
   }
 };
 

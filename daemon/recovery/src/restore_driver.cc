@@ -35,8 +35,13 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
                                                          const ProgressCallback& progress,
                                                          const local::RestoreRequest& request) {
   REFT_RETURN_NOT_OK(meta.Plan().status().WithContext("the restoring trainer's declaration"));
-  RestoreCall call{meta,          stats, progress, request, peer_->coordinator(),
-                   peer_->membership().node_id(), std::chrono::steady_clock::now()};
+  RestoreCall call{meta,
+                   stats,
+                   progress,
+                   request,
+                   agreement_,
+                   peer_->membership().node_id(),
+                   std::chrono::steady_clock::now()};
   Status retry_reason;
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     REFT_ASSIGN_OR_RETURN(AgreementSnapshot snapshot, ReadAgreement(call));
@@ -51,9 +56,9 @@ Result<local::RestoredState> ReftLoad::RestoreConsistent(const protect::SlotMeta
 }
 
 Result<AgreementSnapshot> ReftLoad::ReadAgreement(RestoreCall& call) {
-  Status sync = call.coordinator->SyncNow(call.job(), options_.sync_timeout);
+  Status sync = call.agreement.timeline->SyncNow(call.job(), options_.sync_timeout);
   if (!sync.ok()) {
-    if (call.coordinator->HasConsensus()) {
+    if (call.agreement.restores->HasConsensus()) {
       // Without the control plane no rank can know what the others restore.
       return Status::Unavailable("cannot reach the control plane to agree on the restore of " +
                                  JobName(call.job()) + ": " + sync.message());
@@ -64,8 +69,8 @@ Result<AgreementSnapshot> ReftLoad::ReadAgreement(RestoreCall& call) {
   s.job = call.job();
   s.self = call.self;
   s.layout = call.meta.layout.ToString();
-  s.gen = call.coordinator->Generation(call.job());
-  REFT_ASSIGN_OR_RETURN(s.recorded, call.coordinator->Decision(call.job()));
+  s.gen = call.agreement.timeline->Generation(call.job());
+  REFT_ASSIGN_OR_RETURN(s.recorded, call.agreement.restores->Decision(call.job()));
   return s;
 }
 
@@ -119,7 +124,7 @@ Result<ReftLoad::Attempt> ReftLoad::RunAttempt(RestoreCall& call, AgreementSnaps
 local::RestoredState ReftLoad::StartFresh(RestoreCall& call, const RestoreVerdict& verdict) {
   call.stats->warnings.push_back(verdict.warning);
   call.stats->detail = verdict.detail;
-  return Nothing(verdict.detail, call.coordinator->RestoreEpoch(call.job()));
+  return Nothing(verdict.detail, call.agreement.ledger->RestoreEpoch(call.job()));
 }
 
 Result<ReftLoad::Followed> ReftLoad::Follow(RestoreCall& call, LocatedStep step) {

@@ -41,9 +41,9 @@ TierVerdict ReftLoad::ScanTier(RestoreCall& call, const AgreementSnapshot& snaps
   const std::optional<int64_t> memory_step = snapshot.gen.newest_committed;
   // Slots of S freed under us mean a newer step committed (reftd sealed the killed trainers'
   // last snapshots after the restart began): that is no loss, choose again.
-  Status synced = call.coordinator->SyncNow(job, options_.sync_timeout);
+  Status synced = call.agreement.timeline->SyncNow(job, options_.sync_timeout);
   if (!synced.ok()) call.stats->warnings.push_back(synced.message());
-  if (call.coordinator->Generation(job).newest_committed != memory_step) {
+  if (call.agreement.timeline->Generation(job).newest_committed != memory_step) {
     out.committed_moved = true;
     return out;
   }

@@ -12,7 +12,7 @@ namespace reft::recovery {
 
 Result<std::optional<ReftLoad::LocatedStep>> ReftLoad::Propose(
     RestoreCall& call, const coord::RestoreDecision& decision, int64_t expected_version) {
-  auto won = call.coordinator->ProposeDecision(call.job(), decision, expected_version);
+  auto won = call.agreement.restores->ProposeDecision(call.job(), decision, expected_version);
   if (!won.ok() && won.status().code() == StatusCode::kBusy) {
     return std::optional<LocatedStep>();  // the generation or commit point moved: choose again
   }
@@ -32,13 +32,13 @@ std::optional<ReftLoad::LocatedStep> ReftLoad::StartFallBack(RestoreCall& call,
                                                              const coord::GenerationStart& start) {
   const std::string& job = call.job();
   test_point::Reach(kTierScanned, job, this);
-  const coord::JobGeneration next = call.coordinator->StartGeneration(job, start);
+  const coord::JobGeneration next = call.agreement.timeline->StartGeneration(job, start);
   if (next.generation != start.from + 1 || next.base_step != start.base_step) {
     return std::nullopt;  // another restore started it: follow it
   }
   // Tell every member now (gossip: they roll back and drop their slots newer than P) before
   // any byte of P is handed to a trainer.
-  Status pushed = call.coordinator->SyncNow(job, options_.sync_timeout);
+  Status pushed = call.agreement.timeline->SyncNow(job, options_.sync_timeout);
   if (!pushed.ok()) call.stats->warnings.push_back(pushed.message());
   const std::string step = std::to_string(start.base_step);
   const std::string generation = std::to_string(next.generation);
@@ -46,7 +46,7 @@ std::optional<ReftLoad::LocatedStep> ReftLoad::StartFallBack(RestoreCall& call,
               generation + ")");
   // The generation's decision (recorded with it) is the epoch: nobody decides again for
   // (g+1, P) while it stands, so the one this node applied is the one started here.
-  const int64_t epoch = call.coordinator->RestoreEpoch(job);
+  const int64_t epoch = call.agreement.ledger->RestoreEpoch(job);
   LocatedStep located;
   located.decision = coord::RestoreDecision{next.generation, start.base_step,
                                            coord::RestoreSource::kTier, call.self, start.reason,

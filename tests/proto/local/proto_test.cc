@@ -193,7 +193,7 @@ TEST_CASE("messages round-trip through the codec") {
   CHECK(ToStatus(e).message() == "bad chunk");
 }
 
-TEST_CASE("AOR status reply round-trips; an old reftd refuses the request type") {
+TEST_CASE("AOR status reply round-trips, an old reftd refuses the request type") {
   Limits l;
   AorStatusReply a;
   a.state = "'opt': on; 'opt2': off: mismatch at step 7";

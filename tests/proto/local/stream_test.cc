@@ -149,7 +149,7 @@ TEST_CASE("a restore stream record outside every buffer, or outside the ring, is
   CHECK(acked.empty());  // nothing was taken: nothing acknowledged
 }
 
-TEST_CASE("a restore stream cut inside a header is a Protocol error; a short one is counted") {
+TEST_CASE("a restore stream cut inside a header is a Protocol error, a short one is counted") {
   auto pair = StreamSocketPair();
   REQUIRE(pair.ok());
   Ring ring = MakeRing(1 << 20);
@@ -183,7 +183,7 @@ TEST_CASE("targets that overlap are refused before reading") {
   CHECK(got.status().code() == StatusCode::kProtocol);
 }
 
-TEST_CASE("reftd's end: a reader that stopped reading times out; one that left is told") {
+TEST_CASE("reftd's end: a reader that stopped reading times out, one that left is told") {
   auto pair = StreamSocketPair();
   REQUIRE(pair.ok());
   SECTION("writing records") {

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   so.slots_per_rank = 3;
   auto store = store::SnapshotStore::Open(so);
   if (!store.ok()) return Fail("store", store.status());
-  local::SingleNodeCommitCoordinator coordinator(store->get());
+  coord::SingleNodeCommitCoordinator coordinator(store->get());
   testing::NodeLocalPeerCopier copier(store->get());
   testing::NodeLocalRestoreProvider restorer(store->get(), &coordinator);
   local::LocalServerOptions lo;

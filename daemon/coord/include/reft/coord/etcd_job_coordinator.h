@@ -89,7 +89,7 @@ struct CompletionTraffic {
   uint64_t received = 0;         ///< reports taken as the job's coordinator
 };
 
-class EtcdJobCoordinator final : public coord::JobCoordinator {
+class EtcdJobCoordinator final : public JobCoordinator {
  public:
   /// `store`, `nodes` and `peers` must outlive the coordinator. Without `peers` completions
   /// always go through etcd.
@@ -124,12 +124,12 @@ class EtcdJobCoordinator final : public coord::JobCoordinator {
   bool WaitCommitted(const std::string& job, int64_t step,
                      std::chrono::milliseconds timeout) override;
 
-  // coord::JobCoordinator
+  // JobCoordinator
   Status SyncNow(const std::string& job, std::chrono::milliseconds timeout) override;
   std::optional<JobLayout> Layout(const std::string& job) override;
   std::vector<std::string> Jobs() override;
-  coord::JobGeneration Generation(const std::string& job) override;
-  coord::JobGeneration StartGeneration(const std::string& job, const coord::GenerationStart& start) override;
+  JobGeneration Generation(const std::string& job) override;
+  JobGeneration StartGeneration(const std::string& job, const GenerationStart& start) override;
   void AddGenerationListener(GenerationListener listener) override;
   void AddLeadershipListener(LeadershipListener listener) override;
   void SetStateDir(std::string dir) override;
@@ -139,10 +139,9 @@ class EtcdJobCoordinator final : public coord::JobCoordinator {
   std::optional<std::string> SlotLocation(const store::RankKey& rank) override;
   std::optional<std::string> JoinedNode(const store::RankKey& rank) override;
   bool LeadsJob(const std::string& job) override;
-  Result<std::optional<coord::RestoreDecision>> Decision(const std::string& job) override;
-  Result<coord::RestoreDecision> ProposeDecision(const std::string& job,
-                                                const coord::RestoreDecision& decision,
-                                                int64_t expected_version) override;
+  Result<std::optional<RestoreDecision>> Decision(const std::string& job) override;
+  Result<RestoreDecision> ProposeDecision(const std::string& job, const RestoreDecision& decision,
+                                          int64_t expected_version) override;
   bool HasConsensus() const override { return true; }
   Status RecordSlot(const store::RankKey& rank, int64_t step) override;
   /// Protocol when this node does not coordinate the job (now); Cancelled when the report was
@@ -150,14 +149,13 @@ class EtcdJobCoordinator final : public coord::JobCoordinator {
   /// read that revision yet: the sender writes to etcd, whose compare decides); InvalidArgument
   /// naming a rank the job's layout does not have; Busy beyond `max_pending_steps` uncommitted
   /// steps.
-  Status ReceiveCompletion(const coord::StepCompletionReport& report) override;
-  Result<std::optional<coord::PublishedPlan>> PublishedPlanOf(const std::string& job) override;
+  Status ReceiveCompletion(const StepCompletionReport& report) override;
+  Result<std::optional<PublishedPlan>> PublishedPlanOf(const std::string& job) override;
   /// Compares the plan key's revision and the generation key's (Busy when the generation
   /// moved: a plan of an older generation never replaces anything); as the coordinator, the
   /// coordinator key's create revision too (Busy when this node's term ended).
-  Result<coord::PublishedPlan> PublishPlan(const std::string& job, const coord::PublishedPlan& plan,
-                                          int64_t expected_version,
-                                          coord::PlanPublisher publisher) override;
+  Result<PublishedPlan> PublishPlan(const std::string& job, const PublishedPlan& plan,
+                                    int64_t expected_version, PlanPublisher publisher) override;
 
   CompletionTraffic completion_traffic() const;
   /// \brief Persist holds of the jobs this node coordinates, and this node's own (the persister).
@@ -196,14 +194,6 @@ class EtcdJobCoordinator final : public coord::JobCoordinator {
     Clock::time_point since{};  ///< first completion (epoch: adopted at start, write at once)
     size_t written = 0;         ///< how many of them the coordinator has (or etcd)
   };
-  /// The coordinator's view of one step: every node's record, and the ranks of the layout they
-  /// cover in the current generation, kept as records arrive so that deciding a commit costs
-  /// O(1) per event instead of a pass over every rank of the job.
-  struct StepCompletions {
-    std::map<std::string, CompletionRecord> by_node;
-    std::set<store::RankKey> covered;
-    bool recount = false;  ///< a record lost ranks: `covered` is rebuilt before use
-  };
   struct JobState {
     bool tracked = false;           // state read from etcd and watches set
     bool stale = false;             // a compare failed or a watch lost events: re-read
@@ -218,7 +208,7 @@ class EtcdJobCoordinator final : public coord::JobCoordinator {
     bool gen_loaded = false;        // the local generation record was read
     std::optional<int64_t> committed;
     int64_t committed_rev = 0;
-    coord::TimelineStamp committed_in;  // the timeline `committed` was committed in
+    TimelineStamp committed_in;  // the timeline `committed` was committed in
     // The restore epoch: mod revision of the job's restore decision key (0: none yet), and the
     // step that decision restored. Every pending completion belongs to this epoch.
     int64_t decision_rev = 0;
@@ -235,7 +225,8 @@ class EtcdJobCoordinator final : public coord::JobCoordinator {
     bool want_lead = false;         // campaign when the coordinator key is free
     bool leader = false;
     int64_t completions_watch = 0;
-    std::map<int64_t, StepCompletions> completions;  // the leader's view
+    // The leader's view: every node's records by step, sources named by node id.
+    PendingCompletions completions;
     std::map<store::RankKey, std::string> locations;
     // The leader's view of where each rank is joined (a watch on the joined keys).
     std::map<store::RankKey, std::string> joined_at;
@@ -277,25 +268,21 @@ class EtcdJobCoordinator final : public coord::JobCoordinator {
                      const char* whose);
   void LoadLocalStateLocked(const std::string& job, JobState& st) REFT_REQUIRES(mu_);
   void CommitLocalLocked(const std::string& job, int64_t step) REFT_REQUIRES(mu_);
-  coord::JobGeneration InfoLocked(const JobState& st) const REFT_REQUIRES(mu_);
+  JobGeneration InfoLocked(const JobState& st) const REFT_REQUIRES(mu_);
   void OnCompletionEvent(const std::string& job, const WatchUpdate& u);
   void OnJoinedEvent(const std::string& job, const WatchUpdate& u);
   /// Moves the watches only a leader holds to `out` (to be cancelled off the watch thread).
   void TakeLeaderWatchesLocked(JobState& st, std::vector<int64_t>* out) REFT_REQUIRES(mu_);
-  /// Records one node's completion record of `step` in the leader's view.
-  void AddCompletionLocked(JobState& st, int64_t step, const std::string& node,
-                           CompletionRecord rec) REFT_REQUIRES(mu_);
-  void RecountLocked(const JobState& st, StepCompletions& sc) const REFT_REQUIRES(mu_);
-  /// Whether `rec` counts toward the job's commits now: made in its current generation, restore
-  /// epoch and layout revision.
-  static bool Counts(const JobState& st, const CompletionRecord& rec);
+  /// The timeline completions count in now: the job's current generation, restore epoch and
+  /// layout revision.
+  static TimelineStamp CountingTimeline(const JobState& st);
   /// Why a completion of `rank` made under layout revision `joined_under` never counts.
   static Status LayoutMoved(const store::RankKey& rank, int64_t step, int64_t joined_under,
                             int64_t current);
   /// The ranks of `report` that etcd ties to the reporting node although the leader's view
   /// does not (yet); NotTied names one that neither does.
-  Result<std::set<store::RankKey>> ConfirmTied(const coord::StepCompletionReport& report);
-  static Status NotTied(const coord::StepCompletionReport& report, const store::RankKey& rank);
+  Result<std::set<store::RankKey>> ConfirmTied(const StepCompletionReport& report);
+  static Status NotTied(const StepCompletionReport& report, const store::RankKey& rank);
   void NotifyGenerations();
   /// Drops the state and watches of a job whose records were deleted, once nothing of it is
   /// left on this node (no trainer, no completion to send, no slot); true when it did.
@@ -307,7 +294,7 @@ class EtcdJobCoordinator final : public coord::JobCoordinator {
   /// Sends one report to the job's coordinator `node` (term `term`); false when it did not
   /// take it (the caller writes it to etcd).
   bool ReportToCoordinator(const std::string& job, const std::string& node, int64_t term,
-                           const coord::StepCompletionReport& report);
+                           const StepCompletionReport& report);
   /// Looks the coordinator's address up and starts connecting to it (once per term).
   void ConnectToCoordinator(const std::string& job, const std::string& node, int64_t term);
   void Campaign(const std::string& job);

@@ -7,14 +7,18 @@
 /// connected here — a rank may briefly have two sessions while a restarted trainer replaces the
 /// old one, and it stays joined until the last one leaves — and the generation changes waiting
 /// to be told to the daemon's listeners, which run after the control plane's lock is released
-/// because they call back into it. One copy of each, used by coord::EtcdJobCoordinator and
-/// coord::GossipJobCoordinator.
+/// because they call back into it; and, where this node decides a job's commits, the
+/// completions not committed yet (PendingCompletions, pending_completions.h: counted only in the
+/// job's current timeline). One copy of each, used by EtcdJobCoordinator and
+/// GossipJobCoordinator; the single-node ledger (SingleNodeCommitCoordinator) keeps its
+/// completions in the same PendingCompletions.
 
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "reft/coord/pending_completions.h"
 #include "reft/coord/roles.h"
 #include "reft/mutex.h"
 #include "reft/store/snapshot_store.h"

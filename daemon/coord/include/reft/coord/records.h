@@ -67,10 +67,10 @@ std::string Encode(const CompletionRecord& r);
 std::string Encode(const NodeRef& r);
 std::string Encode(const local::JobOwner& r);
 std::string Encode(const PersistedRecord& r);
-std::string Encode(const coord::RestoreDecision& r);
+std::string Encode(const RestoreDecision& r);
 std::string Encode(const local::ReplicatedBuffers& r);
 /// The plan document is stored as a JSON object, not as a string inside one.
-std::string Encode(const coord::PublishedPlan& r);
+std::string Encode(const PublishedPlan& r);
 
 Result<NodeRecord> DecodeNode(const std::string& key, const std::string& value);
 Result<JobLayout> DecodeLayout(const std::string& key, const std::string& value);
@@ -85,8 +85,8 @@ Result<PersistedRecord> DecodePersisted(const std::string& key, const std::strin
 int64_t NowUnixMs();
 Result<local::ReplicatedBuffers> DecodeReplicated(const std::string& key, const std::string& value);
 /// `version` is set by the caller (the key's mod revision).
-Result<coord::RestoreDecision> DecodeDecision(const std::string& key, const std::string& value);
+Result<RestoreDecision> DecodeDecision(const std::string& key, const std::string& value);
 /// `version` is set by the caller (the key's mod revision).
-Result<coord::PublishedPlan> DecodePlan(const std::string& key, const std::string& value);
+Result<PublishedPlan> DecodePlan(const std::string& key, const std::string& value);
 
 }  // namespace reft::coord

@@ -49,6 +49,7 @@
 
 #include "reft/coord/commit_hold.h"
 #include "reft/mutex.h"
+#include "reft/persister/persister_agreement.h"
 #include "reft/recovery/tier_access.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
@@ -119,9 +120,11 @@ class Persister {
   /// logs and metrics. Runs on the persisting thread.
   using Observer = std::function<void(const NodePersist&)>;
 
-  /// `store`, `peer` and `tier` must outlive the persister.
-  Persister(store::SnapshotStore* store, peer::PeerNode* peer, recovery::TierAccess* tier,
-            PersisterOptions options);
+  /// `peer` is the transport (membership, the Peer client, the PersistStep handler); agreement
+  /// on the job comes from `agreement` alone. `store`, `peer`, the roles and `tier` must
+  /// outlive the persister.
+  Persister(store::SnapshotStore* store, peer::PeerNode* peer, PersisterAgreement agreement,
+            recovery::TierAccess* tier, PersisterOptions options);
   ~Persister();
 
   /// Serves Peer.PersistStep and, when every_steps > 0, starts the schedule thread.
@@ -144,7 +147,8 @@ class Persister {
                                       const PersistProgress& progress = nullptr);
 
   /// \brief One pass of the every-K schedule (the thread runs it every poll_interval): the
-  /// job-wide persists it started. Does nothing unless this node is the smallest live id.
+  /// job-wide persists it started. Does nothing for a job this node does not lead
+  /// (PlanBoard::LeadsJob).
   std::vector<JobPersistReport> RunScheduleOnce();
 
   /// Sets the observer (call before Start).
@@ -196,6 +200,7 @@ class Persister {
 
   store::SnapshotStore* store_;
   peer::PeerNode* peer_;
+  PersisterAgreement agreement_;
   recovery::TierAccess* tier_;
   PersisterOptions options_;
   Observer observer_;

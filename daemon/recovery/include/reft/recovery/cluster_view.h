@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "reft/coord/roles.h"
 #include "reft/result.h"
 #include "reft/store/snapshot_store.h"
 
@@ -82,8 +83,9 @@ struct Settling {
 /// Thread-safe (no state of its own).
 class Locator {
  public:
-  /// Both must outlive the locator.
-  Locator(store::SnapshotStore* store, peer::PeerNode* peer);
+  /// `peer` is the transport (membership, manifests); `slots` says which nodes the job has and
+  /// which of its trainers are connected here. All must outlive the locator.
+  Locator(store::SnapshotStore* store, peer::PeerNode* peer, coord::SlotDirectory* slots);
 
   /// \brief Lists `job` on this node and asks every live member for its manifest in parallel,
   /// each call bounded by `timeout`. Never fails because of a member: unreachable ones are
@@ -104,6 +106,7 @@ class Locator {
  private:
   store::SnapshotStore* store_;
   peer::PeerNode* peer_;
+  coord::SlotDirectory* slots_;
 };
 
 }  // namespace reft::recovery

@@ -17,6 +17,7 @@
 #include <map>
 #include <string>
 
+#include "reft/coord/roles.h"
 #include "reft/local/recovery_hooks.h"
 #include "reft/mutex.h"
 #include "reft/recovery/cluster_view.h"
@@ -26,8 +27,10 @@ namespace reft::recovery {
 
 class PublishedCopier final : public local::PeerCopier {
  public:
-  /// `store` and `peer` must outlive this object.
-  PublishedCopier(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOptions options = {});
+  /// `peer` is the transport; `slots` says where the neighbour's trainer is connected and
+  /// which nodes the job has. All must outlive this object.
+  PublishedCopier(store::SnapshotStore* store, peer::PeerNode* peer, coord::SlotDirectory* slots,
+                  RecoveryOptions options = {});
 
   /// \brief See local::PeerCopier. Timeout (with the last reason) when the region is not
   /// published within `timeout`; InvalidArgument when its size differs from `size`; Corrupted
@@ -53,6 +56,7 @@ class PublishedCopier final : public local::PeerCopier {
 
   store::SnapshotStore* store_;
   peer::PeerNode* peer_;
+  coord::SlotDirectory* slots_;
   RecoveryOptions options_;
   Locator locator_;
   Mutex mu_;

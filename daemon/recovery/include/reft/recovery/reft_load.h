@@ -22,15 +22,16 @@
 
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "reft/local/recovery_hooks.h"
 #include "reft/protect/sharding.h"
-#include "reft/recovery/fetcher.h"
 #include "reft/recovery/cluster_view.h"
+#include "reft/recovery/fetcher.h"
+#include "reft/recovery/recovery_agreement.h"
 #include "reft/recovery/recovery_options.h"
 #include "reft/recovery/region_reader.h"
 #include "reft/recovery/reshape.h"
@@ -80,8 +81,10 @@ class ReftLoad final : public local::RestoreProvider {
   using Observer =
       std::function<void(const std::string& operation, const Status&, const RestoreStats&)>;
 
-  /// `store` and `peer` must outlive this object.
-  ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryOptions options = {});
+  /// `peer` is the transport (membership, the Peer client); agreement on the job comes from
+  /// `agreement` alone. `store`, `peer` and the roles must outlive this object.
+  ReftLoad(store::SnapshotStore* store, peer::PeerNode* peer, RecoveryAgreement agreement,
+           RecoveryOptions options = {});
 
   /// \brief RestoreProvider: see Restore(meta, stats, progress, request).
   Result<local::RestoredState> Restore(const protect::SlotMeta& meta,
@@ -267,6 +270,7 @@ class ReftLoad final : public local::RestoreProvider {
 
   store::SnapshotStore* store_;
   peer::PeerNode* peer_;
+  RecoveryAgreement agreement_;
   RecoveryOptions options_;
   Locator locator_;
   RegionReader reader_;

@@ -2,9 +2,9 @@
 /// \file commit_coordinator.h
 /// \brief The seam between the local channel and the commit decision: which step is committed
 /// job-wide (complete on every rank of the job, docs/architecture.md "Glossary"), committed in
-/// the store only then. reft_local has the single-node implementation (its
-/// single_node_commit.h); across nodes it is the commit ledger of a coord::JobCoordinator
-/// (daemon/coord: etcd, or gossip). Header only: the components that implement it do not link
+/// the store only then. It is the commit ledger of a coord::JobCoordinator (daemon/coord: etcd,
+/// or gossip), or, for the local channel's tests and benches, daemon/coord's single-node ledger
+/// (its src/single_node_commit.h). Header only: the components that implement it do not link
 /// the local server.
 
 #include <chrono>

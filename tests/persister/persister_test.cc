@@ -1,6 +1,7 @@
-// The Persister over real nodes: every K-th committed step (one node schedules, every node
-// writes its own ranks of the same step), on demand for a whole job, skips by rule, and a
-// missing directory reported (then picked up once it appears) while memory keeps committing.
+// The Persister over real nodes: every K-th committed step (one node schedules, the one its
+// PlanBoard names; every node writes its own ranks of the same step), on demand for a whole
+// job, skips by rule, and a missing directory reported (then picked up once it appears) while
+// memory keeps committing.
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -72,6 +73,32 @@ struct TwoNodes {
   void Commit(int64_t step) { c.WriteStep(spec, place, step); }
 };
 
+// A PlanBoard that answers LeadsJob as told, whatever the control plane says.
+class FixedLeadership final : public coord::PlanBoard {
+ public:
+  explicit FixedLeadership(bool leads) : leads_(leads) {}
+  bool LeadsJob(const std::string& job) override {
+    (void)job;
+    return leads_;
+  }
+
+ private:
+  const bool leads_;
+};
+
+// An every-3-steps Persister on `t`'s node whose agreement is the control plane's but for
+// `plans`. Never started: `t`'s own persister serves the other nodes.
+std::unique_ptr<Persister> PersisterLedBy(TierNode& t, coord::PlanBoard* plans) {
+  PersisterAgreement agreement = PersisterAgreement::Of(t.node.peer->coordinator());
+  agreement.plans = plans;
+  PersisterOptions po;
+  po.node_id = t.node.node_id;
+  po.every_steps = 3;
+  po.peer_timeout = 30s;
+  po.sync_timeout = 1s;
+  return std::make_unique<Persister>(t.node.store.get(), t.node.peer.get(), agreement, &t.tier, po);
+}
+
 }  // namespace
 
 TEST_CASE("every K-th committed step is persisted, the same step on every node", "[persist]") {
@@ -117,6 +144,21 @@ TEST_CASE("every K-th committed step is persisted, the same step on every node",
       },
       10s));
   CheckPersistedStep(dir.path(), spec, 10);
+}
+
+TEST_CASE("the every-K schedule runs on the node the PlanBoard it was given names", "[persist]") {
+  TwoNodes n;  // by the control plane n0 leads the job (the smaller id), n1 does not
+  FixedLeadership leads(true), follows(false);
+  auto on_n0 = PersisterLedBy(*n.t0, &follows);
+  auto on_n1 = PersisterLedBy(*n.t1, &leads);
+  n.Commit(1);
+  CHECK(on_n0->RunScheduleOnce().empty());
+  const auto reps = on_n1->RunScheduleOnce();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].step == 1);
+  CHECK(reps[0].ok());
+  CHECK(reps[0].nodes.size() == 2);  // n1 asked n0 for its rank, as a leader does
+  CHECK(CompleteSteps(n.tier_dir, n.spec) == std::vector<int64_t>{1});
 }
 
 TEST_CASE("persist on demand: a whole job from one node, idempotent, refused when not committed",
@@ -166,7 +208,7 @@ TEST_CASE("persist on demand: a whole job from one node, idempotent, refused whe
   CHECK(unknown.status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("persist of the newest step, beaten by a commit, persists the next step as it commits; "
+TEST_CASE("persist of the newest step, beaten by a commit, persists the next step as it commits, "
           "an explicit step is reported as it went",
           "[persist]") {
   TwoNodes n;
@@ -247,7 +289,7 @@ TEST_CASE("persist of the newest step, beaten by the last commit of a training t
 }
 
 TEST_CASE(
-    "a missing persist directory is an error reported; memory keeps committing; the "
+    "a missing persist directory is an error reported, memory keeps committing, the "
     "directory is used once it appears",
     "[persist]") {
   TwoNodes n("not-mounted-yet");

@@ -13,7 +13,7 @@ using namespace reft::persister;
 using namespace reft::recovery::test;
 using reft::testing::TinyTmpfs;
 
-TEST_CASE("a full persist directory fails every node's persist; memory is untouched",
+TEST_CASE("a full persist directory fails every node's persist, memory is untouched",
           "[persist][full]") {
   TinyTmpfs fs("size=128k");  // a rank's own regions are ~0.4 MiB: nothing fits
   Cluster c(2);

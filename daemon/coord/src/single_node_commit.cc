@@ -1,12 +1,18 @@
 #include "single_node_commit.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "reft/log.h"
 
-namespace reft::local {
+namespace reft::coord {
+
+namespace {
+// Every completion of a single node is of the one timeline it knows.
+const TimelineStamp kOneTimeline{};
+}  // namespace
 
 SingleNodeCommitCoordinator::SingleNodeCommitCoordinator(store::SnapshotStore* store)
     : store_(store) {}
@@ -43,16 +49,16 @@ SingleNodeCommitCoordinator::JobState& SingleNodeCommitCoordinator::StateLocked(
 
 // The owner was checked (and claimed) by the node's JobOwners before the join.
 Status SingleNodeCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
-                                         const Joiner&) {
+                                         const local::Joiner&) {
   REFT_RETURN_NOT_OK(layout.CheckRank(rank));
   MutexLock lock(mu_);
   JobState& st = StateLocked(rank.job);
   if (st.connected > 0 && !(st.layout == layout)) {
-    return LayoutConflict(rank, st.layout, layout);
+    return local::LayoutConflict(rank, st.layout, layout);
   }
   if (st.connected == 0 && !(st.layout == layout)) {
     // A new layout (the job was reconfigured): completions counted for the old world are void.
-    st.completed.clear();
+    st.completed.Clear();
   }
   st.layout = layout;
   ++st.connected;
@@ -67,12 +73,12 @@ void SingleNodeCommitCoordinator::Leave(const store::RankKey& rank) {
 }
 
 Status SingleNodeCommitCoordinator::DeclareReplicated(const store::RankKey& rank,
-                                                      const ReplicatedBuffers& buffers) {
+                                                      const local::ReplicatedBuffers& buffers) {
   MutexLock lock(mu_);
   JobState& st = StateLocked(rank.job);
   for (const auto& [other, theirs] : st.replicated) {
     if (other == rank) continue;
-    REFT_RETURN_NOT_OK(CheckReplicatedAgree(rank, buffers, other, theirs));
+    REFT_RETURN_NOT_OK(local::CheckReplicatedAgree(rank, buffers, other, theirs));
   }
   st.replicated[rank] = buffers;
   return Status::OK();
@@ -84,9 +90,11 @@ Status SingleNodeCommitCoordinator::Complete(const store::RankKey& rank, int64_t
     MutexLock lock(mu_);
     JobState& st = StateLocked(rank.job);
     if (st.newest_committed && step <= *st.newest_committed) return Status::OK();
-    auto& done = st.completed[step];
-    done.insert(rank);
-    if (static_cast<int64_t>(done.size()) < st.layout.world()) return Status::OK();
+    st.completed.Add(step, PendingCompletions::kMergedSource, kOneTimeline, {rank});
+    if (st.completed.Covered(step, kOneTimeline, &st.layout) < st.layout.world()) {
+      return Status::OK();
+    }
+    const std::set<store::RankKey> done = st.completed.RanksOf(step);
     to_commit.assign(done.begin(), done.end());
   }
   // Commit outside the lock (the store checksums nothing here, but may touch headers).
@@ -101,7 +109,7 @@ Status SingleNodeCommitCoordinator::Complete(const store::RankKey& rank, int64_t
     if (first_error.ok() && (!st.newest_committed || step > *st.newest_committed)) {
       st.newest_committed = step;
     }
-    st.completed.erase(st.completed.begin(), st.completed.upper_bound(step));
+    st.completed.DropThrough(step);
   }
   cv_.notify_all();
   return first_error;
@@ -121,4 +129,4 @@ bool SingleNodeCommitCoordinator::WaitCommitted(const std::string& job, int64_t 
   });
 }
 
-}  // namespace reft::local
+}  // namespace reft::coord
