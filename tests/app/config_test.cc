@@ -251,6 +251,22 @@ TEST_CASE("jobs.forget_after_s is read and bounded", "[config]") {
   }
 }
 
+TEST_CASE("etcd.mass_expiry_fraction is a fraction in (0, 1]", "[config]") {
+  reft::testing::TempDir dir;
+  CHECK(DaemonConfig{}.etcd_mass_expiry_fraction == 0.05);
+  for (const auto& [text, value] : std::vector<std::pair<std::string, double>>{{"0.2", 0.2}, {"1", 1.0}}) {
+    auto c = Parse({"--config", WriteFile(dir, "[etcd]\nmass_expiry_fraction = " + text + "\n")});
+    INFO(c.status().message());
+    REQUIRE(c.ok());
+    CHECK(c->etcd_mass_expiry_fraction == value);
+  }
+  for (const char* bad : {"0", "-0.1", "1.5", "\"5%\""}) {
+    auto b = Parse({"--config", WriteFile(dir, std::string("[etcd]\nmass_expiry_fraction = ") + bad + "\n")});
+    REQUIRE_FALSE(b.ok());
+    CHECK_THAT(b.status().message(), Catch::Contains("etcd.mass_expiry_fraction"));
+  }
+}
+
 TEST_CASE("local.aor_* keys are read and bounded", "[config]") {
   reft::testing::TempDir dir;
   const DaemonConfig d;

@@ -1,11 +1,13 @@
 // The etcd v3 client against real etcd processes: reads, writes, compare-and-swap, leases,
 // watches, and fail-over when a member of a three-member cluster dies.
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <catch2/catch.hpp>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "etcd_fixture.h"
 #include "reft/coord/etcd_client.h"
@@ -175,6 +177,63 @@ TEST_CASE("etcd client: a slow lease-lost callback does not let the client's oth
     release = true;
   }
   cv.notify_all();
+}
+
+TEST_CASE("etcd client: calls on other threads never hold back the lease renewals", "[coord]") {
+  // Renewals run on the keep-alive thread and a stream of their own: four threads writing and
+  // reading 256 KiB values through the same client for three TTLs must not let the lease lapse.
+  EtcdCluster etcd(1);
+  auto a = Connect(etcd);
+  std::atomic<int> lost{0};
+  auto lease = a->GrantLease(std::chrono::seconds(1), [&](int64_t) { ++lost; });
+  REQUIRE(lease.ok());
+  REQUIRE(a->Put("/alive", "v", *lease).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> calls{0};
+  const std::string big(256 << 10, 'x');
+  std::vector<std::thread> busy;
+  for (int t = 0; t < 4; ++t) {
+    busy.emplace_back([&, t] {
+      for (int i = 0; !stop; ++i) {
+        const std::string key = "/busy/" + std::to_string(t) + "/" + std::to_string(i % 8);
+        if (a->Put(key, big).ok() && a->GetPrefix("/busy/" + std::to_string(t) + "/").ok()) ++calls;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  stop = true;
+  for (auto& t : busy) t.join();
+  CHECK(calls.load() > 20);  // the client was busy all along
+  CHECK(lost.load() == 0);
+  CHECK((*a->Get("/alive")).has_value());
+}
+
+TEST_CASE("etcd client: observers hear every answer, its latency and etcd's raft term", "[coord]") {
+  EtcdCluster etcd(1);
+  auto a = Connect(etcd);  // calls time out after 1 s
+  std::mutex mu;
+  std::vector<EtcdAnswer> answers;
+  a->AddAnswerObserver([&](const EtcdAnswer& x) {
+    std::lock_guard<std::mutex> lock(mu);
+    answers.push_back(x);
+  });
+  auto seen = [&](auto pred) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::any_of(answers.begin(), answers.end(), pred);
+  };
+  auto lease = a->GrantLease(std::chrono::seconds(3));
+  REQUIRE(lease.ok());
+  REQUIRE(a->Put("/k", "v").ok());
+  // A keep-alive round carries the raft term.
+  REQUIRE(Eventually([&] { return seen([](const EtcdAnswer& x) { return x.answered && x.raft_term > 0; }); },
+                     std::chrono::seconds(5)));
+  // A stopped etcd: a call is heard as unanswered, after its deadline.
+  etcd.Pause(0);
+  CHECK_FALSE(a->Get("/k").ok());
+  etcd.Resume(0);
+  CHECK(seen([](const EtcdAnswer& x) {
+    return !x.answered && x.latency >= std::chrono::milliseconds(900);
+  }));
 }
 
 TEST_CASE("etcd client: a watch delivers every change in order, from a past revision", "[coord]") {

@@ -81,6 +81,7 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   loaded.etcd_lease_ttl_s = 99;
   loaded.jobs_forget_after_s = 99;
   loaded.etcd_lease_renewals_per_s = 99;
+  loaded.etcd_mass_expiry_fraction = 0.99;
   loaded.etcd_request_timeout_ms = 1;
   loaded.etcd_tls_ca = "x";
   loaded.etcd_tls_cert = "x";
@@ -150,6 +151,7 @@ TEST_CASE("example config loads, validates and equals the built-in defaults", "[
   CHECK(loaded.etcd_lease_ttl_s == d.etcd_lease_ttl_s);
   CHECK(loaded.jobs_forget_after_s == d.jobs_forget_after_s);
   CHECK(loaded.etcd_lease_renewals_per_s == d.etcd_lease_renewals_per_s);
+  CHECK(loaded.etcd_mass_expiry_fraction == d.etcd_mass_expiry_fraction);
   CHECK(loaded.etcd_request_timeout_ms == d.etcd_request_timeout_ms);
   CHECK(loaded.etcd_tls_ca == d.etcd_tls_ca);
   CHECK(loaded.etcd_tls_cert == d.etcd_tls_cert);

@@ -7,6 +7,7 @@
 #include "command.h"
 #include "reft/units.h"
 #include "table.h"
+#include "time_text.h"
 
 namespace reft::ctl {
 namespace {
@@ -27,10 +28,40 @@ nlohmann::json ControlPlaneJson(const v1::ControlPlaneStatus& cp) {
                          {"leader", e.leader()},
                          {"error", OrNull(e.error())}});
   }
+  const v1::DeathHolds& d = cp.deaths();
+  nlohmann::json deaths = {
+      {"suspect", d.suspect()},
+      {"since_unix_ms", d.suspect() ? nlohmann::json(d.since_unix_ms()) : nlohmann::json(nullptr)},
+      {"reason", OrNull(d.reason())},
+      {"held", d.held()},
+      {"held_total", d.held_total()},
+      {"released_total", d.released_total()},
+      {"declared_total", d.declared_total()},
+      {"reregistrations_total", d.reregistrations_total()},
+      {"deaths_declared_total", d.deaths_declared_total()}};
   // A daemon that predates the field reports no kind.
   return {{"kind", cp.kind().empty() ? "unknown" : cp.kind()},
           {"endpoints", endpoints},
-          {"error", OrNull(cp.error())}};
+          {"error", OrNull(cp.error())},
+          {"deaths", deaths}};
+}
+
+// "deaths held: control plane suspect since 10:31:02 (2 s ago), etcd did not answer (3000 ms);
+// held: node-3, node-5"; nothing while the control plane is trusted and nothing is held.
+void PrintDeathHolds(const nlohmann::json& d) {
+  if (!d.value("suspect", false) && d["held"].empty()) return;
+  std::string line = "deaths held: ";
+  if (d["suspect"].get<bool>()) {
+    const int64_t now = NowUnixMs();
+    line += "control plane suspect since " + FormatUnixMs(d["since_unix_ms"].get<int64_t>(), now) +
+            ", " + d["reason"].get<std::string>();
+  } else {
+    line += "control plane trusted again, confirming";
+  }
+  std::string held;
+  for (const auto& n : d["held"]) held += (held.empty() ? "" : ", ") + n.get<std::string>();
+  if (!held.empty()) line += "; held: " + held;
+  std::printf("          %s\n", line.c_str());
 }
 
 // "etcd 10.0.0.1:2379 (leader), 10.0.0.2:2379 (DOWN: connection refused)"; "gossip between
@@ -58,6 +89,7 @@ void PrintControlPlane(const nlohmann::json& cp) {
             cp["error"].get<std::string>();
   }
   std::printf("control   %s\n", line.c_str());
+  if (cp.contains("deaths")) PrintDeathHolds(cp["deaths"]);
 }
 
 void RunStatus(CtlContext& ctx) {

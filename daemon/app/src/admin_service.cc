@@ -165,6 +165,22 @@ grpc::Status AdminService::Status(grpc::ServerContext* ctx, const v1::StatusRequ
   return grpc::Status::OK;
 }
 
+void AdminService::FillDeathHolds(const peer::DeathHoldStatus& d, v1::DeathHolds* out) {
+  out->set_suspect(d.suspect);
+  if (d.suspect) {
+    out->set_since_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               d.since.time_since_epoch())
+                               .count());
+    out->set_reason(d.reason);
+  }
+  for (const auto& node : d.held) out->add_held(node);
+  out->set_held_total(d.held_total);
+  out->set_released_total(d.released_total);
+  out->set_declared_total(d.declared_total);
+  out->set_reregistrations_total(d.reregistrations_total);
+  out->set_deaths_declared_total(d.deaths_declared_total);
+}
+
 bool AdminService::FillControlPlane(const std::vector<std::string>& jobs,
                                     v1::ControlPlaneStatus* out,
                                     std::map<std::string, std::string>* coordinators) const {
@@ -176,6 +192,7 @@ bool AdminService::FillControlPlane(const std::vector<std::string>& jobs,
     return true;
   }
   out->set_kind("etcd");
+  FillDeathHolds(membership_->DeathHolds(), out->mutable_deaths());
   if (etcd_probe_ == nullptr) {
     for (const auto& e : config_.etcd_endpoints) out->add_endpoints()->set_address(e);
     out->set_error(etcd_probe_error_);

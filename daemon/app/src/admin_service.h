@@ -107,6 +107,7 @@ class AdminService final : public v1::Admin::Service {
   /// and who coordinates each of `jobs` (job -> node). False when its store cannot be reached.
   bool FillControlPlane(const std::vector<std::string>& jobs, v1::ControlPlaneStatus* out,
                         std::map<std::string, std::string>* coordinators) const;
+  static void FillDeathHolds(const peer::DeathHoldStatus& d, v1::DeathHolds* out);
   /// \brief CheckAdmin for a call on one job: a refusal also names the job's owner and counts
   /// as a refused access to the job.
   grpc::Status CheckJobCall(grpc::ServerContext* ctx, const char* method,

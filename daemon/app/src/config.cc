@@ -63,6 +63,16 @@ Status ReadInt(const toml::node& node, const std::string& key, int64_t lo, int64
   return Status::OK();
 }
 
+// A fraction in (0, 1]; TOML integers 1 (and 0, refused) read as numbers too.
+Status ReadFraction(const toml::node& node, const std::string& key, double* out) {
+  if (!node.is_number()) return KeyError(key, "expected a number in (0, 1]");
+  const double v = node.is_integer() ? static_cast<double>(*node.value<int64_t>())
+                                     : *node.value<double>();
+  if (!(v > 0.0 && v <= 1.0)) return KeyError(key, "must be in (0, 1]");
+  *out = v;
+  return Status::OK();
+}
+
 Status ReadBool(const toml::node& node, const std::string& key, bool* out) {
   if (!node.is_boolean()) return KeyError(key, "expected true or false");
   *out = *node.value<bool>();
@@ -261,6 +271,8 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "etcd.lease_renewals_per_s") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 10000000, &v));
       c->etcd_lease_renewals_per_s = static_cast<uint32_t>(v);
+    } else if (key == "etcd.mass_expiry_fraction") {
+      REFT_RETURN_NOT_OK(ReadFraction(node, key, &c->etcd_mass_expiry_fraction));
     } else if (key == "etcd.request_timeout_ms") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 10, 600000, &v));
       c->etcd_request_timeout_ms = static_cast<uint32_t>(v);

@@ -73,6 +73,9 @@ struct DaemonConfig {
   std::vector<std::string> etcd_endpoints;   ///< empty = gossip between the daemons (no consensus)
   uint32_t etcd_lease_ttl_s = 5;             ///< a node is declared dead this long after it stops
   uint32_t etcd_lease_renewals_per_s = 1000;  ///< longer TTLs past 3 x nodes / this (0: fixed)
+  /// More lease lapses than this share of the nodes within one TTL: the control plane is
+  /// suspected, and deaths are held until a probe confirms them (docs/coordination.md).
+  double etcd_mass_expiry_fraction = 0.05;
   uint32_t etcd_request_timeout_ms = 3000;   ///< one etcd call on one member
   std::string etcd_tls_ca;                   ///< client TLS to etcd: CA, and a client cert + key
   std::string etcd_tls_cert;

@@ -285,8 +285,13 @@ void Daemon::Impl::ReadOnScrape() {
   const peer::BulkListener* bulk = peer->bulk();
   const auto* etcd_jobs = dynamic_cast<const coord::EtcdJobCoordinator*>(peer->coordinator());
   const recovery::PublishedCopier* peer_copier = copier.get();
-  metrics->SetRefreshHook([s, staged_layers, authorizer, bulk, etcd_jobs,
-                           peer_copier](observability::Metrics& m) {
+  const peer::NodeDirectory* nodes = &peer->membership();
+  metrics->SetRefreshHook([s, staged_layers, authorizer, bulk, etcd_jobs, peer_copier,
+                           nodes](observability::Metrics& m) {
+    const peer::DeathHoldStatus deaths = nodes->DeathHolds();
+    m.SetDeathHolds(deaths.suspect, static_cast<double>(deaths.held.size()), deaths.held_total,
+                    deaths.released_total, deaths.declared_total, deaths.reregistrations_total);
+    m.SetDeathsDeclared(deaths.deaths_declared_total);
     if (etcd_jobs != nullptr) {
       m.SetJobsFollowed(static_cast<double>(etcd_jobs->followed_jobs()));
       const auto holds = etcd_jobs->persist_hold().stats();
@@ -377,6 +382,7 @@ Status Daemon::Impl::CreatePeer() {
     REFT_ASSIGN_OR_RETURN(eo.etcd.credentials, MakeEtcdCredentials(c));
     eo.lease.floor = std::chrono::seconds(c.etcd_lease_ttl_s);
     eo.lease.renewals_per_s = c.etcd_lease_renewals_per_s;
+    eo.mass_expiry_fraction = c.etcd_mass_expiry_fraction;
     eo.records.forget_after = std::chrono::seconds(c.jobs_forget_after_s);
     REFT_ASSIGN_OR_RETURN(control_plane, coord::MakeEtcdControlPlane(eo));
   } else if (!c.peers.empty()) {

@@ -179,6 +179,21 @@ EtcdTraffic EtcdClient::traffic() const {
   return traffic_;
 }
 
+void EtcdClient::AddAnswerObserver(std::function<void(const EtcdAnswer&)> observer) {
+  reft::MutexLock lock(observers_mu_);
+  observers_.push_back(std::move(observer));
+}
+
+void EtcdClient::Observe(std::chrono::steady_clock::time_point start, bool answered) {
+  EtcdAnswer a;
+  a.latency = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  a.answered = answered;
+  a.raft_term = raft_term_.load();
+  reft::MutexLock lock(observers_mu_);
+  for (const auto& o : observers_) o(a);
+}
+
 std::string EtcdClient::current_endpoint() const {
   return endpoints_[current_.load() % endpoints_.size()]->address;
 }
@@ -188,6 +203,7 @@ Status EtcdClient::Unary(const char* what, Call&& call) {
   grpc::Status last;
   const size_t n = endpoints_.size();
   const size_t first = current_.load();
+  const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < n; ++i) {
     const size_t idx = (first + i) % n;
     grpc::ClientContext ctx;
@@ -196,11 +212,13 @@ Status EtcdClient::Unary(const char* what, Call&& call) {
     if (last.ok()) {
       current_ = idx;  // stay on a member that answers
       reachable_ = true;
+      Observe(start, true);
       return Status::OK();
     }
     if (!Retriable(last)) break;
   }
   if (Retriable(last)) reachable_ = false;
+  Observe(start, !Retriable(last));  // an answer that refuses is still an answer
   {
     reft::MutexLock lock(traffic_mu_);
     ++traffic_.failed_calls;
@@ -378,6 +396,7 @@ bool EtcdClient::RenewOnStream(Endpoint& e, const int64_t* ids, size_t n,
       *answered = i + 1;
       received_bytes += resp.ByteSizeLong();
       if (resp.ttl() <= 0) gone->push_back(resp.id());
+      raft_term_ = resp.header().raft_term();
     }
   }
   stream->WritesDone();
@@ -466,6 +485,7 @@ void EtcdClient::KeepAliveLoop() {
     }
 
     reachable_ = renewed;
+    Observe(round_start, renewed);
     lock.Lock();
     if (renewed) {
       renew_from_ = 0;

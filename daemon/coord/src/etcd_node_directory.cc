@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "control_plane_suspicion.h"
+#include "held_deaths.h"
 #include "keys.h"
 #include "reft/coord/records.h"
 #include "reft/thread.h"
@@ -51,6 +53,7 @@ std::chrono::seconds EtcdNodeDirectory::SizedTtl(bool self_registered) const {
   auto registered = etcd_->CountPrefix(keys::NodesPrefix());
   // This node counts whether or not it is registered yet.
   const int64_t self = self_registered ? 0 : 1;
+  if (registered.ok()) registered_ = static_cast<size_t>(*registered + self);
   return SizedLeaseTtl(sizing_, registered.ok() ? *registered + self : 1);
 }
 
@@ -89,7 +92,7 @@ Status EtcdNodeDirectory::Start() {
     REFT_ASSIGN_OR_RETURN(lease, Register(ttl));
     reft::MutexLock lock(mu_);
     lease_ = lease;
-    lease_ttl_ = ttl;
+    SetLeaseTtlLocked(ttl);
   }
   if (sizing_.renewals_per_s > 0 && !sizing_thread_.joinable()) {
     sizing_thread_ = reft::Thread("reft-etcd-lease", [this] { SizeLeaseLoop(); });
@@ -104,6 +107,7 @@ void EtcdNodeDirectory::Stop() {
     stopped_ = true;
   }
   sizing_cv_.notify_all();
+  if (held_) held_->Stop();  // declares nothing more
   if (sizing_thread_.joinable() && sizing_thread_.get_id() != std::this_thread::get_id()) {
     sizing_thread_.join();
   }
@@ -184,13 +188,14 @@ void EtcdNodeDirectory::OnLeaseLost(int64_t lost) {
         lease = *registered;
         reft::MutexLock lock(mu_);
         lease_ = lease;
-        lease_ttl_ = ttl;
+        SetLeaseTtlLocked(ttl);
         rereg = reregister_listeners_;
         break;
       }
       std::this_thread::sleep_for(backoff);
     }
   }
+  ++reregistrations_;
   peer::MemberInfo self = ToMember(node_id_, {SelfCaller().address(), epoch()}, true);
   for (const auto& l : listeners) l(self, peer::MemberState::kDead);
   for (const auto& l : rereg) l(lease);
@@ -222,7 +227,7 @@ bool EtcdNodeDirectory::SizeLease() {
     // for this move, and registers again after it): then the new lease is not this node's.
     if (!stopped_ && lease_ == old) {
       lease_ = *moved;
-      lease_ttl_ = wanted;
+      SetLeaseTtlLocked(wanted);
       taken = true;
     }
   }
@@ -306,17 +311,25 @@ std::vector<peer::MemberInfo> EtcdNodeDirectory::Members() const {
     const std::string id = kv.key.substr(keys::KnownPrefix().size());
     auto rec = DecodeNode(kv.key, kv.value);
     if (id.empty() || !rec.ok() || alive.count(id) != 0) continue;
-    peer::MemberInfo dead = ToMember(id, *rec, false);
-    dead.state = peer::MemberState::kDead;
-    out.push_back(std::move(dead));
+    peer::MemberInfo member = ToMember(id, *rec, false);
+    if (!IsHeld(id)) member.state = peer::MemberState::kDead;  // held: alive until confirmed
+    out.push_back(std::move(member));
   }
   return out;
 }
 
 std::vector<peer::MemberInfo> EtcdNodeDirectory::LiveMembers() const {
   std::vector<peer::MemberInfo> out;
+  std::set<std::string> listed;
   for (auto& m : Registered()) {
+    listed.insert(m.node_id);
     if (!m.self) out.push_back(std::move(m));
+  }
+  if (held_) {
+    for (const auto& node : held_->Held()) {
+      if (listed.count(node) != 0) continue;
+      if (auto m = HeldMember(node)) out.push_back(std::move(*m));
+    }
   }
   return out;
 }
@@ -366,7 +379,9 @@ peer::NodeLiveness EtcdNodeDirectory::Liveness(const std::string& node_id) const
     reft::MutexLock lock(mu_);
     cache_.erase(node_id);
   }
-  return kv->has_value() ? peer::NodeLiveness::kAlive : peer::NodeLiveness::kDead;
+  // A lapse not confirmed yet is not a death (HoldDeathsWhileSuspect).
+  const bool alive = kv->has_value() || IsHeld(node_id);
+  return alive ? peer::NodeLiveness::kAlive : peer::NodeLiveness::kDead;
 }
 
 std::vector<peer::NodeStatus> EtcdNodeDirectory::Lookup(
@@ -387,6 +402,10 @@ std::vector<peer::NodeStatus> EtcdNodeDirectory::Lookup(
     if (rec.ok()) registered[keys::NodeIdOf(kv.key)] = *rec;
   }
   const auto now = std::chrono::steady_clock::now();
+  std::set<std::string> held;
+  if (held_) {
+    for (auto& node : held_->Held()) held.insert(std::move(node));
+  }
   reft::MutexLock lock(mu_);
   for (size_t i = 0; i < node_ids.size(); ++i) {
     const std::string& id = node_ids[i];
@@ -398,6 +417,11 @@ std::vector<peer::NodeStatus> EtcdNodeDirectory::Lookup(
     auto it = registered.find(id);
     if (it != registered.end()) {
       out[i] = {peer::NodeLiveness::kAlive, ToMember(id, it->second, false)};
+    } else if (held.count(id) != 0) {
+      // A lapse not confirmed yet: alive, at the address last known.
+      auto c = cache_.find(id);
+      out[i] = {peer::NodeLiveness::kAlive, c != cache_.end() ? c->second.info : std::nullopt};
+      continue;  // the cache keeps the address
     } else {
       peer::MemberInfo dead;
       dead.node_id = id;
@@ -445,6 +469,8 @@ void EtcdNodeDirectory::FollowRegistrations(RegistrationWatch* w, WatchEvent::Ty
         std::string& last = (*seen)[id];
         if (last == ev.kv.value) continue;
         last = ev.kv.value;
+      } else if (HoldLapse(id)) {
+        continue;  // heard of once declared (HeldDeaths)
       }
       nodes.push_back(id);
     }
@@ -453,8 +479,10 @@ void EtcdNodeDirectory::FollowRegistrations(RegistrationWatch* w, WatchEvent::Ty
       reft::MutexLock lock(mu_);
       listeners = w->listeners;
     }
-    for (const auto& id : nodes)
+    for (const auto& id : nodes) {
+      if (type == WatchEvent::Type::kDelete && !id.empty()) ++deaths_declared_;
       for (const auto& l : listeners) l(id);
+    }
   };
   const bool deletes = type == WatchEvent::Type::kDelete;
   const int64_t h = WatchRegistrations(deletes ? WatchEvents::kDeletesOnly : WatchEvents::kPutsOnly, notify,
@@ -499,6 +527,98 @@ Status EtcdNodeDirectory::AdmitCaller(const v1::Caller& c) {
         " was declared dead; it registered again under epoch " + std::to_string(known->epoch));
   }
   return Status::OK();
+}
+
+void EtcdNodeDirectory::SetLeaseTtlLocked(std::chrono::seconds ttl) {
+  lease_ttl_ = ttl;
+  if (suspicion_) suspicion_->SetWindow(ttl);
+}
+
+void EtcdNodeDirectory::HoldDeathsWhileSuspect(std::shared_ptr<ControlPlaneSuspicion> suspicion,
+                                               std::function<bool(const std::string&)> probe) {
+  suspicion_ = std::move(suspicion);
+  {
+    reft::MutexLock lock(mu_);
+    suspicion_->SetWindow(lease_ttl_);
+  }
+  HeldDeaths::Hooks hooks;
+  hooks.registered = [this](const std::string& node) -> std::optional<bool> {
+    auto kv = etcd_->Get(keys::Node(node));
+    if (!kv.ok()) return std::nullopt;
+    return kv->has_value();
+  };
+  hooks.probe = [this, probe = std::move(probe)](const std::string& node) {
+    auto m = HeldMember(node);
+    const bool answered = m && !m->address.empty() && probe(m->address);
+    return answered ? ProbeAnswer::kAnswered : ProbeAnswer::kNoAnswer;
+  };
+  hooks.suspect = [this] { return suspicion_->Current(std::chrono::steady_clock::now()).has_value(); };
+  hooks.window = [this] { return suspicion_->window(); };
+  hooks.declare = [this](const std::string& node) { Depart(node); };
+  held_ = std::make_unique<HeldDeaths>(HeldDeathsOptions{}, std::move(hooks));
+}
+
+bool EtcdNodeDirectory::HoldLapse(const std::string& node) {
+  if (!held_) return false;
+  if (!suspicion_->Lapsed(std::chrono::steady_clock::now(), registered_.load())) return false;
+  auto s = suspicion_->Current(std::chrono::steady_clock::now());
+  spdlog::warn("node {}: lease of node {} lapsed while the control plane is suspect ({}): its "
+               "death is held until a probe confirms it",
+               node_id_, node, s ? s->reason : "");
+  held_->Hold(node);
+  return true;
+}
+
+void EtcdNodeDirectory::Depart(const std::string& node) {
+  ++deaths_declared_;
+  std::vector<std::function<void(const std::string&)>> listeners;
+  {
+    reft::MutexLock lock(mu_);
+    listeners = departures_.listeners;
+  }
+  for (const auto& l : listeners) l(node);
+}
+
+bool EtcdNodeDirectory::IsHeld(const std::string& node) const {
+  return held_ && held_->IsHeld(node);
+}
+
+std::optional<peer::MemberInfo> EtcdNodeDirectory::HeldMember(const std::string& node) const {
+  {
+    reft::MutexLock lock(mu_);
+    auto it = cache_.find(node);
+    if (it != cache_.end() && it->second.info && !it->second.info->address.empty()) {
+      peer::MemberInfo m = *it->second.info;
+      m.state = peer::MemberState::kAlive;
+      return m;
+    }
+  }
+  // Its known record (no lease) outlives the lapse.
+  auto kv = etcd_->Get(keys::Known(node));
+  if (!kv.ok() || !kv->has_value()) return std::nullopt;
+  auto rec = DecodeNode((*kv)->key, (*kv)->value);
+  if (!rec.ok()) return std::nullopt;
+  return ToMember(node, *rec, false);
+}
+
+peer::DeathHoldStatus EtcdNodeDirectory::DeathHolds() const {
+  peer::DeathHoldStatus out;
+  out.reregistrations_total = reregistrations_.load();
+  out.deaths_declared_total = deaths_declared_.load();
+  if (!held_) return out;
+  const auto now = std::chrono::steady_clock::now();
+  if (auto s = suspicion_->Current(now)) {
+    out.suspect = true;
+    out.since = std::chrono::system_clock::now() -
+                std::chrono::duration_cast<std::chrono::system_clock::duration>(now - s->since);
+    out.reason = s->reason;
+  }
+  out.held = held_->Held();
+  const HeldDeathStats st = held_->stats();
+  out.held_total = st.held_total;
+  out.released_total = st.released_total;
+  out.declared_total = st.declared_total;
+  return out;
 }
 
 }  // namespace reft::coord

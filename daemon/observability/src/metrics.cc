@@ -223,6 +223,36 @@ Metrics::Metrics()
                                     "step (the commit went on; the persist failed there)")
                               .Register(r)
                               .Add({});
+  control_plane_suspect_ = &BuildGauge()
+                                .Name("reft_control_plane_suspect")
+                                .Help("1 while this node suspects the control plane (leases "
+                                      "lapsing in bulk, etcd slow or changing leader) and holds "
+                                      "lease lapses for confirmation")
+                                .Register(r)
+                                .Add({});
+  deaths_held_ = &BuildGauge()
+                      .Name("reft_deaths_held")
+                      .Help("Nodes whose lease lapsed and whose death is not confirmed yet")
+                      .Register(r)
+                      .Add({});
+  auto& holds = BuildCounter()
+                    .Name("reft_deaths_held_total")
+                    .Help("Lease lapses held for confirmation, by outcome (held: every one; "
+                          "released: the node registered again; declared: confirmed dead)")
+                    .Register(r);
+  death_holds_ = {&holds.Add({{"outcome", "held"}}), &holds.Add({{"outcome", "released"}}),
+                  &holds.Add({{"outcome", "declared"}})};
+  reregistrations_ = &BuildCounter()
+                          .Name("reft_node_reregistrations_total")
+                          .Help("Times this node registered again after its lease lapsed")
+                          .Register(r)
+                          .Add({});
+  deaths_declared_ = &BuildCounter()
+                         .Name("reft_node_deaths_declared_total")
+                         .Help("Node departures this node declared (a lease lapse heard as a "
+                               "death, at once or after a hold): what starts recoveries")
+                         .Register(r)
+                         .Add({});
   staged_ = &BuildGauge()
                  .Name("reft_plan_staged_bytes")
                  .Help("Bytes of layers a transfer plan staged on this node for reshaped restores")
@@ -355,6 +385,17 @@ void Metrics::SetCommitHolds(double held_seconds_total, uint64_t timeouts_total)
   }
   Follow(commit_hold_timeouts_, timeouts_total);
 }
+void Metrics::SetDeathHolds(bool suspect, double held, uint64_t held_total,
+                            uint64_t released_total, uint64_t declared_total,
+                            uint64_t reregistrations_total) {
+  control_plane_suspect_->Set(suspect ? 1 : 0);
+  deaths_held_->Set(held);
+  Follow(death_holds_[0], held_total);
+  Follow(death_holds_[1], released_total);
+  Follow(death_holds_[2], declared_total);
+  Follow(reregistrations_, reregistrations_total);
+}
+void Metrics::SetDeathsDeclared(uint64_t total) { Follow(deaths_declared_, total); }
 void Metrics::SetRefused(RefusedAt endpoint, uint64_t total) {
   Follow(refused_[static_cast<int>(endpoint)], total);
 }

@@ -147,6 +147,14 @@ struct EtcdTraffic {
   uint64_t keepalive_bytes = 0;
 };
 
+/// \brief How one exchange with etcd went (a unary call, a keep-alive round): what the
+/// control plane judges etcd's health by (control_plane_suspicion.h).
+struct EtcdAnswer {
+  std::chrono::milliseconds latency{0};
+  bool answered = false;   ///< false: no member answered
+  uint64_t raft_term = 0;  ///< the raft term etcd's last keep-alive answer carried (0: none yet)
+};
+
 class EtcdClient {
  public:
   using WatchCallback = std::function<void(const WatchUpdate&)>;
@@ -193,6 +201,9 @@ class EtcdClient {
   void CancelWatch(int64_t handle);
 
   EtcdTraffic traffic() const;
+  /// \brief Called (on the calling or keep-alive thread: it must be quick) after every unary
+  /// call and keep-alive round. Add observers before the client is used from other threads.
+  void AddAnswerObserver(std::function<void(const EtcdAnswer&)> observer);
   /// False since the last call or keep-alive round that no member answered, until one is
   /// answered again.
   bool reachable() const { return reachable_.load(); }
@@ -227,6 +238,7 @@ class EtcdClient {
   bool SendCreate(WatchStream& s, const std::shared_ptr<WatchState>& w);
   bool SendCancel(WatchStream& s, int64_t server_id);
   void Count(uint64_t sent_msgs, uint64_t sent_bytes, uint64_t recv_msgs, uint64_t recv_bytes);
+  void Observe(std::chrono::steady_clock::time_point start, bool answered);
 
   EtcdOptions options_;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
@@ -260,6 +272,10 @@ class EtcdClient {
   std::shared_ptr<WatchStream> stream_ REFT_GUARDED_BY(watch_mu_);
   reft::Mutex callback_mu_;  // held by the watch thread while a callback runs
   reft::Thread watch_thread_;
+
+  std::atomic<uint64_t> raft_term_{0};
+  reft::Mutex observers_mu_;
+  std::vector<std::function<void(const EtcdAnswer&)>> observers_ REFT_GUARDED_BY(observers_mu_);
 
   mutable reft::Mutex traffic_mu_;
   EtcdTraffic traffic_ REFT_GUARDED_BY(traffic_mu_);

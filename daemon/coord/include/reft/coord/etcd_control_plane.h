@@ -23,6 +23,12 @@ struct EtcdControlPlaneOptions {
   LeaseSizing lease;
   EtcdCoordinatorOptions coordinator;
   JobRecordsOptions records;
+  /// Deaths held while the control plane is suspect (docs/coordination.md): more lapses than
+  /// this share of the registered nodes within one lease TTL is a mass expiry
+  /// (`etcd.mass_expiry_fraction`).
+  double mass_expiry_fraction = 0.05;
+  /// false: every lapse is a death at once (as before the holds; for comparisons).
+  bool hold_deaths_while_suspect = true;
 };
 
 /// \brief A factory for peer::PeerNode::Create. The client is created at once (InvalidArgument

@@ -17,9 +17,11 @@
 /// lease told to put them under the new one (AddLeaseMoveListener), and the old lease left to
 /// lapse a TTL later rather than revoked, so nothing disappears in between. Thread-safe.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/lease_sizing.h"
@@ -29,6 +31,9 @@
 #include "reft/thread.h"
 
 namespace reft::coord {
+
+class ControlPlaneSuspicion;
+class HeldDeaths;
 
 class EtcdNodeDirectory final : public peer::NodeDirectory {
  public:
@@ -79,6 +84,15 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   void AddArrivalListener(ArrivalListener listener) override;
   Status AdmitCaller(const v1::Caller& caller) override;
 
+  /// \brief Holds lease lapses while `suspicion` says the control plane is suspect, until a
+  /// second signal: the node registering again (released), or `probe` — a direct call to its
+  /// reftd at an address, true when it answered — failing twice (declared dead). Held nodes
+  /// count as alive meanwhile, and departure listeners hear of them only once they are
+  /// declared. Before Start; without it every lapse is a death at once.
+  void HoldDeathsWhileSuspect(std::shared_ptr<ControlPlaneSuspicion> suspicion,
+                              std::function<bool(const std::string& address)> probe);
+  peer::DeathHoldStatus DeathHolds() const override;
+
   /// The lease this node's registration is bound to (0 before Start / after Stop).
   int64_t lease() const;
   /// Called (on the etcd client's lease-lost thread, after re-registration) with the new lease.
@@ -116,6 +130,15 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   void SizeLeaseLoop();
   std::vector<peer::MemberInfo> Registered() const;
   void OnLeaseLost(int64_t lease);
+  /// The departure watch saw `node`'s registration go: true when its death is held.
+  bool HoldLapse(const std::string& node);
+  /// Tells the departure listeners that `node` left.
+  void Depart(const std::string& node);
+  /// A held node as a live member (from the cached or the known record).
+  std::optional<peer::MemberInfo> HeldMember(const std::string& node) const;
+  bool IsHeld(const std::string& node) const;
+  /// The lease TTL changed: the suspicion's window follows it.
+  void SetLeaseTtlLocked(std::chrono::seconds ttl) REFT_REQUIRES(mu_);
   /// Adds `listener` to `w` and, with the first one, watches the registrations' `type` events.
   void FollowRegistrations(RegistrationWatch* w, WatchEvent::Type type,
                            std::function<void(const std::string&)> listener);
@@ -147,6 +170,12 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
     std::chrono::steady_clock::time_point at;
   };
   mutable std::map<std::string, Cached> cache_ REFT_GUARDED_BY(mu_);
+  // Set before Start (HoldDeathsWhileSuspect), read without mu_ afterwards.
+  std::shared_ptr<ControlPlaneSuspicion> suspicion_;
+  std::unique_ptr<HeldDeaths> held_;
+  mutable std::atomic<size_t> registered_{1};  // the last count of registrations (SizedTtl)
+  std::atomic<uint64_t> reregistrations_{0};
+  std::atomic<uint64_t> deaths_declared_{0};  // departures the listeners heard
 };
 
 }  // namespace reft::coord

@@ -144,6 +144,12 @@ class Metrics {
   void IncTransferHosts(bool ok);
 
   // --- membership ---
+  /// Deaths held while the control plane is suspect (peer::DeathHoldStatus): gauges for now,
+  /// counters following the totals.
+  void SetDeathHolds(bool suspect, double held, uint64_t held_total, uint64_t released_total,
+                     uint64_t declared_total, uint64_t reregistrations_total);
+  /// Departures this node declared to its listeners so far (the counter follows `total`).
+  void SetDeathsDeclared(uint64_t total);
   /// Number of peers currently in `state` (the peer component sets all states each round).
   void SetPeers(PeerState state, double count);
   void ObserveGossipRoundTrip(double seconds);
@@ -187,6 +193,11 @@ class Metrics {
   prometheus::Counter* commit_held_seconds_ = nullptr;
   prometheus::Counter* commit_hold_timeouts_ = nullptr;
   prometheus::Counter* staged_total_ = nullptr;
+  prometheus::Gauge* control_plane_suspect_ = nullptr;
+  prometheus::Gauge* deaths_held_ = nullptr;
+  std::array<prometheus::Counter*, 3> death_holds_{};  // held, released, declared
+  prometheus::Counter* reregistrations_ = nullptr;
+  prometheus::Counter* deaths_declared_ = nullptr;
   std::array<prometheus::Counter*, 2> transfer_hosts_{};  // failed, done
 };
 

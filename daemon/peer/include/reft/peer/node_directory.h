@@ -6,6 +6,7 @@
 /// its death is the lease expiring) and `Membership` (SWIM probes between the daemons, for a
 /// few nodes without etcd). Thread-safe.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -40,6 +41,21 @@ struct MemberInfo {
 struct NodeStatus {
   NodeLiveness liveness = NodeLiveness::kUnknown;
   std::optional<MemberInfo> info;  ///< where it listens, when known
+};
+
+/// \brief Deaths the membership source holds back because it suspects itself rather than the
+/// nodes (etcd: leases lapsing in bulk, etcd slow or changing leader), for status and metrics.
+struct DeathHoldStatus {
+  bool suspect = false;  ///< the control plane is suspect now
+  std::chrono::system_clock::time_point since{};
+  std::string reason;
+  std::vector<std::string> held;  ///< nodes whose lapse is not confirmed (nor refuted) yet
+  uint64_t held_total = 0;        ///< lapses held so far
+  uint64_t released_total = 0;    ///< held nodes that registered again: no death
+  uint64_t declared_total = 0;    ///< held nodes declared dead after all
+  uint64_t reregistrations_total = 0;  ///< this node registered again after its lease lapsed
+  /// Departures this node's listeners heard (deaths declared: at once, or after a hold).
+  uint64_t deaths_declared_total = 0;
 };
 
 class NodeDirectory {
@@ -93,6 +109,8 @@ class NodeDirectory {
 
   /// Server side: refuses incompatible protocol versions and callers declared dead.
   virtual Status AdmitCaller(const v1::Caller& caller) = 0;
+  /// What deaths are held now and why (nothing held by a source that never suspects itself).
+  virtual DeathHoldStatus DeathHolds() const { return {}; }
 };
 
 /// \brief The part of AdmitCaller that needs no membership: the caller speaks this node's
