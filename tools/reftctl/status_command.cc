@@ -40,10 +40,11 @@ nlohmann::json ControlPlaneJson(const v1::ControlPlaneStatus& cp) {
       {"reregistrations_total", d.reregistrations_total()},
       {"deaths_declared_total", d.deaths_declared_total()}};
   // A daemon that predates the field reports no kind.
-  return {{"kind", cp.kind().empty() ? "unknown" : cp.kind()},
-          {"endpoints", endpoints},
-          {"error", OrNull(cp.error())},
-          {"deaths", deaths}};
+  nlohmann::json out = {{"kind", cp.kind().empty() ? "unknown" : cp.kind()},
+                        {"endpoints", endpoints},
+                        {"error", OrNull(cp.error())}};
+  if (cp.kind() == "etcd") out["deaths"] = deaths;  // only etcd's leases lapse
+  return out;
 }
 
 // "deaths held: control plane suspect since 10:31:02 (2 s ago), etcd did not answer (3000 ms);
