@@ -144,7 +144,7 @@ struct Script {
 };
 
 // Probes only when the test says so (CheckOnce): the thread's period is an hour.
-reft::coord::HeldDeathsOptions Manual() { return {std::chrono::hours(1), 2}; }
+reft::coord::HeldDeathsOptions Manual() { return {std::chrono::hours(1), 2, 16}; }
 }  // namespace
 
 TEST_CASE("a held node that registers again is released, never declared", "[death_hold]") {
@@ -161,6 +161,12 @@ TEST_CASE("a held node that registers again is released, never declared", "[deat
   {
     reft::MutexLock lock(script.mu);
     script.registered["n1"] = true;
+  }
+  held.CheckOnce();
+  CHECK(held.IsHeld("n1"));  // etcd is not asked while it is suspect
+  {
+    reft::MutexLock lock(script.mu);
+    script.suspect = false;
   }
   held.CheckOnce();
   CHECK_FALSE(held.IsHeld("n1"));
@@ -225,8 +231,22 @@ TEST_CASE("a live node cut off from etcd alone is declared once etcd is trusted 
 
 TEST_CASE("the hold thread probes by itself", "[death_hold]") {
   Script script;
-  HeldDeaths held({std::chrono::milliseconds(10), 2}, script.Hooks());
+  HeldDeaths held({std::chrono::milliseconds(10), 2, 16}, script.Hooks());
   held.Hold("n5");
   for (int i = 0; i < 500 && held.IsHeld("n5"); ++i) std::this_thread::sleep_for(10ms);
   CHECK(script.Declared() == std::vector<std::string>{"n5"});
+}
+
+TEST_CASE("a mass expiry is looked at a few nodes per round, the longest unchecked first",
+          "[death_hold]") {
+  Script script;
+  HeldDeaths held({std::chrono::hours(1), 2, 2}, script.Hooks());  // two looks per round
+  for (const char* n : {"a", "b", "c", "d"}) held.Hold(n);
+  held.CheckOnce();  // a, b: one silent probe each
+  held.CheckOnce();  // c, d
+  CHECK(script.Declared().empty());
+  held.CheckOnce();  // a, b again: declared
+  CHECK(script.Declared() == std::vector<std::string>{"a", "b"});
+  held.CheckOnce();
+  CHECK(script.Declared() == std::vector<std::string>{"a", "b", "c", "d"});
 }

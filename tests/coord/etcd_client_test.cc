@@ -183,8 +183,8 @@ TEST_CASE("etcd client: calls on other threads never hold back the lease renewal
   // Renewals run on the keep-alive thread and a stream of their own: four threads writing and
   // reading 256 KiB values through the same client for three TTLs must not let the lease lapse.
   EtcdCluster etcd(1);
+  std::atomic<int> lost{0};  // before the client, whose threads may call back until it goes
   auto a = Connect(etcd);
-  std::atomic<int> lost{0};
   auto lease = a->GrantLease(std::chrono::seconds(1), [&](int64_t) { ++lost; });
   REQUIRE(lease.ok());
   REQUIRE(a->Put("/alive", "v", *lease).ok());
@@ -210,9 +210,10 @@ TEST_CASE("etcd client: calls on other threads never hold back the lease renewal
 
 TEST_CASE("etcd client: observers hear every answer, its latency and etcd's raft term", "[coord]") {
   EtcdCluster etcd(1);
-  auto a = Connect(etcd);  // calls time out after 1 s
+  // Declared before the client: its keep-alive thread calls the observer until it is destroyed.
   std::mutex mu;
   std::vector<EtcdAnswer> answers;
+  auto a = Connect(etcd);  // calls time out after 1 s
   a->AddAnswerObserver([&](const EtcdAnswer& x) {
     std::lock_guard<std::mutex> lock(mu);
     answers.push_back(x);

@@ -41,9 +41,17 @@ def recovery_records(cluster, job):
             for key in ("plan", "restore", "generation")}
 
 
-def registered_again(nodes):
+def wait_registered_again(nodes):
     """Every node in `nodes` registered again after its lease lapsed."""
-    return all(deaths(n)["reregistrations_total"] >= 1 for n in nodes)
+    wait_until(lambda: all(deaths(n)["reregistrations_total"] >= 1 for n in nodes), 30,
+               lambda: "nodes did not register again: " + str({n.node_id: deaths(n) for n in nodes}))
+
+
+def training(cluster, job, steps):
+    """The job's trainers, once it committed a few steps, and its recovery records then."""
+    trainers = start_trainers(cluster, cluster.nodes[:RANKS], job, steps)
+    wait_until(lambda: (committed_in_etcd(cluster, job) or -1) >= 2, 60, "no commit")
+    return trainers, recovery_records(cluster, job)
 
 
 def check_nothing_declared(live, declared_each, trainers, cluster, job, steps, before,
@@ -64,10 +72,7 @@ def test_etcd_stopped_past_the_ttl_declares_no_live_node_dead_and_a_killed_one_d
     steps = 60
     with LocalCluster(nodes=N, config=CONFIG.format(ttl=TTL)) as cluster:
         nodes = cluster.nodes
-        trainers = start_trainers(cluster, nodes[:RANKS], "stall", steps)
-        wait_until(lambda: (committed_in_etcd(cluster, "stall") or -1) >= 2, 60, "no commit")
-        before = recovery_records(cluster, "stall")
-
+        trainers, before = training(cluster, "stall", steps)
         etcd = cluster.etcd.members[0]
         etcd.pause()
         stopped = time.time()
@@ -77,9 +82,7 @@ def test_etcd_stopped_past_the_ttl_declares_no_live_node_dead_and_a_killed_one_d
         etcd.resume()
 
         live = nodes[:-1]
-        wait_until(lambda: registered_again(live), 30,
-                   lambda: "live nodes did not register again: " +
-                   str({n.node_id: deaths(n) for n in live}))
+        wait_registered_again(live)
         # The killed node is found dead by every live node, after its probe went unanswered.
         for n in live:
             n.wait_member_state(nodes[-1].node_id, "dead", timeout=30)
@@ -98,9 +101,7 @@ def test_slow_etcd_declares_no_live_node_dead(stopped_ms, period_ms, lapsed):
     steps = 60
     with LocalCluster(nodes=N, config=CONFIG.format(ttl=TTL)) as cluster:
         nodes = cluster.nodes
-        trainers = start_trainers(cluster, nodes[:RANKS], "slow", steps)
-        wait_until(lambda: (committed_in_etcd(cluster, "slow") or -1) >= 2, 60, "no commit")
-        before = recovery_records(cluster, "slow")
+        trainers, before = training(cluster, "slow", steps)
         etcd = cluster.etcd.members[0]
         # The fault, for 5 lease TTLs (at least two cycles).
         end = time.time() + max(5 * TTL, 2 * period_ms / 1000)
@@ -110,9 +111,7 @@ def test_slow_etcd_declares_no_live_node_dead(stopped_ms, period_ms, lapsed):
             etcd.resume()
             time.sleep((period_ms - stopped_ms) / 1000)
         if lapsed:
-            wait_until(lambda: registered_again(nodes), 30,
-                       lambda: "nodes did not register again: " +
-                       str({n.node_id: deaths(n) for n in nodes}))
+            wait_registered_again(nodes)
         check_nothing_declared(nodes, 0, trainers, cluster, "slow", steps, before, lapsed=lapsed)
 
 
@@ -120,9 +119,7 @@ def test_etcd_leader_killed_mid_run_declares_no_live_node_dead():
     steps = 60
     with LocalCluster(nodes=N, etcd=3, config=CONFIG.format(ttl=TTL)) as cluster:
         nodes = cluster.nodes
-        trainers = start_trainers(cluster, nodes[:RANKS], "elect", steps)
-        wait_until(lambda: (committed_in_etcd(cluster, "elect") or -1) >= 2, 60, "no commit")
-        before = recovery_records(cluster, "elect")
+        trainers, before = training(cluster, "elect", steps)
         endpoints = nodes[0].ctl("status", json_output=True)["control_plane"]["endpoints"]
         leader = next(e["address"] for e in endpoints if e["leader"])
         next(m for m in cluster.etcd.members if m.endpoint == leader).kill()

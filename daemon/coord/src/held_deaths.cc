@@ -1,5 +1,7 @@
 #include "held_deaths.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 namespace reft::coord {
@@ -47,14 +49,17 @@ HeldDeathStats HeldDeaths::stats() const {
 }
 
 HeldDeaths::Verdict HeldDeaths::Judge(const std::string& node, Entry* e, Clock::time_point now) {
-  if (hooks_.registered(node).value_or(false)) return Verdict::kRelease;
+  // etcd is asked only once it is trusted again: while it is suspect (overloaded, perhaps) the
+  // held nodes cost it nothing; the probes go to the nodes themselves.
+  const bool suspect = hooks_.suspect();
+  if (!suspect && hooks_.registered(node).value_or(false)) return Verdict::kRelease;
   if (hooks_.probe(node) == ProbeAnswer::kNoAnswer) {
     return ++e->unanswered >= options_.probes_to_declare ? Verdict::kDeclare : Verdict::kHold;
   }
   e->unanswered = 0;
   // Alive, not registered: held while etcd is suspect; declared once it has been trusted for
   // two windows and the node still did not come back to it.
-  if (hooks_.suspect()) {
+  if (suspect) {
     e->trusted.reset();
     return Verdict::kHold;
   }
@@ -66,13 +71,18 @@ void HeldDeaths::CheckOnce() {
   std::map<std::string, Entry> held;
   {
     reft::MutexLock lock(mu_);
-    held = held_;
+    std::vector<std::pair<Clock::time_point, std::string>> order;
+    for (const auto& [node, e] : held_) order.emplace_back(e.checked, node);
+    const size_t n = std::min(order.size(), options_.checks_per_round);
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end());
+    for (size_t i = 0; i < n; ++i) held.emplace(order[i].second, held_.at(order[i].second));
   }
   // Probes run without the lock: IsHeld answers lookups meanwhile.
   std::vector<std::pair<std::string, const char*>> declared;  // node, why
   std::vector<std::string> released;
   const auto now = Clock::now();
   for (auto& [node, e] : held) {
+    e.checked = now;
     switch (Judge(node, &e, now)) {
       case Verdict::kHold: break;
       case Verdict::kRelease: released.push_back(node); break;

@@ -5,9 +5,10 @@
 /// suspect").
 ///
 /// A lapse that ControlPlaneSuspicion says to hold is not a death yet. Every `probe_every` the
-/// held node is looked at again: registered again (its reftd re-registered after the stall) —
-/// released, it never died; its reftd answers a direct probe over the Peer service — still
-/// held, alive; `probes_to_declare` probes in a row without an answer — declared dead. A node
+/// held nodes are looked at again, a few per round: registered again (its reftd re-registered
+/// after the stall; etcd is asked only once it is trusted again, so holds add no load to an
+/// overloaded etcd) — released, it never died; its reftd answers a direct probe over the Peer
+/// service — still held, alive; `probes_to_declare` probes in a row without an answer — declared dead. A node
 /// that keeps answering but cannot register again (cut off from etcd alone) is declared once
 /// the control plane has been trusted again for two windows: without etcd it cannot take part
 /// in any agreement, and it is fenced by its new epoch when it comes back.
@@ -33,6 +34,10 @@ enum class ProbeAnswer { kAnswered, kNoAnswer };
 struct HeldDeathsOptions {
   std::chrono::milliseconds probe_every{500};
   int probes_to_declare = 2;
+  /// Held nodes looked at per round, the longest unchecked first: a mass expiry holds many
+  /// nodes at once, while etcd is already overloaded, and each look costs it a read (and the
+  /// node a probe). With H held, each is looked at every ⌈H / this⌉ rounds.
+  size_t checks_per_round = 16;
 };
 
 /// \brief Counters for status and metrics.
@@ -67,13 +72,15 @@ class HeldDeaths {
   bool IsHeld(const std::string& node) const;
   std::vector<std::string> Held() const;
   HeldDeathStats stats() const;
-  /// Looks at every held node once (what the thread does every `probe_every`; tests call it).
+  /// Looks at up to `checks_per_round` held nodes, the longest unchecked first (what the thread
+  /// does every `probe_every`; tests call it).
   void CheckOnce();
   void Stop();
 
  private:
   struct Entry {
     Clock::time_point since;
+    Clock::time_point checked{};              // the last look (never: the epoch)
     int unanswered = 0;                       // probes in a row
     std::optional<Clock::time_point> trusted;  // since when the control plane is trusted again
   };
