@@ -417,3 +417,40 @@ TEST_CASE("online: a decision keeps f+1 pipelines (Oobleck's guarantee, reft's p
     CHECK(d["new_layout"]["pipelines"].size() >= 2);
   }
 }
+
+// The coordinator weighs waiting for a spare against deciding now (reft/planner/spare_wait.h):
+// without spares restart_on_spare is infeasible and still says what it would do with one.
+TEST_CASE("online: without a spare, restart_on_spare says what it would do with one") {
+  auto m = Job(2, 2, 3);
+  const json profile = {{"policy", {{"restart_ms", 1000}, {"snapshot_load_ms", 500}, {"mtbf_hours_per_node", 3}}}};
+  auto out = online::Decide(m, profile, Live(4, {3}));
+  REQUIRE(out.ok());
+  const json& d = (*out)["decision"];
+  INFO(out->dump(2));
+  const json& spare = d["candidates"][0];
+  REQUIRE(spare["policy"] == "restart_on_spare");
+  CHECK(spare["feasible"] == false);
+  CHECK_THAT(spare["why"].get<std::string>(), Catch::Contains("0 spare node(s) for 1 lost node(s)"));
+  // The running layout's step, a restart and a snapshot load, Odyssey's score over D̂ = 3 h / 3.
+  CHECK(spare["step_ms"].get<double>() == Approx(d["current_step_ms"].get<double>()));
+  CHECK(spare["transition_ms"].get<double>() == Approx(1500));
+  const double interval = 3 * 3.6e6 / 3, b = 16;  // 4 micro-batches per stage and pipeline
+  CHECK(d["expected_interval_ms"].get<double>() == Approx(interval));
+  CHECK(spare["score"].get<double>() == Approx(b / spare["step_ms"].get<double>() * (interval - 1500) / interval));
+  CHECK(d["policy"] == "reconfigure");  // an infeasible candidate is never chosen
+
+  // Exit below (f+1)·n0: restart_on_spare still says what a spare would do, with D̂.
+  auto single = Job(2, 1, 4);
+  auto exited = online::Decide(single, json{{"model", {{"num_layers", 4}, {"layer", {{"forward_ms", 1}}}}},
+                                            {"job", {{"f", 1}}}},
+                               Live(2, {0}));
+  REQUIRE(exited.ok());
+  const json& e = (*exited)["decision"];
+  INFO(exited->dump(2));
+  CHECK(e["policy"] == "exit");
+  REQUIRE(e["candidates"].size() == 1);
+  CHECK(e["candidates"][0]["policy"] == "restart_on_spare");
+  CHECK(e["candidates"][0]["feasible"] == false);
+  CHECK(e["candidates"][0]["step_ms"].get<double>() > 0);
+  CHECK(e["expected_interval_ms"].get<double>() > 0);
+}

@@ -198,10 +198,13 @@ TEST_CASE("planner loop: a job with every node alive and no decision is left alo
   CHECK(cluster.model_reads.load() == 0);  // no loss and nothing published: nothing to read
 }
 
+// Reconfiguring runs a third slower than the running layout; a failure is expected every 3.3 h
+// (10 h per node over 3), of which a 10 min wait costs 5 %: waiting for a spare pays. (A wait of
+// an hour would not: the coordinator decides at once then.)
 TEST_CASE("planner loop: without a spare the decision first waits for one, and says so once",
           "[job_planner]") {
   Cluster cluster({"n3"});
-  JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::hours(1)), &cluster.nodes,
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::minutes(10)), &cluster.nodes,
                      PlannerAgreement::Of(&cluster.coordinator), nullptr, cluster.Source());
   const int64_t before = UnixMs();
   planner.Start();
@@ -212,8 +215,88 @@ TEST_CASE("planner loop: without a spare the decision first waits for one, and s
   const auto publications = cluster.coordinator.Publications();
   REQUIRE(publications.size() == 1);  // the second pass found the same decision in force
   CHECK(publications[0].state == "waiting_for_spare");
-  CHECK(publications[0].wait_until_ms >= before + 3600 * 1000);
-  CHECK(publications[0].wait_until_ms <= UnixMs() + 3600 * 1000);
+  CHECK(publications[0].wait_until_ms >= before + 600 * 1000);
+  CHECK(publications[0].wait_until_ms <= UnixMs() + 600 * 1000);
+}
+
+namespace {
+
+// A profile for Model() whose stage 0 layers take `stage0_forward_ms` and stage 1 layers
+// `stage1_forward_ms` per micro-batch (backward twice that), with a failure expected every
+// 20 min (1 h per node over the 3 that live): waiting 30 s for a spare and loading a snapshot
+// cost about 3 % of it, so reconfiguring onto the survivors decides now when its step is within
+// about 3 % of the running one, and the coordinator waits when it is much slower.
+json StageProfile(double stage0_forward_ms, double stage1_forward_ms) {
+  json layers = json::array();
+  for (int l = 0; l < 6; ++l) layers.push_back({{"forward_ms", l < 3 ? stage0_forward_ms : stage1_forward_ms}});
+  return {{"model", {{"layers", layers}}}, {"policy", {{"mtbf_hours_per_node", 1}}}};
+}
+
+// The candidate `policy` of the published document `doc`.
+json Candidate(const json& doc, const std::string& policy) {
+  for (const json& c : doc["decision"]["candidates"])
+    if (c["policy"] == policy) return c;
+  return nullptr;
+}
+
+}  // namespace
+
+// The spare wait as a decision (reft/planner/spare_wait.h). Stage 0 2.7 times as slow as
+// stage 1: the running pipelines wait on stage 0, and three single-stage pipelines on the
+// survivors (the reconfiguration) run about 2 % slower, so waiting for a spare does not pay.
+TEST_CASE("planner loop: without a spare, a reconfiguration nearly as good is decided at once", "[job_planner]") {
+  Cluster cluster({"n3"});
+  PlanProfiles profiles("");
+  REQUIRE(profiles.Attach("j", StageProfile(2.7, 1)).ok());
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::seconds(30)), &cluster.nodes,
+                     PlannerAgreement::Of(&cluster.coordinator), &profiles, cluster.Source());
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan&) { return true; }));
+  FinishNextPass(planner, cluster.coordinator);
+  planner.Stop();
+
+  const auto publications = cluster.coordinator.Publications();
+  REQUIRE(publications.size() == 1);  // decided once, never waiting_for_spare
+  const coord::PublishedPlan& p = publications[0];
+  const json doc = json::parse(p.plan_json);
+  INFO(doc["decision"].dump(2));
+  CHECK(p.state == "decided");
+  CHECK(p.wait_until_ms == 0);
+  CHECK(doc["decision"]["policy"] == "reconfigure");
+  const double spare_step = Candidate(doc, "restart_on_spare")["step_ms"];
+  const double reconfigure_step = Candidate(doc, "reconfigure")["step_ms"];
+  CHECK(reconfigure_step < spare_step * 1.03);  // nearly as good as the running layout
+  REQUIRE(doc["decision"].contains("spare_wait"));
+  CHECK(doc["decision"]["spare_wait"]["waited_ms"] == 0);
+  CHECK_THAT(doc["decision"]["spare_wait"]["reason"].get<std::string>(),
+             Catch::Contains("no spare; reconfigure now loses less than waiting 30 s for one"));
+}
+
+// Every layer alike: three single-stage pipelines on the survivors run a third slower than the
+// running layout, which restarting on a spare keeps, so the coordinator waits for one.
+TEST_CASE("planner loop: without a spare, a reconfiguration much worse waits for one", "[job_planner]") {
+  Cluster cluster({"n3"});
+  PlanProfiles profiles("");
+  REQUIRE(profiles.Attach("j", StageProfile(1, 1)).ok());
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::seconds(30)), &cluster.nodes,
+                     PlannerAgreement::Of(&cluster.coordinator), &profiles, cluster.Source());
+  const int64_t before = UnixMs();
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan&) { return true; }));
+  planner.Stop();
+
+  const coord::PublishedPlan p = cluster.coordinator.Publications().at(0);
+  const json doc = json::parse(p.plan_json);
+  INFO(doc["decision"].dump(2));
+  CHECK(p.state == "waiting_for_spare");
+  CHECK(p.wait_until_ms >= before + 30 * 1000);
+  const double spare_step = Candidate(doc, "restart_on_spare")["step_ms"];
+  const double reconfigure_step = Candidate(doc, "reconfigure")["step_ms"];
+  CHECK(reconfigure_step > spare_step * 1.3);  // much worse than the running layout
+  REQUIRE(doc["decision"].contains("spare_wait"));
+  CHECK(doc["decision"]["spare_wait"]["waited_ms"] == 0);
+  CHECK_THAT(doc["decision"]["spare_wait"]["reason"].get<std::string>(),
+             Catch::Contains("no spare; waiting up to 30 s: restart on a spare would train"));
 }
 
 TEST_CASE("planner loop: a spare that suffices is taken at once, without a wait", "[job_planner]") {
@@ -226,7 +309,11 @@ TEST_CASE("planner loop: a spare that suffices is taken at once, without a wait"
   const coord::PublishedPlan p = *cluster.coordinator.Published("j");
   CHECK(p.state == "decided");
   CHECK(p.wait_until_ms == 0);
-  CHECK(json::parse(p.plan_json)["decision"]["policy"] == "restart_on_spare");
+  const json decision = json::parse(p.plan_json)["decision"];
+  CHECK(decision["policy"] == "restart_on_spare");
+  CHECK(decision["spare_wait"]["waited_ms"] == 0);
+  CHECK_THAT(decision["spare_wait"]["reason"].get<std::string>(),
+             Catch::Contains("a spare is registered for every lost node (1 for 1)"));
 }
 
 TEST_CASE(
@@ -327,6 +414,51 @@ TEST_CASE("planner loop: a loss a trainer restored under stands when its node co
   CHECK(cluster.model_reads.load() > 0);  // it did look at the job
   CHECK(cluster.coordinator.Publications().empty());
   CHECK(cluster.coordinator.Published("j")->state == "waiting_for_spare");
+}
+
+// A wait another coordinator started for this loss keeps its deadline; the decision that ends it
+// says how long it was (from the deadline and planner.spare_wait_ms).
+TEST_CASE("planner loop: a spare wait that ran out is decided without a spare and says how long it was",
+          "[job_planner]") {
+  Cluster cluster({"n3"});
+  coord::PublishedPlan waiting = PendingLoss();
+  const int64_t deadline = UnixMs() - 1;  // ran out just now
+  waiting.wait_until_ms = deadline;
+  cluster.coordinator.SetPublished("j", waiting);
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::minutes(10)), &cluster.nodes,
+                     PlannerAgreement::Of(&cluster.coordinator), nullptr, cluster.Source());
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan& p) { return p.state == "decided"; }));
+  planner.Stop();
+  const coord::PublishedPlan p = *cluster.coordinator.Published("j");
+  CHECK(p.wait_until_ms == deadline);  // the wait it decides after
+  const json decision = json::parse(p.plan_json)["decision"];
+  CHECK(decision["policy"] == "reconfigure");
+  CHECK(decision["spare_wait"]["waited_ms"].get<int64_t>() >= 600 * 1000);
+  CHECK(decision["spare_wait"]["waited_ms"].get<int64_t>() <= UnixMs() - (deadline - 600 * 1000));
+  CHECK_THAT(decision["spare_wait"]["reason"].get<std::string>(),
+             Catch::Contains("no spare came in the 10 min wait (no spare; waiting up to 10 min"));
+}
+
+TEST_CASE("planner loop: a spare that comes during the wait is taken, and the wait says how long it was",
+          "[job_planner]") {
+  Cluster cluster({"n3"}, {"spare"});
+  coord::PublishedPlan waiting = PendingLoss();
+  const int64_t deadline = UnixMs() + 240 * 1000;  // 6 of its 10 minutes waited
+  waiting.wait_until_ms = deadline;
+  cluster.coordinator.SetPublished("j", waiting);
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::minutes(10)), &cluster.nodes,
+                     PlannerAgreement::Of(&cluster.coordinator), nullptr, cluster.Source());
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan& p) { return p.state == "decided"; }));
+  planner.Stop();
+  const coord::PublishedPlan p = *cluster.coordinator.Published("j");
+  CHECK(p.wait_until_ms == 0);  // it did not wait to the end
+  const json decision = json::parse(p.plan_json)["decision"];
+  CHECK(decision["policy"] == "restart_on_spare");
+  CHECK(decision["spare_wait"]["waited_ms"].get<int64_t>() >= 360 * 1000);
+  CHECK(decision["spare_wait"]["waited_ms"].get<int64_t>() <= UnixMs() - (deadline - 600 * 1000));
+  CHECK_THAT(decision["spare_wait"]["reason"].get<std::string>(), Catch::Contains("a spare is registered"));
 }
 
 TEST_CASE("planner loop: plan show decides from this node's view until a decision is published",

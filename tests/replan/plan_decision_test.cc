@@ -120,6 +120,26 @@ TEST_CASE("plan decision: a document of another shape is refused as corrupted", 
   }
 }
 
+// The loop adds the spare wait to a loss it publishes (job_planner.cc ChooseState); Decide never
+// writes it, and a document without it reads back without it.
+TEST_CASE("plan decision: the loop's spare wait is written and read back", "[plan_decision]") {
+  json with_wait = Decide(Model(), Members({"n0", "n1", "n2"}, {"n3"}));
+  CHECK(!with_wait["decision"].contains("spare_wait"));
+  auto plain = PlanDocumentFromJson(with_wait);
+  REQUIRE(plain.ok());
+  CHECK(!plain->decision.spare_wait);
+  with_wait["decision"]["spare_wait"] = {{"waited_ms", 30001}, {"reason", "no spare came in the 30 s wait"}};
+  auto typed = PlanDocumentFromJson(with_wait);
+  REQUIRE(typed.ok());
+  REQUIRE(typed->decision.spare_wait);
+  CHECK(typed->decision.spare_wait->waited_ms == 30001);
+  CHECK(typed->decision.spare_wait->reason == "no spare came in the 30 s wait");
+  CHECK(ToJson(*typed).dump() == with_wait.dump());
+  json no_reason = with_wait;
+  no_reason["decision"]["spare_wait"].erase("reason");
+  CHECK(PlanDocumentFromJson(no_reason).status().code() == StatusCode::kCorrupted);
+}
+
 TEST_CASE("plan decision: the record carries the state, the basis, the wait and the document", "[plan_decision]") {
   PlanDecision d;
   d.state = PlanState::kWaitingForSpare;

@@ -89,6 +89,13 @@ std::string TransferTimes(const nlohmann::json& t) {
   return out;
 }
 
+// A candidate's score, or why it cannot run (restart_on_spare without spares also has the score it
+// would have with them).
+std::string CandidateVerdict(const nlohmann::json& c) {
+  if (c["feasible"].get<bool>()) return Str(c["score"]);
+  return Str(c["why"]) + (c.contains("score") ? "; score with a spare " + Str(c["score"]) : "");
+}
+
 void PrintPlan(const nlohmann::json& d) {
   const auto& lay = d["layout"];
   std::printf("job %s  step %s  layout dp=%s,tp=%s,pp=%s\n", Str(d["job"]).c_str(), Str(d["step"]).c_str(),
@@ -109,13 +116,17 @@ void PrintPlan(const nlohmann::json& d) {
   PrintTable({"LAYER", "STAGE", "PARAM BYTES", "OPTIMIZER BYTES", "BYTES"}, rows);
   const auto& dec = d["decision"];
   std::printf("\ndecision: %s — %s\n", Str(dec["policy"]).c_str(), Str(dec["reason"]).c_str());
+  if (dec.contains("spare_wait")) {
+    const auto& w = dec["spare_wait"];
+    std::printf("spare wait: %s ms waited — %s\n", Str(w["waited_ms"]).c_str(), Str(w["reason"]).c_str());
+  }
   if (dec.contains("candidates") && !dec["candidates"].empty()) {
     rows.clear();
     for (const auto& c : dec["candidates"])
       rows.push_back({Str(c["policy"]), c["feasible"].get<bool>() ? "yes" : "no",
                       c.contains("step_ms") ? Str(c["step_ms"]) : "-",
                       c.contains("transition_ms") ? Str(c["transition_ms"]) : "-",
-                      c.contains("score") ? Str(c["score"]) : Str(c["why"])});
+                      CandidateVerdict(c)});
     PrintTable({"CANDIDATE", "FEASIBLE", "STEP MS", "TRANSITION MS", "SCORE / WHY NOT"}, rows);
   }
   if (dec.contains("new_layout")) {

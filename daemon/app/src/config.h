@@ -110,7 +110,7 @@ struct DaemonConfig {
 
   // [planner] the planner in the loop (docs/planner.md "The online path")
   std::string planner_mode = "automatic";    ///< off | automatic | confirm
-  uint32_t planner_spare_wait_ms = 30000;    ///< wait this long for a spare before deciding without
+  uint32_t planner_spare_wait_ms = 30000;    ///< the longest wait for a spare, when waiting pays
 
   // [security]
   security::SecurityOptions security;

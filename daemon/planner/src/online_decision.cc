@@ -252,6 +252,37 @@ json GrowthDecision(const ModelProfile& model, const odyssey::Layout& cur,
           {"restore_fetch_bytes", transfer->total_bytes + transfer->fill_bytes}};
 }
 
+// Restart on spares from memory: the same layout (step `running_step`), each lost node's ranks on
+// a spare; a restart and a snapshot load. With fewer spares than lost nodes it is infeasible, and
+// its step, transition and score are still set: what it would do with a spare for each, which the
+// coordinator weighs against deciding now when it considers waiting for one (spare_wait.h).
+odyssey::Candidate RestartOnSpare(double running_step, const odyssey::RecoveryCosts& costs, int micro_batches,
+                                  size_t spares, size_t lost) {
+  odyssey::Candidate spare{odyssey::Policy::kRestart};
+  spare.feasible = spares >= lost;
+  spare.step_time = running_step;
+  spare.transition = costs.restart_ms + costs.snapshot_load_ms;
+  spare.score = odyssey::Score(micro_batches, spare.step_time, spare.transition, costs.expected_interval_ms);
+  if (!spare.feasible) {
+    spare.why = std::to_string(spares) + " spare node(s) for " + std::to_string(lost) +
+                " lost node(s) (step, transition and score: with a spare for each)";
+  }
+  return spare;
+}
+
+// A candidate in the decision: its step, transition and score when feasible, else why not — and
+// for restart_on_spare without spares, what it would do with them (RestartOnSpare).
+json CandidateJson(const odyssey::Candidate& c, const std::string& name) {
+  json x = {{"policy", name}, {"feasible", c.feasible}};
+  if (c.feasible || (name == "restart_on_spare" && c.step_time > 0)) {
+    x["step_ms"] = c.step_time;
+    x["transition_ms"] = c.transition;
+    x["score"] = c.score;
+  }
+  if (!c.feasible) x["why"] = c.why;
+  return x;
+}
+
 // A reroute keeps the live pipelines; with fewer than `min_dp` (f+1) of them the job would not
 // survive f further failures in memory, so it is refused like a plan with fewer pipelines.
 void RefuseThinReroute(const odyssey::Layout& cur, const std::vector<bool>& alive, int min_dp,
@@ -472,18 +503,22 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
   const bool below = live_units < (job.f + 1) * n0;
   const std::string below_why = std::to_string(live_units) + " live pipeline positions are fewer than (f+1)·n0 = " +
                                 std::to_string((job.f + 1) * n0);
-  if (below && spares.size() < lost_nodes.size()) {
+  REFT_ASSIGN_OR_RETURN(auto costs, JobCosts(m, profile, layer_bytes, live_units));
+  const odyssey::Candidate spare =
+      RestartOnSpare(running.step_time, costs, so.micro_batches, spares.size(), lost_nodes.size());
+  if (below && !spare.feasible) {
     decision["policy"] = "exit";
     decision["reason"] = std::to_string(live_units) + " live pipeline positions are fewer than (f+1)·n0 = " +
                          std::to_string((job.f + 1) * n0) + " (f = " + std::to_string(job.f) + ", n0 = " +
                          std::to_string(n0) + "): the job exits and restarts from the persistent tier when "
                          "enough nodes are back";
-    decision["candidates"] = json::array();
+    // What a spare would do: the coordinator weighs waiting for one (spare_wait.h).
+    decision["candidates"] = json::array({CandidateJson(spare, "restart_on_spare")});
+    decision["expected_interval_ms"] = costs.expected_interval_ms;
     out["decision"] = decision;
     return out;
   }
 
-  REFT_ASSIGN_OR_RETURN(auto costs, JobCosts(m, profile, layer_bytes, live_units));
   odyssey::FailureEvaluation ev;
   if (below) {
     for (auto policy : {odyssey::Policy::kReroute, odyssey::Policy::kReconfigure, odyssey::Policy::kRestart}) {
@@ -499,17 +534,6 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
   std::vector<std::string> row_node;  // the survivors, the rows of the transfer plan
   for (int id : ev.live_ids) row_node.push_back(NodeOf(unit_nodes[id]));
 
-  // Restart on spares from memory: the same layout, each lost node's ranks on a spare.
-  odyssey::Candidate spare{odyssey::Policy::kRestart};
-  if (spares.size() >= lost_nodes.size()) {
-    spare.feasible = true;
-    spare.step_time = running.step_time;
-    spare.transition = costs.restart_ms + costs.snapshot_load_ms;
-    spare.score = odyssey::Score(so.micro_batches, spare.step_time, spare.transition, costs.expected_interval_ms);
-  } else {
-    spare.why = std::to_string(spares.size()) + " spare node(s) for " + std::to_string(lost_nodes.size()) +
-                " lost node(s)";
-  }
   std::vector<odyssey::Candidate> cands = {spare};
   std::vector<std::string> names = {"restart_on_spare"};
   for (const auto& c : ev.candidates) {
@@ -517,17 +541,7 @@ Result<json> Decide(const JobModelView& m, const json& profile, const Membership
     names.push_back(odyssey::PolicyName(c.policy));
   }
   json cj = json::array();
-  for (size_t i = 0; i < cands.size(); ++i) {
-    json x = {{"policy", names[i]}, {"feasible", cands[i].feasible}};
-    if (cands[i].feasible) {
-      x["step_ms"] = cands[i].step_time;
-      x["transition_ms"] = cands[i].transition;
-      x["score"] = cands[i].score;
-    } else {
-      x["why"] = cands[i].why;
-    }
-    cj.push_back(x);
-  }
+  for (size_t i = 0; i < cands.size(); ++i) cj.push_back(CandidateJson(cands[i], names[i]));
   decision["candidates"] = cj;
   decision["expected_interval_ms"] = costs.expected_interval_ms;
   const int pick = odyssey::ChooseCandidate(cands);

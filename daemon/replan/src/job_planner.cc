@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "plan_finality.h"
+#include "reft/planner/spare_wait.h"
 #include "reft/test_point.h"
 #include "reft/unix_time.h"
 #include "json_text.h"
@@ -43,6 +44,37 @@ bool IsGrowthOf(const std::optional<PlanDocument>& doc, int64_t step, const plan
   for (const RankState& r : doc->ranks) decided.emplace(r.pp, r.tp, r.dp, r.node.value_or(""));
   for (const auto& r : model.ranks) running.emplace(r.pp, r.tp, r.dp, r.node);
   return decided == running;
+}
+
+// Whether the published document `published` decides as `fresh` does. The published one may
+// carry the loop's spare wait (what the loop made of the decision, set after this comparison).
+bool SameDecision(const std::optional<PlanDocument>& published, const PlanDocument& fresh) {
+  if (!published) return false;
+  PlanDocument p = *published;
+  p.decision.spare_wait.reset();
+  return ToJson(p).dump() == ToJson(fresh).dump();
+}
+
+// What the spare-wait rule weighs in `doc`: its spares and lost nodes, the expected time to the
+// next failure, restart_on_spare as if a spare were registered (Decide says what it would do)
+// and the chosen candidate (none: the decision is to exit).
+planner::spare_wait::Situation SituationOf(const PlanDocument& doc, int64_t wait_ms) {
+  planner::spare_wait::Situation s;
+  s.spare_nodes = static_cast<int>(doc.spare_nodes.size());
+  s.lost_nodes = static_cast<int>(doc.lost_nodes.size());
+  s.wait_ms = static_cast<double>(wait_ms);
+  s.expected_interval_ms = doc.decision.expected_interval_ms.value_or(0);
+  for (const PolicyCandidate& c : doc.decision.candidates.value_or(std::vector<PolicyCandidate>{})) {
+    if (!c.step_ms || !c.transition_ms) continue;
+    const planner::spare_wait::Option option{*c.step_ms, *c.transition_ms};
+    if (c.policy == PlanPolicy::kRestartOnSpare) {
+      s.on_spare = option;
+    } else if (c.feasible && doc.decision.policy == c.policy) {
+      s.best_now = option;
+      s.best_now_policy = PlanPolicyName(c.policy);
+    }
+  }
+  return s;
 }
 
 // Whether every node the growth `doc` grows onto is among `live`.
@@ -213,7 +245,7 @@ JobPlanner::Clock::time_point JobPlanner::DecideJob(const std::string& job,
   }
   // Confirmed on any node: look again until it is (then the transfer runs).
   // (A growth's document changes with the step it is read at, not its layout.)
-  const bool same_decision = same_loss && (growth || current->plan_json == ToJson(plan.plan).dump());
+  const bool same_decision = same_loss && (growth || SameDecision(current_doc, plan.plan));
   if (same_decision && current_is(PlanState::kAwaitingConfirmation) && options_.mode == PlannerMode::kConfirm) {
     return retry;
   }
@@ -224,25 +256,34 @@ JobPlanner::Clock::time_point JobPlanner::DecideJob(const std::string& job,
 
 JobPlanner::Clock::time_point JobPlanner::ChooseState(const std::optional<coord::PublishedPlan>& same_loss,
                                                       PlanDecision* plan) const {
-  const PlanDocument& doc = plan->plan;
+  PlanDocument& doc = plan->plan;
   if (!doc.decision.policy) {
     plan->state = PlanState::kUndecided;
     return Clock::time_point::max();
   }
-  const bool spares_suffice = doc.spare_nodes.size() >= doc.lost_nodes.size();
-  if (!spares_suffice && options_.spare_wait.count() > 0) {
-    // The wait started with the first publication of this loss, whichever node made it.
-    plan->wait_until_ms = same_loss && same_loss->wait_until_ms > 0 ? same_loss->wait_until_ms
-                                                                    : UnixMs() + options_.spare_wait.count();
-    const int64_t left = plan->wait_until_ms - UnixMs();
-    if (left > 0) {
-      plan->state = PlanState::kWaitingForSpare;
-      // Nodes that come are not announced: look again each retry interval until the wait ends.
-      return Clock::now() + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(left), options_.retry);
-    }
-  }
   plan->state = options_.mode == PlannerMode::kConfirm ? PlanState::kAwaitingConfirmation : PlanState::kDecided;
-  return Clock::time_point::max();
+  if (doc.lost_nodes.empty()) return Clock::time_point::max();  // a growth: no spare to wait for
+  // The spare wait as a decision (reft/planner/spare_wait.h): wait only when restarting on a
+  // spare after the wait trains more before the expected next failure than going on now.
+  const int64_t now = UnixMs();
+  const int64_t wait_ms = options_.spare_wait.count();
+  const planner::spare_wait::Choice choice = planner::spare_wait::Choose(SituationOf(doc, wait_ms));
+  // A wait started with the first publication of this loss, whichever node made it: its deadline
+  // stands, and it began planner.spare_wait_ms (this node's setting) before it.
+  const int64_t deadline = same_loss && same_loss->wait_until_ms > 0 ? same_loss->wait_until_ms : 0;
+  const int64_t waited = deadline > 0 ? std::max<int64_t>(0, now - (deadline - wait_ms)) : 0;
+  doc.decision.spare_wait = SpareWait{waited, choice.reason};
+  if (!choice.wait) return Clock::time_point::max();
+  plan->wait_until_ms = deadline > 0 ? deadline : now + wait_ms;
+  const int64_t left = plan->wait_until_ms - now;
+  if (left <= 0) {
+    doc.decision.spare_wait->reason = "no spare came in the " + planner::spare_wait::DurationText(wait_ms) +
+                                      " wait (" + choice.reason + ")";
+    return Clock::time_point::max();
+  }
+  plan->state = PlanState::kWaitingForSpare;
+  // Nodes that come are not announced: look again each retry interval until the wait ends.
+  return Clock::now() + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(left), options_.retry);
 }
 
 JobPlanner::Clock::time_point JobPlanner::Publish(const std::string& job,

@@ -3,7 +3,8 @@
 ///
 /// ToJson writes what planner::online::Decide writes: the keys it sets (optional ones only when
 /// it sets them), nulls where it writes null, integers where it writes integers and doubles
-/// where it writes doubles (nlohmann writes 0 and 0.0 differently). Objects are written with
+/// where it writes doubles (nlohmann writes 0 and 0.0 differently) — and `decision.spare_wait`
+/// when the loop set it (Decide never does). Objects are written with
 /// sorted keys either way (nlohmann::json), so the order the fields are set in does not matter.
 
 #include "reft/replan/plan_decision.h"
@@ -123,6 +124,7 @@ json ToJson(const PolicyDecision& d) {
   if (d.transfer) j["transfer"] = ToJson(*d.transfer);
   SetIf(j, "joining_nodes", d.joining_nodes);
   SetIf(j, "restore_fetch_bytes", d.restore_fetch_bytes);
+  if (d.spare_wait) j["spare_wait"] = {{"waited_ms", d.spare_wait->waited_ms}, {"reason", d.spare_wait->reason}};
   return j;
 }
 
@@ -188,6 +190,9 @@ PolicyDecision DecisionFromJson(const json& j) {
   if (auto it = j.find("transfer"); it != j.end()) d.transfer = TransferFromJson(*it);
   d.joining_nodes = Optional<std::vector<std::string>>(j, "joining_nodes");
   d.restore_fetch_bytes = Optional<uint64_t>(j, "restore_fetch_bytes");
+  if (auto it = j.find("spare_wait"); it != j.end()) {
+    d.spare_wait = SpareWait{it->at("waited_ms").get<int64_t>(), it->at("reason").get<std::string>()};
+  }
   return d;
 }
 

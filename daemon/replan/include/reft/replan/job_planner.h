@@ -5,8 +5,10 @@
 /// (coord::JobCoordinator::LeadsJob; elected among the nodes with trainers or slots of the job)
 /// — reads the job's model, decides how the job goes on (planner::online::Decide) and
 /// publishes the decision (coord::JobCoordinator::PublishPlan, a compare-and-swap fenced by the
-/// job generation and by this node's term as the job's coordinator). Without a spare it first waits `spare_wait` for one. In operator-confirmed
-/// mode the decision then waits for `reftctl plan confirm`. Every node answers `plan show`
+/// job generation and by this node's term as the job's coordinator). Without a spare it waits up
+/// to `spare_wait` for one when restarting on a spare after the wait would still train more than
+/// going on now (reft/planner/spare_wait.h). In operator-confirmed mode the decision then waits
+/// for `reftctl plan confirm`. Every node answers `plan show`
 /// with the published decision.
 ///
 /// With the gossip control plane nothing is published (there is no consensus to publish
@@ -52,8 +54,9 @@ namespace reft::replan {
 
 struct JobPlannerOptions {
   PlannerMode mode = PlannerMode::kAutomatic;
-  /// With fewer spares than lost nodes, how long the decision waits for one (restarting on a
-  /// spare from memory moves no state) before it is made without; 0: never wait.
+  /// With fewer spares than lost nodes, how long the decision may wait for one (restarting on
+  /// a spare from memory moves no state) before it is made without; it waits only when that
+  /// pays (reft/planner/spare_wait.h); 0: never wait.
   std::chrono::milliseconds spare_wait{30000};
   /// A job whose model or control plane could not be read is planned again this often.
   std::chrono::milliseconds retry{1000};
@@ -135,8 +138,9 @@ class JobPlanner : public local::PlanSource {
   Clock::time_point DecideJob(const std::string& job, const std::optional<coord::PublishedPlan>& current,
                               planner::online::JobModelView model);
   /// Sets the state of `plan` (undecided, waiting for a spare, awaiting confirmation or
-  /// decided) and its spare wait, which a publication of the same loss (`same_loss`) started;
-  /// returns when to look again for the state's sake.
+  /// decided) and, for a loss, its spare wait: the deadline a publication of the same loss
+  /// (`same_loss`) started, and the document's `spare_wait` (how long it waited, and why it
+  /// waits or not: reft/planner/spare_wait.h); returns when to look again for the state's sake.
   Clock::time_point ChooseState(const std::optional<coord::PublishedPlan>& same_loss, PlanDecision* plan) const;
   /// Publishes `plan` over `current` and runs its transfer when it is decided; returns when to
   /// look again (no later than `due`).

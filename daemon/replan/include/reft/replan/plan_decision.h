@@ -115,6 +115,14 @@ struct TransferPlan {
   bool executed = false;  ///< every host staged what it lacks (set by `plan show`)
 };
 
+/// How long the coordinator waited for a spare before this decision, and why it waited or did
+/// not (the spare wait as a decision, reft/planner/spare_wait.h). Set by the planner loop on a
+/// loss it publishes, not by planner::online::Decide.
+struct SpareWait {
+  int64_t waited_ms = 0;  ///< 0: it did not wait; while waiting_for_spare: how long so far
+  std::string reason;
+};
+
 /// The document's `decision`: whether one is needed, the policy and why; the candidates, the
 /// new layout and its transfer where the policy has them.
 struct PolicyDecision {
@@ -129,6 +137,7 @@ struct PolicyDecision {
   std::optional<TransferPlan> transfer;
   std::optional<std::vector<std::string>> joining_nodes;  ///< grow: the nodes it grows onto
   std::optional<uint64_t> restore_fetch_bytes;            ///< grow: what the new positions lack
+  std::optional<SpareWait> spare_wait;                    ///< a published loss: the spare wait
 };
 
 /// The planner's document (planner::online::Decide): the job's model and membership as the
