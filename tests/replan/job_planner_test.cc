@@ -418,11 +418,11 @@ TEST_CASE("planner loop: a loss a trainer restored under stands when its node co
 
 // A wait another coordinator started for this loss keeps its deadline; the decision that ends it
 // says how long it was (from the deadline and planner.spare_wait_ms).
-TEST_CASE("planner loop: a spare wait that ran out is decided without a spare and says how long it was",
-          "[job_planner]") {
-  Cluster cluster({"n3"});
+namespace {
+// A 10-minute spare wait another coordinator started, with the given deadline, taken over by a
+// planner on n0: the decision it publishes.
+coord::PublishedPlan DecidedAfterWait(Cluster& cluster, int64_t deadline) {
   coord::PublishedPlan waiting = PendingLoss();
-  const int64_t deadline = UnixMs() - 1;  // ran out just now
   waiting.wait_until_ms = deadline;
   cluster.coordinator.SetPublished("j", waiting);
   JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::minutes(10)), &cluster.nodes,
@@ -430,7 +430,15 @@ TEST_CASE("planner loop: a spare wait that ran out is decided without a spare an
   planner.Start();
   REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan& p) { return p.state == "decided"; }));
   planner.Stop();
-  const coord::PublishedPlan p = *cluster.coordinator.Published("j");
+  return *cluster.coordinator.Published("j");
+}
+}  // namespace
+
+TEST_CASE("planner loop: a spare wait that ran out is decided without a spare and says how long it was",
+          "[job_planner]") {
+  Cluster cluster({"n3"});
+  const int64_t deadline = UnixMs() - 1;  // ran out just now
+  const coord::PublishedPlan p = DecidedAfterWait(cluster, deadline);
   CHECK(p.wait_until_ms == deadline);  // the wait it decides after
   const json decision = json::parse(p.plan_json)["decision"];
   CHECK(decision["policy"] == "reconfigure");
@@ -443,16 +451,8 @@ TEST_CASE("planner loop: a spare wait that ran out is decided without a spare an
 TEST_CASE("planner loop: a spare that comes during the wait is taken, and the wait says how long it was",
           "[job_planner]") {
   Cluster cluster({"n3"}, {"spare"});
-  coord::PublishedPlan waiting = PendingLoss();
   const int64_t deadline = UnixMs() + 240 * 1000;  // 6 of its 10 minutes waited
-  waiting.wait_until_ms = deadline;
-  cluster.coordinator.SetPublished("j", waiting);
-  JobPlanner planner("n0", Options(PlannerMode::kAutomatic, std::chrono::minutes(10)), &cluster.nodes,
-                     PlannerAgreement::Of(&cluster.coordinator), nullptr, cluster.Source());
-  planner.Start();
-  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan& p) { return p.state == "decided"; }));
-  planner.Stop();
-  const coord::PublishedPlan p = *cluster.coordinator.Published("j");
+  const coord::PublishedPlan p = DecidedAfterWait(cluster, deadline);
   CHECK(p.wait_until_ms == 0);  // it did not wait to the end
   const json decision = json::parse(p.plan_json)["decision"];
   CHECK(decision["policy"] == "restart_on_spare");
