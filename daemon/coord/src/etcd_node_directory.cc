@@ -480,7 +480,10 @@ void EtcdNodeDirectory::FollowRegistrations(RegistrationWatch* w, WatchEvent::Ty
       listeners = w->listeners;
     }
     for (const auto& id : nodes) {
-      if (type == WatchEvent::Type::kDelete && !id.empty()) ++deaths_declared_;
+      if (type == WatchEvent::Type::kDelete && !id.empty()) {
+        Depart(id);  // declared at once: counted and told like a confirmed hold
+        continue;
+      }
       for (const auto& l : listeners) l(id);
     }
   };
@@ -560,8 +563,9 @@ void EtcdNodeDirectory::HoldDeathsWhileSuspect(std::shared_ptr<ControlPlaneSuspi
 
 bool EtcdNodeDirectory::HoldLapse(const std::string& node) {
   if (!held_) return false;
-  if (!suspicion_->Lapsed(std::chrono::steady_clock::now(), registered_.load())) return false;
-  auto s = suspicion_->Current(std::chrono::steady_clock::now());
+  const auto now = std::chrono::steady_clock::now();
+  if (!suspicion_->Lapsed(now, registered_.load())) return false;
+  auto s = suspicion_->Current(now);
   spdlog::warn("node {}: lease of node {} lapsed while the control plane is suspect ({}): its "
                "death is held until a probe confirms it",
                node_id_, node, s ? s->reason : "");
