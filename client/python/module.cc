@@ -138,6 +138,20 @@ PYBIND11_MODULE(_reft, m) {
     return *doc;
   });
 
+  // reft.elastic.report_failure: a suspicion that a node of the job failed (no hello needed).
+  m.def("report_failure", [](const std::string& socket, const std::string& job,
+                             const std::string& reason, std::optional<int64_t> peer_rank,
+                             int64_t timeout_ms) {
+    reft::Result<std::vector<std::string>> nodes = reft::Status::Internal("unset");
+    {
+      py::gil_scoped_release nogil;
+      nodes = reft::ReportFailure(socket, job, reason, peer_rank,
+                                  std::chrono::milliseconds(timeout_ms));
+    }
+    Check(nodes.status());
+    return *nodes;
+  });
+
   // For tests: emulated device memory (a memfd "device" reftd pulls like GPU memory). Its bytes
   // are host memory, reachable through the buffer protocol; reft.testing wraps it with
   // `__cuda_array_interface__`.
@@ -394,6 +408,26 @@ PYBIND11_MODULE(_reft, m) {
              d["filled"] = r->filled;
              d["untouched"] = r->untouched;
              d["aor"] = r->aor.empty() ? py::object(py::none()) : py::object(py::str(r->aor));
+             py::dict phases;
+             const std::pair<const char*, const std::optional<reft::RecoveryPhaseTime>*> marks[] = {
+                 {"lost_at", &r->phases.lost_at},
+                 {"declared_at", &r->phases.declared_at},
+                 {"decided_at", &r->phases.decided_at},
+                 {"staged_at", &r->phases.staged_at},
+                 {"reconnected_at", &r->phases.reconnected_at},
+                 {"restore_started_at", &r->phases.restore_started_at},
+                 {"restore_ended_at", &r->phases.restore_ended_at}};
+             for (const auto& [name, mark] : marks) {
+               if (!*mark) {
+                 phases[name] = py::none();
+                 continue;
+               }
+               py::dict m;
+               m["at_ms"] = (*mark)->at_ms;
+               m["node"] = (*mark)->node;
+               phases[name] = m;
+             }
+             d["phases"] = phases;
              return std::move(d);
            })
       .def("aor_state",

@@ -754,6 +754,18 @@ RestoreReport ReportOf(const local_proto::RestoreReply& reply) {
   report.from_layout = reply.report.from_layout;
   report.filled = reply.report.filled;
   report.untouched = reply.report.untouched;
+  const std::pair<const char*, std::optional<RecoveryPhaseTime> RecoveryPhases::*> names[] = {
+      {"lost_at", &RecoveryPhases::lost_at},
+      {"declared_at", &RecoveryPhases::declared_at},
+      {"decided_at", &RecoveryPhases::decided_at},
+      {"staged_at", &RecoveryPhases::staged_at},
+      {"reconnected_at", &RecoveryPhases::reconnected_at},
+      {"restore_started_at", &RecoveryPhases::restore_started_at},
+      {"restore_ended_at", &RecoveryPhases::restore_ended_at}};
+  for (const local_proto::RestorePhase& p : reply.report.phases) {
+    for (const auto& [name, member] : names)  // a phase this client does not know is skipped
+      if (p.phase == name) report.phases.*member = RecoveryPhaseTime{p.at_ms, p.node};
+  }
   return report;
 }
 

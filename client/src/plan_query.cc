@@ -50,30 +50,19 @@ Result<std::string> QueryPlan(const std::string& socket_path, const std::string&
                               std::chrono::milliseconds timeout) {
   if (job.empty()) return Status::InvalidArgument("job must not be empty");
   if (timeout.count() <= 0) return Status::InvalidArgument("timeout must be > 0");
-  const std::string path = client::ReftdSocketPath(socket_path);
-  REFT_ASSIGN_OR_RETURN(UniqueFd sock, client::ConnectReftd(path));
-  client::Channel channel(std::move(sock), static_cast<int>(std::min<int64_t>(
-                                               timeout.count(), INT32_MAX)));
   local_proto::PlanQuery query;
   query.job = job;
-  auto reply = channel.Call(MessageType::kPlanQuery, local_proto::Encode(query),
-                            MessageType::kPlanReply);
-  if (!reply.ok()) {
-    // A reftd older than this libreft does not know the request (the frame's type).
-    if (reply.status().code() == StatusCode::kProtocol &&
-        reply.status().message().find("unknown message type") != std::string::npos) {
-      return reply.status().WithContext("reftd at '" + path +
-                                        "' does not answer plan queries (older than libreft?)");
-    }
-    return reply.status();
-  }
+  REFT_ASSIGN_OR_RETURN(local_proto::Frame reply,
+                        client::CallReftdOnce(socket_path, timeout, MessageType::kPlanQuery,
+                                              local_proto::Encode(query), MessageType::kPlanReply,
+                                              "plan queries"));
   local_proto::PlanReply plan;
-  REFT_RETURN_NOT_OK(local_proto::Decode(reply->payload, local_proto::Limits{}, &plan));
+  REFT_RETURN_NOT_OK(local_proto::Decode(reply.payload, local_proto::Limits{}, &plan));
   if (plan.file_bytes == 0) {
-    if (!reply->fds.empty()) return Status::Protocol("an inline plan_reply carries fds");
+    if (!reply.fds.empty()) return Status::Protocol("an inline plan_reply carries fds");
     return std::move(plan.json);
   }
-  return ReadPlanFile(*reply, plan.file_bytes);
+  return ReadPlanFile(reply, plan.file_bytes);
 }
 
 }  // namespace reft

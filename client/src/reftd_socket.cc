@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <algorithm>
+
+#include "channel.h"
 #include "reft/local_proto/socket.h"
 
 namespace reft::client {
@@ -67,6 +70,24 @@ Result<UniqueFd> ConnectReftd(const std::string& path) {
                                  ". Check that reftd runs (systemctl status reftd) and serves "
                                  "this path, or " + kPointAt);
   }
+}
+
+Result<local_proto::Frame> CallReftdOnce(const std::string& socket_path,
+                                         std::chrono::milliseconds timeout,
+                                         local_proto::MessageType type,
+                                         const std::vector<uint8_t>& payload,
+                                         local_proto::MessageType reply_type, const char* what) {
+  const std::string path = ReftdSocketPath(socket_path);
+  REFT_ASSIGN_OR_RETURN(UniqueFd sock, ConnectReftd(path));
+  Channel channel(std::move(sock), static_cast<int>(std::min<int64_t>(timeout.count(), INT32_MAX)));
+  auto reply = channel.Call(type, payload, reply_type);
+  // A reftd older than this libreft does not know the request (the frame's type).
+  if (!reply.ok() && reply.status().code() == StatusCode::kProtocol &&
+      reply.status().message().find("unknown message type") != std::string::npos) {
+    return reply.status().WithContext("reftd at '" + path + "' does not answer " + what +
+                                      " (older than libreft?)");
+  }
+  return reply;
 }
 
 }  // namespace reft::client

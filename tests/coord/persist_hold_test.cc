@@ -112,6 +112,33 @@ TEST_CASE("etcd persist hold: a hold that runs out lets the commit go on", "[coo
   CHECK(stats.held_seconds > 0);
 }
 
+TEST_CASE("etcd persist hold: a node of the hold that dies does not hold the commit until the "
+          "hold runs out", "[coord]") {
+  reft::testing::EtcdCluster etcd(1);
+  TwoNodes c(etcd);
+  // A third node of the hold (it holds slots of the job, say), which dies before it pins.
+  reft::testing::TempDir dir("reft-hold");
+  auto third = std::make_unique<TestNode>("n2", dir.path(), std::vector<std::string>{}, 0,
+                                          64 << 10, 0, nullptr,
+                                          reft::testing::EtcdControlPlane(etcd));
+  const int leader = c.Leader();
+  c.CompleteAll(1);
+  for (int n = 0; n < 2; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 1, 5s));
+  // A long hold: nothing below can be its running out.
+  auto held = c.hold(1 - leader).Hold("job", 1, {"n0", "n1", "n2"}, 120s);
+  REQUIRE(held.ok());
+  REQUIRE(*held == std::optional<int64_t>(1));
+  for (int n = 0; n < 2; ++n) REQUIRE(c.hold(n).Pinned("job", 1).ok());
+  coord::PersistHold& gate = c.hold(leader);
+  REQUIRE(reft::testing::Eventually([&] { return gate.PinsSeen("job").size() == 2; }, 5s));
+  c.CompleteAll(2);
+  // Held while n2 lives without a pin.
+  for (int n = 0; n < 2; ++n) CHECK_FALSE(c.co(n)->WaitCommitted("job", 2, 500ms));
+  third.reset();  // n2 stops: its lease is revoked, it is dead
+  for (int n = 0; n < 2; ++n) REQUIRE(c.co(n)->WaitCommitted("job", 2, 10s));
+  CHECK(gate.stats().timeouts == 0);
+}
+
 TEST_CASE("etcd persist hold: only the commit point is held, pins only under a hold", "[coord]") {
   reft::testing::EtcdCluster etcd(1);
   TwoNodes c(etcd);

@@ -72,6 +72,8 @@ void DecodeAll(const Bytes& payload, const Limits& l) {
   RoundTrip<PlanQuery>(payload, l, "plan_query");
   RoundTrip<PlanReply>(payload, l, "plan_reply");
   RoundTrip<AorStatusReply>(payload, l, "aor_status_reply");
+  RoundTrip<FailureReport>(payload, l, "failure_report");
+  RoundTrip<FailureReportReply>(payload, l, "failure_report_reply");
 
   // Limits the decoders promise (messages.h: "checks every string/count against Limits").
   Hello h;
@@ -267,6 +269,14 @@ void WriteSeeds(const reft::fuzz::SeedSink& sink) {
   aor.verified = 4;
   aor.mismatches = 1;
   sink("aor_status_reply", FrameOf(MessageType::kAorStatusReply, 12, Encode(aor)));
+  FailureReport report;
+  report.job = "run-1";
+  report.reason = "allreduce timed out";
+  report.peer_rank = 3;
+  sink("failure_report", FrameOf(MessageType::kFailureReport, 13, Encode(report)));
+  FailureReportReply suspected;
+  suspected.nodes = {"node-2", "node-3"};
+  sink("failure_report_reply", FrameOf(MessageType::kFailureReportReply, 13, Encode(suspected)));
   // Refused: too many fds (5 > 4) on an otherwise valid frame.
   sink("too_many_fds", FrameOf(MessageType::kHello, 5, Encode(hello)));
 }

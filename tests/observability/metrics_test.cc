@@ -65,6 +65,8 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
   CHECK(Sample(before, "reft_recovery_phase_duration_seconds_count{operation=\"restore\","
                        "phase=\"locate\"}") == 0);
   CHECK(Sample(before, "reft_persist_failures_total{reason=\"no_space\"}") == 0);
+  CHECK(Sample(before, "reft_recovery_phase_seconds_count{phase=\"detect\"}") == 0);
+  CHECK(Sample(before, "reft_recovery_phase_seconds_count{phase=\"stage\"}") == 0);
   CHECK(Sample(before, "reft_persist_bytes_total") == 0);
   for (const char* family :
        {"reft_trainer_blocked_seconds", "reft_commit_latency_seconds", "reft_slots",
@@ -78,6 +80,7 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
 
   m.RecordSnapshot(1000);
   m.RecordSnapshot(24);
+  m.ObserveLossPhase(obs::LossPhase::kStage, 0.3);
   m.ObserveTrainerBlocked(0.003);
   m.ObserveCommitLatency(0.2);
   m.SetSlots(6);
@@ -132,6 +135,9 @@ TEST_CASE("exposer serves every reft metric and values change after recording") 
   CHECK(Sample(after, "reft_persist_bytes_total") == 3000);
   CHECK(Sample(after, "reft_persist_failures_total{reason=\"missing_dir\"}") == 1);
   CHECK(Sample(after, "reft_persist_failures_total{reason=\"no_space\"}") == 0);
+  CHECK(Sample(after, "reft_recovery_phase_seconds_count{phase=\"stage\"}") == 1);
+  CHECK(Sample(after, "reft_recovery_phase_seconds_sum{phase=\"stage\"}") == Approx(0.3));
+  CHECK(Sample(after, "reft_recovery_phase_seconds_count{phase=\"detect\"}") == 0);
 
   // The in-process serialisation is the same data as the HTTP body.
   CHECK(Sample(m.Serialize(), "reft_snapshot_bytes_total") == 1024);

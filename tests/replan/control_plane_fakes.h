@@ -67,9 +67,24 @@ class FakeNodeDirectory final : public peer::NodeDirectory {
   bool IsFenced() const override { return false; }
   void ClearFence() override {}
   void AddListener(Listener) override {}
+  /// `node`'s departure was declared before the planner listened: a departure listener added
+  /// later hears it at once (the planner notes when it heard it: the loss's phases).
+  void Departed(const std::string& node) {
+    MutexLock lock(mu_);
+    departed_.push_back(node);
+  }
+
   // The planner asks to be woken on departures and arrivals; the tests drive its passes
-  // themselves (JobPlanner::Replan), so the listeners are kept and never called.
-  void AddDepartureListener(DepartureListener) override {}
+  // themselves (JobPlanner::Replan), so the listeners are not kept: a departure listener hears
+  // the Departed() nodes once, when it is added.
+  void AddDepartureListener(DepartureListener listener) override {
+    std::vector<std::string> departed;
+    {
+      MutexLock lock(mu_);
+      departed = departed_;
+    }
+    for (const auto& node : departed) listener(node);
+  }
   void AddArrivalListener(ArrivalListener) override {}
   Status AdmitCaller(const v1::Caller&) override { return Status::OK(); }
 
@@ -86,6 +101,7 @@ class FakeNodeDirectory final : public peer::NodeDirectory {
   const std::string self_;
   mutable Mutex mu_;
   std::map<std::string, peer::MemberState> states_ REFT_GUARDED_BY(mu_);
+  std::vector<std::string> departed_ REFT_GUARDED_BY(mu_);
 };
 
 /// \brief One job's agreement as the planner reads it: whether this node leads it, its other
@@ -98,6 +114,7 @@ class FakeJobCoordinator final : public coord::JobCoordinator {
     uint64_t generation = 0;
     std::optional<coord::RestoreDecision> decision;
     std::optional<coord::PublishedPlan> published;
+    std::map<std::string, int64_t> last_heard_ms;  ///< LastHeardFrom(): node -> unix ms
   };
 
   void SetJob(const std::string& name, Job job) {
@@ -152,6 +169,12 @@ class FakeJobCoordinator final : public coord::JobCoordinator {
   bool LeadsJob(const std::string& name) override {
     MutexLock lock(mu_);
     return jobs_[name].leads;
+  }
+  std::optional<int64_t> LastHeardFrom(const std::string& name, const std::string& node) override {
+    MutexLock lock(mu_);
+    const auto& heard = jobs_[name].last_heard_ms;
+    auto it = heard.find(node);
+    return it == heard.end() ? std::nullopt : std::optional<int64_t>(it->second);
   }
   Result<std::vector<std::string>> JobNodes(const std::string& name) override {
     MutexLock lock(mu_);

@@ -150,6 +150,118 @@ TEST_CASE("planner loop: the coordinator decides a loss, publishes it and runs i
   }
 }
 
+TEST_CASE("planner loop: a published loss carries when its node was lost and declared, its record the rest",
+          "[job_planner]") {
+  Cluster cluster({"n3"});
+  cluster.nodes.Departed("n3");
+  RecordingStager stager;
+  JobPlannerOptions options = Options(PlannerMode::kAutomatic);
+  options.lease_ttl = std::chrono::seconds(2);
+  JobPlanner planner("n0", options, &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator), nullptr,
+                     cluster.Source());
+  planner.SetStager(stager.Get());
+  const int64_t before = UnixMs();
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished(
+      "j", [](const coord::PublishedPlan& p) { return TransferIs(p, "done"); }));
+  planner.Stop();
+  const int64_t after = UnixMs();
+
+  const coord::PublishedPlan p = *cluster.coordinator.Published("j");
+  const std::optional<PlanDocument> doc = DocumentOf(p);
+  REQUIRE(doc);
+  REQUIRE(doc->phases);
+  // Heard as the planner started listening, by this node; the lease lapsed a TTL after n3
+  // renewed it last.
+  REQUIRE(doc->phases->declared_at);
+  CHECK(doc->phases->declared_at->node == "n0");
+  CHECK(doc->phases->declared_at->at_ms >= before);
+  CHECK(doc->phases->declared_at->at_ms <= p.decided_at_ms);
+  REQUIRE(doc->phases->lost_at);
+  CHECK(doc->phases->lost_at->at_ms == doc->phases->declared_at->at_ms - 2000);
+  CHECK(!doc->phases->decided_at);  // the record's
+  const std::optional<RecoveryPhases> phases = JobPhasesOf(p);
+  REQUIRE(phases);
+  REQUIRE(phases->decided_at);
+  CHECK(phases->decided_at->at_ms == p.decided_at_ms);
+  CHECK(phases->decided_at->node == "n0");
+  REQUIRE(phases->staged_at);
+  CHECK(phases->staged_at->at_ms >= p.decided_at_ms);
+  CHECK(phases->staged_at->at_ms <= after);
+
+  // plan show: the last recovery, no step committed after it yet, then the first one.
+  StepCadence commits;
+  planner.SetCommitLog(&commits);
+  auto shown = planner.Show("j");
+  REQUIRE(shown.ok());
+  REQUIRE(shown->last_recovery);
+  CHECK(shown->last_recovery->phases.staged_at->at_ms == phases->staged_at->at_ms);
+  CHECK(!shown->last_recovery->first_commit_step);
+  commits.NoteCommitted("j", kStep, 10);  // the restored step itself is not after the recovery
+  commits.NoteCommitted("j", kStep + 1, 20);
+  commits.NoteCommitted("j", kStep + 2, 30);
+  shown = planner.Show("j");
+  REQUIRE(shown.ok());
+  CHECK(shown->last_recovery->first_commit_step == kStep + 1);
+  CHECK(shown->last_recovery->first_commit_at->at_ms == 20);
+  CHECK(shown->last_recovery->first_commit_at->node == "n0");
+}
+
+TEST_CASE("planner loop: a lost node's last completion report bounds lost_at when it is later than "
+          "its lease's last renewal", "[job_planner]") {
+  // A lease revoked early (a suspicion confirmed) was renewed after declared − TTL: the last
+  // completion report the coordinator took is then the latest sign of life. One from after the
+  // departure (a late copy through etcd) is no bound.
+  for (const int64_t heard_after_start_ms : {int64_t{-300}, int64_t{60000}}) {
+    CAPTURE(heard_after_start_ms);
+    Cluster cluster({"n3"});
+    cluster.nodes.Departed("n3");
+    const int64_t before = UnixMs();
+    FakeJobCoordinator::Job job;
+    job.nodes = {"n1", "n2", "n3"};
+    job.generation = kGeneration;
+    job.last_heard_ms["n3"] = before + heard_after_start_ms;
+    cluster.coordinator.SetJob("j", job);
+    JobPlannerOptions options = Options(PlannerMode::kAutomatic);
+    options.lease_ttl = std::chrono::seconds(5);
+    JobPlanner planner("n0", options, &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
+                       nullptr, cluster.Source());
+    planner.Start();
+    REQUIRE(cluster.coordinator.WaitPublished(
+        "j", [](const coord::PublishedPlan& p) { return p.state == "decided"; }));
+    planner.Stop();
+    const std::optional<PlanDocument> doc = DocumentOf(*cluster.coordinator.Published("j"));
+    REQUIRE(doc);
+    REQUIRE(doc->phases);
+    REQUIRE(doc->phases->declared_at);
+    REQUIRE(doc->phases->lost_at);
+    if (heard_after_start_ms < 0) {
+      CHECK(doc->phases->lost_at->at_ms == before + heard_after_start_ms);
+    } else {
+      CHECK(doc->phases->lost_at->at_ms == doc->phases->declared_at->at_ms - 5000);
+    }
+  }
+}
+
+TEST_CASE("planner loop: a loss whose departure this node did not hear has no lost or declared phase",
+          "[job_planner]") {
+  Cluster cluster({"n3"});
+  JobPlanner planner("n0", Options(PlannerMode::kAutomatic), &cluster.nodes, PlannerAgreement::Of(&cluster.coordinator),
+                     nullptr, cluster.Source());
+  planner.Start();
+  REQUIRE(cluster.coordinator.WaitPublished("j", [](const coord::PublishedPlan& p) { return p.state == "decided"; }));
+  planner.Stop();
+  const std::optional<PlanDocument> doc = DocumentOf(*cluster.coordinator.Published("j"));
+  REQUIRE(doc);
+  REQUIRE(doc->phases);
+  CHECK(!doc->phases->declared_at);
+  CHECK(!doc->phases->lost_at);
+  const std::optional<RecoveryPhases> phases = JobPhasesOf(*cluster.coordinator.Published("j"));
+  REQUIRE(phases);
+  CHECK(phases->decided_at);
+  CHECK(!phases->staged_at);  // no stager: the transfer plan never ran
+}
+
 // A job that lost a node after one committed step (no step time yet) and has no profile cannot
 // be decided: the decision's policy is null, which the loop must read as "no policy" — it once
 // ended reftd (nlohmann's value() throws on a null).
@@ -493,6 +605,6 @@ TEST_CASE("planner loop: plan show decides from this node's view until a decisio
   CHECK(text["publication"]["state"] == "awaiting_confirmation");
   CHECK(text["publication"]["current"] == true);
   CHECK(text["decision"]["transfer"]["executed"] == false);
-  for (const char* key : {"publication", "planner_mode", "node"}) text.erase(key);
+  for (const char* key : {"publication", "planner_mode", "node", "last_recovery"}) text.erase(key);
   CHECK(text.dump() == cluster.coordinator.Published("j")->plan_json);
 }

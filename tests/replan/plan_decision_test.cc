@@ -202,3 +202,86 @@ TEST_CASE("plan decision: plan show adds the publication, the mode and the answe
                                  {"planner", "n0"}, {"decided_at_ms", 5}, {"version", 11}, {"current", true},
                                  {"wait_until_ms", nullptr}, {"transfer", nullptr}});
 }
+
+TEST_CASE("plan decision: a loss's phases round-trip, and a record without them reads as none", "[plan_decision]") {
+  const json old = Decide(Model(), Members({"n0", "n1", "n2"}, {"n3"}));
+  CHECK(!old.contains("phases"));
+  auto plain = PlanDocumentFromJson(old);
+  REQUIRE(plain.ok());
+  CHECK(!plain->phases);  // published before decisions carried phases
+  CHECK(ToJson(*plain).dump() == old.dump());
+
+  PlanDecision d;
+  d.state = PlanState::kDecided;
+  d.generation = 1;
+  d.step = 7;
+  d.basis = "n3";
+  d.plan = *plain;
+  d.plan.phases = RecoveryPhases{};
+  d.plan.phases->lost_at = PhaseMark{1000, "n0"};
+  d.plan.phases->declared_at = PhaseMark{6000, "n0"};
+  coord::PublishedPlan r = ToRecord(d, "n0", 6010);
+  auto back = DocumentOf(r);
+  REQUIRE(back);
+  REQUIRE(back->phases);
+  CHECK(back->phases->lost_at->at_ms == 1000);
+  CHECK(back->phases->declared_at->node == "n0");
+  CHECK(!back->phases->decided_at);
+  CHECK(ToJson(*back).dump() == ToJson(d.plan).dump());
+  CHECK(json::parse(r.plan_json)["phases"]["staged_at"].is_null());
+
+  // The record adds its publication and, once the transfer is done, its end.
+  auto phases = JobPhasesOf(r);
+  REQUIRE(phases);
+  CHECK(phases->lost_at->at_ms == 1000);
+  CHECK(phases->declared_at->at_ms == 6000);
+  REQUIRE(phases->decided_at);
+  CHECK(phases->decided_at->at_ms == 6010);
+  CHECK(phases->decided_at->node == "n0");
+  CHECK(!phases->staged_at);
+  r.transfer_json = json{{"state", "done"}, {"finished_at_ms", 6500}}.dump();
+  phases = JobPhasesOf(r);
+  REQUIRE(phases->staged_at);
+  CHECK(phases->staged_at->at_ms == 6500);
+  r.state = "waiting_for_spare";  // not decided yet: lost and declared only
+  phases = JobPhasesOf(r);
+  REQUIRE(phases);
+  CHECK(!phases->decided_at);
+  CHECK(!phases->staged_at);
+  r.state = "decided";
+  r.plan_json = old.dump();  // an old record: no phases
+  CHECK(!JobPhasesOf(r));
+
+  // Every key is written, null where a phase did not happen; a mark of another shape is refused.
+  const json written = ToJson(RecoveryPhases{});
+  CHECK(written.size() == 7);
+  for (const auto& [key, value] : written.items()) CHECK(value.is_null());
+  auto read = RecoveryPhasesFromJson(json{{"reconnected_at", {{"at_ms", 5}, {"node", "s"}}}});
+  REQUIRE(read.ok());
+  CHECK(read->reconnected_at->at_ms == 5);
+  CHECK(!read->restore_ended_at);
+  CHECK(RecoveryPhasesFromJson(json{{"lost_at", {{"at_ms", "soon"}}}}).status().code() == StatusCode::kCorrupted);
+  json bad = old;
+  bad["phases"] = {{"lost_at", 3}};
+  CHECK(PlanDocumentFromJson(bad).status().code() == StatusCode::kCorrupted);
+}
+
+TEST_CASE("plan decision: plan show's last recovery", "[plan_decision]") {
+  auto doc = PlanDocumentFromJson(Decide(Model(), Members({"n0", "n1", "n2"}, {"n3"})));
+  REQUIRE(doc.ok());
+  PlanShow show;
+  show.plan = *doc;
+  CHECK(ToJson(show)["last_recovery"].is_null());
+  LastRecovery recovery;
+  recovery.phases.declared_at = PhaseMark{6000, "n0"};
+  show.last_recovery = recovery;
+  json j = ToJson(show)["last_recovery"];
+  CHECK(j["phases"]["declared_at"] == json{{"at_ms", 6000}, {"node", "n0"}});
+  CHECK(j["first_commit_step"].is_null());
+  CHECK(j["first_commit_at"].is_null());
+  show.last_recovery->first_commit_step = 8;
+  show.last_recovery->first_commit_at = PhaseMark{7000, "n1"};
+  j = ToJson(show)["last_recovery"];
+  CHECK(j["first_commit_step"] == 8);
+  CHECK(j["first_commit_at"] == json{{"at_ms", 7000}, {"node", "n1"}});
+}

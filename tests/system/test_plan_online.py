@@ -72,6 +72,26 @@ def wait_transfer(node, timeout=60):
         time.sleep(0.1)
 
 
+SKEW_MS = 5  # every node here reads one clock; the phases of different nodes may differ by this
+PHASES = ["lost_at", "declared_at", "decided_at", "staged_at", "reconnected_at", "restore_started_at",
+          "restore_ended_at"]
+
+
+def check_phases(results, killed_ms, coordinator, restoring_nodes):
+    """Every rank's last_restore()["phases"] after a reconfiguration with a transfer plan: every
+    phase happened, in order, the job-wide ones observed by the coordinator and the rank's own by
+    its node; the harness's kill between the lost node's last sign of life and its declaration."""
+    for (_, _, node), lines in results.items():
+        phases = lines[0]["report"]["phases"]
+        assert sorted(phases) == sorted(PHASES), phases
+        assert all(phases[p] is not None for p in PHASES), phases
+        at = [phases[p]["at_ms"] for p in PHASES]
+        assert all(b >= a - SKEW_MS for a, b in zip(at, at[1:])), phases
+        assert {phases[p]["node"] for p in PHASES[:4]} == {coordinator}, phases
+        assert {phases[p]["node"] for p in PHASES[4:]} == {node}, phases
+        assert phases["lost_at"]["at_ms"] - 100 <= killed_ms <= phases["declared_at"]["at_ms"], (killed_ms, phases)
+
+
 def test_plan_show_reconfigures_onto_the_survivors_after_a_node_is_lost(tmp_path):
     with LocalCluster(nodes=4, config=OFF) as cluster:
         nodes = cluster.nodes
@@ -168,6 +188,7 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
 
         # A node of the heavier stage: the decision is a reconfiguration (as in the first test).
         lost = nodes[1]
+        killed_ms = time.time() * 1000
         lose(lost)
         survivors = [n for n in nodes if n is not lost]
         # The coordinator moves the layers each survivor will host and does not hold to it
@@ -226,6 +247,20 @@ def test_the_planner_node_publishes_one_decision_that_every_survivor_shows():
         results = {(p.pp_rank, p.dp_rank, p.node): t.result() for p, t in
                    ((p, trainers[(p.pp_rank, p.dp_rank)]) for p in places)}
         reshaped_ok(results, "dp=2", then=1)
+        check_phases(results, killed_ms, coordinator, {p.node for p in places})
+        # Each restoring node observed every phase of the recovery in reft_recovery_phase_seconds.
+        for node in {p.node for p in places}:
+            counts = by_id[node].metrics()
+            for phase in ("detect", "decide", "stage", "reconnect", "restore"):
+                assert counts[f'reft_recovery_phase_seconds_count{{phase="{phase}"}}'] >= 1, (node, phase)
+        # restore-check and plan show: the job's last recovery and its first commit after it.
+        check = by_id[places[0].node].ctl("restore-check", "--job", JOB, json_output=True)
+        validate(check, "restore-check.schema.json")
+        last = check["last_recovery"]
+        assert last["first_commit_step"] == STEPS, last
+        assert last["first_commit_at"]["at_ms"] >= last["phases"]["staged_at"]["at_ms"], last
+        assert last["phases"]["restore_started_at"] is None and last["phases"]["lost_at"] is not None, last
+        assert "last recovery" in by_id[places[0].node].ctl("plan", "show", "--job", JOB).stdout
         # A rank on a node that received layers read them there (staged), not from the holders.
         for (_, _, node), lines in results.items():
             detail = lines[0]["report"]["detail"]

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "admin_client.h"
+#include "last_recovery.h"
 #include "command.h"
 #include "reft/planner/profile.h"
 #include "table.h"
@@ -198,6 +199,7 @@ void PrintPlan(const nlohmann::json& d) {
       }
     }
   }
+  if (d.contains("last_recovery")) PrintLastRecovery(d["last_recovery"]);
 }
 
 void RunShow(CtlContext& ctx, const std::string& job) {

@@ -6,6 +6,7 @@
 
 #include "admin_client.h"
 #include "command.h"
+#include "last_recovery.h"
 #include "progress.h"
 #include "reft/units.h"
 #include "reshape_check.h"
@@ -269,6 +270,7 @@ void PrintRestoreCheck(const nlohmann::json& d) {
     std::printf("unreachable: %s\n", u.get<std::string>().c_str());
   }
   for (const auto& w : d["warnings"]) std::printf("warning: %s\n", w.get<std::string>().c_str());
+  PrintLastRecovery(d.value("last_recovery", nlohmann::json()));
 }
 
 void RunRestoreCheck(CtlContext& ctx, const std::string& job, double timeout_s,
@@ -293,6 +295,8 @@ void RunRestoreCheck(CtlContext& ctx, const std::string& job, double timeout_s,
   if (!ReadStream(ctx, call.get(), reader.get(), &ev, "restore-check")) return;
   const auto& r = ev.result();
   nlohmann::json doc = RestoreCheckJson(r);
+  // The job's last recovery, by phase (null when none was published or the daemon cannot say).
+  doc["last_recovery"] = FetchLastRecovery(ctx, job);
   if (to) {
     // Exit 0 exactly when the reshape into `to` is possible.
     doc["reshape"] = ReshapeCheckJson(doc, *to);

@@ -38,6 +38,14 @@ struct JobLayout {
   int64_t GlobalRank(const RankCoord& c) const {
     return (int64_t{c.pp} * dp + c.dp) * tp + c.tp;
   }
+  /// \brief The coordinates of global rank `rank` (GlobalRank's inverse); `rank` in [0, world()).
+  RankCoord CoordOf(int64_t rank) const {
+    RankCoord c;
+    c.tp = static_cast<int32_t>(rank % tp);
+    c.dp = static_cast<int32_t>((rank / tp) % dp);
+    c.pp = static_cast<int32_t>(rank / (int64_t{tp} * dp));
+    return c;
+  }
   bool Contains(const RankCoord& c) const {
     return c.pp >= 0 && c.pp < pp && c.tp >= 0 && c.tp < tp && c.dp >= 0 && c.dp < dp;
   }

@@ -228,6 +228,20 @@ REFT_CLIENT_API Result<std::string> QueryPlan(
     const std::string& socket_path, const std::string& job,
     std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
+/// \brief Reports a suspicion that a node of `job` failed — the node of `peer_rank` (a global
+/// rank of the job) or, without one, every other node of the job — to the reftd at
+/// `socket_path` (as QueryPlan: no hello, the caller must own the job). For trainers whose
+/// collective failed and launchers whose worker group failed: reftd knocks at the suspected
+/// node's port and, if nothing listens there any more, ends its lease at once instead of a TTL
+/// later. A report never declares a death by itself (docs/coordination.md "Suspicions").
+/// Returns the nodes being looked into. Busy when the job reports faster than reftd takes
+/// reports (3 at once, then 1 a second), InvalidArgument for a rank outside the job, errors of
+/// QueryPlan otherwise.
+REFT_CLIENT_API Result<std::vector<std::string>> ReportFailure(
+    const std::string& socket_path, const std::string& job, const std::string& reason,
+    std::optional<int64_t> peer_rank = std::nullopt,
+    std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
 /// \brief Optional description of this rank's pipeline for HAS (daemon/has): lets reftd start
 /// from the 1F1B simulator's bubble estimate before it has measured one iteration.
 struct HasPipelineHint {
@@ -249,6 +263,26 @@ struct HasCounters {
 /// \brief How the last Restore() went. A restore is a decision the job's ranks take together
 /// (docs/recovery.md "One decision per job"): every rank restores the same step from the same
 /// source, or none does; `agreement` is the time this rank waited for that decision.
+/// \brief One phase of a recovery: wall-clock unix ms on `node`, the node that observed it.
+struct RecoveryPhaseTime {
+  int64_t at_ms = 0;
+  std::string node;
+};
+
+/// \brief When each phase of the recovery a restore ended happened (docs/recovery.md "Phases of
+/// a recovery"); none where a phase did not happen (a restore with no loss, a decision without
+/// a transfer, a fall-back to the tier) or was reported by a reftd that does not report phases.
+/// Times of different nodes are subject to their clocks' skew.
+struct RecoveryPhases {
+  std::optional<RecoveryPhaseTime> lost_at;             ///< the lost node's last sign of life
+  std::optional<RecoveryPhaseTime> declared_at;         ///< its departure declared (coordinator)
+  std::optional<RecoveryPhaseTime> decided_at;          ///< the decision published
+  std::optional<RecoveryPhaseTime> staged_at;           ///< its transfer plan staged everywhere
+  std::optional<RecoveryPhaseTime> reconnected_at;      ///< this rank's trainer said hello
+  std::optional<RecoveryPhaseTime> restore_started_at;  ///< reftd began this rank's restore
+  std::optional<RecoveryPhaseTime> restore_ended_at;    ///< ... and ended it
+};
+
 struct RestoreReport {
   int64_t step = -1;        ///< -1: nothing committed job-wide (Restore() returned nullopt)
   std::string source;       ///< "memory" | "tier" | "none"
@@ -264,6 +298,7 @@ struct RestoreReport {
   /// AorReport::state when the restore happened, under protection "aor" with optimizer shards
   /// replayed ("" otherwise, or from a reftd that does not report it).
   std::string aor;
+  RecoveryPhases phases;
 };
 
 /// \brief Where a Restore() stands (Client::RestoreProgressNow), in the order a restore goes.

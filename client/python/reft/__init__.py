@@ -538,7 +538,11 @@ class Client:
         reshape `reshaped` (True when the step was saved under another layout), `from_layout`
         (that layout, else None), `filled` and `untouched` (buffer names); under protection
         "aor", `aor`: reftd's AOR state at the restore (aor_state()'s `state`, e.g. "on" or
-        "off: mismatch at step 7"; None when nothing is replayed)."""
+        "off: mismatch at step 7"; None when nothing is replayed); `phases`: when each phase
+        of the recovery happened, `lost_at`, `declared_at`, `decided_at`, `staged_at`,
+        `reconnected_at`, `restore_started_at`, `restore_ended_at`, each {"at_ms": unix ms,
+        "node": the node that observed it} or None where the phase did not happen
+        (docs/recovery.md "Phases of a recovery"; nodes' clocks may differ)."""
         return self._c.last_restore()
 
     @property

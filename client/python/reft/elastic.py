@@ -209,3 +209,30 @@ def coordinates(socket, job, rank=None, world_size=None, reftctl=None, wait_s=60
                                    + (" (reftctl plan confirm approves it)" if state == "awaiting_confirmation"
                                       else ""))
         _time.sleep(poll_s)
+
+
+def report_failure(socket, job, reason, peer_rank=None, timeout=10.0):
+    """Tells reftd that a node of `job` may have failed, so that a dead one is found without
+    waiting for its lease to lapse (docs/coordination.md "Suspicions"). Call it where the
+    failure shows first: a trainer whose collective raised (`peer_rank`: the rank it was
+    talking to, when known), a launcher whose worker group failed (no `peer_rank`: every other
+    node of the job is looked into).
+
+    A report is a suspicion, never a death: reftd knocks at the suspected node's reftd port and
+    ends its lease at once only if nothing listens there any more (its process is gone). A node
+    that is alive, stopped or unreachable is left to its lease, so a wrong report costs one
+    connection attempt and never a recovery.
+
+    `socket`: None = $REFT_SOCKET, else the default socket; the caller must own the job (no
+    operator rights needed). Returns the ids of the nodes being looked into ([] when the rank
+    runs on this node). Raises reft.BusyError when the job reports faster than reftd takes
+    reports (3 at once, then 1 a second), reft.InvalidArgumentError for a rank outside the
+    job's layout, reft.NotFoundError when no node is known for the rank, and the errors of
+    reft.plan otherwise."""
+    from . import _reft
+
+    if socket is None:
+        socket = _os.environ.get("REFT_SOCKET", "")
+    rank = None if peer_rank is None else int(peer_rank)
+    return list(_reft.report_failure(str(socket), str(job), str(reason), rank,
+                                     max(1, int(timeout * 1000))))

@@ -124,7 +124,7 @@ bool ValidHostPort(const std::string& addr) {
 Status ApplyTopLevel(const toml::table& root, DaemonConfig* c) {
   static const std::set<std::string> kSections = {"store",   "local",   "emulated", "admin",
                                                   "peer",    "restore", "persist",  "security",
-                                                  "etcd",    "planner", "jobs"};
+                                                  "etcd",    "planner", "jobs", "coordinator"};
   for (const auto& [k, node] : root) {
     const std::string key(k.str());
     if (kSections.count(key)) {
@@ -276,6 +276,9 @@ Status ApplySection(const toml::table& root, const std::string& section, DaemonC
     } else if (key == "etcd.request_timeout_ms") {
       REFT_RETURN_NOT_OK(ReadInt(node, key, 10, 600000, &v));
       c->etcd_request_timeout_ms = static_cast<uint32_t>(v);
+    } else if (key == "coordinator.aggregate_from_nodes") {
+      REFT_RETURN_NOT_OK(ReadInt(node, key, 0, 1000000, &v));
+      c->coordinator_aggregate_from_nodes = static_cast<uint32_t>(v);
     } else if (key == "etcd.tls_ca") {
       REFT_RETURN_NOT_OK(ReadString(node, key, &c->etcd_tls_ca));
     } else if (key == "etcd.tls_cert") {
@@ -318,7 +321,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* config) {
   }
   REFT_RETURN_NOT_OK(ApplyTopLevel(root, config));
   for (const char* section : {"store", "local", "emulated", "admin", "peer", "security", "restore",
-                              "persist", "etcd", "planner", "jobs"}) {
+                              "persist", "etcd", "planner", "jobs", "coordinator"}) {
     REFT_RETURN_NOT_OK(ApplySection(root, section, config));
   }
   return Status::OK();

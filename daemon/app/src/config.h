@@ -81,6 +81,10 @@ struct DaemonConfig {
   std::string etcd_tls_cert;
   std::string etcd_tls_key;
 
+  // [coordinator] the job coordinator's commit (docs/coordination.md "Reports aggregate on the way")
+  /// Jobs on at least this many nodes send completion reports through aggregators (0: never).
+  uint32_t coordinator_aggregate_from_nodes = 64;
+
   // [jobs] job records (docs/operations.md "Job records")
   /// A job nobody uses any more (no trainer, no slot on a live node, not coordinated, no plan
   /// waiting, nothing persisted) has its records, owner included, deleted this long after.

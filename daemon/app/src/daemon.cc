@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "admin_service.h"
+#include "job_failure_reports.h"
 #include "etcd_credentials.h"
 #include "metered_commit_coordinator.h"
 #include "transfer_wiring.h"
@@ -40,6 +41,8 @@
 #include "reft/replan/job_planner.h"
 #include "local_job_records.h"
 #include "reft/replan/plan_profiles.h"
+#include "reft/replan/restore_phases.h"
+#include "reft/unix_time.h"
 #include "reft/replan/step_cadence.h"
 #include "reft/recovery/reft_load.h"
 #include "reft/recovery/tier_access.h"
@@ -74,6 +77,10 @@ struct Daemon::Impl {
   std::unique_ptr<replan::PlanProfiles> profiles;        // `reftctl plan attach`
   std::unique_ptr<replan::JobPlanner> planner;           // publishes decisions on node loss
   std::unique_ptr<recovery::ReftLoad> restore;          // before peer goes (uses it)
+  // When each rank's trainer said hello here, and the restore the local channel calls: REFT-load
+  // with the phases of the recovery in its report (docs/recovery.md "Phases of a recovery").
+  std::unique_ptr<replan::RankHellos> hellos = std::make_unique<replan::RankHellos>();
+  std::unique_ptr<replan::PhasedRestore> phased_restore;
   std::unique_ptr<recovery::PublishedCopier> copier;
   std::unique_ptr<recovery::TierAccess> tier;           // persistent tier, opened lazily
   std::unique_ptr<persister::Persister> persister;       // before peer and tier go
@@ -81,6 +88,7 @@ struct Daemon::Impl {
   // it), and the registry the local channel and Admin ask: this one, or etcd's.
   std::unique_ptr<local::JobOwners> local_owners;
   local::JobOwnership* owners = nullptr;
+  std::unique_ptr<JobFailureReports> failure_reports;  // `reft.elastic.report_failure`
   std::unique_ptr<local::LocalServer> local_server;
   // The job records `reftctl jobs` shows and releases: etcd's (the peer's), else this node's own
   // (its owners, sessions, slots and tier), whose sweeper forgets the owners of gone jobs.
@@ -158,6 +166,22 @@ void RecordRecovery(observability::Metrics* m, const std::string& operation,
   m->AddBytesRecovered(RecoverySource::kReplica, s.bytes_replica);
   m->AddBytesRecovered(RecoverySource::kParity, s.bytes_parity);
   m->AddBytesRecovered(RecoverySource::kPersistent, s.bytes_persistent);
+}
+
+// reft_recovery_phase_seconds (docs/metrics.md): each phase of a recovery a restore here
+// completed, from the phase before it; a negative span (clock skew between nodes, a trainer
+// that said hello before the decision was published) counts as 0.
+void RecordRecoveryPhases(observability::Metrics* m, const replan::RecoveryPhases& p) {
+  using observability::LossPhase;
+  auto observe = [m](LossPhase phase, const std::optional<replan::PhaseMark>& from,
+                     const std::optional<replan::PhaseMark>& to) {
+    if (from && to) m->ObserveLossPhase(phase, std::max<int64_t>(0, to->at_ms - from->at_ms) / 1000.0);
+  };
+  observe(LossPhase::kDetect, p.lost_at, p.declared_at);
+  observe(LossPhase::kDecide, p.declared_at, p.decided_at);
+  observe(LossPhase::kStage, p.decided_at, p.staged_at);
+  observe(LossPhase::kReconnect, p.staged_at ? p.staged_at : p.decided_at, p.reconnected_at);
+  observe(LossPhase::kRestore, p.restore_started_at, p.restore_ended_at);
 }
 
 observability::PersistFailure ToMetric(persister::PersistFailureKind k) {
@@ -292,6 +316,9 @@ void Daemon::Impl::ReadOnScrape() {
     m.SetDeathHolds(deaths.suspect, static_cast<double>(deaths.held.size()), deaths.held_total,
                     deaths.released_total, deaths.declared_total, deaths.reregistrations_total);
     m.SetDeathsDeclared(deaths.deaths_declared_total);
+    const peer::SuspicionStats& sus = deaths.suspicions;
+    m.SetSuspicions(sus.received_total, sus.confirmed_total, sus.refuted_total,
+                    sus.unresolved_total, sus.dropped_total);
     if (etcd_jobs != nullptr) {
       m.SetJobsFollowed(static_cast<double>(etcd_jobs->followed_jobs()));
       const auto holds = etcd_jobs->persist_hold().stats();
@@ -383,6 +410,7 @@ Status Daemon::Impl::CreatePeer() {
     eo.lease.floor = std::chrono::seconds(c.etcd_lease_ttl_s);
     eo.lease.renewals_per_s = c.etcd_lease_renewals_per_s;
     eo.mass_expiry_fraction = c.etcd_mass_expiry_fraction;
+    eo.coordinator.aggregate_from_nodes = c.coordinator_aggregate_from_nodes;
     eo.records.forget_after = std::chrono::seconds(c.jobs_forget_after_s);
     REFT_ASSIGN_OR_RETURN(control_plane, coord::MakeEtcdControlPlane(eo));
   } else if (!c.peers.empty()) {
@@ -400,9 +428,11 @@ Status Daemon::Impl::CreatePeer() {
   if (auto* etcd_jobs = dynamic_cast<coord::EtcdJobCoordinator*>(peer->coordinator())) {
     // A job forgotten cluster-wide (docs/operations.md "Job records") leaves nothing here.
     replan::StepCadence* step_cadence = cadence.get();
-    etcd_jobs->SetForgetListener([staged_layers, step_cadence](const std::string& job) {
+    replan::RankHellos* rank_hellos = hellos.get();
+    etcd_jobs->SetForgetListener([staged_layers, step_cadence, rank_hellos](const std::string& job) {
       staged_layers->DropBefore(job, std::numeric_limits<int64_t>::max());
       step_cadence->Forget(job);
+      rank_hellos->Forget(job);
     });
   }
   // Staged layers belong to the generation they were staged in: a fall-back to the tier
@@ -413,7 +443,11 @@ Status Daemon::Impl::CreatePeer() {
       });
   coordinator = std::make_unique<MeteredCommitCoordinator>(
       peer->CoordinatorHandle(), store.get(), metrics.get(), cadence.get(),
-      [staged_layers](const std::string& job, int64_t step) { staged_layers->DropBefore(job, step); });
+      [staged_layers, step_cadence = cadence.get()](const std::string& job, int64_t step) {
+        staged_layers->DropBefore(job, step);
+        step_cadence->NoteCommitted(job, step, UnixMs());  // a recovery's first commit (plan show)
+      },
+      [rank_hellos = hellos.get()](const store::RankKey& rank) { rank_hellos->Note(rank, UnixMs()); });
   peer::NodeDirectory* membership = &peer->membership();
   observability::Metrics* m = metrics.get();
   membership->AddListener([membership, m](const peer::MemberInfo& info, peer::MemberState) {
@@ -493,6 +527,9 @@ void Daemon::Impl::CreateRecovery() {
   // Validated with the configuration.
   jpo.mode = replan::ParsePlannerMode(c.planner_mode).ValueOr(replan::PlannerMode::kAutomatic);
   jpo.spare_wait = std::chrono::milliseconds(c.planner_spare_wait_ms);
+  // A lapsed lease was renewed last a TTL before its departure (its floor: lease_sizing.h may
+  // lengthen it in a large cluster). Without etcd there are no leases.
+  if (!c.etcd_endpoints.empty()) jpo.lease_ttl = std::chrono::seconds(c.etcd_lease_ttl_s);
   coord::JobCoordinator* job_coordinator = peer->coordinator();
   recovery::ReftLoad* reft_load = restore.get();
   const replan::StepCadence* step_cadence = cadence.get();
@@ -502,6 +539,10 @@ void Daemon::Impl::CreateRecovery() {
       [reft_load, job_coordinator, step_cadence](const std::string& job) {
         return replan::ReadJobModel(reft_load, job_coordinator, step_cadence, job);
       });
+  planner->SetCommitLog(cadence.get());
+  phased_restore = std::make_unique<replan::PhasedRestore>(
+      restore.get(), c.node_id, job_coordinator, job_coordinator, hellos.get(),
+      [m](const replan::RecoveryPhases& phases) { RecordRecoveryPhases(m, phases); });
   ServeTransferPlans(peer.get(), restore.get(), staged.get(), planner.get(), m,
                      std::chrono::milliseconds(c.restore_timeout_ms));
   peer->coordinator()->AddGenerationListener(
@@ -594,11 +635,13 @@ Status Daemon::Impl::StartLocalChannel() {
   local::LocalServerOptions options = MakeLocalOptions(config);
   options.job_owners = owners;
   options.node_id = config.node_id;
-  REFT_ASSIGN_OR_RETURN(local_server,
-                        local::LocalServer::Create(options, store.get(),
-                                                   coordinator.get(),
-                                                   local::ClusterHooks{copier.get(), restore.get(),
-                                                                       planner.get()}));
+  failure_reports = std::make_unique<JobFailureReports>(
+      peer->coordinator(), peer->coordinator(), &peer->membership(), JobFailureReports::Limits{});
+  REFT_ASSIGN_OR_RETURN(
+      local_server, local::LocalServer::Create(
+                        options, store.get(), coordinator.get(),
+                        local::ClusterHooks{copier.get(), phased_restore.get(), planner.get(),
+                                            failure_reports.get()}));
   return local_server->Start();  // refuses a socket a live reftd serves
 }
 
@@ -670,6 +713,7 @@ void Daemon::Shutdown() {
   impl_->persister.reset();
   impl_->planner.reset();
   impl_->copier.reset();
+  impl_->phased_restore.reset();
   impl_->restore.reset();
   impl_->tier.reset();
   impl_->coordinator.reset();

@@ -4,16 +4,20 @@ namespace reft::app {
 
 MeteredCommitCoordinator::MeteredCommitCoordinator(
     std::unique_ptr<local::CommitCoordinator> inner, store::SnapshotStore* store,
-    observability::Metrics* metrics, replan::StepCadence* cadence, CommittedListener on_committed)
+    observability::Metrics* metrics, replan::StepCadence* cadence, CommittedListener on_committed,
+    JoinedListener on_joined)
     : inner_(std::move(inner)),
       store_(store),
       metrics_(metrics),
       cadence_(cadence),
-      on_committed_(std::move(on_committed)) {}
+      on_committed_(std::move(on_committed)),
+      on_joined_(std::move(on_joined)) {}
 
 Status MeteredCommitCoordinator::Join(const store::RankKey& rank, const JobLayout& layout,
                                       const local::Joiner& who) {
-  return inner_->Join(rank, layout, who);
+  Status st = inner_->Join(rank, layout, who);
+  if (st.ok() && on_joined_) on_joined_(rank);
+  return st;
 }
 
 void MeteredCommitCoordinator::Leave(const store::RankKey& rank) { inner_->Leave(rank); }

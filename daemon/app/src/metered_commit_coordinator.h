@@ -24,11 +24,13 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
   /// Called with (job, step) whenever this node sees a step of the job committed (often:
   /// it must be cheap).
   using CommittedListener = std::function<void(const std::string& job, int64_t step)>;
+  /// Called with the rank whenever its trainer joined here (its hello was accepted).
+  using JoinedListener = std::function<void(const store::RankKey& rank)>;
 
   MeteredCommitCoordinator(std::unique_ptr<local::CommitCoordinator> inner,
                            store::SnapshotStore* store, observability::Metrics* metrics,
                            replan::StepCadence* cadence = nullptr,
-                           CommittedListener on_committed = nullptr);
+                           CommittedListener on_committed = nullptr, JoinedListener on_joined = nullptr);
 
   using local::CommitCoordinator::Join;
   Status Join(const store::RankKey& rank, const JobLayout& layout,
@@ -54,6 +56,7 @@ class MeteredCommitCoordinator final : public local::CommitCoordinator {
   observability::Metrics* metrics_;
   replan::StepCadence* cadence_;
   CommittedListener on_committed_;
+  JoinedListener on_joined_;
   Mutex mu_;
   std::map<std::pair<std::string, int64_t>, Clock::time_point> first_complete_
       REFT_GUARDED_BY(mu_);

@@ -12,6 +12,8 @@
 #include "etcd_results.h"
 #include "keys.h"
 #include "generation_file.h"
+#include "report_forwarder.h"
+#include "report_tree.h"
 #include "reft/store/job_commit.h"
 #include "reft/test_point.h"
 
@@ -154,23 +156,56 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
   // nodes reporting every step must not turn into N etcd reads per step. A failure forgets
   // it, so the next round looks it up again.
   std::string address;
+  std::optional<ReportRoute> route;
   {
     reft::MutexLock lock(mu_);
     const JobState& st = jobs_[job];
-    if (st.coordinator_rev == term) address = st.coordinator_address;
+    if (st.coordinator_rev == term) {
+      address = st.coordinator_address;
+      if (st.route_term == term) route = st.route;
+    }
   }
-  const Status s = address.empty()
-                       ? Status::Unavailable("node '" + node + "' is not registered")
-                       : peers_->ReportStepCompletion(address, report, options_.report_timeout);
+  // Through the aggregator the coordinator named (docs/coordination.md "Reports aggregate on
+  // the way"): its answer is the coordinator's. Any failure drops the assignment and the report
+  // goes straight to the coordinator, whose answer names a fresh one.
+  Status s;
+  bool via_aggregator = false;
+  if (route) {
+    // The aggregator waits for the coordinator's answer to the batch carrying this report.
+    s = SendReport(route->address, report, 2 * options_.report_timeout, nullptr);
+    via_aggregator = s.ok();
+    if (!s.ok()) {
+      spdlog::info("job {}: aggregator {} did not carry a completion report ({}); reporting to "
+                   "the coordinator directly",
+                   job, route->node, s.ToString());
+      reft::MutexLock lock(mu_);
+      JobState& st = jobs_[job];
+      if (st.route_term == term) st.route.reset();
+    }
+  }
+  ReportRoute fresh;
+  bool answered_directly = false;
+  if (!via_aggregator) {
+    s = address.empty() ? Status::Unavailable("node '" + node + "' is not registered")
+                        : SendReport(address, report, options_.report_timeout, &fresh);
+    answered_directly = s.ok();
+  }
   reft::MutexLock lock(mu_);
   if (s.ok()) {
     ++traffic_.reported;
+    if (via_aggregator) ++traffic_.via_aggregator;
   } else {
     ++traffic_.report_failures;
   }
   JobState& st = jobs_[job];
   if (st.coordinator_rev != term) return s.ok();  // a new term starts afresh
-  st.coordinator_address = s.ok() ? address : "";
+  if (answered_directly) {
+    st.route_term = term;
+    st.route = fresh.node.empty() || fresh.node == nodes_->node_id()
+                   ? std::nullopt
+                   : std::optional<ReportRoute>(fresh);
+  }
+  if (!via_aggregator) st.coordinator_address = s.ok() ? address : "";
   if (s.ok()) {
     st.report_backoff = std::chrono::milliseconds(0);
     return true;
@@ -189,6 +224,23 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
   }
   st.report_retry_at = Clock::now() + st.report_backoff;
   return false;
+}
+
+Status EtcdJobCoordinator::SendReport(const std::string& address,
+                                      const StepCompletionReport& report,
+                                      std::chrono::milliseconds timeout, ReportRoute* route) {
+  return peers_->ReportStepCompletion(address, report, timeout, route);
+}
+
+Result<std::vector<Status>> EtcdJobCoordinator::SendBatch(
+    const std::string& address, const std::vector<StepCompletionReport>& batch) {
+  test_point::Reach(kForwardBatch, batch.empty() ? std::string() : batch.front().job, this);
+  auto answers = peers_->ForwardStepCompletions(address, batch, options_.report_timeout);
+  if (answers.ok()) {
+    reft::MutexLock lock(mu_);
+    traffic_.forwarded += batch.size();
+  }
+  return answers;
 }
 
 // A node reports only its own ranks: ones joined there, or whose slot is recorded there. The
@@ -230,7 +282,97 @@ Result<std::set<store::RankKey>> EtcdJobCoordinator::ConfirmTied(
   return confirmed;
 }
 
+// A node that follows the job without coordinating it carries the report on (an aggregator);
+// the coordinator takes it. A batch is never forwarded again (ReceiveForwarded).
 Status EtcdJobCoordinator::ReceiveCompletion(const StepCompletionReport& report) {
+  std::string coordinator_address;
+  std::shared_ptr<ReportForwarder> forwarder;
+  {
+    reft::MutexLock lock(mu_);
+    auto it = jobs_.find(report.job);
+    if (it != jobs_.end() && !it->second.leader && peers_ != nullptr) {
+      const JobState& st = it->second;
+      if (!st.coordinator.empty() && st.coordinator != nodes_->node_id() &&
+          st.coordinator != report.node) {
+        coordinator_address = st.coordinator_address;  // known while this node reports to it
+      }
+    }
+    if (!coordinator_address.empty()) {
+      if (!forwarder_) {
+        forwarder_ = std::make_shared<ReportForwarder>(
+            [this](const std::string& address, const std::vector<StepCompletionReport>& batch) {
+              return SendBatch(address, batch);
+            });
+      }
+      forwarder = forwarder_;
+    }
+  }
+  if (forwarder) return forwarder->Forward(coordinator_address, report);
+  return TakeCompletion(report, /*direct=*/true);
+}
+
+std::vector<Status> EtcdJobCoordinator::ReceiveForwarded(
+    const std::vector<StepCompletionReport>& reports) {
+  {
+    reft::MutexLock lock(mu_);
+    ++traffic_.messages;
+  }
+  std::vector<Status> answers;
+  answers.reserve(reports.size());
+  for (const auto& r : reports) answers.push_back(TakeCompletion(r, /*direct=*/false));
+  return answers;
+}
+
+std::optional<ReportRoute> EtcdJobCoordinator::RouteFor(const std::string& job,
+                                                        const std::string& node) {
+  std::string aggregator;
+  {
+    reft::MutexLock lock(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end() || !it->second.leader || options_.aggregate_from_nodes == 0) {
+      return std::nullopt;
+    }
+    JobState& st = it->second;
+    // The job has at most this many nodes: below the threshold nobody aggregates.
+    if (st.joined_at.size() + st.locations.size() < options_.aggregate_from_nodes) {
+      return std::nullopt;
+    }
+    JobState::Tree& t = st.tree;
+    if (!t.computed || t.committed != st.committed || t.joined != st.joined_at.size() ||
+        t.located != st.locations.size()) {
+      std::set<std::string> nodes, joined;
+      for (const auto& [rank, n] : st.joined_at) {
+        nodes.insert(n);
+        joined.insert(n);
+      }
+      for (const auto& [rank, n] : st.locations) nodes.insert(n);
+      if (nodes != t.nodes) t.address.clear();
+      t.aggregator_of =
+          AssignAggregators(nodes, joined, nodes_->node_id(), options_.aggregate_from_nodes);
+      t.nodes = std::move(nodes);
+      t.computed = true;
+      t.committed = st.committed;
+      t.joined = st.joined_at.size();
+      t.located = st.locations.size();
+    }
+    auto a = t.aggregator_of.find(node);
+    if (a == t.aggregator_of.end()) return std::nullopt;
+    aggregator = a->second;
+    if (auto known = t.address.find(aggregator); known != t.address.end()) {
+      return ReportRoute{aggregator, known->second};
+    }
+  }
+  // Looked up once per node set (the directory caches it too), off the lock.
+  auto member = nodes_->Find(aggregator);
+  if (!member || member->state == peer::MemberState::kDead || member->address.empty()) {
+    return std::nullopt;
+  }
+  reft::MutexLock lock(mu_);
+  if (auto it = jobs_.find(job); it != jobs_.end()) it->second.tree.address[aggregator] = member->address;
+  return ReportRoute{aggregator, member->address};
+}
+
+Status EtcdJobCoordinator::TakeCompletion(const StepCompletionReport& report, bool direct) {
   if (report.step < 0) {
     return Status::InvalidArgument("completion report of job '" + report.job + "' for step " +
                                    std::to_string(report.step));
@@ -245,6 +387,7 @@ Status EtcdJobCoordinator::ReceiveCompletion(const StepCompletionReport& report)
                               "' does not coordinate the commits of job '" + report.job + "'");
     }
     JobState& st = it->second;
+    if (direct) ++traffic_.messages;
     if (report.layout_revision > st.layout_rev) {
       // A layout record this node has not read yet (its watch is behind): it re-reads; the
       // sender writes the report to etcd, whose compare of the layout record decides.
@@ -295,6 +438,7 @@ Status EtcdJobCoordinator::ReceiveCompletion(const StepCompletionReport& report)
     st.completions.Add(report.step, report.node,
                        TimelineStamp{report.generation, report.epoch, report.layout_revision, 0},
                        report.ranks);
+    st.last_heard_ms[report.node] = NowUnixMs();
     ++traffic_.received;
     work_ = true;
   }
@@ -329,9 +473,11 @@ void EtcdJobCoordinator::OnCompletionEvent(const std::string& job, const WatchUp
         spdlog::error("{}", rec.status().ToString());
         continue;
       }
-      st.completions.Add(step, e.kv.key.substr(e.kv.key.rfind('/') + 1),
+      const std::string node = e.kv.key.substr(e.kv.key.rfind('/') + 1);
+      st.completions.Add(step, node,
                          TimelineStamp{rec->generation, rec->epoch, rec->layout_revision, 0},
                          rec->ranks);
+      st.last_heard_ms[node] = NowUnixMs();
     }
     work_ = true;
   }

@@ -17,6 +17,16 @@
 
 namespace reft::coord {
 
+std::optional<int64_t> EtcdJobCoordinator::LastHeardFrom(const std::string& job,
+                                                         const std::string& node) {
+  reft::MutexLock lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return std::nullopt;
+  auto heard = it->second.last_heard_ms.find(node);
+  if (heard == it->second.last_heard_ms.end()) return std::nullopt;
+  return heard->second;
+}
+
 bool EtcdJobCoordinator::LeadsJob(const std::string& job) {
   reft::MutexLock lock(mu_);
   auto it = jobs_.find(job);

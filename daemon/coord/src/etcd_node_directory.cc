@@ -10,6 +10,7 @@
 
 #include "control_plane_suspicion.h"
 #include "held_deaths.h"
+#include "suspected_nodes.h"
 #include "keys.h"
 #include "reft/coord/records.h"
 #include "reft/thread.h"
@@ -40,6 +41,7 @@ EtcdNodeDirectory::EtcdNodeDirectory(peer::PeerOptions options, std::shared_ptr<
       options_(std::move(options)),
       lease_ttl_(lease.floor) {
   if (options_.epoch == 0) options_.epoch = peer::NewEpoch();
+  suspected_ = MakeSuspectedNodes();
 }
 
 EtcdNodeDirectory::~EtcdNodeDirectory() { Stop(); }
@@ -108,6 +110,7 @@ void EtcdNodeDirectory::Stop() {
   }
   sizing_cv_.notify_all();
   if (held_) held_->Stop();  // declares nothing more
+  suspected_->Stop();         // revokes nothing more
   if (sizing_thread_.joinable() && sizing_thread_.get_id() != std::this_thread::get_id()) {
     sizing_thread_.join();
   }
@@ -609,6 +612,7 @@ peer::DeathHoldStatus EtcdNodeDirectory::DeathHolds() const {
   peer::DeathHoldStatus out;
   out.reregistrations_total = reregistrations_.load();
   out.deaths_declared_total = deaths_declared_.load();
+  out.suspicions = suspected_->stats();
   if (!held_) return out;
   const auto now = std::chrono::steady_clock::now();
   if (auto s = suspicion_->Current(now)) {

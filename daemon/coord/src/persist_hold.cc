@@ -4,6 +4,8 @@
 
 #include "reft/coord/persist_hold.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "reft/coord/etcd_node_directory.h"
@@ -20,6 +22,8 @@ using json = nlohmann::json;
 // How often Hold reads the commit point again when a commit landed between its read and its
 // write (a training commits a step every few hundred milliseconds at most).
 constexpr int kHoldAttempts = 8;
+// How often a commit blocked by a hold looks again whether the nodes it waits for still live.
+constexpr auto kRecheckDead = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -201,6 +205,16 @@ void PersistHold::UnblockLocked(Followed& f, Clock::time_point now) {
   f.blocked_since.reset();
 }
 
+std::vector<std::string> PersistHold::MissingPinsLocked(const Followed& f,
+                                                       const std::set<std::string>& dead) const {
+  std::vector<std::string> missing;
+  for (const auto& n : f.nodes) {
+    auto p = f.pins.find(n);
+    if ((p == f.pins.end() || p->second < f.hold_step) && dead.count(n) == 0) missing.push_back(n);
+  }
+  return missing;
+}
+
 Result<std::optional<PersistHold::Clock::time_point>> PersistHold::HeldUntil(
     const std::string& job, int64_t step) {
   using Until = std::optional<Clock::time_point>;
@@ -211,6 +225,25 @@ Result<std::optional<PersistHold::Clock::time_point>> PersistHold::HeldUntil(
     read = followed_[job].stale;
   }
   if (read) REFT_RETURN_NOT_OK(Read(job));
+  // A node of the hold that died never pins: its part of the persist fails, and the commit
+  // must not wait for it until the hold runs out (a recovered job would stand still that
+  // long). Its liveness is read without the lock, once per check of a blocked commit.
+  std::vector<std::string> missing;
+  {
+    MutexLock lock(mu_);
+    auto it = followed_.find(job);
+    if (it == followed_.end()) return Until();  // stopped meanwhile
+    if (it->second.hold_rev != 0 && step > it->second.hold_step) {
+      missing = MissingPinsLocked(it->second, {});
+    }
+  }
+  std::set<std::string> dead;
+  if (!missing.empty()) {
+    const auto status = nodes_->Lookup(missing);
+    for (size_t i = 0; i < missing.size() && i < status.size(); ++i) {
+      if (status[i].liveness == peer::NodeLiveness::kDead) dead.insert(missing[i]);
+    }
+  }
   MutexLock lock(mu_);
   auto it = followed_.find(job);
   if (it == followed_.end()) return Until();  // stopped meanwhile
@@ -220,12 +253,15 @@ Result<std::optional<PersistHold::Clock::time_point>> PersistHold::HeldUntil(
     UnblockLocked(f, now);
     return Until();
   }
-  std::vector<std::string> missing;
-  for (const auto& n : f.nodes) {
-    auto p = f.pins.find(n);
-    if (p == f.pins.end() || p->second < f.hold_step) missing.push_back(n);
-  }
+  missing = MissingPinsLocked(f, dead);
   if (missing.empty()) {
+    if (!dead.empty()) {
+      std::string names;
+      for (const auto& n : dead) names += (names.empty() ? "" : ", ") + n;
+      LogWarning("job '" + job + "': nodes " + names + " of the persist hold of step " +
+                 std::to_string(f.hold_step) + " are dead: committing step " +
+                 std::to_string(step) + " without their pins (their part of the persist fails)");
+    }
     UnblockLocked(f, now);
     return Until();
   }
@@ -246,7 +282,9 @@ Result<std::optional<PersistHold::Clock::time_point>> PersistHold::HeldUntil(
   }
   if (!f.blocked_since) f.blocked_since = now;
   ++stats_.held_checks;
-  return Until(deadline);
+  // Decided again at the deadline, when a pin arrives, or after kRecheckDead: a node of the
+  // hold may have died meanwhile.
+  return Until(std::min(deadline, now + kRecheckDead));
 }
 
 void PersistHold::Guard(const std::string& job, Txn* txn) {

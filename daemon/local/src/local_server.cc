@@ -295,6 +295,7 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Create(const LocalServerOption
   d.ctx = SessionContext{&d.options, store,        coordinator, hooks.copier, hooks.restorer,
                          &d.counters, owners, &d.rings,        &d.held};
   d.ctx.plans = hooks.plans;
+  d.ctx.failures = hooks.failures;
   return server;
 }
 

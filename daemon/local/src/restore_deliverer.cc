@@ -43,6 +43,7 @@ Status RestoreDeliverer::Deliver(const protect::SlotMeta& meta, const RestoreReq
   report.from_layout = restored.from_layout;
   report.filled = restored.filled;
   report.untouched = restored.untouched;
+  for (const RestorePhaseTime& p : restored.phases) report.phases.push_back({p.phase, p.at_ms, p.node});
   if (restored.step < 0) return Status::OK();  // nothing committed job-wide: a fresh start
   local_proto::SlotReply* reply = &restore_reply->slot;
   reply->step = restored.step;

@@ -166,6 +166,7 @@ void Session::Handle(Frame& f) {
     case MessageType::kRestoreDone: st = HandleRestoreDone(f); break;
     case MessageType::kHasAttach: st = HandleHasAttach(f); break;
     case MessageType::kPlanQuery: st = HandlePlanQuery(f); break;
+    case MessageType::kFailureReport: st = HandleFailureReport(f); break;
     default:
       st = Status::Protocol(std::string("unexpected message '") +
                             local_proto::MessageTypeName(f.header.type) + "' from a client");

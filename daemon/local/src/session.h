@@ -48,6 +48,7 @@ struct SessionContext {
   StreamRings* rings = nullptr;
   HeldRanks* held = nullptr;
   PlanSource* plans = nullptr;  ///< null: plan queries are Unavailable
+  FailureReports* failures = nullptr;  ///< null: failure reports are Unavailable
 };
 
 class Session {
@@ -74,6 +75,8 @@ class Session {
  private:
   void Handle(local_proto::Frame& frame);
   Status HandleHello(const local_proto::Frame& f);
+  /// A failure report (session_failure_report.cc).
+  Status HandleFailureReport(const local_proto::Frame& f);
   Status HandleRegister(local_proto::Frame& f);
   Status HandleSnapshotBegin(local_proto::Frame& f);
   Status HandleSnapshotStaged(const local_proto::Frame& f);

@@ -57,6 +57,18 @@ const char* ToString(RecoveryOperation operation) {
   return "unknown";
 }
 
+const char* ToString(LossPhase phase) {
+  switch (phase) {
+    case LossPhase::kDetect: return "detect";
+    case LossPhase::kDecide: return "decide";
+    case LossPhase::kStage: return "stage";
+    case LossPhase::kReconnect: return "reconnect";
+    case LossPhase::kRestore: return "restore";
+    case LossPhase::kCount: break;
+  }
+  return "?";
+}
+
 const char* ToString(RecoveryPhase phase) {
   switch (phase) {
     case RecoveryPhase::kLocate: return "locate";
@@ -160,6 +172,13 @@ Metrics::Metrics()
                                    kPhaseBuckets);
     }
   }
+  auto& loss_phases = BuildHistogram()
+                          .Name("reft_recovery_phase_seconds")
+                          .Help("Duration of each phase of a recovery, from the phase before it")
+                          .Register(r);
+  for (int ph = 0; ph < static_cast<int>(LossPhase::kCount); ++ph) {
+    loss_phase_[ph] = &loss_phases.Add({{"phase", ToString(static_cast<LossPhase>(ph))}}, kPhaseBuckets);
+  }
   auto& recovered = BuildCounter()
                         .Name("reft_recovered_bytes_total")
                         .Help("Bytes recovered by restore or rebuild, by source")
@@ -247,6 +266,17 @@ Metrics::Metrics()
                           .Help("Times this node registered again after its lease lapsed")
                           .Register(r)
                           .Add({});
+  auto& suspicions = BuildCounter()
+                         .Name("reft_node_suspicions_total")
+                         .Help("Suspicions that a node died (trainers' failure reports, peer "
+                               "calls that found it unreachable), by outcome: received; "
+                               "confirmed (its port refused twice: lease revoked); refuted (its "
+                               "port accepted); unresolved (no answer: left to its lease); "
+                               "dropped (too many at once)")
+                         .Register(r);
+  for (const char* outcome : {"received", "confirmed", "refuted", "unresolved", "dropped"}) {
+    suspicions_.push_back(&suspicions.Add({{"outcome", outcome}}));
+  }
   deaths_declared_ = &BuildCounter()
                          .Name("reft_node_deaths_declared_total")
                          .Help("Node departures this node declared (a lease lapse heard as a "
@@ -353,6 +383,9 @@ void Metrics::ObserveRecoveryPhase(RecoveryOperation operation, RecoveryPhase ph
                                    double seconds) {
   phase_[static_cast<int>(operation)][static_cast<int>(phase)]->Observe(seconds);
 }
+void Metrics::ObserveLossPhase(LossPhase phase, double seconds) {
+  loss_phase_[static_cast<int>(phase)]->Observe(seconds);
+}
 void Metrics::AddBytesRecovered(RecoverySource source, uint64_t bytes) {
   recovered_[static_cast<int>(source)]->Increment(static_cast<double>(bytes));
 }
@@ -396,6 +429,11 @@ void Metrics::SetDeathHolds(bool suspect, double held, uint64_t held_total,
   Follow(reregistrations_, reregistrations_total);
 }
 void Metrics::SetDeathsDeclared(uint64_t total) { Follow(deaths_declared_, total); }
+void Metrics::SetSuspicions(uint64_t received, uint64_t confirmed, uint64_t refuted,
+                            uint64_t unresolved, uint64_t dropped) {
+  const uint64_t totals[] = {received, confirmed, refuted, unresolved, dropped};
+  for (size_t i = 0; i < suspicions_.size(); ++i) Follow(suspicions_[i], totals[i]);
+}
 void Metrics::SetRefused(RefusedAt endpoint, uint64_t total) {
   Follow(refused_[static_cast<int>(endpoint)], total);
 }

@@ -138,7 +138,9 @@ std::string HostOfTarget(const std::string& grpc_address) {
   return colon == std::string::npos ? a : a.substr(0, colon);
 }
 
-Result<UniqueFd> ConnectBulk(const std::string& host, uint16_t port, Deadline deadline) {
+Result<UniqueFd> ConnectBulk(const std::string& host, uint16_t port, Deadline deadline,
+                             bool* refused) {
+  if (refused != nullptr) *refused = false;
   const std::string where = "bulk port " + std::to_string(port) + " of " + host;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -157,14 +159,17 @@ Result<UniqueFd> ConnectBulk(const std::string& host, uint16_t port, Deadline de
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, ::freeaddrinfo);
   Status last = Status::Unavailable(where + ": no address");
+  bool all_refused = found != nullptr;
   for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
     UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                          ai->ai_protocol));
     if (!fd.valid()) {
+      all_refused = false;
       last = Status::FromErrno(errno, "socket for " + where);
       continue;
     }
     if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      all_refused = all_refused && errno == ECONNREFUSED;
       last = Status::Unavailable(where + ": " + std::strerror(errno));
       continue;
     }
@@ -174,11 +179,13 @@ Result<UniqueFd> ConnectBulk(const std::string& host, uint16_t port, Deadline de
     socklen_t len = sizeof err;
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
+      all_refused = all_refused && err == ECONNREFUSED;
       last = Status::Unavailable(where + ": " + std::strerror(err));
       continue;
     }
     return fd;
   }
+  if (refused != nullptr) *refused = all_refused;
   return last;
 }
 

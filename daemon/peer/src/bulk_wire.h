@@ -46,8 +46,10 @@ Status SendAll(int fd, iovec* iov, int iovcnt, Deadline deadline,
 Status RecvAll(int fd, uint8_t* dst, size_t size, Deadline deadline, ChecksumStream* hash);
 
 /// \brief A non-blocking TCP connection to `port` on `host` (an IP address, or a name to look
-/// up). Unavailable when it cannot be made by `deadline`.
-Result<UniqueFd> ConnectBulk(const std::string& host, uint16_t port, Deadline deadline);
+/// up). Unavailable when it cannot be made by `deadline`; then `*refused` (when given) says
+/// whether every address of the host refused it (ECONNREFUSED: nothing listens on the port).
+Result<UniqueFd> ConnectBulk(const std::string& host, uint16_t port, Deadline deadline,
+                             bool* refused = nullptr);
 
 /// \brief The host part of a gRPC target ("[::1]:80" -> "::1", "dns:///a:1" -> "a").
 std::string HostOfTarget(const std::string& grpc_address);

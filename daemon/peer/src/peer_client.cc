@@ -2,6 +2,7 @@
 
 #include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/sync_stream.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -10,16 +11,14 @@
 #include <thread>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
 #include "bulk_wire.h"
-#include "region_receiver.h"
-#include "reft/peer/fencing.h"
 #include "reft/checksum.h"
+#include "reft/peer/fencing.h"
 #include "reft/peer/rank_id.h"
 #include "reft/proto/grpc_status.h"
 #include "reft/security/grpc_auth.h"
 #include "reft/thread.h"
+#include "region_receiver.h"
 
 namespace reft::peer {
 
@@ -62,6 +61,12 @@ void PeerClient::SetFencedHandler(std::function<void(const std::string&)> handle
   on_fenced_ = std::move(handler);
 }
 
+void PeerClient::SetUnreachableHandler(
+    std::function<void(const std::string& address, const std::string& what)> handler) {
+  MutexLock lock(mu_);
+  on_unreachable_ = std::move(handler);
+}
+
 std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
   MutexLock lock(mu_);
   auto& c = conns_[address];
@@ -92,9 +97,17 @@ void PeerClient::Forget(const std::string& address) {
 
 v1::Caller PeerClient::Stamp() { return caller_(); }
 
-Status PeerClient::Check(const grpc::Status& s, const std::string& what,
+Status PeerClient::Check(const grpc::Status& s, const std::string& address, const std::string& what,
                          const grpc::ClientContext& ctx) {
   if (s.ok()) return Status::OK();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    std::function<void(const std::string&, const std::string&)> h;
+    {
+      MutexLock lock(mu_);
+      h = on_unreachable_;
+    }
+    if (h) h(address, what + ": " + s.error_message());
+  }
   if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
       s.error_message().rfind(kFencedPrefix, 0) == 0) {
     std::function<void(const std::string&)> h;
@@ -113,7 +126,8 @@ Result<v1::HelloResponse> PeerClient::Hello(const std::string& address) {
   v1::HelloResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, options_.rpc_deadline);
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Hello(&ctx, req, &resp), "Hello " + address, ctx));
+  REFT_RETURN_NOT_OK(
+      Check(Get(address)->stub->Hello(&ctx, req, &resp), address, "Hello " + address, ctx));
   return resp;
 }
 
@@ -123,19 +137,19 @@ Result<v1::PingResponse> PeerClient::Ping(const std::string& address, v1::PingRe
   v1::PingResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, timeout);
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->Ping(&ctx, req, &resp), "Ping " + address, ctx));
+  REFT_RETURN_NOT_OK(
+      Check(Get(address)->stub->Ping(&ctx, req, &resp), address, "Ping " + address, ctx));
   return resp;
 }
 
-Result<v1::PingReqResponse> PeerClient::PingReq(const std::string& address,
-                                                v1::PingReqRequest req,
+Result<v1::PingReqResponse> PeerClient::PingReq(const std::string& address, v1::PingReqRequest req,
                                                 std::chrono::milliseconds timeout) {
   *req.mutable_caller() = Stamp();
   v1::PingReqResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, timeout);
   REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->PingReq(&ctx, req, &resp), "PingReq " + address, ctx));
+      Check(Get(address)->stub->PingReq(&ctx, req, &resp), address, "PingReq " + address, ctx));
   return resp;
 }
 
@@ -147,7 +161,7 @@ Result<v1::ReportCompleteResponse> PeerClient::ReportComplete(const std::string&
   v1::ReportCompleteResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, options_.rpc_deadline);
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->ReportComplete(&ctx, req, &resp),
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->ReportComplete(&ctx, req, &resp), address,
                            "ReportComplete " + address, ctx));
   return resp;
 }
@@ -159,7 +173,7 @@ Result<v1::ExchangeCommitStateResponse> PeerClient::ExchangeCommitState(
   v1::ExchangeCommitStateResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
-  REFT_RETURN_NOT_OK(Check(Get(address)->stub->ExchangeCommitState(&ctx, req, &resp),
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->ExchangeCommitState(&ctx, req, &resp), address,
                            "ExchangeCommitState " + address, ctx));
   return resp;
 }
@@ -173,8 +187,8 @@ Result<v1::GetManifestResponse> PeerClient::GetManifest(const std::string& addre
   v1::GetManifestResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
-  REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->GetManifest(&ctx, req, &resp), "GetManifest " + address, ctx));
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->GetManifest(&ctx, req, &resp), address,
+                           "GetManifest " + address, ctx));
   return resp;
 }
 
@@ -190,8 +204,8 @@ Result<v1::PersistStepResponse> PeerClient::PersistStep(const std::string& addre
   v1::PersistStepResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, timeout + wait_commit);
-  REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->PersistStep(&ctx, req, &resp), "PersistStep " + address, ctx));
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->PersistStep(&ctx, req, &resp), address,
+                           "PersistStep " + address, ctx));
   return resp;
 }
 
@@ -207,8 +221,8 @@ Result<v1::StageLayersResponse> PeerClient::StageLayers(const std::string& addre
   v1::StageLayersResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, timeout);
-  REFT_RETURN_NOT_OK(
-      Check(Get(address)->stub->StageLayers(&ctx, req, &resp), "StageLayers " + address, ctx));
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->StageLayers(&ctx, req, &resp), address,
+                           "StageLayers " + address, ctx));
   return resp;
 }
 
@@ -218,7 +232,7 @@ void PeerClient::Connect(const std::string& address) {
 
 Status PeerClient::ReportStepCompletion(const std::string& address,
                                         const coord::StepCompletionReport& report,
-                                        std::chrono::milliseconds timeout) {
+                                        std::chrono::milliseconds timeout, coord::ReportRoute* route) {
   v1::ReportStepCompletionRequest req;
   *req.mutable_caller() = Stamp();
   req.set_job(report.job);
@@ -230,19 +244,61 @@ Status PeerClient::ReportStepCompletion(const std::string& address,
   v1::ReportStepCompletionResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
-  return Check(Get(address)->stub->ReportStepCompletion(&ctx, req, &resp),
-               "ReportStepCompletion " + address, ctx);
+  Status s = Check(Get(address)->stub->ReportStepCompletion(&ctx, req, &resp), address,
+                   "ReportStepCompletion " + address, ctx);
+  if (s.ok() && route != nullptr) {
+    route->node = resp.aggregator_node_id();
+    route->address = resp.aggregator_address();
+  }
+  return s;
 }
 
-Status PeerClient::FetchRegion(const std::string& address, const store::RankKey& rank,
-                               int64_t step, const std::string& region, uint8_t* dst,
-                               uint64_t dst_size, uint64_t offset) {
+Result<std::vector<Status>> PeerClient::ForwardStepCompletions(
+    const std::string& address, const std::vector<coord::StepCompletionReport>& reports,
+    std::chrono::milliseconds timeout) {
+  v1::ReportStepCompletionRequest req;
+  *req.mutable_caller() = Stamp();
+  const v1::Caller self = req.caller();
+  for (const auto& report : reports) {
+    v1::ForwardedReport* f = req.add_forwarded();
+    f->mutable_caller()->set_protocol_version(self.protocol_version());
+    f->mutable_caller()->set_node_id(report.node);
+    f->mutable_caller()->set_epoch(report.node_epoch);
+    f->set_job(report.job);
+    f->set_step(report.step);
+    f->set_generation(report.generation);
+    f->set_epoch(report.epoch);
+    f->set_layout_revision(report.layout_revision);
+    for (const auto& r : report.ranks) ToRankId(r, f->add_ranks());
+  }
+  v1::ReportStepCompletionResponse resp;
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
+  REFT_RETURN_NOT_OK(Check(Get(address)->stub->ReportStepCompletion(&ctx, req, &resp), address,
+                           "ReportStepCompletion (forwarded) " + address, ctx));
+  if (resp.forwarded_size() != static_cast<int>(reports.size())) {
+    return Status::Protocol("ReportStepCompletion " + address + " answered " +
+                            std::to_string(resp.forwarded_size()) + " of " +
+                            std::to_string(reports.size()) + " forwarded reports");
+  }
+  std::vector<Status> out;
+  out.reserve(reports.size());
+  for (const auto& a : resp.forwarded()) {
+    out.push_back(a.code() == v1::OK ? Status::OK()
+                                     : Status(static_cast<StatusCode>(a.code()), a.message()));
+  }
+  return out;
+}
+
+Status PeerClient::FetchRegion(const std::string& address, const store::RankKey& rank, int64_t step,
+                               const std::string& region, uint8_t* dst, uint64_t dst_size,
+                               uint64_t offset) {
   return FetchRegion(address, rank, step, region, dst, dst_size, offset, FetchOptions{});
 }
 
-Status PeerClient::FetchRegion(const std::string& address, const store::RankKey& rank,
-                               int64_t step, const std::string& region, uint8_t* dst,
-                               uint64_t dst_size, uint64_t offset, const FetchOptions& fo) {
+Status PeerClient::FetchRegion(const std::string& address, const store::RankKey& rank, int64_t step,
+                               const std::string& region, uint8_t* dst, uint64_t dst_size,
+                               uint64_t offset, const FetchOptions& fo) {
   const std::string what = "FetchRegion " + rank.ToString() + " step " + std::to_string(step) +
                            " region '" + region + "'" + (fo.published_only ? " (published)" : "") +
                            " from " + address;
@@ -357,7 +413,7 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
       finished.notify_all();
       guard.join();
       if (!fin.ok() && fin.error_code() != grpc::StatusCode::CANCELLED) {
-        return Check(fin, rx->what(), ctx);
+        return Check(fin, address, rx->what(), ctx);
       }
     } else {
       ctx.TryCancel();
@@ -366,7 +422,7 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
     }
     return failure;
   }
-  REFT_RETURN_NOT_OK(Check(reader->Finish(), rx->what(), ctx));
+  REFT_RETURN_NOT_OK(Check(reader->Finish(), address, rx->what(), ctx));
   return rx->done() ? Status::OK() : rx->Incomplete();
 }
 

@@ -24,6 +24,11 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
   n->owners_ = std::move(cp.owners);
   n->access_ = std::move(cp.access);
   n->records_ = std::move(cp.records);
+  // A peer that cannot be reached is suspected (never declared dead by this alone: the node
+  // directory knocks at its port first). Cleared in Stop, before the directory goes.
+  n->client_->SetUnreachableHandler([raw](const std::string& address, const std::string& what) {
+    raw->nodes_->SuspectAddress(address, "unreachable: " + what);
+  });
   if (!options.bulk_listen.empty()) {
     REFT_ASSIGN_OR_RETURN(n->bulk_, BulkListener::Listen(options.bulk_listen));
   }
@@ -34,6 +39,13 @@ Result<std::unique_ptr<PeerNode>> PeerNode::Create(
   coord::CompletionInbox* inbox = n->jobs_.get();
   n->service_->SetCompletionHandler(
       [inbox](const coord::StepCompletionReport& report) { return inbox->ReceiveCompletion(report); });
+  n->service_->SetForwardedHandler(
+      [inbox](const std::vector<coord::StepCompletionReport>& reports) {
+        return inbox->ReceiveForwarded(reports);
+      });
+  n->service_->SetRouteHandler([inbox](const std::string& job, const std::string& node) {
+    return inbox->RouteFor(job, node);
+  });
   return n;
 }
 
@@ -88,6 +100,7 @@ Status PeerNode::Start(const std::string& advertise_address) {
 }
 
 void PeerNode::Stop() {
+  if (client_) client_->SetUnreachableHandler(nullptr);
   if (records_) records_->Stop();
   if (jobs_) jobs_->Stop();
   if (nodes_) nodes_->Stop();

@@ -236,9 +236,31 @@ void PeerService::SetPersistHandler(PersistHandler handler) {
   persist_handler_.Set(std::move(handler));
 }
 
+namespace {
+template <typename Request>
+coord::StepCompletionReport ReportOf(const Request& req) {
+  coord::StepCompletionReport report;
+  report.job = req.job();
+  report.step = req.step();
+  report.node = req.caller().node_id();
+  report.node_epoch = req.caller().epoch();
+  report.generation = req.generation();
+  report.epoch = req.epoch();
+  report.layout_revision = req.layout_revision();
+  report.ranks.reserve(static_cast<size_t>(req.ranks_size()));
+  for (const auto& id : req.ranks()) report.ranks.push_back(FromRankId(id));
+  return report;
+}
+
+void SetStatus(const Status& s, v1::ForwardedReportStatus* out) {
+  out->set_code(static_cast<v1::ErrorCode>(s.code()));  // common.proto mirrors StatusCode
+  out->set_message(s.message());
+}
+}  // namespace
+
 grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
                                                const v1::ReportStepCompletionRequest* req,
-                                               v1::ReportStepCompletionResponse*) {
+                                               v1::ReportStepCompletionResponse* resp) {
   if (auto denied = Authorize(ctx, "Peer/ReportStepCompletion", req->caller()); !denied.ok()) {
     return denied;
   }
@@ -248,28 +270,103 @@ grpc::Status PeerService::ReportStepCompletion(grpc::ServerContext* ctx,
   // generation, restore epoch and layout revision, and its commit compares all three in etcd.
   Status s = CheckCallerProtocol(req->caller(), membership_->node_id());
   if (!s.ok()) return proto::ToGrpc(s, ctx);
+  if (req->forwarded_size() > 0) return ReceiveForwarded(ctx, *req, resp);
+  NoteReporterEpoch(req->caller());
   // The node is the caller (authenticated): a node reports only its own ranks' completions.
-  coord::StepCompletionReport report;
-  report.job = req->job();
-  report.step = req->step();
-  report.node = req->caller().node_id();
-  report.generation = req->generation();
-  report.epoch = req->epoch();
-  report.layout_revision = req->layout_revision();
-  report.ranks.reserve(static_cast<size_t>(req->ranks_size()));
-  for (const auto& id : req->ranks()) report.ranks.push_back(FromRankId(id));
+  const coord::StepCompletionReport report = ReportOf(*req);
   const auto handler = completion_handler_.Get();
   if (!handler) {
     return proto::ToGrpc(Status::Unsupported("node '" + membership_->node_id() +
                                              "' takes no completion reports"),
                          ctx);
   }
-  return proto::ToGrpc((*handler)(report), ctx);
+  s = (*handler)(report);
+  if (!s.ok()) return proto::ToGrpc(s, ctx);
+  if (const auto route = route_handler_.Get()) {
+    if (auto r = (*route)(report.job, report.node)) {
+      resp->set_aggregator_node_id(r->node);
+      resp->set_aggregator_address(r->address);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+// A batch: the aggregator vouches for other nodes' reports (docs/coordination.md "Reports
+// aggregate on the way"). Each report's own node is fenced as if it had called (a node declared
+// dead and registered again under a newer epoch is not believed); a refused report is answered
+// alone and the others go on.
+grpc::Status PeerService::ReceiveForwarded(grpc::ServerContext* ctx,
+                                           const v1::ReportStepCompletionRequest& req,
+                                           v1::ReportStepCompletionResponse* resp) {
+  const auto handler = forwarded_handler_.Get();
+  if (!handler) {
+    return proto::ToGrpc(Status::Unsupported("node '" + membership_->node_id() +
+                                             "' takes no forwarded completion reports"),
+                         ctx);
+  }
+  std::vector<Status> answers(static_cast<size_t>(req.forwarded_size()));
+  std::vector<coord::StepCompletionReport> admitted;
+  std::vector<size_t> index;  // admitted[i] answers answers[index[i]]
+  for (int i = 0; i < req.forwarded_size(); ++i) {
+    const v1::ForwardedReport& f = req.forwarded(i);
+    Status ok = AdmitForwarded(f.caller());
+    if (!ok.ok()) {
+      answers[static_cast<size_t>(i)] = ok;
+      continue;
+    }
+    admitted.push_back(ReportOf(f));
+    index.push_back(static_cast<size_t>(i));
+  }
+  if (!admitted.empty()) {
+    std::vector<Status> taken = (*handler)(admitted);
+    for (size_t i = 0; i < index.size(); ++i) {
+      answers[index[i]] = i < taken.size() ? taken[i] : Status::Internal("no answer");
+    }
+  }
+  for (const Status& a : answers) SetStatus(a, resp->add_forwarded());
+  return grpc::Status::OK;
+}
+
+void PeerService::NoteReporterEpoch(const v1::Caller& caller) {
+  if (caller.epoch() == 0) return;
+  MutexLock lock(reporter_epochs_mu_);
+  uint64_t& newest = reporter_epochs_[caller.node_id()];
+  newest = std::max(newest, caller.epoch());
+}
+
+// A forwarded report is fenced like a caller (AdmitCaller), but AdmitCaller reads the node's
+// record from etcd every few seconds per node, which for every node's report at every step
+// would cost etcd more than aggregation saves: the node is admitted once, and from then on a
+// report under an older epoch than the newest one this node saw it use is refused (a node
+// declared dead registers again under a newer epoch, and reports under it).
+Status PeerService::AdmitForwarded(const v1::Caller& caller) {
+  {
+    MutexLock lock(reporter_epochs_mu_);
+    auto it = reporter_epochs_.find(caller.node_id());
+    if (it != reporter_epochs_.end()) {
+      if (caller.epoch() != 0 && caller.epoch() < it->second) {
+        return Status::Protocol("fenced: node '" + caller.node_id() + "' epoch " +
+                                std::to_string(caller.epoch()) + " was replaced by epoch " +
+                                std::to_string(it->second));
+      }
+      it->second = std::max(it->second, caller.epoch());
+      return CheckCallerProtocol(caller, membership_->node_id());
+    }
+  }
+  REFT_RETURN_NOT_OK(membership_->AdmitCaller(caller));
+  NoteReporterEpoch(caller);
+  return Status::OK();
 }
 
 void PeerService::SetCompletionHandler(CompletionHandler handler) {
   completion_handler_.Set(std::move(handler));
 }
+
+void PeerService::SetForwardedHandler(ForwardedHandler handler) {
+  forwarded_handler_.Set(std::move(handler));
+}
+
+void PeerService::SetRouteHandler(RouteHandler handler) { route_handler_.Set(std::move(handler)); }
 
 grpc::Status PeerService::PersistStep(grpc::ServerContext* ctx, const v1::PersistStepRequest* req,
                                       v1::PersistStepResponse* resp) {

@@ -52,6 +52,7 @@ bool SameDecision(const std::optional<PlanDocument>& published, const PlanDocume
   if (!published) return false;
   PlanDocument p = *published;
   p.decision.spare_wait.reset();
+  p.phases.reset();
   return ToJson(p).dump() == ToJson(fresh).dump();
 }
 
@@ -105,7 +106,8 @@ void JobPlanner::Start() {
   // A node that left (a loss to plan for) and a job this node starts to lead (its previous
   // coordinator left) plan again; so does a node that came, once a job this node leads had a
   // decision (it may grow back onto it: FollowArrivals).
-  nodes_->AddDepartureListener([w = wakeup_](const std::string&) { w->Notify(); });
+  // Heard here, the departure is `declared_at` of the loss it starts (docs/recovery.md).
+  nodes_->AddDepartureListener([w = wakeup_](const std::string& node) { w->Depart(node, UnixMs()); });
   agreement_.plans->AddLeadershipListener([w = wakeup_](const std::string&) { w->Notify(); });
   thread_ = reft::Thread("reft-planner", [this] { Run(); });
 }
@@ -249,9 +251,59 @@ JobPlanner::Clock::time_point JobPlanner::DecideJob(const std::string& job,
   if (same_decision && current_is(PlanState::kAwaitingConfirmation) && options_.mode == PlannerMode::kConfirm) {
     return retry;
   }
+  // The phases of the loss: those of its first publication (whichever node made it) stand.
+  if (!growth) {
+    plan.plan.phases = same_loss && current_doc && current_doc->phases ? current_doc->phases
+                                                                      : LossPhases(job, plan.plan.lost_nodes);
+  }
   const Clock::time_point due = ChooseState(same_loss ? current : std::nullopt, &plan);
   if (same_decision && current_is(plan.state)) return due;
   return Publish(job, current, plan, due);
+}
+
+RecoveryPhases JobPlanner::LossPhases(const std::string& job,
+                                      const std::vector<std::string>& lost) const {
+  RecoveryPhases phases;
+  int64_t declared = 0;
+  std::string last;  // the node declared last: the loss is complete with it
+  {
+    MutexLock lock(wakeup_->mu);
+    for (const std::string& node : lost) {
+      auto it = wakeup_->declared_ms.find(node);
+      if (it != wakeup_->declared_ms.end() && it->second >= declared) {
+        declared = it->second;
+        last = node;
+      }
+    }
+  }
+  if (declared == 0) return phases;  // declared before this node listened: not known here
+  phases.declared_at = PhaseMark{declared, node_id_};
+  // The latest moment the node is known alive. A lease that lapsed at the departure was last
+  // renewed a TTL before it; one revoked early (a suspicion confirmed: docs/coordination.md
+  // "Suspicions") was renewed later, and then its last completion report — which a training
+  // node sends every step — is the closer bound. (Its last peer contact is not consulted.)
+  std::optional<int64_t> lost_ms;
+  if (options_.lease_ttl.count() > 0) lost_ms = declared - options_.lease_ttl.count();
+  if (auto heard = agreement_.plans->LastHeardFrom(job, last); heard && *heard <= declared) {
+    lost_ms = std::max(lost_ms.value_or(*heard), *heard);
+  }
+  if (lost_ms) phases.lost_at = PhaseMark{*lost_ms, node_id_};
+  return phases;
+}
+
+std::optional<LastRecovery> JobPlanner::LastRecoveryOf(const std::string& job,
+                                                       const coord::PublishedPlan& record) const {
+  std::optional<RecoveryPhases> phases = JobPhasesOf(record);
+  if (!phases) return std::nullopt;
+  LastRecovery recovery;
+  recovery.phases = *phases;
+  if (commits_ != nullptr) {
+    if (auto first = commits_->FirstCommitAfter(job, record.step)) {
+      recovery.first_commit_step = first->step;
+      recovery.first_commit_at = PhaseMark{first->at_ms, node_id_};
+    }
+  }
+  return recovery;
 }
 
 JobPlanner::Clock::time_point JobPlanner::ChooseState(const std::optional<coord::PublishedPlan>& same_loss,
@@ -435,6 +487,10 @@ Result<PlanShow> JobPlanner::Show(const std::string& job) {
   }
   show.mode = options_.mode;
   show.node = node_id_;
+  // The last recovery, whether or not its decision is still current (the job may have gone on).
+  if (published && published->generation == agreement_.timeline->Generation(job).generation) {
+    show.last_recovery = LastRecoveryOf(job, *published);
+  }
   return show;
 }
 

@@ -196,6 +196,26 @@ PolicyDecision DecisionFromJson(const json& j) {
   return d;
 }
 
+constexpr std::pair<std::optional<PhaseMark> RecoveryPhases::*, const char*> kPhases[] = {
+    {&RecoveryPhases::lost_at, "lost_at"},
+    {&RecoveryPhases::declared_at, "declared_at"},
+    {&RecoveryPhases::decided_at, "decided_at"},
+    {&RecoveryPhases::staged_at, "staged_at"},
+    {&RecoveryPhases::reconnected_at, "reconnected_at"},
+    {&RecoveryPhases::restore_started_at, "restore_started_at"},
+    {&RecoveryPhases::restore_ended_at, "restore_ended_at"}};
+
+RecoveryPhases PhasesFromJson(const json& j) {
+  RecoveryPhases phases;
+  if (!j.is_object()) throw ShapeError{"phases must be an object"};
+  for (const auto& [member, key] : kPhases) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    phases.*member = PhaseMark{it->at("at_ms").get<int64_t>(), it->at("node").get<std::string>()};
+  }
+  return phases;
+}
+
 PlanDocument DocumentFromJson(const json& j) {
   PlanDocument doc;
   doc.job = j.at("job").get<std::string>();
@@ -224,6 +244,8 @@ PlanDocument DocumentFromJson(const json& j) {
   doc.profile = {profile.at("source").get<std::string>(), profile.at("note").get<std::string>()};
   doc.peak_units = Optional<int>(j, "peak_units");
   doc.decision = DecisionFromJson(j.at("decision"));
+  // Absent from a document published before decisions carried the phases of their loss.
+  if (auto it = j.find("phases"); it != j.end() && !it->is_null()) doc.phases = PhasesFromJson(*it);
   return doc;
 }
 
@@ -253,6 +275,25 @@ std::optional<PlanState> ParsePlanState(const std::string& name) {
   return std::nullopt;
 }
 
+json ToJson(const RecoveryPhases& phases) {
+  json j = json::object();
+  for (const auto& [member, key] : kPhases) {
+    const std::optional<PhaseMark>& mark = phases.*member;
+    j[key] = mark ? json{{"at_ms", mark->at_ms}, {"node", mark->node}} : json(nullptr);
+  }
+  return j;
+}
+
+Result<RecoveryPhases> RecoveryPhasesFromJson(const json& j) {
+  try {
+    return PhasesFromJson(j);
+  } catch (const json::exception& e) {
+    return Status::Corrupted(std::string("recovery phases: ") + e.what());
+  } catch (const ShapeError& e) {
+    return Status::Corrupted("recovery phases: " + e.what);
+  }
+}
+
 json ToJson(const PlanDocument& doc) {
   json ranks = json::array();
   for (const RankState& r : doc.ranks)
@@ -276,6 +317,7 @@ json ToJson(const PlanDocument& doc) {
             {"profile", {{"source", doc.profile.source}, {"note", doc.profile.note}}},
             {"decision", ToJson(doc.decision)}};
   SetIf(j, "peak_units", doc.peak_units);
+  if (doc.phases) j["phases"] = ToJson(*doc.phases);
   return j;
 }
 
@@ -310,6 +352,35 @@ std::optional<PlanDocument> DocumentOf(const coord::PublishedPlan& record) {
   return std::move(*typed);
 }
 
+std::optional<RecoveryPhases> JobPhasesOf(const coord::PublishedPlan& record) {
+  const std::optional<PlanDocument> doc = DocumentOf(record);
+  if (!doc || !doc->phases || doc->lost_nodes.empty() || doc->Grows()) return std::nullopt;
+  if (record.state == PlanStateName(PlanState::kNoLoss)) return std::nullopt;
+  RecoveryPhases phases;
+  phases.lost_at = doc->phases->lost_at;
+  phases.declared_at = doc->phases->declared_at;
+  const bool final_decision =
+      record.state == PlanStateName(PlanState::kDecided) || record.state == PlanStateName(PlanState::kConfirmed);
+  if (!final_decision) return phases;
+  phases.decided_at = PhaseMark{record.decided_at_ms, record.planner};
+  const json progress = StoredProgress(record.transfer_json);
+  if (progress.is_object() && progress.value("state", std::string()) == "done") {
+    const auto finished = progress.find("finished_at_ms");
+    if (finished != progress.end() && finished->is_number_integer()) {
+      phases.staged_at = PhaseMark{finished->get<int64_t>(), record.planner};
+    }
+  }
+  return phases;
+}
+
+json ToJson(const LastRecovery& recovery) {
+  return {{"phases", ToJson(recovery.phases)},
+          {"first_commit_step", Nullable(recovery.first_commit_step)},
+          {"first_commit_at", recovery.first_commit_at
+                                  ? json{{"at_ms", recovery.first_commit_at->at_ms}, {"node", recovery.first_commit_at->node}}
+                                  : json(nullptr)}};
+}
+
 json ToJson(const PlanShow& show) {
   json j = ToJson(show.plan);
   if (show.publication) {
@@ -329,6 +400,7 @@ json ToJson(const PlanShow& show) {
   }
   j["planner_mode"] = PlannerModeName(show.mode);
   j["node"] = show.node;  // who answered: a launcher places each node's ranks by it
+  j["last_recovery"] = show.last_recovery ? ToJson(*show.last_recovery) : json(nullptr);
   return j;
 }
 

@@ -29,6 +29,26 @@ std::optional<StepCadence::Estimate> StepCadence::Get(const std::string& job) co
   return Estimate{median, static_cast<int>(n)};
 }
 
+void StepCadence::NoteCommitted(const std::string& job, int64_t step, int64_t at_ms) {
+  MutexLock lock(mu_);
+  std::deque<Commit>& commits = jobs_[job].commits;
+  if (!commits.empty() && step <= commits.back().step) return;
+  commits.push_back({step, at_ms});
+  if (commits.size() > kCommits) commits.pop_front();
+}
+
+std::optional<StepCadence::Commit> StepCadence::FirstCommitAfter(const std::string& job, int64_t step) const {
+  MutexLock lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return std::nullopt;
+  const std::deque<Commit>& commits = it->second.commits;
+  // The oldest kept commit may not be the first after `step` once older ones were dropped.
+  if (commits.size() == kCommits && commits.front().step > step + 1) return std::nullopt;
+  for (const Commit& c : commits)
+    if (c.step > step) return c;
+  return std::nullopt;
+}
+
 void StepCadence::Forget(const std::string& job) {
   MutexLock lock(mu_);
   jobs_.erase(job);

@@ -37,6 +37,8 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kRestoreStream: return "restore_stream";
     case MessageType::kPlanQuery: return "plan_query";
     case MessageType::kPlanReply: return "plan_reply";
+    case MessageType::kFailureReport: return "failure_report";
+    case MessageType::kFailureReportReply: return "failure_report_reply";
     case MessageType::kAorStatus: return "aor_status";
     case MessageType::kAorStatusReply: return "aor_status_reply";
   }

@@ -1,5 +1,6 @@
 #include "reft/local_proto/messages.h"
 
+#include <algorithm>
 #include <string>
 
 #include "reft/local_proto/codec.h"
@@ -232,6 +233,10 @@ std::vector<uint8_t> Encode(const SlotReply& m) {
   return w.Take();
 }
 
+namespace {
+constexpr uint8_t kReportPhasesTag = 3;  // the restore report's phases trailer
+}  // namespace
+
 std::vector<uint8_t> Encode(const RestoreReply& m) {
   Writer w;
   WriteSlotBody(w, m.slot);
@@ -248,6 +253,16 @@ std::vector<uint8_t> Encode(const RestoreReply& m) {
     for (const auto* names : {&m.report.filled, &m.report.untouched}) {
       w.U32(static_cast<uint32_t>(names->size()));
       for (const auto& n : *names) w.Bytes(n);
+    }
+  }
+  // Optional trailer (tag 3), after the reshape one when both are there.
+  if (!m.report.phases.empty()) {
+    w.U8(kReportPhasesTag);
+    w.U32(static_cast<uint32_t>(m.report.phases.size()));
+    for (const auto& ph : m.report.phases) {
+      w.Bytes(ph.phase);
+      w.I64(ph.at_ms);
+      w.Bytes(ph.node);
     }
   }
   return w.Take();
@@ -414,9 +429,15 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreReply* m) {
   m->report.from_layout.clear();
   m->report.filled.clear();
   m->report.untouched.clear();
+  m->report.phases.clear();
+  // The trailers, each optional, in this order: reshape (tag 1 or 2), phases (tag 3).
+  uint8_t tag = 0;
   if (r.left() > 0) {
-    uint8_t reshaped = 0;
-    REFT_RETURN_NOT_OK(r.U8(&reshaped, "report.reshaped"));
+    REFT_RETURN_NOT_OK(r.U8(&tag, "report.trailer"));
+    if (tag == 0) return Status::Protocol("restore reply: reshape trailer must say 1 or 2");
+  }
+  if (tag != 0 && tag != kReportPhasesTag) {
+    const uint8_t reshaped = tag;
     if (reshaped != 1 && reshaped != 2) {
       return Status::Protocol("restore reply: reshape trailer must say 1 or 2");
     }
@@ -434,6 +455,22 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, RestoreReply* m) {
       for (auto& name : *names) {
         REFT_RETURN_NOT_OK(r.Bytes(&name, l.max_name_bytes, "report.buffer"));
       }
+    }
+    tag = 0;
+    if (r.left() > 0) {
+      REFT_RETURN_NOT_OK(r.U8(&tag, "report.trailer"));
+      if (tag != kReportPhasesTag) return Status::Protocol("restore reply: unknown trailer after the reshape one");
+    }
+  }
+  if (tag == kReportPhasesTag) {
+    uint32_t n = 0;
+    REFT_RETURN_NOT_OK(r.Count(&n, RestoreReport::kMaxPhases, 16, "report.phases"));
+    if (n == 0) return Status::Protocol("restore reply: a phases trailer without phases");
+    m->report.phases.resize(n);
+    for (auto& ph : m->report.phases) {
+      REFT_RETURN_NOT_OK(r.Bytes(&ph.phase, l.max_name_bytes, "report.phase"));
+      REFT_RETURN_NOT_OK(r.I64(&ph.at_ms, "report.phase.at_ms"));
+      REFT_RETURN_NOT_OK(r.Bytes(&ph.node, l.max_string_bytes, "report.phase.node"));
     }
   }
   return r.Finish("restore reply");
@@ -563,6 +600,53 @@ Status Decode(const std::vector<uint8_t>& p, const Limits&, AorStatusReply* m) {
   REFT_RETURN_NOT_OK(r.U64(&m->verified, "verified"));
   REFT_RETURN_NOT_OK(r.U64(&m->mismatches, "mismatches"));
   return r.Finish("aor_status_reply");
+}
+
+std::vector<uint8_t> Encode(const FailureReport& m) {
+  Writer w;
+  w.Bytes(m.job);
+  w.Bytes(m.reason.substr(0, FailureReport::kMaxReason));
+  w.U8(m.peer_rank ? 1 : 0);
+  w.I64(m.peer_rank.value_or(-1));
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, FailureReport* m) {
+  Reader r = MakeReader(p);
+  REFT_RETURN_NOT_OK(r.Bytes(&m->job, l.max_string_bytes, "job"));
+  REFT_RETURN_NOT_OK(r.Bytes(&m->reason, FailureReport::kMaxReason, "reason"));
+  uint8_t has_rank = 0;
+  int64_t rank = -1;
+  REFT_RETURN_NOT_OK(r.U8(&has_rank, "has_peer_rank"));
+  REFT_RETURN_NOT_OK(r.I64(&rank, "peer_rank"));
+  if (has_rank > 1 || (has_rank == 0 && rank != -1)) {
+    return Status::Protocol("failure_report: has_peer_rank must be 0 (with peer_rank -1) or 1");
+  }
+  if (has_rank == 1 && rank < 0) {
+    return Status::InvalidArgument("failure_report: peer_rank must be >= 0, not " +
+                                   std::to_string(rank));
+  }
+  m->peer_rank = has_rank == 1 ? std::optional<int64_t>(rank) : std::nullopt;
+  return r.Finish("failure_report");
+}
+
+std::vector<uint8_t> Encode(const FailureReportReply& m) {
+  Writer w;
+  const size_t n = std::min<size_t>(m.nodes.size(), FailureReportReply::kMaxNodes);
+  w.U32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) w.Bytes(m.nodes[i]);
+  return w.Take();
+}
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, FailureReportReply* m) {
+  Reader r = MakeReader(p);
+  uint32_t n = 0;
+  REFT_RETURN_NOT_OK(r.U32(&n, "count"));
+  if (n > FailureReportReply::kMaxNodes) {
+    return Status::Protocol("failure_report_reply names " + std::to_string(n) +
+                            " nodes (at most " + std::to_string(FailureReportReply::kMaxNodes) + ")");
+  }
+  m->nodes.resize(n);
+  for (auto& node : m->nodes) REFT_RETURN_NOT_OK(r.Bytes(&node, l.max_string_bytes, "node"));
+  return r.Finish("failure_report_reply");
 }
 
 Status ToStatus(const ErrorReply& e) {

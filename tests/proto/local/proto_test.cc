@@ -1,6 +1,7 @@
 // Local-channel codec: round trips, and every malformed input rejected with Protocol.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <random>
 
 #include "reft/local_proto/codec.h"
@@ -120,6 +121,34 @@ TEST_CASE("messages round-trip through the codec") {
     CHECK(rr2.report.from_layout == rr.report.from_layout);
   }
 
+  // The phases trailer (3): only when there are phases, after the reshape trailer or alone.
+  {
+    const std::vector<uint8_t> before = Encode(rr);
+    rr.report.phases = {{"declared_at", 1700000000123, "node2"}, {"restore_ended_at", 1700000000456, "node1"}};
+    REQUIRE(Decode(Encode(rr), l, &rr2).ok());
+    CHECK(rr2.report.from_layout == rr.report.from_layout);
+    REQUIRE(rr2.report.phases.size() == 2);
+    CHECK(rr2.report.phases[0].phase == "declared_at");
+    CHECK(rr2.report.phases[0].at_ms == 1700000000123);
+    CHECK(rr2.report.phases[1].node == "node1");
+    rr.report.from_layout.clear();  // no reshape trailer: the phases alone
+    REQUIRE(Decode(Encode(rr), l, &rr2).ok());
+    CHECK(rr2.report.from_layout.empty());
+    CHECK(rr2.report.phases.size() == 2);
+    rr.report.phases.clear();
+    rr.report.from_layout = "dp=4,tp=1,pp=1,zero=1";
+    CHECK(Encode(rr) == before);  // a reply without phases is byte for byte what it was before them
+    rr.report.from_layout.clear();
+    std::vector<uint8_t> bytes = Encode(rr);
+    bytes.push_back(3);             // a phases trailer must carry some
+    bytes.resize(bytes.size() + 4, 0);
+    CHECK(Decode(bytes, l, &rr2).code() == StatusCode::kProtocol);
+    bytes = Encode(rr);
+    bytes.push_back(0);  // no such trailer
+    CHECK(Decode(bytes, l, &rr2).code() == StatusCode::kProtocol);
+    rr.report.from_layout = "dp=4,tp=1,pp=1,zero=1";
+  }
+
   // A restore request: empty = no reshape (what older clients send); one byte otherwise.
   RestoreRequest req, req2;
   CHECK(Encode(req).empty());
@@ -216,6 +245,37 @@ TEST_CASE("AOR status reply round-trips, an old reftd refuses the request type")
   CHECK(b.state.size() == AorStatusReply::kMaxText);
   CHECK(std::string(MessageTypeName(MessageType::kAorStatus)) == "aor_status");
   CHECK(std::string(MessageTypeName(MessageType::kAorStatusReply)) == "aor_status_reply");
+}
+
+TEST_CASE("failure reports round-trip; a negative rank or an odd flag is refused") {
+  Limits l;
+  FailureReport a;
+  a.job = "run-1";
+  a.reason = "allreduce timed out after 600 s";
+  a.peer_rank = 5;
+  FailureReport b;
+  REQUIRE(Decode(Encode(a), l, &b).ok());
+  CHECK(b.job == "run-1");
+  CHECK(b.reason == a.reason);
+  CHECK(b.peer_rank == std::optional<int64_t>(5));
+  a.peer_rank.reset();
+  REQUIRE(Decode(Encode(a), l, &b).ok());
+  CHECK_FALSE(b.peer_rank.has_value());
+  a.reason = std::string(FailureReport::kMaxReason + 10, 'r');  // cut when encoded
+  REQUIRE(Decode(Encode(a), l, &b).ok());
+  CHECK(b.reason.size() == FailureReport::kMaxReason);
+  a.peer_rank = -2;
+  CHECK(Decode(Encode(a), l, &b).code() == StatusCode::kInvalidArgument);
+  auto bytes = Encode(FailureReport{"run-1", "x", std::nullopt});
+  bytes[bytes.size() - 9] = 2;  // has_peer_rank is neither 0 nor 1
+  CHECK(Decode(bytes, l, &b).code() == StatusCode::kProtocol);
+
+  FailureReportReply r;
+  r.nodes = {"node-1", "node-7"};
+  FailureReportReply r2;
+  REQUIRE(Decode(Encode(r), l, &r2).ok());
+  CHECK(r2.nodes == r.nodes);
+  CHECK(std::string(MessageTypeName(MessageType::kFailureReport)) == "failure_report");
 }
 
 TEST_CASE("truncated and trailing payloads are rejected") {

@@ -300,6 +300,13 @@ def run(backend, n, a, binary):
             if backend == "etcd" else None,
             "report_failures_per_step": round(delta("report_failures") / a.steps, 1)
             if backend == "etcd" else None,
+            # The report RPCs the coordinator took (an aggregator's batch counts one), and the
+            # reports aggregators carried (docs/coordination.md "Reports aggregate on the way").
+            "coordinator_report_rpcs_per_step":
+                round(delta("report_messages_received", 0) / a.steps, 1)
+            if backend == "etcd" else None,
+            "reports_forwarded_per_step": round(delta("reports_forwarded") / a.steps, 1)
+            if backend == "etcd" else None,
             "completion_writes_per_step": round(delta("completion_writes") / a.steps, 1)
             if backend == "etcd" else None,
             "coordinator_bytes_per_step":

@@ -6,7 +6,10 @@
 // process share one EtcdClient (one connection, one keep-alive stream, one watch stream: what
 // they send and receive is what N separate daemons would, the threads and connections are
 // pooled); member 0 (the job's coordinator) runs a Peer server, which takes the other members'
-// completion reports, and the others have none (nothing else calls them). With --backend
+// completion reports, and so does every member that aggregates reports on their way to it
+// (docs/coordination.md "Reports aggregate on the way": the lowest id of each group of
+// ceil(sqrt(N)) by id, from EtcdCoordinatorOptions::aggregate_from_nodes nodes on); the others
+// have none (nothing else calls them). With --backend
 // gossip each member runs the gossip control plane (SWIM membership + completion-set
 // exchange) and its own Peer gRPC server on loopback, as in the in-process tests.
 //
@@ -22,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -144,6 +148,15 @@ std::string NodeId(int i) {
   return b;
 }
 
+// Whether member `index` aggregates its group's reports under the coordinator's rule (member 0,
+// the first to join, coordinates; every member is joined; node ids sort as their indexes).
+bool Aggregates(const Args& a, int index) {
+  const auto threshold = coord::EtcdCoordinatorOptions{}.aggregate_from_nodes;
+  if (threshold == 0 || static_cast<size_t>(a.nodes) < threshold) return false;
+  const int group = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(a.nodes))));
+  return index % group == 0 && index / group != 0;
+}
+
 Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility* vis,
                                            int local_index,
                                            const peer::ControlPlaneFactory& etcd,
@@ -164,8 +177,9 @@ Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility*
     REFT_ASSIGN_OR_RETURN(m->peer, peer::PeerNode::Create(po, m->store.get(), {},
                                                           coord::MakeGossipControlPlane()));
   }
-  if (a.backend == "etcd" && index != 0) {
-    // Never dialled: the bench has no data plane, and only the coordinator takes reports.
+  if (a.backend == "etcd" && index != 0 && !Aggregates(a, index)) {
+    // Never dialled: the bench has no data plane, and only the coordinator and the aggregators
+    // take reports.
     REFT_RETURN_NOT_OK(m->peer->Start("127.0.0.1:1"));
   } else {
     grpc::ServerBuilder b;
@@ -200,6 +214,7 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
     // Completion reports to the coordinator (Peer.ReportStepCompletion): counted by the
     // coordinator's server, where they arrive; the senders count how many they sent.
     uint64_t reports = 0, report_failures = 0, completion_writes = 0, received = 0;
+    uint64_t report_messages = 0, forwarded = 0, via_aggregator = 0;
     for (const auto& m : members) {
       if (auto* co = dynamic_cast<coord::EtcdJobCoordinator*>(m->peer->coordinator())) {
         const coord::CompletionTraffic ct = co->completion_traffic();
@@ -207,6 +222,9 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
         report_failures += ct.report_failures;
         completion_writes += ct.written;
         received += ct.received;
+        report_messages += ct.messages;
+        forwarded += ct.forwarded;
+        via_aggregator += ct.via_aggregator;
       }
     }
     // The members' lease TTLs (sized by the cluster: they move to longer ones as it grows;
@@ -229,6 +247,8 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
       << ",\"bytes\":" << t.bytes_sent + t.bytes_received
       << ",\"reports_sent\":" << reports << ",\"report_failures\":" << report_failures
       << ",\"completion_writes\":" << completion_writes << ",\"reports_received\":" << received
+      << ",\"report_messages_received\":" << report_messages
+      << ",\"reports_forwarded\":" << forwarded << ",\"reports_via_aggregator\":" << via_aggregator
       << ",\"peer_server_messages\":" << c.commit_messages + c.other_messages
       << ",\"peer_server_bytes\":" << c.commit_bytes + c.other_bytes
       << ",\"watch_events\":" << t.watch_events

@@ -35,6 +35,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -79,6 +80,10 @@ struct EtcdCoordinatorOptions {
   /// Uncommitted steps the coordinator keeps reports of; a report of a further step is refused
   /// (Busy) and written to etcd by its sender.
   size_t max_pending_steps = 1024;
+  /// Jobs on at least this many nodes aggregate their completion reports on the way to the
+  /// coordinator (docs/coordination.md "Reports aggregate on the way"): the coordinator names
+  /// each reporter's aggregator in its answer (groups of ceil(sqrt(nodes)) by node id); 0: never.
+  size_t aggregate_from_nodes = 64;
 };
 
 /// \brief How this node's completions travelled, and what it received as a coordinator.
@@ -87,7 +92,12 @@ struct CompletionTraffic {
   uint64_t report_failures = 0;  ///< reports it did not take (then written to etcd)
   uint64_t written = 0;          ///< completion records written to etcd
   uint64_t received = 0;         ///< reports taken as the job's coordinator
+  uint64_t messages = 0;   ///< report RPCs taken as the coordinator (a batch counts one)
+  uint64_t forwarded = 0;  ///< other nodes' reports this node carried to a coordinator
+  uint64_t via_aggregator = 0;  ///< of `reported`: taken through an aggregator
 };
+
+class ReportForwarder;
 
 class EtcdJobCoordinator final : public JobCoordinator {
  public:
@@ -139,6 +149,7 @@ class EtcdJobCoordinator final : public JobCoordinator {
   std::optional<std::string> SlotLocation(const store::RankKey& rank) override;
   std::optional<std::string> JoinedNode(const store::RankKey& rank) override;
   bool LeadsJob(const std::string& job) override;
+  std::optional<int64_t> LastHeardFrom(const std::string& job, const std::string& node) override;
   Result<std::optional<RestoreDecision>> Decision(const std::string& job) override;
   Result<RestoreDecision> ProposeDecision(const std::string& job, const RestoreDecision& decision,
                                           int64_t expected_version) override;
@@ -149,7 +160,15 @@ class EtcdJobCoordinator final : public JobCoordinator {
   /// read that revision yet: the sender writes to etcd, whose compare decides); InvalidArgument
   /// naming a rank the job's layout does not have; Busy beyond `max_pending_steps` uncommitted
   /// steps.
+  /// On a node that follows the job but does not coordinate it (it knows the coordinator's
+  /// address for its term), the report is forwarded there (an aggregator: ReportForwarder) and
+  /// the coordinator's answer returned; Protocol when this node cannot.
   Status ReceiveCompletion(const StepCompletionReport& report) override;
+  /// A batch an aggregator forwarded: each report as ReceiveCompletion takes one as the
+  /// coordinator (never forwarded again: Protocol when this node does not coordinate).
+  std::vector<Status> ReceiveForwarded(const std::vector<StepCompletionReport>& reports) override;
+  /// The aggregator of `node` for `job` (report_tree.h), while this node coordinates the job.
+  std::optional<ReportRoute> RouteFor(const std::string& job, const std::string& node) override;
   Result<std::optional<PublishedPlan>> PublishedPlanOf(const std::string& job) override;
   /// Compares the plan key's revision and the generation key's (Busy when the generation
   /// moved: a plan of an older generation never replaces anything); as the coordinator, the
@@ -182,6 +201,10 @@ class EtcdJobCoordinator final : public JobCoordinator {
   /// coordinator, restore decision) arrived and is about to be applied to this node's view (a
   /// node whose watch is behind acts on its older view meanwhile).
   static constexpr const char* kKeyEvent = "job-key-event";
+  /// kForwardBatch: an aggregator is about to send a batch of other nodes' reports of `job` to
+  /// the coordinator (its reporters wait for the answer; an aggregator lost right there fails
+  /// their calls).
+  static constexpr const char* kForwardBatch = "completion-forward-batch";
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -222,11 +245,28 @@ class EtcdJobCoordinator final : public JobCoordinator {
     // last report went), and when it ends; a new term starts without one.
     std::chrono::milliseconds report_backoff{0};
     Clock::time_point report_retry_at{};
+    // The aggregator the coordinator of term `route_term` named for this node's reports.
+    std::optional<ReportRoute> route;
+    int64_t route_term = 0;
+    // The leader's report tree (report_tree.h), recomputed once per committed step at most,
+    // or when the number of joined or located ranks changes; aggregator addresses looked up
+    // once per node set.
+    struct Tree {
+      bool computed = false;
+      std::optional<int64_t> committed;
+      size_t joined = 0, located = 0;
+      std::set<std::string> nodes;
+      std::map<std::string, std::string> aggregator_of;
+      std::map<std::string, std::string> address;
+    } tree;
     bool want_lead = false;         // campaign when the coordinator key is free
     bool leader = false;
     int64_t completions_watch = 0;
     // The leader's view: every node's records by step, sources named by node id.
     PendingCompletions completions;
+    // When each node's completion report last reached this node as the coordinator (unix ms,
+    // direct, forwarded or through etcd): LastHeardFrom, a recovery's `lost_at`.
+    std::map<std::string, int64_t> last_heard_ms;
     std::map<store::RankKey, std::string> locations;
     // The leader's view of where each rank is joined (a watch on the joined keys).
     std::map<store::RankKey, std::string> joined_at;
@@ -283,6 +323,16 @@ class EtcdJobCoordinator final : public JobCoordinator {
   /// does not (yet); NotTied names one that neither does.
   Result<std::set<store::RankKey>> ConfirmTied(const StepCompletionReport& report);
   static Status NotTied(const StepCompletionReport& report, const store::RankKey& rank);
+  /// ReceiveCompletion as the job's coordinator; `direct`: one RPC of its own (counted as a
+  /// message; a batch counts once by its caller).
+  Status TakeCompletion(const StepCompletionReport& report, bool direct);
+  /// Sends a batch of forwarded reports to the coordinator at `address` (ReportForwarder::Send).
+  Result<std::vector<Status>> SendBatch(const std::string& address,
+                                        const std::vector<StepCompletionReport>& batch);
+  /// One report to `address` (the coordinator, or an aggregator: `route` null); `route` gets
+  /// the coordinator's answer naming an aggregator.
+  Status SendReport(const std::string& address, const StepCompletionReport& report,
+                    std::chrono::milliseconds timeout, ReportRoute* route);
   void NotifyGenerations();
   /// Drops the state and watches of a job whose records were deleted, once nothing of it is
   /// left on this node (no trainer, no completion to send, no slot); true when it did.
@@ -352,6 +402,8 @@ class EtcdJobCoordinator final : public JobCoordinator {
   // Cancelled by the worker (not from a watch callback).
   std::vector<int64_t> cancel_watches_ REFT_GUARDED_BY(mu_);
   CompletionTraffic traffic_ REFT_GUARDED_BY(mu_);
+  // Carries other nodes' reports as an aggregator; made at the first one.
+  std::shared_ptr<ReportForwarder> forwarder_ REFT_GUARDED_BY(mu_);
   std::function<void(const std::string&)> on_forget_;
   reft::Mutex listeners_mu_;
   std::vector<LeadershipListener> leadership_listeners_ REFT_GUARDED_BY(listeners_mu_);

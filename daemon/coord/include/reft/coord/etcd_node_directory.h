@@ -34,6 +34,7 @@ namespace reft::coord {
 
 class ControlPlaneSuspicion;
 class HeldDeaths;
+class SuspectedNodes;
 
 class EtcdNodeDirectory final : public peer::NodeDirectory {
  public:
@@ -92,6 +93,11 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   void HoldDeathsWhileSuspect(std::shared_ptr<ControlPlaneSuspicion> suspicion,
                               std::function<bool(const std::string& address)> probe);
   peer::DeathHoldStatus DeathHolds() const override;
+  /// Looked into on the "reft-suspect" thread (coord::SuspectedNodes): the node's registered
+  /// port refused twice — its lease is revoked. This node is never suspected by itself.
+  void Suspect(const std::string& node, const std::string& reason) override;
+  /// The node whose cached registration has `address` (no etcd read: peer calls report here).
+  void SuspectAddress(const std::string& address, const std::string& reason) override;
 
   /// The lease this node's registration is bound to (0 before Start / after Stop).
   int64_t lease() const;
@@ -137,6 +143,8 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   /// A held node as a live member (from the cached or the known record).
   std::optional<peer::MemberInfo> HeldMember(const std::string& node) const;
   bool IsHeld(const std::string& node) const;
+  /// The suspicions' judge, bound to this directory's etcd (etcd_node_suspicions.cc).
+  std::unique_ptr<SuspectedNodes> MakeSuspectedNodes();
   /// The lease TTL changed: the suspicion's window follows it.
   void SetLeaseTtlLocked(std::chrono::seconds ttl) REFT_REQUIRES(mu_);
   /// Adds `listener` to `w` and, with the first one, watches the registrations' `type` events.
@@ -173,6 +181,7 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   // Set before Start (HoldDeathsWhileSuspect), read without mu_ afterwards.
   std::shared_ptr<ControlPlaneSuspicion> suspicion_;
   std::unique_ptr<HeldDeaths> held_;
+  std::unique_ptr<SuspectedNodes> suspected_;  // set in the constructor
   mutable std::atomic<size_t> registered_{1};  // the last count of registrations (SizedTtl)
   std::atomic<uint64_t> reregistrations_{0};
   std::atomic<uint64_t> deaths_declared_{0};  // departures the listeners heard

@@ -12,7 +12,8 @@
 /// The coordinator reads the hold and the pins once per job it commits and then follows them
 /// with one watch (each event wakes it). It does not commit a step newer than the held one while
 /// a node of the hold has no pin of it, until `timeout_ms` after it first saw the hold (its own
-/// clock: no clock skew between nodes). Its commit transaction compares the hold key's revision
+/// clock: no clock skew between nodes) — unless that node is dead: a dead node never pins, and
+/// a recovered job must not stand still until the hold runs out. Its commit transaction compares the hold key's revision
 /// (Guard): a hold written after the coordinator decided fails the commit, which is then decided
 /// again. Thread-safe.
 
@@ -93,6 +94,10 @@ class PersistHold final : public CommitHold {
     std::optional<Clock::time_point> blocked_since;  // a commit waits for this hold
     std::map<std::string, int64_t> pins;             // node -> step pinned
   };
+  /// The nodes of `f`'s hold without a pin of the held step, `dead` ones left out.
+  std::vector<std::string> MissingPinsLocked(const Followed& f,
+                                             const std::set<std::string>& dead) const
+      REFT_REQUIRES(mu_);
   /// Reads the hold and pins of `job` (the first time: and watches them from there).
   Status Read(const std::string& job);
   void OnEvent(const std::string& job, const WatchUpdate& u);

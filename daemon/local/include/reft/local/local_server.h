@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "reft/local/commit_coordinator.h"
+#include "reft/local/failure_reports.h"
 #include "reft/local/job_owners.h"
 #include "reft/local/plan_source.h"
 #include "reft/local/recovery_hooks.h"
@@ -89,6 +90,7 @@ struct ClusterHooks {
   PeerCopier* copier = nullptr;
   RestoreProvider* restorer = nullptr;
   PlanSource* plans = nullptr;
+  FailureReports* failures = nullptr;  ///< null: failure reports are Unavailable
 };
 
 /// \brief One connected client, as shown by `reftctl status`.

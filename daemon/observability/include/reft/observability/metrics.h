@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "reft/mutex.h"
 #include "reft/result.h"
@@ -40,6 +41,12 @@ enum class RecoveryOperation : int { kRestore = 0, kRebuild, kCount };
 /// (hand the state to the trainer), rebuild (regenerate a lost rank's slot here).
 enum class RecoveryPhase : int { kLocate = 0, kFetch, kDecode, kDeliver, kRebuild, kCount };
 
+/// Phases of a recovery from a node's loss to a rank's restore (label `phase` of
+/// reft_recovery_phase_seconds), each the time from the phase before: detect (lost → declared),
+/// decide (declared → decided), stage (decided → staged), reconnect (decided or staged → the
+/// trainer's hello), restore (reftd's restore of the rank).
+enum class LossPhase : int { kDetect = 0, kDecide, kStage, kReconnect, kRestore, kCount };
+
 /// Why a persist of this node's ranks failed (label `reason`): the directory is missing (or
 /// not a directory), full, not writable, another file-system error, or anything else (e.g. the
 /// slot was freed by a newer commit before it could be written).
@@ -56,6 +63,7 @@ enum class RefusedAt : int { kGrpc = 0, kBulkPort, kCount };
 const char* ToString(RecoverySource source);
 const char* ToString(RecoveryOperation operation);
 const char* ToString(RecoveryPhase phase);
+const char* ToString(LossPhase phase);
 const char* ToString(PeerState state);
 const char* ToString(PersistFailure reason);
 const char* ToString(RefusedAt endpoint);
@@ -105,6 +113,8 @@ class Metrics {
   // --- recovery ---
   void ObserveRecoveryPhase(RecoveryOperation operation, RecoveryPhase phase, double seconds);
   void AddBytesRecovered(RecoverySource source, uint64_t bytes);
+  /// One phase of a recovery a restore on this node completed (docs/recovery.md "Phases").
+  void ObserveLossPhase(LossPhase phase, double seconds);
   void IncChecksumFailures(uint64_t n = 1);
 
   // --- persistent tier ---
@@ -150,6 +160,9 @@ class Metrics {
                      uint64_t declared_total, uint64_t reregistrations_total);
   /// Departures this node declared to its listeners so far (the counter follows `total`).
   void SetDeathsDeclared(uint64_t total);
+  /// Suspicions this node looked into, by outcome (peer::SuspicionStats; counters follow).
+  void SetSuspicions(uint64_t received, uint64_t confirmed, uint64_t refuted, uint64_t unresolved,
+                     uint64_t dropped);
   /// Number of peers currently in `state` (the peer component sets all states each round).
   void SetPeers(PeerState state, double count);
   void ObserveGossipRoundTrip(double seconds);
@@ -177,6 +190,7 @@ class Metrics {
              static_cast<int>(RecoveryOperation::kCount)>
       phase_{};
   std::array<prometheus::Counter*, static_cast<int>(RecoverySource::kCount)> recovered_{};
+  std::array<prometheus::Histogram*, static_cast<int>(LossPhase::kCount)> loss_phase_{};
   prometheus::Counter* checksum_failures_ = nullptr;
   prometheus::Counter* job_access_denied_ = nullptr;
   prometheus::Counter* repaired_faults_ = nullptr;
@@ -195,6 +209,7 @@ class Metrics {
   prometheus::Counter* staged_total_ = nullptr;
   prometheus::Gauge* control_plane_suspect_ = nullptr;
   prometheus::Gauge* deaths_held_ = nullptr;
+  std::vector<prometheus::Counter*> suspicions_;  // received, confirmed, refuted, unresolved, dropped
   std::array<prometheus::Counter*, 3> death_holds_{};  // held, released, declared
   prometheus::Counter* reregistrations_ = nullptr;
   prometheus::Counter* deaths_declared_ = nullptr;

@@ -43,6 +43,16 @@ struct NodeStatus {
   std::optional<MemberInfo> info;  ///< where it listens, when known
 };
 
+/// \brief What became of the suspicions this node looked into (NodeDirectory::Suspect): a
+/// suspicion is confirmed only by the node's port refusing connections, twice in a row.
+struct SuspicionStats {
+  uint64_t received_total = 0;    ///< suspicions reported (trainers, peer calls), merged or not
+  uint64_t confirmed_total = 0;   ///< the port refused twice: the node's lease was revoked
+  uint64_t refuted_total = 0;     ///< the port accepted: its process lives
+  uint64_t unresolved_total = 0;  ///< no answer: left to the node's lease
+  uint64_t dropped_total = 0;     ///< too many suspected nodes at once: not looked into
+};
+
 /// \brief Deaths the membership source holds back because it suspects itself rather than the
 /// nodes (etcd: leases lapsing in bulk, etcd slow or changing leader), for status and metrics.
 struct DeathHoldStatus {
@@ -56,6 +66,7 @@ struct DeathHoldStatus {
   uint64_t reregistrations_total = 0;  ///< this node registered again after its lease lapsed
   /// Departures this node's listeners heard (deaths declared: at once, or after a hold).
   uint64_t deaths_declared_total = 0;
+  SuspicionStats suspicions;
 };
 
 class NodeDirectory {
@@ -111,6 +122,16 @@ class NodeDirectory {
   virtual Status AdmitCaller(const v1::Caller& caller) = 0;
   /// What deaths are held now and why (nothing held by a source that never suspects itself).
   virtual DeathHoldStatus DeathHolds() const { return {}; }
+
+  /// \brief A suspicion that `node` died — a trainer's report (a collective failed), a peer
+  /// call that found it unreachable. Never a death by itself: etcd knocks at the node's
+  /// registered port and, when it is refused twice in a row (the process is gone), revokes the
+  /// node's lease, so the death everyone then sees is the lapse that would have come a TTL
+  /// later; a port that accepts or does not answer leaves the node to its lease. Gossip does
+  /// nothing: SWIM probes every member each period. Returns at once (looked into on a thread).
+  virtual void Suspect(const std::string& /*node*/, const std::string& /*reason*/) {}
+  /// \brief Suspect() of the node registered at `address`, if one is known.
+  virtual void SuspectAddress(const std::string& /*address*/, const std::string& /*reason*/) {}
 };
 
 /// \brief The part of AdmitCaller that needs no membership: the caller speaks this node's

@@ -56,6 +56,11 @@ class PeerClient {
              std::string token = "");
 
   void SetFencedHandler(std::function<void(const std::string& message)> handler);
+  /// Called (on the calling thread, no lock held) when a call to a peer ends UNAVAILABLE: the
+  /// peer's address and what failed. reftd reports it as a suspicion of the peer
+  /// (NodeDirectory::SuspectAddress); null: nobody is told.
+  void SetUnreachableHandler(
+      std::function<void(const std::string& address, const std::string& what)> handler);
 
   Result<v1::HelloResponse> Hello(const std::string& address);
   Result<v1::PingResponse> Ping(const std::string& address, v1::PingRequest request,
@@ -110,8 +115,17 @@ class PeerClient {
   /// (Peer.ReportStepCompletion; `report.node` is ignored: the server takes the caller).
   /// Protocol when that node does not coordinate the job; Unavailable / Timeout on transport
   /// problems. `timeout` 0 = PeerOptions::rpc_deadline.
+  /// `route`, when given, receives the aggregator the coordinator names for the sender's next
+  /// reports (empty: none).
   Status ReportStepCompletion(const std::string& address, const coord::StepCompletionReport& report,
-                              std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+                              std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+                              coord::ReportRoute* route = nullptr);
+  /// \brief Carries other nodes' reports to the job's coordinator at `address` in one call (an
+  /// aggregator's batch; each report's `node` and `node_epoch` go as its own Caller). The
+  /// coordinator's answer to each, in order; an error when the call itself failed.
+  Result<std::vector<Status>> ForwardStepCompletions(
+      const std::string& address, const std::vector<coord::StepCompletionReport>& reports,
+      std::chrono::milliseconds timeout);
 
   /// Starts connecting to `address` in the background (no call, no wait), so that a first call
   /// later does not pay for the connection under its deadline.
@@ -148,7 +162,9 @@ class PeerClient {
                      std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
                      BulkFallback* fallback);
   /// The reft status of a finished call (proto::FromGrpc); a fenced refusal also notifies.
-  Status Check(const grpc::Status& s, const std::string& what, const grpc::ClientContext& ctx);
+  /// The call to `address` ended with `s`: OK, or the error naming `what` (and the handlers told).
+  Status Check(const grpc::Status& s, const std::string& address, const std::string& what,
+               const grpc::ClientContext& ctx);
 
   PeerOptions options_;
   TokenBucket link_;  ///< every stream from every peer (PeerOptions::link_bandwidth)
@@ -158,6 +174,7 @@ class PeerClient {
   Mutex mu_;
   std::map<std::string, std::shared_ptr<Conn>> conns_ REFT_GUARDED_BY(mu_);
   std::function<void(const std::string&)> on_fenced_ REFT_GUARDED_BY(mu_);
+  std::function<void(const std::string&, const std::string&)> on_unreachable_ REFT_GUARDED_BY(mu_);
 };
 
 }  // namespace reft::peer

@@ -14,7 +14,9 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include <grpcpp/grpcpp.h>
 
@@ -78,6 +80,16 @@ class PeerService final : public v1::Peer::Service {
   /// UNSUPPORTED (the sender records its completion in the control plane instead).
   using CompletionHandler = std::function<Status(const coord::StepCompletionReport&)>;
   void SetCompletionHandler(CompletionHandler handler);
+  /// Takes a batch an aggregator forwards (coord::CompletionInbox::ReceiveForwarded), after the
+  /// service fenced each report's own caller (AdmitCaller); one answer per report, in order.
+  using ForwardedHandler =
+      std::function<std::vector<Status>(const std::vector<coord::StepCompletionReport>&)>;
+  void SetForwardedHandler(ForwardedHandler handler);
+  /// Names the aggregator a direct reporter sends its next reports to
+  /// (coord::CompletionInbox::RouteFor), in the answer to an accepted direct report.
+  using RouteHandler = std::function<std::optional<coord::ReportRoute>(const std::string& job,
+                                                                       const std::string& node)>;
+  void SetRouteHandler(RouteHandler handler);
 
   /// Holders serve a job's bytes (FetchRegion, StageLayers, PersistStep) only to the nodes
   /// `access` ties to the job (job_access.h); null (the default, gossip) = to every admitted
@@ -116,6 +128,9 @@ class PeerService final : public v1::Peer::Service {
   /// JobAccess::MayServe for the caller's node (OK without an access check).
   Status MayServe(const v1::Caller& caller, const std::string& job);
   grpc::Status NoGossip(const char* method) const;
+  /// ReportStepCompletion carrying an aggregator's batch (`forwarded`).
+  grpc::Status ReceiveForwarded(grpc::ServerContext* ctx, const v1::ReportStepCompletionRequest& req,
+                                v1::ReportStepCompletionResponse* resp);
   /// The Authorizer's verdict on one call (OK without an authorizer).
   grpc::Status Authorize(grpc::ServerContext* ctx, const char* method, const v1::Caller& caller);
 
@@ -131,6 +146,15 @@ class PeerService final : public v1::Peer::Service {
   HandlerSlot<PersistHandler> persist_handler_;
   HandlerSlot<StageHandler> stage_handler_;
   HandlerSlot<CompletionHandler> completion_handler_;
+  HandlerSlot<ForwardedHandler> forwarded_handler_;
+  HandlerSlot<RouteHandler> route_handler_;
+  /// Fencing of the reports an aggregator forwards without an etcd read per report: the newest
+  /// epoch each reporting node was seen calling or forwarded under (one entry per node of the
+  /// cluster); a node seen for the first time is admitted as a caller (AdmitCaller) once.
+  Status AdmitForwarded(const v1::Caller& caller);
+  void NoteReporterEpoch(const v1::Caller& caller);
+  Mutex reporter_epochs_mu_;
+  std::map<std::string, uint64_t> reporter_epochs_ REFT_GUARDED_BY(reporter_epochs_mu_);
 };
 
 }  // namespace reft::peer

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,6 +43,7 @@
 #include "reft/replan/plan_profiles.h"
 #include "reft/replan/plan_transfer.h"
 #include "reft/replan/planner_mode.h"
+#include "reft/replan/step_cadence.h"
 #include "reft/local/plan_source.h"
 #include "reft/mutex.h"
 #include "reft/coord/roles.h"
@@ -65,6 +67,9 @@ struct JobPlannerOptions {
   int transfer_attempts = 3;
   /// Receiving nodes that stage layers at once.
   int transfer_concurrency = 8;
+  /// The nodes' lease TTL (etcd `lease_ttl_s`): a node declared lost when its lease lapsed
+  /// renewed it last this long before (the decision's `phases.lost_at`); 0: not known.
+  std::chrono::milliseconds lease_ttl{0};
 };
 
 /// \brief The roles of a job's agreement the planner uses (reft/coord/roles.h): four of them;
@@ -98,6 +103,9 @@ class JobPlanner : public local::PlanSource {
   /// \brief How the coordinator executes a reconfiguration's transfer plan (plan_transfer.h);
   /// without one the plan is published and never executed. Call before Start.
   void SetStager(Stager stager) { stager_ = std::move(stager); }
+  /// \brief Where `plan show` reads the first step committed after a recovery (the commit
+  /// path notes them: StepCadence::NoteCommitted); may be null. Call before Start.
+  void SetCommitLog(const StepCadence* commits) { commits_ = commits; }
 
   /// Follows the membership and plans (no thread when the mode is off).
   void Start();
@@ -141,6 +149,13 @@ class JobPlanner : public local::PlanSource {
   /// decided) and, for a loss, its spare wait: the deadline a publication of the same loss
   /// (`same_loss`) started, and the document's `spare_wait` (how long it waited, and why it
   /// waits or not: reft/planner/spare_wait.h); returns when to look again for the state's sake.
+  /// The phases of a loss of `lost` in `job` known now: the latest departure of them this node
+  /// heard (declared) and the latest moment that node is known alive (lost): its last lease
+  /// renewal or its last completion report, whichever is later.
+  RecoveryPhases LossPhases(const std::string& job, const std::vector<std::string>& lost) const;
+  /// `plan show`'s last recovery: the published loss `record`'s phases and the first step
+  /// committed after it.
+  std::optional<LastRecovery> LastRecoveryOf(const std::string& job, const coord::PublishedPlan& record) const;
   Clock::time_point ChooseState(const std::optional<coord::PublishedPlan>& same_loss, PlanDecision* plan) const;
   /// Publishes `plan` over `current` and runs its transfer when it is decided; returns when to
   /// look again (no later than `due`).
@@ -163,6 +178,7 @@ class JobPlanner : public local::PlanSource {
   const PlanProfiles* const profiles_;
   const ModelSource model_;
   Stager stager_;
+  const StepCadence* commits_ = nullptr;
   std::once_flag arrivals_once_;
 
   // Shared with the membership listener, which the directory keeps as long as it lives.
@@ -171,6 +187,14 @@ class JobPlanner : public local::PlanSource {
     std::condition_variable cv;
     bool changed REFT_GUARDED_BY(mu) = true;  // plan every job at the next pass
     bool stop REFT_GUARDED_BY(mu) = false;
+    /// When this node heard each node's departure (unix ms): a loss's `declared_at`.
+    std::map<std::string, int64_t> declared_ms REFT_GUARDED_BY(mu);
+    void Depart(const std::string& node, int64_t at_ms) {
+      MutexLock lock(mu);
+      declared_ms[node] = at_ms;
+      changed = true;
+      cv.notify_all();
+    }
     void Notify() {
       MutexLock lock(mu);
       changed = true;

@@ -140,6 +140,33 @@ struct PolicyDecision {
   std::optional<SpareWait> spare_wait;                    ///< a published loss: the spare wait
 };
 
+/// One phase of a recovery: when it happened (wall-clock unix ms) and the node that observed it
+/// (docs/recovery.md "Phases of a recovery"). Times of different nodes are subject to clock skew.
+struct PhaseMark {
+  int64_t at_ms = 0;
+  std::string node;
+};
+
+/// \brief The phases of one recovery, from the node's loss to the rank's restore; none where a
+/// phase did not happen (a restore with no loss, a decision without a transfer, a tier
+/// fall-back). The job-wide ones (lost, declared, decided, staged) come from the published
+/// decision; the others from the reftd that restored the rank.
+struct RecoveryPhases {
+  std::optional<PhaseMark> lost_at;             ///< the lost node's last sign of life
+  std::optional<PhaseMark> declared_at;         ///< its departure, as the coordinator heard it
+  std::optional<PhaseMark> decided_at;          ///< the decision's publication
+  std::optional<PhaseMark> staged_at;           ///< every host staged the transfer plan
+  std::optional<PhaseMark> reconnected_at;      ///< the rank's trainer said hello again
+  std::optional<PhaseMark> restore_started_at;  ///< reftd began the rank's restore
+  std::optional<PhaseMark> restore_ended_at;    ///< ... and ended it
+};
+
+/// The JSON of `phases`: every phase's key, `{"at_ms", "node"}` or null.
+nlohmann::json ToJson(const RecoveryPhases& phases);
+/// Reads what ToJson writes; a missing key or null is a phase that did not happen. Corrupted on
+/// another shape.
+Result<RecoveryPhases> RecoveryPhasesFromJson(const nlohmann::json& j);
+
 /// The planner's document (planner::online::Decide): the job's model and membership as the
 /// deciding node saw them, and the decision.
 struct PlanDocument {
@@ -152,6 +179,11 @@ struct PlanDocument {
   ProfileNote profile;
   std::optional<int> peak_units;  ///< the most pipeline positions the job ran with
   PolicyDecision decision;
+  /// A published loss: when the lost node was last known alive and when its departure was
+  /// declared (set by the planner loop, never by Decide; the record's publication and transfer
+  /// add the decided and staged phases: JobPhasesOf). None in a document of no loss, and in
+  /// one published before decisions carried phases.
+  std::optional<RecoveryPhases> phases;
 
   bool Grows() const { return decision.policy == PlanPolicy::kGrow; }
 };
@@ -181,6 +213,23 @@ coord::PublishedPlan ToRecord(const PlanDecision& decision, const std::string& p
 /// no document, or one this version cannot read).
 std::optional<PlanDocument> DocumentOf(const coord::PublishedPlan& record);
 
+/// \brief The job-wide phases of the recovery `record` decides: lost and declared from its
+/// document, decided from its publication (decided or confirmed: `decided_at_ms` by its
+/// planner), staged from its transfer (done: `finished_at_ms`). None for a record that decides
+/// no loss (no_loss, a growth, a document without phases), a decision not final yet (waiting
+/// for a spare, awaiting confirmation) keeps lost and declared only.
+std::optional<RecoveryPhases> JobPhasesOf(const coord::PublishedPlan& record);
+
+/// \brief The job's last recovery as `plan show` and `restore-check` show it: its job-wide
+/// phases and the first step committed job-wide after it, as the answering node first saw it
+/// committed (none until there is one).
+struct LastRecovery {
+  RecoveryPhases phases;
+  std::optional<int64_t> first_commit_step;
+  std::optional<PhaseMark> first_commit_at;
+};
+nlohmann::json ToJson(const LastRecovery& recovery);
+
 /// \brief `plan show`: the document (the published one while it is current, else this node's
 /// view), the last publication, and who answered.
 struct PlanShow {
@@ -189,6 +238,7 @@ struct PlanShow {
   bool current = false;                            ///< the publication is the job's current decision
   PlannerMode mode = PlannerMode::kAutomatic;      ///< the answering node's planner.mode
   std::string node;                                ///< the answering node
+  std::optional<LastRecovery> last_recovery;        ///< none: no loss published for the job
 };
 
 /// The `plan show` document (the Admin and local-channel edge).

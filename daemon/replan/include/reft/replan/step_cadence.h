@@ -33,6 +33,17 @@ class StepCadence {
   void Note(const std::string& job, int64_t step, Clock::time_point at);
   /// \brief The estimate, or nullopt before two steps were noted.
   std::optional<Estimate> Get(const std::string& job) const;
+  /// \brief Step `step` of `job` was seen committed job-wide on this node at unix ms `at_ms`
+  /// (the commit path calls this on every observation; only a newer step is kept).
+  void NoteCommitted(const std::string& job, int64_t step, int64_t at_ms);
+  struct Commit {
+    int64_t step = -1;
+    int64_t at_ms = 0;  ///< when this node first saw it committed
+  };
+  /// \brief The first step after `step` this node saw committed, among the last kCommits
+  /// (none: none yet, or that long ago).
+  std::optional<Commit> FirstCommitAfter(const std::string& job, int64_t step) const;
+  static constexpr size_t kCommits = 1024;
   /// \brief Forgets `job` (its generation restarted: the old cadence says nothing of the new).
   void Forget(const std::string& job);
 
@@ -41,6 +52,7 @@ class StepCadence {
     int64_t last_step = -1;
     Clock::time_point last_at{};
     std::deque<double> intervals_ms;  ///< per training step
+    std::deque<Commit> commits;       ///< ascending steps, the last kCommits
   };
   mutable Mutex mu_;
   std::map<std::string, Job> jobs_ REFT_GUARDED_BY(mu_);

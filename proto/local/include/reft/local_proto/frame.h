@@ -7,8 +7,8 @@
 /// payload_length u32, reserved u32 (must be 0). Every request gets exactly one reply carrying
 /// the same request_id: the matching *Reply type, or kError. One exception: a kRestore that
 /// asked to stream may get one kRestoreStream frame (same request_id) before its reply.
-/// Every request but kPlanQuery needs a hello first; kPlanQuery may be a connection's only
-/// request (a launcher asks before it knows its rank).
+/// Every request but kPlanQuery and kFailureReport needs a hello first; those two may be a
+/// connection's only request (a launcher asks before it knows its rank, or after its workers died).
 
 #include <cstddef>
 #include <cstdint>
@@ -55,8 +55,12 @@ enum class MessageType : uint16_t {
   /// after the session's queued work; an older reftd answers "unknown message type".
   kAorStatus = 21,
   kAorStatusReply = 22,
+  /// A trainer's or launcher's suspicion that a node of its job failed (no hello needed; the
+  /// caller must own the job): reftd looks into it, never declares a death on it alone.
+  kFailureReport = 23,
+  kFailureReportReply = 24,  ///< the nodes now being looked into
 };
-constexpr uint16_t kMaxMessageType = 22;
+constexpr uint16_t kMaxMessageType = 24;
 
 /// \brief "hello", "snapshot_begin", ... or "unknown".
 const char* MessageTypeName(MessageType type);

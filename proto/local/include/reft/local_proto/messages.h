@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,8 +137,15 @@ struct SlotReply {
 /// decision (docs/recovery.md "One decision per job"): `agreement_ns` is the time this rank's
 /// restore spent reaching it (waiting for silent holders of the job's slots, following another
 /// rank's decision), `agreement` says why it waited and whose decision it followed.
+/// One phase of the recovery a restore ended (docs/recovery.md "Phases of a recovery").
+struct RestorePhase {
+  std::string phase;  ///< "lost_at", "declared_at", ..., "restore_ended_at"
+  int64_t at_ms = 0;  ///< wall-clock unix ms on `node`
+  std::string node;   ///< the node that observed it
+};
 struct RestoreReport {
   static constexpr uint32_t kMaxText = 8192;  ///< `agreement` and `detail` are cut to this
+  static constexpr uint32_t kMaxPhases = 16;
   std::string source;    ///< "memory" | "tier" | "none" (nothing committed job-wide)
   uint64_t agreement_ns = 0;
   uint64_t daemon_ns = 0;  ///< the whole restore inside reftd (agreement included)
@@ -150,6 +158,10 @@ struct RestoreReport {
   std::string from_layout;
   std::vector<std::string> filled;
   std::vector<std::string> untouched;
+  /// The phases that happened (optional trailer after the reshape one, encoded only when
+  /// non-empty: tag 3, u32 count, per phase its name, i64 at_ms, its node). Older daemons send
+  /// none; a reply without it is byte-identical to one from before phases.
+  std::vector<RestorePhase> phases;
 };
 /// Bytes [src, src+length) of the saved global buffer land at `dst` bytes into the registered
 /// buffer (RestoreRequest::remap).
@@ -260,6 +272,22 @@ struct AorStatusReply {
   uint64_t mismatches = 0;
 };
 
+/// FailureReport (client -> daemon): a trainer's or launcher's suspicion that a node of `job`
+/// failed — the node of `peer_rank` (its global rank in the job's layout) or, without one, every
+/// other node of the job. The caller must own the job. Payload: job, reason (at most
+/// kMaxReason bytes), u8 has_peer_rank, i64 peer_rank.
+struct FailureReport {
+  static constexpr uint32_t kMaxReason = 1024;
+  std::string job;
+  std::string reason;
+  std::optional<int64_t> peer_rank;
+};
+/// FailureReportReply: the nodes the report made reftd look into (u32 count, then each name).
+struct FailureReportReply {
+  static constexpr uint32_t kMaxNodes = 4096;
+  std::vector<std::string> nodes;
+};
+
 std::vector<uint8_t> Encode(const Hello& m);
 std::vector<uint8_t> Encode(const HelloReply& m);
 std::vector<uint8_t> Encode(const Register& m);
@@ -275,6 +303,8 @@ std::vector<uint8_t> Encode(const ErrorReply& m);
 std::vector<uint8_t> Encode(const PlanQuery& m);
 std::vector<uint8_t> Encode(const PlanReply& m);
 std::vector<uint8_t> Encode(const AorStatusReply& m);
+std::vector<uint8_t> Encode(const FailureReport& m);
+std::vector<uint8_t> Encode(const FailureReportReply& m);
 /// The error reply for a status (messages longer than 4 KiB are cut).
 std::vector<uint8_t> EncodeError(const Status& status);
 
@@ -293,6 +323,8 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, ErrorReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, PlanQuery* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, PlanReply* m);
 Status Decode(const std::vector<uint8_t>& p, const Limits& l, AorStatusReply* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, FailureReport* m);
+Status Decode(const std::vector<uint8_t>& p, const Limits& l, FailureReportReply* m);
 /// The Status an error reply carries (unknown codes become Protocol errors).
 Status ToStatus(const ErrorReply& e);
 

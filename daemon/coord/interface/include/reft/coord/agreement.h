@@ -67,6 +67,17 @@ struct StepCompletionReport {
   /// The revision of the job's layout record the ranks joined under (etcd): a completion made
   /// in a layout the job has since left never counts toward the new one (0: no layout record).
   int64_t layout_revision = 0;
+  /// The reporting node's epoch (its Caller's): a report an aggregator forwards is fenced by it
+  /// at the coordinator (0: not known, never fenced).
+  uint64_t node_epoch = 0;
+};
+
+/// \brief Where a node sends its next completion reports of a job: the aggregator the job's
+/// coordinator assigned it (docs/coordination.md "Reports aggregate on the way"); empty: the
+/// coordinator itself.
+struct ReportRoute {
+  std::string node;
+  std::string address;
 };
 
 /// \brief The planner's decision for a job after a node loss, as published by the node that

@@ -123,6 +123,15 @@ class PlanBoard {
   /// never call it.
   using LeadershipListener = std::function<void(const std::string& job)>;
   virtual void AddLeadershipListener(LeadershipListener listener) { (void)listener; }
+  /// \brief When this node, as the coordinator of `job`, last took a completion report from
+  /// `node` (unix ms; direct, forwarded or through etcd): the latest moment the node is known
+  /// to have been alive, a recovery's `lost_at`. None when it took none in its term (or the
+  /// control plane does not keep it).
+  virtual std::optional<int64_t> LastHeardFrom(const std::string& job, const std::string& node) {
+    (void)job;
+    (void)node;
+    return std::nullopt;
+  }
 
   /// \brief The published plan of `job`, if any (linearizable with etcd). Unsupported by a
   /// control plane without consensus: there each node plans from its own view and publishes
@@ -156,6 +165,24 @@ class CompletionInbox {
   virtual Status ReceiveCompletion(const StepCompletionReport& report) {
     return Status::Unsupported("node does not take completion reports for job '" + report.job +
                                "'");
+  }
+  /// \brief Reports an aggregator carries to this node as the job's coordinator (one batch,
+  /// never forwarded again): one answer per report, in order; each is taken as
+  /// ReceiveCompletion would take it from its own node, and a refusal leaves the others alone.
+  virtual std::vector<Status> ReceiveForwarded(const std::vector<StepCompletionReport>& reports) {
+    std::vector<Status> out;
+    for (const auto& r : reports) {
+      out.push_back(Status::Unsupported("node does not take completion reports for job '" +
+                                        r.job + "'"));
+    }
+    return out;
+  }
+  /// \brief Where `node` sends its next reports of `job`, as this node, the job's coordinator,
+  /// assigns it in the answer to a direct report; nullopt: straight to the coordinator.
+  virtual std::optional<ReportRoute> RouteFor(const std::string& job, const std::string& node) {
+    (void)job;
+    (void)node;
+    return std::nullopt;
   }
 };
 

@@ -39,6 +39,14 @@ class PeerCopier {
                                const std::function<Status()>& abandon = {}) = 0;
 };
 
+/// One phase of the recovery a restore ended (docs/recovery.md "Phases of a recovery"): its
+/// name ("lost_at", ..., "restore_ended_at"), when (unix ms) and the node that observed it.
+struct RestorePhaseTime {
+  std::string phase;
+  int64_t at_ms = 0;
+  std::string node;
+};
+
 /// \brief The full bytes of every buffer of one rank at one step, in a memfd the daemon maps
 /// (device restores copy H2D from it) and hands to the trainer (staged restores map it).
 struct RestoredState {
@@ -63,6 +71,8 @@ struct RestoredState {
   std::string from_layout;
   std::vector<std::string> filled;
   std::vector<std::string> untouched;
+  /// The phases of the recovery, those that happened (set by reftd's restore wiring).
+  std::vector<RestorePhaseTime> phases;
 };
 
 /// \brief Streamed delivery of a restore: verified bytes of the rank's state go to the trainer
