@@ -45,8 +45,9 @@ peer::ControlPlaneFactory AggregatingControlPlane(const EtcdCluster& etcd) {
   return *f;
 }
 
-// Node i holds rank (tp0, dp i); n0 joins first, so it coordinates the job: its group
-// {n0, n1, n2} reports directly, n3 aggregates {n4, n5} and n6 aggregates {n7, n8}.
+// Node i holds rank (tp0, dp i); n0 joins first and leads before the others join, so it
+// coordinates the job: its group {n0, n1, n2} reports directly, n3 aggregates {n4, n5} and n6
+// aggregates {n7, n8}.
 struct Cluster {
   explicit Cluster(const EtcdCluster& etcd) {
     for (int i = 0; i < kNodes; ++i) {
@@ -55,8 +56,11 @@ struct Cluster {
                                                  0, 64 << 10, 0, nullptr,
                                                  AggregatingControlPlane(etcd)));
     }
-    for (int i = 0; i < kNodes; ++i) REQUIRE(co(i)->Join(Rank(i), kLayout).ok());
-    REQUIRE(reft::testing::Eventually([&] { return co(0)->LeadsJob("job"); }, 10s));
+    // n0 alone first, until it leads: a node campaigns from its worker thread, so with every
+    // node joined at once another one could win the key on a loaded machine.
+    REQUIRE(co(0)->Join(Rank(0), kLayout).ok());
+    REQUIRE(reft::testing::Eventually([&] { return co(0)->LeadsJob("job"); }, 20s));
+    for (int i = 1; i < kNodes; ++i) REQUIRE(co(i)->Join(Rank(i), kLayout).ok());
   }
   void Complete(int n, int64_t step) {
     WriteSlot(nodes[n]->store.get(), Rank(n), step, RandomBytes(4096, 7 + step + n));
