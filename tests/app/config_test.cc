@@ -267,6 +267,23 @@ TEST_CASE("etcd.mass_expiry_fraction is a fraction in (0, 1]", "[config]") {
   }
 }
 
+TEST_CASE("coordinator.aggregate_from_nodes is a node count, 0 turning aggregation off",
+          "[config]") {
+  reft::testing::TempDir dir;
+  CHECK(DaemonConfig{}.coordinator_aggregate_from_nodes == 64);
+  for (const auto& [text, value] : std::vector<std::pair<std::string, uint32_t>>{{"0", 0}, {"4096", 4096}}) {
+    auto c = Parse({"--config", WriteFile(dir, "[coordinator]\naggregate_from_nodes = " + text + "\n")});
+    INFO(c.status().message());
+    REQUIRE(c.ok());
+    CHECK(c->coordinator_aggregate_from_nodes == value);
+  }
+  for (const char* bad : {"-1", "1000001", "\"many\"", "2.5"}) {
+    auto b = Parse({"--config", WriteFile(dir, std::string("[coordinator]\naggregate_from_nodes = ") + bad + "\n")});
+    REQUIRE_FALSE(b.ok());
+    CHECK_THAT(b.status().message(), Catch::Contains("coordinator.aggregate_from_nodes"));
+  }
+}
+
 TEST_CASE("local.aor_* keys are read and bounded", "[config]") {
   reft::testing::TempDir dir;
   const DaemonConfig d;
