@@ -91,7 +91,10 @@ class Cluster {
   /// Stops node i (its server goes away at once), closes its store and deletes its segments.
   void KillAndWipe(size_t i);
   /// Waits until every live node sees every other live node alive and every killed one dead.
-  void Converge(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+  /// SWIM declares a killed member dead after its probe and suspicion rounds, which a CI
+  /// machine running two test processes at once can stretch past 5 s (one CI run failed so):
+  /// the wait returns as soon as the views agree, so a long bound costs nothing when they do.
+  void Converge(std::chrono::milliseconds timeout = std::chrono::milliseconds(20000));
   const std::string& dir(size_t i) const { return dirs_.at(i); }
 
   /// Placement: rank -> node index. Writes `step` of every rank on its node through the real

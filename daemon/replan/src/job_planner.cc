@@ -186,10 +186,13 @@ JobPlanner::Clock::time_point JobPlanner::PlanJob(const std::string& job) {
   FollowArrivals();  // a job that lost a node may grow back later
   auto model = model_(job);
   if (!model.ok()) {
-    // No committed step yet (nothing to plan), or its holders did not answer: a loss that
-    // matters is followed by a membership change, which plans again.
-    // Said once when nothing more will follow (not each retry of holders that do not answer).
-    if (model.status().code() == StatusCode::kNotFound) {
+    // No committed step yet: nothing to plan until a membership change, which plans again
+    // (said once). A committed step whose meta was not found is a race — a newer commit
+    // recycled the slot between reading the commit point and its meta (a growth read while the
+    // survivors train on: one CI run waited 120 s for a decision) — or holders that did not
+    // answer: both are tried again.
+    const bool committed = agreement_.timeline->Generation(job).newest_committed.has_value();
+    if (model.status().code() == StatusCode::kNotFound && !committed) {
       spdlog::info("planner: job {}: no model to plan with ({})", job, model.status().ToString());
       return kNever;
     }
