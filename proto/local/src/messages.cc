@@ -621,9 +621,8 @@ Status Decode(const std::vector<uint8_t>& p, const Limits& l, FailureReport* m) 
   if (has_rank > 1 || (has_rank == 0 && rank != -1)) {
     return Status::Protocol("failure_report: has_peer_rank must be 0 (with peer_rank -1) or 1");
   }
-  if (has_rank == 1 && rank < 0) {
-    return Status::InvalidArgument("failure_report: peer_rank must be >= 0, not " +
-                                   std::to_string(rank));
+  if (has_rank == 1 && rank < 0) {  // libreft refuses it before sending: a malformed frame
+    return Status::Protocol("failure_report: peer_rank must be >= 0, not " + std::to_string(rank));
   }
   m->peer_rank = has_rank == 1 ? std::optional<int64_t>(rank) : std::nullopt;
   return r.Finish("failure_report");
