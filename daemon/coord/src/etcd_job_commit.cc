@@ -172,7 +172,7 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
   bool via_aggregator = false;
   if (route) {
     // The aggregator waits for the coordinator's answer to the batch carrying this report.
-    s = SendReport(route->address, report, 2 * options_.report_timeout, nullptr);
+    s = peers_->ReportStepCompletion(route->address, report, 2 * options_.report_timeout);
     via_aggregator = s.ok();
     if (!s.ok()) {
       spdlog::info("job {}: aggregator {} did not carry a completion report ({}); reporting to "
@@ -187,7 +187,7 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
   bool answered_directly = false;
   if (!via_aggregator) {
     s = address.empty() ? Status::Unavailable("node '" + node + "' is not registered")
-                        : SendReport(address, report, options_.report_timeout, &fresh);
+                        : peers_->ReportStepCompletion(address, report, options_.report_timeout, &fresh);
     answered_directly = s.ok();
   }
   reft::MutexLock lock(mu_);
@@ -224,12 +224,6 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
   }
   st.report_retry_at = Clock::now() + st.report_backoff;
   return false;
-}
-
-Status EtcdJobCoordinator::SendReport(const std::string& address,
-                                      const StepCompletionReport& report,
-                                      std::chrono::milliseconds timeout, ReportRoute* route) {
-  return peers_->ReportStepCompletion(address, report, timeout, route);
 }
 
 Result<std::vector<Status>> EtcdJobCoordinator::SendBatch(

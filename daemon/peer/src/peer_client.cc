@@ -38,6 +38,18 @@ constexpr int kBulkEarlyCloses = 3;
 // call before it cancels the call.
 constexpr std::chrono::seconds kVerdictGrace{1};
 
+// A completion report's fields, into a direct report or one carried in a batch (the two
+// messages share them; the server reads both with one ReportOf).
+template <typename Message>
+void FillReport(const coord::StepCompletionReport& report, Message* m) {
+  m->set_job(report.job);
+  m->set_step(report.step);
+  m->set_generation(report.generation);
+  m->set_epoch(report.epoch);
+  m->set_layout_revision(report.layout_revision);
+  for (const auto& r : report.ranks) ToRankId(r, m->add_ranks());
+}
+
 std::chrono::system_clock::time_point DeadlineIn(std::chrono::milliseconds d) {
   return std::chrono::system_clock::now() + d;
 }
@@ -235,12 +247,7 @@ Status PeerClient::ReportStepCompletion(const std::string& address,
                                         std::chrono::milliseconds timeout, coord::ReportRoute* route) {
   v1::ReportStepCompletionRequest req;
   *req.mutable_caller() = Stamp();
-  req.set_job(report.job);
-  req.set_step(report.step);
-  req.set_generation(report.generation);
-  req.set_epoch(report.epoch);
-  req.set_layout_revision(report.layout_revision);
-  for (const auto& r : report.ranks) ToRankId(r, req.add_ranks());
+  FillReport(report, &req);
   v1::ReportStepCompletionResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, timeout.count() > 0 ? timeout : options_.rpc_deadline);
@@ -264,12 +271,7 @@ Result<std::vector<Status>> PeerClient::ForwardStepCompletions(
     f->mutable_caller()->set_protocol_version(self.protocol_version());
     f->mutable_caller()->set_node_id(report.node);
     f->mutable_caller()->set_epoch(report.node_epoch);
-    f->set_job(report.job);
-    f->set_step(report.step);
-    f->set_generation(report.generation);
-    f->set_epoch(report.epoch);
-    f->set_layout_revision(report.layout_revision);
-    for (const auto& r : report.ranks) ToRankId(r, f->add_ranks());
+    FillReport(report, f);
   }
   v1::ReportStepCompletionResponse resp;
   grpc::ClientContext ctx;

@@ -329,10 +329,6 @@ class EtcdJobCoordinator final : public JobCoordinator {
   /// Sends a batch of forwarded reports to the coordinator at `address` (ReportForwarder::Send).
   Result<std::vector<Status>> SendBatch(const std::string& address,
                                         const std::vector<StepCompletionReport>& batch);
-  /// One report to `address` (the coordinator, or an aggregator: `route` null); `route` gets
-  /// the coordinator's answer naming an aggregator.
-  Status SendReport(const std::string& address, const StepCompletionReport& report,
-                    std::chrono::milliseconds timeout, ReportRoute* route);
   void NotifyGenerations();
   /// Drops the state and watches of a job whose records were deleted, once nothing of it is
   /// left on this node (no trainer, no completion to send, no slot); true when it did.
