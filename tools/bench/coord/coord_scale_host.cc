@@ -8,8 +8,13 @@
 // pooled); member 0 (the job's coordinator) runs a Peer server, which takes the other members'
 // completion reports, and so does every member that aggregates reports on their way to it
 // (docs/coordination.md "Reports aggregate on the way": the lowest id of each group of
-// ceil(sqrt(N)) by id, from EtcdCoordinatorOptions::aggregate_from_nodes nodes on); the others
-// have none (nothing else calls them). With --backend
+// ceil(sqrt(N)) by id, from --aggregate-from-nodes nodes on, reftd's
+// coordinator.aggregate_from_nodes); the others advertise the process's one responder server,
+// which answers every call UNIMPLEMENTED: a held death's probe (any answer is a live process)
+// finds the member alive exactly while its process runs, as it would find a reftd. Member 0
+// also runs reftd's planner (replan::JobPlanner) over a model of the job (its layout, ranks on
+// their nodes, four layers): a death it hears is a recovery started — a decision published in
+// etcd (/reft/v1/jobs/<job>/plan), which coord_scale.py counts after the run. With --backend
 // gossip each member runs the gossip control plane (SWIM membership + completion-set
 // exchange) and its own Peer gRPC server on loopback, as in the in-process tests.
 //
@@ -19,7 +24,10 @@
 //   lead        -> lead 0|1           whether the first member here coordinates the job (etcd)
 //   complete S  -> completed S T_FIRST T_LAST   every rank here sealed S and reported it
 //               -> visible S T_FIRST T_LAST     every member here committed S (asynchronously)
-//   stats       -> stats {json}
+//   stats       -> stats {json}   counters, and the deaths this process saw (`departed`:
+//                                  [[node, unix ms]] heard by its first member's departure
+//                                  listener; `lease_lost`: [[node, unix ms]] of its own members
+//                                  whose lease lapsed and who registered again)
 //   quit
 #include <sys/resource.h>
 #include <unistd.h>
@@ -50,8 +58,10 @@
 #include "reft/coord/etcd_control_plane.h"
 #include "reft/coord/etcd_node_directory.h"
 #include "reft/job_layout.h"
+#include "reft/mutex.h"
 #include "reft/peer/peer_node.h"
 #include "reft/peer/peer_service.h"
+#include "reft/replan/job_planner.h"
 #include "rpc_counter.h"
 
 using namespace reft;
@@ -69,8 +79,15 @@ struct Args {
   int ranks = 8;
   int lease_ttl_s = 5;
   double lease_renewals_per_s = coord::LeaseSizing{}.renewals_per_s;
+  size_t aggregate_from_nodes = coord::EtcdCoordinatorOptions{}.aggregate_from_nodes;
   std::string job = "scale";
 };
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 int64_t Now() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -137,9 +154,43 @@ struct Member {
   std::vector<store::RankKey> ranks;
 };
 
+using NodeTimes = std::vector<std::pair<std::string, int64_t>>;  // (node, unix ms)
+
+std::string JsonPairs(const NodeTimes& list) {
+  std::string out = "[";
+  for (const auto& [node, ms] : list) {
+    if (out.size() > 1) out += ",";
+    out += "[\"" + node + "\"," + std::to_string(ms) + "]";
+  }
+  return out + "]";
+}
+
 /// Membership events of the whole process (false failure detections under a stall).
-struct Detections {
+class Detections {
+ public:
   std::atomic<uint64_t> dead{0}, suspect{0}, self{0};
+
+  /// A departure a member heard (etcd: the first member's departure listener, a lapse declared
+  /// at once or after a hold; gossip: any member's SWIM dead event).
+  void Departed(const std::string& node) {
+    reft::MutexLock lock(mu_);
+    departed_.emplace_back(node, UnixMs());
+  }
+  /// A member of this process whose own lease lapsed (it registered again, a new epoch).
+  void LeaseLost(const std::string& node) {
+    reft::MutexLock lock(mu_);
+    lease_lost_.emplace_back(node, UnixMs());
+  }
+  /// `"departed":[[node, ms], ...],"lease_lost":[...]` for the stats line.
+  std::string Json() const {
+    reft::MutexLock lock(mu_);
+    return "\"departed\":" + JsonPairs(departed_) + ",\"lease_lost\":" + JsonPairs(lease_lost_);
+  }
+
+ private:
+  mutable reft::Mutex mu_;
+  NodeTimes departed_ REFT_GUARDED_BY(mu_);
+  NodeTimes lease_lost_ REFT_GUARDED_BY(mu_);
 };
 
 std::string NodeId(int i) {
@@ -151,7 +202,7 @@ std::string NodeId(int i) {
 // Whether member `index` aggregates its group's reports under the coordinator's rule (member 0,
 // the first to join, coordinates; every member is joined; node ids sort as their indexes).
 bool Aggregates(const Args& a, int index) {
-  const auto threshold = coord::EtcdCoordinatorOptions{}.aggregate_from_nodes;
+  const size_t threshold = a.aggregate_from_nodes;
   if (threshold == 0 || static_cast<size_t>(a.nodes) < threshold) return false;
   const int group = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(a.nodes))));
   return index % group == 0 && index / group != 0;
@@ -160,6 +211,7 @@ bool Aggregates(const Args& a, int index) {
 Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility* vis,
                                            int local_index,
                                            const peer::ControlPlaneFactory& etcd,
+                                           const std::string& responder,
                                            bench::RpcCounts* counts) {
   auto m = std::make_unique<Member>();
   m->id = NodeId(index);
@@ -178,9 +230,9 @@ Result<std::unique_ptr<Member>> MakeMember(const Args& a, int index, Visibility*
                                                           coord::MakeGossipControlPlane()));
   }
   if (a.backend == "etcd" && index != 0 && !Aggregates(a, index)) {
-    // Never dialled: the bench has no data plane, and only the coordinator and the aggregators
-    // take reports.
-    REFT_RETURN_NOT_OK(m->peer->Start("127.0.0.1:1"));
+    // Only the coordinator and the aggregators take reports (no data plane): the others are
+    // dialled only to probe them (a held death), which the process's responder answers.
+    REFT_RETURN_NOT_OK(m->peer->Start(responder));
   } else {
     grpc::ServerBuilder b;
     int port = 0;
@@ -209,6 +261,7 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
     << ",\"cpu_ms\":" << cpu_ms
     << ",\"dead_events\":" << d.dead << ",\"suspect_events\":" << d.suspect
     << ",\"self_declared_dead\":" << d.self;
+  o << "," << d.Json();
   if (etcd) {
     const coord::EtcdTraffic t = etcd->traffic();
     // Completion reports to the coordinator (Peer.ReportStepCompletion): counted by the
@@ -254,6 +307,19 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
       << ",\"watch_events\":" << t.watch_events
       << ",\"background_messages\":" << t.keepalive_messages
       << ",\"background_bytes\":" << t.keepalive_bytes;
+    // Lapses held while this process's etcd client found the control plane suspect, and what
+    // became of them (docs/coordination.md "Deaths held while the control plane is suspect").
+    uint64_t held = 0, released = 0, declared = 0, reregistrations = 0;
+    for (const auto& m : members) {
+      const peer::DeathHoldStatus h = m->peer->membership().DeathHolds();
+      held += h.held_total;
+      released += h.released_total;
+      declared += h.declared_total;
+      reregistrations += h.reregistrations_total;
+    }
+    o << ",\"aggregate_from_nodes\":" << a.aggregate_from_nodes << ",\"deaths_held\":" << held
+      << ",\"deaths_held_released\":" << released << ",\"deaths_held_declared\":" << declared
+      << ",\"reregistrations\":" << reregistrations;
   } else {
     o << ",\"messages\":" << c.commit_messages + c.membership_messages + c.other_messages
       << ",\"bytes\":" << c.commit_bytes + c.membership_bytes + c.other_bytes
@@ -262,6 +328,27 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
   }
   o << "}";
   return o.str();
+}
+
+/// The job as the planner of member 0 would read it from the committed step's slots (the bench
+/// stubs the data plane): every rank on its node, four layers of 1 GiB of parameters and 2 GiB
+/// of optimizer state each, the bench's step time. NotFound before the first commit.
+Result<planner::online::JobModelView> BenchJobModel(const Args& a, coord::JobCoordinator* co) {
+  const std::optional<int64_t> step = co->NewestCommitted(a.job);
+  if (!step) return Status::NotFound("no committed step of job " + a.job);
+  planner::online::JobModelView m;
+  m.job = a.job;
+  m.dp = a.nodes;
+  m.tp = a.ranks;
+  m.pp = 1;
+  m.step = *step;
+  m.step_ms = 200;
+  m.step_samples = 10;
+  for (int dp = 0; dp < a.nodes; ++dp) {
+    for (int tp = 0; tp < a.ranks; ++tp) m.ranks.push_back({0, tp, dp, NodeId(dp)});
+  }
+  for (int l = 0; l < 4; ++l) m.layers.push_back({l, 0, 1ull << 30, 2ull << 30});
+  return m;
 }
 
 }  // namespace
@@ -279,6 +366,9 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ttl", a.lease_ttl_s, "etcd lease TTL of a small cluster, seconds");
   app.add_option("--lease-renewals", a.lease_renewals_per_s,
                  "renewals/s the cluster may ask of etcd (longer TTLs past it; 0: fixed TTL)");
+  app.add_option("--aggregate-from-nodes", a.aggregate_from_nodes,
+                 "reftd's coordinator.aggregate_from_nodes: jobs on this many nodes aggregate "
+                 "their completion reports (0: never, every report goes to the coordinator)");
   CLI11_PARSE(app, argc, argv);
   // stdout carries the protocol with coord_scale.py; the daemon's log goes to stderr, whose
   // tail the driver reports when a host fails.
@@ -299,7 +389,24 @@ int main(int argc, char** argv) {
     coord::EtcdControlPlaneOptions co;
     co.lease.floor = std::chrono::seconds(a.lease_ttl_s);
     co.lease.renewals_per_s = a.lease_renewals_per_s;
+    co.coordinator.aggregate_from_nodes = a.aggregate_from_nodes;
     factory = coord::MakeEtcdControlPlane(etcd, co);
+  }
+  // The members without a Peer server of their own advertise this one (see the file comment).
+  v1::Peer::Service unimplemented;
+  std::unique_ptr<grpc::Server> responder;
+  std::string responder_address;
+  if (a.backend == "etcd" && (a.first != 0 || a.count > 1)) {  // member 0 serves by itself
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&unimplemented);
+    responder = b.BuildAndStart();
+    if (!responder || port == 0) {
+      std::cerr << "cannot start the responder server\n";
+      return 2;
+    }
+    responder_address = "127.0.0.1:" + std::to_string(port);
   }
   bench::RpcCounts counts;
   Detections detections;
@@ -310,7 +417,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<Member>> members;
   for (int i = 0; i < a.count; ++i) {
-    auto m = MakeMember(a, a.first + i, &vis, i, factory, &counts);
+    auto m = MakeMember(a, a.first + i, &vis, i, factory, responder_address, &counts);
     if (!m.ok()) {
       std::cerr << "member " << a.first + i << ": " << m.status().ToString() << "\n";
       return 1;
@@ -319,12 +426,22 @@ int main(int argc, char** argv) {
         [&detections](const peer::MemberInfo& info, peer::MemberState) {
           if (info.self) {
             ++detections.self;
+            detections.LeaseLost(info.node_id);
           } else if (info.state == peer::MemberState::kDead) {
-            ++detections.dead;
+            ++detections.dead;  // gossip: every member's SWIM view (etcd: never, see below)
+            detections.Departed(info.node_id);
           } else if (info.state == peer::MemberState::kSuspect) {
             ++detections.suspect;
           }
         });
+    if (i == 0 && a.backend == "etcd") {
+      // The etcd directory tells listeners of its own re-registration only; departures need a
+      // watch. One per process (every reftd has one: its planner's): without a departure
+      // listener a directory neither holds nor declares deaths.
+      (*m)->peer->membership().AddDepartureListener([&detections](const std::string& node) {
+        detections.Departed(node);
+      });
+    }
     for (const auto& r : (*m)->ranks) {
       Status s = (*m)->peer->coordinator()->Join(r, layout);
       if (!s.ok()) {
@@ -333,6 +450,17 @@ int main(int argc, char** argv) {
       }
     }
     members.push_back(std::move(*m));
+  }
+  // reftd's planner on the job's coordinator (member 0 joins first and keeps its lease).
+  std::unique_ptr<replan::JobPlanner> planner;
+  if (a.backend == "etcd" && a.first == 0) {
+    replan::JobPlannerOptions jpo;
+    jpo.lease_ttl = std::chrono::seconds(a.lease_ttl_s);
+    coord::JobCoordinator* co = members[0]->peer->coordinator();
+    planner = std::make_unique<replan::JobPlanner>(
+        members[0]->id, jpo, &members[0]->peer->membership(), replan::PlannerAgreement::Of(co),
+        nullptr, [&a, co](const std::string&) { return BenchJobModel(a, co); });
+    planner->Start();
   }
   Say("ready " + members[0]->peer->membership().SelfCaller().address());
 
@@ -366,9 +494,11 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  if (planner) planner->Stop();
   for (auto& m : members) {
     m->peer->Stop();
     if (m->server) m->server->Shutdown(std::chrono::system_clock::now());
   }
+  if (responder) responder->Shutdown(std::chrono::system_clock::now());
   return 0;
 }
