@@ -52,5 +52,5 @@ coord_nodes=64,256,1024,4096; gossip_nodes=16,32,64,128
 [ "${1:-}" = quick ] && coord_nodes=64,256 && gossip_nodes=16,32
 run coord_etcd   /usr/bin/python3 tools/bench/coord/coord_scale.py --backend etcd \
     --nodes "$coord_nodes" --build-dir "$build"
-run coord_gossip /usr/bin/python3 tools/bench/coord/coord_scale.py --backend gossip \
+run coord_gossip /usr/bin/python3 tools/bench/coord/coord_scale.py --backend gossip --runs 1 \
     --nodes "$gossip_nodes" --build-dir "$build"
