@@ -641,6 +641,9 @@ def main():
     p.add_argument("--etcd-dir", default=None, help="where etcd keeps its data (default /tmp)")
     p.add_argument("--build-dir", default=os.environ.get("REFT_BUILD_DIR", "build"))
     a = p.parse_args()
+    # A SIGTERM (a timeout, a kill from the shell) unwinds like Ctrl-C, so each run's cleanup
+    # stops its etcd, hosts and watchers instead of leaving them running.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if a.cpus is not None:
         os.sched_setaffinity(0, {int(c) for c in a.cpus.split(",")})
     binary = os.path.join(a.build_dir, "tools", "bench", "coord", "coord_scale_host")
