@@ -81,7 +81,7 @@ std::map<std::string, std::string> Fetcher::bad_nodes() const {
 }
 
 Status Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline,
-                    const PieceSink& sink, const PieceMemory* memory) {
+                    const PieceSink& sink, const PieceMemory* memory, const PieceOrder& order) {
   RunState run;
   run.items = items;
   run.deadline = deadline;
@@ -111,6 +111,18 @@ Status Fetcher::Run(std::vector<FetchItem>* items, std::chrono::steady_clock::ti
       run.pieces.push_back({i, off, std::min(piece, item.size - off)});
       run.total += std::min(piece, item.size - off);
     }
+  }
+  if (order) {
+    // Items with a destination go first, in item order; then streamed pieces by rank.
+    const auto rank = [&](const RunState::Piece& p) -> std::pair<int, uint64_t> {
+      const FetchItem& item = (*items)[p.item];
+      if (item.dst != nullptr) return {0, 0};
+      return {1, order(item.stream_offset + p.offset)};
+    };
+    std::stable_sort(run.pieces.begin(), run.pieces.end(),
+                     [&](const RunState::Piece& a, const RunState::Piece& b) {
+                       return rank(a) < rank(b);
+                     });
   }
   {
     MutexLock lock(mu_);

@@ -153,7 +153,10 @@ Result<std::optional<local::RestoredState>> ReftLoad::StreamImpl(
   // captured from there, handed over without another copy.
   const PieceMemory lent{[sink](uint64_t n) { return sink->Borrow(n); },
                          [sink](uint8_t* p) { sink->GiveBack(p); }};
-  Status sunk = fetcher->Run(&items, deadline, to_trainer, &lent);
+  // A decode wants the pieces feeding one decoded stretch together (StreamDecode::ScheduleRank).
+  PieceOrder order;
+  if (decode) order = [&decode](uint64_t offset) { return decode->ScheduleRank(offset); };
+  Status sunk = fetcher->Run(&items, deadline, to_trainer, &lent, order);
   stats->fetch += Clock::now() - t0;
   if (!sunk.ok()) {
     sink->End(false);

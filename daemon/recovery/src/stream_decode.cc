@@ -4,6 +4,7 @@
 #include "stream_decode.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "reft/protect/sharding.h"
@@ -16,6 +17,11 @@ namespace {
 /// Decoded sub-blocks go to the trainer in pieces of this size, like fetched ones, so no stream
 /// record is larger than a fetch piece would be.
 constexpr uint64_t kDeliverPiece = 4 << 20;
+
+/// A decoded sub-block is summed and delivered in stretches of this size, each complete when
+/// its own terms are in: a few fetch pieces' worth, small enough to stay in cache between its
+/// first term and its delivery.
+constexpr uint64_t kDecodeStretch = kDeliverPiece;
 
 /// Bytes of padded shard range [begin, begin + len) below the shard's real size.
 uint64_t RealBytes(uint64_t real, uint64_t begin, uint64_t len) {
@@ -53,18 +59,26 @@ Result<std::unique_ptr<StreamDecode>> StreamDecode::Plan(const ClusterView& view
     const uint64_t len = op.end - op.begin;
     const uint64_t out = RealBytes(g.ShardSize(op.target), op.begin, len);
     if (out == 0) continue;  // rebuilds padding only
-    const size_t id = d->outputs_.size();
-    uint8_t* at = sum_of[op.target] + op.begin;
-    d->outputs_.push_back({op.target, sum_of[op.target], op.begin, out});
     for (const auto& [i, off] : op.sources) {
       // A source that is itself decoded would have to be complete first: not streamable.
       if (!streamed[i]) return std::unique_ptr<StreamDecode>();
-      // Past its real bytes a source reads as zero padding and adds nothing.
-      const uint64_t n = std::min(out, RealBytes(g.ShardSize(i), off, len));
-      d->sum_.AddTerm(g.shard_begin[i] + off, n, at, id);
     }
-    const uint64_t parity = d->parity_base_ + static_cast<uint64_t>(op.holder) * g.aec_sub;
-    d->sum_.AddTerm(parity + op.region_offset, out, at, id);
+    // One output group per stretch of the sub-block range, so each is delivered as soon as its
+    // terms are in (the fetch order brings them together), while its sum is still in cache.
+    for (uint64_t c = 0; c < out; c += kDecodeStretch) {
+      const uint64_t n = std::min(kDecodeStretch, out - c);
+      const size_t id = d->outputs_.size();
+      uint8_t* at = sum_of[op.target] + op.begin + c;
+      d->outputs_.push_back({op.target, sum_of[op.target], op.begin + c, n});
+      for (const auto& [i, off] : op.sources) {
+        // Past its real bytes a source reads as zero padding and adds nothing.
+        d->sum_.AddTerm(g.shard_begin[i] + off + c, RealBytes(g.ShardSize(i), off + c, n), at,
+                        id);
+      }
+      // The parity covers every byte of the stretch: each is written by at least one term.
+      const uint64_t parity = d->parity_base_ + static_cast<uint64_t>(op.holder) * g.aec_sub;
+      d->sum_.AddTerm(parity + op.region_offset + c, n, at, id);
+    }
     holders.insert(op.holder);
   }
   for (int k : holders) {
@@ -78,6 +92,15 @@ Result<std::unique_ptr<StreamDecode>> StreamDecode::Plan(const ClusterView& view
     d->parity_items_.push_back(std::move(it));
   }
   return d;
+}
+
+uint64_t StreamDecode::ScheduleRank(uint64_t offset) const {
+  if (g_.aec_sub == 0) return 0;
+  if (IsParity(offset)) return (offset - parity_base_) % g_.aec_sub;
+  if (offset >= g_.total) return 0;
+  // The shard holding `offset`: the last one beginning at or before it.
+  const auto next = std::upper_bound(g_.shard_begin.begin(), g_.shard_begin.end(), offset);
+  return (offset - *std::prev(next)) % g_.aec_sub;
 }
 
 std::vector<FetchItem> StreamDecode::TakeParityItems() { return std::move(parity_items_); }

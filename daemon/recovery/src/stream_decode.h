@@ -6,8 +6,8 @@
 /// with the other shards' sub-blocks in that parity. Those shards stream to the trainer anyway,
 /// so each passing piece is also XORed into a shard-sized sum, and the survivors' parity
 /// regions are streamed into it too (they travel in the same fetch, at offsets past the state's
-/// end that only the decode takes). A sub-block is handed on the moment its last term arrives,
-/// so the decode overlaps the fetch: the restore never assembles the state, and no byte is read
+/// end that only the decode takes). Each stretch of a sub-block is handed on the moment its last
+/// term arrives, so the decode overlaps the fetch: the restore never assembles the state, and no byte is read
 /// twice. Planned from the recovery analysis, so only what it proves recoverable is decoded; a
 /// loss it rebuilds another way (RS, or a shard decoded from another decoded shard) is left to
 /// the in-memory assembly.
@@ -43,6 +43,13 @@ class StreamDecode {
   /// the shards, through the same sink).
   std::vector<FetchItem> TakeParityItems();
 
+  /// \brief The fetch order that keeps each decoded stretch in cache across its terms
+  /// (Fetcher::PieceOrder): a piece's position inside its AEC sub-block. The terms of one output
+  /// stretch (a sub-block of each other shard and a holder's parity, all at the same position)
+  /// then arrive close together instead of one shard apart, so the second and later terms add
+  /// into a sum the first left in cache. Bytes past the shards (unique buffers) rank first.
+  uint64_t ScheduleRank(uint64_t offset) const;
+
   /// \brief Whether stream offset `offset` is a parity byte (the decode's alone: not state).
   bool IsParity(uint64_t offset) const { return offset >= parity_base_; }
 
@@ -59,7 +66,7 @@ class StreamDecode {
 
  private:
   StreamDecode() = default;
-  struct Output {  // one sub-block range of a decoded shard: bytes [at, at + size) of it
+  struct Output {  // a stretch of a sub-block of a decoded shard: bytes [at, at + size) of it
     int member = -1;
     uint8_t* sum = nullptr;
     uint64_t at = 0;

@@ -74,6 +74,11 @@ struct PieceMemory {
   std::function<void(uint8_t*)> give_back;
 };
 
+/// \brief Ranks a streamed piece by its stream offset: Run fetches pieces in ascending rank
+/// (ties in item order), so a consumer of the stream can have the pieces that feed the same
+/// output arrive together (StreamDecode::ScheduleRank).
+using PieceOrder = std::function<uint64_t(uint64_t stream_offset)>;
+
 class Fetcher {
  public:
   /// `reader` must outlive the fetcher. `stats` (optional) receives byte counters and retries;
@@ -84,9 +89,11 @@ class Fetcher {
   /// \brief Fetches every item; returns when all pieces are done or abandoned. Each piece
   /// attempt ends by min(now + piece_timeout, deadline); past `deadline` nothing new starts and
   /// the remaining pieces fail with Timeout. Item results in `items[i].status`. `sink` takes
-  /// the pieces of items without `dst`; its first error is returned (OK otherwise).
+  /// the pieces of items without `dst`; its first error is returned (OK otherwise). `order`
+  /// (optional) ranks the pieces of items without `dst`; pieces go in item order otherwise.
   Status Run(std::vector<FetchItem>* items, std::chrono::steady_clock::time_point deadline,
-             const PieceSink& sink = nullptr, const PieceMemory* memory = nullptr);
+             const PieceSink& sink = nullptr, const PieceMemory* memory = nullptr,
+             const PieceOrder& order = nullptr);
 
   /// The largest piece Run() reads of `items` (a sink lending memory sizes it by this).
   uint64_t LargestPiece(const std::vector<FetchItem>& items) const;
