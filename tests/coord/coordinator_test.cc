@@ -191,6 +191,48 @@ TEST_CASE("etcd coordination: a step commits everywhere only once every rank com
   CHECK(*(*client)->CountPrefix(coord::keys::CompletionsPrefix("job")) == 0);
 }
 
+TEST_CASE("etcd coordination: every node hears each commit of the job once, in order, asked or "
+          "not",
+          "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  reft::Mutex mu;
+  std::map<int, std::vector<int64_t>> heard;
+  for (int n = 0; n < 3; ++n) {
+    auto* etcd_co = dynamic_cast<coord::EtcdJobCoordinator*>(c.co(n));
+    REQUIRE(etcd_co != nullptr);
+    etcd_co->AddCommitListener([&mu, &heard, n](const std::string& job, int64_t step) {
+      CHECK(job == "job");
+      reft::MutexLock lock(mu);
+      heard[n].push_back(step);
+    });
+  }
+  c.JoinAll();
+  // Every rank completes steps 1..4 without asking whether anything committed; only node 0 is
+  // asked, for the last step. Nodes 1 and 2 hear each commit from their watch all the same.
+  for (int64_t step = 1; step <= 4; ++step)
+    for (size_t i = 0; i < c.placement.size(); ++i) c.Complete(i, step);
+  REQUIRE(c.co(0)->WaitCommitted("job", 4, 10s));
+  // A commit may cover two steps (the next one's completions landed first), and a node that
+  // re-reads the job applies only the newest commit: what every node must hear is commits in
+  // order, none twice, up to 4.
+  REQUIRE(reft::testing::Eventually(
+      [&] {
+        reft::MutexLock lock(mu);
+        for (int n = 0; n < 3; ++n)
+          if (heard[n].empty() || heard[n].back() != 4) return false;
+        return true;
+      },
+      10s));
+  reft::MutexLock lock(mu);
+  for (int n = 0; n < 3; ++n) {
+    INFO("node " << n);
+    CHECK(std::is_sorted(heard[n].begin(), heard[n].end()));
+    CHECK(std::adjacent_find(heard[n].begin(), heard[n].end()) == heard[n].end());
+    CHECK(heard[n].front() >= 1);
+  }
+}
+
 TEST_CASE("etcd coordination: the coordinator's node leaves and another one takes over",
           "[coord]") {
   EtcdCluster etcd(1);

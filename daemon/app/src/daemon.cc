@@ -434,6 +434,12 @@ Status Daemon::Impl::CreatePeer() {
       step_cadence->Forget(job);
       rank_hellos->Forget(job);
     });
+    // A recovery's first commit (plan show) is the first the job's watch delivered here, not the
+    // first a trainer on this node happened to ask about: one that waits less than a commit
+    // takes would see a later step first.
+    etcd_jobs->AddCommitListener([step_cadence](const std::string& job, int64_t step) {
+      step_cadence->NoteCommitted(job, step, UnixMs());
+    });
   }
   // Staged layers belong to the generation they were staged in: a fall-back to the tier
   // leaves none behind (staged_layers.h).

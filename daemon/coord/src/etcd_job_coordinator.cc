@@ -331,6 +331,10 @@ void EtcdJobCoordinator::ApplyCommittedLocked(const std::string& job, JobState& 
   st.committed = rec->step;
   st.committed_in = TimelineStamp{rec->generation, rec->epoch, rec->layout_revision, 0};
   CommitLocalLocked(job, rec->step);
+  {
+    reft::MutexLock lock(listeners_mu_);
+    for (const CommitListener& l : commit_listeners_) l(job, rec->step);
+  }
   st.pending.erase(st.pending.begin(), st.pending.upper_bound(rec->step));
   st.completions.DropThrough(rec->step);
 }
@@ -454,6 +458,11 @@ void EtcdJobCoordinator::AddGenerationListener(GenerationListener listener) {
 void EtcdJobCoordinator::AddLeadershipListener(LeadershipListener listener) {
   reft::MutexLock lock(listeners_mu_);
   leadership_listeners_.push_back(std::move(listener));
+}
+
+void EtcdJobCoordinator::AddCommitListener(CommitListener listener) {
+  reft::MutexLock lock(listeners_mu_);
+  commit_listeners_.push_back(std::move(listener));
 }
 
 void EtcdJobCoordinator::SetStateDir(std::string dir) {

@@ -192,6 +192,13 @@ class EtcdJobCoordinator final : public JobCoordinator {
     on_forget_ = std::move(listener);
   }
 
+  /// \brief Called with each step of a job that this node sees committed job-wide, when its
+  /// watch (or its own commit) delivers it: every commit of a job this node follows, in order,
+  /// whether or not a trainer here asks. Runs under the coordinator's lock: keep it short and
+  /// call nothing of the coordinator from it.
+  using CommitListener = std::function<void(const std::string& job, int64_t step)>;
+  void AddCommitListener(CommitListener listener);
+
   /// \brief Named test point (reft/test_point.h; reached with no lock held, on the worker
   /// thread, by this coordinator for `job`). kReportBuilt: the worker built this round's
   /// completion reports of `job` and is about to send them (a node cut off right there sends
@@ -403,6 +410,7 @@ class EtcdJobCoordinator final : public JobCoordinator {
   std::function<void(const std::string&)> on_forget_;
   reft::Mutex listeners_mu_;
   std::vector<LeadershipListener> leadership_listeners_ REFT_GUARDED_BY(listeners_mu_);
+  std::vector<CommitListener> commit_listeners_ REFT_GUARDED_BY(listeners_mu_);  // after mu_
   // Last: its watches (which wake the worker) end before anything else goes.
   PersistHold persist_hold_{etcd_, nodes_, [this] { Wake(); }};
 };
