@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -690,4 +691,60 @@ TEST_CASE("a bulk send to a caller that set no deadline ends at the holder's fet
   CHECK(took < 4s);
   CHECK(bulk->served() == 1);
   CHECK(test::Eventually([&] { return bulk->tickets_outstanding() == 0; }, 2s));
+}
+
+namespace {
+
+// A holder that stops answering (a SIGSTOPped process: the kernel keeps its connections, nothing
+// is sent) — before its first message, or after the bulk connection's first chunk — until the
+// test releases it.
+struct StoppedHolder {
+  explicit StoppedHolder(bool after_first_bulk_chunk)
+      : holder([this, after_first_bulk_chunk](const v1::FetchRegionRequest&,
+                                              grpc::ServerWriter<v1::RegionChunk>* writer) {
+          UniqueFd c;
+          if (after_first_bulk_chunk) c = OfferAndSendFirstChunk(writer, bulk);
+          called = true;
+          const auto until = Clock::now() + 20s;
+          while (!released && Clock::now() < until) std::this_thread::sleep_for(10ms);
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "released");
+        }) {}
+  ~StoppedHolder() { released = true; }
+  TestListener bulk;
+  std::atomic<bool> called{false}, released{false};
+  ScriptedHolder holder;
+};
+
+// Fetches from `h` on another thread with a 15 s deadline, forgets the holder's address once the
+// call is in flight (what reftd does when the holder is declared dead), and returns the fetch's
+// status and how long it took after the Forget.
+std::pair<Status, Clock::duration> FetchThenForget(StoppedHolder& h) {
+  PeerClient client = BulkClient();
+  std::vector<uint8_t> dst(1 << 20);
+  FetchOptions fo;
+  fo.timeout = 15s;
+  auto fetch = std::async(std::launch::async, [&] {
+    return client.FetchRegion(h.holder.address, kRank, 1, "params", dst.data(), dst.size(), 0, fo);
+  });
+  REQUIRE(test::Eventually([&] { return h.called.load(); }, 5s));
+  std::this_thread::sleep_for(100ms);  // into its wait (a bound on nothing: it waits either way)
+  const auto forgot = Clock::now();
+  client.Forget(h.holder.address);
+  Status s = fetch.get();
+  return {s, Clock::now() - forgot};
+}
+
+}  // namespace
+
+TEST_CASE("a fetch from a holder that stopped answering ends when the holder is forgotten, not "
+          "at its deadline",
+          "[peer]") {
+  for (bool bulk : {false, true}) {
+    INFO((bulk ? "stopped after the bulk connection's first chunk" : "stopped before answering"));
+    StoppedHolder h(bulk);
+    auto [s, took] = FetchThenForget(h);
+    CHECK(s.code() == StatusCode::kUnavailable);
+    CHECK_THAT(s.message(), Catch::Contains("the peer left the cluster"));
+    CHECK(took < 3s);
+  }
 }

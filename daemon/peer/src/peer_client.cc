@@ -3,6 +3,7 @@
 #include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/sync_stream.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -102,9 +103,64 @@ std::shared_ptr<PeerClient::Conn> PeerClient::Get(const std::string& address) {
   return c;
 }
 
+/// Registers a FetchRegion's call (or its bulk connection) with the peer's Conn while it runs,
+/// so that Forget can cancel it; one made after Forget is cancelled at once.
+class PeerClient::InFlight {
+ public:
+  InFlight(Conn& conn, grpc::ClientContext* call) : conn_(conn), call_(call) {
+    MutexLock lock(conn_.calls_mu);
+    if (conn_.forgotten) {
+      call_->TryCancel();
+    } else {
+      conn_.fetches.insert(call_);
+    }
+  }
+  InFlight(Conn& conn, int bulk_fd) : conn_(conn), fd_(bulk_fd) {
+    MutexLock lock(conn_.calls_mu);
+    if (conn_.forgotten) {
+      ::shutdown(fd_, SHUT_RDWR);
+    } else {
+      conn_.bulk_fds.insert(fd_);
+    }
+  }
+  ~InFlight() {
+    MutexLock lock(conn_.calls_mu);
+    if (call_ != nullptr) conn_.fetches.erase(call_);
+    if (fd_ >= 0) conn_.bulk_fds.erase(fd_);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+  /// Cancels everything in flight to `conn` and whatever registers later.
+  static void CancelAll(Conn& conn) {
+    MutexLock lock(conn.calls_mu);
+    conn.forgotten = true;
+    for (grpc::ClientContext* call : conn.fetches) call->TryCancel();
+    // A bulk receive waiting in poll() sees the end of the stream at once.
+    for (int fd : conn.bulk_fds) ::shutdown(fd, SHUT_RDWR);
+  }
+  /// Whether `conn` was forgotten (its calls end cancelled: the peer left).
+  static bool Forgotten(Conn& conn) {
+    MutexLock lock(conn.calls_mu);
+    return conn.forgotten;
+  }
+
+ private:
+  Conn& conn_;
+  grpc::ClientContext* call_ = nullptr;
+  int fd_ = -1;
+};
+
 void PeerClient::Forget(const std::string& address) {
-  MutexLock lock(mu_);
-  conns_.erase(address);
+  std::shared_ptr<Conn> conn;
+  {
+    MutexLock lock(mu_);
+    auto it = conns_.find(address);
+    if (it == conns_.end()) return;
+    conn = std::move(it->second);
+    conns_.erase(it);
+  }
+  InFlight::CancelAll(*conn);
 }
 
 v1::Caller PeerClient::Stamp() { return caller_(); }
@@ -356,6 +412,7 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
                                 std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
                                 BulkFallback* fallback) {
   grpc::ClientContext ctx;
+  InFlight in_flight(conn, &ctx);
   Prepare(&ctx, std::max(std::chrono::milliseconds(1),
                          std::chrono::duration_cast<std::chrono::milliseconds>(
                              deadline - std::chrono::steady_clock::now())));
@@ -387,10 +444,15 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
       // socket) keeps its host.
       std::string host = PeerIpOf(ctx.peer());
       if (host.empty()) host = HostOfTarget(address);
-      failure = ReceiveBulk(host, *offer, deadline, rx, fallback);
+      failure = ReceiveBulk(conn, host, *offer, deadline, rx, fallback);
       holder_closed =
           failure.code() == StatusCode::kUnavailable && *fallback == BulkFallback::kNone;
     }
+  }
+  if (!rx->done() && InFlight::Forgotten(conn)) {
+    ctx.TryCancel();
+    (void)reader->Finish();
+    return Status::Unavailable(rx->what() + ": cancelled: the peer left the cluster");
   }
   if (!failure.ok()) {
     grpc::Status fin;
@@ -428,7 +490,7 @@ Status PeerClient::ReceiveRange(Conn& conn, const std::string& address,
   return rx->done() ? Status::OK() : rx->Incomplete();
 }
 
-Status PeerClient::ReceiveBulk(const std::string& host, const BulkOffer& offer,
+Status PeerClient::ReceiveBulk(Conn& conn, const std::string& host, const BulkOffer& offer,
                                std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
                                BulkFallback* fallback) {
   auto fd = ConnectBulk(host, offer.port,
@@ -443,6 +505,7 @@ Status PeerClient::ReceiveBulk(const std::string& host, const BulkOffer& offer,
     *fallback = BulkFallback::kForAWhile;
     return fd.status();
   }
+  InFlight in_flight(conn, fd->get());
   BulkListener::Ticket ticket = offer.ticket;
   iovec iov{ticket.data(), ticket.size()};
   if (Status sent = SendAll(fd->get(), &iov, 1, deadline, [] { return false; }); !sent.ok()) {

@@ -1,5 +1,7 @@
 #include "reft/peer/peer_node.h"
 
+#include <spdlog/spdlog.h>
+
 namespace reft::peer {
 
 Result<std::unique_ptr<PeerNode>> PeerNode::Create(
@@ -107,12 +109,32 @@ void PeerNode::Stop() {
 }
 
 Result<std::string> PeerNode::AddressOf(const std::string& node_id) const {
+  // Only a node that fetches has fetches to cancel: the coordinator-only paths (and the
+  // control-plane bench's thousands of members) add no departure watch.
+  std::call_once(follow_departures_, [this] {
+    nodes_->AddDepartureListener([this](const std::string& node) { OnDeparture(node); });
+  });
   auto m = nodes_->Find(node_id);
   if (!m) return Status::NotFound("node '" + node_id + "' is not a known member");
   if (m->state == MemberState::kDead) {
     return Status::Unavailable("node '" + node_id + "' was declared dead");
   }
+  MutexLock lock(addresses_mu_);
+  addresses_[node_id] = m->address;
   return m->address;
+}
+
+void PeerNode::OnDeparture(const std::string& node_id) const {
+  std::string address;
+  {
+    MutexLock lock(addresses_mu_);
+    auto it = addresses_.find(node_id);
+    if (it == addresses_.end()) return;  // "" (re-check) or never fetched from
+    address = std::move(it->second);
+    addresses_.erase(it);
+  }
+  spdlog::info("node {} left the cluster: cancelling fetches in flight to {}", node_id, address);
+  client_->Forget(address);
 }
 
 Status PeerNode::FetchRegion(const std::string& node_id, const store::RankKey& rank, int64_t step,

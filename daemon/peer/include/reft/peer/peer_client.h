@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -131,7 +132,10 @@ class PeerClient {
   /// later does not pay for the connection under its deadline.
   void Connect(const std::string& address);
 
-  /// Drops the cached channel of `address` (e.g. after the peer was declared dead).
+  /// Drops the cached channel of `address` and cancels every FetchRegion in flight to it: they
+  /// end Unavailable at once instead of at their deadline (the peer was declared dead; a
+  /// stopped process never answers, and a fetch from it would hold its caller — a snapshot's
+  /// peer copy, a restore — for the whole fetch deadline).
   void Forget(const std::string& address);
 
  private:
@@ -143,7 +147,14 @@ class PeerClient {
     /// (set when the holder's bulk port could not be connected to, or refused several in a row)
     std::atomic<int64_t> bulk_retry_ns{0};
     std::atomic<int> bulk_early_closes{0};  ///< bulk connections closed unused, in a row
+    /// FetchRegion calls in flight to this peer and their bulk connections, cancelled by Forget
+    /// (a call registered after it is cancelled at once).
+    Mutex calls_mu;
+    std::set<grpc::ClientContext*> fetches REFT_GUARDED_BY(calls_mu);
+    std::set<int> bulk_fds REFT_GUARDED_BY(calls_mu);
+    bool forgotten REFT_GUARDED_BY(calls_mu) = false;
   };
+  class InFlight;  // registers one call or bulk connection with its Conn while it runs
   std::shared_ptr<Conn> Get(const std::string& address);
   v1::Caller Stamp();
   /// Deadline `timeout` from now and the shared token, for every call.
@@ -158,7 +169,7 @@ class PeerClient {
                       BulkFallback* fallback);
   /// The range on the bulk connection `offer` names, to its port on `host` (an IP when the
   /// call went over TCP: the one it reached).
-  Status ReceiveBulk(const std::string& host, const BulkOffer& offer,
+  Status ReceiveBulk(Conn& conn, const std::string& host, const BulkOffer& offer,
                      std::chrono::steady_clock::time_point deadline, RegionReceiver* rx,
                      BulkFallback* fallback);
   /// The reft status of a finished call (proto::FromGrpc); a fenced refusal also notifies.

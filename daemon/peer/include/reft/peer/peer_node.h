@@ -10,7 +10,9 @@
 /// Thread-safe after Start(); Stop() before destroying the server's services.
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -19,6 +21,7 @@
 #include "reft/peer/bulk_listener.h"
 #include "reft/peer/gossip_endpoints.h"
 #include "reft/local/job_ownership.h"
+#include "reft/mutex.h"
 #include "reft/peer/job_access.h"
 #include "reft/coord/job_coordinator.h"
 #include "reft/peer/job_records.h"
@@ -102,7 +105,10 @@ class PeerNode {
     service_->SetPersistHandler(std::move(handler));
   }
 
-  /// Restore path helpers: address of a live member, or NotFound/Unavailable.
+  /// Restore path helpers: address of a live member, or NotFound/Unavailable. From the first
+  /// call on, this node follows departures: a node declared dead has the fetches in flight to
+  /// the address resolved here cancelled (PeerClient::Forget), so a fetch from a stopped
+  /// process ends at its death, not at its deadline.
   Result<std::string> AddressOf(const std::string& node_id) const;
   /// FetchRegion from node `node_id` (see PeerClient::FetchRegion).
   Status FetchRegion(const std::string& node_id, const store::RankKey& rank, int64_t step,
@@ -111,8 +117,15 @@ class PeerNode {
 
  private:
   PeerNode() = default;
+  /// A departed node's fetches cancelled (see AddressOf); on a directory thread.
+  void OnDeparture(const std::string& node_id) const;
+
   PeerOptions options_;
   std::unique_ptr<PeerClient> client_;
+  // Before nodes_: the departure listener uses them until the directory is gone.
+  mutable Mutex addresses_mu_;
+  mutable std::map<std::string, std::string> addresses_ REFT_GUARDED_BY(addresses_mu_);
+  mutable std::once_flag follow_departures_;
   std::unique_ptr<NodeDirectory> nodes_;
   std::unique_ptr<coord::JobCoordinator> jobs_;
   std::unique_ptr<local::JobOwnership> owners_;
