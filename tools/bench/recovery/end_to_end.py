@@ -377,6 +377,12 @@ def one_run(args, scheme, kind, placement):
             doc = reft.plan(witness.socket, JOB)
             world = reft.elastic.world_size(doc)
             places = [reft.elastic.placement_from_plan(doc, r, world) for r in range(world)]
+            if places[0].tp > 1 or places[0].pp > 1:
+                # The planner may split the model into stages (a reconfiguration onto fewer
+                # nodes); this trainer restores a data-parallel layout only.
+                raise RuntimeError(
+                    f"the planner decided dp={places[0].dp} tp={places[0].tp} pp={places[0].pp} "
+                    f"({places[0].policy}); this bench's trainer runs data parallel only")
             # The launcher: the old trainers go, the decided layout's ranks start at once.
             for i, r in enumerate(ranks):
                 if i != victim_rank:
@@ -392,9 +398,13 @@ def one_run(args, scheme, kind, placement):
                 mem.sample()
                 for r in new_ranks:
                     r.check_alive()
+            # The first commit after the recovery is of a step trained after the restore: a
+            # step the old trainers had completed may still commit just after the loss.
+            restored_step = max(e["step"] for e in restored)
+
             def after_loss():
                 step = committed(cluster)
-                return step if step > base else None
+                return step if step > max(base, restored_step) else None
             first = poll(after_loss, 600, "no commit after the restore", on_poll=watch_new)
             first_commit_s = time.monotonic() - t_kill
             first_commit_seen_ms = time.time() * 1000
@@ -447,7 +457,7 @@ def one_run(args, scheme, kind, placement):
         "link_bandwidth": args.link_rate, "lease_ttl_s": LEASE_TTL_S, "victim": victim.node_id,
         "kill_ms": round(kill_ms), "phases": phases, "first_commit_at": first_commit_ms,
         "first_commit_step": last.get("first_commit_step"), "base_step": base,
-        "first_commit_seen_step": first,
+        "first_commit_seen_step": first, "restored_step": restored_step,
         "policy": decision.get("policy"), "new_dp": world,
         "new_nodes": [p.node for p in places], "spare_wait": decision.get("spare_wait"),
         "durations_s": {
