@@ -193,3 +193,28 @@ TEST_CASE("a fall-back held after its tier scan while the job commits a newer st
     CHECK(g.newest_committed == 4);
   }
 }
+
+// A restore check chooses the newest committed step (3) and is held before it locates the slots;
+// the job commits step 4, which frees step 3's slots on every node. Released, the check does not
+// report step 3 lost or unreadable: it checks step 4, which every node holds.
+TEST_CASE("a restore check whose step is superseded while it reads checks the newer step",
+          "[recovery]") {
+  FallBackJob job;
+  ReftLoad& checker = job.t[0]->load;
+  std::optional<Result<RestoreCheck>> checked;
+  std::unique_ptr<JoinedThread> check;
+  test_point::Pause chosen(ReftLoad::kCheckStepChosen, job.spec.job, &checker);
+  check = std::make_unique<JoinedThread>([&] { checked = checker.CheckRestore(job.spec.job); });
+  if (!chosen.WaitHeld(60s)) {
+    chosen.Release();
+    check->join();
+    FAIL("the check was not held after choosing its step: " << Outcome(checked));
+  }
+  job.c.WriteStep(job.spec, job.place, 4);  // step 3's slots are freed with this commit
+  chosen.Release();
+  check->join();
+  REQUIRE(checked.has_value());
+  REQUIRE(checked->ok());
+  CHECK((*checked)->step == 4);
+  CHECK((*checked)->recoverable);
+}

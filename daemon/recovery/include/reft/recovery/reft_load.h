@@ -125,7 +125,9 @@ class ReftLoad final : public local::RestoreProvider {
 
   /// \brief Whether the newest committed step of `job` can be rebuilt, and from what (no bytes
   /// are moved). step -1 when nothing is committed. `progress` (optional) gets one call per
-  /// sharding group checked (phase kLocate; bytes_done/bytes_total count groups).
+  /// sharding group checked (phase kLocate; bytes_done/bytes_total count groups). A check whose
+  /// step was superseded while it read (its slots freed by a newer commit) is made again of the
+  /// newer step, up to three times.
   Result<RestoreCheck> CheckRestore(const std::string& job,
                                     const ProgressCallback& progress = nullptr);
 
@@ -173,6 +175,9 @@ class ReftLoad final : public local::RestoreProvider {
   /// kTierScanned: a restore scanned the tier, decided to fall back to a persisted step and is
   /// about to start the new generation (StartGeneration); a commit right there voids it.
   static constexpr const char* kTierScanned = "fall-back-tier-scanned";
+  /// kCheckStepChosen: a restore check chose the committed step it checks and is about to
+  /// locate its slots; a newer commit right there frees them.
+  static constexpr const char* kCheckStepChosen = "restore-check-step-chosen";
 
  private:
   /// What a restore already knows when it reaches RestoreImpl: the step the job decided on
