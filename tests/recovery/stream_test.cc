@@ -77,20 +77,28 @@ TEST_CASE("ARC copies stream: every rank gets its state and the replacement capt
   }
 }
 
+namespace {
+
+// Restores `rc` of `x` as a stream and checks every byte; `decodes`: whether the restore must say
+// it rebuilt a lost shard from AEC parity.
+void RestoreStreamed(LostNode& x, const RankCoord& rc, bool decodes) {
+  INFO("restoring " << x.spec.Key(rc).ToString());
+  CollectingSink sink;
+  auto st = x.Restore(rc, &sink);
+  if (!st.ok()) FAIL(st.status().ToString());
+  CHECK(st->streamed);
+  CHECK(sink.complete());
+  CHECK_FALSE(sink.out_of_range());
+  CHECK((st->detail.find("rebuilt from AEC parity") != std::string::npos) == decodes);
+  CheckRestored(sink.AsMemfd(*st), x.spec, rc, 2);
+}
+
+}  // namespace
+
 TEST_CASE("a lost AEC shard is decoded as the others stream, the replacement captures its parity",
           "[recovery]") {
   LostNode x("aec");
-  auto restore = [&](const RankCoord& rc, bool decodes) {
-    INFO("restoring " << x.spec.Key(rc).ToString());
-    CollectingSink sink;
-    auto st = x.Restore(rc, &sink);
-    REQUIRE(st.ok());
-    CHECK(st->streamed);
-    CHECK(sink.complete());
-    CHECK_FALSE(sink.out_of_range());
-    CHECK((st->detail.find("rebuilt from AEC parity") != std::string::npos) == decodes);
-    CheckRestored(sink.AsMemfd(*st), x.spec, rc, 2);
-  };
+  auto restore = [&](const RankCoord& rc, bool decodes) { RestoreStreamed(x, rc, decodes); };
   // The survivors first: each SG's lost shard is decoded from parity while the others pass.
   for (const auto& rc : x.spec.Ranks()) {
     if (x.place.at(rc.ToString()) != 1) restore(rc, true);
@@ -112,16 +120,7 @@ TEST_CASE("a lost AEC shard of several decode stretches is summed and delivered 
   // range spans a 4 MiB stretch and a partial one, fed by pieces (64 KiB here) in the order
   // of their place in their sub-block.
   LostNode x("aec", /*scale=*/100);
-  auto restore = [&](const RankCoord& rc) {
-    INFO("restoring " << x.spec.Key(rc).ToString());
-    CollectingSink sink;
-    auto st = x.Restore(rc, &sink);
-    REQUIRE(st.ok());
-    CHECK(st->streamed);
-    CHECK(sink.complete());
-    CHECK(st->detail.find("rebuilt from AEC parity") != std::string::npos);
-    CheckRestored(sink.AsMemfd(*st), x.spec, rc, 2);
-  };
+  auto restore = [&](const RankCoord& rc) { RestoreStreamed(x, rc, /*decodes=*/true); };
   // Group pp0's survivors, then its lost rank on the replacement (which regenerates the slot:
   // nothing is decoded after it).
   for (const auto& rc : x.spec.Ranks()) {
