@@ -205,7 +205,39 @@ void EtcdCluster::Restart(int i) {
   if (!WaitHealthy()) throw std::runtime_error("etcd did not recover:\n" + Log(i));
 }
 
-void EtcdCluster::Pause(int i) { kill(members_.at(i).pid, SIGSTOP); }
+namespace {
+// Whether every thread of `pid` is stopped (state T or t in /proc/<pid>/task/<tid>/stat).
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code ec;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');  // the name may hold spaces and parentheses
+    if (close == std::string::npos || close + 2 >= line.size()) return false;
+    const char state = line[close + 2];
+    if (state != 'T' && state != 't') return false;
+    any = true;
+  }
+  return any && !ec;
+}
+}  // namespace
+
+void EtcdCluster::Pause(int i) {
+  const pid_t pid = members_.at(i).pid;
+  kill(pid, SIGSTOP);
+  // kill() returns before the signal stops every thread: a call made right after could still
+  // be answered. Paused means no thread of etcd runs any more.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!AllThreadsStopped(pid)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("etcd member " + std::to_string(i) + " did not stop on SIGSTOP");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 void EtcdCluster::Resume(int i) { kill(members_.at(i).pid, SIGCONT); }
 bool EtcdCluster::running(int i) const { return members_.at(i).pid > 0; }
 

@@ -34,7 +34,7 @@ class EtcdCluster {
   void Kill(int i);
   /// Starts member i again on its data directory; waits until the cluster answers.
   void Restart(int i);
-  /// SIGSTOP / SIGCONT of member i.
+  /// SIGSTOP of member i, returning once every thread of it is stopped; SIGCONT.
   void Pause(int i);
   void Resume(int i);
   bool running(int i) const;
