@@ -330,6 +330,13 @@ TEST_CASE("a trainer declaring another layout than its snapshot is refused by na
   auto none = load.Restore(fresh.Meta({0, 0, 0}));
   REQUIRE(none.ok());
   CHECK(none->step == -1);
+  // Its check says so: step -1, not recoverable, and why.
+  auto check = load.CheckRestore(fresh.job);
+  REQUIRE(check.ok());
+  CHECK(check->step == -1);
+  CHECK_FALSE(check->recoverable);
+  REQUIRE_FALSE(check->warnings.empty());
+  CHECK_THAT(check->warnings.back(), Catch::Contains("has no committed step"));
 }
 
 TEST_CASE("a restore locates through the SlotDirectory it is given and records its slot there",

@@ -482,7 +482,14 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
   for (int n = 1;; ++n) {
     RestoreStats scratch;
     auto step = ChooseStep(job, &scratch);
-    if (!step.ok()) return CheckRestoreOn(job, progress, std::nullopt, nullptr);  // says why
+    if (!step.ok()) {
+      if (step.status().code() != StatusCode::kNotFound) return step.status();
+      RestoreCheck nothing;  // nothing committed: step -1, and why
+      nothing.job = job;
+      nothing.warnings = std::move(scratch.warnings);
+      nothing.warnings.push_back(step.status().message());
+      return nothing;
+    }
     Result<RestoreCheck> check = CheckRestoreOn(job, progress, *step, nullptr);
     if (check.ok()) {
       check->warnings.insert(check->warnings.begin(), scratch.warnings.begin(),
@@ -496,20 +503,13 @@ Result<RestoreCheck> ReftLoad::CheckRestore(const std::string& job,
 }
 
 Result<RestoreCheck> ReftLoad::CheckRestoreOn(const std::string& job,
-                                              const ProgressCallback& progress,
-                                              std::optional<int64_t> committed, Known* located) {
+                                              const ProgressCallback& progress, int64_t committed,
+                                              Known* located) {
   const auto deadline = Clock::now() + options_.restore_timeout;
   RestoreCheck out;
   out.job = job;
   RestoreStats scratch;
-  auto step = committed ? Result<int64_t>(*committed) : ChooseStep(job, &scratch);
-  out.warnings = scratch.warnings;
-  if (!step.ok()) {
-    if (step.status().code() != StatusCode::kNotFound) return step.status();
-    out.warnings.push_back(step.status().message());
-    return out;
-  }
-  out.step = *step;
+  out.step = committed;
   test_point::Reach(kCheckStepChosen, job, this);
   REFT_ASSIGN_OR_RETURN(ClusterView view, Locate(job, deadline, &scratch, progress));
   out.unreachable = view.unreachable;

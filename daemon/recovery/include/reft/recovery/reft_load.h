@@ -231,11 +231,10 @@ class ReftLoad final : public local::RestoreProvider {
   Result<ClusterView> Locate(const std::string& job, std::chrono::steady_clock::time_point deadline,
                              RestoreStats* stats, const ProgressCallback& progress);
   static Status LostOrUndecided(const Status& lost, const ClusterView& view);
-  /// CheckRestore of `committed` when the caller has just synced the job (else of the step a
-  /// sync chooses), handing out what it located and read (`located`: step, view and metas,
-  /// when the check got that far).
+  /// The check of step `committed`, which the caller chose right after a sync, handing out
+  /// what it located and read (`located`: step, view and metas, when the check got that far).
   Result<RestoreCheck> CheckRestoreOn(const std::string& job, const ProgressCallback& progress,
-                                      std::optional<int64_t> committed, Known* located);
+                                      int64_t committed, Known* located);
   /// One sharding group of the check (CheckRestoreOn).
   GroupCheck CheckGroup(const std::string& job, int64_t step, int pp, int tp,
                         const ClusterView& view, const LocatedMeta& any,
