@@ -63,6 +63,7 @@ Result<std::unique_ptr<StreamDecode>> StreamDecode::Plan(const ClusterView& view
       // A source that is itself decoded would have to be complete first: not streamable.
       if (!streamed[i]) return std::unique_ptr<StreamDecode>();
     }
+    const uint64_t parity = d->parity_base_ + static_cast<uint64_t>(op.holder) * g.aec_sub;
     // One output group per stretch of the sub-block range, so each is delivered as soon as its
     // terms are in (the fetch order brings them together), while its sum is still in cache.
     for (uint64_t c = 0; c < out; c += kDecodeStretch) {
@@ -76,7 +77,6 @@ Result<std::unique_ptr<StreamDecode>> StreamDecode::Plan(const ClusterView& view
                         id);
       }
       // The parity covers every byte of the stretch: each is written by at least one term.
-      const uint64_t parity = d->parity_base_ + static_cast<uint64_t>(op.holder) * g.aec_sub;
       d->sum_.AddTerm(parity + op.region_offset + c, n, at, id);
     }
     holders.insert(op.holder);

@@ -6,9 +6,9 @@
 /// with the other shards' sub-blocks in that parity. Those shards stream to the trainer anyway,
 /// so each passing piece is also XORed into a shard-sized sum, and the survivors' parity
 /// regions are streamed into it too (they travel in the same fetch, at offsets past the state's
-/// end that only the decode takes). Each stretch of a sub-block is handed on the moment its last
-/// term arrives, so the decode overlaps the fetch: the restore never assembles the state, and no byte is read
-/// twice. Planned from the recovery analysis, so only what it proves recoverable is decoded; a
+/// end that only the decode takes). Each stretch of a sub-block is handed on the moment its
+/// last term arrives, so the decode overlaps the fetch: the restore never assembles the state,
+/// and no byte is read twice. Planned from the recovery analysis, so only what it proves recoverable is decoded; a
 /// loss it rebuilds another way (RS, or a shard decoded from another decoded shard) is left to
 /// the in-memory assembly.
 
