@@ -11,7 +11,6 @@
 Trainers run paced (--sleep-us) with a short per-step commit wait, so they keep snapshotting
 while the control plane is away; every wait here is for an event, with a deadline.
 """
-import json
 import time
 
 from reft_cluster import LocalCluster
@@ -48,11 +47,6 @@ def start_trainers(cluster, nodes, job, steps, restore_only=False):
     return out
 
 
-def committed_in_etcd(cluster, job):
-    value = cluster.etcd.get(f"/reft/v1/jobs/{job}/committed")
-    return json.loads(value)["step"] if value else None
-
-
 def slots(node, job):
     return node.ctl("snapshots", "list", "--job", job, json_output=True)["snapshots"]
 
@@ -76,7 +70,7 @@ def where_things_are(nodes, job, trainers):
 
 
 def wait_committed(cluster, job, step, timeout=30):
-    wait_until(lambda: (committed_in_etcd(cluster, job) or -1) >= step, timeout,
+    wait_until(lambda: (cluster.committed_step(job) or -1) >= step, timeout,
                f"step {step} of {job} not committed within {timeout}s")
 
 
@@ -115,17 +109,17 @@ def test_a_node_cut_off_from_etcd_commits_nothing_and_catches_up_after_healing()
         # must not move while snapshots keep being sealed on every node, node2 included.
         stalled = lambda: ("snapshots did not continue while node2 was cut off from etcd:\n" +
                            where_things_are(nodes, "cut", trainers))
-        wait_until(lambda: snapshots_beyond(nodes, "cut", (committed_in_etcd(cluster, "cut") or 0) + 1),
+        wait_until(lambda: snapshots_beyond(nodes, "cut", (cluster.committed_step("cut") or 0) + 1),
                    30, stalled)
-        frozen = committed_in_etcd(cluster, "cut")
+        frozen = cluster.committed_step("cut")
         wait_until(lambda: snapshots_beyond(nodes, "cut", frozen + 3), 30, stalled)
-        assert committed_in_etcd(cluster, "cut") == frozen, "a step committed without node2"
+        assert cluster.committed_step("cut") == frozen, "a step committed without node2"
         for n in nodes:  # no node committed locally either
             assert max(s["step"] for s in slots(n, "cut") if s["state"] == "committed") <= frozen
 
         proxy.heal()
         finish(trainers, steps - 1)
-        assert committed_in_etcd(cluster, "cut") == steps - 1
+        assert cluster.committed_step("cut") == steps - 1
         assert restore_all(cluster, nodes, "cut") == [(str(steps - 1), "ok")] * M
     proxy.close()
 
@@ -139,11 +133,11 @@ def test_three_member_etcd_one_down_commits_go_on_all_down_nothing_is_lost():
 
         # One member of three down: the other two keep a quorum; commits go on.
         cluster.etcd.members[0].kill()
-        before = committed_in_etcd(cluster, "quorum")
+        before = cluster.committed_step("quorum")
         wait_committed(cluster, "quorum", before + 3)
 
         # Every member down: snapshots go on locally, the commit point stays.
-        frozen_at_least = committed_in_etcd(cluster, "quorum")
+        frozen_at_least = cluster.committed_step("quorum")
         for m in cluster.etcd.members[1:]:
             m.kill()
         wait_until(lambda: snapshots_beyond(nodes, "quorum", frozen_at_least + 3), 30,
@@ -156,7 +150,7 @@ def test_three_member_etcd_one_down_commits_go_on_all_down_nothing_is_lost():
         # last step commits and every rank restores it.
         finish(trainers, steps - 1)
         assert min(committed_local) >= frozen_at_least
-        assert committed_in_etcd(cluster, "quorum") == steps - 1
+        assert cluster.committed_step("quorum") == steps - 1
         assert restore_all(cluster, nodes, "quorum") == [(str(steps - 1), "ok")] * M
 
 
@@ -166,7 +160,7 @@ def test_a_killed_daemons_lease_expires_within_the_ttl_and_the_job_recovers():
         nodes = cluster.nodes
         for t in start_trainers(cluster, nodes, "lease", 3):
             assert t.finish(timeout=120) == 0, t.lines[-5:]
-        leader = json.loads(cluster.etcd.get("/reft/v1/jobs/lease/coordinator"))["node"]
+        leader = cluster.coordinator_of("lease").node_id
         victim = next(i for i, n in enumerate(nodes) if n.node_id == leader)
         observer = nodes[(victim + 1) % M]
 
@@ -181,8 +175,8 @@ def test_a_killed_daemons_lease_expires_within_the_ttl_and_the_job_recovers():
         # takes over at once (no trainer needs to be running for the job to have one).
         deadline = time.time() + 10
         while True:
-            now = cluster.etcd.get("/reft/v1/jobs/lease/coordinator")
-            if now is not None and json.loads(now)["node"] != leader:
+            now = cluster.coordinator_of("lease")
+            if now is not None and now.node_id != leader:
                 break
             assert time.time() < deadline, now
             time.sleep(0.05)
@@ -193,4 +187,4 @@ def test_a_killed_daemons_lease_expires_within_the_ttl_and_the_job_recovers():
         assert restore_all(cluster, nodes, "lease") == [("2", "ok")] * M
         trainers = start_trainers(cluster, nodes, "lease", 2)
         finish(trainers, 4)
-        assert committed_in_etcd(cluster, "lease") == 4
+        assert cluster.committed_step("lease") == 4

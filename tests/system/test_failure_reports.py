@@ -14,7 +14,6 @@ port refuses twice (the process is gone).
   lease would take 10 s); the job's coordinator SIGKILLed with nobody reporting it is found by
   the peer calls that fail to reach it, also well within the TTL.
 """
-import json
 import time
 
 import pytest
@@ -23,7 +22,7 @@ import reft
 import reft.elastic
 from other_uid import NOBODY, open_to, package_copy, require_other_uid, run_as
 from reft_cluster import LocalCluster
-from test_control_plane_faults import committed_in_etcd, start_trainers, wait_until
+from test_control_plane_faults import start_trainers, wait_until
 
 JOB = "suspected"
 TTL = 10  # seconds: far longer than the 2 s a killed process may take to be declared dead
@@ -53,17 +52,6 @@ def suspicions(node, outcome):
     return node.metrics().get(f'reft_node_suspicions_total{{outcome="{outcome}"}}', 0)
 
 
-def registered(cluster, node):
-    return cluster.etcd.get(f"/reft/v1/nodes/{node.node_id}") is not None
-
-
-def coordinator_of(cluster):
-    """The node that coordinates the job now (None while nobody does)."""
-    value = cluster.etcd.get(f"/reft/v1/jobs/{JOB}/coordinator")
-    node_id = json.loads(value)["node"] if value else None
-    return next((n for n in cluster.nodes if n.node_id == node_id), None)
-
-
 def declared(node):
     return node.metrics().get("reft_node_deaths_declared_total", 0)
 
@@ -73,7 +61,7 @@ def test_suspicions_confirm_dead_processes_fast_and_never_live_ones():
         nodes = cluster.nodes
         trainers = start_trainers(cluster, nodes, JOB, steps=100_000)
         try:
-            wait_until(lambda: (committed_in_etcd(cluster, JOB) or -1) >= 2, 60, "no commit")
+            wait_until(lambda: (cluster.committed_step(JOB) or -1) >= 2, 60, "no commit")
 
             # About live nodes — SIGSTOPped (silent: the kernel still holds its port), or
             # running — a report is refuted: nothing declared, no lease lost.
@@ -90,16 +78,16 @@ def test_suspicions_confirm_dead_processes_fast_and_never_live_ones():
                                                peer_rank=3) == [nodes[3].node_id]
             wait_until(lambda: suspicions(reporter, "refuted") >= 2, 10,
                        lambda: f"not refuted: {reporter.metrics()}")
-            assert all(registered(cluster, n) for n in nodes)
+            assert all(cluster.registered(n) for n in nodes)
             assert all(declared(n) == 0 for n in nodes)
             assert suspicions(reporter, "confirmed") == 0
 
             # The job's coordinator SIGKILLed, reported by nobody: the peer calls that cannot
             # reach it (completion reports) are suspicions, its closed port confirms them.
-            coordinator = coordinator_of(cluster)
+            coordinator = cluster.coordinator_of(JOB)
             killed = time.time()
             coordinator.kill()
-            wait_until(lambda: not registered(cluster, coordinator), TTL - 4,
+            wait_until(lambda: not cluster.registered(coordinator), TTL - 4,
                        "the coordinator's death was not found before its lease lapsed")
             unreachable_s = time.time() - killed
             live = [n for n in nodes if n is not coordinator]
@@ -107,15 +95,15 @@ def test_suspicions_confirm_dead_processes_fast_and_never_live_ones():
 
             # Another node SIGKILLed and reported by a trainer on the job's new coordinator
             # (the one node that might call it on its own): declared within 2 s.
-            wait_until(lambda: coordinator_of(cluster) in live, 10, "no new coordinator")
-            witness = coordinator_of(cluster)
+            wait_until(lambda: cluster.coordinator_of(JOB) in live, 10, "no new coordinator")
+            witness = cluster.coordinator_of(JOB)
             victim = next(n for n in live if n is not witness)
             confirmed = suspicions(witness, "confirmed")
             killed = time.time()
             victim.kill()
             assert reft.elastic.report_failure(witness.socket, JOB, "allreduce: connection reset",
                                                peer_rank=nodes.index(victim)) == [victim.node_id]
-            wait_until(lambda: not registered(cluster, victim), 2.0,
+            wait_until(lambda: not cluster.registered(victim), 2.0,
                        "a killed reftd reported by a trainer was not declared within 2 s")
             reported_s = time.time() - killed
             wait_until(lambda: suspicions(witness, "confirmed") > confirmed, 5,
@@ -149,7 +137,7 @@ def test_suspicions_confirm_dead_processes_fast_and_never_live_ones():
             assert outcomes.count("busy") >= 5, outcomes
             # No live node was declared dead by any of this.
             assert all(declared(n) == 2 for n in live), {n.node_id: declared(n) for n in live}
-            assert all(registered(cluster, n) for n in live)
+            assert all(cluster.registered(n) for n in live)
         finally:
             for t in trainers:
                 t.proc.kill()
@@ -167,7 +155,7 @@ def test_a_stranger_cannot_report_failures_of_another_users_job(package):
         open_to(cluster)
         trainers = start_trainers(cluster, cluster.nodes, JOB, steps=100_000)
         try:
-            wait_until(lambda: (committed_in_etcd(cluster, JOB) or -1) >= 1, 60, "no commit")
+            wait_until(lambda: (cluster.committed_step(JOB) or -1) >= 1, 60, "no commit")
             # From the node the job runs on and from the other: refused, naming nothing.
             for node in cluster.nodes:
                 r = run_as(NOBODY, REPORT_AS_STRANGER, [node.socket, JOB], package)

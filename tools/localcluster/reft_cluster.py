@@ -269,6 +269,22 @@ class LocalCluster:
             node.start()
         return node
 
+    # What the daemons recorded in etcd, read directly (clusters on etcd only).
+    def registered(self, node: "Node") -> bool:
+        """Whether `node` is registered in etcd: its lease is alive, nobody declared it dead."""
+        return self.etcd.get(f"/reft/v1/nodes/{node.node_id}") is not None
+
+    def committed_step(self, job: str) -> Optional[int]:
+        """The step `job` last committed job-wide, as etcd records it (None: none yet)."""
+        value = self.etcd.get(f"/reft/v1/jobs/{job}/committed")
+        return json.loads(value)["step"] if value else None
+
+    def coordinator_of(self, job: str) -> Optional["Node"]:
+        """The node that coordinates `job`'s commits now (None while nobody does)."""
+        value = self.etcd.get(f"/reft/v1/jobs/{job}/coordinator")
+        node_id = json.loads(value)["node"] if value else None
+        return next((n for n in self.nodes if n.node_id == node_id), None)
+
     def start(self) -> "LocalCluster":
         if self.etcd is not None:
             self.etcd.start()

@@ -41,21 +41,6 @@ JOB = "detect"
 DEFAULT_TTL_S = 5  # reftd's etcd.lease_ttl_s (the floor; a large cluster lengthens it)
 
 
-def registered(cluster, node):
-    return cluster.etcd.get(f"/reft/v1/nodes/{node.node_id}") is not None
-
-
-def committed(cluster):
-    v = cluster.etcd.get(f"/reft/v1/jobs/{JOB}/committed")
-    return json.loads(v)["step"] if v else -1
-
-
-def coordinator(cluster):
-    v = cluster.etcd.get(f"/reft/v1/jobs/{JOB}/coordinator")
-    node_id = json.loads(v)["node"] if v else None
-    return next((n for n in cluster.nodes if n.node_id == node_id), None)
-
-
 def declared_count(node):
     return node.metrics().get("reft_node_deaths_declared_total", 0)
 
@@ -80,8 +65,8 @@ def one_run(kind, nodes, ttl):
                 extra=["--dp", str(d), "--dp-size", str(nodes), "--protection", "arc1",
                        "--step-commit-timeout-ms", "200"]))
         try:
-            wait(lambda: committed(cluster) >= 2, 60, "the job did not commit")
-            lead = coordinator(cluster)
+            wait(lambda: (cluster.committed_step(JOB) or -1) >= 2, 60, "the job did not commit")
+            lead = cluster.coordinator_of(JOB)
             if kind == "killed_coordinator":
                 victim = lead
             else:
@@ -95,12 +80,12 @@ def one_run(kind, nodes, ttl):
             if kind == "killed_reported":
                 reft.elastic.report_failure(witness.socket, JOB, "allreduce: connection reset",
                                             peer_rank=rank)
-            wait(lambda: not registered(cluster, victim), 120, "never declared")
+            wait(lambda: not cluster.registered(victim), 120, "never declared")
             declared_s = time.monotonic() - t_kill
             live = [n for n in cluster.nodes if n is not victim]
             wait(lambda: all(declared_count(n) >= 1 for n in live), 30, "departure not heard")
             false_deaths = sum(declared_count(n) - 1 for n in live) + sum(
-                0 if registered(cluster, n) else 1 for n in live)
+                0 if cluster.registered(n) else 1 for n in live)
             # What found it: the suspicion a live node confirmed, if one did (its log line).
             found_by = "lease lapse"
             for n in live:

@@ -273,22 +273,14 @@ class MemoryLow:
 
 
 def committed(cluster):
-    v = cluster.etcd.get(f"/reft/v1/jobs/{JOB}/committed")
-    return json.loads(v)["step"] if v else -1
+    """The job's newest committed step in etcd, -1 before the first."""
+    step = cluster.committed_step(JOB)
+    return -1 if step is None else step
 
 
 def publication(cluster):
     v = cluster.etcd.get(f"/reft/v1/jobs/{JOB}/plan")
     return json.loads(v) if v else None
-
-
-def coordinator(cluster):
-    v = cluster.etcd.get(f"/reft/v1/jobs/{JOB}/coordinator")
-    return json.loads(v)["node"] if v else None
-
-
-def registered(cluster, node):
-    return cluster.etcd.get(f"/reft/v1/nodes/{node.node_id}") is not None
 
 
 def deaths_declared(node):
@@ -346,8 +338,8 @@ def one_run(args, scheme, kind, placement):
             poll(lambda: committed(cluster) >= 2, 1800, "the job did not commit", on_poll=watch)
             note(f"{scheme} {kind} {placement}: the job commits")
             floor_restart_s = restart_floor(nodes[0], size, scheme, n)
-            lead = coordinator(cluster)
-            victim = next(x for x in reversed(nodes) if x.node_id != lead)
+            lead = cluster.coordinator_of(JOB)
+            victim = next(x for x in reversed(nodes) if x is not lead)
             victim_rank = nodes.index(victim)
             witness = next(x for x in nodes if x is not victim)
             base = committed(cluster)
@@ -431,7 +423,7 @@ def one_run(args, scheme, kind, placement):
                                    f"{json.dumps(shown.get('doc'))[:3000]}; refused: "
                                    f"{refused[-1:]}")
             live = survivors
-            false_deaths = sum(0 if registered(cluster, x) else 1 for x in live) + sum(
+            false_deaths = sum(0 if cluster.registered(x) else 1 for x in live) + sum(
                 max(0, deaths_declared(x) - 1) for x in live)
             heard = sum(1 for x in live if deaths_declared(x) >= 1)
         finally:
