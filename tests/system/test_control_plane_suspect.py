@@ -15,7 +15,7 @@ import time
 import pytest
 
 from reft_cluster import LocalCluster
-from test_control_plane_faults import committed_in_etcd, finish, start_trainers, wait_until
+from test_control_plane_faults import finish, start_trainers, wait_until
 
 N = 8        # reftd
 RANKS = 4    # the job's ranks, on nodes 0..3
@@ -50,14 +50,14 @@ def wait_registered_again(nodes):
 def training(cluster, job, steps):
     """The job's trainers, once it committed a few steps, and its recovery records then."""
     trainers = start_trainers(cluster, cluster.nodes[:RANKS], job, steps)
-    wait_until(lambda: (committed_in_etcd(cluster, job) or -1) >= 2, 60, "no commit")
+    wait_until(lambda: (cluster.committed_step(job) or -1) >= 2, 60, "no commit")
     return trainers, recovery_records(cluster, job)
 
 
 def check_nothing_declared(live, declared_each, trainers, cluster, job, steps, before,
                            lapsed=True):
     finish(trainers, steps - 1)  # every step commits: no completion lost
-    assert committed_in_etcd(cluster, job) == steps - 1
+    assert cluster.committed_step(job) == steps - 1
     for t in trainers:
         assert not any("fenced" in l or "refused" in l for l in t.lines), t.lines[-8:]
     assert recovery_records(cluster, job) == before
