@@ -4,6 +4,7 @@
 #include "reft/coord/etcd_job_coordinator.h"
 
 #include <algorithm>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -64,8 +65,15 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     // that cannot reach etcd reports nothing (its completions wait, as in etcd, until it can):
     // it could not learn the commits they would make, and its lease is running out.
     const auto now = Clock::now();
-    direct = peers_ != nullptr && options_.report_to_coordinator && !coordinator.empty() &&
-             coordinator != nodes_->node_id() && etcd_->reachable() && now >= st.report_retry_at;
+    const bool reporting = peers_ != nullptr && options_.report_to_coordinator &&
+                           !coordinator.empty() && coordinator != nodes_->node_id() &&
+                           etcd_->reachable();
+    if (reporting && st.late_since && now < st.report_retry_at) {
+      // Waiting out a late coordinator: nothing goes anywhere until the pause ends.
+      WakeAtLocked(st.report_retry_at);
+      return;
+    }
+    direct = reporting && now >= st.report_retry_at;
     // One write per step and node: a step is written once every rank of the job connected here
     // completed it (they complete within moments of each other), or when the linger runs out.
     const std::vector<store::RankKey> connected = joined_.Ranks(job);
@@ -101,7 +109,8 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
     if (direct) {
       StepCompletionReport report{job,         w.step,      nodes_->node_id(),    w.rec.generation,
                                   w.rec.epoch, w.rec.ranks, w.rec.layout_revision};
-      if (ReportToCoordinator(job, coordinator, term, report)) {
+      const ReportOutcome outcome = ReportToCoordinator(job, coordinator, term, report);
+      if (outcome == ReportOutcome::kTaken) {
         reft::MutexLock lock(mu_);
         JobState& st = jobs_[job];
         // Counts only while that coordinator's term lasts; a new term re-sends everything.
@@ -110,6 +119,11 @@ void EtcdJobCoordinator::FlushCompletions(const std::string& job) {
           p->second.written = std::max(p->second.written, w.n);
         }
         continue;
+      }
+      if (outcome == ReportOutcome::kLate) {
+        reft::MutexLock lock(mu_);
+        WakeAtLocked(jobs_[job].report_retry_at);  // this and the remaining steps go then
+        return;
       }
       direct = false;  // this and the remaining steps go through etcd
     }
@@ -150,8 +164,9 @@ void EtcdJobCoordinator::ConnectToCoordinator(const std::string& job, const std:
   if (st.coordinator_rev == term) st.coordinator_address = member->address;
 }
 
-bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::string& node,
-                                             int64_t term, const StepCompletionReport& report) {
+EtcdJobCoordinator::ReportOutcome EtcdJobCoordinator::ReportToCoordinator(
+    const std::string& job, const std::string& node, int64_t term,
+    const StepCompletionReport& report) {
   // The address was looked up once for the term (ConnectToCoordinator), not per report: N
   // nodes reporting every step must not turn into N etcd reads per step. A failure forgets
   // it, so the next round looks it up again.
@@ -166,8 +181,9 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
     }
   }
   // Through the aggregator the coordinator named (docs/coordination.md "Reports aggregate on
-  // the way"): its answer is the coordinator's. Any failure drops the assignment and the report
-  // goes straight to the coordinator, whose answer names a fresh one.
+  // the way"): its answer is the coordinator's. A late answer is waited out on the same route
+  // (the aggregator waits for a busy coordinator); any other failure drops the assignment and
+  // the report goes straight to the coordinator, whose answer names a fresh one.
   Status s;
   bool via_aggregator = false;
   if (route) {
@@ -175,11 +191,20 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
     s = peers_->ReportStepCompletion(route->address, report, 2 * options_.report_timeout);
     via_aggregator = s.ok();
     if (!s.ok()) {
+      const bool late_at_live = LateAtLiveNode(route->node, s);
+      const auto patience = ReportPatience();
+      reft::MutexLock lock(mu_);
+      JobState& st = jobs_[job];
+      const bool late = late_at_live && WithinPatienceLocked(st, patience);
+      if (st.coordinator_rev != term || late) {
+        ++traffic_.report_failures;
+        if (!late) return ReportOutcome::kThroughEtcd;  // a new term starts afresh
+        PauseAfterLateLocked(st, job, route->node, s, patience);
+        return ReportOutcome::kLate;
+      }
       spdlog::info("job {}: aggregator {} did not carry a completion report ({}); reporting to "
                    "the coordinator directly",
                    job, route->node, s.ToString());
-      reft::MutexLock lock(mu_);
-      JobState& st = jobs_[job];
       if (st.route_term == term) st.route.reset();
     }
   }
@@ -190,6 +215,8 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
                         : peers_->ReportStepCompletion(address, report, options_.report_timeout, &fresh);
     answered_directly = s.ok();
   }
+  const bool late_at_live = !s.ok() && LateAtLiveNode(node, s);
+  const auto patience = ReportPatience();
   reft::MutexLock lock(mu_);
   if (s.ok()) {
     ++traffic_.reported;
@@ -198,18 +225,27 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
     ++traffic_.report_failures;
   }
   JobState& st = jobs_[job];
-  if (st.coordinator_rev != term) return s.ok();  // a new term starts afresh
+  if (st.coordinator_rev != term) {  // a new term starts afresh
+    return s.ok() ? ReportOutcome::kTaken : ReportOutcome::kThroughEtcd;
+  }
   if (answered_directly) {
     st.route_term = term;
     st.route = fresh.node.empty() || fresh.node == nodes_->node_id()
                    ? std::nullopt
                    : std::optional<ReportRoute>(fresh);
   }
-  if (!via_aggregator) st.coordinator_address = s.ok() ? address : "";
   if (s.ok()) {
+    if (!via_aggregator) st.coordinator_address = address;
     st.report_backoff = std::chrono::milliseconds(0);
-    return true;
+    st.late_since.reset();
+    return ReportOutcome::kTaken;
   }
+  if (late_at_live && WithinPatienceLocked(st, patience)) {  // the address stays: it is busy
+    PauseAfterLateLocked(st, job, node, s, patience);
+    return ReportOutcome::kLate;
+  }
+  st.coordinator_address.clear();
+  st.late_since.reset();
   // A coordinator that just started takes every node's first connection at once, and one that
   // is cut off from its peers may stay so: back off exponentially, from report_retry up to
   // report_retry_max, while this term lasts.
@@ -223,7 +259,47 @@ bool EtcdJobCoordinator::ReportToCoordinator(const std::string& job, const std::
                  job, node, s.ToString(), st.report_backoff.count());
   }
   st.report_retry_at = Clock::now() + st.report_backoff;
-  return false;
+  return ReportOutcome::kThroughEtcd;
+}
+
+bool EtcdJobCoordinator::LateAtLiveNode(const std::string& node, const Status& s) const {
+  if (s.code() != StatusCode::kTimeout) return false;
+  const auto member = nodes_->Find(node);
+  return member && member->state != peer::MemberState::kDead;
+}
+
+std::chrono::milliseconds EtcdJobCoordinator::ReportPatience() const {
+  // Leases grow with the cluster (LeaseSizing): a coordinator that died is found dead within
+  // its TTL, and until then its reports are late, not a reason to load etcd.
+  return std::max(options_.report_patience,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(2 * nodes_->lease_ttl()));
+}
+
+bool EtcdJobCoordinator::WithinPatienceLocked(const JobState& st,
+                                              std::chrono::milliseconds patience) const {
+  return !st.late_since || Clock::now() - *st.late_since < patience;
+}
+
+void EtcdJobCoordinator::PauseAfterLateLocked(JobState& st, const std::string& job,
+                                              const std::string& node, const Status& s,
+                                              std::chrono::milliseconds patience) {
+  ++traffic_.reports_late;
+  const auto now = Clock::now();
+  if (!st.late_since) {
+    st.late_since = now;
+    st.report_backoff = std::chrono::milliseconds(0);
+    spdlog::warn("job {}: {} did not answer a completion report in time ({}); it is sent again "
+                 "after a pause, not through etcd, for up to {} ms",
+                 job, node, s.ToString(), patience.count());
+  }
+  st.report_backoff = st.report_backoff.count() == 0
+                          ? options_.report_retry
+                          : std::min(2 * st.report_backoff, options_.report_retry_max);
+  // Jittered: the nodes whose reports timed out together must not all come back together.
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> jitter(0.5, 1.5);
+  st.report_retry_at =
+      now + std::chrono::duration_cast<Clock::duration>(st.report_backoff * jitter(rng));
 }
 
 Result<std::vector<Status>> EtcdJobCoordinator::SendBatch(
@@ -367,6 +443,7 @@ std::optional<ReportRoute> EtcdJobCoordinator::RouteFor(const std::string& job,
 }
 
 Status EtcdJobCoordinator::TakeCompletion(const StepCompletionReport& report, bool direct) {
+  test_point::Reach(kReportArrived, report.job, this);
   if (report.step < 0) {
     return Status::InvalidArgument("completion report of job '" + report.job + "' for step " +
                                    std::to_string(report.step));

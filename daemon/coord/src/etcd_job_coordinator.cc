@@ -363,6 +363,7 @@ void EtcdJobCoordinator::ApplyCoordinatorLocked(const std::string& job, JobState
     st.coordinator_address.clear();
     st.report_backoff = std::chrono::milliseconds(0);
     st.report_retry_at = {};
+    st.late_since.reset();
     for (auto& [step, p] : st.pending) p.written = 0;
     work_ = true;  // connect to the new coordinator now, not under the first report's deadline
   }

@@ -527,6 +527,9 @@ class Run:
             "reports_per_step": round(delta("reports_sent") / steps, 1) if etcd else None,
             "report_failures_per_step":
                 round(delta("report_failures") / steps, 1) if etcd else None,
+            # Of those, late ones waited out and sent again rather than written to etcd.
+            "reports_late_per_step":
+                round(delta("reports_late") / steps, 1) if etcd else None,
             # The report RPCs the coordinator took (an aggregator's batch counts one), and the
             # reports aggregators carried (docs/coordination.md "Reports aggregate on the way").
             "coordinator_report_rpcs_per_step":

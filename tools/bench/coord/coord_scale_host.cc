@@ -266,13 +266,15 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
     const coord::EtcdTraffic t = etcd->traffic();
     // Completion reports to the coordinator (Peer.ReportStepCompletion): counted by the
     // coordinator's server, where they arrive; the senders count how many they sent.
-    uint64_t reports = 0, report_failures = 0, completion_writes = 0, received = 0;
+    uint64_t reports = 0, report_failures = 0, reports_late = 0, completion_writes = 0;
+    uint64_t received = 0;
     uint64_t report_messages = 0, forwarded = 0, via_aggregator = 0;
     for (const auto& m : members) {
       if (auto* co = dynamic_cast<coord::EtcdJobCoordinator*>(m->peer->coordinator())) {
         const coord::CompletionTraffic ct = co->completion_traffic();
         reports += ct.reported + ct.report_failures;
         report_failures += ct.report_failures;
+        reports_late += ct.reports_late;
         completion_writes += ct.written;
         received += ct.received;
         report_messages += ct.messages;
@@ -299,6 +301,7 @@ std::string Stats(const std::vector<std::unique_ptr<Member>>& members,
     o << ",\"messages\":" << t.requests + t.responses
       << ",\"bytes\":" << t.bytes_sent + t.bytes_received
       << ",\"reports_sent\":" << reports << ",\"report_failures\":" << report_failures
+      << ",\"reports_late\":" << reports_late
       << ",\"completion_writes\":" << completion_writes << ",\"reports_received\":" << received
       << ",\"report_messages_received\":" << report_messages
       << ",\"reports_forwarded\":" << forwarded << ",\"reports_via_aggregator\":" << via_aggregator

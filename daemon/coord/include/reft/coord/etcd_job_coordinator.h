@@ -77,6 +77,13 @@ struct EtcdCoordinatorOptions {
   /// failure doubles the pause, up to report_retry_max.
   std::chrono::milliseconds report_retry{1000};
   std::chrono::milliseconds report_retry_max{30000};
+  /// A report that timed out at a live coordinator (or its aggregator) is sent to it again
+  /// after a jittered report_retry, doubling, not written to etcd: a coordinator too busy to
+  /// answer in time is usually still counting, and etcd is what every node shares
+  /// (docs/coordination.md "A slow coordinator is waited for"). Only once its reports have
+  /// been late for this long (or two lease TTLs, if longer) do they go through etcd as for an
+  /// unreachable one.
+  std::chrono::milliseconds report_patience{10000};
   /// Uncommitted steps the coordinator keeps reports of; a report of a further step is refused
   /// (Busy) and written to etcd by its sender.
   size_t max_pending_steps = 1024;
@@ -89,7 +96,8 @@ struct EtcdCoordinatorOptions {
 /// \brief How this node's completions travelled, and what it received as a coordinator.
 struct CompletionTraffic {
   uint64_t reported = 0;         ///< reports the coordinator took over the Peer service
-  uint64_t report_failures = 0;  ///< reports it did not take (then written to etcd)
+  uint64_t report_failures = 0;  ///< reports it did not take (refused, unreachable or late)
+  uint64_t reports_late = 0;     ///< of those, late ones waited out instead of going to etcd
   uint64_t written = 0;          ///< completion records written to etcd
   uint64_t received = 0;         ///< reports taken as the job's coordinator
   uint64_t messages = 0;   ///< report RPCs taken as the coordinator (a batch counts one)
@@ -212,6 +220,10 @@ class EtcdJobCoordinator final : public JobCoordinator {
   /// the coordinator (its reporters wait for the answer; an aggregator lost right there fails
   /// their calls).
   static constexpr const char* kForwardBatch = "completion-forward-batch";
+  /// kReportArrived: a completion report of `job` (sent directly or in a batch) arrived at
+  /// this node as the job's coordinator and is about to be counted (a coordinator stalled
+  /// there answers late).
+  static constexpr const char* kReportArrived = "completion-report-arrived";
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -252,6 +264,10 @@ class EtcdJobCoordinator final : public JobCoordinator {
     // last report went), and when it ends; a new term starts without one.
     std::chrono::milliseconds report_backoff{0};
     Clock::time_point report_retry_at{};
+    // Since when this term's reports time out at a live coordinator (unset: the last one was
+    // answered); while set and within report_patience, the pause holds completions back
+    // instead of sending them through etcd.
+    std::optional<Clock::time_point> late_since;
     // The aggregator the coordinator of term `route_term` named for this node's reports.
     std::optional<ReportRoute> route;
     int64_t route_term = 0;
@@ -344,10 +360,29 @@ class EtcdJobCoordinator final : public JobCoordinator {
   // Worker: everything that writes to etcd in the background.
   void Run();
   void FlushCompletions(const std::string& job);
-  /// Sends one report to the job's coordinator `node` (term `term`); false when it did not
-  /// take it (the caller writes it to etcd).
-  bool ReportToCoordinator(const std::string& job, const std::string& node, int64_t term,
-                           const StepCompletionReport& report);
+  /// What became of one report sent to the job's coordinator.
+  enum class ReportOutcome {
+    kTaken,        ///< the coordinator (or its aggregator for it) took it
+    kLate,         ///< it timed out at a live coordinator: sent again later, not to etcd
+    kThroughEtcd,  ///< not taken: the caller writes it to etcd
+  };
+  /// Sends one report to the job's coordinator `node` (term `term`).
+  ReportOutcome ReportToCoordinator(const std::string& job, const std::string& node, int64_t term,
+                                    const StepCompletionReport& report);
+  /// Whether `s`, the failure of a report to `node`, is lateness: a deadline at a node the
+  /// membership holds live. Looks the member up: call with no lock held.
+  bool LateAtLiveNode(const std::string& node, const Status& s) const REFT_EXCLUDES(mu_);
+  /// How long reports may be late before they go through etcd: report_patience, or two of
+  /// this node's lease TTLs if longer. Reads the membership: call with no lock held.
+  std::chrono::milliseconds ReportPatience() const REFT_EXCLUDES(mu_);
+  /// Whether the reports of `st`'s current term have been late for less than `patience` (or
+  /// are not late at all): a late one is then waited out.
+  bool WithinPatienceLocked(const JobState& st, std::chrono::milliseconds patience) const
+      REFT_REQUIRES(mu_);
+  /// Records a late report: the next try is after a jittered, doubling pause.
+  void PauseAfterLateLocked(JobState& st, const std::string& job, const std::string& node,
+                            const Status& s, std::chrono::milliseconds patience)
+      REFT_REQUIRES(mu_);
   /// Looks the coordinator's address up and starts connecting to it (once per term).
   void ConnectToCoordinator(const std::string& job, const std::string& node, int64_t term);
   void Campaign(const std::string& job);
