@@ -100,24 +100,43 @@ int FreeLoopbackPort() {
   throw std::runtime_error("no free loopback port outside the ephemeral range");
 }
 
-peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd) {
-  coord::LeaseSizing lease;
-  lease.floor = std::chrono::seconds(2);
-  return EtcdControlPlane(etcd, lease);
-}
+namespace {
 
-peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd, const coord::LeaseSizing& lease) {
+coord::EtcdControlPlaneOptions TestTimings(const EtcdCluster& etcd) {
   coord::EtcdControlPlaneOptions o;
   o.etcd.endpoints = etcd.endpoints();
   o.etcd.request_timeout = std::chrono::milliseconds(1000);
-  o.lease = lease;
+  o.lease.floor = std::chrono::seconds(2);
   o.coordinator.retry_interval = std::chrono::milliseconds(50);
   // On a loaded test machine a loopback RPC can take over a second; the tests that check which
   // path completions take must not see a fall-back to etcd for that reason.
   o.coordinator.report_timeout = std::chrono::seconds(10);
+  return o;
+}
+
+peer::ControlPlaneFactory Make(const coord::EtcdControlPlaneOptions& o) {
   auto f = coord::MakeEtcdControlPlane(o);
   if (!f.ok()) throw std::runtime_error(f.status().ToString());
   return *f;
+}
+
+}  // namespace
+
+peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd) {
+  return Make(TestTimings(etcd));
+}
+
+peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd, const coord::LeaseSizing& lease) {
+  coord::EtcdControlPlaneOptions o = TestTimings(etcd);
+  o.lease = lease;
+  return Make(o);
+}
+
+peer::ControlPlaneFactory EtcdControlPlane(
+    const EtcdCluster& etcd, const std::function<void(coord::EtcdControlPlaneOptions&)>& adjust) {
+  coord::EtcdControlPlaneOptions o = TestTimings(etcd);
+  adjust(o);
+  return Make(o);
 }
 
 // On tmpfs: etcd fsyncs every write, and on a disk shared with a loaded build (the test

@@ -5,10 +5,12 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "reft/coord/etcd_control_plane.h"
 #include "reft/coord/lease_sizing.h"
 #include "reft/peer/peer_node.h"
 #include "test_support.h"
@@ -71,6 +73,9 @@ int FreeLoopbackPort();
 peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd);
 /// \brief The same with the leases sized by `lease` (lease_sizing.h).
 peer::ControlPlaneFactory EtcdControlPlane(const EtcdCluster& etcd, const coord::LeaseSizing& lease);
+/// \brief The same with the test timings changed by `adjust` (a test of one option).
+peer::ControlPlaneFactory EtcdControlPlane(
+    const EtcdCluster& etcd, const std::function<void(coord::EtcdControlPlaneOptions&)>& adjust);
 
 /// \brief Ends the term of `job`'s coordinator behind its back: deletes the coordinator key and
 /// puts it again for `holder` (a new create revision), as a node that won the next campaign

@@ -32,17 +32,11 @@ store::RankKey Rank(int n) { return {"job", 0, 0, n}; }
 
 peer::ControlPlaneFactory ImpatientReporters(const EtcdCluster& etcd,
                                              std::chrono::milliseconds patience) {
-  coord::EtcdControlPlaneOptions o;
-  o.etcd.endpoints = etcd.endpoints();
-  o.etcd.request_timeout = 1000ms;
-  o.lease.floor = 2s;
-  o.coordinator.retry_interval = 50ms;
-  o.coordinator.report_timeout = 300ms;
-  o.coordinator.report_retry = 200ms;
-  o.coordinator.report_patience = patience;
-  auto f = coord::MakeEtcdControlPlane(o);
-  if (!f.ok()) throw std::runtime_error(f.status().ToString());
-  return *f;
+  return EtcdControlPlane(etcd, [patience](coord::EtcdControlPlaneOptions& o) {
+    o.coordinator.report_timeout = 300ms;
+    o.coordinator.report_retry = 200ms;
+    o.coordinator.report_patience = patience;
+  });
 }
 
 // n0 joins first and leads: it coordinates the job; n1 and n2 report to it.

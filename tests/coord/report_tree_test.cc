@@ -33,16 +33,9 @@ store::RankKey Rank(int n) { return {"job", 0, 0, n}; }
 std::string Id(int n) { return "n" + std::to_string(n); }
 
 peer::ControlPlaneFactory AggregatingControlPlane(const EtcdCluster& etcd) {
-  coord::EtcdControlPlaneOptions o;
-  o.etcd.endpoints = etcd.endpoints();
-  o.etcd.request_timeout = 1000ms;
-  o.lease.floor = 2s;
-  o.coordinator.retry_interval = 50ms;
-  o.coordinator.report_timeout = 10s;  // a loaded machine must not fall back to etcd by itself
-  o.coordinator.aggregate_from_nodes = 4;  // nine nodes: groups of three
-  auto f = coord::MakeEtcdControlPlane(o);
-  if (!f.ok()) throw std::runtime_error(f.status().ToString());
-  return *f;
+  return EtcdControlPlane(etcd, [](coord::EtcdControlPlaneOptions& o) {
+    o.coordinator.aggregate_from_nodes = 4;  // nine nodes: groups of three
+  });
 }
 
 // Node i holds rank (tp0, dp i); n0 joins first and leads before the others join, so it
