@@ -192,13 +192,15 @@ EtcdJobCoordinator::ReportOutcome EtcdJobCoordinator::ReportToCoordinator(
     via_aggregator = s.ok();
     if (!s.ok()) {
       const bool late_at_live = LateAtLiveNode(route->node, s);
-      const auto patience = ReportPatience();
+      const auto patience = late_at_live ? ReportPatience() : std::chrono::milliseconds(0);
       reft::MutexLock lock(mu_);
       JobState& st = jobs_[job];
-      const bool late = late_at_live && WithinPatienceLocked(st, patience);
-      if (st.coordinator_rev != term || late) {
+      if (st.coordinator_rev != term) {  // a new term starts afresh
         ++traffic_.report_failures;
-        if (!late) return ReportOutcome::kThroughEtcd;  // a new term starts afresh
+        return ReportOutcome::kThroughEtcd;
+      }
+      if (late_at_live && WithinPatienceLocked(st, patience)) {
+        ++traffic_.report_failures;
         PauseAfterLateLocked(st, job, route->node, s, patience);
         return ReportOutcome::kLate;
       }
@@ -216,7 +218,7 @@ EtcdJobCoordinator::ReportOutcome EtcdJobCoordinator::ReportToCoordinator(
     answered_directly = s.ok();
   }
   const bool late_at_live = !s.ok() && LateAtLiveNode(node, s);
-  const auto patience = ReportPatience();
+  const auto patience = late_at_live ? ReportPatience() : std::chrono::milliseconds(0);
   reft::MutexLock lock(mu_);
   if (s.ok()) {
     ++traffic_.reported;
@@ -249,9 +251,7 @@ EtcdJobCoordinator::ReportOutcome EtcdJobCoordinator::ReportToCoordinator(
   // A coordinator that just started takes every node's first connection at once, and one that
   // is cut off from its peers may stay so: back off exponentially, from report_retry up to
   // report_retry_max, while this term lasts.
-  st.report_backoff = st.report_backoff.count() == 0
-                          ? options_.report_retry
-                          : std::min(2 * st.report_backoff, options_.report_retry_max);
+  DoubleBackoffLocked(st);
   if (st.report_backoff == options_.report_retry ||
       st.report_backoff == options_.report_retry_max) {
     spdlog::warn("job {}: coordinator {} did not take a completion report ({}); completions go "
@@ -260,6 +260,12 @@ EtcdJobCoordinator::ReportOutcome EtcdJobCoordinator::ReportToCoordinator(
   }
   st.report_retry_at = Clock::now() + st.report_backoff;
   return ReportOutcome::kThroughEtcd;
+}
+
+void EtcdJobCoordinator::DoubleBackoffLocked(JobState& st) const {
+  st.report_backoff = st.report_backoff.count() == 0
+                          ? options_.report_retry
+                          : std::min(2 * st.report_backoff, options_.report_retry_max);
 }
 
 bool EtcdJobCoordinator::LateAtLiveNode(const std::string& node, const Status& s) const {
@@ -292,9 +298,7 @@ void EtcdJobCoordinator::PauseAfterLateLocked(JobState& st, const std::string& j
                  "after a pause, not through etcd, for up to {} ms",
                  job, node, s.ToString(), patience.count());
   }
-  st.report_backoff = st.report_backoff.count() == 0
-                          ? options_.report_retry
-                          : std::min(2 * st.report_backoff, options_.report_retry_max);
+  DoubleBackoffLocked(st);
   // Jittered: the nodes whose reports timed out together must not all come back together.
   thread_local std::mt19937 rng{std::random_device{}()};
   std::uniform_real_distribution<double> jitter(0.5, 1.5);

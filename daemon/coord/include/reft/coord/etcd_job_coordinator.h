@@ -379,6 +379,9 @@ class EtcdJobCoordinator final : public JobCoordinator {
   /// are not late at all): a late one is then waited out.
   bool WithinPatienceLocked(const JobState& st, std::chrono::milliseconds patience) const
       REFT_REQUIRES(mu_);
+  /// The direct path's pause after a failed report: report_retry, then doubling up to
+  /// report_retry_max (whether the report then goes to etcd or waits).
+  void DoubleBackoffLocked(JobState& st) const REFT_REQUIRES(mu_);
   /// Records a late report: the next try is after a jittered, doubling pause.
   void PauseAfterLateLocked(JobState& st, const std::string& job, const std::string& node,
                             const Status& s, std::chrono::milliseconds patience)
