@@ -440,6 +440,8 @@ class Run:
              "aggregate_from_nodes": self.before[0].get("aggregate_from_nodes")
              if self.before else self.aggregate_from_nodes,
              "wall_s": round(end - self.marks[0][1], 1) if self.marks else 0,
+             # When each phase began (unix s): lines up the run with outside samples.
+             "phase_starts_unix": {name: round(t, 2) for name, t in self.marks},
              "startup_s": None if self.startup_s is None else round(self.startup_s, 1),
              "lease_ttl_sized_s": self.sized if backend == "etcd" else None,
              "lease_settle_s": None if self.settle_s is None else round(self.settle_s, 1)}
