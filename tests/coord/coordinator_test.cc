@@ -508,6 +508,40 @@ TEST_CASE("etcd membership: departures and arrivals are heard by their own liste
   CHECK(arrived == std::vector<std::string>{"n3"});
 }
 
+// What a report that timed out is judged by (late, or at a dead node?): what the node already
+// heard — never an etcd read made for the question, which every node of a job would make at
+// once when its coordinator is busy. With etcd paused, a read would hang for its timeout.
+TEST_CASE("etcd membership: a node heard dead is known without a read, and alive once seen "
+          "registered again", "[coord]") {
+  EtcdCluster etcd(1);
+  Cluster c(etcd);
+  auto& membership = c.nodes[0]->peer->membership();
+  std::atomic<int> departures{0};
+  membership.AddDepartureListener([&](const std::string&) { ++departures; });
+  c.nodes[2]->peer->Stop();  // a clean stop revokes its lease: the departure comes at once
+  REQUIRE(reft::testing::Eventually([&] { return departures.load() == 1; }, 5s));
+
+  etcd.Pause(0);
+  const auto start = std::chrono::steady_clock::now();
+  const bool n2_dead = membership.HeardDead("n2");
+  const bool n1_dead = membership.HeardDead("n1");
+  const bool stranger_dead = membership.HeardDead("never-registered");
+  const auto took = std::chrono::steady_clock::now() - start;
+  etcd.Resume(0);
+  CHECK(n2_dead);
+  CHECK_FALSE(n1_dead);
+  CHECK_FALSE(stranger_dead);  // not heard of is not heard dead
+  CHECK(took < 200ms);
+
+  TempDir dir("reft-coord");
+  TestNode back("n2", dir.path(), {}, 0, 64 << 10, 0, nullptr, EtcdControlPlane(etcd));
+  // Once a lookup reads it registered again (the cached record expires within seconds).
+  CHECK(reft::testing::Eventually([&] {
+    (void)membership.Find("n2");
+    return !membership.HeardDead("n2");
+  }, 5s));
+}
+
 // The planner's published decision (docs/planner.md "The online path"): one per job, replaced
 // only by a compare-and-swap on its version, and only within the generation it was decided in
 // — the two-planners case after a partition heals: the one that missed a fallback publishes

@@ -270,8 +270,11 @@ void EtcdJobCoordinator::DoubleBackoffLocked(JobState& st) const {
 
 bool EtcdJobCoordinator::LateAtLiveNode(const std::string& node, const Status& s) const {
   if (s.code() != StatusCode::kTimeout) return false;
-  const auto member = nodes_->Find(node);
-  return member && member->state != peer::MemberState::kDead;
+  // What this node knows, not an etcd read: every node of the job times out at once when its
+  // coordinator is busy, and a read each (thousands) would load etcd exactly then. A node that
+  // died unheard of is waited for no longer than the patience (a coordinator's term ends
+  // sooner, with its lease).
+  return !nodes_->HeardDead(node);
 }
 
 std::chrono::milliseconds EtcdJobCoordinator::ReportPatience() const {

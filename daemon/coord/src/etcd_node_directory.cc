@@ -371,7 +371,16 @@ std::optional<peer::MemberInfo> EtcdNodeDirectory::Find(const std::string& node_
   }
   reft::MutexLock lock(mu_);
   cache_[node_id] = {info, now};
+  if (info && info->state != peer::MemberState::kDead) departed_.erase(node_id);
   return info;
+}
+
+bool EtcdNodeDirectory::HeardDead(const std::string& node_id) const {
+  reft::MutexLock lock(mu_);
+  if (departed_.count(node_id) != 0) return true;
+  auto it = cache_.find(node_id);
+  return it != cache_.end() && it->second.info &&
+         it->second.info->state == peer::MemberState::kDead;
 }
 
 peer::NodeLiveness EtcdNodeDirectory::Liveness(const std::string& node_id) const {
@@ -420,6 +429,7 @@ std::vector<peer::NodeStatus> EtcdNodeDirectory::Lookup(
     auto it = registered.find(id);
     if (it != registered.end()) {
       out[i] = {peer::NodeLiveness::kAlive, ToMember(id, it->second, false)};
+      departed_.erase(id);
     } else if (held.count(id) != 0) {
       // A lapse not confirmed yet: alive, at the address last known.
       auto c = cache_.find(id);
@@ -581,6 +591,7 @@ void EtcdNodeDirectory::Depart(const std::string& node) {
   std::vector<std::function<void(const std::string&)>> listeners;
   {
     reft::MutexLock lock(mu_);
+    departed_.insert(node);
     listeners = departures_.listeners;
   }
   for (const auto& l : listeners) l(node);

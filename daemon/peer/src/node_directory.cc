@@ -44,6 +44,11 @@ NodeLiveness NodeDirectory::Liveness(const std::string& node_id) const {
   return m->state == MemberState::kDead ? NodeLiveness::kDead : NodeLiveness::kAlive;
 }
 
+bool NodeDirectory::HeardDead(const std::string& node_id) const {
+  auto m = Find(node_id);
+  return m && m->state == MemberState::kDead;
+}
+
 std::vector<NodeStatus> NodeDirectory::Lookup(const std::vector<std::string>& node_ids) const {
   std::vector<NodeStatus> out;
   out.reserve(node_ids.size());

@@ -369,8 +369,8 @@ class EtcdJobCoordinator final : public JobCoordinator {
   /// Sends one report to the job's coordinator `node` (term `term`).
   ReportOutcome ReportToCoordinator(const std::string& job, const std::string& node, int64_t term,
                                     const StepCompletionReport& report);
-  /// Whether `s`, the failure of a report to `node`, is lateness: a deadline at a node the
-  /// membership holds live. Looks the member up: call with no lock held.
+  /// Whether `s`, the failure of a report to `node`, is lateness: a deadline at a node this
+  /// node has not heard is dead (NodeDirectory::HeardDead, no etcd read). Call with no lock held.
   bool LateAtLiveNode(const std::string& node, const Status& s) const REFT_EXCLUDES(mu_);
   /// How long reports may be late before they go through etcd: report_patience, or two of
   /// this node's lease TTLs if longer. Reads the membership: call with no lock held.

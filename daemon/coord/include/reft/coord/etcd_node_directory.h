@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "reft/coord/etcd_client.h"
 #include "reft/coord/lease_sizing.h"
@@ -70,6 +71,9 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   /// One linearizable read of every registration (not one per node); when etcd cannot be
   /// reached: kUnknown, with the cached address where there is one.
   std::vector<peer::NodeStatus> Lookup(const std::vector<std::string>& node_ids) const override;
+  /// No etcd read: a departure the watch delivered (once a departure listener asked for it),
+  /// or the last Find/Lookup that found the node unregistered, until one finds it registered.
+  bool HeardDead(const std::string& node_id) const override;
 
   bool IsFenced() const override { return false; }
   void ClearFence() override {}
@@ -178,6 +182,8 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
     std::chrono::steady_clock::time_point at;
   };
   mutable std::map<std::string, Cached> cache_ REFT_GUARDED_BY(mu_);
+  // Nodes whose departure was heard, until a read finds them registered again.
+  mutable std::set<std::string> departed_ REFT_GUARDED_BY(mu_);
   // Set before Start (HoldDeathsWhileSuspect), read without mu_ afterwards.
   std::shared_ptr<ControlPlaneSuspicion> suspicion_;
   std::unique_ptr<HeldDeaths> held_;

@@ -100,6 +100,11 @@ class NodeDirectory {
   /// Liveness() and Find() of each of `node_ids` (in order), as one answer: etcd reads every
   /// registration once instead of once per node (a restore asks about every node of its job).
   virtual std::vector<NodeStatus> Lookup(const std::vector<std::string>& node_ids) const;
+  /// Whether this node already knows `node_id` is dead — its departure heard, or a lookup
+  /// that found it unregistered — without asking anyone. For judgements many nodes make at
+  /// once while the control plane is loaded (is a coordinator that answers late dead?), where
+  /// a read each would add to the load. The default asks Find.
+  virtual bool HeardDead(const std::string& node_id) const;
 
   /// True once this node learned it had been declared dead: its snapshots may be stale.
   virtual bool IsFenced() const = 0;
