@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   // Before any thread exists: keeps glibc from returning gRPC's ~1 MiB receive buffers to the
   // kernel after every read, which made shard streaming 7-10x slower (docs/bench/peer.md).
   reft::peer::TuneMallocForPeerStreams();
+  reft::peer::DisableAbslLockGraph();
   sigset_t signals = BlockShutdownSignals();
   auto config = reft::app::ParseDaemonArgs(argc, argv);
   if (!config.ok()) {

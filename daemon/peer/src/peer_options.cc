@@ -2,6 +2,8 @@
 
 #include <malloc.h>
 
+#include <absl/synchronization/mutex.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -29,6 +31,10 @@ bool TuneMallocForPeerStreams() {
   ok = mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1 && ok;
   ok = mallopt(M_TOP_PAD, 64 << 20) == 1 && ok;
   return ok;
+}
+
+void DisableAbslLockGraph() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
 void WarmHeap(uint64_t bytes) {

@@ -357,6 +357,7 @@ Result<planner::online::JobModelView> BenchJobModel(const Args& a, coord::JobCoo
 }  // namespace
 
 int main(int argc, char** argv) {
+  reft::peer::DisableAbslLockGraph();  // as reftd does: 256 members' threads in one process
   Args a;
   CLI::App app{"one process of the control-plane scale bench (see coord_scale.py)"};
   app.add_option("--backend", a.backend, "etcd | gossip")->check(CLI::IsMember({"etcd", "gossip"}));

@@ -72,6 +72,17 @@ uint64_t NewEpoch();
 /// mallopt refused a setting.
 bool TuneMallocForPeerStreams();
 
+/// \brief Turns off Abseil's debug-only mutex deadlock detector for the process. Debian's
+/// Abseil is built without NDEBUG, so every absl::Mutex acquisition — gRPC takes them for each
+/// call, completion and timer — also records lock-order edges in one process-wide graph under a
+/// global lock. In a process with hundreds of threads in gRPC calls at once (the scale bench's
+/// pooled members; a reftd answering a burst of peer calls) that bookkeeping took most of the
+/// CPU (docs/bench/coordination.md). And a cycle the detector believes it saw aborts the
+/// process: a daemon must not die of a diagnostic. reft's own locks are std::mutex, checked at
+/// compile time (thread-safety annotations), not by this detector. Call once at the start of
+/// main(), before any thread exists.
+void DisableAbslLockGraph();
+
 /// \brief Faults in `bytes` of the malloc heap now and frees them back into it, where the trim
 /// threshold above keeps them: a freshly started reftd (a replacement node's) then runs its
 /// first restore on warm pages for gRPC's receive buffers and the fetch workers' pieces, instead
