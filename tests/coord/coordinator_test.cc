@@ -516,10 +516,12 @@ TEST_CASE("etcd membership: a node heard dead is known without a read, and alive
   EtcdCluster etcd(1);
   Cluster c(etcd);
   auto& membership = c.nodes[0]->peer->membership();
+  auto& other = c.nodes[1]->peer->membership();
   std::atomic<int> departures{0};
   membership.AddDepartureListener([&](const std::string&) { ++departures; });
+  other.AddDepartureListener([&](const std::string&) { ++departures; });
   c.nodes[2]->peer->Stop();  // a clean stop revokes its lease: the departure comes at once
-  REQUIRE(reft::testing::Eventually([&] { return departures.load() == 1; }, 5s));
+  REQUIRE(reft::testing::Eventually([&] { return departures.load() == 2; }, 5s));
 
   etcd.Pause(0);
   const auto start = std::chrono::steady_clock::now();
@@ -532,13 +534,17 @@ TEST_CASE("etcd membership: a node heard dead is known without a read, and alive
   CHECK_FALSE(n1_dead);
   CHECK_FALSE(stranger_dead);  // not heard of is not heard dead
   CHECK(took < 200ms);
+  CHECK(other.HeardDead("n2"));
 
   TempDir dir("reft-coord");
   TestNode back("n2", dir.path(), {}, 0, 64 << 10, 0, nullptr, EtcdControlPlane(etcd));
-  // Once a lookup reads it registered again (the cached record expires within seconds).
+  // A fresh read that finds it registered forgets the departure at once...
+  REQUIRE(membership.Liveness("n2") == NodeLiveness::kAlive);
+  CHECK_FALSE(membership.HeardDead("n2"));
+  // ...and so does a lookup (the cached record expires within seconds).
   CHECK(reft::testing::Eventually([&] {
-    (void)membership.Find("n2");
-    return !membership.HeardDead("n2");
+    (void)other.Find("n2");
+    return !other.HeardDead("n2");
   }, 5s));
 }
 

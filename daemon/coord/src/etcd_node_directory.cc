@@ -390,6 +390,7 @@ peer::NodeLiveness EtcdNodeDirectory::Liveness(const std::string& node_id) const
   {
     reft::MutexLock lock(mu_);
     cache_.erase(node_id);
+    if (kv->has_value()) departed_.erase(node_id);
   }
   // A lapse not confirmed yet is not a death (HoldDeathsWhileSuspect).
   const bool alive = kv->has_value() || IsHeld(node_id);

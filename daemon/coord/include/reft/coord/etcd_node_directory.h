@@ -72,7 +72,8 @@ class EtcdNodeDirectory final : public peer::NodeDirectory {
   /// reached: kUnknown, with the cached address where there is one.
   std::vector<peer::NodeStatus> Lookup(const std::vector<std::string>& node_ids) const override;
   /// No etcd read: a departure the watch delivered (once a departure listener asked for it),
-  /// or the last Find/Lookup that found the node unregistered, until one finds it registered.
+  /// or the last Find/Lookup that found the node unregistered, until a read (Find, Liveness,
+  /// Lookup) finds it registered.
   bool HeardDead(const std::string& node_id) const override;
 
   bool IsFenced() const override { return false; }
